@@ -1,0 +1,37 @@
+# The README's first two commands: `make run` and `make test`. Each sets itself up.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed-stamp
+PROTOS  = $(wildcard protos/agora/v1/*.proto)
+
+.PHONY: install run test protos lint system-deps clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian packages the tests need (iproute2 for network namespaces). Skipped when present.
+system-deps:
+	@sh scripts/system-deps.sh
+
+run: install
+	$(VENV)/bin/agora local
+
+test: install system-deps
+	$(PY) -m pytest -n auto --dist loadgroup -q
+
+protos: install
+	$(PY) -m grpc_tools.protoc -I protos --python_out=protos --pyi_out=protos \
+		--grpc_python_out=protos $(PROTOS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

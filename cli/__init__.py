@@ -1,0 +1,1 @@
+"""The `agora` command: daemons (local, master, agent) and clients (cluster, job, app, ...)."""

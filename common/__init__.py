@@ -1,0 +1,27 @@
+"""Shared value code for every component: resources, attributes, ids, logging, gRPC plumbing."""
+
+from common.attributes import (
+    AttributeParseError,
+    attributes_from_proto,
+    attributes_to_proto,
+    format_attributes,
+    parse_attributes,
+)
+from common.ids import new_id, new_uuid
+from common.logs import configure_logging
+from common.resources import EMPTY, UNRESERVED, ResourceError, Resources
+
+__all__ = [
+    "EMPTY",
+    "UNRESERVED",
+    "AttributeParseError",
+    "ResourceError",
+    "Resources",
+    "attributes_from_proto",
+    "attributes_to_proto",
+    "configure_logging",
+    "format_attributes",
+    "new_id",
+    "new_uuid",
+    "parse_attributes",
+]

@@ -1,0 +1,68 @@
+"""gRPC plumbing shared by every daemon: standard services, channels, address parsing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+# Keepalives so a dead peer (a SIGKILLed agent, a partitioned master) is noticed in seconds
+# rather than at the TCP timeout, and large offers fit.
+CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+]
+SERVER_OPTIONS = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+]
+
+
+def new_server() -> grpc.aio.Server:
+    return grpc.aio.server(options=SERVER_OPTIONS)
+
+
+def add_standard_services(server: grpc.aio.Server, service_names: Iterable[str]) -> None:
+    """Serves grpc.health.v1 (every service SERVING) and reflection, for generic tools."""
+    health_servicer = health.aio.HealthServicer()
+    names = list(service_names)
+    for name in ["", *names]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME],
+                                        server)
+
+
+def service_name(pb2_module, service: str) -> str:
+    return pb2_module.DESCRIPTOR.services_by_name[service].full_name
+
+
+def insecure_channel(address: str) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def parse_address(text: str, default_port: int | None = None) -> tuple[str, int]:
+    """`host:port` -> (host, port); raises ValueError with a message that says what to write."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        if default_port is None:
+            raise ValueError(f"{text!r} is not HOST:PORT, e.g. 127.0.0.1:5050")
+        return text, default_port
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"{text!r}: port {port!r} is not a number; write HOST:PORT") from None
+    if not 0 <= number <= 65535 or not host:
+        raise ValueError(f"{text!r} is not HOST:PORT with a port in 0-65535")
+    return host.strip("[]"), number

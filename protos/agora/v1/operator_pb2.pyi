@@ -1,0 +1,206 @@
+from agora.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AgentSummary(_message.Message):
+    __slots__ = ("info", "state", "allocated", "offered", "task_count", "registered_at", "last_heartbeat_at")
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    OFFERED_FIELD_NUMBER: _ClassVar[int]
+    TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_AT_FIELD_NUMBER: _ClassVar[int]
+    info: _common_pb2.AgentInfo
+    state: str
+    allocated: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    offered: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    task_count: int
+    registered_at: float
+    last_heartbeat_at: float
+    def __init__(self, info: _Optional[_Union[_common_pb2.AgentInfo, _Mapping]] = ..., state: _Optional[str] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., task_count: _Optional[int] = ..., registered_at: _Optional[float] = ..., last_heartbeat_at: _Optional[float] = ...) -> None: ...
+
+class FrameworkSummary(_message.Message):
+    __slots__ = ("info", "connected", "suppressed", "allocated", "offered", "dominant_share", "task_count", "registered_at")
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    OFFERED_FIELD_NUMBER: _ClassVar[int]
+    DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
+    info: _common_pb2.FrameworkInfo
+    connected: bool
+    suppressed: bool
+    allocated: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    offered: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    dominant_share: float
+    task_count: int
+    registered_at: float
+    def __init__(self, info: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., connected: _Optional[bool] = ..., suppressed: _Optional[bool] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., task_count: _Optional[int] = ..., registered_at: _Optional[float] = ...) -> None: ...
+
+class TaskSummary(_message.Message):
+    __slots__ = ("task_id", "name", "framework_id", "agent_id", "hostname", "state", "resources", "last_status")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    name: str
+    framework_id: str
+    agent_id: str
+    hostname: str
+    state: _common_pb2.TaskState
+    resources: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    last_status: _common_pb2.TaskStatus
+    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., framework_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., last_status: _Optional[_Union[_common_pb2.TaskStatus, _Mapping]] = ...) -> None: ...
+
+class Quota(_message.Message):
+    __slots__ = ("guarantee", "limit")
+    GUARANTEE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    guarantee: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    limit: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    def __init__(self, guarantee: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., limit: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
+
+class RoleSummary(_message.Message):
+    __slots__ = ("role", "weight", "quota", "allocated", "dominant_share", "framework_ids")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_IDS_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    weight: float
+    quota: Quota
+    allocated: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    dominant_share: float
+    framework_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, role: _Optional[str] = ..., weight: _Optional[float] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., framework_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetStateRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ClusterState(_message.Message):
+    __slots__ = ("master_id", "started_at", "agents", "frameworks", "tasks", "roles", "total", "leader")
+    MASTER_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORKS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    master_id: str
+    started_at: float
+    agents: _containers.RepeatedCompositeFieldContainer[AgentSummary]
+    frameworks: _containers.RepeatedCompositeFieldContainer[FrameworkSummary]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskSummary]
+    roles: _containers.RepeatedCompositeFieldContainer[RoleSummary]
+    total: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    leader: str
+    def __init__(self, master_id: _Optional[str] = ..., started_at: _Optional[float] = ..., agents: _Optional[_Iterable[_Union[AgentSummary, _Mapping]]] = ..., frameworks: _Optional[_Iterable[_Union[FrameworkSummary, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskSummary, _Mapping]]] = ..., roles: _Optional[_Iterable[_Union[RoleSummary, _Mapping]]] = ..., total: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., leader: _Optional[str] = ...) -> None: ...
+
+class ListAgentsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListAgentsResponse(_message.Message):
+    __slots__ = ("agents",)
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[AgentSummary]
+    def __init__(self, agents: _Optional[_Iterable[_Union[AgentSummary, _Mapping]]] = ...) -> None: ...
+
+class ListFrameworksRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListFrameworksResponse(_message.Message):
+    __slots__ = ("frameworks",)
+    FRAMEWORKS_FIELD_NUMBER: _ClassVar[int]
+    frameworks: _containers.RepeatedCompositeFieldContainer[FrameworkSummary]
+    def __init__(self, frameworks: _Optional[_Iterable[_Union[FrameworkSummary, _Mapping]]] = ...) -> None: ...
+
+class ListTasksRequest(_message.Message):
+    __slots__ = ("framework_id", "agent_id")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    agent_id: str
+    def __init__(self, framework_id: _Optional[str] = ..., agent_id: _Optional[str] = ...) -> None: ...
+
+class ListTasksResponse(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskSummary]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSummary, _Mapping]]] = ...) -> None: ...
+
+class ListRolesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListRolesResponse(_message.Message):
+    __slots__ = ("roles",)
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    roles: _containers.RepeatedCompositeFieldContainer[RoleSummary]
+    def __init__(self, roles: _Optional[_Iterable[_Union[RoleSummary, _Mapping]]] = ...) -> None: ...
+
+class UpdateWeightRequest(_message.Message):
+    __slots__ = ("role", "weight")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    weight: float
+    def __init__(self, role: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
+
+class UpdateWeightResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SetQuotaRequest(_message.Message):
+    __slots__ = ("role", "quota")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    quota: Quota
+    def __init__(self, role: _Optional[str] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ...) -> None: ...
+
+class SetQuotaResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ExplainOffersRequest(_message.Message):
+    __slots__ = ("framework",)
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    framework: str
+    def __init__(self, framework: _Optional[str] = ...) -> None: ...
+
+class ExplainOffersResponse(_message.Message):
+    __slots__ = ("framework_id", "reasons")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    reasons: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, framework_id: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DrainAgentRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class DrainAgentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

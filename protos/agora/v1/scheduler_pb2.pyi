@@ -1,0 +1,209 @@
+from agora.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("framework",)
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    framework: _common_pb2.FrameworkInfo
+    def __init__(self, framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat")
+    class Subscribed(_message.Message):
+        __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id")
+        FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+        STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+        HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+        MASTER_ID_FIELD_NUMBER: _ClassVar[int]
+        framework_id: str
+        stream_id: str
+        heartbeat_interval_seconds: float
+        master_id: str
+        def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_id: _Optional[str] = ...) -> None: ...
+    class Offers(_message.Message):
+        __slots__ = ("offers",)
+        OFFERS_FIELD_NUMBER: _ClassVar[int]
+        offers: _containers.RepeatedCompositeFieldContainer[_common_pb2.Offer]
+        def __init__(self, offers: _Optional[_Iterable[_Union[_common_pb2.Offer, _Mapping]]] = ...) -> None: ...
+    class Rescind(_message.Message):
+        __slots__ = ("offer_id",)
+        OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+        offer_id: str
+        def __init__(self, offer_id: _Optional[str] = ...) -> None: ...
+    class Update(_message.Message):
+        __slots__ = ("status",)
+        STATUS_FIELD_NUMBER: _ClassVar[int]
+        status: _common_pb2.TaskStatus
+        def __init__(self, status: _Optional[_Union[_common_pb2.TaskStatus, _Mapping]] = ...) -> None: ...
+    class Failure(_message.Message):
+        __slots__ = ("agent_id",)
+        AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+        agent_id: str
+        def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+    class Error(_message.Message):
+        __slots__ = ("message",)
+        MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        message: str
+        def __init__(self, message: _Optional[str] = ...) -> None: ...
+    class Heartbeat(_message.Message):
+        __slots__ = ()
+        def __init__(self) -> None: ...
+    SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
+    OFFERS_FIELD_NUMBER: _ClassVar[int]
+    RESCIND_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    subscribed: Event.Subscribed
+    offers: Event.Offers
+    rescind: Event.Rescind
+    update: Event.Update
+    failure: Event.Failure
+    error: Event.Error
+    heartbeat: Event.Heartbeat
+    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ...) -> None: ...
+
+class Operation(_message.Message):
+    __slots__ = ("launch",)
+    class Launch(_message.Message):
+        __slots__ = ("task_infos",)
+        TASK_INFOS_FIELD_NUMBER: _ClassVar[int]
+        task_infos: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskInfo]
+        def __init__(self, task_infos: _Optional[_Iterable[_Union[_common_pb2.TaskInfo, _Mapping]]] = ...) -> None: ...
+    LAUNCH_FIELD_NUMBER: _ClassVar[int]
+    launch: Operation.Launch
+    def __init__(self, launch: _Optional[_Union[Operation.Launch, _Mapping]] = ...) -> None: ...
+
+class AcceptRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id", "offer_ids", "operations", "filters")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFER_IDS_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    offer_ids: _containers.RepeatedScalarFieldContainer[str]
+    operations: _containers.RepeatedCompositeFieldContainer[Operation]
+    filters: _common_pb2.Filters
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., offer_ids: _Optional[_Iterable[str]] = ..., operations: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., filters: _Optional[_Union[_common_pb2.Filters, _Mapping]] = ...) -> None: ...
+
+class AcceptResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeclineRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id", "offer_ids", "filters")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFER_IDS_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    offer_ids: _containers.RepeatedScalarFieldContainer[str]
+    filters: _common_pb2.Filters
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., offer_ids: _Optional[_Iterable[str]] = ..., filters: _Optional[_Union[_common_pb2.Filters, _Mapping]] = ...) -> None: ...
+
+class DeclineResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReviveRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ...) -> None: ...
+
+class ReviveResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SuppressRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ...) -> None: ...
+
+class SuppressResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class KillRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id", "task_id", "agent_id", "grace_period_seconds")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    task_id: str
+    agent_id: str
+    grace_period_seconds: float
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., grace_period_seconds: _Optional[float] = ...) -> None: ...
+
+class KillResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AcknowledgeRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id", "agent_id", "task_id", "uuid")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    agent_id: str
+    task_id: str
+    uuid: bytes
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., task_id: _Optional[str] = ..., uuid: _Optional[bytes] = ...) -> None: ...
+
+class AcknowledgeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReconcileRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id", "tasks")
+    class Task(_message.Message):
+        __slots__ = ("task_id", "agent_id")
+        TASK_ID_FIELD_NUMBER: _ClassVar[int]
+        AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+        task_id: str
+        agent_id: str
+        def __init__(self, task_id: _Optional[str] = ..., agent_id: _Optional[str] = ...) -> None: ...
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    tasks: _containers.RepeatedCompositeFieldContainer[ReconcileRequest.Task]
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[ReconcileRequest.Task, _Mapping]]] = ...) -> None: ...
+
+class ReconcileResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TeardownRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ...) -> None: ...
+
+class TeardownResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

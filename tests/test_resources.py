@@ -1,0 +1,75 @@
+"""Resource strings, arithmetic and the wire form."""
+
+import math
+
+import pytest
+
+from agora.v1 import common_pb2
+from common import ResourceError, Resources
+
+
+def test_parse_and_format_round_trip():
+    text = "cpus:4;cpus(analytics):2;mem:4096;ports:[31000-32000]"
+    r = Resources.parse(text)
+    assert r.scalar("cpus") == 6
+    assert r.scalar("cpus", "analytics") == 2
+    assert r.port_ranges() == ((31000, 32000),)
+    assert Resources.parse(r.format()) == r
+    assert r.format() == text
+
+
+def test_reservations_reach_only_their_role():
+    r = Resources.parse("cpus:4;cpus(analytics):2;mem(analytics):1024")
+    assert r.allocatable_to("analytics").scalar("cpus") == 6
+    assert r.allocatable_to("web").scalar("cpus") == 4
+    assert r.allocatable_to("web").scalar("mem") == 0
+
+
+def test_arithmetic_keeps_ranges_and_scalars_exact():
+    total = Resources.parse("cpus:1;mem:100;ports:[31000-31010]")
+    used = Resources.parse("cpus:0.1;ports:[31003-31004]")
+    left = total - used
+    assert left.scalar("cpus") == 0.9
+    assert left.port_ranges() == ((31000, 31002), (31005, 31010))
+    assert left + used == total
+    # ten tenths make exactly one: no float drift
+    acc = Resources()
+    for _ in range(10):
+        acc = acc + Resources.of(cpus=0.1)
+    assert acc == Resources.of(cpus=1)
+
+
+def test_subtracting_what_is_not_there_is_an_error():
+    with pytest.raises(ResourceError, match="not contained"):
+        Resources.of(cpus=1) - Resources.of(cpus=2)
+    assert not Resources.of(cpus=1).contains(Resources.of(cpus=1, role="analytics"))
+
+
+def test_proto_round_trip():
+    r = Resources.parse("cpus:2;mem:512;disk:100;gpus:1;ports:[1-5,7-9]")
+    assert Resources.from_proto(r.to_proto()) == r
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("cpus:-1", "must not be negative"),
+        ("cpus:nan", "finite"),
+        ("cpus:abc", "takes a number"),
+        ("bogus:1", "unknown resource"),
+        ("cpus", "cannot parse"),
+        ("ports:31000-32000", "ranges like"),
+        ("ports:[32000-31000]", "begin <= end"),
+    ],
+)
+def test_bad_strings_say_what_to_change(text, message):
+    with pytest.raises(ResourceError, match=message):
+        Resources.parse(text)
+
+
+def test_bad_wire_values_are_rejected():
+    for bad in (-1.0, math.nan, math.inf):
+        with pytest.raises(ResourceError):
+            Resources.from_proto([common_pb2.Resource(name="cpus", scalar=bad)])
+    with pytest.raises(ResourceError, match="unknown resource"):
+        Resources.from_proto([common_pb2.Resource(name="unicorns", scalar=1)])
