@@ -1,0 +1,104 @@
+"""`agora local`: a whole cluster in one process for trying Agora out (master + agents)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+from cli.options import add_log_flags, setup_logging
+from common import Resources
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "local",
+        help="run a master and agents in one process (a cluster on this machine)",
+        description=(
+            "Starts a master and --agents agents in the foreground, each agent with its own "
+            "work dir and a port range of its own, and prints the master's address. Stop with "
+            "Ctrl-C: tasks are killed and the work dir is kept for inspection."
+        ),
+    )
+    p.add_argument("--agents", type=int, default=3, help="number of agents (default 3)")
+    p.add_argument("--port", type=int, default=5050, help="master port (default 5050; 0 = any)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="where the master's state and the agents' sandboxes go (default: a new temp dir)",
+    )
+    p.add_argument(
+        "--agent-resources",
+        default="cpus:2;mem:2048;disk:8192",
+        help="resources of each agent; ports are added per agent so they never clash "
+        "(default 'cpus:2;mem:2048;disk:8192')",
+    )
+    add_log_flags(p)
+    p.set_defaults(func=_run)
+
+
+def _agent_resources(base: str, index: int) -> Resources:
+    resources = Resources.parse(base)
+    if not resources.port_ranges():
+        first = 31000 + index * 1000
+        resources = resources + Resources.parse(f"ports:[{first}-{first + 999}]")
+    return resources
+
+
+def _run(args: argparse.Namespace) -> int:
+    from cli.main import CommandError
+
+    if args.agents < 0:
+        raise CommandError("--agents must be 0 or more")
+    try:
+        Resources.parse(args.agent_resources)
+    except ValueError as e:
+        raise CommandError(f"--agent-resources: {e}") from None
+    setup_logging(args)
+    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="agora-local-"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(_serve(args, work_dir))
+
+
+async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
+    from agent import AgentConfig, AgentDaemon
+    from master import Master, MasterConfig
+
+    master = Master(MasterConfig(host=args.host, port=args.port, state_dir=work_dir / "master"))
+    port = await master.start()
+    master_address = f"{args.host}:{port}"
+    agents = []
+    for i in range(args.agents):
+        agent = AgentDaemon(
+            AgentConfig(
+                master=master_address,
+                host=args.host,
+                port=0,
+                resources=_agent_resources(args.agent_resources, i),
+                attributes={"agent": str(i)},
+                work_dir=work_dir / f"agent-{i}",
+                hostname=f"local-{i}",
+            )
+        )
+        await agent.start()
+        agents.append(agent)
+    print(f"master listening on {master_address}", flush=True)
+    print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
+    print(f"try: AGORA_MASTER={master_address} agora cluster agents", flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("stopping...", flush=True)
+    for agent in agents:
+        await agent.stop()
+    await master.stop()
+    os.sync()
+    return 0
