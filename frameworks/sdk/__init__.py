@@ -1,0 +1,71 @@
+"""The framework SDK: subclass `Framework`, fit tasks into offers, and `run` it.
+
+    class Hello(Framework):
+        async def on_offers(self, driver, offers):
+            result = fit(offers, [TaskSpec("hello", cpus=0.1, mem=32, command="echo hi")])
+            for placement in result.placements:
+                await driver.launch(placement.offers, placement.tasks)
+            await driver.decline(result.unused)
+
+    run(Hello(), master="127.0.0.1:5050", name="hello")
+
+The driver reconnects, re-subscribes with the same framework id, reconciles, and acknowledges
+updates. `frameworks.sdk.testing` has an in-memory transport for unit tests of a framework.
+"""
+
+from frameworks.sdk.backoff import Backoff
+from frameworks.sdk.driver import (
+    Driver,
+    SubscriptionEnded,
+    framework_info,
+    is_stale_stream_error,
+    run,
+    run_async,
+)
+from frameworks.sdk.framework import Framework
+from frameworks.sdk.offers import Fit, OfferPacker, Placement, TaskSpec, fit, offer_resources
+from frameworks.sdk.tasks import (
+    TERMINAL_STATES,
+    argv_command,
+    as_command,
+    describe_status,
+    is_terminal,
+    new_task_id,
+    shell_command,
+    state_name,
+)
+from frameworks.sdk.transport import (
+    EventStream,
+    GrpcSchedulerTransport,
+    SchedulerError,
+    SchedulerTransport,
+)
+
+__all__ = [
+    "TERMINAL_STATES",
+    "Backoff",
+    "Driver",
+    "EventStream",
+    "Fit",
+    "Framework",
+    "GrpcSchedulerTransport",
+    "OfferPacker",
+    "Placement",
+    "SchedulerError",
+    "SchedulerTransport",
+    "SubscriptionEnded",
+    "TaskSpec",
+    "argv_command",
+    "as_command",
+    "describe_status",
+    "fit",
+    "framework_info",
+    "is_stale_stream_error",
+    "is_terminal",
+    "new_task_id",
+    "offer_resources",
+    "run",
+    "run_async",
+    "shell_command",
+    "state_name",
+]

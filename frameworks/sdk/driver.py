@@ -1,0 +1,578 @@
+"""The driver: owns the connection to the master and turns its events into Framework callbacks.
+
+One subscription at a time is a *session*: a reader task pulls events off the stream into a
+queue (so heartbeats are seen even while a callback is busy) and a dispatcher task hands them
+to the framework in order. When the stream breaks, ends, or the master falls silent for three
+heartbeat intervals, the driver reconnects with jittered exponential backoff and subscribes
+again with the same framework_id, then reconciles implicitly so the framework learns what
+happened to its tasks while it was away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import structlog
+from agora.v1 import common_pb2, scheduler_pb2
+from google.protobuf.message import Message
+
+from frameworks.sdk.backoff import Backoff
+from frameworks.sdk.framework import Framework
+from frameworks.sdk.transport import GrpcSchedulerTransport, SchedulerError, SchedulerTransport
+
+log = structlog.get_logger(__name__)
+
+OfferLike = common_pb2.Offer | str
+TaskRef = str | tuple[str, str] | common_pb2.TaskStatus | common_pb2.TaskInfo
+
+
+class SubscriptionEnded(Exception):
+    """The master ended the framework's subscription for good (an ERROR event, or it refused
+    the subscription); `run` raises it after `Framework.on_error`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def is_stale_stream_error(error: SchedulerError) -> bool:
+    """True when a call failed because the master no longer knows our framework or stream.
+
+    The master answers PERMISSION_DENIED for a stream_id that is not the framework's current one
+    and NOT_FOUND for an unknown framework; the same codes also mean "that offer is not yours"
+    and "unknown offer or task", which name the offer or task and need no re-sync.
+    """
+    if error.code not in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND):
+        return False
+    text = error.message.lower()
+    return "offer" not in text and "task" not in text
+
+
+@dataclass
+class _StreamEnded:
+    reason: str
+    error: SchedulerError | None = None
+
+
+@dataclass
+class _Session:
+    stream: object
+    resubscribing: bool
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    reader: asyncio.Task | None = None
+    subscribed: bool = False
+    ended: bool = False
+
+
+class Driver:
+    """Connects a Framework to the master. Build it with `run`/`run_async`, or directly with a
+    transport (tests use `frameworks.sdk.testing.MemoryTransport`).
+
+    All calls are coroutines that raise `SchedulerError` when the master refuses them (the gRPC
+    code and the master's message say why), except `stop()`, which is a plain method.
+    """
+
+    def __init__(
+        self,
+        framework: Framework,
+        transport: SchedulerTransport,
+        info: common_pb2.FrameworkInfo,
+        *,
+        backoff: Backoff | None = None,
+        subscribe_timeout: float = 10.0,
+        silence_heartbeats: float = 3.0,
+    ) -> None:
+        self.framework = framework
+        self.transport = transport
+        self.info = common_pb2.FrameworkInfo()
+        self.info.CopyFrom(info)
+        self.framework_id = info.framework_id
+        self.stream_id = ""
+        self.master_id = ""
+        self.heartbeat_interval = 0.0
+        self.backoff = backoff or Backoff()
+        # How long to wait for SUBSCRIBED, and how many heartbeat intervals of silence mean the
+        # master (or the path to it) is gone even though TCP has not noticed.
+        self.subscribe_timeout = subscribe_timeout
+        self.silence_heartbeats = silence_heartbeats
+        self._stop = asyncio.Event()
+        self._stop_from_dispatcher = False
+        self._session: _Session | None = None
+        self._dispatcher: asyncio.Task | None = None
+        self._ended: str | None = None
+        self._tearing_down = False
+        self._pending_ack: common_pb2.TaskStatus | None = None
+        self._running = False
+        self._log = log.bind(framework=info.name)
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """Subscribed on a live stream: calls can be made."""
+        s = self._session
+        return s is not None and s.subscribed and not s.ended
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Subscribes and delivers events until `stop()`; reconnects whenever the stream is lost.
+
+        Raises SubscriptionEnded if the master ends the subscription for good.
+        """
+        if self._running:
+            raise RuntimeError("this driver is already running")
+        self._running = True
+        first = True
+        try:
+            while not self._stop.is_set():
+                if not first:
+                    delay = self.backoff.next_delay()
+                    self._log.info("reconnecting to the master", in_seconds=round(delay, 3))
+                    if await self._stopped_within(delay):
+                        break
+                    await self.transport.reset()
+                first = False
+                if await self._run_session():
+                    self.backoff.reset()
+        finally:
+            self._running = False
+            await self.transport.close()
+        if self._ended is not None:
+            raise SubscriptionEnded(self._ended)
+
+    def stop(self) -> None:
+        """Ends `run`. Called from a callback, the current event finishes first (an update is
+        still acknowledged). The master keeps the framework and its tasks for its
+        failover_timeout; call `teardown()` instead to remove them."""
+        if not self._stop.is_set():
+            current = asyncio.current_task()
+            self._stop_from_dispatcher = current is not None and current is self._dispatcher
+            self._stop.set()
+
+    async def _stopped_within(self, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _run_session(self) -> bool:
+        """One subscription, from Subscribe to the end of its stream; True if it subscribed."""
+        info = common_pb2.FrameworkInfo()
+        info.CopyFrom(self.info)
+        info.framework_id = self.framework_id
+        self._log.info("subscribing", master_framework_id=self.framework_id or None)
+        stream = self.transport.subscribe(scheduler_pb2.SubscribeRequest(framework=info))
+        session = _Session(stream=stream, resubscribing=bool(self.framework_id))
+        self._session = session
+        session.reader = asyncio.create_task(self._read(session))
+        dispatcher = self._dispatcher = asyncio.create_task(self._dispatch(session))
+        stopper = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({dispatcher, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if self._stop.is_set() and not dispatcher.done():
+                if self._stop_from_dispatcher:
+                    await dispatcher  # the event being handled finishes (and is acknowledged)
+                else:
+                    dispatcher.cancel()
+        finally:
+            session.ended = True
+            if not dispatcher.done():
+                dispatcher.cancel()
+            stopper.cancel()
+            session.reader.cancel()
+            stream.cancel()
+            results = await asyncio.gather(
+                session.reader, dispatcher, stopper, return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, Exception):
+                    self._log.error("driver task failed", error=repr(result))
+            self._session = None
+            self._dispatcher = None
+            self.stream_id = ""
+        return session.subscribed
+
+    async def _read(self, session: _Session) -> None:
+        timeout: float | None = self.subscribe_timeout
+        events = aiter(session.stream)
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(timeout):
+                        event = await anext(events)
+                except StopAsyncIteration:
+                    self._end_stream(session, "the master closed the stream")
+                    return
+                except TimeoutError:
+                    silence = "SUBSCRIBED" if not session.subscribed else "any event"
+                    self._end_stream(session, f"no {silence} from the master in {timeout:g}s")
+                    return
+                kind = event.WhichOneof("event")
+                if kind == "subscribed":
+                    interval = event.subscribed.heartbeat_interval_seconds
+                    timeout = interval * self.silence_heartbeats if interval > 0 else None
+                if kind == "heartbeat":
+                    continue  # its only job was to reset the silence timer above
+                session.queue.put_nowait(event)
+        except SchedulerError as e:
+            self._end_stream(session, f"stream broke: {e}", e)
+
+    def _end_stream(self, session: _Session, reason: str, error: SchedulerError | None = None):
+        if not session.ended:
+            session.ended = True
+            session.queue.put_nowait(_StreamEnded(reason, error))
+
+    def _resync(self, session: _Session, reason: str) -> None:
+        """Drops a stream the master no longer honours, so the loop subscribes again."""
+        if session.ended:
+            return
+        self._log.warning("stream is stale; subscribing again", reason=reason)
+        if session.reader is not None:
+            session.reader.cancel()
+        self._end_stream(session, f"re-syncing: {reason}")
+
+    async def _dispatch(self, session: _Session) -> None:
+        while True:
+            item = await session.queue.get()
+            if isinstance(item, _StreamEnded):
+                await self._stream_ended(session, item)
+                return
+            await self._handle(session, item)
+            if self._stop.is_set():
+                return
+
+    async def _stream_ended(self, session: _Session, ended: _StreamEnded) -> None:
+        if self._stop.is_set():
+            return
+        if ended.error is not None and not ended.error.transient:
+            # Refused for good (e.g. the framework was removed): retrying cannot help.
+            await self._end(ended.error.message or str(ended.error))
+            return
+        self._log.warning("disconnected from the master", reason=ended.reason)
+        if session.subscribed:
+            await self._callback("on_disconnected")
+
+    async def _handle(self, session: _Session, event: scheduler_pb2.Event) -> None:
+        kind = event.WhichOneof("event")
+        if kind == "subscribed":
+            await self._subscribed(session, event.subscribed)
+        elif kind == "offers":
+            if not session.ended:  # offers die with their stream
+                await self._callback("on_offers", list(event.offers.offers))
+        elif kind == "rescind":
+            if not session.ended:
+                await self._callback("on_rescind", event.rescind.offer_id)
+        elif kind == "update":
+            await self._update(event.update.status)
+        elif kind == "failure":
+            await self._callback("on_agent_lost", event.failure.agent_id)
+        elif kind == "error":
+            if self._tearing_down:
+                self._log.debug("master confirmed teardown", message=event.error.message)
+            else:
+                await self._end(event.error.message)
+        else:
+            self._log.debug("ignoring unknown event", kind=kind)
+
+    async def _subscribed(self, session: _Session, sub: scheduler_pb2.Event.Subscribed) -> None:
+        self.framework_id = sub.framework_id
+        self.stream_id = sub.stream_id
+        self.master_id = sub.master_id
+        self.heartbeat_interval = sub.heartbeat_interval_seconds
+        session.subscribed = True
+        self._log = log.bind(framework=self.info.name, framework_id=sub.framework_id)
+        self._log.info(
+            "subscribed",
+            stream_id=sub.stream_id,
+            master_id=sub.master_id,
+            resubscribed=session.resubscribing,
+        )
+        if session.resubscribing:
+            # While we were away tasks may have ended and their updates been dropped: ask the
+            # master for the state of every task it knows of ours.
+            try:
+                await self.reconcile()
+            except SchedulerError as e:
+                self._log.warning("implicit reconciliation failed", error=str(e))
+        await self._callback("on_subscribed", sub.framework_id)
+
+    async def _update(self, status: common_pb2.TaskStatus) -> None:
+        implicit = bool(status.uuid) and self.framework.implicit_acknowledgements
+        self._pending_ack = status if implicit else None
+        ok = await self._callback("on_update", status)
+        pending, self._pending_ack = self._pending_ack, None
+        if ok and pending is not None:
+            await self._acknowledge_quietly(pending)
+
+    async def _acknowledge_quietly(self, status: common_pb2.TaskStatus) -> None:
+        try:
+            await self.acknowledge(status)
+        except SchedulerError as e:
+            # Harmless: the agent resends an unacknowledged update and we acknowledge it then.
+            self._log.warning("acknowledgement failed", task_id=status.task_id, error=str(e))
+
+    async def _end(self, message: str) -> None:
+        self._log.error("the master ended the subscription", message=message)
+        self._ended = message
+        await self._callback("on_error", message)
+        self.stop()
+
+    async def _callback(self, name: str, *args: object) -> bool:
+        try:
+            await getattr(self.framework, name)(self, *args)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A bug in one callback must not take the connection (and every task) down with it.
+            self._log.exception("framework callback raised", callback=name)
+            return False
+        return True
+
+    # --- calls -------------------------------------------------------------------------------
+
+    async def _call(self, method: str, request: Message) -> Message:
+        session = self._session
+        if session is None or not session.subscribed or session.ended:
+            raise SchedulerError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"{method}: not subscribed to the master right now (reconnecting); "
+                "offers in hand are void, wait for on_subscribed",
+            )
+        try:
+            return await self.transport.call(method, request)
+        except SchedulerError as e:
+            if is_stale_stream_error(e) and session is self._session:
+                self._resync(session, str(e))
+            raise
+
+    def _ids(self) -> dict[str, str]:
+        return {"framework_id": self.framework_id, "stream_id": self.stream_id}
+
+    async def launch(
+        self,
+        offers: OfferLike | Iterable[OfferLike],
+        tasks: Iterable[common_pb2.TaskInfo],
+        filters: common_pb2.Filters | None = None,
+        *,
+        refuse_seconds: float | None = None,
+    ) -> None:
+        """Launches `tasks` on one or more offers of the same agent (see `fit`/`OfferPacker`).
+
+        What the tasks leave of the offers goes back to the master, refused to this framework
+        for `refuse_seconds` (master default 5 s). No tasks is a decline.
+        """
+        task_list = list(tasks)
+        for task in task_list:
+            if not isinstance(task, common_pb2.TaskInfo):
+                raise TypeError(
+                    f"launch takes TaskInfo messages (from fit/OfferPacker), "
+                    f"got {type(task).__name__}"
+                )
+        operations = []
+        if task_list:
+            launch = scheduler_pb2.Operation.Launch(task_infos=task_list)
+            operations.append(scheduler_pb2.Operation(launch=launch))
+        request = scheduler_pb2.AcceptRequest(
+            **self._ids(),
+            offer_ids=_offer_ids(offers),
+            operations=operations,
+            filters=_filters(filters, refuse_seconds),
+        )
+        self._log.debug(
+            "launching", offer_ids=list(request.offer_ids), task_ids=[t.task_id for t in task_list]
+        )
+        await self._call("Accept", request)
+
+    async def decline(
+        self, offers: OfferLike | Iterable[OfferLike], refuse_seconds: float | None = None
+    ) -> None:
+        """Returns offers unused; the master offers their resources to this framework again
+        after `refuse_seconds` (default 5 s), or at once after `revive()`."""
+        ids = _offer_ids(offers, allow_empty=True)
+        if not ids:
+            return
+        request = scheduler_pb2.DeclineRequest(
+            **self._ids(), offer_ids=ids, filters=_filters(None, refuse_seconds)
+        )
+        await self._call("Decline", request)
+
+    async def kill(
+        self, task_id: str, agent_id: str | None = None, grace_period_seconds: float | None = None
+    ) -> None:
+        """Asks for a task to be killed; a TASK_KILLED update follows."""
+        request = scheduler_pb2.KillRequest(
+            **self._ids(),
+            task_id=task_id,
+            agent_id=agent_id or "",
+            grace_period_seconds=grace_period_seconds or 0.0,
+        )
+        await self._call("Kill", request)
+
+    async def revive(self) -> None:
+        """Asks for offers again: ends suppression and clears decline filters."""
+        await self._call("Revive", scheduler_pb2.ReviveRequest(**self._ids()))
+
+    async def suppress(self) -> None:
+        """Stops offers until `revive()`: for a framework with nothing (more) to launch."""
+        await self._call("Suppress", scheduler_pb2.SuppressRequest(**self._ids()))
+
+    async def reconcile(self, tasks: Iterable[TaskRef] | None = None) -> None:
+        """Asks for the latest state of tasks, answered by UPDATE events without a uuid.
+
+        No argument (implicit): every task the master knows of this framework. Otherwise task
+        ids, (task_id, agent_id) pairs, TaskStatus or TaskInfo messages (explicit: an unknown
+        task is answered TASK_UNKNOWN).
+        """
+        request = scheduler_pb2.ReconcileRequest(**self._ids())
+        for task in tasks or ():
+            task_id, agent_id = _task_ref(task)
+            request.tasks.add(task_id=task_id, agent_id=agent_id)
+        await self._call("Reconcile", request)
+
+    async def acknowledge(self, status: common_pb2.TaskStatus) -> None:
+        """Acknowledges an update so its agent stops resending it; needed only with
+        `implicit_acknowledgements = False`. Updates without a uuid need none (a no-op)."""
+        if not status.uuid:
+            return
+        request = scheduler_pb2.AcknowledgeRequest(
+            **self._ids(), agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
+        )
+        await self._call("Acknowledge", request)
+
+    async def teardown(self) -> None:
+        """Removes the framework from the master (its running tasks are killed) and stops.
+
+        Called from `on_update`, the update being handled is acknowledged first."""
+        pending, self._pending_ack = self._pending_ack, None
+        if pending is not None:
+            await self._acknowledge_quietly(pending)
+        self._tearing_down = True
+        try:
+            await self._call("Teardown", scheduler_pb2.TeardownRequest(**self._ids()))
+        except BaseException:
+            self._tearing_down = False
+            raise
+        self._log.info("framework torn down")
+        self.stop()
+
+
+def _offer_ids(offers: OfferLike | Iterable[OfferLike], allow_empty: bool = False) -> list[str]:
+    items = [offers] if isinstance(offers, common_pb2.Offer | str) else list(offers)
+    ids = [item if isinstance(item, str) else item.offer_id for item in items]
+    if not ids and not allow_empty:
+        raise ValueError("name at least one offer")
+    return ids
+
+
+def _filters(filters: common_pb2.Filters | None, refuse_seconds: float | None):
+    if filters is not None and refuse_seconds is not None:
+        raise ValueError("give filters or refuse_seconds, not both")
+    if refuse_seconds is not None:
+        if refuse_seconds < 0:
+            raise ValueError("refuse_seconds must not be negative")
+        return common_pb2.Filters(refuse_seconds=refuse_seconds)
+    return filters
+
+
+def _task_ref(task: TaskRef) -> tuple[str, str]:
+    if isinstance(task, str):
+        return task, ""
+    if isinstance(task, tuple):
+        return task[0], task[1] or ""
+    return task.task_id, task.agent_id
+
+
+def framework_info(
+    name: str,
+    *,
+    role: str = "*",
+    failover_timeout: float = 600.0,
+    capabilities: Sequence[str] = (),
+    service_address: str = "",
+    framework_id: str = "",
+    user: str | None = None,
+    hostname: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> common_pb2.FrameworkInfo:
+    """The FrameworkInfo to subscribe with; user and hostname default to this process's."""
+    if failover_timeout < 0:
+        raise ValueError("failover_timeout must not be negative")
+    return common_pb2.FrameworkInfo(
+        framework_id=framework_id,
+        name=name,
+        user=user if user is not None else getpass.getuser(),
+        role=role or "*",
+        failover_timeout_seconds=failover_timeout,
+        capabilities=list(capabilities),
+        hostname=hostname if hostname is not None else socket.gethostname(),
+        service_address=service_address,
+        labels=dict(labels or {}),
+    )
+
+
+async def run_async(
+    framework: Framework,
+    master: str = "127.0.0.1:5050",
+    name: str | None = None,
+    role: str = "*",
+    failover_timeout: float = 600.0,
+    capabilities: Sequence[str] = (),
+    service_address: str = "",
+    *,
+    framework_id: str = "",
+    labels: Mapping[str, str] | None = None,
+    transport: SchedulerTransport | None = None,
+) -> None:
+    """Runs `framework` against the master at `master` until it calls `driver.stop()`.
+
+    `failover_timeout` is how long (seconds) the master keeps the framework and its tasks while
+    it is disconnected; the driver re-subscribes with the same id within it. Pass the
+    `framework_id` of an earlier run to take over from it (failover).
+    """
+    info = framework_info(
+        name or type(framework).__name__,
+        role=role,
+        failover_timeout=failover_timeout,
+        capabilities=capabilities,
+        service_address=service_address,
+        framework_id=framework_id,
+        labels=labels,
+    )
+    driver = Driver(framework, transport or GrpcSchedulerTransport(master), info)
+    await driver.run()
+
+
+def run(
+    framework: Framework,
+    master: str = "127.0.0.1:5050",
+    name: str | None = None,
+    role: str = "*",
+    failover_timeout: float = 600.0,
+    capabilities: Sequence[str] = (),
+    service_address: str = "",
+    **kwargs: object,
+) -> None:
+    """Blocking `run_async` (asyncio.run): returns when the framework calls `driver.stop()`."""
+    asyncio.run(
+        run_async(
+            framework,
+            master,
+            name,
+            role,
+            failover_timeout,
+            capabilities,
+            service_address,
+            **kwargs,  # type: ignore[arg-type]
+        )
+    )

@@ -1,0 +1,55 @@
+"""The Framework base class: override the callbacks you need; all are async and optional."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+from agora.v1 import common_pb2
+
+from frameworks.sdk.tasks import describe_status
+
+if TYPE_CHECKING:
+    from frameworks.sdk.driver import Driver
+
+log = structlog.get_logger(__name__)
+
+
+class Framework:
+    """A scheduler's decisions. The driver calls these in the order the master sent the events,
+    one at a time, so a callback never races another; keep them quick (await driver calls, do
+    not block the event loop).
+
+    Updates that carry a uuid are acknowledged for you after `on_update` returns (not if it
+    raises: the agent then sends the update again). Set `implicit_acknowledgements = False` to
+    acknowledge yourself with `driver.acknowledge(status)`, e.g. after persisting the state.
+    """
+
+    implicit_acknowledgements: bool = True
+
+    async def on_subscribed(self, driver: Driver, framework_id: str) -> None:
+        """Subscribed, or subscribed again after a reconnect (same framework_id)."""
+
+    async def on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+        """Resources to launch tasks on. The default declines them all, so that a framework
+        with nothing to run does not hold resources others could use."""
+        await driver.decline(offers)
+
+    async def on_update(self, driver: Driver, status: common_pb2.TaskStatus) -> None:
+        """A task changed state (or a reconciliation answer)."""
+        log.info("task status", status=describe_status(status))
+
+    async def on_rescind(self, driver: Driver, offer_id: str) -> None:
+        """An offer is no longer valid (its agent went away, or the master took it back)."""
+
+    async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
+        """An agent was removed; its tasks arrive separately as TASK_LOST updates."""
+
+    async def on_error(self, driver: Driver, message: str) -> None:
+        """The master ended the subscription for good (removed, or failed over to another
+        scheduler). The driver stops after this returns and `run` raises SubscriptionEnded."""
+        log.error("master ended the subscription", message=message)
+
+    async def on_disconnected(self, driver: Driver) -> None:
+        """The stream to the master broke; the driver is reconnecting. Offers in hand are void."""

@@ -1,0 +1,238 @@
+"""Fitting tasks into offers: a framework says what a task needs, the packer picks the resources.
+
+`TaskSpec` describes one task's needs (scalars and a number of ports). `OfferPacker` packs specs
+into the offers of one agent, taking reserved resources of the framework's role before
+unreserved ones and concrete ports from the offered ranges, and returns `TaskInfo`s whose
+resources are exactly what the master will check against the offers. `fit()` does the same over
+the offers of one OFFERS event, agent by agent. Everything here is pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from agora.v1 import common_pb2
+
+from common import UNRESERVED, Resources
+from frameworks.sdk.tasks import CommandLike, as_command, new_task_id
+
+Offer = common_pb2.Offer
+TaskInfo = common_pb2.TaskInfo
+
+_SCALARS = ("cpus", "mem", "disk", "gpus")
+_EPSILON = 1e-9
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What one task needs and runs. mem and disk are in MB; `ports` is a count, not numbers.
+
+    `command` is a shell string, an argv list or a CommandInfo. `task_id` is generated from the
+    name when empty; give one when you must know it before launching (e.g. to retry a task).
+    """
+
+    name: str
+    cpus: float
+    mem: float
+    disk: float = 0.0
+    gpus: float = 0.0
+    ports: int = 0
+    command: CommandLike | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    task_id: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    kill_grace_period_seconds: float = 0.0
+    health_check: common_pb2.HealthCheck | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a TaskSpec needs a name")
+        for name in _SCALARS:
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or math.isnan(value) or math.isinf(value):
+                raise ValueError(f"task {self.name!r}: {name} must be a finite number")
+            if value < 0:
+                raise ValueError(f"task {self.name!r}: {name} must not be negative, got {value}")
+        if not isinstance(self.ports, int) or self.ports < 0:
+            raise ValueError(f"task {self.name!r}: ports is a count of ports (an int >= 0)")
+        if self.command is None:
+            raise ValueError(f"task {self.name!r} needs a command (shell string or argv list)")
+        as_command(self.command)  # validates early, where the mistake is made
+
+    def scalars(self) -> dict[str, float]:
+        """The scalar needs, at Mesos' granularity of 0.001 (what the master can account)."""
+        amounts = {name: round(getattr(self, name), 3) for name in _SCALARS}
+        return {name: value for name, value in amounts.items() if value > 0}
+
+    def to_task_info(self, agent_id: str, resources: Resources) -> TaskInfo:
+        """The TaskInfo to launch with exactly `resources` (as chosen by a packer)."""
+        assert self.command is not None  # checked in __post_init__
+        info = TaskInfo(
+            task_id=self.task_id or new_task_id(self.name),
+            name=self.name,
+            agent_id=agent_id,
+            resources=resources.to_proto(),
+            command=as_command(self.command, self.env),
+            kill_grace_period_seconds=self.kill_grace_period_seconds,
+            labels=dict(self.labels),
+        )
+        if self.health_check is not None:
+            info.health_check.CopyFrom(self.health_check)
+        return info
+
+
+def offer_resources(offers: Offer | Iterable[Offer], role: str = UNRESERVED) -> Resources:
+    """The resources of the offers that a framework in `role` may use."""
+    if isinstance(offers, Offer):
+        offers = [offers]
+    total = Resources()
+    for offer in offers:
+        total = total + Resources.from_proto(offer.resources)
+    return total.allocatable_to(role)
+
+
+class OfferPacker:
+    """Packs tasks into the offers of one agent; what is left stays in `remaining`.
+
+    Reserved resources of `role` are used before unreserved ones (they are offered to no one
+    else), ports are taken lowest first, and no port is ever given to two tasks.
+    """
+
+    def __init__(self, offers: Offer | Sequence[Offer], role: str = UNRESERVED) -> None:
+        self.offers: list[Offer] = [offers] if isinstance(offers, Offer) else list(offers)
+        if not self.offers:
+            raise ValueError("OfferPacker needs at least one offer")
+        agents = {offer.agent_id for offer in self.offers}
+        if len(agents) > 1:
+            raise ValueError(f"offers of one launch must be on one agent, got {sorted(agents)}")
+        self.agent_id = self.offers[0].agent_id
+        self.role = role or UNRESERVED
+        self.remaining = offer_resources(self.offers, self.role)
+        self.tasks: list[TaskInfo] = []
+
+    @property
+    def offer_ids(self) -> list[str]:
+        return [offer.offer_id for offer in self.offers]
+
+    def fits(self, spec: TaskSpec) -> bool:
+        return self._take(spec) is not None
+
+    def pack(self, spec: TaskSpec) -> TaskInfo | None:
+        """Takes the resources for `spec` and returns its TaskInfo, or None if it does not fit."""
+        resources = self._take(spec)
+        if resources is None:
+            return None
+        self.remaining = self.remaining - resources
+        task = spec.to_task_info(self.agent_id, resources)
+        self.tasks.append(task)
+        return task
+
+    def pack_all(self, specs: Iterable[TaskSpec], limit: int | None = None) -> list[TaskInfo]:
+        """Packs specs in order, skipping any that does not fit, up to `limit` tasks."""
+        packed = []
+        for spec in specs:
+            if limit is not None and len(packed) >= limit:
+                break
+            task = self.pack(spec)
+            if task is not None:
+                packed.append(task)
+        return packed
+
+    def _roles(self) -> list[str]:
+        return [self.role, UNRESERVED] if self.role != UNRESERVED else [UNRESERVED]
+
+    def _take(self, spec: TaskSpec) -> Resources | None:
+        scalars: dict[tuple[str, str], float] = {}
+        for name, need in spec.scalars().items():
+            for role in self._roles():
+                available = self.remaining.scalar(name, role)
+                take = round(min(available, need), 3)
+                if take > 0:
+                    scalars[(name, role)] = take
+                    need = round(need - take, 3)
+                if need <= _EPSILON:
+                    break
+            if need > _EPSILON:
+                return None
+        ranges: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        need_ports = spec.ports
+        for role in self._roles():
+            for begin, end in self.remaining.port_ranges(role):
+                if need_ports == 0:
+                    break
+                count = min(end - begin + 1, need_ports)
+                ranges.setdefault(("ports", role), []).append((begin, begin + count - 1))
+                need_ports -= count
+        if need_ports > 0:
+            return None
+        return Resources(scalars, ranges)
+
+
+@dataclass
+class Placement:
+    """Tasks to launch on one agent, with the offers to launch them from."""
+
+    agent_id: str
+    offers: list[Offer]
+    tasks: list[TaskInfo]
+    specs: list[TaskSpec]
+
+
+@dataclass
+class Fit:
+    """The outcome of `fit()`: launch the placements, decline `unused`, keep `unplaced`."""
+
+    placements: list[Placement]
+    unused: list[Offer]
+    unplaced: list[TaskSpec]
+
+
+def fit(
+    offers: Iterable[Offer],
+    specs: Iterable[TaskSpec],
+    *,
+    role: str = UNRESERVED,
+    max_per_agent: int | None = None,
+    spread: bool = False,
+) -> Fit:
+    """Places as many specs as fit into the offers, in spec order.
+
+    Offers on the same agent are packed together (the master merges them in one launch). By
+    default each spec goes to the first agent with room (packing agents tightly); with
+    `spread=True` agents take turns, so tasks land on as many agents as possible.
+    `max_per_agent` caps the tasks placed on one agent in this call.
+    """
+    if max_per_agent is not None and max_per_agent < 1:
+        raise ValueError("max_per_agent must be at least 1")
+    by_agent: dict[str, list[Offer]] = {}
+    for offer in offers:
+        by_agent.setdefault(offer.agent_id, []).append(offer)
+    packers = [OfferPacker(group, role) for group in by_agent.values()]
+    placed_specs: dict[int, list[TaskSpec]] = {i: [] for i in range(len(packers))}
+    unplaced: list[TaskSpec] = []
+    start = 0
+    for spec in specs:
+        for step in range(len(packers)):
+            index = (start + step) % len(packers)
+            packer = packers[index]
+            if max_per_agent is not None and len(packer.tasks) >= max_per_agent:
+                continue
+            if packer.pack(spec) is not None:
+                placed_specs[index].append(spec)
+                if spread:
+                    start = index + 1
+                break
+        else:
+            unplaced.append(spec)
+    placements = []
+    unused: list[Offer] = []
+    for index, packer in enumerate(packers):
+        if packer.tasks:
+            placements.append(
+                Placement(packer.agent_id, packer.offers, packer.tasks, placed_specs[index])
+            )
+        else:
+            unused.extend(packer.offers)
+    return Fit(placements, unused, unplaced)

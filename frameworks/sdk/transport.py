@@ -1,0 +1,144 @@
+"""The driver's seam to the master: a small interface, and its real gRPC implementation.
+
+The driver never touches grpc directly. It opens an event stream with `subscribe()` and makes
+unary calls with `call(method, request)`; failures come back as `SchedulerError` with a gRPC
+status code. Unit tests swap in `frameworks.sdk.testing.MemoryTransport` (like httpx's
+MockTransport); `GrpcSchedulerTransport` talks to a real master.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+
+import grpc
+from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
+from google.protobuf.message import Message
+
+from common.rpc import CHANNEL_OPTIONS
+
+# The unary methods of the Scheduler service, by their gRPC names.
+METHODS = frozenset(
+    {"Accept", "Decline", "Revive", "Suppress", "Kill", "Acknowledge", "Reconcile", "Teardown"}
+)
+
+# Codes after which trying again later can succeed: the master is down, restarting or busy.
+TRANSIENT_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+    }
+)
+
+# Our own reconnect backoff decides when to dial again; keep grpc's channel backoff (which
+# starts at 1 s and grows to 120 s) from holding a restarted master at arm's length.
+_CHANNEL_OPTIONS = [
+    *CHANNEL_OPTIONS,
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
+]
+
+
+class SchedulerError(Exception):
+    """A call to the master failed; `code` is the gRPC status code, `message` says why."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+    @property
+    def transient(self) -> bool:
+        return self.code in TRANSIENT_CODES
+
+
+class EventStream(abc.ABC):
+    """The events of one subscription. Iterating raises SchedulerError if the stream breaks and
+    stops when the master ends it."""
+
+    @abc.abstractmethod
+    def __aiter__(self) -> AsyncIterator[scheduler_pb2.Event]: ...
+
+    @abc.abstractmethod
+    def cancel(self) -> None:
+        """Ends the subscription from our side; safe to call more than once."""
+
+
+class SchedulerTransport(abc.ABC):
+    """How a driver reaches the Scheduler service."""
+
+    @abc.abstractmethod
+    def subscribe(self, request: scheduler_pb2.SubscribeRequest) -> EventStream: ...
+
+    @abc.abstractmethod
+    async def call(self, method: str, request: Message) -> Message:
+        """Makes the unary call `method` (one of METHODS); raises SchedulerError on failure."""
+
+    async def reset(self) -> None:
+        """Drops the connection so that the next subscribe dials afresh (before a reconnect)."""
+        return None
+
+    async def close(self) -> None:
+        """Releases the connection for good."""
+        return None
+
+
+class _GrpcEventStream(EventStream):
+    def __init__(self, call: grpc.aio.UnaryStreamCall) -> None:
+        self._call = call
+
+    async def _events(self) -> AsyncIterator[scheduler_pb2.Event]:
+        try:
+            async for event in self._call:
+                yield event
+        except grpc.aio.AioRpcError as e:
+            raise SchedulerError(e.code(), e.details() or "") from None
+
+    def __aiter__(self) -> AsyncIterator[scheduler_pb2.Event]:
+        return self._events()
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+class GrpcSchedulerTransport(SchedulerTransport):
+    """The real transport: a gRPC channel to the master's Scheduler service."""
+
+    def __init__(self, address: str, call_timeout: float = 15.0) -> None:
+        self.address = address
+        # A bound on each unary call, so a hung master cannot hang a framework's callback.
+        self.call_timeout = call_timeout
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: scheduler_pb2_grpc.SchedulerStub | None = None
+
+    def _get_stub(self) -> scheduler_pb2_grpc.SchedulerStub:
+        if self._stub is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+            self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
+        return self._stub
+
+    def subscribe(self, request: scheduler_pb2.SubscribeRequest) -> EventStream:
+        return _GrpcEventStream(self._get_stub().Subscribe(request))
+
+    async def call(self, method: str, request: Message) -> Message:
+        if method not in METHODS:
+            raise ValueError(f"unknown Scheduler method {method!r}")
+        rpc = getattr(self._get_stub(), method)
+        try:
+            return await rpc(request, timeout=self.call_timeout)
+        except grpc.aio.AioRpcError as e:
+            raise SchedulerError(e.code(), e.details() or "") from None
+
+    async def reset(self) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is not None:
+            await channel.close()
