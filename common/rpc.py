@@ -38,10 +38,21 @@ def add_standard_services(server: grpc.aio.Server, service_names: Iterable[str])
     health_servicer = health.aio.HealthServicer()
     names = list(service_names)
     for name in ["", *names]:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        _run_now(health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING))
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME],
                                         server)
+
+
+def _run_now(coroutine) -> None:
+    """Runs a coroutine that never suspends, from sync code. The aio HealthServicer's `set` is
+    async but only awaits when someone watches; a fresh servicer has no watchers yet."""
+    try:
+        coroutine.send(None)
+    except StopIteration:
+        return
+    coroutine.close()
+    raise RuntimeError("coroutine suspended; call it from async code instead")
 
 
 def service_name(pb2_module, service: str) -> str:
