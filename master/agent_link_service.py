@@ -1,0 +1,71 @@
+"""The AgentLink gRPC service: one bidirectional stream per agent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import grpc
+import structlog
+from agora.v1 import agent_link_pb2_grpc
+
+from master.core import MasterCore
+from master.offers import CallError
+from master.registry import Agent, Session
+
+log = structlog.get_logger(__name__)
+
+
+class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+
+    async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
+        # The first message must be Register; a silent or confused peer is refused at once.
+        timeout = self.core.config.agent_timeout_seconds
+        try:
+            first = await asyncio.wait_for(anext(aiter(request_iterator)), timeout)
+        except (StopAsyncIteration, TimeoutError):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "send Register as the first message on the stream")
+        if first.WhichOneof("message") != "register":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "the first message must be Register, got "
+                                f"{first.WhichOneof('message')}")
+        session = Session()
+        try:
+            agent = self.core.register_agent(first.register, session)
+        except CallError as e:
+            await context.abort(e.code, e.message)
+        reader = asyncio.create_task(self._read(agent, session, request_iterator))
+        try:
+            while True:
+                message = await session.queue.get()
+                if message is None:
+                    break
+                await context.write(message)
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            if agent is not None:
+                self.core.agent_disconnected(agent, session)
+
+    async def _read(self, agent: Agent | None, session: Session, request_iterator) -> None:
+        try:
+            async for message in request_iterator:
+                if agent is None or session.closed:
+                    break
+                kind = message.WhichOneof("message")
+                self.core.agent_heartbeat(agent)
+                if kind == "status_update":
+                    self.core.status_update(agent, message.status_update)
+                elif kind == "register":
+                    log.warning("agent sent Register twice on one stream; ignored",
+                                agent_id=agent.agent_id)
+        except asyncio.CancelledError:
+            pass
+        except Exception as e:  # the peer vanished mid-stream: same as a clean disconnect
+            log.info("agent stream broke", agent_id=agent.agent_id if agent else "", error=repr(e))
+        finally:
+            session.close()

@@ -1,0 +1,63 @@
+"""MasterConfig: every knob of the master daemon, validated in one place."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class MasterConfig:
+    # Address to bind; port 0 picks a free port (tests), start() returns the real one.
+    host: str = "127.0.0.1"
+    port: int = 5050
+    # SQLite state (agents, frameworks, weights, quota) lives here; None keeps it in memory,
+    # so a restart forgets everything.
+    state_dir: Path | str | None = None
+    # How often the master heartbeats agents and frameworks (and asks agents to heartbeat).
+    heartbeat_interval_seconds: float = 5.0
+    # An agent silent (or disconnected) this long is removed: offers rescinded, tasks LOST.
+    agent_timeout_seconds: float = 30.0
+    # Any change that may produce offers runs an allocation this long afterwards, so a burst of
+    # changes costs one cycle; the periodic sweep is a safety net.
+    allocation_batch_seconds: float = 0.002
+    allocation_interval_seconds: float = 1.0
+    # Outstanding offers older than this are rescinded; None keeps them until used.
+    offer_timeout_seconds: float | None = None
+    # Sorter names, checked by the allocator's AllocatorConfig (ValueError at start-up).
+    role_sorter: str = "drf"
+    framework_sorter: str = "drf"
+    # Filter applied to declined offers when the framework names none (Mesos: 5 s).
+    default_refuse_seconds: float = 5.0
+
+    def validate(self) -> None:
+        """Raises ValueError naming the bad field and what to write instead."""
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0-65535, got {self.port}")
+        positive = {
+            "heartbeat_interval_seconds": self.heartbeat_interval_seconds,
+            "agent_timeout_seconds": self.agent_timeout_seconds,
+            "allocation_interval_seconds": self.allocation_interval_seconds,
+        }
+        if self.offer_timeout_seconds is not None:
+            positive["offer_timeout_seconds"] = self.offer_timeout_seconds
+        for name, value in positive.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+        for name, value in {
+            "allocation_batch_seconds": self.allocation_batch_seconds,
+            "default_refuse_seconds": self.default_refuse_seconds,
+        }.items():
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be 0 or more seconds, got {value}")
+        if self.agent_timeout_seconds <= self.heartbeat_interval_seconds:
+            raise ValueError(
+                f"agent_timeout_seconds ({self.agent_timeout_seconds}) must exceed "
+                f"heartbeat_interval_seconds ({self.heartbeat_interval_seconds}), or every "
+                "agent would time out between two heartbeats"
+            )
+
+    @property
+    def state_path(self) -> Path | None:
+        return None if self.state_dir is None else Path(self.state_dir) / "master.sqlite3"

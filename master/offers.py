@@ -1,0 +1,171 @@
+"""Validation of Accept and Decline: pure functions that return a plan or raise a clear error.
+
+Everything is checked before anything happens, so a rejected Accept launches nothing and leaves
+its offers valid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import grpc
+from agora.v1 import common_pb2, scheduler_pb2
+
+from common import EMPTY, ResourceError, Resources
+from common.resources import ranges_subtract
+from master.registry import Offer
+
+
+class CallError(Exception):
+    """A refused call: `code` is the gRPC status, the message says what to change."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    agent_id: str
+    offer_ids: tuple[str, ...]
+    offered: Resources
+    tasks: tuple[tuple[common_pb2.TaskInfo, Resources], ...]
+    unused: Resources
+    refuse_seconds: float
+
+
+def refuse_seconds(filters: common_pb2.Filters, default: float) -> float:
+    if not filters.HasField("refuse_seconds"):
+        return default
+    value = filters.refuse_seconds
+    if not math.isfinite(value) or value < 0:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"filters.refuse_seconds must be 0 or more seconds, got {value}")
+    return value
+
+
+def check_offers(
+    framework_id: str,
+    offer_ids: Sequence[str],
+    offers: Mapping[str, Offer],
+    gone: Mapping[str, str],
+) -> list[Offer]:
+    """The named offers, which must exist, be distinct and belong to the framework."""
+    if not offer_ids:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "no offer_ids given")
+    seen: set[str] = set()
+    out = []
+    for offer_id in offer_ids:
+        if offer_id in seen:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"offer {offer_id} is named twice; name each offer once")
+        seen.add(offer_id)
+        offer = offers.get(offer_id)
+        if offer is None:
+            if offer_id in gone:
+                raise CallError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"offer {offer_id} is no longer valid ({gone[offer_id]}); "
+                    "wait for a new offer",
+                )
+            raise CallError(grpc.StatusCode.NOT_FOUND,
+                            f"offer {offer_id} is unknown; use an offer_id from an OFFERS event")
+        if offer.framework_id != framework_id:
+            raise CallError(grpc.StatusCode.PERMISSION_DENIED,
+                            f"offer {offer_id} was made to another framework")
+        out.append(offer)
+    return out
+
+
+def plan_launch(
+    framework_id: str,
+    request: scheduler_pb2.AcceptRequest,
+    offers: Mapping[str, Offer],
+    gone: Mapping[str, str],
+    active_task_ids: set[str] | frozenset[str],
+    default_refuse_seconds: float,
+) -> LaunchPlan:
+    """Checks a whole Accept; returns what to launch where, or raises CallError."""
+    chosen = check_offers(framework_id, request.offer_ids, offers, gone)
+    agents = sorted({o.agent_id for o in chosen})
+    if len(agents) > 1:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"offers are on different agents ({', '.join(agents)}); one Accept may "
+                        "merge offers of a single agent only")
+    offered = EMPTY
+    for offer in chosen:
+        offered = offered + offer.resources
+    refuse = refuse_seconds(request.filters, default_refuse_seconds)
+
+    tasks: list[tuple[common_pb2.TaskInfo, Resources]] = []
+    ids_in_call: set[str] = set()
+    remaining = offered
+    for operation in request.operations:
+        if not operation.HasField("launch"):
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                            "unsupported operation: only LAUNCH is implemented")
+        for task in operation.launch.task_infos:
+            resources = _check_task(task, ids_in_call, active_task_ids)
+            ids_in_call.add(task.task_id)
+            if not remaining.contains(resources):
+                raise CallError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"task {task.task_id} needs {resources} but the offers have only "
+                    f"{remaining} left: short of {shortfall(remaining, resources)}",
+                )
+            remaining = remaining - resources
+            tasks.append((task, resources))
+    return LaunchPlan(agents[0], tuple(o.offer_id for o in chosen), offered, tuple(tasks),
+                      remaining, refuse)
+
+
+def _check_task(task: common_pb2.TaskInfo, ids_in_call: set[str],
+                active_task_ids: set[str] | frozenset[str]) -> Resources:
+    if not task.task_id:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "a task has an empty task_id")
+    if task.task_id in ids_in_call:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"task id {task.task_id} appears twice in this Accept; ids must be unique")
+    if task.task_id in active_task_ids:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"task id {task.task_id} is already used by an active task of this "
+                        "framework; choose another id")
+    has_argv, has_shell = bool(task.command.argv), bool(task.command.shell)
+    if not has_argv and not has_shell:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"task {task.task_id} has no command: set command.argv or command.shell")
+    if has_argv and has_shell:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"task {task.task_id} sets both command.argv and command.shell; "
+                        "set exactly one")
+    if not math.isfinite(task.kill_grace_period_seconds) or task.kill_grace_period_seconds < 0:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"task {task.task_id}: kill_grace_period_seconds must be 0 or more")
+    try:
+        resources = Resources.from_proto(task.resources)
+    except ResourceError as e:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"task {task.task_id} has bad resources: {e}") from None
+    if not resources:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"task {task.task_id} uses no resources; give it some cpus and mem "
+                        "from the offer")
+    return resources
+
+
+def shortfall(available: Resources, needed: Resources) -> str:
+    """What `needed` lacks in `available`, e.g. 'cpus:1.5;ports:[31005-31005]'."""
+    scalars = {}
+    for key, amount in needed.scalars.items():
+        have = available.scalars.get(key, 0.0)
+        if have + 1e-9 < amount:
+            scalars[key] = amount - have
+    ranges = {}
+    for key, value in needed.ranges.items():
+        missing = ranges_subtract(value, available.ranges.get(key, ()))
+        if missing:
+            ranges[key] = missing
+    return str(Resources(scalars, ranges))

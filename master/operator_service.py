@@ -1,0 +1,55 @@
+"""The Operator gRPC service: cluster state, roles, weights, quota, draining, explanations."""
+
+from __future__ import annotations
+
+import grpc
+from agora.v1 import operator_pb2, operator_pb2_grpc
+
+from master import views
+from master.core import MasterCore
+from master.scheduler_service import run_call
+
+
+class OperatorService(operator_pb2_grpc.OperatorServicer):
+    def __init__(self, core: MasterCore, leader: str = "") -> None:
+        self.core = core
+        self.leader = leader
+
+    async def GetState(self, request, context):
+        return views.cluster_state(self.core, self.leader)
+
+    async def ListAgents(self, request, context):
+        return operator_pb2.ListAgentsResponse(agents=views.agent_summaries(self.core))
+
+    async def ListFrameworks(self, request, context):
+        return operator_pb2.ListFrameworksResponse(frameworks=views.framework_summaries(self.core))
+
+    async def ListTasks(self, request, context):
+        return operator_pb2.ListTasksResponse(
+            tasks=views.task_summaries(self.core, request.framework_id, request.agent_id))
+
+    async def ListRoles(self, request, context):
+        return operator_pb2.ListRolesResponse(roles=views.role_summaries(self.core))
+
+    async def UpdateWeight(self, request, context):
+        await run_call(context, self.core.set_weight, request.role, request.weight)
+        return operator_pb2.UpdateWeightResponse()
+
+    async def SetQuota(self, request, context):
+        await run_call(context, self.core.set_quota, request.role, request.quota)
+        return operator_pb2.SetQuotaResponse()
+
+    async def ExplainOffers(self, request, context):
+        if not request.framework:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "name a framework by id or name")
+        framework = await run_call(context, self.core.find_framework, request.framework)
+        reasons = list(self.core.allocator.explain(framework.framework_id, self.core.clock()))
+        if not framework.connected:
+            reasons.insert(0, "disconnected: the framework has no open Subscribe stream")
+        return operator_pb2.ExplainOffersResponse(framework_id=framework.framework_id,
+                                                  reasons=reasons)
+
+    async def DrainAgent(self, request, context):
+        await run_call(context, self.core.drain_agent, request.agent_id)
+        return operator_pb2.DrainAgentResponse()

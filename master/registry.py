@@ -1,0 +1,180 @@
+"""What the master knows, as plain data: agents, frameworks, tasks and outstanding offers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from agora.v1 import common_pb2
+
+from common import EMPTY, Resources
+
+TERMINAL_STATES = frozenset({
+    common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
+    common_pb2.TASK_ERROR, common_pb2.TASK_LOST, common_pb2.TASK_DROPPED, common_pb2.TASK_GONE,
+})
+
+# Agent states as the Operator API reports them.
+ACTIVE = "ACTIVE"
+DISCONNECTED = "DISCONNECTED"
+DRAINING = "DRAINING"
+# Known from the state store after a master restart, not yet re-registered.
+RECOVERING = "RECOVERING"
+
+# How many ended tasks and gone offers to remember (for ListTasks and for telling a framework
+# that an offer was rescinded rather than never existed).
+COMPLETED_TASKS_KEPT = 1000
+GONE_OFFERS_KEPT = 10_000
+
+
+def is_terminal(state: int) -> bool:
+    return state in TERMINAL_STATES
+
+
+class Session:
+    """One open stream to an agent or framework: what the master sends goes through `queue`.
+
+    None on the queue ends the stream.
+    """
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.closed = False
+
+    def send(self, message) -> None:
+        if not self.closed:
+            self.queue.put_nowait(message)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
+
+
+@dataclass
+class Agent:
+    info: common_pb2.AgentInfo  # agent_id set
+    total: Resources
+    attributes: dict[str, str]
+    registered_at: float  # wall clock
+    last_seen: float  # monotonic; silence is measured from here
+    last_heartbeat_at: float = 0.0  # wall clock, for people
+    state: str = ACTIVE
+    draining: bool = False
+    session: Session | None = None
+
+    @property
+    def agent_id(self) -> str:
+        return self.info.agent_id
+
+    @property
+    def connected(self) -> bool:
+        return self.session is not None and not self.session.closed
+
+
+@dataclass
+class Framework:
+    info: common_pb2.FrameworkInfo  # framework_id set
+    registered_at: float
+    session: Session | None = None
+    stream_id: str = ""
+    suppressed: bool = False
+    # Pending teardown while disconnected (asyncio.TimerHandle).
+    failover_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def framework_id(self) -> str:
+        return self.info.framework_id
+
+    @property
+    def role(self) -> str:
+        return self.info.role or "*"
+
+    @property
+    def connected(self) -> bool:
+        return self.session is not None and not self.session.closed
+
+
+@dataclass
+class Task:
+    framework_id: str
+    agent_id: str
+    info: common_pb2.TaskInfo
+    resources: Resources
+    state: int = common_pb2.TASK_STAGING
+    last_status: common_pb2.TaskStatus | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.info.task_id
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.framework_id, self.task_id)
+
+
+@dataclass
+class Offer:
+    offer_id: str
+    framework_id: str
+    agent_id: str
+    resources: Resources
+    created_at: float  # monotonic
+
+
+@dataclass
+class Registry:
+    agents: dict[str, Agent] = field(default_factory=dict)
+    frameworks: dict[str, Framework] = field(default_factory=dict)
+    # Live tasks keyed by (framework_id, task_id); ended ones move to `completed`.
+    tasks: dict[tuple[str, str], Task] = field(default_factory=dict)
+    completed: OrderedDict[tuple[str, str], Task] = field(default_factory=OrderedDict)
+    offers: dict[str, Offer] = field(default_factory=dict)
+    # offer_id -> why it is gone ("rescinded", "declined", "accepted", ...).
+    gone_offers: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    removed_agents: dict[str, str] = field(default_factory=dict)
+    removed_frameworks: dict[str, str] = field(default_factory=dict)
+
+    # offers -------------------------------------------------------------------------------
+
+    def drop_offer(self, offer_id: str, why: str) -> Offer | None:
+        offer = self.offers.pop(offer_id, None)
+        if offer is not None:
+            self.gone_offers[offer_id] = why
+            while len(self.gone_offers) > GONE_OFFERS_KEPT:
+                self.gone_offers.popitem(last=False)
+        return offer
+
+    def offers_of_agent(self, agent_id: str) -> list[Offer]:
+        return [o for o in self.offers.values() if o.agent_id == agent_id]
+
+    def offers_of_framework(self, framework_id: str) -> list[Offer]:
+        return [o for o in self.offers.values() if o.framework_id == framework_id]
+
+    # tasks --------------------------------------------------------------------------------
+
+    def tasks_of_agent(self, agent_id: str) -> list[Task]:
+        return [t for t in self.tasks.values() if t.agent_id == agent_id]
+
+    def tasks_of_framework(self, framework_id: str) -> list[Task]:
+        return [t for t in self.tasks.values() if t.framework_id == framework_id]
+
+    def find_task(self, framework_id: str, task_id: str) -> Task | None:
+        return self.tasks.get((framework_id, task_id)) or self.completed.get(
+            (framework_id, task_id))
+
+    def complete_task(self, task: Task) -> None:
+        """Moves an ended task out of the live table, keeping a bounded history."""
+        self.tasks.pop(task.key, None)
+        self.completed[task.key] = task
+        self.completed.move_to_end(task.key)
+        while len(self.completed) > COMPLETED_TASKS_KEPT:
+            self.completed.popitem(last=False)
+
+    def allocated_on_agent(self, agent_id: str) -> dict[str, Resources]:
+        """framework_id -> resources its live tasks use on the agent."""
+        out: dict[str, Resources] = {}
+        for task in self.tasks_of_agent(agent_id):
+            out[task.framework_id] = out.get(task.framework_id, EMPTY) + task.resources
+        return out

@@ -1,0 +1,171 @@
+"""Master: wires the core, the allocator, the state store and the gRPC services together."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import grpc
+import structlog
+from agora.v1 import (
+    agent_link_pb2,
+    agent_link_pb2_grpc,
+    operator_pb2,
+    operator_pb2_grpc,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+)
+
+from common.rpc import add_standard_services, new_server, service_name
+from master.agent_link_service import AgentLinkService
+from master.config import MasterConfig
+from master.core import MasterCore
+from master.operator_service import OperatorService
+from master.scheduler_service import SchedulerService
+from master.state_store import StateStore
+
+log = structlog.get_logger(__name__)
+MasterMessage = agent_link_pb2.MasterMessage
+Event = scheduler_pb2.Event
+
+SERVICE_NAMES = [
+    service_name(scheduler_pb2, "Scheduler"),
+    service_name(agent_link_pb2, "AgentLink"),
+    service_name(operator_pb2, "Operator"),
+]
+
+
+def build_allocator(config: MasterConfig):
+    """The allocator the config names; ValueError (from AllocatorConfig) on bad sorter names."""
+    from master.allocator import Allocator, AllocatorConfig
+
+    return Allocator(AllocatorConfig(role_sorter=config.role_sorter,
+                                     framework_sorter=config.framework_sorter,
+                                     default_refuse_seconds=config.default_refuse_seconds))
+
+
+class Master:
+    """The master daemon. `allocator` may be given (benchmarks, tests); else built from config."""
+
+    def __init__(self, config: MasterConfig, allocator=None) -> None:
+        config.validate()
+        self.config = config
+        self.allocator = allocator if allocator is not None else build_allocator(config)
+        self.core: MasterCore | None = None
+        self.store: StateStore | None = None
+        self.port: int | None = None
+        self._server: grpc.aio.Server | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._closed = asyncio.Event()
+
+    @property
+    def address(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the master is not started")
+        return f"{self.config.host}:{self.port}"
+
+    @property
+    def master_id(self) -> str:
+        return self.core.master_id if self.core else ""
+
+    async def start(self) -> int:
+        """Recovers state, binds, starts allocation and heartbeats; returns the bound port."""
+        self.store = StateStore(self.config.state_path)
+        self.core = MasterCore(self.config, self.allocator, self.store)
+        self.core.recover_state()
+        server = new_server()
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerService(self.core), server)
+        agent_link_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkService(self.core), server)
+        operator_pb2_grpc.add_OperatorServicer_to_server(OperatorService(self.core), server)
+        add_standard_services(server, SERVICE_NAMES)
+        port = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        if port == 0:
+            self.store.close()
+            raise OSError(f"cannot bind {self.config.host}:{self.config.port}")
+        await server.start()
+        self._server, self.port = server, port
+        self._tasks = [asyncio.create_task(self._allocation_loop(), name="allocation"),
+                       asyncio.create_task(self._tick_loop(), name="master-tick")]
+        log.info("master started", address=self.address, master_id=self.core.master_id,
+                 state=str(self.config.state_path or "memory"))
+        return port
+
+    async def stop(self, grace: float = 1.0) -> None:
+        if self._server is None:
+            return
+        server, self._server = self._server, None
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        # End every stream so their handlers return before the server stops.
+        assert self.core is not None
+        for agent in self.core.reg.agents.values():
+            if agent.session is not None:
+                agent.session.close()
+        for framework in self.core.reg.frameworks.values():
+            if framework.failover_timer is not None:
+                framework.failover_timer.cancel()
+            if framework.session is not None:
+                framework.session.close()
+        await server.stop(grace)
+        if self.store is not None:
+            self.store.close()
+        log.info("master stopped", address=self.address)
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    # --- background work -------------------------------------------------------------------
+
+    async def _allocation_loop(self) -> None:
+        """Allocates soon after any change (batched), at the allocator's next filter expiry,
+        and every allocation_interval_seconds as a safety net."""
+        assert self.core is not None
+        core, config = self.core, self.config
+        while True:
+            timeout = config.allocation_interval_seconds
+            wakeup = self.allocator.next_wakeup()
+            if wakeup is not None:
+                timeout = max(0.0, min(timeout, wakeup - core.clock()))
+            try:
+                await asyncio.wait_for(core.allocation_wanted.wait(), timeout)
+                if config.allocation_batch_seconds:
+                    await asyncio.sleep(config.allocation_batch_seconds)
+            except TimeoutError:
+                pass
+            core.allocation_wanted.clear()
+            try:
+                core.allocate()
+            except Exception:  # a bug in one cycle must not stop offers for good
+                log.exception("allocation failed")
+                await asyncio.sleep(config.allocation_interval_seconds)
+
+    async def _tick_loop(self) -> None:
+        """Heartbeats to agents and frameworks; removes silent agents; expires offers."""
+        assert self.core is not None
+        core, config = self.core, self.config
+        period = min(config.heartbeat_interval_seconds, config.agent_timeout_seconds / 4)
+        loop = asyncio.get_running_loop()
+        next_heartbeat = loop.time()
+        while True:
+            try:
+                if loop.time() >= next_heartbeat:
+                    next_heartbeat = loop.time() + config.heartbeat_interval_seconds
+                    beat = MasterMessage(heartbeat=MasterMessage.Heartbeat(
+                        timestamp=time.time()))
+                    for agent in core.reg.agents.values():
+                        if agent.session is not None:
+                            agent.session.send(beat)
+                    event = Event(heartbeat=Event.Heartbeat())
+                    for framework in core.reg.frameworks.values():
+                        if framework.session is not None:
+                            framework.session.send(event)
+                core.check_agents()
+                core.expire_offers()
+            except Exception:
+                log.exception("master tick failed")
+            await asyncio.sleep(period)

@@ -1,0 +1,118 @@
+"""The master's durable registry: agents, frameworks, removals, weights and quota in SQLite.
+
+Tasks are not stored: agents report what they run when they re-register, as in Mesos. What is
+stored tells a restarted master whom to expect (agents and frameworks keep their ids) and whom to
+refuse (removed agents, torn-down frameworks).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agora.v1 import common_pb2, operator_pb2
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS agents (
+    agent_id TEXT PRIMARY KEY, info BLOB NOT NULL, registered_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS frameworks (
+    framework_id TEXT PRIMARY KEY, info BLOB NOT NULL, registered_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS removed (
+    kind TEXT NOT NULL, id TEXT NOT NULL, removed_at REAL NOT NULL, reason TEXT NOT NULL,
+    PRIMARY KEY (kind, id));
+CREATE TABLE IF NOT EXISTS weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, quota BLOB NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class StoredAgent:
+    info: common_pb2.AgentInfo
+    registered_at: float
+
+
+@dataclass(frozen=True)
+class StoredFramework:
+    info: common_pb2.FrameworkInfo
+    registered_at: float
+
+
+class StateStore:
+    """SQLite at `path`, or an in-memory database when path is None (nothing survives)."""
+
+    def __init__(self, path: Path | None) -> None:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(":memory:" if path is None else str(path))
+        # WAL + NORMAL: a crash may lose the last write but never corrupts the file, and the
+        # master's writes (registrations) stay cheap.
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _write(self, sql: str, params: tuple) -> None:
+        self._db.execute(sql, params)
+        self._db.commit()
+
+    # agents -------------------------------------------------------------------------------
+
+    def put_agent(self, info: common_pb2.AgentInfo, registered_at: float) -> None:
+        self._write("INSERT OR REPLACE INTO agents VALUES (?, ?, ?)",
+                    (info.agent_id, info.SerializeToString(), registered_at))
+
+    def agents(self) -> list[StoredAgent]:
+        rows = self._db.execute("SELECT info, registered_at FROM agents ORDER BY agent_id")
+        return [StoredAgent(common_pb2.AgentInfo.FromString(blob), at) for blob, at in rows]
+
+    def remove_agent(self, agent_id: str, reason: str) -> None:
+        self._db.execute("DELETE FROM agents WHERE agent_id = ?", (agent_id,))
+        self._write("INSERT OR REPLACE INTO removed VALUES ('agent', ?, ?, ?)",
+                    (agent_id, time.time(), reason))
+
+    # frameworks ---------------------------------------------------------------------------
+
+    def put_framework(self, info: common_pb2.FrameworkInfo, registered_at: float) -> None:
+        self._write("INSERT OR REPLACE INTO frameworks VALUES (?, ?, ?)",
+                    (info.framework_id, info.SerializeToString(), registered_at))
+
+    def frameworks(self) -> list[StoredFramework]:
+        rows = self._db.execute("SELECT info, registered_at FROM frameworks ORDER BY framework_id")
+        return [StoredFramework(common_pb2.FrameworkInfo.FromString(blob), at) for blob, at in rows]
+
+    def remove_framework(self, framework_id: str, reason: str) -> None:
+        self._db.execute("DELETE FROM frameworks WHERE framework_id = ?", (framework_id,))
+        self._write("INSERT OR REPLACE INTO removed VALUES ('framework', ?, ?, ?)",
+                    (framework_id, time.time(), reason))
+
+    # removals -----------------------------------------------------------------------------
+
+    def removed(self, kind: str) -> dict[str, str]:
+        """id -> reason for every removed 'agent' or 'framework'."""
+        rows = self._db.execute("SELECT id, reason FROM removed WHERE kind = ?", (kind,))
+        return dict(rows)
+
+    # weights and quota --------------------------------------------------------------------
+
+    def put_weight(self, role: str, weight: float) -> None:
+        self._write("INSERT OR REPLACE INTO weights VALUES (?, ?)", (role, weight))
+
+    def weights(self) -> dict[str, float]:
+        return dict(self._db.execute("SELECT role, weight FROM weights"))
+
+    def put_quota(self, role: str, quota: operator_pb2.Quota | None) -> None:
+        if quota is None:
+            self._write("DELETE FROM quotas WHERE role = ?", (role,))
+        else:
+            self._write("INSERT OR REPLACE INTO quotas VALUES (?, ?)",
+                        (role, quota.SerializeToString()))
+
+    def quotas(self) -> dict[str, operator_pb2.Quota]:
+        rows = self._db.execute("SELECT role, quota FROM quotas")
+        return {role: operator_pb2.Quota.FromString(blob) for role, blob in rows}

@@ -1,0 +1,103 @@
+"""The Operator API's view of the registry: summaries of agents, frameworks, tasks and roles."""
+
+from __future__ import annotations
+
+from agora.v1 import operator_pb2
+
+from common import EMPTY, Resources
+from master.core import MasterCore
+from master.registry import Task
+
+
+def agent_summaries(core: MasterCore) -> list[operator_pb2.AgentSummary]:
+    reg = core.reg
+    out = []
+    for agent_id, agent in sorted(reg.agents.items()):
+        offered = _sum(o.resources for o in reg.offers_of_agent(agent_id))
+        tasks = reg.tasks_of_agent(agent_id)
+        used = _sum(t.resources for t in tasks)
+        out.append(operator_pb2.AgentSummary(
+            info=agent.info, state=agent.state, allocated=(used + offered).to_proto(),
+            offered=offered.to_proto(), task_count=len(tasks),
+            registered_at=agent.registered_at, last_heartbeat_at=agent.last_heartbeat_at))
+    return out
+
+
+def framework_summaries(core: MasterCore) -> list[operator_pb2.FrameworkSummary]:
+    reg = core.reg
+    out = []
+    for framework_id, framework in sorted(reg.frameworks.items()):
+        offered = _sum(o.resources for o in reg.offers_of_framework(framework_id))
+        tasks = reg.tasks_of_framework(framework_id)
+        used = _sum(t.resources for t in tasks)
+        try:
+            share = float(core.allocator.dominant_share(framework_id))
+        except (KeyError, ValueError):
+            share = 0.0
+        out.append(operator_pb2.FrameworkSummary(
+            info=framework.info, connected=framework.connected, suppressed=framework.suppressed,
+            allocated=(used + offered).to_proto(), offered=offered.to_proto(),
+            dominant_share=share, task_count=len(tasks), registered_at=framework.registered_at))
+    return out
+
+
+def task_summaries(core: MasterCore, framework_id: str = "",
+                   agent_id: str = "") -> list[operator_pb2.TaskSummary]:
+    reg = core.reg
+    tasks: list[Task] = [*reg.tasks.values(), *reg.completed.values()]
+    out = []
+    for task in tasks:
+        if framework_id and task.framework_id != framework_id:
+            continue
+        if agent_id and task.agent_id != agent_id:
+            continue
+        agent = reg.agents.get(task.agent_id)
+        summary = operator_pb2.TaskSummary(
+            task_id=task.task_id, name=task.info.name, framework_id=task.framework_id,
+            agent_id=task.agent_id, hostname=agent.info.hostname if agent else "",
+            state=task.state, resources=task.resources.to_proto())
+        if task.last_status is not None:
+            summary.last_status.CopyFrom(task.last_status)
+        out.append(summary)
+    return out
+
+
+def role_summaries(core: MasterCore) -> list[operator_pb2.RoleSummary]:
+    """The allocator's per-role dicts as protos; keys it does not report stay empty."""
+    out = []
+    for row in core.allocator.role_summaries():
+        summary = operator_pb2.RoleSummary(
+            role=str(row.get("role", "")), weight=float(row.get("weight", 1.0)),
+            dominant_share=float(row.get("dominant_share", 0.0)),
+            framework_ids=sorted(row.get("framework_ids", row.get("frameworks", [])) or []))
+        allocated = row.get("allocated")
+        if isinstance(allocated, Resources):
+            summary.allocated.extend(allocated.to_proto())
+        quota = row.get("quota")
+        guarantee = row.get("guarantee", getattr(quota, "guarantee", None))
+        limit = row.get("limit", getattr(quota, "limit", None))
+        if isinstance(quota, dict):
+            guarantee, limit = quota.get("guarantee"), quota.get("limit")
+        if isinstance(guarantee, Resources):
+            summary.quota.guarantee.extend(guarantee.to_proto())
+        if isinstance(limit, Resources):
+            summary.quota.limit.extend(limit.to_proto())
+        out.append(summary)
+    return out
+
+
+def cluster_state(core: MasterCore, leader: str) -> operator_pb2.ClusterState:
+    total = _sum(a.total for a in core.reg.agents.values())
+    return operator_pb2.ClusterState(
+        master_id=core.master_id, started_at=core.started_at, agents=agent_summaries(core),
+        frameworks=framework_summaries(core), tasks=task_summaries(core),
+        roles=role_summaries(core), total=total.to_proto(), leader=leader)
+
+
+def _sum(values) -> Resources:
+    total = EMPTY
+    for value in values:
+        total = total + value
+    return total
+
+

@@ -1,0 +1,394 @@
+"""Raw-gRPC agent and framework clients for the master's tests, and a started master.
+
+The clients speak the wire protocol directly (no SDK, no real agent), so the tests pin down the
+master's side of the contracts in notes/contracts.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from pathlib import Path
+
+import grpc
+from agora.v1 import (
+    agent_link_pb2,
+    agent_link_pb2_grpc,
+    common_pb2,
+    operator_pb2_grpc,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+)
+
+from common import Resources, new_uuid
+from common.rpc import insecure_channel
+from master import Master, MasterConfig
+
+AgentMessage = agent_link_pb2.AgentMessage
+MasterMessage = agent_link_pb2.MasterMessage
+Event = scheduler_pb2.Event
+
+FAST = dict(heartbeat_interval_seconds=0.2, agent_timeout_seconds=1.0,
+            allocation_interval_seconds=0.5)
+
+
+def make_allocator(config: MasterConfig):
+    """The real allocator once it exists; until then a tiny stand-in (see below)."""
+    try:
+        from master.allocator import Allocator  # noqa: F401
+    except ImportError:
+        return StandInAllocator()
+    return None  # Master builds the real one from the config
+
+
+async def start_master(state_dir: Path | None, **overrides) -> Master:
+    config = MasterConfig(host="127.0.0.1", port=0, state_dir=state_dir, **{**FAST, **overrides})
+    master = Master(config, allocator=make_allocator(config))
+    await master.start()
+    return master
+
+
+class Inbox:
+    """Messages received on a stream, awaited by kind with a deadline."""
+
+    def __init__(self, kind_of) -> None:
+        self.kind_of = kind_of
+        self.items: list = []
+        self.changed = asyncio.Condition()
+        self.closed = False
+        self.error: grpc.aio.AioRpcError | None = None
+
+    async def put(self, item) -> None:
+        async with self.changed:
+            self.items.append(item)
+            self.changed.notify_all()
+
+    async def close(self, error=None) -> None:
+        async with self.changed:
+            self.closed, self.error = True, error
+            self.changed.notify_all()
+
+    def of(self, kind: str) -> list:
+        return [getattr(m, kind) for m in self.items if self.kind_of(m) == kind]
+
+    async def expect(self, kind: str, predicate=lambda m: True, timeout: float = 10.0,
+                     after: int = 0):
+        """The first `kind` message (from index `after`) matching predicate, waiting for it."""
+        deadline = time.monotonic() + timeout
+        async with self.changed:
+            while True:
+                for item in self.items[after:]:
+                    if self.kind_of(item) == kind and predicate(getattr(item, kind)):
+                        return getattr(item, kind)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    seen = [self.kind_of(m) for m in self.items]
+                    raise AssertionError(f"no {kind} arrived in {timeout} s; got {seen}")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), remaining)
+
+    async def wait_closed(self, timeout: float = 10.0) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: self.closed), timeout)
+
+
+class FakeAgent:
+    """Dials AgentLink.Connect like a real agent; heartbeats unless told to go silent."""
+
+    def __init__(self, address: str, resources: str = "cpus:4;mem:4096;ports:[31000-31099]",
+                 hostname: str = "host-a", attributes: dict[str, str] | None = None) -> None:
+        self.address = address
+        self.resources = Resources.parse(resources)
+        self.hostname = hostname
+        self.attributes = attributes or {}
+        self.agent_id = ""
+        self.inbox = Inbox(lambda m: m.WhichOneof("message"))
+        self.heartbeating = True
+        self._outbox: asyncio.Queue = asyncio.Queue()
+        self._channel = None
+        self._tasks: list[asyncio.Task] = []
+
+    async def connect(self, tasks: list[agent_link_pb2.RunningTask] = (),
+                      agent_id: str | None = None, wait: bool = True):
+        if agent_id is not None:
+            self.agent_id = agent_id
+        self.inbox = Inbox(lambda m: m.WhichOneof("message"))
+        self._outbox = asyncio.Queue()
+        self._channel = insecure_channel(self.address)
+        stub = agent_link_pb2_grpc.AgentLinkStub(self._channel)
+        info = common_pb2.AgentInfo(agent_id=self.agent_id, hostname=self.hostname,
+                                    address=f"{self.hostname}:5051",
+                                    resources=self.resources.to_proto(),
+                                    attributes=[common_pb2.Attribute(name=k, text=v)
+                                                for k, v in self.attributes.items()])
+        self.send(AgentMessage(register=AgentMessage.Register(info=info, tasks=list(tasks))))
+        call = stub.Connect(self._requests())
+        self._tasks = [asyncio.create_task(self._receive(call)),
+                       asyncio.create_task(self._heartbeat())]
+        if wait:
+            registered = await self.inbox.expect("registered")
+            self.agent_id = registered.agent_id
+            return registered
+        return None
+
+    def send(self, message: agent_link_pb2.AgentMessage) -> None:
+        self._outbox.put_nowait(message)
+
+    async def _requests(self):
+        while True:
+            message = await self._outbox.get()
+            if message is None:
+                return
+            yield message
+
+    async def _receive(self, call) -> None:
+        error = None
+        try:
+            async for message in call:
+                await self.inbox.put(message)
+        except grpc.aio.AioRpcError as e:
+            error = e
+        except asyncio.CancelledError:
+            pass
+        await self.inbox.close(error)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            if self.heartbeating:
+                self.send(AgentMessage(heartbeat=AgentMessage.Heartbeat(timestamp=time.time())))
+
+    def status(self, framework_id: str, task_id: str, state: int, uuid: bytes | None = None,
+               **fields) -> bytes:
+        """Sends a reliable status update; returns its uuid."""
+        uuid = uuid or new_uuid()
+        status = common_pb2.TaskStatus(
+            task_id=task_id, state=state, uuid=uuid, agent_id=self.agent_id,
+            framework_id=framework_id, source=common_pb2.TaskStatus.SOURCE_AGENT,
+            timestamp=time.time(), **fields)
+        self.send(AgentMessage(status_update=AgentMessage.StatusUpdate(
+            framework_id=framework_id, status=status)))
+        return uuid
+
+    async def close(self) -> None:
+        """Drops the connection (a crashed agent, as the master sees it)."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+
+class FakeFramework:
+    """Subscribes over Scheduler.Subscribe and makes unary calls naming its stream."""
+
+    def __init__(self, address: str, name: str = "test-fw", role: str = "*",
+                 failover_timeout: float = 60.0) -> None:
+        self.address = address
+        self.info = common_pb2.FrameworkInfo(name=name, role=role,
+                                             failover_timeout_seconds=failover_timeout)
+        self.framework_id = ""
+        self.stream_id = ""
+        self.inbox = Inbox(lambda e: e.WhichOneof("event"))
+        self._channel = insecure_channel(address)
+        self.stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
+        self._reader: asyncio.Task | None = None
+        self._call = None
+
+    async def subscribe(self, framework_id: str | None = None, wait: bool = True):
+        if framework_id is not None:
+            self.info.framework_id = framework_id
+        self.inbox = Inbox(lambda e: e.WhichOneof("event"))
+        self._call = self.stub.Subscribe(scheduler_pb2.SubscribeRequest(framework=self.info))
+        self._reader = asyncio.create_task(self._receive(self._call, self.inbox))
+        if not wait:
+            return None
+        subscribed = await self.inbox.expect("subscribed")
+        self.framework_id = self.info.framework_id = subscribed.framework_id
+        self.stream_id = subscribed.stream_id
+        return subscribed
+
+    @staticmethod
+    async def _receive(call, inbox: Inbox) -> None:
+        error = None
+        try:
+            async for event in call:
+                await inbox.put(event)
+        except grpc.aio.AioRpcError as e:
+            error = e
+        except asyncio.CancelledError:
+            pass
+        await inbox.close(error)
+
+    def ids(self) -> dict:
+        return dict(framework_id=self.framework_id, stream_id=self.stream_id)
+
+    async def offers(self, count: int = 1, timeout: float = 10.0) -> list[common_pb2.Offer]:
+        """Waits until at least `count` live offers arrived (not rescinded), returns them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rescinded = {r.offer_id for r in self.inbox.of("rescind")}
+            live = [o for batch in self.inbox.of("offers") for o in batch.offers
+                    if o.offer_id not in rescinded]
+            if len(live) >= count:
+                return live
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"only {len(live)} offers after {timeout} s")
+            n = len(self.inbox.items)
+            with contextlib.suppress(AssertionError):
+                await self.inbox.expect("offers", timeout=min(remaining, 1.0), after=n)
+
+    async def accept(self, offer_ids, tasks, refuse_seconds: float | None = None):
+        filters = common_pb2.Filters()
+        if refuse_seconds is not None:
+            filters.refuse_seconds = refuse_seconds
+        return await self.stub.Accept(scheduler_pb2.AcceptRequest(
+            **self.ids(), offer_ids=list(offer_ids), filters=filters,
+            operations=[scheduler_pb2.Operation(
+                launch=scheduler_pb2.Operation.Launch(task_infos=list(tasks)))]))
+
+    async def close(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        await self._channel.close()
+
+
+def task(task_id: str, resources: str = "cpus:1;mem:128", shell: str = "sleep 30",
+         **fields) -> common_pb2.TaskInfo:
+    return common_pb2.TaskInfo(task_id=task_id, name=task_id,
+                               resources=Resources.parse(resources).to_proto(),
+                               command=common_pb2.CommandInfo(shell=shell), **fields)
+
+
+def operator(address: str):
+    channel = insecure_channel(address)
+    return channel, operator_pb2_grpc.OperatorStub(channel)
+
+
+@dataclasses.dataclass(frozen=True)
+class OfferGrant:
+    framework_id: str
+    agent_id: str
+    resources: Resources
+
+
+class StandInAllocator:
+    """A minimal stand-in for master.allocator.Allocator, used only until that lands: offers
+    each agent's free resources to the active, unfiltered framework holding the least."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, Resources] = {}
+        self.free: dict[str, Resources] = {}
+        self.active_agents: set[str] = set()
+        self.roles: dict[str, str] = {}
+        self.active: set[str] = set()
+        self.suppressed: set[str] = set()
+        self.held: dict[str, dict[str, Resources]] = {}  # fid -> agent -> resources
+        self.filters: dict[tuple[str, str], float] = {}
+        self.weights: dict[str, float] = {}
+
+    def add_agent(self, agent_id, total, attributes=None, allocated=None):
+        from common import EMPTY
+        used = EMPTY
+        for fid, res in (allocated or {}).items():
+            self.held.setdefault(fid, {})[agent_id] = res
+            used = used + res
+        self.total[agent_id], self.free[agent_id] = total, total - used
+        self.active_agents.add(agent_id)
+
+    def remove_agent(self, agent_id):
+        self.total.pop(agent_id, None)
+        self.free.pop(agent_id, None)
+        self.active_agents.discard(agent_id)
+        for held in self.held.values():
+            held.pop(agent_id, None)
+
+    def deactivate_agent(self, agent_id):
+        self.active_agents.discard(agent_id)
+
+    def activate_agent(self, agent_id):
+        self.active_agents.add(agent_id)
+
+    def add_framework(self, fid, role="*", capabilities=frozenset(), allocated=None):
+        self.roles[fid] = role
+        self.active.add(fid)
+        self.held[fid] = dict(allocated or {})
+        for agent_id, res in (allocated or {}).items():
+            self.free[agent_id] = self.free[agent_id] - res
+
+    def remove_framework(self, fid):
+        for agent_id, res in self.held.pop(fid, {}).items():
+            if agent_id in self.free:
+                self.free[agent_id] = self.free[agent_id] + res
+        self.active.discard(fid)
+        self.roles.pop(fid, None)
+
+    def deactivate_framework(self, fid):
+        self.active.discard(fid)
+
+    def activate_framework(self, fid):
+        self.active.add(fid)
+
+    def suppress(self, fid):
+        self.suppressed.add(fid)
+
+    def revive(self, fid):
+        self.suppressed.discard(fid)
+        self.filters = {k: v for k, v in self.filters.items() if k[0] != fid}
+
+    def recover(self, fid, agent_id, resources, now, refuse_seconds=None):
+        held = self.held.get(fid, {})
+        if agent_id in held:
+            held[agent_id] = held[agent_id] - resources
+            self.free[agent_id] = self.free[agent_id] + resources
+        if refuse_seconds:
+            self.filters[(fid, agent_id)] = now + refuse_seconds
+
+    def allocate(self, now, agent_ids=None):
+        self.filters = {k: v for k, v in self.filters.items() if v > now}
+        grants = []
+        for agent_id in sorted(agent_ids or self.active_agents):
+            if agent_id not in self.active_agents:
+                continue
+            candidates = sorted(
+                (f for f in self.active - self.suppressed
+                 if self.filters.get((f, agent_id), 0) <= now),
+                key=lambda f: sum(r.scalar("cpus") for r in self.held.get(f, {}).values()))
+            for fid in candidates:
+                offer = self.free[agent_id].allocatable_to(self.roles[fid])
+                if offer.scalar("cpus") < 0.01 and offer.scalar("mem") < 32:
+                    continue
+                self.free[agent_id] = self.free[agent_id] - offer
+                held = self.held.setdefault(fid, {})
+                held[agent_id] = held.get(agent_id, Resources()) + offer
+                grants.append(OfferGrant(fid, agent_id, offer))
+                break
+        return grants
+
+    def next_wakeup(self):
+        return min(self.filters.values(), default=None)
+
+    def set_weight(self, role, weight):
+        self.weights[role] = weight
+
+    def set_quota(self, role, guarantee, limit):
+        pass
+
+    def explain(self, fid, now):
+        return ["suppressed: call Revive to get offers"] if fid in self.suppressed else []
+
+    def dominant_share(self, fid):
+        return 0.0
+
+    def role_summaries(self):
+        return [{"role": r, "weight": w} for r, w in self.weights.items()]
