@@ -1,0 +1,679 @@
+"""The allocator: hierarchical DRF over roles and frameworks, with quota, filters, reservations.
+
+Pure: the caller passes `now` and gets OfferGrants back; nothing here does I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+import structlog
+
+from common import EMPTY, UNRESERVED, Resources
+from master.allocator.drf import Vector, dominant_share, inverse_totals, scalar_vector
+from master.allocator.filters import DeclineFilters
+from master.allocator.quota import (
+    Quota,
+    add_into,
+    cap_unreserved,
+    make_quota,
+    min_caps,
+    required_headroom,
+)
+from master.allocator.sorters import make_sorter
+from master.allocator.types import MAX_REFUSE_SECONDS, AllocatorConfig, OfferGrant
+
+log = structlog.get_logger(__name__)
+
+GPU_CAPABILITY = "GPU_RESOURCES"
+
+
+class _Agent:
+    __slots__ = ("agent_id", "total", "attributes", "active", "allocated", "free", "free_vec",
+                 "reserved", "gpus")
+
+    def __init__(self, agent_id: str, total: Resources, attributes: Mapping[str, str]) -> None:
+        self.agent_id = agent_id
+        self.total = total
+        self.attributes = dict(attributes)
+        self.active = True
+        self.allocated: dict[str, Resources] = {}  # framework_id -> resources (offered or used)
+        self.free: Resources = EMPTY
+        self.free_vec: Vector = {}
+        self.reserved = False  # free holds reservations: offers need allocatable_to(role)
+        self.gpus = False  # free holds gpus: non-GPU frameworks need them stripped
+
+
+class _Framework:
+    __slots__ = ("framework_id", "role", "capabilities", "gpu", "active", "suppressed",
+                 "allocated", "vec")
+
+    def __init__(self, framework_id: str, role: str, capabilities: frozenset[str]) -> None:
+        self.framework_id = framework_id
+        self.role = role
+        self.capabilities = capabilities
+        self.gpu = GPU_CAPABILITY in capabilities
+        self.active = True
+        self.suppressed = False
+        self.allocated: dict[str, Resources] = {}  # agent_id -> resources
+        self.vec: Vector = {}  # allocated scalars summed over agents
+
+
+class _Role:
+    __slots__ = ("name", "sorter", "frameworks", "eligible", "weight", "quota", "vec")
+
+    def __init__(self, name: str, sorter) -> None:
+        self.name = name
+        self.sorter = sorter  # orders this role's frameworks
+        self.frameworks: set[str] = set()
+        self.eligible = 0  # frameworks active and not suppressed
+        self.weight = 1.0
+        self.quota: Quota | None = None
+        self.vec: Vector = {}  # allocated to its frameworks
+
+
+class Allocator:
+    """Hierarchical weighted DRF: roles by weighted dominant share, frameworks within a role.
+
+    Every cycle visits the given agents; on each, roles below their quota guarantee are served
+    first (stage 1), then all roles in sorter order (stage 2), each framework in its role's
+    order, skipping filtered frameworks and offers below the minimum allocatable size.
+    """
+
+    def __init__(self, config: AllocatorConfig | None = None) -> None:
+        self.config = config or AllocatorConfig()
+        self._min: list[Vector] = [scalar_vector(m) for m in self.config.min_allocatable]
+        self._agents: dict[str, _Agent] = {}
+        self._frameworks: dict[str, _Framework] = {}
+        self._roles: dict[str, _Role] = {}
+        self._role_sorter = make_sorter(self.config.role_sorter, self.config.seed)
+        self._filters = DeclineFilters()
+        # Allocations reported by agents for frameworks not (yet) added: fid -> agent ids.
+        self._orphans: dict[str, set[str]] = {}
+        self._total: Vector = {}
+        self._inv_total: Vector = {}
+        self._shares_dirty = False  # the total changed: every share must be recomputed
+        self._free_unreserved: Vector = {}  # over active agents: the headroom pool
+        self._free_reserved: dict[str, Vector] = {}  # role -> unallocated reservations
+        self._quota_roles: set[str] = set()
+
+    # agents ---------------------------------------------------------------------------------
+
+    def add_agent(self, agent_id: str, total: Resources,
+                  attributes: Mapping[str, str] | None = None,
+                  allocated: Mapping[str, Resources] | None = None) -> None:
+        """Adds an agent; `allocated` is what its running tasks use (framework_id -> resources).
+
+        Adding a known agent id replaces it (re-registration with a fresh report).
+        """
+        if agent_id in self._agents:
+            self.remove_agent(agent_id)
+        in_use = EMPTY
+        for res in (allocated or {}).values():
+            in_use = in_use + res
+        if not total.contains(in_use):
+            raise ValueError(
+                f"agent {agent_id}: in-use resources {in_use} exceed its total {total}"
+            )
+        agent = _Agent(agent_id, total, attributes or {})
+        self._agents[agent_id] = agent
+        add_into(self._total, scalar_vector(total))
+        self._shares_dirty = True
+        self._set_free(agent, total - in_use)
+        for fid, res in (allocated or {}).items():
+            if not res:
+                continue
+            agent.allocated[fid] = res
+            fw = self._frameworks.get(fid)
+            if fw is None:
+                self._orphans.setdefault(fid, set()).add(agent_id)
+            else:
+                fw.allocated[agent_id] = res
+                self._account(fw, scalar_vector(res), 1.0)
+
+    def remove_agent(self, agent_id: str) -> None:
+        """Forgets an agent with everything allocated on it (its tasks are gone with it)."""
+        agent = self._agents.pop(agent_id, None)
+        if agent is None:
+            return
+        for fid, res in agent.allocated.items():
+            fw = self._frameworks.get(fid)
+            if fw is None:
+                self._orphans.get(fid, set()).discard(agent_id)
+            else:
+                del fw.allocated[agent_id]
+                self._account(fw, scalar_vector(res), -1.0)
+        self._free_contribution(agent, -1.0)
+        add_into(self._total, scalar_vector(agent.total), -1.0)
+        self._total = {n: v for n, v in self._total.items() if v > 1e-9}
+        self._shares_dirty = True
+
+    def deactivate_agent(self, agent_id: str) -> None:
+        """Draining: no new offers on this agent; what is allocated stays."""
+        agent = self._agents[agent_id]
+        if agent.active:
+            self._free_contribution(agent, -1.0)
+            agent.active = False
+            self._free_contribution(agent, 1.0)
+
+    def activate_agent(self, agent_id: str) -> None:
+        agent = self._agents[agent_id]
+        if not agent.active:
+            self._free_contribution(agent, -1.0)
+            agent.active = True
+            self._free_contribution(agent, 1.0)
+
+    # frameworks -----------------------------------------------------------------------------
+
+    def add_framework(self, framework_id: str, role: str = UNRESERVED,
+                      capabilities: Iterable[str] = frozenset(),
+                      allocated: Mapping[str, Resources] | None = None,
+                      suppressed: bool = False) -> None:
+        """Adds a framework; `allocated` (agent_id -> resources) is what its tasks already use.
+
+        Allocations on agents not added yet are ignored: the agent reports them when it comes.
+        An agent's own report (add_agent) and this one agree on the same task table; if both
+        name a (framework, agent) pair, the later call's amount is kept.
+        """
+        if framework_id in self._frameworks:
+            raise ValueError(
+                f"framework {framework_id} already added; use activate_framework on failover"
+            )
+        fw = _Framework(framework_id, role or UNRESERVED, frozenset(capabilities))
+        r = self._role(fw.role)
+        self._frameworks[framework_id] = fw
+        r.frameworks.add(framework_id)
+        r.sorter.add(framework_id)
+        for agent_id in self._orphans.pop(framework_id, set()):
+            res = self._agents[agent_id].allocated[framework_id]
+            fw.allocated[agent_id] = res
+            self._account(fw, scalar_vector(res), 1.0)
+        for agent_id, res in (allocated or {}).items():
+            agent = self._agents.get(agent_id)
+            if agent is not None:
+                self._set_allocation(framework_id, agent, res)
+        fw.suppressed = suppressed
+        self._sync_eligibility(fw)
+
+    def remove_framework(self, framework_id: str) -> None:
+        """Forgets a framework; its allocations on every agent become free."""
+        fw = self._frameworks.get(framework_id)
+        if fw is None:
+            return
+        for agent_id in list(fw.allocated):
+            self._set_allocation(framework_id, self._agents[agent_id], EMPTY)
+        fw.active = False
+        self._sync_eligibility(fw)
+        r = self._roles[fw.role]
+        r.sorter.remove(framework_id)
+        r.frameworks.discard(framework_id)
+        del self._frameworks[framework_id]
+        self._filters.clear_framework(framework_id)
+        self._maybe_drop_role(r)
+
+    def deactivate_framework(self, framework_id: str) -> None:
+        """Disconnected: no offers until activate_framework; allocations stay."""
+        fw = self._frameworks[framework_id]
+        fw.active = False
+        self._sync_eligibility(fw)
+
+    def activate_framework(self, framework_id: str) -> None:
+        fw = self._frameworks[framework_id]
+        fw.active = True
+        self._sync_eligibility(fw)
+
+    def suppress(self, framework_id: str) -> None:
+        """No offers to this framework until revive()."""
+        fw = self._frameworks[framework_id]
+        fw.suppressed = True
+        self._sync_eligibility(fw)
+
+    def revive(self, framework_id: str) -> None:
+        """Offers resume, and every decline filter of the framework is dropped."""
+        fw = self._frameworks[framework_id]
+        fw.suppressed = False
+        self._filters.clear_framework(framework_id)
+        self._sync_eligibility(fw)
+
+    # resources back -------------------------------------------------------------------------
+
+    def recover(self, framework_id: str, agent_id: str, resources: Resources, now: float,
+                refuse_seconds: float | None = None) -> None:
+        """Resources allocated to a framework on an agent become free again.
+
+        refuse_seconds > 0 also hides the agent from the framework until now + refuse_seconds
+        (capped at 365 days); None or 0 installs no filter. Recovering on a removed agent, or
+        for a removed framework, is a no-op (their allocations were already dropped).
+        """
+        agent = self._agents.get(agent_id)
+        if agent is not None and resources:
+            held = agent.allocated.get(framework_id)
+            if held is None:
+                if framework_id not in self._frameworks and framework_id not in self._orphans:
+                    return  # removed framework: already freed
+                raise ValueError(
+                    f"cannot recover {resources} for framework {framework_id} on agent "
+                    f"{agent_id}: nothing is allocated to it there"
+                )
+            if not held.contains(resources):
+                raise ValueError(
+                    f"cannot recover {resources} for framework {framework_id} on agent "
+                    f"{agent_id}: only {held} is allocated to it there"
+                )
+            self._set_allocation(framework_id, agent, held - resources)
+        if refuse_seconds is not None and framework_id in self._frameworks:
+            if math.isnan(refuse_seconds):
+                raise ValueError("refuse_seconds must be a number, got NaN")
+            if refuse_seconds > 0:
+                until = now + min(float(refuse_seconds), MAX_REFUSE_SECONDS)
+                self._filters.add(framework_id, agent_id, until)
+
+    def decline(self, framework_id: str, agent_id: str, resources: Resources, now: float,
+                refuse_seconds: float | None = None) -> None:
+        """recover() for a declined offer: None means the configured default (Mesos' 5 s)."""
+        if refuse_seconds is None:
+            refuse_seconds = self.config.default_refuse_seconds
+        self.recover(framework_id, agent_id, resources, now, refuse_seconds)
+
+    # roles ----------------------------------------------------------------------------------
+
+    def set_weight(self, role: str, weight: float) -> None:
+        """A role of weight 2 is offered as if its dominant share were half what it is."""
+        r = self._role(role)
+        self._role_sorter.set_weight(role, weight)
+        r.weight = self._role_sorter.weight(role)
+        self._maybe_drop_role(r)
+
+    def set_quota(self, role: str, guarantee: Resources | None,
+                  limit: Resources | None = None) -> None:
+        """Sets a role's quota; an empty guarantee and no limit clears it."""
+        quota = make_quota(guarantee, limit)
+        r = self._role(role)
+        r.quota = quota
+        if quota is None:
+            self._quota_roles.discard(role)
+            self._maybe_drop_role(r)
+        else:
+            self._quota_roles.add(role)
+
+    # the cycle ------------------------------------------------------------------------------
+
+    def allocate(self, now: float, agent_ids: Iterable[str] | None = None) -> list[OfferGrant]:
+        """One allocation cycle over the given agents (None: all); returns what it granted."""
+        self._filters.expire(now)
+        self._refresh_shares()
+        grants: list[OfferGrant] = []
+        if agent_ids is None:
+            agents: Iterable[_Agent] = self._agents.values()
+        else:
+            known = self._agents
+            agents = [known[a] for a in dict.fromkeys(agent_ids) if a in known]
+        allocate_agent = self._allocate_agent
+        for agent in agents:
+            if agent.active and agent.free:
+                allocate_agent(agent, now, grants)
+        if self._quota_roles:
+            grants = _merge(grants)
+        return grants
+
+    def next_wakeup(self) -> float | None:
+        """The earliest decline-filter expiry: when an allocation may offer something new."""
+        return self._filters.next_expiry()
+
+    # reading --------------------------------------------------------------------------------
+
+    def dominant_share(self, framework_id: str) -> float:
+        self._refresh_shares()
+        return dominant_share(self._frameworks[framework_id].vec, self._inv_total)
+
+    def role_share(self, role: str) -> float:
+        self._refresh_shares()
+        return dominant_share(self._roles[role].vec, self._inv_total)
+
+    def free(self, agent_id: str) -> Resources:
+        return self._agents[agent_id].free
+
+    def agent_allocations(self, agent_id: str) -> dict[str, Resources]:
+        """framework_id -> resources allocated on the agent (offered or in use)."""
+        return dict(self._agents[agent_id].allocated)
+
+    def framework_allocations(self, framework_id: str) -> dict[str, Resources]:
+        """agent_id -> resources allocated to the framework (offered or in use)."""
+        return dict(self._frameworks[framework_id].allocated)
+
+    def framework_order(self) -> list[str]:
+        """Frameworks that may get offers, in the order the next cycle would visit them."""
+        self._refresh_shares()
+        out = []
+        for role in self._role_sorter.order():
+            out.extend(self._roles[role].sorter.order())
+        return out
+
+    def role_summaries(self) -> list[dict]:
+        """One dict per role for the Operator API: weight, quota, allocation, shares."""
+        self._refresh_shares()
+        out = []
+        for name in sorted(self._roles):
+            r = self._roles[name]
+            share = dominant_share(r.vec, self._inv_total)
+            out.append({
+                "role": name,
+                "weight": r.weight,
+                "guarantee": _vec_resources(r.quota.guarantee) if r.quota else EMPTY,
+                "limit": (_vec_resources(r.quota.limit)
+                          if r.quota is not None and r.quota.limit is not None else None),
+                "allocated": _vec_resources(r.vec),
+                "consumed": _vec_resources(self._consumption(r)),
+                "dominant_share": share,
+                "weighted_share": share / r.weight,
+                "frameworks": sorted(r.frameworks),
+            })
+        return out
+
+    def explain(self, framework_id: str, now: float) -> list[str]:
+        """Why the framework is getting no offers right now, one reason per line."""
+        from master.allocator.explain import explain
+
+        self._refresh_shares()
+        return explain(self, framework_id, now)
+
+    # internals: the per-agent step ----------------------------------------------------------
+
+    def _allocate_agent(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
+        fits = self._fits_min
+        if not fits(agent.free_vec):
+            return
+        quota_on = bool(self._quota_roles)
+        if quota_on:
+            self._allocate_guarantees(agent, now, grants)
+            if not agent.free or not fits(agent.free_vec):
+                return
+        filters = self._filters.by_framework
+        frameworks = self._frameworks
+        roles = self._roles
+        agent_id = agent.agent_id
+        role_iter = self._role_sorter.sorted()
+        try:
+            for role_name in role_iter:
+                role = roles[role_name]
+                if agent.reserved or quota_on:
+                    role_offer, role_vec = self._role_offer(agent, role, False)
+                    if role_offer is None:
+                        continue
+                else:
+                    role_offer, role_vec = agent.free, agent.free_vec
+                fw_iter = role.sorter.sorted()
+                try:
+                    for fid in fw_iter:
+                        table = filters.get(fid)
+                        if table:
+                            until = table.get(agent_id)
+                            if until is not None and until > now:
+                                continue
+                        fw = frameworks[fid]
+                        if agent.gpus and not fw.gpu and role_vec.get("gpus"):
+                            offer = _without(role_offer, "gpus")
+                            vec = scalar_vector(offer)
+                            if not fits(vec):
+                                continue
+                        else:
+                            offer, vec = role_offer, role_vec
+                        self._grant(fw, role, agent, offer, vec, grants)
+                        if not agent.free or not fits(agent.free_vec):
+                            return
+                        role_offer, role_vec = self._role_offer(agent, role, False)
+                        if role_offer is None:
+                            break
+                finally:
+                    fw_iter.close()
+        finally:
+            role_iter.close()
+
+    def _allocate_guarantees(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
+        """Stage 1: roles below their guarantee get this agent first, up to the guarantee."""
+        sorter = self._role_sorter
+        waiting = []
+        for name in self._quota_roles:
+            r = self._roles[name]
+            if r.eligible and r.quota.guarantee and r.quota.unmet(self._consumption(r)):
+                waiting.append((sorter.share(name) / sorter.weight(name), name))
+        waiting.sort()
+        for _key, name in waiting:
+            role = self._roles[name]
+            role_offer, role_vec = self._role_offer(agent, role, True)
+            if role_offer is None:
+                continue
+            for fid in role.sorter.order():
+                if self._filters.is_filtered(fid, agent.agent_id, now):
+                    continue
+                fw = self._frameworks[fid]
+                offer, vec = role_offer, role_vec
+                if agent.gpus and not fw.gpu and vec.get("gpus"):
+                    offer = _without(offer, "gpus")
+                    vec = scalar_vector(offer)
+                    if not self._fits_min(vec):
+                        continue
+                self._grant(fw, role, agent, offer, vec, grants)
+                if not agent.free or not self._fits_min(agent.free_vec):
+                    return
+                role_offer, role_vec = self._role_offer(agent, role, True)
+                if role_offer is None:
+                    break
+
+    def _role_offer(self, agent: _Agent, role: _Role,
+                    guarantee_stage: bool) -> tuple[Resources | None, Vector]:
+        """What the agent may offer any framework of `role` now, or None if below the minimum."""
+        offer = agent.free.allocatable_to(role.name) if agent.reserved else agent.free
+        if self._quota_roles:
+            caps = self._caps(role, guarantee_stage)
+            if caps:
+                offer = cap_unreserved(offer, caps)
+        vec = agent.free_vec if offer is agent.free else scalar_vector(offer)
+        if not offer or not self._fits_min(vec):
+            return None, vec
+        return offer, vec
+
+    def _caps(self, role: _Role, guarantee_stage: bool) -> Vector:
+        """Upper bounds on the unreserved scalars a role may take now (quota limit, headroom)."""
+        quota = role.quota
+        consumed = self._consumption(role) if quota is not None else {}
+        bounds = []
+        if quota is not None and quota.limit is not None:
+            bounds.append({n: max(0.0, cap - consumed.get(n, 0.0))
+                           for n, cap in quota.limit.items()})
+        if guarantee_stage:
+            if quota is not None:
+                bounds.append({n: max(0.0, g - consumed.get(n, 0.0))
+                               for n, g in quota.guarantee.items()})
+        else:
+            own = quota.unmet(consumed) if quota is not None else {}
+            required = self._required_headroom()
+            if required:
+                # A role below its guarantee may use what is held back for it.
+                bounds.append({n: max(0.0, self._free_unreserved.get(n, 0.0) - req
+                                      + own.get(n, 0.0)) for n, req in required.items()})
+        return min_caps(*bounds)
+
+    def _required_headroom(self) -> Vector:
+        return required_headroom(
+            r.quota.unmet(self._consumption(r))
+            for r in (self._roles[n] for n in self._quota_roles)
+            if r.quota.guarantee
+        )
+
+    def _consumption(self, role: _Role) -> Vector:
+        """Counted against quota: allocated plus unallocated reservations (as Mesos 1.9+)."""
+        reserved = self._free_reserved.get(role.name)
+        if not reserved:
+            return role.vec
+        out = dict(role.vec)
+        add_into(out, reserved)
+        return out
+
+    def _fits_min(self, vec: Mapping[str, float]) -> bool:
+        mins = self._min
+        if not mins:
+            return True
+        for m in mins:
+            for name, amount in m.items():
+                if vec.get(name, 0.0) < amount - 1e-9:
+                    break
+            else:
+                return True
+        return False
+
+    def _grant(self, fw: _Framework, role: _Role, agent: _Agent, offer: Resources, vec: Vector,
+               grants: list[OfferGrant]) -> None:
+        fid = fw.framework_id
+        agent_id = agent.agent_id
+        prev = agent.allocated.get(fid)
+        new = offer if prev is None else prev + offer
+        agent.allocated[fid] = new
+        fw.allocated[agent_id] = new
+        self._set_free(agent, EMPTY if offer is agent.free else agent.free - offer)
+        self._account(fw, vec, 1.0, role)
+        grants.append(OfferGrant(fid, agent_id, offer))
+
+    # internals: bookkeeping -----------------------------------------------------------------
+
+    def _set_allocation(self, framework_id: str, agent: _Agent, new: Resources) -> None:
+        """Sets what a framework holds on an agent, moving the difference to or from free."""
+        old = agent.allocated.get(framework_id, EMPTY)
+        if new == old:
+            return
+        free = agent.free + old if old else agent.free
+        if not free.contains(new):
+            raise ValueError(
+                f"agent {agent.agent_id} cannot allocate {new} to framework {framework_id}: "
+                f"only {free} is free"
+            )
+        if new:
+            agent.allocated[framework_id] = new
+        else:
+            agent.allocated.pop(framework_id, None)
+        fw = self._frameworks.get(framework_id)
+        if fw is not None:
+            if new:
+                fw.allocated[agent.agent_id] = new
+            else:
+                fw.allocated.pop(agent.agent_id, None)
+            delta = scalar_vector(new)
+            add_into(delta, scalar_vector(old), -1.0)
+            self._account(fw, delta, 1.0)
+        elif new:
+            self._orphans.setdefault(framework_id, set()).add(agent.agent_id)
+        else:
+            orphans = self._orphans.get(framework_id)
+            if orphans is not None:
+                orphans.discard(agent.agent_id)
+                if not orphans:
+                    del self._orphans[framework_id]
+        self._set_free(agent, free - new)
+
+    def _set_free(self, agent: _Agent, free: Resources) -> None:
+        self._free_contribution(agent, -1.0)
+        agent.free = free
+        vec: Vector = {}
+        reserved = False
+        for (name, role), value in free.scalars.items():
+            vec[name] = vec.get(name, 0.0) + value
+            if role != UNRESERVED:
+                reserved = True
+        if not reserved:
+            for _name, role in free.ranges:
+                if role != UNRESERVED:
+                    reserved = True
+        agent.free_vec = vec
+        agent.reserved = reserved
+        agent.gpus = vec.get("gpus", 0.0) > 0
+        self._free_contribution(agent, 1.0)
+
+    def _free_contribution(self, agent: _Agent, sign: float) -> None:
+        """Adds (or removes) an agent's free scalars to the headroom and reservation pools."""
+        free_reserved = self._free_reserved
+        unreserved = self._free_unreserved
+        active = agent.active
+        for (name, role), value in agent.free.scalars.items():
+            if role == UNRESERVED:
+                if active:
+                    unreserved[name] = round(unreserved.get(name, 0.0) + sign * value, 6)
+            else:
+                pool = free_reserved.get(role)
+                if pool is None:
+                    pool = free_reserved[role] = {}
+                pool[name] = round(pool.get(name, 0.0) + sign * value, 6)
+
+    def _account(self, fw: _Framework, vec: Mapping[str, float], sign: float,
+                 role: _Role | None = None) -> None:
+        """Adds an allocation change to the framework's and role's totals and their shares."""
+        if role is None:
+            role = self._roles[fw.role]
+        fv = fw.vec
+        rv = role.vec
+        for name, amount in vec.items():
+            fv[name] = round(fv.get(name, 0.0) + sign * amount, 6)
+            rv[name] = round(rv.get(name, 0.0) + sign * amount, 6)
+        if not self._shares_dirty:
+            inv = self._inv_total
+            role.sorter.update(fw.framework_id, dominant_share(fv, inv))
+            self._role_sorter.update(role.name, dominant_share(rv, inv))
+
+    def _refresh_shares(self) -> None:
+        if not self._shares_dirty:
+            return
+        inv = self._inv_total = inverse_totals(self._total)
+        for r in self._roles.values():
+            for fid in r.frameworks:
+                r.sorter.update(fid, dominant_share(self._frameworks[fid].vec, inv))
+            self._role_sorter.update(r.name, dominant_share(r.vec, inv))
+        self._shares_dirty = False
+
+    def _role(self, name: str) -> _Role:
+        r = self._roles.get(name)
+        if r is None:
+            r = _Role(name, make_sorter(self.config.framework_sorter, self.config.seed))
+            self._roles[name] = r
+            self._role_sorter.add(name)
+            self._role_sorter.update(name, dominant_share(r.vec, self._inv_total))
+        return r
+
+    def _maybe_drop_role(self, r: _Role) -> None:
+        if not r.frameworks and r.weight == 1.0 and r.quota is None:
+            self._role_sorter.remove(r.name)
+            del self._roles[r.name]
+
+    def _sync_eligibility(self, fw: _Framework) -> None:
+        role = self._roles[fw.role]
+        eligible = fw.active and fw.suppressed is False
+        was = role.sorter.is_active(fw.framework_id)
+        if eligible and not was:
+            role.sorter.activate(fw.framework_id)
+            role.eligible += 1
+            if role.eligible == 1:
+                self._role_sorter.activate(role.name)
+        elif was and not eligible:
+            role.sorter.deactivate(fw.framework_id)
+            role.eligible -= 1
+            if role.eligible == 0:
+                self._role_sorter.deactivate(role.name)
+
+
+def _without(resources: Resources, name: str) -> Resources:
+    return Resources({k: v for k, v in resources.scalars.items() if k[0] != name},
+                     resources.ranges)
+
+
+def _vec_resources(vec: Mapping[str, float]) -> Resources:
+    return Resources({(name, UNRESERVED): value for name, value in vec.items() if value > 0})
+
+
+def _merge(grants: list[OfferGrant]) -> list[OfferGrant]:
+    """One grant per (framework, agent): stage 1 and stage 2 may both offer the same pair."""
+    merged: dict[tuple[str, str], Resources] = {}
+    for g in grants:
+        key = (g.framework_id, g.agent_id)
+        merged[key] = merged[key] + g.resources if key in merged else g.resources
+    if len(merged) == len(grants):
+        return grants
+    return [OfferGrant(fid, aid, res) for (fid, aid), res in merged.items()]

@@ -1,0 +1,104 @@
+"""Why a framework gets no offers: the allocator's reasons, in words an operator can act on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from master.allocator.drf import dominant_share
+
+if TYPE_CHECKING:
+    from master.allocator.allocator import Allocator
+
+
+def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
+    """Reasons, most fundamental first; one "not blocked" line when nothing stands in the way."""
+    fw = alloc._frameworks.get(framework_id)
+    if fw is None:
+        return [f"unknown framework {framework_id}: it is not subscribed"]
+    role = alloc._roles[fw.role]
+    reasons: list[str] = []
+    if not fw.active:
+        reasons.append("inactive: the framework is disconnected; offers resume when it "
+                       "re-subscribes")
+    if fw.suppressed:
+        reasons.append("suppressed: the framework asked for no offers; Revive resumes them")
+
+    filtered = {a: until for a, until in alloc._filters.active(framework_id, now).items()
+                if a in alloc._agents}
+    if filtered:
+        reasons.append(
+            f"filtered on {len(filtered)} agent(s) until {max(filtered.values()):.3f} "
+            f"(in {max(filtered.values()) - now:.1f} s): it declined their offers; "
+            "Revive clears the filters"
+        )
+
+    consumed = alloc._consumption(role)
+    if role.quota is not None:
+        full = role.quota.at_limit(consumed)
+        if full:
+            detail = ", ".join(f"{n} {consumed.get(n, 0.0):g}/{role.quota.limit[n]:g}"
+                               for n in full)
+            reasons.append(f"role {role.name} at quota limit ({detail})")
+
+    # What could it be offered on the agents it may use right now?
+    usable = [a for a in alloc._agents.values()
+              if a.active and a.free and a.agent_id not in filtered]
+    fits = []
+    held_back = 0
+    for agent in usable:
+        offer, vec = alloc._role_offer(agent, role, False)
+        if offer is None:
+            plain = agent.free.allocatable_to(role.name)
+            if alloc._quota_roles and alloc._fits_min(_vector(plain)):
+                held_back += 1
+            continue
+        if agent.gpus and not fw.gpu and vec.get("gpus"):
+            vec = {n: v for n, v in vec.items() if n != "gpus"}
+            if not alloc._fits_min(vec):
+                continue
+        fits.append(agent.agent_id)
+
+    if not fits:
+        mins = " | ".join(str(m) for m in alloc.config.min_allocatable) or "anything"
+        holds = f"; it holds resources on {len(fw.allocated)} agent(s)" if fw.allocated else ""
+        if held_back and not (role.quota is not None and role.quota.at_limit(consumed)):
+            reasons.append(
+                f"free resources on {held_back} agent(s) are held back as headroom for the "
+                "quota guarantees of other roles"
+            )
+        reasons.append(
+            f"nothing free fits the minimum allocatable ({mins}) on the "
+            f"{len(usable)} agent(s) it may use{holds}"
+        )
+        return reasons
+
+    if fw.active and not fw.suppressed:
+        share = dominant_share(fw.vec, alloc._inv_total)
+        ahead = _frameworks_ahead(alloc, framework_id)
+        if ahead:
+            reasons.append(
+                f"waiting behind {ahead} framework(s) with lower shares (its dominant share "
+                f"{share:.3f}, its role's {dominant_share(role.vec, alloc._inv_total):.3f}); "
+                f"{len(fits)} agent(s) have free resources it could use"
+            )
+        else:
+            reasons.append(
+                f"not blocked: {len(fits)} agent(s) have free resources for it and it is first "
+                "in line; the next allocation will offer them"
+            )
+    return reasons
+
+
+def _frameworks_ahead(alloc: Allocator, framework_id: str) -> int:
+    ahead = 0
+    for fid in alloc.framework_order():
+        if fid == framework_id:
+            return ahead
+        ahead += 1
+    return ahead
+
+
+def _vector(resources) -> dict[str, float]:
+    from master.allocator.drf import scalar_vector
+
+    return scalar_vector(resources)

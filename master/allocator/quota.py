@@ -1,0 +1,92 @@
+"""Quota: a guarantee held back as headroom for a role, and a limit it is never offered beyond."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from common import UNRESERVED, Resources
+from master.allocator.drf import Vector, scalar_vector
+
+INFINITY = float("inf")
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Per-name scalar amounts; names a bound does not mention are unbounded by it."""
+
+    guarantee: Vector
+    limit: Vector | None  # None: no limit
+
+    def unmet(self, consumed: Mapping[str, float]) -> Vector:
+        """What the role still lacks to reach its guarantee (names with a shortfall only)."""
+        out: Vector = {}
+        for name, amount in self.guarantee.items():
+            lack = amount - consumed.get(name, 0.0)
+            if lack > 1e-9:
+                out[name] = lack
+        return out
+
+    def at_limit(self, consumed: Mapping[str, float]) -> list[str]:
+        """Names whose consumption has reached the limit."""
+        if self.limit is None:
+            return []
+        return [n for n, cap in self.limit.items() if consumed.get(n, 0.0) >= cap - 1e-9]
+
+
+def make_quota(guarantee: Resources | None, limit: Resources | None) -> Quota | None:
+    """Validates and flattens a quota; None when it sets nothing (i.e. clears the quota)."""
+    for label, value in (("guarantee", guarantee), ("limit", limit)):
+        if value is not None and value.ranges:
+            raise ValueError(f"quota {label} takes scalars only (cpus, mem, disk, gpus): {value}")
+    g = scalar_vector(guarantee) if guarantee is not None else {}
+    lim = scalar_vector(limit) if limit is not None else None
+    if lim is not None:
+        for name, amount in g.items():
+            if name in lim and amount > lim[name] + 1e-9:
+                raise ValueError(
+                    f"quota guarantee {name}:{amount:g} exceeds its limit {name}:{lim[name]:g}"
+                )
+    if not g and lim is None:
+        return None
+    return Quota(g, lim)
+
+
+def add_into(target: Vector, vec: Mapping[str, float], sign: float = 1.0) -> None:
+    """target += sign * vec, rounded so that long add/subtract sequences never drift."""
+    for name, amount in vec.items():
+        target[name] = round(target.get(name, 0.0) + sign * amount, 6)
+
+
+def required_headroom(unmet_by_role: Iterable[Vector]) -> Vector:
+    """Unreserved free resources to hold back so every role can still reach its guarantee."""
+    out: Vector = {}
+    for unmet in unmet_by_role:
+        add_into(out, unmet)
+    return out
+
+
+def cap_unreserved(offer: Resources, caps: Mapping[str, float]) -> Resources:
+    """`offer` with its unreserved scalars cut to `caps` (reservations are never cut)."""
+    changed = False
+    scalars = {}
+    for key, value in offer.scalars.items():
+        name, role = key
+        cap = caps.get(name)
+        if role == UNRESERVED and cap is not None and value > cap:
+            # Floor to Resources' 0.001 granularity so rounding never pushes past the cap.
+            value = math.floor(max(cap, 0.0) * 1000 + 1e-6) / 1000
+            changed = True
+        scalars[key] = value
+    if not changed:
+        return offer
+    return Resources(scalars, offer.ranges)
+
+
+def min_caps(*caps: Mapping[str, float]) -> Vector:
+    out: Vector = {}
+    for c in caps:
+        for name, value in c.items():
+            out[name] = min(out.get(name, INFINITY), value)
+    return out

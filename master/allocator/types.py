@@ -1,0 +1,54 @@
+"""Value types of the allocator: its configuration and the grants it returns."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from common import Resources
+
+# Mesos' --min_allocatable_resources default: a scrap smaller than both is not worth an offer.
+DEFAULT_MIN_ALLOCATABLE: tuple[Resources, ...] = (Resources.of(cpus=0.01), Resources.of(mem=32))
+# Mesos caps Filters.refuse_seconds at 365 days so that expiry times stay representable.
+MAX_REFUSE_SECONDS = 365 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class OfferGrant:
+    """Resources on one agent that one allocation cycle moved from free to a framework."""
+
+    framework_id: str
+    agent_id: str
+    resources: Resources
+
+
+@dataclass(frozen=True)
+class AllocatorConfig:
+    """Policy choices fixed at start-up; construction fails fast on a bad combination."""
+
+    role_sorter: str = "drf"  # orders roles (by weighted dominant share for "drf")
+    framework_sorter: str = "drf"  # orders frameworks inside one role
+    # An offer must contain at least one of these (flattened over roles); () allows any scrap.
+    # A string in Mesos' flag syntax is accepted too: "cpus:0.01|mem:32".
+    min_allocatable: tuple[Resources, ...] | str = DEFAULT_MIN_ALLOCATABLE
+    default_refuse_seconds: float = 5.0  # used by Allocator.decline() when none is given
+    seed: int | None = None  # seeds the "random" sorter, so tests can repeat an order
+
+    def __post_init__(self) -> None:
+        from master.allocator.sorters import check_sorter_name
+
+        check_sorter_name("role_sorter", self.role_sorter)
+        check_sorter_name("framework_sorter", self.framework_sorter)
+        mins = self.min_allocatable
+        if isinstance(mins, str):
+            mins = tuple(Resources.parse(part) for part in mins.split("|") if part.strip())
+        mins = tuple(mins)
+        for m in mins:
+            if not isinstance(m, Resources):
+                raise ValueError(f"min_allocatable takes Resources values, got {m!r}")
+            if m.ranges:
+                raise ValueError(f"min_allocatable takes scalars only (cpus, mem...), got {m}")
+        object.__setattr__(self, "min_allocatable", mins)
+        refuse = self.default_refuse_seconds
+        if not isinstance(refuse, int | float) or math.isnan(refuse) or refuse < 0:
+            raise ValueError(f"default_refuse_seconds must be a number >= 0, got {refuse!r}")
