@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "cli.master_cmd",
     "cli.agent_cmd",
     "cli.cluster_cmd",
+    "cli.bench_cmd",
 ]
 
 

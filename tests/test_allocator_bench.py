@@ -1,0 +1,42 @@
+"""Smoke test of `agora bench allocator` at a tiny size: it runs and reports every figure."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from cli import bench_cmd
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    parser = argparse.ArgumentParser(prog="agora")
+    bench_cmd.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    code = args.func(args)
+    return code, capsys.readouterr().out
+
+
+def test_bench_allocator_json_has_the_figures(capsys):
+    code, out = run_cli(["bench", "allocator", "--agents", "50", "--frameworks", "5", "--json",
+                         "--cycles", "2", "--reoffers", "5"], capsys)
+    assert code == 0
+    result = json.loads(out)
+    assert result["agents"] == 50 and result["frameworks"] == 5
+    assert result["first_cycle_offers"] == 50
+    for key in ("cycle_ms", "reoffer_ms"):
+        assert set(result[key]) == {"min", "median", "max"}
+        assert 0 <= result[key]["min"] <= result[key]["median"] <= result[key]["max"]
+    assert result["peak_rss_mb"] > 0
+
+
+def test_bench_allocator_table_with_roles(capsys):
+    code, out = run_cli(["bench", "allocator", "--agents", "50", "--frameworks", "5",
+                         "--roles", "3", "--cycles", "1", "--reoffers", "3"], capsys)
+    assert code == 0
+    assert "median" in out and "re-offer" in out and "peak memory" in out
+
+
+def test_bench_listed_in_the_agora_command():
+    from cli.main import COMMAND_MODULES
+
+    assert "cli.bench_cmd" in COMMAND_MODULES
