@@ -1,0 +1,141 @@
+"""What the agent keeps in its work dir to survive a restart: its id, task runs, status updates.
+
+Layout under the work dir:
+    meta/agent_id                 the id the master gave this agent
+    meta/updates.jsonl            status updates and acknowledgements, append-only
+    meta/runs/<run_id>/task.json  one task run: its TaskInfo, sandbox, state, wrapper pid
+    meta/runs/<run_id>/...        the wrapper's spec, pid and exit files (see agent.executor)
+    sandboxes/<framework_id>/<task_id>/   the task's working directory, stdout and stderr
+Every whole-file write is atomic (temp file, fsync, rename), so a crash leaves the old or the
+new version, never half of one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import structlog
+from agora.v1 import common_pb2
+
+log = structlog.get_logger(__name__)
+
+
+def atomic_write_json(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    """The parsed file, or None if it is missing or unreadable (a torn write of an old agent)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        log.warning("unreadable checkpoint file", path=str(path), error=str(e))
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode("ascii"))
+
+
+@dataclass
+class TaskRecord:
+    """The checkpointed facts about one run of a task."""
+
+    run_id: str
+    framework_id: str
+    task: str  # TaskInfo, serialized and base64-encoded
+    sandbox: str
+    state: int = common_pb2.TASK_STAGING
+    launched_at: float = 0.0
+    killing: bool = False
+    kill_grace: float = 0.0
+    # Set once the terminal update is acknowledged: kept only so its files can still be read.
+    completed: bool = False
+
+    def task_info(self) -> common_pb2.TaskInfo:
+        return common_pb2.TaskInfo.FromString(unb64(self.task))
+
+
+class WorkDir:
+    """Paths and checkpoint files inside the agent's work dir."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.meta = self.root / "meta"
+        self.runs = self.meta / "runs"
+        self.sandboxes = self.root / "sandboxes"
+        self.updates_log = self.meta / "updates.jsonl"
+        for path in (self.meta, self.runs, self.sandboxes):
+            path.mkdir(parents=True, exist_ok=True)
+
+    # agent id ---------------------------------------------------------------------------
+
+    def load_agent_id(self) -> str:
+        try:
+            return (self.meta / "agent_id").read_text().strip()
+        except FileNotFoundError:
+            return ""
+
+    def save_agent_id(self, agent_id: str) -> None:
+        path = self.meta / "agent_id"
+        if not agent_id:
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_name(".agent_id.tmp")
+        with open(tmp, "w") as f:
+            f.write(agent_id + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    # task runs ----------------------------------------------------------------------------
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs / run_id
+
+    def new_sandbox(self, framework_id: str, task_id: str) -> Path:
+        """`sandboxes/<fw>/<task_id>/`, or `<task_id>.N/` when the id was run here before."""
+        parent = self.sandboxes / framework_id
+        parent.mkdir(parents=True, exist_ok=True)
+        candidate, n = parent / task_id, 1
+        while True:
+            try:
+                candidate.mkdir()
+                return candidate
+            except FileExistsError:
+                n += 1
+                candidate = parent / f"{task_id}.{n}"
+
+    def save_record(self, record: TaskRecord) -> None:
+        run_dir = self.run_dir(record.run_id)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(run_dir / "task.json", asdict(record))
+
+    def load_records(self) -> list[TaskRecord]:
+        out = []
+        for run_dir in sorted(self.runs.iterdir()):
+            data = read_json(run_dir / "task.json")
+            if data is None:
+                continue
+            try:
+                out.append(TaskRecord(**data))
+            except TypeError as e:
+                log.warning("skipping unreadable task record", run_dir=str(run_dir), error=str(e))
+        return out

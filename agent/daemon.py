@@ -1,0 +1,194 @@
+"""The agent daemon: serves the `Agent` service and keeps its link to the master."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
+
+from agent.checkpoint import WorkDir
+from agent.files_service import AgentFilesService
+from agent.link import MasterLink
+from agent.resources_detect import detect_resources
+from agent.status_updates import StatusUpdateManager
+from agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
+from common import Resources, attributes_to_proto
+from common.rpc import add_standard_services, new_server, parse_address, service_name
+
+log = structlog.get_logger(__name__)
+
+VERSION = "0.1.0"
+
+
+@dataclass
+class AgentConfig:
+    master: str  # "host:port" of the master's AgentLink
+    host: str = "127.0.0.1"  # where the Agent service listens
+    port: int = 5051  # 0 picks a free port
+    resources: Resources | None = None  # None: detect with Mesos' rules
+    attributes: dict[str, str] = field(default_factory=dict)
+    work_dir: Path = Path("agora-agent")
+    advertise_ip: str | None = None  # the IP others use to reach this agent
+    hostname: str | None = None  # None: socket.gethostname()
+    # Used until the master states its own interval in Registered.
+    heartbeat_interval: float = 5.0
+    # The master is presumed gone after this many intervals of silence.
+    missed_heartbeats: int = 3
+    reconnect_backoff_initial: float = 0.2
+    reconnect_backoff_max: float = 5.0
+    update_backoff_initial: float = 0.5
+    update_backoff_max: float = 10.0
+    default_kill_grace: float = DEFAULT_KILL_GRACE
+
+
+class AgentDaemon:
+    def __init__(self, config: AgentConfig) -> None:
+        parse_address(config.master)  # fail early on a malformed address
+        self.config = config
+        self.work = WorkDir(Path(config.work_dir))
+        self.resources = (config.resources if config.resources is not None
+                          else detect_resources(self.work.root))
+        self.agent_id = self.work.load_agent_id()
+        self.master_id = ""
+        self.updates = StatusUpdateManager(
+            self.work.updates_log, self._send_update,
+            initial_backoff=config.update_backoff_initial,
+            max_backoff=config.update_backoff_max)
+        self.tasks = TaskManager(self.work, self.updates.update, lambda: self.agent_id,
+                                 default_kill_grace=config.default_kill_grace)
+        self.link = MasterLink(
+            config.master, self, backoff_initial=config.reconnect_backoff_initial,
+            backoff_max=config.reconnect_backoff_max,
+            default_heartbeat=config.heartbeat_interval,
+            missed_heartbeats=config.missed_heartbeats)
+        self._server = None
+        self._port = 0
+        self._link_task: asyncio.Task | None = None
+        self._closed = asyncio.Event()
+        self._log = log.bind(work_dir=str(self.work.root))
+
+    # lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> int:
+        self.updates.recover()
+        self.tasks.recover(lambda fw, task_id: bool(self.updates.pending(fw, task_id)))
+        self._server = new_server()
+        agent_pb2_grpc.add_AgentServicer_to_server(AgentFilesService(self.tasks), self._server)
+        add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
+        self._port = self._server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        if self._port == 0:
+            raise OSError(f"cannot listen on {self.config.host}:{self.config.port}")
+        await self._server.start()
+        self.updates.start()
+        self._link_task = asyncio.create_task(self.link.run(), name="master-link")
+        self._log.info("agent started", address=self.address, master=self.config.master,
+                       agent_id=self.agent_id or "(new)", resources=str(self.resources),
+                       recovered_tasks=len(self.tasks.active_runs()))
+        return self._port
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """host:port where this agent's `Agent` service listens."""
+        return f"{self.config.host}:{self._port}"
+
+    @property
+    def advertised_address(self) -> str:
+        """host:port the master hands out to others (logs and sandbox browsing)."""
+        host = self.config.advertise_ip or self.config.host
+        if host in ("0.0.0.0", "::", ""):
+            host = _primary_ip()
+        return f"{host}:{self._port}"
+
+    async def stop(self, grace: float = 1.0, kill_tasks: bool = False) -> None:
+        """Stops serving and talking to the master.
+
+        Tasks keep running for the next agent on this work dir, unless `kill_tasks` (as when
+        a whole local cluster stops): then they are killed first, their updates checkpointed.
+        """
+        if kill_tasks:
+            await self.tasks.kill_all()
+        if self._link_task is not None:
+            self._link_task.cancel()
+            await asyncio.gather(self._link_task, return_exceptions=True)
+            self._link_task = None
+        await self.tasks.stop()
+        await self.updates.stop()
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+        self._closed.set()
+        self._log.info("agent stopped")
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    # the link's callbacks ---------------------------------------------------------------
+
+    def build_register(self) -> agent_link_pb2.AgentMessage.Register:
+        info = common_pb2.AgentInfo(
+            agent_id=self.agent_id, hostname=self.config.hostname or socket.gethostname(),
+            address=self.advertised_address, resources=self.resources.to_proto(),
+            attributes=attributes_to_proto(self.config.attributes))
+        return agent_link_pb2.AgentMessage.Register(info=info, tasks=self.tasks.running_tasks(),
+                                                    version=VERSION)
+
+    def on_registered(self, msg) -> None:
+        if msg.agent_id != self.agent_id:
+            if self.agent_id:
+                self._log.warning("the master gave this agent a new id", old=self.agent_id,
+                                  new=msg.agent_id)
+            self.agent_id = msg.agent_id
+            self.work.save_agent_id(self.agent_id)
+        self.master_id = msg.master_id
+        self._log.info("registered with the master", agent_id=self.agent_id,
+                       master_id=msg.master_id, heartbeat=msg.heartbeat_interval_seconds)
+        self.updates.resend_all_now()
+
+    def on_run_task(self, msg) -> None:
+        self.tasks.run_task(msg.framework_id, msg.task)
+
+    def on_kill_task(self, msg) -> None:
+        self.tasks.kill_task(msg.framework_id, msg.task_id, msg.grace_period_seconds)
+
+    def on_status_update_ack(self, msg) -> None:
+        status = self.updates.ack(msg.framework_id, msg.task_id, msg.uuid)
+        if status is not None and is_terminal(status.state):
+            self.tasks.complete(msg.framework_id, msg.task_id)
+
+    def on_shutdown_framework(self, msg) -> None:
+        self._log.info("shutting down framework's tasks", framework_id=msg.framework_id)
+        self.tasks.shutdown_framework(msg.framework_id)
+
+    async def on_shutdown(self, msg) -> None:
+        self._log.warning("the master removed this agent: killing its tasks and registering "
+                          "afresh", reason=msg.reason, agent_id=self.agent_id)
+        await self.tasks.kill_all(forget=True)
+        self.updates.drop_all()
+        self.agent_id = ""
+        self.work.save_agent_id("")
+
+    # status updates ---------------------------------------------------------------------
+
+    def _send_update(self, framework_id: str, status: common_pb2.TaskStatus) -> bool:
+        message = agent_link_pb2.AgentMessage(
+            status_update=agent_link_pb2.AgentMessage.StatusUpdate(
+                framework_id=framework_id, status=status))
+        return self.link.send(message)
+
+
+def _primary_ip() -> str:
+    """The address of the interface that routes outwards (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"

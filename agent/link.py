@@ -1,0 +1,172 @@
+"""The agent's end of AgentLink.Connect: dial the master, register, heartbeat, reconnect.
+
+One stream at a time. Each begins with Register (the current id and running tasks, built
+fresh for every attempt); a stream that breaks, or a master silent for several heartbeat
+intervals, is dropped and dialled again with exponential backoff (0.2 s doubling to 5 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import grpc
+import structlog
+from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
+
+from common.rpc import insecure_channel
+
+log = structlog.get_logger(__name__)
+
+AgentMessage = agent_link_pb2.AgentMessage
+MasterMessage = agent_link_pb2.MasterMessage
+
+
+class LinkHandler(Protocol):
+    def build_register(self) -> AgentMessage.Register: ...
+    def on_registered(self, msg: MasterMessage.Registered) -> None: ...
+    def on_run_task(self, msg: MasterMessage.RunTask) -> None: ...
+    def on_kill_task(self, msg: MasterMessage.KillTask) -> None: ...
+    def on_status_update_ack(self, msg: MasterMessage.StatusUpdateAck) -> None: ...
+    def on_shutdown_framework(self, msg: MasterMessage.ShutdownFramework) -> None: ...
+    def on_shutdown(self, msg: MasterMessage.Shutdown) -> Awaitable[None]: ...
+
+
+class _Reconnect(Exception):
+    """End this stream and dial again at once (the master told us to start afresh)."""
+
+
+def next_backoff(current: float, initial: float, maximum: float) -> float:
+    return initial if current <= 0 else min(current * 2, maximum)
+
+
+class MasterLink:
+    def __init__(self, master: str, handler: LinkHandler, *, backoff_initial: float = 0.2,
+                 backoff_max: float = 5.0, default_heartbeat: float = 5.0,
+                 missed_heartbeats: int = 3, register_timeout: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.master = master
+        self._handler = handler
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._default_heartbeat = default_heartbeat
+        self._missed = missed_heartbeats
+        self._register_timeout = register_timeout
+        self._clock = clock
+        self._outbox: asyncio.Queue[AgentMessage | None] | None = None
+        self._registered = False
+        self.registrations = 0  # how many times the master accepted a Register
+
+    @property
+    def registered(self) -> bool:
+        return self._registered
+
+    def send(self, message: AgentMessage) -> bool:
+        """Queues a message on the current stream; False when not registered."""
+        if not self._registered or self._outbox is None:
+            return False
+        self._outbox.put_nowait(message)
+        return True
+
+    async def run(self) -> None:
+        """Keeps a registered stream to the master until cancelled."""
+        backoff = 0.0
+        while True:
+            attempt_log = log.bind(master=self.master)
+            try:
+                await self._session()
+                backoff = 0.0
+                attempt_log.info("master closed the agent link; reconnecting")
+            except _Reconnect:
+                backoff = 0.0
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - every failure means: dial again later
+                if self.registrations and backoff == 0.0:
+                    attempt_log.warning("lost the master", error=_describe(e))
+                backoff = next_backoff(backoff, self._backoff_initial, self._backoff_max)
+                attempt_log.info("cannot reach the master; retrying", error=_describe(e),
+                                 retry_in=round(backoff, 2))
+                await asyncio.sleep(backoff)
+                continue
+            await asyncio.sleep(self._backoff_initial)
+
+    async def _session(self) -> None:
+        channel = insecure_channel(self.master)
+        outbox: asyncio.Queue[AgentMessage | None] = asyncio.Queue()
+        heartbeat: asyncio.Task | None = None
+        call = None
+        try:
+            register = self._handler.build_register()
+            log.info("registering with the master", master=self.master,
+                     agent_id=register.info.agent_id or "(new)", tasks=len(register.tasks))
+            outbox.put_nowait(AgentMessage(register=register))
+            self._outbox = outbox
+            call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(_drain(outbox))
+            interval = self._default_heartbeat
+            timeout = self._register_timeout
+            while True:
+                try:
+                    message = await asyncio.wait_for(call.read(), timeout)
+                except TimeoutError:
+                    raise ConnectionError(
+                        f"the master said nothing for {timeout:.1f} s") from None
+                if message is grpc.aio.EOF:
+                    return
+                kind = message.WhichOneof("message")
+                if kind == "registered":
+                    interval = message.registered.heartbeat_interval_seconds or interval
+                    timeout = max(interval * self._missed, 1.0)
+                    self._handler.on_registered(message.registered)
+                    self._registered = True
+                    self.registrations += 1
+                    if heartbeat is None:
+                        heartbeat = asyncio.create_task(self._heartbeat(outbox, interval))
+                elif kind == "shutdown":
+                    # Also the answer to a Register with an id the master has removed.
+                    self._registered = False
+                    await self._handler.on_shutdown(message.shutdown)
+                    raise _Reconnect()
+                elif not self._registered:
+                    log.warning("ignoring a master message before registration", kind=kind)
+                elif kind == "run_task":
+                    self._handler.on_run_task(message.run_task)
+                elif kind == "kill_task":
+                    self._handler.on_kill_task(message.kill_task)
+                elif kind == "status_update_ack":
+                    self._handler.on_status_update_ack(message.status_update_ack)
+                elif kind == "shutdown_framework":
+                    self._handler.on_shutdown_framework(message.shutdown_framework)
+                # heartbeat: reading it reset the silence timer; nothing else to do.
+        finally:
+            self._registered = False
+            self._outbox = None
+            outbox.put_nowait(None)
+            if heartbeat is not None:
+                heartbeat.cancel()
+            if call is not None:
+                call.cancel()
+            await channel.close()
+
+    async def _heartbeat(self, outbox: asyncio.Queue, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            outbox.put_nowait(AgentMessage(heartbeat=AgentMessage.Heartbeat(
+                timestamp=time.time())))
+
+
+async def _drain(outbox: asyncio.Queue):
+    while True:
+        message = await outbox.get()
+        if message is None:
+            return
+        yield message
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    return str(error) or type(error).__name__

@@ -1,0 +1,175 @@
+"""The status-update manager: checkpoint every update before sending, resend until acknowledged.
+
+Updates and acknowledgements are appended to `meta/updates.jsonl` (fsync'd) before anything
+leaves the agent, so an agent restarted at any point resends exactly what was not yet
+acknowledged. The log is compacted to the pending updates on every start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+from agora.v1 import common_pb2
+
+from agent.checkpoint import b64, unb64
+from agent.update_queue import UpdateQueue
+
+log = structlog.get_logger(__name__)
+
+# send(framework_id, status) -> True if it went out on a registered link.
+SendFn = Callable[[str, common_pb2.TaskStatus], bool]
+
+
+class UpdateLog:
+    """Append-only JSON lines: {"u": fw, "s": status} and {"a": fw, "t": task, "id": uuid}."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._file = None
+
+    def replay(self) -> list[tuple[str, common_pb2.TaskStatus]]:
+        """The updates not yet acknowledged, in the order they were made."""
+        pending: dict[bytes, tuple[str, common_pb2.TaskStatus]] = {}
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                if "u" in entry:
+                    status = common_pb2.TaskStatus.FromString(unb64(entry["s"]))
+                    pending[status.uuid] = (entry["u"], status)
+                elif "a" in entry:
+                    pending.pop(unb64(entry["id"]), None)
+            except (ValueError, KeyError, TypeError):
+                # A line torn by a crash mid-append: everything before it is intact.
+                log.warning("skipping torn line in update log", path=str(self.path))
+        return list(pending.values())
+
+    def open(self, pending: list[tuple[str, common_pb2.TaskStatus]]) -> None:
+        """Rewrites the log to hold only `pending`, then appends from there."""
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w") as f:
+            for framework_id, status in pending:
+                f.write(self._update_line(framework_id, status))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self._file = open(self.path, "a")
+
+    def append_update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
+        self._append(self._update_line(framework_id, status))
+
+    def append_ack(self, framework_id: str, task_id: str, uuid: bytes) -> None:
+        self._append(json.dumps({"a": framework_id, "t": task_id, "id": b64(uuid)}) + "\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _append(self, line: str) -> None:
+        assert self._file is not None, "UpdateLog.open() first"
+        self._file.write(line)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    @staticmethod
+    def _update_line(framework_id: str, status: common_pb2.TaskStatus) -> str:
+        return json.dumps({"u": framework_id, "s": b64(status.SerializeToString())}) + "\n"
+
+
+class StatusUpdateManager:
+    """Owns the update queue and its log; a background task (re)sends due updates."""
+
+    def __init__(self, log_path: Path, send: SendFn, initial_backoff: float = 0.5,
+                 max_backoff: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._log = UpdateLog(log_path)
+        self._queue = UpdateQueue(initial_backoff, max_backoff)
+        self._send = send
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def recover(self) -> list[tuple[str, common_pb2.TaskStatus]]:
+        """Loads the unacknowledged updates of a previous run; call once, before `start`."""
+        pending = self._log.replay()
+        for framework_id, status in pending:
+            self._queue.add(framework_id, status)
+        self._log.open(pending)
+        if pending:
+            log.info("recovered unacknowledged status updates", count=len(pending))
+        return pending
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="status-update-resender")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        self._log.close()
+
+    def update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
+        """Checkpoints the update, then queues it for (reliable) delivery."""
+        self._log.append_update(framework_id, status)
+        self._queue.add(framework_id, status)
+        self._wake.set()
+
+    def ack(self, framework_id: str, task_id: str, uuid: bytes) -> common_pb2.TaskStatus | None:
+        """Returns the acknowledged update, or None for an unknown or duplicate ack."""
+        status = self._queue.ack(framework_id, task_id, uuid)
+        if status is None:
+            log.debug("ignoring ack of no pending update", framework_id=framework_id,
+                      task_id=task_id, uuid=uuid.hex())
+            return None
+        self._log.append_ack(framework_id, task_id, uuid)
+        self._wake.set()
+        return status
+
+    def resend_all_now(self) -> None:
+        """After (re-)registering: every task's oldest pending update goes out at once."""
+        self._queue.reset()
+        self._wake.set()
+
+    def drop_all(self) -> None:
+        """Forgets every pending update (the agent was removed: its tasks are already LOST)."""
+        for framework_id, status in self._queue.all_pending():
+            self._log.append_ack(framework_id, status.task_id, status.uuid)
+        self._queue.drop_all()
+
+    def pending(self, framework_id: str, task_id: str) -> list[common_pb2.TaskStatus]:
+        return self._queue.pending(framework_id, task_id)
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            now = self._clock()
+            for framework_id, status in self._queue.due(now):
+                if not self._send(framework_id, status):
+                    # Not registered: wait for the link to come back (it calls resend_all_now).
+                    break
+                log.debug("sent status update", framework_id=framework_id,
+                          task_id=status.task_id, state=common_pb2.TaskState.Name(status.state),
+                          uuid=status.uuid.hex())
+                self._queue.mark_sent(framework_id, status.task_id, now)
+            else:
+                next_due = self._queue.next_due()
+                timeout = None if next_due is None else max(next_due - self._clock(), 0.0)
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+                continue
+            await self._wake.wait()

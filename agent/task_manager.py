@@ -1,0 +1,358 @@
+"""The agent's tasks: launch, watch, kill, and recover them after a restart.
+
+Every task run has a record in the work dir (agent.checkpoint) written before its wrapper
+starts, so a restarted agent knows each task it was running: still-running wrappers are
+re-attached, and tasks that ended meanwhile get their terminal update from the exit file.
+Status updates leave through `emit`, which checkpoints them for reliable delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from agora.v1 import common_pb2
+
+from agent import launcher
+from agent.checkpoint import TaskRecord, WorkDir, b64
+from common import new_id, new_uuid
+
+log = structlog.get_logger(__name__)
+
+TERMINAL_STATES = frozenset({
+    common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
+    common_pb2.TASK_ERROR, common_pb2.TASK_LOST, common_pb2.TASK_DROPPED, common_pb2.TASK_GONE,
+})
+DEFAULT_KILL_GRACE = 3.0
+# Completed runs remembered (for reading their sandboxes) beyond the ones still active.
+COMPLETED_HISTORY = 1000
+
+# emit(framework_id, status): checkpoint and deliver a reliable status update.
+EmitFn = Callable[[str, common_pb2.TaskStatus], None]
+
+
+def is_terminal(state: int) -> bool:
+    return state in TERMINAL_STATES
+
+
+def bad_id_reason(value: str, what: str) -> str | None:
+    """Ids become directory names: refuse anything that could leave the sandboxes dir."""
+    if not value:
+        return f"{what} is empty"
+    if value in (".", "..") or "/" in value or "\0" in value or len(value) > 200:
+        return f"{what} {value!r} is not usable as a directory name"
+    return None
+
+
+@dataclass
+class TaskRun:
+    """One run of a task on this agent."""
+
+    record: TaskRecord
+    task: common_pb2.TaskInfo
+    wrapper: launcher.Wrapper | None = None
+    kill_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set when the agent was removed: the run ends without any further update.
+    forgotten: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.record.framework_id, self.task.task_id
+
+    @property
+    def sandbox(self) -> Path:
+        return Path(self.record.sandbox)
+
+    @property
+    def state(self) -> int:
+        return self.record.state
+
+
+class TaskManager:
+    def __init__(self, work_dir: WorkDir, emit: EmitFn, agent_id: Callable[[], str],
+                 default_kill_grace: float = DEFAULT_KILL_GRACE,
+                 base_env: dict[str, str] | None = None) -> None:
+        self._work = work_dir
+        self._emit = emit
+        self._agent_id = agent_id
+        self._default_grace = default_kill_grace
+        self._base_env = dict(os.environ) if base_env is None else base_env
+        self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
+        self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
+        self._bg: set[asyncio.Task] = set()
+
+    # queries ----------------------------------------------------------------------------
+
+    def find(self, framework_id: str, task_id: str) -> TaskRun | None:
+        """The latest run of the task; framework_id may be empty when task_id is unique."""
+        matches = [r for r in self._runs.values() if r.task.task_id == task_id
+                   and (not framework_id or r.record.framework_id == framework_id)]
+        if not matches:
+            return None
+        return max(matches, key=lambda r: r.record.launched_at)
+
+    def runs(self) -> list[TaskRun]:
+        return list(self._runs.values())
+
+    def active_runs(self) -> list[TaskRun]:
+        """Runs not yet completed: running, or ended with the terminal update unacknowledged."""
+        return list(self._active.values())
+
+    def running_tasks(self) -> list:
+        from agora.v1 import agent_link_pb2
+
+        return [agent_link_pb2.RunningTask(framework_id=r.record.framework_id, task=r.task,
+                                           state=r.state)
+                for r in self._active.values()]
+
+    # launching ----------------------------------------------------------------------------
+
+    def run_task(self, framework_id: str, task: common_pb2.TaskInfo) -> None:
+        log_ = log.bind(framework_id=framework_id, task_id=task.task_id)
+        key = (framework_id, task.task_id)
+        if key in self._active:
+            log_.warning("ignoring RunTask for a task that is already active on this agent")
+            return
+        problem = bad_id_reason(framework_id, "framework id") or bad_id_reason(task.task_id,
+                                                                               "task id")
+        try:
+            argv = launcher.command_argv(task.command)
+        except ValueError as e:
+            problem = problem or str(e)
+        if problem is not None:
+            log_.warning("refusing task", reason=problem)
+            # No sandbox to create: report the error without a run record.
+            status = self._status(framework_id, task.task_id, common_pb2.TASK_ERROR, problem,
+                                  "REASON_TASK_INVALID")
+            self._emit(framework_id, status)
+            return
+        sandbox = self._work.new_sandbox(framework_id, task.task_id)
+        record = TaskRecord(run_id=new_id("run"), framework_id=framework_id,
+                            task=b64(task.SerializeToString()), sandbox=str(sandbox),
+                            launched_at=time.time())
+        run = TaskRun(record=record, task=task)
+        self._runs[record.run_id] = run
+        self._active[key] = run
+        self._work.save_record(record)
+        log_.info("launching task", sandbox=str(sandbox), argv=argv)
+        self._update(run, common_pb2.TASK_STARTING, "launching the command")
+        self._spawn(self._launch(run, argv), f"launch-{record.run_id}")
+
+    async def _launch(self, run: TaskRun, argv: list[str]) -> None:
+        run_dir = self._work.run_dir(run.record.run_id)
+        env = launcher.task_environment(self._base_env, run.task, run.record.framework_id,
+                                        self._agent_id(), run.sandbox)
+        try:
+            run.wrapper = await launcher.start_wrapper(run_dir, argv, env, run.sandbox)
+        except launcher.LaunchError as e:
+            self._end(run, common_pb2.TASK_ERROR, str(e), "REASON_CONTAINER_LAUNCH_FAILED")
+            return
+        except OSError as e:
+            self._end(run, common_pb2.TASK_ERROR, f"cannot start the task wrapper: {e}",
+                      "REASON_CONTAINER_LAUNCH_FAILED")
+            return
+        log.info("task running", framework_id=run.record.framework_id,
+                 task_id=run.task.task_id, pid=run.wrapper.task_pid)
+        self._update(run, common_pb2.TASK_RUNNING, "the command is running")
+        await self._watch(run)
+
+    async def _watch(self, run: TaskRun) -> None:
+        """Waits for the wrapper to end (killing it if asked) and reports the outcome."""
+        assert run.wrapper is not None
+        if run.record.killing:
+            run.kill_requested.set()
+        killer = self._spawn(self._kill_when_asked(run), f"kill-{run.record.run_id}")
+        try:
+            await run.wrapper.wait()
+        finally:
+            killer.cancel()
+        result = launcher.read_exit(self._work.run_dir(run.record.run_id))
+        if result is None:
+            # The wrapper itself was killed: do not leave the command behind.
+            run.wrapper.signal_group(signal.SIGKILL)
+        state, message, reason, exit_code = launcher.exit_outcome(result, run.record.killing)
+        self._end(run, state, message, reason, exit_code)
+
+    async def _kill_when_asked(self, run: TaskRun) -> None:
+        await run.kill_requested.wait()
+        assert run.wrapper is not None
+        grace = run.record.kill_grace or self._default_grace
+        log.info("killing task", framework_id=run.record.framework_id,
+                 task_id=run.task.task_id, pgid=run.wrapper.task_pid, grace=grace)
+        if not run.wrapper.signal_group(signal.SIGTERM):
+            return
+        await asyncio.sleep(grace)
+        if run.wrapper.signal_group(signal.SIGKILL):
+            log.info("task outlived its grace period: sent SIGKILL",
+                     framework_id=run.record.framework_id, task_id=run.task.task_id)
+
+    # killing ----------------------------------------------------------------------------
+
+    def kill_task(self, framework_id: str, task_id: str, grace: float = 0.0) -> None:
+        run = self._active.get((framework_id, task_id))
+        if run is None:
+            latest = self.find(framework_id, task_id)
+            if latest is not None:
+                log.info("kill of a task that already ended: ignored", framework_id=framework_id,
+                         task_id=task_id)
+                return
+            log.info("kill of an unknown task: reporting it lost", framework_id=framework_id,
+                     task_id=task_id)
+            self._emit(framework_id, self._status(
+                framework_id, task_id, common_pb2.TASK_LOST,
+                "the agent does not know this task", "REASON_RECONCILIATION"))
+            return
+        if is_terminal(run.state) or run.record.killing:
+            return
+        run.record.killing = True
+        run.record.kill_grace = grace if grace > 0 else run.task.kill_grace_period_seconds
+        self._work.save_record(run.record)
+        # Before the wrapper is up, _watch picks up the flag as soon as it is.
+        run.kill_requested.set()
+
+    def shutdown_framework(self, framework_id: str) -> None:
+        for run in list(self._active.values()):
+            if run.record.framework_id == framework_id and not is_terminal(run.state):
+                self.kill_task(framework_id, run.task.task_id)
+
+    async def kill_all(self, timeout: float = 30.0, forget: bool = False) -> None:
+        """Kills every task and waits for them to end.
+
+        With `forget` (the agent was removed, its tasks are already LOST at the master) no
+        further update is sent and the runs become history at once.
+        """
+        runs = list(self._active.values())
+        for run in runs:
+            run.forgotten = run.forgotten or forget
+            if not is_terminal(run.state):
+                self.kill_task(run.record.framework_id, run.task.task_id)
+        waiting = [r.ended.wait() for r in runs if not is_terminal(r.state)]
+        if waiting:
+            try:
+                await asyncio.wait_for(asyncio.gather(*waiting), timeout)
+            except TimeoutError:
+                log.warning("some tasks did not end in time", count=len(waiting))
+        if forget:
+            for run in runs:
+                self.complete(run.record.framework_id, run.task.task_id)
+
+    # state changes ----------------------------------------------------------------------
+
+    def complete(self, framework_id: str, task_id: str) -> None:
+        """The terminal update was acknowledged: the run is history now."""
+        run = self._active.get((framework_id, task_id))
+        if run is None or not (is_terminal(run.state) or run.forgotten):
+            return
+        del self._active[(framework_id, task_id)]
+        run.record.completed = True
+        self._work.save_record(run.record)
+        self._trim_history()
+
+    def _update(self, run: TaskRun, state: int, message: str, reason: str = "",
+                exit_code: int | None = None) -> None:
+        run.record.state = state
+        self._work.save_record(run.record)
+        if run.forgotten:
+            return
+        self._emit(run.record.framework_id, self._status(
+            run.record.framework_id, run.task.task_id, state, message, reason, exit_code))
+
+    def _end(self, run: TaskRun, state: int, message: str, reason: str,
+             exit_code: int | None = None) -> None:
+        log.info("task ended", framework_id=run.record.framework_id, task_id=run.task.task_id,
+                 state=common_pb2.TaskState.Name(state), message=message)
+        self._update(run, state, message, reason, exit_code)
+        run.ended.set()
+
+    def _status(self, framework_id: str, task_id: str, state: int, message: str,
+                reason: str = "", exit_code: int | None = None) -> common_pb2.TaskStatus:
+        status = common_pb2.TaskStatus(
+            task_id=task_id, state=state, message=message, reason=reason,
+            source=common_pb2.TaskStatus.SOURCE_AGENT, agent_id=self._agent_id(),
+            framework_id=framework_id, timestamp=time.time(), uuid=new_uuid())
+        if exit_code is not None:
+            status.exit_code = exit_code
+        return status
+
+    # recovery ---------------------------------------------------------------------------
+
+    def recover(self, has_pending: Callable[[str, str], bool]) -> None:
+        """Re-attaches to the runs of a previous agent; call after status updates recovered."""
+        records = sorted(self._work.load_records(), key=lambda r: r.launched_at)
+        for record in records:
+            try:
+                task = record.task_info()
+            except Exception as e:  # noqa: BLE001 - a corrupt record must not stop the agent
+                log.warning("skipping corrupt task record", run_id=record.run_id, error=str(e))
+                continue
+            run = TaskRun(record=record, task=task)
+            self._runs[record.run_id] = run
+            if record.completed:
+                continue
+            if is_terminal(record.state) and not has_pending(record.framework_id, task.task_id):
+                # Acknowledged just before the last agent stopped.
+                record.completed = True
+                self._work.save_record(record)
+                continue
+            self._active[run.key] = run
+            if is_terminal(record.state):
+                continue
+            self._reattach(run)
+        self._trim_history()
+
+    def _reattach(self, run: TaskRun) -> None:
+        log_ = log.bind(framework_id=run.record.framework_id, task_id=run.task.task_id)
+        run_dir = self._work.run_dir(run.record.run_id)
+        run.wrapper = launcher.Wrapper.load(run_dir)
+        result = launcher.read_exit(run_dir)
+        if run.wrapper is None:
+            if result is not None:
+                state, message, reason, code = launcher.exit_outcome(result, run.record.killing)
+                self._end(run, state, message, reason, code)
+            else:
+                log_.warning("the agent stopped while launching this task")
+                self._end(run, common_pb2.TASK_FAILED,
+                          "the agent restarted while launching the task", "REASON_AGENT_RESTARTED")
+            return
+        if run.wrapper.alive():
+            log_.info("re-attached to a running task", pid=run.wrapper.task_pid)
+            if run.state != common_pb2.TASK_RUNNING:
+                self._update(run, common_pb2.TASK_RUNNING, "the command is running")
+        else:
+            log_.info("task ended while the agent was down")
+        # _watch returns at once for a wrapper that already ended and reads its exit file.
+        self._spawn(self._watch(run), f"watch-{run.record.run_id}")
+
+    def _trim_history(self) -> None:
+        completed = [r for r in self._runs.values() if r.record.completed]
+        for run in completed[:max(len(completed) - COMPLETED_HISTORY, 0)]:
+            del self._runs[run.record.run_id]
+
+    # plumbing ---------------------------------------------------------------------------
+
+    def _spawn(self, coro, name: str) -> asyncio.Task:
+        task = asyncio.create_task(coro, name=name)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+        task.add_done_callback(_log_crash)
+        return task
+
+    async def stop(self) -> None:
+        """Stops watching (the tasks themselves keep running, for the next agent)."""
+        tasks = list(self._bg)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _log_crash(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("task manager background task failed", name=task.get_name(),
+                  exc_info=task.exception())

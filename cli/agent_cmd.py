@@ -1,0 +1,126 @@
+"""`agora agent`: run an agent daemon that offers this machine's resources to a master."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from cli.options import add_log_flags, setup_logging
+from common import AttributeParseError, ResourceError, Resources, parse_attributes
+from common.rpc import parse_address
+
+
+def _resources(text: str) -> Resources:
+    try:
+        resources = Resources.parse(text)
+    except ResourceError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if resources.is_empty():
+        raise argparse.ArgumentTypeError(
+            "no resources given: write e.g. 'cpus:4;mem:4096;ports:[31000-32000]'")
+    return resources
+
+
+def _attributes(text: str) -> dict[str, str]:
+    try:
+        return parse_attributes(text)
+    except AttributeParseError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _master(text: str) -> str:
+    try:
+        parse_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is not in 0-65535")
+    return port
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "agent",
+        help="run an agent: offer this machine's resources to a master and run its tasks",
+        description=(
+            "Run an Agora agent. It dials the master (so it works behind NAT), registers this "
+            "machine's resources and attributes, runs the tasks the master sends in sandboxes "
+            "under --work-dir, and serves their stdout/stderr to clients. Its id, tasks and "
+            "unacknowledged status updates survive a restart of the agent."
+        ),
+    )
+    parser.add_argument(
+        "--master", required=True, type=_master, metavar="HOST:PORT",
+        help="address of the master's gRPC port, e.g. 127.0.0.1:5050")
+    parser.add_argument(
+        "--host", default="127.0.0.1",
+        help="interface for this agent's own gRPC service (logs, sandboxes); 0.0.0.0 for all "
+             "(default: %(default)s)")
+    parser.add_argument(
+        "--port", type=_port, default=5051,
+        help="port for this agent's gRPC service; 0 picks a free one (default: %(default)s)")
+    parser.add_argument(
+        "--resources", type=_resources, default=None, metavar="SPEC",
+        help="resources to offer, in Mesos syntax: 'cpus:4;mem:4096;disk:8192;"
+             "ports:[31000-32000]' (mem and disk in MB; 'cpus(role):2' reserves for a role). "
+             "Default: detected: all CPUs, memory minus 1 GB (half if under 2 GB), disk of "
+             "--work-dir minus 5 GB (half if under 10 GB), ports 31000-32000")
+    parser.add_argument(
+        "--attributes", type=_attributes, default={}, metavar="SPEC",
+        help="attributes for placement constraints, e.g. 'rack:r1;zone:z1'")
+    parser.add_argument(
+        "--work-dir", type=Path, default=None, metavar="DIR",
+        help="where sandboxes and checkpoints live; reuse it across restarts so the agent "
+             "keeps its id and its running tasks (default: ./agora-agent-PORT)")
+    parser.add_argument(
+        "--advertise-ip", default=None, metavar="IP",
+        help="IP address the master gives to clients for reaching this agent (default: --host, "
+             "or the outward interface's address when --host is 0.0.0.0)")
+    parser.add_argument(
+        "--hostname", default=None,
+        help="hostname reported to the master (default: this machine's hostname)")
+    add_log_flags(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent import AgentConfig
+
+    setup_logging(args)
+    work_dir = args.work_dir or Path(f"agora-agent-{args.port}")
+    config = AgentConfig(
+        master=args.master, host=args.host, port=args.port, resources=args.resources,
+        attributes=args.attributes, work_dir=work_dir, advertise_ip=args.advertise_ip,
+        hostname=args.hostname)
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config) -> int:
+    from agent import AgentDaemon
+    from cli.main import CommandError
+
+    try:
+        daemon = AgentDaemon(config)
+        await daemon.start()
+    except (OSError, ValueError) as e:
+        raise CommandError(f"cannot start the agent: {e}") from None
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(f"agent listening on {daemon.address} (master {config.master}, "
+          f"work dir {os.path.abspath(config.work_dir)})", flush=True)
+    await stopping.wait()
+    await daemon.stop()
+    return 0

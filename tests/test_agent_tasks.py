@@ -1,0 +1,389 @@
+"""The agent against a fake master over real gRPC on loopback, running real processes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import grpc
+import psutil
+import pytest
+from agent_fake_master import FakeMaster, shell_task
+from agora.v1 import agent_pb2, agent_pb2_grpc, common_pb2
+from harness import eventually_async
+
+from agent import AgentConfig, AgentDaemon
+from common import Resources, attributes_from_proto
+from common.rpc import insecure_channel
+
+FW = "fw-1"
+S = common_pb2
+
+
+@pytest.fixture
+async def master():
+    m = FakeMaster(heartbeat=0.3)
+    await m.start()
+    yield m
+    await m.stop()
+
+
+class Agents:
+    """Starts agent daemons on a work dir; at the end stops them and kills their tasks."""
+
+    def __init__(self, master: FakeMaster, root: Path) -> None:
+        self.master = master
+        self.root = root
+        self.running: list[AgentDaemon] = []
+
+    def config(self, **overrides) -> AgentConfig:
+        values = dict(master=self.master.address, port=0, work_dir=self.root / "agent",
+                      resources=Resources.parse("cpus:2;mem:1024;disk:2048;ports:[31000-31009]"),
+                      attributes={"rack": "r1", "zone": "z1"}, hostname="host-a",
+                      reconnect_backoff_initial=0.05, reconnect_backoff_max=0.5,
+                      update_backoff_initial=0.2, update_backoff_max=1.0)
+        values.update(overrides)
+        return AgentConfig(**values)
+
+    async def start(self, **overrides) -> AgentDaemon:
+        daemon = AgentDaemon(self.config(**overrides))
+        await daemon.start()
+        self.running.append(daemon)
+        return daemon
+
+    async def stop(self, daemon: AgentDaemon, kill_tasks: bool = False) -> None:
+        await daemon.stop(kill_tasks=kill_tasks)
+        self.running.remove(daemon)
+
+
+@pytest.fixture
+async def agents(master, tmp_path):
+    helper = Agents(master, tmp_path)
+    yield helper
+    for daemon in list(helper.running):
+        await helper.stop(daemon, kill_tasks=True)
+
+
+async def registered(master: FakeMaster, count: int = 1):
+    await eventually_async(lambda: len(master.registrations) >= count and master.connected,
+                           timeout=20, message=f"{count} registration(s)")
+    return master.registrations[count - 1]
+
+
+async def terminal(master: FakeMaster, task_id: str) -> S.TaskStatus:
+    return await eventually_async(lambda: master.terminal(task_id), timeout=30,
+                                  message=f"terminal update of {task_id}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_registers_with_resources_attributes_and_address(master, agents):
+    daemon = await agents.start()
+    reg = await registered(master)
+    assert reg.info.agent_id == ""
+    assert Resources.from_proto(reg.info.resources) == daemon.resources
+    assert Resources.from_proto(reg.info.resources).scalar("cpus") == 2
+    assert attributes_from_proto(reg.info.attributes) == {"rack": "r1", "zone": "z1"}
+    assert reg.info.hostname == "host-a"
+    assert reg.info.address == daemon.address
+    assert list(reg.tasks) == []
+    await eventually_async(lambda: master.heartbeats >= 1, message="a heartbeat")
+
+
+async def test_echo_runs_through_starting_running_finished_and_serves_stdout(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("t1", "echo hello; echo oops >&2"))
+    final = await terminal(master, "t1")
+    assert master.states("t1") == [S.TASK_STARTING, S.TASK_RUNNING, S.TASK_FINISHED]
+    assert final.exit_code == 0 and final.message == "exited with code 0"
+    updates = [u for u in master.updates if u.task_id == "t1"]
+    assert len({u.uuid for u in updates}) == 3 and all(len(u.uuid) == 16 for u in updates)
+    assert all(u.agent_id == "agent-1" and u.framework_id == FW
+               and u.source == S.TaskStatus.SOURCE_AGENT and u.timestamp > 0 for u in updates)
+
+    async with insecure_channel(daemon.address) as channel:
+        stub = agent_pb2_grpc.AgentStub(channel)
+        out = await stub.ReadFile(agent_pb2.ReadFileRequest(task_id="t1", path="stdout"))
+        assert out.data == b"hello\n" and out.size == 6
+        err = await stub.ReadFile(agent_pb2.ReadFileRequest(framework_id=FW, task_id="t1",
+                                                            path="stderr"))
+        assert err.data == b"oops\n"
+        tail = await stub.ReadFile(agent_pb2.ReadFileRequest(task_id="t1", path="stdout",
+                                                             offset=-3))
+        assert tail.data == b"lo\n" and tail.offset == 3
+        chunks = [c async for c in stub.FollowFile(
+            agent_pb2.ReadFileRequest(task_id="t1", path="stdout"))]
+        assert b"".join(c.data for c in chunks) == b"hello\n"
+        listing = await stub.ListFiles(agent_pb2.ListFilesRequest(task_id="t1"))
+        assert {f.path for f in listing.files} == {"stdout", "stderr"}
+        tasks = await stub.ListTasks(agent_pb2.ListAgentTasksRequest())
+        assert [(t.task.task_id, t.state) for t in tasks.tasks] == [("t1", S.TASK_FINISHED)]
+        assert Path(tasks.tasks[0].sandbox).parts[-3:] == ("sandboxes", FW, "t1")
+
+
+async def test_follow_streams_output_while_the_task_runs(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("slow", "echo one; while [ ! -e go ]; do sleep 0.05; done;"
+                                           " echo two"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("slow"))
+    async with insecure_channel(daemon.address) as channel:
+        stub = agent_pb2_grpc.AgentStub(channel)
+        stream = stub.FollowFile(agent_pb2.ReadFileRequest(task_id="slow", path="stdout"))
+        first = await stream.read()
+        assert first.data == b"one\n"
+        sandbox = Path(daemon.tasks.find(FW, "slow").sandbox)
+        (sandbox / "go").touch()
+        rest = b""
+        while (chunk := await stream.read()) is not grpc.aio.EOF:
+            rest += chunk.data
+        assert rest == b"two\n"
+    assert (await terminal(master, "slow")).state == S.TASK_FINISHED
+
+
+async def test_nonzero_exit_fails_with_the_exit_code(master, agents):
+    await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("t3", "exit 3"))
+    final = await terminal(master, "t3")
+    assert final.state == S.TASK_FAILED
+    assert final.exit_code == 3 and "exited with code 3" in final.message
+
+
+async def test_command_not_found_is_a_launch_error(master, agents):
+    await agents.start()
+    await registered(master)
+    task = S.TaskInfo(task_id="nope", command=S.CommandInfo(argv=["/no/such/binary", "x"]))
+    master.run_task(FW, task)
+    final = await terminal(master, "nope")
+    assert final.state == S.TASK_ERROR
+    assert "/no/such/binary" in final.message and "not found" in final.message
+    # A task with no command at all is refused before anything runs.
+    master.run_task(FW, S.TaskInfo(task_id="empty"))
+    final = await terminal(master, "empty")
+    assert final.state == S.TASK_ERROR and "no command" in final.message
+
+
+async def test_kill_takes_down_the_whole_process_group(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("k", "sleep 100 & sleep 100", grace=0.5))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("k"))
+    pgid = daemon.tasks.find(FW, "k").wrapper.task_pid
+    members = await eventually_async(
+        lambda: [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
+        if len([p for p in psutil.process_iter() if _pgid(p.pid) == pgid]) >= 3 else None,
+        message="sh and both sleeps")
+    master.kill_task(FW, "k")
+    final = await terminal(master, "k")
+    assert final.state == S.TASK_KILLED
+    await eventually_async(lambda: not any(alive(pid) for pid in members),
+                           message="every process of the group gone")
+    await eventually_async(lambda: not group_alive(pgid), message="process group gone")
+
+
+async def test_kill_escalates_to_sigkill_after_the_grace_period(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("stubborn", "trap '' TERM; echo ready; sleep 100; sleep 100",
+                                   grace=0.3))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("stubborn"))
+    stdout = Path(daemon.tasks.find(FW, "stubborn").sandbox) / "stdout"
+    await eventually_async(lambda: stdout.read_text() == "ready\n")
+    pgid = daemon.tasks.find(FW, "stubborn").wrapper.task_pid
+    master.kill_task(FW, "stubborn")
+    final = await terminal(master, "stubborn")
+    assert final.state == S.TASK_KILLED
+    await eventually_async(lambda: not group_alive(pgid), message="process group gone")
+
+
+async def test_kill_of_an_unknown_task_reports_it_lost(master, agents):
+    await agents.start()
+    await registered(master)
+    master.kill_task(FW, "ghost")
+    final = await terminal(master, "ghost")
+    assert final.state == S.TASK_LOST and final.uuid
+
+
+async def test_environment_has_ports_sandbox_and_command_env(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task(
+        "env", 'echo "$PORT0 $PORT1 $PORT $AGORA_TASK_ID $AGORA_SANDBOX $GREETING"; pwd',
+        ports=[(31002, 31003)], env={"GREETING": "hi"}))
+    assert (await terminal(master, "env")).state == S.TASK_FINISHED
+    sandbox = daemon.tasks.find(FW, "env").sandbox
+    assert sandbox == Path(daemon.work.root) / "sandboxes" / FW / "env"
+    lines = (sandbox / "stdout").read_text().splitlines()
+    assert lines == [f"31002 31003 31002 env {sandbox} hi", str(sandbox.resolve())]
+
+
+async def test_same_task_id_twice_gets_a_fresh_sandbox(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("again", "echo first"))
+    await terminal(master, "again")
+    first = daemon.tasks.find(FW, "again").sandbox
+    master.updates.clear()
+    master.run_task(FW, shell_task("again", "echo second"))
+    await terminal(master, "again")
+    second = daemon.tasks.find(FW, "again").sandbox
+    assert first != second
+    assert (first / "stdout").read_text() == "first\n"
+    assert (second / "stdout").read_text() == "second\n"
+
+
+async def test_unacknowledged_update_is_resent_and_acknowledged_is_not(master, agents):
+    master.auto_ack = False
+    await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("r", "true"))
+    # STARTING is resent until acknowledged; nothing after it is sent meanwhile.
+    await eventually_async(lambda: master.states("r").count(S.TASK_STARTING) >= 3,
+                           message="STARTING resent")
+    assert set(master.states("r")) == {S.TASK_STARTING}
+    starting = [u for u in master.updates if u.task_id == "r"]
+    assert len({u.uuid for u in starting}) == 1
+    master.ack(starting[0])
+    running = await eventually_async(
+        lambda: next((u for u in master.updates if u.state == S.TASK_RUNNING), None))
+    master.ack(running)
+    finished = await eventually_async(
+        lambda: next((u for u in master.updates if u.state == S.TASK_FINISHED), None))
+    master.ack(finished)
+    # Once everything is acknowledged nothing more is sent. Wait for a resend that would
+    # come (several backoff periods, measured by heartbeats) rather than for the clock.
+    seen = len(master.updates)
+    beats = master.heartbeats
+    await eventually_async(lambda: master.heartbeats >= beats + 8, message="heartbeats")
+    assert len(master.updates) == seen
+    assert master.states("r").count(S.TASK_STARTING) >= 3
+
+
+async def test_resends_at_once_after_reconnecting(master, agents):
+    master.auto_ack = False
+    await agents.start(update_backoff_initial=30.0, update_backoff_max=30.0)
+    await registered(master)
+    master.run_task(FW, shell_task("x", "true"))
+    await eventually_async(lambda: master.states("x") == [S.TASK_STARTING])
+    master.disconnect()
+    reg = await registered(master, 2)
+    assert reg.info.agent_id == "agent-1"
+    assert [(t.task.task_id, t.framework_id) for t in reg.tasks] == [("x", FW)]
+    # With a 30 s backoff only the re-registration explains a second STARTING.
+    await eventually_async(lambda: master.states("x") == [S.TASK_STARTING] * 2)
+
+
+async def test_restart_keeps_id_recovers_running_task_and_sends_final_once(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("long", "while [ ! -e go ]; do sleep 0.05; done; exit 0"))
+    await eventually_async(lambda: master.states("long") == [S.TASK_STARTING, S.TASK_RUNNING])
+    sandbox = daemon.tasks.find(FW, "long").sandbox
+    pid = daemon.tasks.find(FW, "long").wrapper.task_pid
+    await agents.stop(daemon)  # the task keeps running without its agent
+    assert alive(pid)
+
+    daemon = await agents.start()
+    reg = await registered(master, 2)
+    assert reg.info.agent_id == "agent-1"
+    assert [(t.task.task_id, t.state) for t in reg.tasks] == [("long", S.TASK_RUNNING)]
+    (sandbox / "go").touch()
+    final = await terminal(master, "long")
+    assert final.state == S.TASK_FINISHED
+    # acknowledged (auto_ack): the final update is not sent again, and the task is history
+    await eventually_async(lambda: not daemon.tasks.active_runs(), message="task completed")
+    beats = master.heartbeats
+    await eventually_async(lambda: master.heartbeats >= beats + 6, message="heartbeats")
+    assert master.states("long").count(S.TASK_FINISHED) == 1
+
+    await agents.stop(daemon)
+    daemon = await agents.start()
+    reg = await registered(master, 3)
+    assert reg.info.agent_id == "agent-1" and list(reg.tasks) == []
+
+
+async def test_task_that_ended_while_the_agent_was_down_is_reported(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("quick", "while [ ! -e go ]; do sleep 0.05; done; exit 4"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("quick"))
+    run = daemon.tasks.find(FW, "quick")
+    await agents.stop(daemon)
+    (run.sandbox / "go").touch()
+    await eventually_async(lambda: not run.wrapper.alive(), message="task ended")
+
+    await agents.start()
+    final = await terminal(master, "quick")
+    assert final.state == S.TASK_FAILED and final.exit_code == 4
+    assert master.states("quick").count(S.TASK_FAILED) == 1
+
+
+async def test_shutdown_kills_tasks_and_registers_afresh(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("doomed", "sleep 100"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("doomed"))
+    pgid = daemon.tasks.find(FW, "doomed").wrapper.task_pid
+    # The master forgets the agent, then sees it come back with its old id.
+    master.removed.add("agent-1")
+    master.disconnect()
+    reg = await registered(master, 3)
+    assert master.registrations[1].info.agent_id == "agent-1"
+    assert reg.info.agent_id == "" and list(reg.tasks) == []
+    await eventually_async(lambda: not group_alive(pgid), message="process group gone")
+    assert daemon.agent_id == "agent-2"
+    assert not (daemon.work.meta / "agent_id").read_text().strip() == "agent-1"
+    assert S.TASK_KILLED not in master.states("doomed")
+
+
+async def test_sandbox_escapes_and_unknown_tasks_are_refused(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("files", "echo hi > note"))
+    await terminal(master, "files")
+    async with insecure_channel(daemon.address) as channel:
+        stub = agent_pb2_grpc.AgentStub(channel)
+        for path in ("../../../etc/passwd", "/etc/passwd", "sub/../../x"):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await stub.ReadFile(agent_pb2.ReadFileRequest(task_id="files", path=path))
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, path
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await stub.ListFiles(agent_pb2.ListFilesRequest(task_id="files", path=".."))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await stub.ReadFile(agent_pb2.ReadFileRequest(task_id="nobody", path="stdout"))
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await stub.ReadFile(agent_pb2.ReadFileRequest(task_id="files", path="missing"))
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        note = await stub.ReadFile(agent_pb2.ReadFileRequest(task_id="files", path="note"))
+        assert note.data == b"hi\n"
+
+
+async def test_serves_health_and_reflection(master, agents):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    daemon = await agents.start()
+    async with insecure_channel(daemon.address) as channel:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service="agora.v1.Agent"))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def group_alive(pgid: int) -> bool:
+    """Any live member left in the group (zombies awaiting their reaper do not count)."""
+    return any(_pgid(p.pid) == pgid and alive(p.pid) for p in psutil.process_iter())
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None

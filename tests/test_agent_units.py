@@ -1,0 +1,156 @@
+"""Pure pieces of the agent: resource detection arithmetic, the update queue and its log,
+sandbox path confinement, exit outcomes and the task environment."""
+
+from pathlib import Path
+
+import pytest
+from agora.v1 import common_pb2
+
+from agent.files_service import resolve_in_sandbox
+from agent.launcher import command_argv, exit_outcome, task_environment
+from agent.resources_detect import default_resources, detect_resources
+from agent.status_updates import UpdateLog
+from agent.update_queue import UpdateQueue
+from common import Resources, new_uuid
+
+
+def status(task_id: str, state: int = common_pb2.TASK_RUNNING) -> common_pb2.TaskStatus:
+    return common_pb2.TaskStatus(task_id=task_id, state=state, uuid=new_uuid())
+
+
+# --- resource detection ------------------------------------------------------------------
+
+def test_big_machine_keeps_1gb_memory_and_5gb_disk_for_itself():
+    r = default_resources(cpus=8, mem_total_mb=16384, disk_total_mb=100_000)
+    assert r.scalar("cpus") == 8
+    assert r.scalar("mem") == 16384 - 1024
+    assert r.scalar("disk") == 100_000 - 5120
+    assert r.port_ranges() == ((31000, 32000),)
+
+
+def test_small_machine_offers_half_its_memory_and_disk():
+    r = default_resources(cpus=1, mem_total_mb=1500, disk_total_mb=8000)
+    assert r.scalar("mem") == 750
+    assert r.scalar("disk") == 4000
+    # exactly at the threshold the reservation applies
+    assert default_resources(1, 2048, 10240).scalar("mem") == 1024
+    assert default_resources(1, 2048, 10240).scalar("disk") == 5120
+
+
+def test_detection_reads_this_host(tmp_path):
+    r = detect_resources(tmp_path / "not-yet-created")
+    assert r.scalar("cpus") >= 1 and r.scalar("mem") > 0 and r.scalar("disk") > 0
+    assert Resources.parse(r.format()) == r
+
+
+# --- update queue ------------------------------------------------------------------------
+
+def test_only_the_oldest_update_of_a_task_is_in_flight():
+    q = UpdateQueue(initial_backoff=0.5, max_backoff=10)
+    starting, running = status("t1", common_pb2.TASK_STARTING), status("t1")
+    other = status("t2")
+    q.add("fw", starting)
+    q.add("fw", running)
+    q.add("fw", other)
+    assert [s.uuid for _, s in q.due(0.0)] == [starting.uuid, other.uuid]
+    q.mark_sent("fw", "t1", 0.0)
+    q.mark_sent("fw", "t2", 0.0)
+    assert q.due(0.4) == []
+    assert q.next_due() == 0.5
+    # the ack of the head makes the next update due at once
+    assert q.ack("fw", "t1", starting.uuid) == starting
+    assert [s.uuid for _, s in q.due(0.4)] == [running.uuid]
+
+
+def test_resends_back_off_exponentially_up_to_the_cap():
+    q = UpdateQueue(initial_backoff=0.5, max_backoff=2.0)
+    q.add("fw", status("t"))
+    now, gaps = 0.0, []
+    for _ in range(5):
+        assert q.due(now)
+        q.mark_sent("fw", "t", now)
+        gaps.append(q.next_due() - now)
+        now = q.next_due()
+    assert gaps == [0.5, 1.0, 2.0, 2.0, 2.0]
+
+
+def test_reset_makes_everything_due_and_unknown_acks_are_ignored():
+    q = UpdateQueue()
+    s = status("t")
+    q.add("fw", s)
+    q.mark_sent("fw", "t", 0.0)
+    assert q.due(0.1) == []
+    q.reset()
+    assert q.due(0.1) == [("fw", s)]
+    assert q.ack("fw", "t", new_uuid()) is None
+    assert q.ack("other", "t", s.uuid) is None
+    assert q.ack("fw", "t", s.uuid) == s
+    assert len(q) == 0 and q.ack("fw", "t", s.uuid) is None
+
+
+def test_update_log_replays_what_was_not_acknowledged(tmp_path):
+    path = tmp_path / "updates.jsonl"
+    log = UpdateLog(path)
+    log.open(log.replay())
+    a, b, c = status("t1"), status("t1", common_pb2.TASK_FINISHED), status("t2")
+    for s in (a, b, c):
+        log.append_update("fw", s)
+    log.append_ack("fw", "t1", a.uuid)
+    log.close()
+    # a crash mid-append leaves a torn last line
+    with open(path, "a") as f:
+        f.write('{"u": "fw", "s": "tor')
+    pending = UpdateLog(path).replay()
+    assert [(fw, s.uuid) for fw, s in pending] == [("fw", b.uuid), ("fw", c.uuid)]
+    # compaction keeps exactly the pending ones
+    again = UpdateLog(path)
+    again.open(again.replay())
+    again.close()
+    assert len(path.read_text().splitlines()) == 2
+    assert [s.uuid for _, s in UpdateLog(path).replay()] == [b.uuid, c.uuid]
+
+
+# --- sandbox paths ------------------------------------------------------------------------
+
+def test_paths_stay_inside_the_sandbox(tmp_path):
+    sandbox = tmp_path / "sb"
+    (sandbox / "sub").mkdir(parents=True)
+    (sandbox / "stdout").write_text("x")
+    assert resolve_in_sandbox(sandbox, "stdout") == (sandbox / "stdout").resolve()
+    assert resolve_in_sandbox(sandbox, "./sub/") == (sandbox / "sub").resolve()
+    assert resolve_in_sandbox(sandbox, "") == sandbox.resolve()
+    for bad in ("../x", "sub/../../x", "/etc/passwd", "a\0b"):
+        with pytest.raises(ValueError):
+            resolve_in_sandbox(sandbox, bad)
+    (sandbox / "link").symlink_to("/etc")
+    with pytest.raises(ValueError, match="outside"):
+        resolve_in_sandbox(sandbox, "link/passwd")
+
+
+# --- launching ------------------------------------------------------------------------------
+
+def test_exit_outcomes():
+    assert exit_outcome({"exit_code": 0}, killed=False)[0] == common_pb2.TASK_FINISHED
+    state, message, _, code = exit_outcome({"exit_code": 3}, killed=False)
+    assert (state, message, code) == (common_pb2.TASK_FAILED, "exited with code 3", 3)
+    state, message, _, _ = exit_outcome({"signal": 9}, killed=False)
+    assert state == common_pb2.TASK_FAILED and "SIGKILL" in message
+    assert exit_outcome({"signal": 15}, killed=True)[0] == common_pb2.TASK_KILLED
+    state, message, _, _ = exit_outcome({"error": "cannot run 'x': command not found"}, False)
+    assert state == common_pb2.TASK_ERROR and "command not found" in message
+    assert exit_outcome(None, killed=False)[0] == common_pb2.TASK_FAILED
+
+
+def test_command_argv_and_environment():
+    assert command_argv(common_pb2.CommandInfo(argv=["echo", "hi"])) == ["echo", "hi"]
+    assert command_argv(common_pb2.CommandInfo(shell="echo hi")) == ["/bin/sh", "-c", "echo hi"]
+    with pytest.raises(ValueError, match="no command"):
+        command_argv(common_pb2.CommandInfo())
+    task = common_pb2.TaskInfo(
+        task_id="t1", resources=Resources.parse("cpus:1;ports:[31000-31001,31005-31005]")
+        .to_proto(), command=common_pb2.CommandInfo(shell="true", environment={"A": "1"}))
+    env = task_environment({"PATH": "/bin"}, task, "fw", "agent-1", Path("/sb"))
+    assert env["PORT0"] == "31000" and env["PORT1"] == "31001" and env["PORT2"] == "31005"
+    assert env["PORT"] == "31000" and "PORT3" not in env
+    assert env["AGORA_TASK_ID"] == "t1" and env["AGORA_SANDBOX"] == "/sb"
+    assert env["A"] == "1" and env["PATH"] == "/bin"
