@@ -325,6 +325,9 @@ async def test_a_call_refused_as_stale_resubscribes():
         (grpc.StatusCode.PERMISSION_DENIED, "offer o-1 belongs to another framework", False),
         (grpc.StatusCode.NOT_FOUND, "task t-1 is unknown", False),
         (grpc.StatusCode.INVALID_ARGUMENT, "duplicate task id t-1", False),
+        (grpc.StatusCode.NOT_FOUND, "agent 'a-1' is not registered", False),
+        (grpc.StatusCode.NOT_FOUND, "framework fw-1 was torn down; subscribe afresh", True),
+        (grpc.StatusCode.PERMISSION_DENIED, "no", False),
     ],
 )
 def test_which_errors_mean_a_stale_stream(code, message, stale):

@@ -41,16 +41,19 @@ class SubscriptionEnded(Exception):
 
 
 def is_stale_stream_error(error: SchedulerError) -> bool:
-    """True when a call failed because the master no longer knows our framework or stream.
+    """True when a call failed because the master no longer honours our framework or stream.
 
-    The master answers PERMISSION_DENIED for a stream_id that is not the framework's current one
-    and NOT_FOUND for an unknown framework; the same codes also mean "that offer is not yours"
-    and "unknown offer or task", which name the offer or task and need no re-sync.
+    The master answers PERMISSION_DENIED for a stream_id that is not the framework's current
+    subscription and NOT_FOUND for a framework it does not know (e.g. after it restarted). The
+    same codes also mean "that offer is not yours" or "unknown offer, task or agent"; those
+    messages name the offer, task or agent, and need no re-sync.
     """
     if error.code not in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND):
         return False
     text = error.message.lower()
-    return "offer" not in text and "task" not in text
+    if any(word in text for word in ("offer", "task", "agent")):
+        return False
+    return "framework" in text or "stream" in text
 
 
 @dataclass
