@@ -42,7 +42,9 @@ class _Agent:
         self.free: Resources = EMPTY
         self.free_vec: Vector = {}
         self.reserved = False  # free holds reservations: offers need allocatable_to(role)
-        self.gpus = False  # free holds gpus: non-GPU frameworks need them stripped
+        # As in Mesos, an agent with GPUs is kept for frameworks with the GPU_RESOURCES
+        # capability: others would strand its scarce GPUs by taking its CPUs and memory.
+        self.gpus = total.scalar("gpus") > 0
 
 
 class _Framework:
@@ -412,14 +414,9 @@ class Allocator:
                             if until is not None and until > now:
                                 continue
                         fw = frameworks[fid]
-                        if agent.gpus and not fw.gpu and role_vec.get("gpus"):
-                            offer = _without(role_offer, "gpus")
-                            vec = scalar_vector(offer)
-                            if not fits(vec):
-                                continue
-                        else:
-                            offer, vec = role_offer, role_vec
-                        self._grant(fw, role, agent, offer, vec, grants)
+                        if agent.gpus and not fw.gpu:
+                            continue
+                        self._grant(fw, role, agent, role_offer, role_vec, grants)
                         if not agent.free or not fits(agent.free_vec):
                             return
                         role_offer, role_vec = self._role_offer(agent, role, False)
@@ -448,13 +445,9 @@ class Allocator:
                 if self._filters.is_filtered(fid, agent.agent_id, now):
                     continue
                 fw = self._frameworks[fid]
-                offer, vec = role_offer, role_vec
-                if agent.gpus and not fw.gpu and vec.get("gpus"):
-                    offer = _without(offer, "gpus")
-                    vec = scalar_vector(offer)
-                    if not self._fits_min(vec):
-                        continue
-                self._grant(fw, role, agent, offer, vec, grants)
+                if agent.gpus and not fw.gpu:
+                    continue
+                self._grant(fw, role, agent, role_offer, role_vec, grants)
                 if not agent.free or not self._fits_min(agent.free_vec):
                     return
                 role_offer, role_vec = self._role_offer(agent, role, True)
@@ -586,7 +579,6 @@ class Allocator:
                     reserved = True
         agent.free_vec = vec
         agent.reserved = reserved
-        agent.gpus = vec.get("gpus", 0.0) > 0
         self._free_contribution(agent, 1.0)
 
     def _free_contribution(self, agent: _Agent, sign: float) -> None:
@@ -657,11 +649,6 @@ class Allocator:
             role.eligible -= 1
             if role.eligible == 0:
                 self._role_sorter.deactivate(role.name)
-
-
-def _without(resources: Resources, name: str) -> Resources:
-    return Resources({k: v for k, v in resources.scalars.items() if k[0] != name},
-                     resources.ranges)
 
 
 def _vec_resources(vec: Mapping[str, float]) -> Resources:

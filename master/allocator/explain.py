@@ -43,19 +43,23 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
     # What could it be offered on the agents it may use right now?
     usable = [a for a in alloc._agents.values()
               if a.active and a.free and a.agent_id not in filtered]
+    if not fw.gpu:
+        gpu_agents = [a for a in usable if a.gpus]
+        if gpu_agents and alloc._fits_min(_vector(gpu_agents[0].free)):
+            reasons.append(
+                f"{len(gpu_agents)} agent(s) with free resources have GPUs: they are kept for "
+                "frameworks with the GPU_RESOURCES capability"
+            )
+        usable = [a for a in usable if not a.gpus]
     fits = []
     held_back = 0
     for agent in usable:
-        offer, vec = alloc._role_offer(agent, role, False)
+        offer, _vec = alloc._role_offer(agent, role, False)
         if offer is None:
             plain = agent.free.allocatable_to(role.name)
             if alloc._quota_roles and alloc._fits_min(_vector(plain)):
                 held_back += 1
             continue
-        if agent.gpus and not fw.gpu and vec.get("gpus"):
-            vec = {n: v for n, v in vec.items() if n != "gpus"}
-            if not alloc._fits_min(vec):
-                continue
         fits.append(agent.agent_id)
 
     if not fits:

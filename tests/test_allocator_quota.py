@@ -1,0 +1,132 @@
+"""Quota guarantees and limits, static reservations, and GPUs only for GPU-aware frameworks."""
+
+from __future__ import annotations
+
+import pytest
+
+from common import Resources
+from master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, OfferGrant
+
+
+def offered(grants, framework_id: str) -> Resources:
+    return sum((g.resources for g in grants if g.framework_id == framework_id), Resources())
+
+
+def test_limit_caps_what_a_role_is_offered():
+    alloc = Allocator(AllocatorConfig())
+    alloc.set_quota("dev", guarantee=None, limit=Resources.of(cpus=5))
+    alloc.add_framework("d1", role="dev")
+    for i in range(3):
+        alloc.add_agent(f"a{i}", Resources.of(cpus=4, mem=1024))
+    grants = alloc.allocate(0.0)
+    # a0: 4 cpus (4/5 of the limit); a1: 1 cpu + all its mem; a2: mem only (cpus at limit)
+    assert offered(grants, "d1").scalar("cpus") == 5
+    assert offered(grants, "d1").scalar("mem") == 3072
+    alloc2 = Allocator(AllocatorConfig())
+    alloc2.set_quota("dev", guarantee=None, limit=Resources.of(cpus=5, mem=1024))
+    alloc2.add_framework("d1", role="dev")
+    for i in range(3):
+        alloc2.add_agent(f"a{i}", Resources.of(cpus=4, mem=1024))
+    grants = alloc2.allocate(0.0)
+    # a0 whole; a1 cut to the last cpu; a2 cut to nothing (not offered at all)
+    assert offered(grants, "d1") == Resources.of(cpus=5, mem=1024)
+    assert sorted(g.agent_id for g in grants) == ["a0", "a1"]
+
+
+def test_limit_below_guarantee_is_rejected():
+    alloc = Allocator(AllocatorConfig())
+    with pytest.raises(ValueError, match="exceeds its limit"):
+        alloc.set_quota("r", Resources.of(cpus=4), Resources.of(cpus=2))
+
+
+def test_guarantee_is_served_before_lower_shares():
+    # prod has a guarantee of 4 cpus and the larger share; dev (share 0) would come first.
+    alloc = Allocator(AllocatorConfig())
+    alloc.set_quota("prod", guarantee=Resources.of(cpus=4))
+    alloc.add_framework("p1", role="prod")
+    alloc.add_framework("d1", role="dev")
+    alloc.add_agent("old", Resources.of(cpus=8, mem=800), allocated={"p1": Resources.of(cpus=2)})
+    # shares: prod 2/8 = .25 (below its guarantee of 4 cpus), dev 0
+    grants = alloc.allocate(0.0)
+    # stage 1 gives prod up to its guarantee (2 more cpus), stage 2 gives dev the rest of
+    # the cpus; mem is not guaranteed, so prod's stage 1 grant takes it all.
+    assert offered(grants, "p1") == Resources.of(cpus=2, mem=800)
+    assert offered(grants, "d1") == Resources.of(cpus=4)
+
+
+def test_headroom_is_held_back_for_a_guarantee_even_without_its_frameworks():
+    alloc = Allocator(AllocatorConfig())
+    alloc.set_quota("prod", guarantee=Resources.of(cpus=8))
+    alloc.add_framework("d1", role="dev")
+    alloc.add_agent("a0", Resources.of(cpus=8, mem=1024))
+    alloc.add_agent("a1", Resources.of(cpus=8, mem=1024))
+    grants = alloc.allocate(0.0)
+    # 16 free cpus, 8 held back for prod: dev gets a0 whole and only a1's memory
+    assert grants == [OfferGrant("d1", "a0", Resources.of(cpus=8, mem=1024)),
+                      OfferGrant("d1", "a1", Resources.of(mem=1024))]
+    assert "held back" in " ".join(alloc.explain("d1", 0.0))
+    alloc.add_framework("p1", role="prod")
+    assert alloc.allocate(0.0) == [OfferGrant("p1", "a1", Resources.of(cpus=8))]
+
+
+def test_reserved_resources_go_only_to_their_role():
+    agent = Resources.parse("cpus(analytics):2;mem(analytics):1024;cpus:2;mem:1024")
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_framework("web", role="web")
+    alloc.add_agent("a1", agent)
+    assert alloc.allocate(0.0) == [OfferGrant("web", "a1", Resources.parse("cpus:2;mem:1024"))]
+    assert alloc.allocate(0.0) == []  # the reservation waits for its role
+    alloc.add_framework("an", role="analytics")
+    assert alloc.allocate(0.0) == [
+        OfferGrant("an", "a1", Resources.parse("cpus(analytics):2;mem(analytics):1024"))]
+
+
+def test_reserving_role_gets_reserved_and_unreserved_together():
+    agent = Resources.parse("cpus(analytics):2;cpus:2;mem:512")
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_framework("an", role="analytics")
+    alloc.add_agent("a1", agent)
+    assert alloc.allocate(0.0) == [OfferGrant("an", "a1", agent)]
+
+
+def test_unallocated_reservations_count_toward_the_guarantee():
+    alloc = Allocator(AllocatorConfig())
+    alloc.set_quota("analytics", guarantee=Resources.of(cpus=2))
+    alloc.add_framework("d1", role="dev")
+    alloc.add_agent("a1", Resources.parse("cpus(analytics):2;cpus:4;mem:512"))
+    # analytics' guarantee is met by its reservation: no headroom held back from dev
+    assert alloc.allocate(0.0) == [OfferGrant("d1", "a1", Resources.parse("cpus:4;mem:512"))]
+
+
+def test_gpu_agents_only_for_frameworks_with_the_gpu_capability():
+    # As in Mesos: a framework without the capability would take the CPUs and memory of a GPU
+    # agent and strand its GPUs, so it gets no offers from GPU agents at all.
+    gpu_agent = Resources.parse("cpus:4;mem:1024;gpus:2")
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_framework("plain")
+    alloc.add_agent("g1", gpu_agent)
+    alloc.add_agent("c1", Resources.parse("cpus:4;mem:1024"))
+    assert alloc.allocate(0.0) == [OfferGrant("plain", "c1", Resources.parse("cpus:4;mem:1024"))]
+    assert alloc.allocate(0.0) == []
+    assert "GPU_RESOURCES" in " ".join(alloc.explain("plain", 0.0))
+    alloc.add_framework("ml", capabilities={GPU_CAPABILITY})
+    assert alloc.allocate(0.0) == [OfferGrant("ml", "g1", gpu_agent)]
+
+
+def test_role_summaries_show_weight_quota_and_allocation():
+    alloc = Allocator(AllocatorConfig())
+    alloc.set_weight("prod", 3)
+    alloc.set_quota("prod", Resources.of(cpus=2), Resources.of(cpus=6))
+    alloc.add_framework("p1", role="prod")
+    alloc.add_agent("a1", Resources.of(cpus=8, mem=100), allocated={"p1": Resources.of(cpus=4)})
+    (prod,) = [s for s in alloc.role_summaries() if s["role"] == "prod"]
+    assert prod["weight"] == 3
+    assert prod["guarantee"] == Resources.of(cpus=2)
+    assert prod["limit"] == Resources.of(cpus=6)
+    assert prod["allocated"] == Resources.of(cpus=4)
+    assert prod["dominant_share"] == pytest.approx(0.5)
+    assert prod["weighted_share"] == pytest.approx(0.5 / 3)
+    assert prod["frameworks"] == ["p1"]
+    alloc.set_quota("prod", None, None)
+    (prod,) = [s for s in alloc.role_summaries() if s["role"] == "prod"]
+    assert prod["limit"] is None and prod["guarantee"].is_empty()
