@@ -38,6 +38,7 @@ class Hello(Framework):
         ]
         self.per_agent = per_agent
         self.launched: set[str] = set()  # task ids
+        self.states: dict[str, int] = {}  # task id -> latest state
         self.ended: dict[str, str] = {}  # task id -> final state name
 
     async def on_subscribed(self, driver, framework_id):
@@ -73,8 +74,12 @@ class Hello(Framework):
             await driver.suppress()
 
     async def on_update(self, driver, status):
-        # One readable line per update, e.g. "hello-3-1a2b... FINISHED on agent-9f..".
-        print(describe_status(status), flush=True)
+        # Updates arrive at least once: an agent resends each until it is acknowledged, so the
+        # same state can come twice. Print each new state as one line, e.g.
+        # "hello-3-1a2b3c4d5e6f FINISHED on agent-9f8e7d6c5b4a: exited with code 0".
+        if self.states.get(status.task_id) != status.state:
+            self.states[status.task_id] = status.state
+            print(describe_status(status), flush=True)
         if status.task_id in self.launched and is_terminal(status.state):
             self.ended[status.task_id] = state_name(status.state)
             if len(self.ended) == len(self.launched) and not self.pending:

@@ -110,6 +110,7 @@ class Driver:
         self._ended: str | None = None
         self._tearing_down = False
         self._pending_ack: common_pb2.TaskStatus | None = None
+        self._acks: set[asyncio.Task] = set()
         self._running = False
         self._log = log.bind(framework=info.name)
 
@@ -174,7 +175,8 @@ class Driver:
         info = common_pb2.FrameworkInfo()
         info.CopyFrom(self.info)
         info.framework_id = self.framework_id
-        self._log.info("subscribing", master_framework_id=self.framework_id or None)
+        # With a framework_id this is a re-subscription (or a failover from an earlier run).
+        self._log.info("subscribing", framework_id=self.framework_id or "(new)")
         stream = self.transport.subscribe(scheduler_pb2.SubscribeRequest(framework=info))
         session = _Session(stream=stream, resubscribing=bool(self.framework_id))
         self._session = session
@@ -183,12 +185,16 @@ class Driver:
         stopper = asyncio.create_task(self._stop.wait())
         try:
             await asyncio.wait({dispatcher, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if self._stop.is_set() and not dispatcher.done():
-                if self._stop_from_dispatcher:
+            if self._stop.is_set():
+                if self._stop_from_dispatcher and not dispatcher.done():
                     await dispatcher  # the event being handled finishes (and is acknowledged)
                 else:
                     dispatcher.cancel()
+                # Let the last acknowledgements reach the master, or the agents resend them.
+                await self._flush_acks()
         finally:
+            for ack in list(self._acks):  # on a broken stream they cannot succeed
+                ack.cancel()
             session.ended = True
             if not dispatcher.done():
                 dispatcher.cancel()
@@ -316,7 +322,15 @@ class Driver:
         ok = await self._callback("on_update", status)
         pending, self._pending_ack = self._pending_ack, None
         if ok and pending is not None:
-            await self._acknowledge_quietly(pending)
+            # In the background: the next event need not wait for this round trip, and the
+            # agent (which resends after 0.5 s) hears back sooner when updates come in bursts.
+            ack = asyncio.create_task(self._acknowledge_quietly(pending))
+            self._acks.add(ack)
+            ack.add_done_callback(self._acks.discard)
+
+    async def _flush_acks(self) -> None:
+        if self._acks:
+            await asyncio.gather(*self._acks, return_exceptions=True)
 
     async def _acknowledge_quietly(self, status: common_pb2.TaskStatus) -> None:
         try:
@@ -460,6 +474,7 @@ class Driver:
         pending, self._pending_ack = self._pending_ack, None
         if pending is not None:
             await self._acknowledge_quietly(pending)
+        await self._flush_acks()
         self._tearing_down = True
         try:
             await self._call("Teardown", scheduler_pb2.TeardownRequest(**self._ids()))
