@@ -70,10 +70,11 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
                 f"free resources on {held_back} agent(s) are held back as headroom for the "
                 "quota guarantees of other roles"
             )
-        reasons.append(
-            f"nothing free fits the minimum allocatable ({mins}) on the "
-            f"{len(usable)} agent(s) it may use{holds}"
-        )
+        if usable or not filtered:  # else the filters already say it all
+            reasons.append(
+                f"nothing free fits the minimum allocatable ({mins}) on the "
+                f"{len(usable)} agent(s) it may use{holds}"
+            )
         return reasons
 
     if fw.active and not fw.suppressed:

@@ -1,0 +1,247 @@
+"""Property tests (hypothesis) over random clusters and event sequences.
+
+A model kept by the test (what each framework holds on each agent, the filters it asked for)
+is checked against every grant: no resource offered twice at once, offered + used + free =
+total on every agent, nothing beyond a quota limit, reservations only to their role, GPU agents
+only to GPU frameworks, no offer through a filter or to a suppressed or inactive framework; and
+DRF's progressive filling with equal weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from common import UNRESERVED, Resources
+from master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, sorter_names
+
+SETTINGS = settings(max_examples=40, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+ROLES = [UNRESERVED, "r1", "r2"]
+
+
+@st.composite
+def agents(draw):
+    cpus = draw(st.integers(1, 8))
+    text = f"cpus:{cpus};mem:{draw(st.sampled_from([256, 1024]))}"
+    if draw(st.integers(0, 4)) == 0:
+        text += ";gpus:1"
+    role = draw(st.sampled_from([None, "r1", "r2"]))
+    if role:
+        text += f";cpus({role}):{draw(st.integers(1, 2))};mem({role}):128"
+    return Resources.parse(text)
+
+
+EVENTS = st.lists(st.one_of(
+    st.tuples(st.just("allocate")),
+    st.tuples(st.just("allocate_one"), st.integers(0, 50)),
+    st.tuples(st.just("recover"), st.integers(0, 1000), st.sampled_from(["all", "half"]),
+              st.sampled_from([None, 0.0, 1.0, 5.0])),
+    st.tuples(st.just("advance"), st.sampled_from([0.5, 1.0, 3.0])),
+    st.tuples(st.sampled_from(["suppress", "revive", "deactivate", "activate", "toggle"]),
+              st.integers(0, 50)),
+    st.tuples(st.sampled_from(["drain", "undrain", "toggle_agent"]), st.integers(0, 50)),
+), min_size=1, max_size=40)
+
+
+def _half(res: Resources) -> Resources:
+    return Resources({k: math.floor(v * 500) / 1000 for k, v in res.scalars.items()})
+
+
+class Model:
+    """What the test believes: agents, frameworks, holdings and filters."""
+
+    def __init__(self, alloc, agent_totals, frameworks, limit_r1):
+        self.alloc = alloc
+        self.totals = dict(agent_totals)
+        self.agents = set(agent_totals)
+        self.drained: set[str] = set()
+        self.frameworks = dict(frameworks)  # fid -> (role, gpu)
+        self.present = set(frameworks)
+        self.suppressed: set[str] = set()
+        self.inactive: set[str] = set()
+        self.held: dict[str, dict[str, Resources]] = {a: {} for a in agent_totals}
+        self.filters: dict[tuple[str, str], float] = {}
+        self.limit_r1 = limit_r1
+        self.now = 0.0
+
+    def check_grants(self, grants):
+        granted_r1_unreserved = 0.0
+        for g in grants:
+            fid, agent = g.framework_id, g.agent_id
+            assert fid in self.present and fid not in self.suppressed and fid not in self.inactive
+            assert agent in self.agents and agent not in self.drained
+            assert self.filters.get((fid, agent), -1.0) <= self.now, "offered through a filter"
+            role, gpu = self.frameworks[fid]
+            assert g.resources.roles() <= {UNRESERVED, role}, "reservation to another role"
+            if self.totals[agent].scalar("gpus") > 0:
+                assert gpu, "GPU agent offered to a framework without the capability"
+            held = self.held[agent]
+            held[fid] = held.get(fid, Resources()) + g.resources
+            in_use = sum(held.values(), Resources())
+            assert self.totals[agent].contains(in_use), "resource offered twice at once"
+            if role == "r1":
+                granted_r1_unreserved += g.resources.scalar("cpus", UNRESERVED)
+        if self.limit_r1 is not None and granted_r1_unreserved > 0:
+            consumed = 0.0
+            for agent in self.agents:
+                consumed += self.totals[agent].scalar("cpus", "r1")
+                for fid, res in self.held[agent].items():
+                    if self.frameworks[fid][0] == "r1":
+                        consumed += res.scalar("cpus", UNRESERVED)
+            assert consumed <= self.limit_r1 + 1e-6, "offered beyond the quota limit"
+
+    def check_conservation(self):
+        for agent in self.agents:
+            allocs = self.alloc.agent_allocations(agent)
+            assert allocs == {f: r for f, r in self.held[agent].items() if r}
+            assert sum(allocs.values(), self.alloc.free(agent)) == self.totals[agent]
+
+    def step(self, event):
+        kind, *args = event
+        alloc = self.alloc
+        fids = sorted(self.frameworks)
+        names = sorted(self.totals)
+        if kind == "allocate":
+            self.check_grants(alloc.allocate(self.now))
+        elif kind == "allocate_one":
+            self.check_grants(alloc.allocate(self.now, [names[args[0] % len(names)]]))
+        elif kind == "recover":
+            pairs = [(a, f) for a in sorted(self.agents) for f, r in self.held[a].items() if r]
+            if not pairs:
+                return
+            agent, fid = pairs[args[0] % len(pairs)]
+            part = self.held[agent][fid] if args[1] == "all" else _half(self.held[agent][fid])
+            alloc.recover(fid, agent, part, self.now, refuse_seconds=args[2])
+            self.held[agent][fid] = self.held[agent][fid] - part
+            if args[2]:
+                self.filters[(fid, agent)] = self.now + args[2]
+        elif kind == "advance":
+            self.now += args[0]
+        elif kind in ("suppress", "revive", "deactivate", "activate", "toggle"):
+            fid = fids[args[0] % len(fids)]
+            if kind == "toggle":
+                if fid in self.present:
+                    alloc.remove_framework(fid)
+                    self.present.discard(fid)
+                    for held in self.held.values():
+                        held.pop(fid, None)
+                    self.filters = {k: v for k, v in self.filters.items() if k[0] != fid}
+                else:
+                    role, gpu = self.frameworks[fid]
+                    alloc.add_framework(fid, role, {GPU_CAPABILITY} if gpu else set())
+                    self.present.add(fid)
+                self.suppressed.discard(fid)
+                self.inactive.discard(fid)
+                return
+            if fid not in self.present:
+                return
+            if kind == "suppress":
+                alloc.suppress(fid)
+                self.suppressed.add(fid)
+            elif kind == "revive":
+                alloc.revive(fid)
+                self.suppressed.discard(fid)
+                self.filters = {k: v for k, v in self.filters.items() if k[0] != fid}
+            elif kind == "deactivate":
+                alloc.deactivate_framework(fid)
+                self.inactive.add(fid)
+            else:
+                alloc.activate_framework(fid)
+                self.inactive.discard(fid)
+        else:
+            agent = names[args[0] % len(names)]
+            if kind == "toggle_agent":
+                if agent in self.agents:
+                    alloc.remove_agent(agent)
+                    self.agents.discard(agent)
+                    self.drained.discard(agent)
+                    self.held[agent] = {}
+                else:
+                    alloc.add_agent(agent, self.totals[agent])
+                    self.agents.add(agent)
+            elif agent in self.agents:
+                if kind == "drain":
+                    alloc.deactivate_agent(agent)
+                    self.drained.add(agent)
+                else:
+                    alloc.activate_agent(agent)
+                    self.drained.discard(agent)
+
+
+@pytest.mark.parametrize("sorter", sorter_names())
+@SETTINGS
+@given(
+    cluster=st.lists(agents(), min_size=1, max_size=6),
+    frameworks=st.lists(st.tuples(st.sampled_from(ROLES), st.booleans()), min_size=1,
+                        max_size=5),
+    limit_r1=st.one_of(st.none(), st.integers(1, 10)),
+    guarantee_r2=st.integers(0, 4),
+    events=EVENTS,
+)
+def test_safety_over_random_event_sequences(sorter, cluster, frameworks, limit_r1,
+                                            guarantee_r2, events):
+    alloc = Allocator(AllocatorConfig(role_sorter=sorter, framework_sorter=sorter, seed=5))
+    if limit_r1 is not None:
+        alloc.set_quota("r1", None, Resources.of(cpus=limit_r1))
+    if guarantee_r2:
+        alloc.set_quota("r2", Resources.of(cpus=guarantee_r2))
+    totals = {f"a{i}": res for i, res in enumerate(cluster)}
+    fws = {f"f{i}": fw for i, fw in enumerate(frameworks)}
+    for fid, (role, gpu) in fws.items():
+        alloc.add_framework(fid, role, {GPU_CAPABILITY} if gpu else set())
+    for agent, total in totals.items():
+        alloc.add_agent(agent, total)
+    model = Model(alloc, totals, fws, limit_r1)
+    for event in events:
+        model.step(event)
+        model.check_conservation()
+    model.check_grants(alloc.allocate(model.now))  # a last cycle settles everything
+    model.check_conservation()
+
+
+DEMANDS = st.tuples(st.integers(1, 4), st.sampled_from([128, 256, 512, 1024]))
+
+
+@SETTINGS
+@given(
+    cluster=st.lists(st.tuples(st.integers(2, 12), st.sampled_from([1024, 2048, 4096])),
+                     min_size=1, max_size=4),
+    demands=st.lists(DEMANDS, min_size=2, max_size=5),
+    order=st.randoms(use_true_random=False),
+)
+def test_progressive_filling_with_equal_weights(cluster, demands, order):
+    """Frameworks keep accepting one task per offer. Each task goes to a framework such that no
+    framework with a lower dominant share could have fit its task in that offer; at the end no
+    framework fits a task anywhere. Together: none can raise its share without lowering that of
+    a framework whose share is no larger."""
+    alloc = Allocator(AllocatorConfig())
+    agents_ = [f"a{i}" for i in range(len(cluster))]
+    for agent, (cpus, mem) in zip(agents_, cluster, strict=True):
+        alloc.add_agent(agent, Resources.of(cpus=cpus, mem=mem))
+    need = {f"f{i}": Resources.of(cpus=c, mem=m) for i, (c, m) in enumerate(demands)}
+    for fid in need:
+        alloc.add_framework(fid)
+    quiet: set[str] = set()  # agents that offered nothing: they stay so (free only shrinks)
+    while len(quiet) < len(agents_):
+        shares = {fid: alloc.dominant_share(fid) for fid in need}
+        agent = order.choice([a for a in agents_ if a not in quiet])
+        grants = alloc.allocate(0.0, [agent])
+        if not grants:
+            quiet.add(agent)
+        for g in grants:
+            for other, share in shares.items():
+                if share < shares[g.framework_id] - 1e-12:
+                    assert not g.resources.contains(need[other]), (
+                        f"{g.framework_id} (share {shares[g.framework_id]:.3f}) got an offer "
+                        f"that {other} (share {share:.3f}) could use")
+            if g.resources.contains(need[g.framework_id]):
+                alloc.recover(g.framework_id, agent, g.resources - need[g.framework_id], 0.0)
+            else:
+                alloc.recover(g.framework_id, agent, g.resources, 0.0, refuse_seconds=1e6)
+    for demand in need.values():  # Pareto: nobody's task fits anywhere any more
+        for agent in agents_:
+            assert not alloc.free(agent).contains(demand)
