@@ -252,6 +252,7 @@ def fast_driver(framework, address, **info) -> Driver:
         GrpcSchedulerTransport(address),
         framework_info("t", **info),
         backoff=Backoff(initial=0.05, cap=0.2),
+        min_silence=0.05,
     )
 
 

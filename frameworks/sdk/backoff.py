@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Backoff:
-    """Delays of initial, 2x, 4x ... capped at `cap`, each scaled by a random factor in
-    [1 - jitter, 1] (never below `initial`), so that many frameworks cut off by one master
-    restart do not all dial it again in the same instant."""
+    """Delays that double from `initial` up to `cap`, each drawn at random from the upper part
+    of its band: attempt n waits between max(initial, (1 - jitter) * b) and b, where
+    b = min(cap, initial * factor ** (n + 1)). With the defaults: 0.2-0.4 s, 0.4-0.8 s, ...,
+    5-10 s. The randomness keeps the frameworks cut off by one master restart from all dialling
+    it again in the same instant."""
 
     initial: float = 0.2
     cap: float = 10.0
@@ -27,11 +29,11 @@ class Backoff:
 
     def next_delay(self) -> float:
         # Bounding the exponent keeps the power from overflowing after many attempts.
-        exponent = min(self.attempts, 64)
-        base = min(self.cap, self.initial * self.factor**exponent)
+        exponent = min(self.attempts + 1, 64)
         self.attempts += 1
-        scaled = base * (1 - self.jitter * self.rng.random())
-        return min(self.cap, max(self.initial, scaled))
+        high = min(self.cap, self.initial * self.factor**exponent)
+        low = max(self.initial, high * (1 - self.jitter))
+        return low + (high - low) * self.rng.random()
 
     def reset(self) -> None:
         self.attempts = 0

@@ -89,6 +89,7 @@ class Driver:
         backoff: Backoff | None = None,
         subscribe_timeout: float = 10.0,
         silence_heartbeats: float = 3.0,
+        min_silence: float = 1.0,
     ) -> None:
         self.framework = framework
         self.transport = transport
@@ -100,9 +101,11 @@ class Driver:
         self.heartbeat_interval = 0.0
         self.backoff = backoff or Backoff()
         # How long to wait for SUBSCRIBED, and how many heartbeat intervals of silence mean the
-        # master (or the path to it) is gone even though TCP has not noticed.
+        # master (or the path to it) is gone even though TCP has not noticed; never less than
+        # min_silence, so that a master busy for a moment (disk, GC) is not taken for dead.
         self.subscribe_timeout = subscribe_timeout
         self.silence_heartbeats = silence_heartbeats
+        self.min_silence = min_silence
         self._stop = asyncio.Event()
         self._stop_from_dispatcher = False
         self._session: _Session | None = None
@@ -230,7 +233,11 @@ class Driver:
                 kind = event.WhichOneof("event")
                 if kind == "subscribed":
                     interval = event.subscribed.heartbeat_interval_seconds
-                    timeout = interval * self.silence_heartbeats if interval > 0 else None
+                    timeout = (
+                        max(self.min_silence, interval * self.silence_heartbeats)
+                        if interval > 0
+                        else None
+                    )
                 if kind == "heartbeat":
                     continue  # its only job was to reset the silence timer above
                 session.queue.put_nowait(event)
