@@ -7,10 +7,11 @@ PROTOS  = $(wildcard protos/agora/v1/*.proto)
 
 .PHONY: install run test protos lint system-deps clean
 
-$(STAMP): pyproject.toml
+# An editable install maps the packages that exist when it runs: adding one reinstalls.
+$(STAMP): pyproject.toml $(wildcard */__init__.py)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+		$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=lenient
 	touch $(STAMP)
 
 install: $(STAMP)
