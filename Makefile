@@ -11,7 +11,7 @@ PROTOS  = $(wildcard protos/agora/v1/*.proto)
 $(STAMP): pyproject.toml $(wildcard */__init__.py)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-		$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=lenient
+	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=lenient
 	touch $(STAMP)
 
 install: $(STAMP)
