@@ -11,7 +11,14 @@ from collections.abc import Iterable, Mapping
 import structlog
 
 from common import EMPTY, UNRESERVED, Resources
-from master.allocator.drf import Vector, dominant_share, inverse_totals, scalar_vector
+from master.allocator.drf import (
+    MILLI,
+    Vector,
+    dominant_share,
+    inverse_totals,
+    scalar_vector,
+    vector_resources,
+)
 from master.allocator.filters import DeclineFilters
 from master.allocator.quota import (
     Quota,
@@ -94,7 +101,7 @@ class Allocator:
         # Allocations reported by agents for frameworks not (yet) added: fid -> agent ids.
         self._orphans: dict[str, set[str]] = {}
         self._total: Vector = {}
-        self._inv_total: Vector = {}
+        self._inv_total: dict[str, float] = {}
         self._shares_dirty = False  # the total changed: every share must be recomputed
         self._free_unreserved: Vector = {}  # over active agents: the headroom pool
         self._free_reserved: dict[str, Vector] = {}  # role -> unallocated reservations
@@ -132,7 +139,7 @@ class Allocator:
                 self._orphans.setdefault(fid, set()).add(agent_id)
             else:
                 fw.allocated[agent_id] = res
-                self._account(fw, scalar_vector(res), 1.0)
+                self._account(fw, scalar_vector(res), 1)
 
     def remove_agent(self, agent_id: str) -> None:
         """Forgets an agent with everything allocated on it (its tasks are gone with it)."""
@@ -145,26 +152,26 @@ class Allocator:
                 self._orphans.get(fid, set()).discard(agent_id)
             else:
                 del fw.allocated[agent_id]
-                self._account(fw, scalar_vector(res), -1.0)
-        self._free_contribution(agent, -1.0)
-        add_into(self._total, scalar_vector(agent.total), -1.0)
-        self._total = {n: v for n, v in self._total.items() if v > 1e-9}
+                self._account(fw, scalar_vector(res), -1)
+        self._free_contribution(agent, -1)
+        add_into(self._total, scalar_vector(agent.total), -1)
+        self._total = {n: v for n, v in self._total.items() if v > 0}
         self._shares_dirty = True
 
     def deactivate_agent(self, agent_id: str) -> None:
         """Draining: no new offers on this agent; what is allocated stays."""
         agent = self._agents[agent_id]
         if agent.active:
-            self._free_contribution(agent, -1.0)
+            self._free_contribution(agent, -1)
             agent.active = False
-            self._free_contribution(agent, 1.0)
+            self._free_contribution(agent, 1)
 
     def activate_agent(self, agent_id: str) -> None:
         agent = self._agents[agent_id]
         if not agent.active:
-            self._free_contribution(agent, -1.0)
+            self._free_contribution(agent, -1)
             agent.active = True
-            self._free_contribution(agent, 1.0)
+            self._free_contribution(agent, 1)
 
     # frameworks -----------------------------------------------------------------------------
 
@@ -190,7 +197,7 @@ class Allocator:
         for agent_id in self._orphans.pop(framework_id, set()):
             res = self._agents[agent_id].allocated[framework_id]
             fw.allocated[agent_id] = res
-            self._account(fw, scalar_vector(res), 1.0)
+            self._account(fw, scalar_vector(res), 1)
         for agent_id, res in (allocated or {}).items():
             agent = self._agents.get(agent_id)
             if agent is not None:
@@ -296,8 +303,11 @@ class Allocator:
         if quota is None:
             self._quota_roles.discard(role)
             self._maybe_drop_role(r)
-        else:
+        elif role not in self._quota_roles:
+            tracking = bool(self._quota_roles)
             self._quota_roles.add(role)
+            if not tracking:
+                self._rebuild_pools()
 
     # the cycle ------------------------------------------------------------------------------
 
@@ -362,11 +372,11 @@ class Allocator:
             out.append({
                 "role": name,
                 "weight": r.weight,
-                "guarantee": _vec_resources(r.quota.guarantee) if r.quota else EMPTY,
-                "limit": (_vec_resources(r.quota.limit)
+                "guarantee": vector_resources(r.quota.guarantee) if r.quota else EMPTY,
+                "limit": (vector_resources(r.quota.limit)
                           if r.quota is not None and r.quota.limit is not None else None),
-                "allocated": _vec_resources(r.vec),
-                "consumed": _vec_resources(self._consumption(r)),
+                "allocated": vector_resources(r.vec),
+                "consumed": vector_resources(self._consumption(r)),
                 "dominant_share": share,
                 "weighted_share": share / r.weight,
                 "frameworks": sorted(r.frameworks),
@@ -387,11 +397,26 @@ class Allocator:
         if not fits(agent.free_vec):
             return
         quota_on = bool(self._quota_roles)
+        filters = self._filters.by_framework
         if quota_on:
             self._allocate_guarantees(agent, now, grants)
             if not agent.free or not fits(agent.free_vec):
                 return
-        filters = self._filters.by_framework
+        elif not agent.reserved:
+            # Fast path, the common case: the first framework in line takes the whole agent.
+            # Peeking at the heads of two heaps costs O(1); the general loop below pops.
+            role_name = self._role_sorter.first()
+            if role_name is None:
+                return
+            role = self._roles[role_name]
+            fid = role.sorter.first()
+            if fid is not None:
+                table = filters.get(fid)
+                until = table.get(agent.agent_id) if table else None
+                fw = self._frameworks[fid]
+                if (until is None or until <= now) and (fw.gpu or not agent.gpus):
+                    self._grant(fw, role, agent, agent.free, agent.free_vec, grants)
+                    return
         frameworks = self._frameworks
         roles = self._roles
         agent_id = agent.agent_id
@@ -441,18 +466,22 @@ class Allocator:
             role_offer, role_vec = self._role_offer(agent, role, True)
             if role_offer is None:
                 continue
-            for fid in role.sorter.order():
-                if self._filters.is_filtered(fid, agent.agent_id, now):
-                    continue
-                fw = self._frameworks[fid]
-                if agent.gpus and not fw.gpu:
-                    continue
-                self._grant(fw, role, agent, role_offer, role_vec, grants)
-                if not agent.free or not self._fits_min(agent.free_vec):
-                    return
-                role_offer, role_vec = self._role_offer(agent, role, True)
-                if role_offer is None:
-                    break
+            fw_iter = role.sorter.sorted()
+            try:
+                for fid in fw_iter:
+                    if self._filters.is_filtered(fid, agent.agent_id, now):
+                        continue
+                    fw = self._frameworks[fid]
+                    if agent.gpus and not fw.gpu:
+                        continue
+                    self._grant(fw, role, agent, role_offer, role_vec, grants)
+                    if not agent.free or not self._fits_min(agent.free_vec):
+                        return
+                    role_offer, role_vec = self._role_offer(agent, role, True)
+                    if role_offer is None:
+                        break
+            finally:
+                fw_iter.close()
 
     def _role_offer(self, agent: _Agent, role: _Role,
                     guarantee_stage: bool) -> tuple[Resources | None, Vector]:
@@ -473,19 +502,19 @@ class Allocator:
         consumed = self._consumption(role) if quota is not None else {}
         bounds = []
         if quota is not None and quota.limit is not None:
-            bounds.append({n: max(0.0, cap - consumed.get(n, 0.0))
+            bounds.append({n: max(0, cap - consumed.get(n, 0))
                            for n, cap in quota.limit.items()})
         if guarantee_stage:
             if quota is not None:
-                bounds.append({n: max(0.0, g - consumed.get(n, 0.0))
+                bounds.append({n: max(0, g - consumed.get(n, 0))
                                for n, g in quota.guarantee.items()})
         else:
             own = quota.unmet(consumed) if quota is not None else {}
             required = self._required_headroom()
             if required:
                 # A role below its guarantee may use what is held back for it.
-                bounds.append({n: max(0.0, self._free_unreserved.get(n, 0.0) - req
-                                      + own.get(n, 0.0)) for n, req in required.items()})
+                bounds.append({n: max(0, self._free_unreserved.get(n, 0) - req + own.get(n, 0))
+                               for n, req in required.items()})
         return min_caps(*bounds)
 
     def _required_headroom(self) -> Vector:
@@ -497,7 +526,13 @@ class Allocator:
 
     def _consumption(self, role: _Role) -> Vector:
         """Counted against quota: allocated plus unallocated reservations (as Mesos 1.9+)."""
-        reserved = self._free_reserved.get(role.name)
+        if self._quota_roles:
+            reserved = self._free_reserved.get(role.name)
+        else:  # the pools are not kept without quota: count (for summaries and explain only)
+            reserved = {}
+            for agent in self._agents.values():
+                if agent.reserved:
+                    add_into(reserved, scalar_vector(agent.free.reserved(role.name)))
         if not reserved:
             return role.vec
         out = dict(role.vec)
@@ -510,7 +545,7 @@ class Allocator:
             return True
         for m in mins:
             for name, amount in m.items():
-                if vec.get(name, 0.0) < amount - 1e-9:
+                if vec.get(name, 0) < amount:
                     break
             else:
                 return True
@@ -524,8 +559,14 @@ class Allocator:
         new = offer if prev is None else prev + offer
         agent.allocated[fid] = new
         fw.allocated[agent_id] = new
-        self._set_free(agent, EMPTY if offer is agent.free else agent.free - offer)
-        self._account(fw, vec, 1.0, role)
+        if offer is agent.free:
+            self._free_contribution(agent, -1)
+            agent.free = EMPTY
+            agent.free_vec = {}
+            agent.reserved = False
+        else:
+            self._set_free(agent, agent.free - offer)
+        self._account(fw, vec, 1, role)
         grants.append(OfferGrant(fid, agent_id, offer))
 
     # internals: bookkeeping -----------------------------------------------------------------
@@ -552,8 +593,8 @@ class Allocator:
             else:
                 fw.allocated.pop(agent.agent_id, None)
             delta = scalar_vector(new)
-            add_into(delta, scalar_vector(old), -1.0)
-            self._account(fw, delta, 1.0)
+            add_into(delta, scalar_vector(old), -1)
+            self._account(fw, delta, 1)
         elif new:
             self._orphans.setdefault(framework_id, set()).add(agent.agent_id)
         else:
@@ -565,12 +606,12 @@ class Allocator:
         self._set_free(agent, free - new)
 
     def _set_free(self, agent: _Agent, free: Resources) -> None:
-        self._free_contribution(agent, -1.0)
+        self._free_contribution(agent, -1)
         agent.free = free
         vec: Vector = {}
         reserved = False
         for (name, role), value in free.scalars.items():
-            vec[name] = vec.get(name, 0.0) + value
+            vec[name] = vec.get(name, 0) + round(value * MILLI)
             if role != UNRESERVED:
                 reserved = True
         if not reserved:
@@ -579,24 +620,32 @@ class Allocator:
                     reserved = True
         agent.free_vec = vec
         agent.reserved = reserved
-        self._free_contribution(agent, 1.0)
+        self._free_contribution(agent, 1)
 
-    def _free_contribution(self, agent: _Agent, sign: float) -> None:
+    def _free_contribution(self, agent: _Agent, sign: int) -> None:
         """Adds (or removes) an agent's free scalars to the headroom and reservation pools."""
+        if not self._quota_roles:
+            return  # the pools serve quota only; set_quota rebuilds them
         free_reserved = self._free_reserved
         unreserved = self._free_unreserved
         active = agent.active
         for (name, role), value in agent.free.scalars.items():
             if role == UNRESERVED:
                 if active:
-                    unreserved[name] = round(unreserved.get(name, 0.0) + sign * value, 6)
+                    unreserved[name] = unreserved.get(name, 0) + sign * round(value * MILLI)
             else:
                 pool = free_reserved.get(role)
                 if pool is None:
                     pool = free_reserved[role] = {}
-                pool[name] = round(pool.get(name, 0.0) + sign * value, 6)
+                pool[name] = pool.get(name, 0) + sign * round(value * MILLI)
 
-    def _account(self, fw: _Framework, vec: Mapping[str, float], sign: float,
+    def _rebuild_pools(self) -> None:
+        self._free_unreserved = {}
+        self._free_reserved = {}
+        for agent in self._agents.values():
+            self._free_contribution(agent, 1)
+
+    def _account(self, fw: _Framework, vec: Mapping[str, int], sign: int,
                  role: _Role | None = None) -> None:
         """Adds an allocation change to the framework's and role's totals and their shares."""
         if role is None:
@@ -604,8 +653,8 @@ class Allocator:
         fv = fw.vec
         rv = role.vec
         for name, amount in vec.items():
-            fv[name] = round(fv.get(name, 0.0) + sign * amount, 6)
-            rv[name] = round(rv.get(name, 0.0) + sign * amount, 6)
+            fv[name] = fv.get(name, 0) + sign * amount
+            rv[name] = rv.get(name, 0) + sign * amount
         if not self._shares_dirty:
             inv = self._inv_total
             role.sorter.update(fw.framework_id, dominant_share(fv, inv))
@@ -649,10 +698,6 @@ class Allocator:
             role.eligible -= 1
             if role.eligible == 0:
                 self._role_sorter.deactivate(role.name)
-
-
-def _vec_resources(vec: Mapping[str, float]) -> Resources:
-    return Resources({(name, UNRESERVED): value for name, value in vec.items() if value > 0})
 
 
 def _merge(grants: list[OfferGrant]) -> list[OfferGrant]:

@@ -5,26 +5,34 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Mapping
 
-from common import Resources
+from common import UNRESERVED, Resources
 from master.allocator.sorter import Client, Sorter
 
-Vector = dict[str, float]  # scalar amounts by resource name, flattened over roles
+# Scalar amounts by resource name, flattened over roles, in thousandths: Resources' own
+# granularity, so integer sums are exact and millions of add/subtract never drift.
+Vector = dict[str, int]
+MILLI = 1000
 
 
 def scalar_vector(resources: Resources) -> Vector:
-    """The scalars of `resources` summed per name over roles (what DRF compares)."""
+    """The scalars of `resources` summed per name over roles (what DRF compares), in 1/1000."""
     out: Vector = {}
     for (name, _role), value in resources.scalars.items():
-        out[name] = out.get(name, 0.0) + value
+        out[name] = out.get(name, 0) + round(value * MILLI)
     return out
 
 
-def inverse_totals(total: Mapping[str, float]) -> Vector:
+def vector_resources(vec: Mapping[str, int]) -> Resources:
+    """A vector back as unreserved Resources (for display and the Operator API)."""
+    return Resources({(name, UNRESERVED): v / MILLI for name, v in vec.items() if v > 0})
+
+
+def inverse_totals(total: Mapping[str, int]) -> dict[str, float]:
     """1/total per resource the cluster has, so a share is a multiplication."""
     return {name: 1.0 / value for name, value in total.items() if value > 0}
 
 
-def dominant_share(allocated: Mapping[str, float], inverse_total: Mapping[str, float]) -> float:
+def dominant_share(allocated: Mapping[str, int], inverse_total: Mapping[str, float]) -> float:
     """max over resources of allocated/total: the share DRF equalizes."""
     share = 0.0
     for name, value in allocated.items():
@@ -116,6 +124,17 @@ class DRFSorter(Sorter):
                     self._seq += 1
                     c.seq = self._seq
                     heapq.heappush(heap, (c.share / c.weight, c.name, c.seq))
+
+    def first(self) -> str | None:
+        heap = self._heap
+        clients = self._clients
+        while heap:
+            _key, name, seq = heap[0]
+            c = clients.get(name)
+            if c is not None and c.seq == seq and c.active:
+                return name
+            heapq.heappop(heap)  # stale: drop it for good
+        return None
 
     def order(self) -> list[str]:
         active = [c for c in self._clients.values() if c.active]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from master.allocator.drf import dominant_share
+from master.allocator.drf import MILLI, dominant_share
 
 if TYPE_CHECKING:
     from master.allocator.allocator import Allocator
@@ -36,8 +36,9 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
     if role.quota is not None:
         full = role.quota.at_limit(consumed)
         if full:
-            detail = ", ".join(f"{n} {consumed.get(n, 0.0):g}/{role.quota.limit[n]:g}"
-                               for n in full)
+            detail = ", ".join(
+                f"{n} {consumed.get(n, 0) / MILLI:g}/{role.quota.limit[n] / MILLI:g}" for n in full
+            )
             reasons.append(f"role {role.name} at quota limit ({detail})")
 
     # What could it be offered on the agents it may use right now?

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from common import UNRESERVED, Resources
-from master.allocator.drf import Vector, scalar_vector
+from master.allocator.drf import MILLI, Vector, scalar_vector
 
 INFINITY = float("inf")
 
@@ -16,23 +16,23 @@ INFINITY = float("inf")
 class Quota:
     """Per-name scalar amounts; names a bound does not mention are unbounded by it."""
 
-    guarantee: Vector
+    guarantee: Vector  # in thousandths, like every Vector
     limit: Vector | None  # None: no limit
 
-    def unmet(self, consumed: Mapping[str, float]) -> Vector:
+    def unmet(self, consumed: Mapping[str, int]) -> Vector:
         """What the role still lacks to reach its guarantee (names with a shortfall only)."""
         out: Vector = {}
         for name, amount in self.guarantee.items():
-            lack = amount - consumed.get(name, 0.0)
-            if lack > 1e-9:
+            lack = amount - consumed.get(name, 0)
+            if lack > 0:
                 out[name] = lack
         return out
 
-    def at_limit(self, consumed: Mapping[str, float]) -> list[str]:
+    def at_limit(self, consumed: Mapping[str, int]) -> list[str]:
         """Names whose consumption has reached the limit."""
         if self.limit is None:
             return []
-        return [n for n, cap in self.limit.items() if consumed.get(n, 0.0) >= cap - 1e-9]
+        return [n for n, cap in self.limit.items() if consumed.get(n, 0) >= cap]
 
 
 def make_quota(guarantee: Resources | None, limit: Resources | None) -> Quota | None:
@@ -44,19 +44,20 @@ def make_quota(guarantee: Resources | None, limit: Resources | None) -> Quota | 
     lim = scalar_vector(limit) if limit is not None else None
     if lim is not None:
         for name, amount in g.items():
-            if name in lim and amount > lim[name] + 1e-9:
+            if name in lim and amount > lim[name]:
                 raise ValueError(
-                    f"quota guarantee {name}:{amount:g} exceeds its limit {name}:{lim[name]:g}"
+                    f"quota guarantee {name}:{amount / MILLI:g} exceeds its limit "
+                    f"{name}:{lim[name] / MILLI:g}"
                 )
     if not g and lim is None:
         return None
     return Quota(g, lim)
 
 
-def add_into(target: Vector, vec: Mapping[str, float], sign: float = 1.0) -> None:
-    """target += sign * vec, rounded so that long add/subtract sequences never drift."""
+def add_into(target: Vector, vec: Mapping[str, int], sign: int = 1) -> None:
+    """target += sign * vec."""
     for name, amount in vec.items():
-        target[name] = round(target.get(name, 0.0) + sign * amount, 6)
+        target[name] = target.get(name, 0) + sign * amount
 
 
 def required_headroom(unmet_by_role: Iterable[Vector]) -> Vector:
@@ -68,15 +69,14 @@ def required_headroom(unmet_by_role: Iterable[Vector]) -> Vector:
 
 
 def cap_unreserved(offer: Resources, caps: Mapping[str, float]) -> Resources:
-    """`offer` with its unreserved scalars cut to `caps` (reservations are never cut)."""
+    """`offer` with its unreserved scalars cut to `caps` in 1/1000 (reservations never cut)."""
     changed = False
     scalars = {}
     for key, value in offer.scalars.items():
         name, role = key
         cap = caps.get(name)
-        if role == UNRESERVED and cap is not None and value > cap:
-            # Floor to Resources' 0.001 granularity so rounding never pushes past the cap.
-            value = math.floor(max(cap, 0.0) * 1000 + 1e-6) / 1000
+        if role == UNRESERVED and cap is not None and round(value * MILLI) > cap:
+            value = math.floor(max(cap, 0)) / MILLI
             changed = True
         scalars[key] = value
     if not changed:

@@ -81,6 +81,14 @@ class Sorter:
         """The whole current order of active clients, without disturbing the sorter."""
         raise NotImplementedError
 
+    def first(self) -> str | None:
+        """The client `sorted()` would yield first, or None; the allocator's fast path."""
+        it = self.sorted()
+        try:
+            return next(it, None)
+        finally:
+            it.close()
+
 
 def _check_weight(weight: float) -> float:
     weight = float(weight)
