@@ -130,3 +130,27 @@ def test_role_summaries_show_weight_quota_and_allocation():
     alloc.set_quota("prod", None, None)
     (prod,) = [s for s in alloc.role_summaries() if s["role"] == "prod"]
     assert prod["limit"] is None and prod["guarantee"].is_empty()
+
+
+def test_quota_set_on_a_running_cluster_counts_what_is_already_free():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_framework("d1", role="dev")
+    for i in range(3):
+        alloc.add_agent(f"a{i}", Resources.of(cpus=4, mem=256))
+    alloc.allocate(0.0, ["a0"])  # dev holds a0; a1 and a2 are free (8 cpus)
+    alloc.set_quota("prod", guarantee=Resources.of(cpus=6))
+    grants = alloc.allocate(0.0)
+    # 8 free cpus, 6 held back for prod: dev gets 2 cpus (and the memory it does not guard)
+    assert offered(grants, "d1") == Resources.of(cpus=2, mem=512)
+    alloc.set_quota("prod", None)  # cleared: nothing held back any more
+    assert offered(alloc.allocate(0.0), "d1") == Resources.of(cpus=6)
+
+
+def test_limit_counts_unallocated_reservations():
+    alloc = Allocator(AllocatorConfig())
+    alloc.set_quota("an", None, Resources.of(cpus=3))
+    alloc.add_framework("x", role="an")
+    alloc.add_agent("a1", Resources.parse("cpus(an):2;cpus:4;mem:256"))
+    # consumption starts at 2 (the reservation): only 1 unreserved cpu more may be offered
+    assert alloc.allocate(0.0) == [
+        OfferGrant("x", "a1", Resources.parse("cpus(an):2;cpus:1;mem:256"))]
