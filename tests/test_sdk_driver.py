@@ -436,3 +436,30 @@ def test_backoff_grows_with_jitter_within_its_bounds_and_resets():
     assert all(5.0 <= d <= 10.0 for d in delays[10:])
     with pytest.raises(ValueError):
         Backoff(initial=0)
+
+
+async def test_starting_with_a_framework_id_fails_over_and_reconciles_at_once():
+    fw = Recorder()
+    transport, driver, task, stream = await start(fw, framework_id="fw-earlier")
+    assert stream.request.framework.framework_id == "fw-earlier"
+    stream.send(subscribed("fw-earlier", stream_id="s-9"))
+    assert await fw.next("on_subscribed") == "fw-earlier"
+    (reconcile,) = transport.calls_of("Reconcile")
+    assert reconcile.stream_id == "s-9" and list(reconcile.tasks) == []
+    await finish(driver, task)
+
+
+async def test_stop_from_outside_a_callback_ends_run_while_a_callback_is_busy():
+    blocked = asyncio.Event()
+
+    class Stuck(Recorder):
+        async def on_offers(self, driver, offers):
+            blocked.set()
+            await asyncio.Event().wait()  # never returns by itself
+
+    fw = Stuck()
+    transport, driver, task, stream = await start(fw)
+    stream.send(subscribed("fw-1"), offers_event(make_offer("o1", "a", "cpus:1;mem:1")))
+    await asyncio.wait_for(blocked.wait(), TIMEOUT)
+    await finish(driver, task)
+    assert transport.closed

@@ -478,9 +478,10 @@ class Driver:
         """Removes the framework from the master (its running tasks are killed) and stops.
 
         Called from `on_update`, the update being handled is acknowledged first."""
-        pending, self._pending_ack = self._pending_ack, None
-        if pending is not None:
-            await self._acknowledge_quietly(pending)
+        if asyncio.current_task() is self._dispatcher:  # called from on_update
+            pending, self._pending_ack = self._pending_ack, None
+            if pending is not None:
+                await self._acknowledge_quietly(pending)
         await self._flush_acks()
         self._tearing_down = True
         try:
