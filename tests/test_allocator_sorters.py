@@ -120,3 +120,33 @@ def test_random_sorter_ignores_shares():
     s.update("a", 0.99)
     firsts = {s.order()[0] for _ in range(50)}
     assert firsts == {"a", "b"}
+
+
+@pytest.mark.parametrize("name", SORTERS)
+def test_weights_change_no_membership(name):
+    s = make_sorter(name, seed=2)
+    for c in "abc":
+        s.add(c)
+        s.activate(c)
+    s.set_weight("b", 3)
+    s.deactivate("c")
+    s.set_weight("c", 2)
+    assert sorted(s.order()) == ["a", "b"]
+    assert sorted(s.sorted()) == ["a", "b"]
+    assert s.first() in {"a", "b"}
+    s.remove("b")
+    s.activate("c")
+    assert sorted(s.sorted()) == ["a", "c"]
+
+
+def test_drf_weight_divides_the_share():
+    s = make_sorter("drf")
+    for c in "ab":
+        s.add(c)
+        s.activate(c)
+    s.update("a", 0.4)
+    s.update("b", 0.3)
+    # weighted: a .4, b .3 -> b first; a with weight 2: .2 -> a first
+    assert s.order() == ["b", "a"] and s.first() == "b"
+    s.set_weight("a", 2)
+    assert s.order() == ["a", "b"] and s.first() == "a"
