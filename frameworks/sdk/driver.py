@@ -275,9 +275,11 @@ class Driver:
             # Refused for good (e.g. the framework was removed): retrying cannot help.
             await self._end(ended.error.message or str(ended.error))
             return
-        self._log.warning("disconnected from the master", reason=ended.reason)
         if session.subscribed:
+            self._log.warning("disconnected from the master", reason=ended.reason)
             await self._callback("on_disconnected")
+        else:
+            self._log.warning("could not subscribe; will retry", reason=ended.reason)
 
     async def _handle(self, session: _Session, event: scheduler_pb2.Event) -> None:
         kind = event.WhichOneof("event")
