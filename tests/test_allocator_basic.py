@@ -172,3 +172,24 @@ def test_incremental_allocate_touches_only_the_given_agents():
     alloc.add_framework("f1")
     assert [g.agent_id for g in alloc.allocate(0.0, agent_ids=["a1"])] == ["a1"]
     assert sorted(g.agent_id for g in alloc.allocate(0.0)) == ["a0", "a2"]
+
+
+def test_allocator_package_is_pure():
+    # No network, no event loop, no clock of its own: `now` is always an argument.
+    import ast
+    from pathlib import Path
+
+    import master.allocator
+
+    forbidden = {"grpc", "asyncio", "time", "datetime", "threading", "socket"}
+    for path in Path(master.allocator.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] not in forbidden, f"{path.name} imports {name}"

@@ -1,14 +1,14 @@
 """The allocator: hierarchical DRF over roles and frameworks, with quota, filters, reservations.
 
 Pure: the caller passes `now` and gets OfferGrants back; nothing here does I/O or reads a clock.
+It does not log either: the master logs the offers it makes of the grants, and explain() says
+why a framework gets none. (A log call per agent would also cost more than the decision.)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-
-import structlog
 
 from common import EMPTY, UNRESERVED, Resources
 from master.allocator.drf import (
@@ -30,8 +30,6 @@ from master.allocator.quota import (
 )
 from master.allocator.sorters import make_sorter
 from master.allocator.types import MAX_REFUSE_SECONDS, AllocatorConfig, OfferGrant
-
-log = structlog.get_logger(__name__)
 
 GPU_CAPABILITY = "GPU_RESOURCES"
 
