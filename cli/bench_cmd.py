@@ -40,8 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--cycles", type=_positive, default=5, help="timed full cycles (default 5)")
     a.add_argument("--reoffers", type=_positive, default=200,
                    help="timed one-agent re-offers (default 200)")
-    a.add_argument("--sorter", default="drf",
-                   help="role and framework sorter (default drf; see `random`)")
+    from master.allocator import sorter_names
+
+    a.add_argument("--sorter", default="drf", choices=sorter_names(),
+                   help="role and framework sorter (default drf)")
     a.add_argument("--json", action="store_true", help="print JSON for scripts")
     a.set_defaults(func=_run)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
+
 from cli import bench_cmd
 
 
@@ -40,3 +42,12 @@ def test_bench_listed_in_the_agora_command():
     from cli.main import COMMAND_MODULES
 
     assert "cli.bench_cmd" in COMMAND_MODULES
+
+
+def test_bench_allocator_bad_flags_exit_2(capsys):
+    for argv in (["--agents", "0", "--frameworks", "5"], ["--agents", "5", "--frameworks", "x"],
+                 ["--agents", "5", "--frameworks", "5", "--sorter", "fair"]):
+        with pytest.raises(SystemExit) as e:
+            run_cli(["bench", "allocator", *argv], capsys)
+        assert e.value.code == 2
+    assert "invalid choice: 'fair'" in capsys.readouterr().err
