@@ -1,0 +1,241 @@
+from agora.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    JOB_QUEUED: _ClassVar[JobState]
+    JOB_RUNNING: _ClassVar[JobState]
+    JOB_SUCCEEDED: _ClassVar[JobState]
+    JOB_FAILED: _ClassVar[JobState]
+    JOB_KILLED: _ClassVar[JobState]
+
+class InstanceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INSTANCE_STATE_UNSPECIFIED: _ClassVar[InstanceState]
+    INSTANCE_PENDING: _ClassVar[InstanceState]
+    INSTANCE_LAUNCHED: _ClassVar[InstanceState]
+    INSTANCE_RUNNING: _ClassVar[InstanceState]
+    INSTANCE_SUCCEEDED: _ClassVar[InstanceState]
+    INSTANCE_FAILED: _ClassVar[InstanceState]
+    INSTANCE_KILLED: _ClassVar[InstanceState]
+JOB_STATE_UNSPECIFIED: JobState
+JOB_QUEUED: JobState
+JOB_RUNNING: JobState
+JOB_SUCCEEDED: JobState
+JOB_FAILED: JobState
+JOB_KILLED: JobState
+INSTANCE_STATE_UNSPECIFIED: InstanceState
+INSTANCE_PENDING: InstanceState
+INSTANCE_LAUNCHED: InstanceState
+INSTANCE_RUNNING: InstanceState
+INSTANCE_SUCCEEDED: InstanceState
+INSTANCE_FAILED: InstanceState
+INSTANCE_KILLED: InstanceState
+
+class TaskTemplate(_message.Message):
+    __slots__ = ("command", "cpus", "mem", "disk", "ports", "env", "role", "kill_grace_period_seconds")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEM_FIELD_NUMBER: _ClassVar[int]
+    DISK_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    KILL_GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    command: _common_pb2.CommandInfo
+    cpus: float
+    mem: float
+    disk: float
+    ports: int
+    env: _containers.ScalarMap[str, str]
+    role: str
+    kill_grace_period_seconds: float
+    def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ...) -> None: ...
+
+class JobSpec(_message.Message):
+    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
+    DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    instances: int
+    task: TaskTemplate
+    max_retries: int
+    priority: int
+    gang: bool
+    duration_seconds: float
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Attempt(_message.Message):
+    __slots__ = ("attempt", "task_id", "agent_id", "hostname", "agent_address", "state", "exit_code", "message", "reason", "launched_at", "started_at", "ended_at", "framework_id")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    task_id: str
+    agent_id: str
+    hostname: str
+    agent_address: str
+    state: _common_pb2.TaskState
+    exit_code: int
+    message: str
+    reason: str
+    launched_at: float
+    started_at: float
+    ended_at: float
+    framework_id: str
+    def __init__(self, attempt: _Optional[int] = ..., task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., agent_address: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., launched_at: _Optional[float] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., framework_id: _Optional[str] = ...) -> None: ...
+
+class Instance(_message.Message):
+    __slots__ = ("index", "state", "attempts", "not_before", "failures")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    state: InstanceState
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    not_before: float
+    failures: int
+    def __init__(self, index: _Optional[int] = ..., state: _Optional[_Union[InstanceState, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., not_before: _Optional[float] = ..., failures: _Optional[int] = ...) -> None: ...
+
+class InstanceCounts(_message.Message):
+    __slots__ = ("pending", "running", "succeeded", "failed", "killed")
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    KILLED_FIELD_NUMBER: _ClassVar[int]
+    pending: int
+    running: int
+    succeeded: int
+    failed: int
+    killed: int
+    def __init__(self, pending: _Optional[int] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., killed: _Optional[int] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("job_id", "spec", "state", "instances", "submitted_at", "started_at", "ended_at", "message", "sequence", "counts")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    spec: JobSpec
+    state: JobState
+    instances: _containers.RepeatedCompositeFieldContainer[Instance]
+    submitted_at: float
+    started_at: float
+    ended_at: float
+    message: str
+    sequence: int
+    counts: InstanceCounts
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., submitted_at: _Optional[float] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., message: _Optional[str] = ..., sequence: _Optional[int] = ..., counts: _Optional[_Union[InstanceCounts, _Mapping]] = ...) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("spec",)
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job_id", "job")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job: Job
+    def __init__(self, job_id: _Optional[str] = ..., job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("states",)
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    states: _containers.RepeatedScalarFieldContainer[JobState]
+    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
+
+class KillJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class KillJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class WatchJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class JobEvent(_message.Message):
+    __slots__ = ("timestamp", "job", "instance", "attempt", "description")
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    timestamp: float
+    job: Job
+    instance: int
+    attempt: Attempt
+    description: str
+    def __init__(self, timestamp: _Optional[float] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., instance: _Optional[int] = ..., attempt: _Optional[_Union[Attempt, _Mapping]] = ..., description: _Optional[str] = ...) -> None: ...
