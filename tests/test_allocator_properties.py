@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from common import UNRESERVED, Resources
 from master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, sorter_names
 
-SETTINGS = settings(max_examples=40, deadline=None,
+SETTINGS = settings(max_examples=80, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 ROLES = [UNRESERVED, "r1", "r2"]
 
@@ -44,6 +44,7 @@ EVENTS = st.lists(st.one_of(
     st.tuples(st.sampled_from(["suppress", "revive", "deactivate", "activate", "toggle"]),
               st.integers(0, 50)),
     st.tuples(st.sampled_from(["drain", "undrain", "toggle_agent"]), st.integers(0, 50)),
+    st.tuples(st.just("weight"), st.sampled_from(ROLES), st.sampled_from([0.5, 1.0, 3.0])),
 ), min_size=1, max_size=40)
 
 
@@ -121,6 +122,8 @@ class Model:
                 self.filters[(fid, agent)] = self.now + args[2]
         elif kind == "advance":
             self.now += args[0]
+        elif kind == "weight":
+            alloc.set_weight(*args)
         elif kind in ("suppress", "revive", "deactivate", "activate", "toggle"):
             fid = fids[args[0] % len(fids)]
             if kind == "toggle":
@@ -243,5 +246,53 @@ def test_progressive_filling_with_equal_weights(cluster, demands, order):
             else:
                 alloc.recover(g.framework_id, agent, g.resources, 0.0, refuse_seconds=1e6)
     for demand in need.values():  # Pareto: nobody's task fits anywhere any more
+        for agent in agents_:
+            assert not alloc.free(agent).contains(demand)
+
+
+@SETTINGS
+@given(
+    cluster=st.lists(st.tuples(st.integers(2, 12), st.sampled_from([1024, 2048, 4096])),
+                     min_size=1, max_size=4),
+    frameworks=st.lists(st.tuples(DEMANDS, st.sampled_from(["r1", "r2", "r3"])), min_size=2,
+                        max_size=6),
+    weights=st.tuples(*[st.sampled_from([1, 2, 3])] * 3),
+    order=st.randoms(use_true_random=False),
+)
+def test_hierarchical_progressive_filling(cluster, frameworks, weights, order):
+    """The same with weighted roles: an offer never goes to a framework while a role of lower
+    weighted share, or a framework of lower share in its own role, could have used it."""
+    alloc = Allocator(AllocatorConfig())
+    weight = dict(zip(["r1", "r2", "r3"], weights, strict=True))
+    for role, w in weight.items():
+        alloc.set_weight(role, w)
+    agents_ = [f"a{i}" for i in range(len(cluster))]
+    for agent, (cpus, mem) in zip(agents_, cluster, strict=True):
+        alloc.add_agent(agent, Resources.of(cpus=cpus, mem=mem))
+    need, role_of = {}, {}
+    for i, ((c, m), role) in enumerate(frameworks):
+        fid = f"f{i}"
+        need[fid], role_of[fid] = Resources.of(cpus=c, mem=m), role
+        alloc.add_framework(fid, role=role)
+    quiet: set[str] = set()
+    while len(quiet) < len(agents_):
+        shares = {fid: alloc.dominant_share(fid) for fid in need}
+        role_key = {r: alloc.role_share(r) / weight[r] for r in set(role_of.values())}
+        agent = order.choice([a for a in agents_ if a not in quiet])
+        grants = alloc.allocate(0.0, [agent])
+        if not grants:
+            quiet.add(agent)
+        for g in grants:
+            j = g.framework_id
+            for i in need:
+                ahead = (role_key[role_of[i]] < role_key[role_of[j]] - 1e-12
+                         or (role_of[i] == role_of[j] and shares[i] < shares[j] - 1e-12))
+                if ahead:
+                    assert not g.resources.contains(need[i]), f"{j} got what {i} could use"
+            if g.resources.contains(need[j]):
+                alloc.recover(j, agent, g.resources - need[j], 0.0)
+            else:
+                alloc.recover(j, agent, g.resources, 0.0, refuse_seconds=1e6)
+    for demand in need.values():
         for agent in agents_:
             assert not alloc.free(agent).contains(demand)
