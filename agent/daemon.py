@@ -12,6 +12,7 @@ from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 
 from agent.checkpoint import WorkDir
 from agent.files_service import AgentFilesService
+from agent.health_checks import HealthCheckManager
 from agent.link import MasterLink
 from agent.resources_detect import detect_resources
 from agent.status_updates import StatusUpdateManager
@@ -58,7 +59,8 @@ class AgentDaemon:
             self.work.updates_log, self._send_update,
             initial_backoff=config.update_backoff_initial,
             max_backoff=config.update_backoff_max)
-        self.tasks = TaskManager(self.work, self.updates.update, lambda: self.agent_id,
+        self.health = HealthCheckManager(self.updates.update, lambda: self.agent_id)
+        self.tasks = TaskManager(self.work, self._emit, lambda: self.agent_id,
                                  default_kill_grace=config.default_kill_grace)
         self.link = MasterLink(
             config.master, self, backoff_initial=config.reconnect_backoff_initial,
@@ -76,6 +78,9 @@ class AgentDaemon:
     async def start(self) -> int:
         self.updates.recover()
         self.tasks.recover(lambda fw, task_id: bool(self.updates.pending(fw, task_id)))
+        for run in self.tasks.active_runs():  # re-attached tasks are checked again
+            if run.state == common_pb2.TASK_RUNNING:
+                self.health.start_run(run, self.agent_id)
         self._server = new_server()
         agent_pb2_grpc.add_AgentServicer_to_server(AgentFilesService(self.tasks), self._server)
         add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
@@ -120,6 +125,7 @@ class AgentDaemon:
             await asyncio.gather(self._link_task, return_exceptions=True)
             self._link_task = None
         await self.tasks.stop()
+        await self.health.stop_all()
         await self.updates.stop()
         if self._server is not None:
             await self._server.stop(grace)
@@ -176,6 +182,14 @@ class AgentDaemon:
         self.work.save_agent_id("")
 
     # status updates ---------------------------------------------------------------------
+
+    def _emit(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
+        """Every task update passes here: health checks start at RUNNING, stop at the end."""
+        if is_terminal(status.state):
+            self.health.stop(framework_id, status.task_id)
+        self.updates.update(framework_id, status)
+        if status.state == common_pb2.TASK_RUNNING and not status.HasField("healthy"):
+            self.health.start_run(self.tasks.find(framework_id, status.task_id), self.agent_id)
 
     def _send_update(self, framework_id: str, status: common_pb2.TaskStatus) -> bool:
         message = agent_link_pb2.AgentMessage(
