@@ -17,6 +17,8 @@ COMMAND_MODULES = [
     "cli.agent_cmd",
     "cli.cluster_cmd",
     "cli.bench_cmd",
+    "cli.batch_cmd",
+    "cli.job_cmd",
 ]
 
 
