@@ -1,0 +1,418 @@
+"""`agora job`: submit, watch, list, kill batch jobs and read their logs (via the master)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+
+from cli.options import add_json_flag, add_master_flag
+
+CALL_TIMEOUT = 15.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    job = subparsers.add_parser(
+        "job",
+        help="submit and manage batch jobs (needs `agora batch` running)",
+        description="Client of the batch framework. It finds the Batch API through the master "
+                    "(--master), so only the master's address is needed.",
+    )
+    commands = job.add_subparsers(dest="job_command", metavar="ACTION")
+    commands.required = True
+
+    submit = commands.add_parser(
+        "submit", help="submit a job of N instances of one command",
+        description="Queues a job and prints its id. The command follows `--`: one argument is "
+                    "run by /bin/sh -c (so 'echo $AGORA_INSTANCE; exit 1' works), several are "
+                    "exec'd as argv. Each task gets AGORA_JOB_ID, AGORA_INSTANCE, AGORA_ATTEMPT "
+                    "and AGORA_SANDBOX in its environment.",
+    )
+    add_master_flag(submit)
+    submit.add_argument("--name", default=None, help="job name (default: the program's name)")
+    submit.add_argument("--instances", type=int, default=1, help="instances (default 1)")
+    submit.add_argument("--cpus", type=float, default=0.1, help="cpus per instance (default 0.1)")
+    submit.add_argument("--mem", type=float, default=32.0,
+                        help="MB of memory per instance (default 32)")
+    submit.add_argument("--disk", type=float, default=0.0, help="MB of disk per instance")
+    submit.add_argument("--ports", type=int, default=0,
+                        help="ports per instance (the task sees PORT0...)")
+    submit.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="environment variable for the tasks (repeatable)")
+    submit.add_argument("--role", default="", help="role whose reserved resources to use")
+    submit.add_argument("--retries", type=int, default=0,
+                        help="times a failed instance is retried, with backoff (default 0)")
+    submit.add_argument("--priority", type=int, default=0,
+                        help="higher runs first when the daemon uses --queue priority")
+    submit.add_argument("--duration", type=float, default=0.0, metavar="SECONDS",
+                        help="declared run time, for the daemon's --queue sjf")
+    submit.add_argument("--gang", action="store_true",
+                        help="launch all instances at once or none (gang scheduling)")
+    submit.add_argument("--wait", action="store_true",
+                        help="show progress until the job ends; exit 0 only if it SUCCEEDED")
+    add_json_flag(submit)
+    submit.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                        help="the command to run")
+    submit.set_defaults(func=_submit)
+
+    status = commands.add_parser("status", help="show a job and its instances")
+    add_master_flag(status)
+    status.add_argument("job_id", metavar="ID")
+    add_json_flag(status)
+    status.set_defaults(func=_status)
+
+    listing = commands.add_parser("list", help="list jobs")
+    add_master_flag(listing)
+    listing.add_argument("--state", action="append", default=[],
+                         choices=["queued", "running", "succeeded", "failed", "killed"],
+                         help="only jobs in this state (repeatable)")
+    add_json_flag(listing)
+    listing.set_defaults(func=_list)
+
+    kill = commands.add_parser("kill", help="kill a job's tasks and launch no more")
+    add_master_flag(kill)
+    kill.add_argument("job_id", metavar="ID")
+    add_json_flag(kill)
+    kill.set_defaults(func=_kill)
+
+    logs = commands.add_parser(
+        "logs", help="print an instance's stdout (or stderr), read from its agent")
+    add_master_flag(logs)
+    logs.add_argument("job_id", metavar="ID")
+    logs.add_argument("--instance", type=int, default=0, help="instance index (default 0)")
+    logs.add_argument("--attempt", type=int, default=0,
+                      help="attempt number (default: the latest)")
+    logs.add_argument("--stderr", action="store_true", help="print stderr instead of stdout")
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="keep printing as the task writes, until it ends")
+    logs.set_defaults(func=_logs)
+
+
+# --- plumbing ---------------------------------------------------------------------------------
+
+
+def _error(e) -> Exception:
+    from cli.main import CommandError
+
+    return CommandError(e.details() or e.code().name)
+
+
+class _Batch:
+    """A Batch stub found through the master."""
+
+    def __init__(self, master: str) -> None:
+        import grpc
+        from agora.v1 import batch_pb2_grpc
+
+        from cli.main import CommandError
+        from common.rpc import CHANNEL_OPTIONS
+        from frameworks.batch.client import BatchNotFound, find_batch_address
+
+        try:
+            self.address = find_batch_address(master)
+        except BatchNotFound as e:
+            raise CommandError(str(e)) from None
+        self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        self.stub = batch_pb2_grpc.BatchStub(self.channel)
+
+    def __enter__(self) -> _Batch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.channel.close()
+
+    def call(self, method: str, request):
+        import grpc
+
+        try:
+            return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
+        except grpc.RpcError as e:
+            raise _error(e) from None
+
+
+def _to_dict(message) -> dict:
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def _print_json(value) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _when(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
+
+
+# --- submit -------------------------------------------------------------------------------------
+
+
+def _spec(args: argparse.Namespace):
+    from agora.v1 import batch_pb2, common_pb2
+
+    from cli.main import CommandError
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise CommandError("no command: put it after `--`, e.g. agora job submit -- echo hello")
+    if args.instances < 1:
+        raise CommandError(f"--instances must be at least 1, got {args.instances}")
+    if args.retries < 0 or args.ports < 0:
+        raise CommandError("--retries and --ports must not be negative")
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--env {item!r}: write KEY=VALUE")
+        env[key] = value
+    info = (common_pb2.CommandInfo(shell=command[0]) if len(command) == 1
+            else common_pb2.CommandInfo(argv=command))
+    name = args.name or command[0].split()[0].rsplit("/", 1)[-1] or "job"
+    task = batch_pb2.TaskTemplate(command=info, cpus=args.cpus, mem=args.mem, disk=args.disk,
+                                  ports=args.ports, env=env, role=args.role)
+    return batch_pb2.JobSpec(name=name, instances=args.instances, task=task,
+                             max_retries=args.retries, priority=args.priority, gang=args.gang,
+                             duration_seconds=args.duration)
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from agora.v1 import batch_pb2
+
+    spec = _spec(args)
+    with _Batch(args.master) as batch:
+        reply = batch.call("SubmitJob", batch_pb2.SubmitJobRequest(spec=spec))
+        if not args.wait:
+            if args.json:
+                _print_json(_to_dict(reply.job))
+            else:
+                print(reply.job_id, flush=True)
+            return 0
+        if not args.json:
+            print(reply.job_id, flush=True)
+        job = _wait(batch, reply.job_id, quiet=args.json)
+    if args.json:
+        _print_json(_to_dict(job))
+    return 0 if job.state == batch_pb2.JOB_SUCCEEDED else 1
+
+
+def _events(batch: _Batch, job_id: str) -> Iterator:
+    import grpc
+    from agora.v1 import batch_pb2
+
+    try:
+        yield from batch.stub.WatchJob(batch_pb2.WatchJobRequest(job_id=job_id))
+    except grpc.RpcError as e:
+        raise _error(e) from None
+
+
+def _wait(batch: _Batch, job_id: str, quiet: bool = False):
+    """Follows the job to its end, drawing progress; returns the final Job."""
+    from frameworks.batch.state import job_state_name
+
+    tty = sys.stdout.isatty() and not quiet
+    last_line = ""
+    job = None
+    for event in _events(batch, job_id):
+        job = event.job
+        line = _progress(job, bar=tty)
+        if quiet:
+            continue
+        if tty:
+            sys.stdout.write("\r\x1b[K" + line)
+            sys.stdout.flush()
+        elif line != last_line:
+            print(line, flush=True)
+        last_line = line
+    if job is None:
+        from cli.main import CommandError
+
+        raise CommandError(f"the batch daemon ended the watch of {job_id} early")
+    if tty:
+        sys.stdout.write("\n")
+    if not quiet:
+        state = job_state_name(job.state)
+        detail = f": {job.message}" if job.message and state != "SUCCEEDED" else ""
+        stream = sys.stdout if state == "SUCCEEDED" else sys.stderr
+        print(f"job {job.job_id} {state}{detail}", file=stream, flush=True)
+    return job
+
+
+def _progress(job, bar: bool) -> str:
+    from frameworks.batch.state import job_state_name
+
+    total = len(job.instances) or 1
+    c = job.counts
+    done, failed = c.succeeded, c.failed + c.killed
+    text = (f"{done}/{total} done, {c.running} running, {failed} failed, {c.pending} pending "
+            f"[{job_state_name(job.state)}]")
+    if not bar:
+        return f"{job.job_id}: {text}"
+    width = 30
+    filled = int(width * done / total)
+    failed_cells = min(width - filled, int(round(width * failed / total)))
+    running_cells = min(width - filled - failed_cells, int(round(width * c.running / total)))
+    cells = "#" * filled + "x" * failed_cells + ">" * running_cells
+    return f"[{cells.ljust(width, '.')}] {text}"
+
+
+# --- status, list, kill -------------------------------------------------------------------------
+
+
+def _status(args: argparse.Namespace) -> int:
+    from agora.v1 import batch_pb2
+
+    with _Batch(args.master) as batch:
+        job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
+    if args.json:
+        _print_json(_to_dict(job))
+        return 0
+    print(_describe(job))
+    return 0
+
+
+def _command_text(command) -> str:
+    import shlex
+
+    return command.shell if command.shell else shlex.join(command.argv)
+
+
+def _describe(job) -> str:
+    from frameworks.batch.state import job_state_name
+    from frameworks.batch.validation import describe_needs
+
+    spec, c = job.spec, job.counts
+    lines = [
+        f"job {job.job_id}  {spec.name}  {job_state_name(job.state)}",
+        f"  instances  {len(job.instances)}: {c.succeeded} succeeded, {c.running} running, "
+        f"{c.pending} pending, {c.failed} failed, {c.killed} killed",
+        f"  command    {_command_text(spec.task.command)}",
+        f"  each       {describe_needs(spec)}   retries {spec.max_retries}   "
+        f"priority {spec.priority}   gang {'yes' if spec.gang else 'no'}",
+        f"  submitted  {_when(job.submitted_at)}   started {_when(job.started_at)}   "
+        f"ended {_when(job.ended_at)}",
+    ]
+    if job.message:
+        lines.append(f"  message    {job.message}")
+    lines.append("")
+    lines.append(_table(["INSTANCE", "STATE", "ATTEMPTS", "HOST", "TASK", "EXIT", "MESSAGE"],
+                        _instance_rows(job)))
+    return "\n".join(lines)
+
+
+def _instance_rows(job) -> list[list[str]]:
+    from frameworks.batch.state import instance_state_name
+    from frameworks.sdk import state_name
+
+    rows = []
+    for instance in job.instances:
+        last = instance.attempts[-1] if instance.attempts else None
+        rows.append([
+            str(instance.index), instance_state_name(instance.state), str(len(instance.attempts)),
+            (last.hostname or last.agent_id) if last else "-",
+            state_name(last.state) if last else "-",
+            str(last.exit_code) if last is not None and last.HasField("exit_code") else "-",
+            (last.message if last else "") or "-",
+        ])
+    return rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+             for row in [header, *rows]]
+    return "\n".join(lines)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from agora.v1 import batch_pb2
+
+    from frameworks.batch.state import job_state_name
+
+    states = [batch_pb2.JobState.Value(f"JOB_{s.upper()}") for s in args.state]
+    with _Batch(args.master) as batch:
+        reply = batch.call("ListJobs", batch_pb2.ListJobsRequest(states=states))
+    if args.json:
+        _print_json([_to_dict(job) for job in reply.jobs])
+        return 0
+    if not reply.jobs:
+        print("no jobs")
+        return 0
+    rows = [[job.job_id, job.spec.name, job_state_name(job.state),
+             f"{job.counts.succeeded}/{len(job.instances)}", str(job.counts.running),
+             str(job.counts.failed), str(job.spec.priority), _when(job.submitted_at)]
+            for job in reply.jobs]
+    print(_table(["ID", "NAME", "STATE", "DONE", "RUNNING", "FAILED", "PRIORITY", "SUBMITTED"],
+                 rows))
+    return 0
+
+
+def _kill(args: argparse.Namespace) -> int:
+    from agora.v1 import batch_pb2
+
+    with _Batch(args.master) as batch:
+        reply = batch.call("KillJob", batch_pb2.KillJobRequest(job_id=args.job_id))
+    if args.json:
+        _print_json(_to_dict(reply.job))
+    else:
+        running = reply.job.counts.running
+        print(f"job {args.job_id} KILLED ({running} running task(s) being killed)")
+    return 0
+
+
+# --- logs ---------------------------------------------------------------------------------------
+
+
+def _logs(args: argparse.Namespace) -> int:
+    import grpc
+    from agora.v1 import agent_pb2, agent_pb2_grpc, batch_pb2
+
+    from cli.main import CommandError
+    from common.rpc import CHANNEL_OPTIONS
+
+    with _Batch(args.master) as batch:
+        job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
+    if not 0 <= args.instance < len(job.instances):
+        raise CommandError(f"job {job.job_id} has instances 0-{len(job.instances) - 1}, "
+                           f"not {args.instance}")
+    attempts = job.instances[args.instance].attempts
+    if not attempts:
+        raise CommandError(f"instance {args.instance} of job {job.job_id} has not been "
+                           "launched yet")
+    if args.attempt:
+        if not 1 <= args.attempt <= len(attempts):
+            raise CommandError(f"instance {args.instance} has attempts 1-{len(attempts)}")
+        attempt = attempts[args.attempt - 1]
+    else:
+        attempt = attempts[-1]
+    if not attempt.agent_address:
+        raise CommandError(f"the agent of task {attempt.task_id} did not publish an address")
+    path = "stderr" if args.stderr else "stdout"
+    request = agent_pb2.ReadFileRequest(framework_id=attempt.framework_id,
+                                        task_id=attempt.task_id, path=path)
+    out = sys.stdout
+    try:
+        with grpc.insecure_channel(attempt.agent_address, options=CHANNEL_OPTIONS) as channel:
+            agent = agent_pb2_grpc.AgentStub(channel)
+            if args.follow:
+                for chunk in agent.FollowFile(request):
+                    out.write(chunk.data.decode(errors="replace"))
+                    out.flush()
+                return 0
+            offset = 0
+            while True:
+                request.offset = offset
+                reply = agent.ReadFile(request, timeout=CALL_TIMEOUT)
+                out.write(reply.data.decode(errors="replace"))
+                offset = reply.offset + len(reply.data)
+                if not reply.data or offset >= reply.size:
+                    break
+            out.flush()
+    except grpc.RpcError as e:
+        raise CommandError(f"reading {path} of {attempt.task_id} from agent "
+                           f"{attempt.hostname or attempt.agent_id} ({attempt.agent_address}): "
+                           f"{e.details() or e.code().name}") from None
+    return 0

@@ -1,0 +1,111 @@
+"""Placing waiting instances into one round of offers, gang jobs all-or-nothing. Pure.
+
+Jobs come in queue order. A plain job places as many of its ready instances as fit; a gang job
+places all of its instances in this round or none of them (its trial placements are rolled
+back), and later jobs may still use what it could not (backfill).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agora.v1 import common_pb2
+
+from common import UNRESERVED, Resources
+from frameworks.sdk import OfferPacker, TaskSpec
+
+
+@dataclass(frozen=True)
+class Want:
+    """One instance to place: `spec.task_id` is the task id it will launch as."""
+
+    job_id: str
+    index: int
+    spec: TaskSpec
+
+
+@dataclass
+class Group:
+    """The ready instances of one job, in the order the queue serves jobs."""
+
+    job_id: str
+    wants: list[Want]
+    gang: bool = False
+
+
+@dataclass
+class AgentLaunch:
+    """What to launch on one agent, and from which offers."""
+
+    agent_id: str
+    offers: list[common_pb2.Offer]
+    tasks: list[common_pb2.TaskInfo]
+    wants: list[Want]
+
+
+@dataclass
+class Plan:
+    launches: list[AgentLaunch]
+    unused: list[common_pb2.Offer]  # offers on agents that got nothing
+    placed: int = 0
+    waiting: list[str] = field(default_factory=list)  # job ids with instances left unplaced
+
+
+def plan(offers: Sequence[common_pb2.Offer], groups: Sequence[Group],
+         role: str = UNRESERVED) -> Plan:
+    """Places the groups into the offers; agents take turns so that a job spreads out."""
+    by_agent: dict[str, list[common_pb2.Offer]] = {}
+    for offer in offers:
+        by_agent.setdefault(offer.agent_id, []).append(offer)
+    packers = [OfferPacker(group, role) for group in by_agent.values()]
+    placed: list[list[Want]] = [[] for _ in packers]
+    waiting: list[str] = []
+    start = 0
+    for group in groups:
+        if not packers:
+            waiting.append(group.job_id)
+            continue
+        saved = [(p.remaining, len(p.tasks), len(w)) for p, w in zip(packers, placed,
+                                                                       strict=True)]
+        saved_start = start
+        left = False
+        for want in group.wants:
+            for step in range(len(packers)):
+                i = (start + step) % len(packers)
+                if packers[i].pack(want.spec) is not None:
+                    placed[i].append(want)
+                    start = i + 1
+                    break
+            else:
+                left = True
+                if group.gang:
+                    break
+        if left:
+            waiting.append(group.job_id)
+            if group.gang:
+                for packer, wants, (remaining, tasks, count) in zip(packers, placed, saved,
+                                                                    strict=True):
+                    packer.remaining = remaining
+                    del packer.tasks[tasks:]
+                    del wants[count:]
+                start = saved_start
+    launches, unused = [], []
+    for packer, wants in zip(packers, placed, strict=True):
+        if packer.tasks:
+            launches.append(AgentLaunch(packer.agent_id, packer.offers, list(packer.tasks),
+                                        wants))
+        else:
+            unused.extend(packer.offers)
+    return Plan(launches, unused, sum(len(w) for w in placed), waiting)
+
+
+def largest_fit(agent_totals: Sequence[tuple[str, Resources]], spec: TaskSpec,
+                role: str = UNRESERVED) -> bool:
+    """True if some agent, when empty, could hold one task of `spec`."""
+    for _, total in agent_totals:
+        offer = common_pb2.Offer(offer_id="probe", agent_id="probe",
+                                 resources=total.allocatable_to(role).to_proto())
+        if OfferPacker(offer, role).fits(spec):
+            return True
+    return False

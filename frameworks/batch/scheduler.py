@@ -1,0 +1,351 @@
+"""BatchScheduler: the batch framework's decisions (a Framework) and its book of jobs.
+
+It owns the jobs (persisted on every change), places ready instances into offers in queue
+order, retries failed instances with backoff, kills, and tells watchers about every change.
+The gRPC servicer calls `submit`, `kill`, `get`, `jobs`, `watch`; the SDK driver calls the
+`on_*` callbacks. Both run on one event loop, so no locks: nothing here holds an invariant
+across an await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+
+import structlog
+from agora.v1 import batch_pb2, common_pb2
+
+from common import UNRESERVED, new_id
+from frameworks.batch import state as st
+from frameworks.batch.placement import Group, Want, plan
+from frameworks.batch.queue import QueuedJob, get_policy
+from frameworks.batch.store import JobStore
+from frameworks.batch.validation import describe_needs
+from frameworks.sdk import Driver, Framework, SchedulerError, TaskSpec, describe_status
+
+log = structlog.get_logger(__name__)
+
+
+class UnknownJob(KeyError):
+    """No job has that id."""
+
+
+class JobEnded(ValueError):
+    """The job has already ended (a kill cannot change it)."""
+
+
+class BatchScheduler(Framework):
+    def __init__(self, store: JobStore, *, policy: str = "fifo", role: str = UNRESERVED,
+                 backoff: st.Backoff | None = None, decline_refuse_seconds: float = 1.0,
+                 idle_refuse_seconds: float = 60.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.policy_name = policy
+        self.sort_key = get_policy(policy)  # ValueError on a bad name, at start-up
+        self.role = role or UNRESERVED
+        self.backoff = backoff or st.Backoff()
+        # Offers we cannot use while work waits come back soon (resources free up as tasks
+        # end); with nothing to do we also suppress, so the long filter is only a backstop.
+        self.decline_refuse_seconds = decline_refuse_seconds
+        self.idle_refuse_seconds = idle_refuse_seconds
+        self.clock = clock
+        self.driver: Driver | None = None
+        self.framework_id = store.framework_id()
+        self.jobs: dict[str, batch_pb2.Job] = {job.job_id: job for job in store.load_jobs()}
+        self._sequence = max((j.sequence for j in self.jobs.values()), default=0)
+        self._watchers: dict[str, set[asyncio.Queue]] = {}
+        self._suppressed: bool | None = None  # unknown until we tell the master
+        self._wakeup: asyncio.TimerHandle | None = None
+        self._background: set[asyncio.Task] = set()
+        self._log = log.bind(policy=policy)
+
+    # --- the book of jobs (called by the servicer) ------------------------------------------
+
+    def submit(self, spec: batch_pb2.JobSpec) -> batch_pb2.Job:
+        """Stores a new QUEUED job (the spec is already validated) and asks for offers."""
+        now = self.clock()
+        self._sequence += 1
+        spec_copy = batch_pb2.JobSpec()
+        spec_copy.CopyFrom(spec)
+        spec_copy.name = spec.name or "job"
+        job = st.new_job(new_id("job"), spec_copy, self._sequence, now)
+        self.store.put_job(job)
+        self.jobs[job.job_id] = job
+        self._log.info("job submitted", job_id=job.job_id, name=spec_copy.name,
+                       instances=spec.instances, needs=describe_needs(spec), gang=spec.gang)
+        self._publish(job, description=f"submitted ({spec.instances} instances)")
+        self._spawn(self.update_interest(revive=True))
+        return job
+
+    def get(self, job_id: str) -> batch_pb2.Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise UnknownJob(job_id)
+        return job
+
+    def list_jobs(self, states: Sequence[int] = ()) -> list[batch_pb2.Job]:
+        jobs = sorted(self.jobs.values(), key=lambda j: j.sequence)
+        return [j for j in jobs if not states or j.state in states]
+
+    async def kill(self, job_id: str) -> batch_pb2.Job:
+        job = self.get(job_id)
+        try:
+            to_kill = st.kill_job(job, self.clock())
+        except ValueError as e:
+            raise JobEnded(str(e)) from None
+        self.store.put_job(job)
+        self._log.info("job killed", job_id=job_id, tasks=len(to_kill))
+        self._publish(job, description="killed by request")
+        for _, attempt in to_kill:
+            await self._kill_task(attempt.task_id, attempt.agent_id)
+        await self.update_interest()
+        return job
+
+    def watch(self, job_id: str) -> asyncio.Queue:
+        """A queue of JobEvents for the job's changes; pass it to `unwatch` when done."""
+        self.get(job_id)
+        queue: asyncio.Queue = asyncio.Queue()
+        self._watchers.setdefault(job_id, set()).add(queue)
+        return queue
+
+    def unwatch(self, job_id: str, queue: asyncio.Queue) -> None:
+        watchers = self._watchers.get(job_id)
+        if watchers is not None:
+            watchers.discard(queue)
+            if not watchers:
+                del self._watchers[job_id]
+
+    def _publish(self, job: batch_pb2.Job, *, index: int | None = None,
+                 attempt: batch_pb2.Attempt | None = None, description: str = "") -> None:
+        watchers = self._watchers.get(job.job_id)
+        if not watchers:
+            return
+        event = batch_pb2.JobEvent(timestamp=self.clock(), description=description)
+        event.job.CopyFrom(job)
+        if index is not None:
+            event.instance = index
+        if attempt is not None:
+            event.attempt.CopyFrom(attempt)
+        for queue in watchers:
+            queue.put_nowait(event)
+
+    # --- offers and interest -----------------------------------------------------------------
+
+    def _queue(self) -> list[batch_pb2.Job]:
+        """Jobs that may launch something, in the order the policy serves them."""
+        jobs = [j for j in self.jobs.values() if not st.is_ended(j)]
+        return sorted(jobs, key=lambda j: self.sort_key(QueuedJob(
+            j.job_id, j.sequence, j.spec.priority, j.spec.duration_seconds)))
+
+    def has_ready_work(self, now: float | None = None) -> bool:
+        now = self.clock() if now is None else now
+        return any(st.ready_instances(job, now) for job in self._queue())
+
+    async def update_interest(self, revive: bool = False) -> None:
+        """Revives when instances are ready to launch and suppresses when none are, so an
+        idle batch framework costs the master nothing; arms a timer for the next retry."""
+        self._arm_wakeup()
+        driver = self.driver
+        if driver is None or not driver.connected:
+            return
+        ready = self.has_ready_work()
+        try:
+            if ready and (revive or self._suppressed is not False):
+                await driver.revive()
+                self._suppressed = False
+            elif not ready and self._suppressed is not True:
+                await driver.suppress()
+                self._suppressed = True
+        except SchedulerError as e:
+            self._log.warning("revive/suppress failed", error=str(e))
+            self._suppressed = None
+
+    def _arm_wakeup(self) -> None:
+        times = [t for t in (st.next_retry_at(j) for j in self.jobs.values()) if t]
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+            self._wakeup = None
+        if not times:
+            return
+        delay = max(0.0, min(times) - self.clock())
+        loop = asyncio.get_running_loop()
+        self._wakeup = loop.call_later(
+            delay, lambda: self._spawn(self.update_interest(revive=True)))
+
+    def _spawn(self, coroutine) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coroutine)
+        except RuntimeError:
+            coroutine.close()  # no loop (a unit test of the book alone): nothing to tell
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def close(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        for task in list(self._background):
+            task.cancel()
+
+    # --- Framework callbacks -----------------------------------------------------------------
+
+    async def on_subscribed(self, driver: Driver, framework_id: str) -> None:
+        self.driver = driver
+        if framework_id != self.framework_id:
+            self.framework_id = framework_id
+            self.store.set_framework_id(framework_id)
+        self._suppressed = None  # a (re-)subscription revives us at the master
+        self._log = log.bind(policy=self.policy_name, framework_id=framework_id)
+        active = [a for j in self.jobs.values() for _, a in st.active_attempts(j)]
+        self._log.info("subscribed", jobs=len(self.jobs), active_tasks=len(active))
+        if active:
+            # Explicitly too: a task recorded but never launched (we stopped in between) is
+            # answered TASK_UNKNOWN and launched again; the others report their real state.
+            try:
+                await driver.reconcile([(a.task_id, a.agent_id) for a in active])
+            except SchedulerError as e:
+                self._log.warning("reconciliation failed", error=str(e))
+        for job in self.jobs.values():
+            if job.state == batch_pb2.JOB_KILLED:
+                for _, attempt in st.active_attempts(job):
+                    await self._kill_task(attempt.task_id, attempt.agent_id)
+        await self.update_interest()
+
+    async def on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+        now = self.clock()
+        groups = []
+        for job in self._queue():
+            indices = st.ready_instances(job, now)
+            if not indices:
+                continue
+            gang = job.spec.gang and st.never_launched(job)
+            wants = [Want(job.job_id, i, self._task_spec(job, i)) for i in indices]
+            groups.append(Group(job.job_id, wants, gang))
+        if not groups:
+            await self._decline(driver, offers, self.idle_refuse_seconds)
+            await self.update_interest()
+            return
+        result = plan(offers, groups, self.role)
+        for job_id in result.waiting:
+            self._note_waiting(self.jobs[job_id])
+        more = bool(result.waiting)
+        for launch in result.launches:
+            await self._launch(driver, launch, more)
+        await self._decline(driver, result.unused,
+                            self.decline_refuse_seconds if more else self.idle_refuse_seconds)
+        await self.update_interest()
+
+    async def _launch(self, driver: Driver, launch, more_waiting: bool) -> None:
+        offer = launch.offers[0]
+        now = self.clock()
+        touched: dict[str, batch_pb2.Job] = {}
+        for want in launch.wants:
+            job = self.jobs[want.job_id]
+            attempt = st.record_launch(job, want.index, agent_id=launch.agent_id,
+                                       hostname=offer.hostname,
+                                       agent_address=offer.agent_address,
+                                       framework_id=self.framework_id, now=now)
+            touched[job.job_id] = job
+            self._publish(job, index=want.index, attempt=attempt,
+                          description=f"instance {want.index} attempt {attempt.attempt} "
+                                      f"launching on {offer.hostname or launch.agent_id}")
+        # Recorded before the launch: if we stop right after it, reconciliation finds the task.
+        for job in touched.values():
+            self.store.put_job(job)
+        try:
+            await driver.launch(launch.offers, launch.tasks,
+                                refuse_seconds=0 if more_waiting else None)
+        except SchedulerError as e:
+            self._log.warning("launch refused; instances wait for the next offers",
+                              agent_id=launch.agent_id, error=str(e))
+            now = self.clock()
+            for want in launch.wants:
+                st.unrecord_launch(self.jobs[want.job_id], want.index, want.spec.task_id, now)
+            for job in touched.values():
+                self.store.put_job(job)
+                self._publish(job, description=f"launch refused: {e.message}")
+            return
+        self._log.info("launched", agent_id=launch.agent_id,
+                       tasks=[t.task_id for t in launch.tasks])
+        for want in launch.wants:  # killed while we were launching
+            if self.jobs[want.job_id].state == batch_pb2.JOB_KILLED:
+                await self._kill_task(want.spec.task_id, launch.agent_id)
+
+    async def _decline(self, driver: Driver, offers, refuse_seconds: float) -> None:
+        if not offers:
+            return
+        try:
+            await driver.decline(offers, refuse_seconds=refuse_seconds)
+        except SchedulerError as e:
+            self._log.debug("decline failed", error=str(e))
+
+    def _note_waiting(self, job: batch_pb2.Job) -> None:
+        if job.spec.gang and st.never_launched(job):
+            message = (f"waiting: gang of {job.spec.instances} launches only when all "
+                       f"instances ({describe_needs(job.spec)} each) fit in one round of offers")
+        else:
+            message = f"waiting for offers with room for {describe_needs(job.spec)}"
+        if job.message != message and not st.is_ended(job):
+            job.message = message
+            self.store.put_job(job)
+            self._publish(job, description=message)
+
+    def _task_spec(self, job: batch_pb2.Job, index: int) -> TaskSpec:
+        task = job.spec.task
+        number = len(job.instances[index].attempts) + 1
+        env = dict(task.env)
+        env.update(AGORA_JOB_ID=job.job_id, AGORA_INSTANCE=str(index),
+                   AGORA_ATTEMPT=str(number))
+        return TaskSpec(
+            name=f"{job.spec.name}-{index}", cpus=task.cpus, mem=task.mem, disk=task.disk,
+            ports=task.ports, command=task.command, env=env,
+            task_id=st.task_id_for(job.job_id, index, number),
+            labels={"job_id": job.job_id, "instance": str(index)},
+            kill_grace_period_seconds=task.kill_grace_period_seconds)
+
+    async def on_update(self, driver: Driver, status: common_pb2.TaskStatus) -> None:
+        parsed = st.parse_task_id(status.task_id)
+        job = self.jobs.get(parsed[0]) if parsed else None
+        if job is None or parsed is None or not 0 <= parsed[1] < len(job.instances):
+            if not st.is_terminal_task(status.state):
+                # Not ours to run (e.g. its job was lost with an old state dir): stop it.
+                self._log.warning("killing a task of no known job", task_id=status.task_id)
+                await self._kill_task(status.task_id, status.agent_id)
+            return
+        index = parsed[1]
+        change = st.apply_update(job, index, status, now=self.clock(), backoff=self.backoff)
+        if change.changed:
+            self.store.put_job(job)  # before the (implicit) acknowledgement
+            self._log.info("task update", job_id=job.job_id, status=describe_status(status),
+                           job_state=st.job_state_name(job.state))
+            attempt = next(a for a in job.instances[index].attempts
+                           if a.task_id == status.task_id)
+            self._publish(job, index=index, attempt=attempt, description=change.description)
+        if job.state == batch_pb2.JOB_KILLED and not st.is_terminal_task(status.state):
+            await self._kill_task(status.task_id, status.agent_id)
+        if change.retry_at is not None or change.instance_ended:
+            await self.update_interest()
+
+    async def _kill_task(self, task_id: str, agent_id: str) -> None:
+        driver = self.driver
+        if driver is None or not driver.connected:
+            return  # re-sent from on_subscribed
+        try:
+            await driver.kill(task_id, agent_id or None)
+        except SchedulerError as e:
+            self._log.warning("kill failed", task_id=task_id, error=str(e))
+
+    def forget_tasks(self, reason: str) -> None:
+        """The master removed the framework (and killed its tasks): every running attempt is
+        lost, and its instance is retried like any failure."""
+        now = self.clock()
+        for job in self.jobs.values():
+            for index, attempt in st.active_attempts(job):
+                status = common_pb2.TaskStatus(task_id=attempt.task_id,
+                                               state=common_pb2.TASK_LOST, message=reason)
+                st.apply_update(job, index, status, now=now, backoff=self.backoff)
+                self.store.put_job(job)
+                self._publish(job, index=index, attempt=attempt, description=reason)
+        self.framework_id = ""
+        self.store.set_framework_id("")

@@ -1,0 +1,106 @@
+"""The `Batch` gRPC servicer: thin, typed, validating at the edge; the scheduler decides."""
+
+from __future__ import annotations
+
+import grpc
+import structlog
+from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
+
+from common import Resources
+from frameworks.batch import state as st
+from frameworks.batch.placement import largest_fit
+from frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
+from frameworks.batch.validation import SpecError, describe_needs, validate_spec
+
+log = structlog.get_logger(__name__)
+
+OPERATOR_TIMEOUT = 5.0
+
+
+class BatchService(batch_pb2_grpc.BatchServicer):
+    def __init__(self, scheduler: BatchScheduler,
+                 operator: operator_pb2_grpc.OperatorStub | None) -> None:
+        self.scheduler = scheduler
+        self.operator = operator
+
+    async def SubmitJob(self, request: batch_pb2.SubmitJobRequest, context):
+        spec = request.spec
+        try:
+            validate_spec(spec, self.scheduler.role)
+            probe = self.scheduler._task_spec(st.new_job("probe", spec, 0, 0.0), 0)
+        except (SpecError, ValueError) as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        too_big = await self._too_big(spec, probe)
+        if too_big:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, too_big)
+        job = self.scheduler.submit(spec)
+        return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
+
+    async def _too_big(self, spec: batch_pb2.JobSpec, probe) -> str:
+        """Why no agent could ever run one instance, or "" if one could (or we cannot tell:
+        with no agents registered yet, or the master unreachable, the job waits instead)."""
+        if self.operator is None:
+            return ""
+        try:
+            reply = await self.operator.ListAgents(operator_pb2.ListAgentsRequest(),
+                                                   timeout=OPERATOR_TIMEOUT)
+        except grpc.aio.AioRpcError as e:
+            log.warning("cannot ask the master for agent sizes", error=e.details())
+            return ""
+        totals = [(a.info.hostname or a.info.agent_id, Resources.from_proto(a.info.resources))
+                  for a in reply.agents]
+        if not totals:
+            return ""
+        role = spec.task.role or self.scheduler.role
+        if largest_fit(totals, probe, role):
+            return ""
+        name, total = max(totals, key=lambda t: (t[1].scalar("cpus"), t[1].scalar("mem")))
+        usable = total.allocatable_to(role)
+        has = ";".join(f"{r}:{usable.scalar(r):g}" for r in ("cpus", "mem", "disk")
+                       if usable.scalar(r))
+        if spec.task.ports:
+            has += f";ports:{sum(e - b + 1 for b, e in usable.port_ranges())}"
+        return (f"each instance needs {describe_needs(spec)} but no agent has that much; the "
+                f"largest agent ({name}) has {has or 'nothing'}: ask for less, or add a "
+                "bigger agent")
+
+    async def GetJob(self, request: batch_pb2.GetJobRequest, context):
+        return await self._job(request.job_id, context)
+
+    async def ListJobs(self, request: batch_pb2.ListJobsRequest, context):
+        return batch_pb2.ListJobsResponse(jobs=self.scheduler.list_jobs(list(request.states)))
+
+    async def KillJob(self, request: batch_pb2.KillJobRequest, context):
+        await self._job(request.job_id, context)
+        try:
+            job = await self.scheduler.kill(request.job_id)
+        except JobEnded as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        return batch_pb2.KillJobResponse(job=job)
+
+    async def WatchJob(self, request: batch_pb2.WatchJobRequest, context):
+        job = await self._job(request.job_id, context)
+        queue = self.scheduler.watch(job.job_id)
+        try:
+            first = batch_pb2.JobEvent(timestamp=self.scheduler.clock(),
+                                       description=f"job is {st.job_state_name(job.state)}")
+            first.job.CopyFrom(job)
+            yield first
+            if st.is_finished(job):
+                return
+            while True:
+                event = await queue.get()
+                yield event
+                if st.is_finished(event.job):
+                    return
+        finally:
+            self.scheduler.unwatch(job.job_id, queue)
+
+    async def _job(self, job_id: str, context) -> batch_pb2.Job:
+        if not job_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "job_id is required")
+        try:
+            return self.scheduler.get(job_id)
+        except UnknownJob:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"no job {job_id!r}; `agora job list` shows the jobs")

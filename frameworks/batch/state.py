@@ -1,0 +1,280 @@
+"""The job and instance state machine: pure functions over `batch_pb2.Job` messages.
+
+An instance is PENDING until launched, LAUNCHED (staging/starting), RUNNING, then SUCCEEDED,
+FAILED (out of retries) or KILLED. A failed attempt sends it back to PENDING with a backoff
+while it has retries left. The job is QUEUED until its first launch, RUNNING until every
+instance has ended, then SUCCEEDED (all exited 0) or FAILED; KILLED is set at once by a kill.
+Nothing here does I/O or reads a clock: callers pass `now`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agora.v1 import batch_pb2, common_pb2
+
+Job = batch_pb2.Job
+Instance = batch_pb2.Instance
+Attempt = batch_pb2.Attempt
+
+TERMINAL_JOB_STATES = frozenset({batch_pb2.JOB_SUCCEEDED, batch_pb2.JOB_FAILED,
+                                 batch_pb2.JOB_KILLED})
+TERMINAL_INSTANCE_STATES = frozenset({batch_pb2.INSTANCE_SUCCEEDED, batch_pb2.INSTANCE_FAILED,
+                                      batch_pb2.INSTANCE_KILLED})
+ACTIVE_INSTANCE_STATES = frozenset({batch_pb2.INSTANCE_LAUNCHED, batch_pb2.INSTANCE_RUNNING})
+TERMINAL_TASK_STATES = frozenset({
+    common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
+    common_pb2.TASK_ERROR, common_pb2.TASK_LOST, common_pb2.TASK_DROPPED, common_pb2.TASK_GONE,
+    common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE,
+})
+# The master never saw the task (we stopped between recording and launching it): launching it
+# again is not the task's fault, so it does not use up a retry.
+_NOT_COUNTED = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_DROPPED})
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before retry n (1-based): initial * factor**(n-1), at most `maximum` seconds."""
+
+    initial: float = 1.0
+    factor: float = 2.0
+    maximum: float = 60.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.maximum, self.initial * self.factor ** max(0, failures - 1))
+
+
+@dataclass(frozen=True)
+class Change:
+    """What an update did: `changed` is False for a duplicate or stale update."""
+
+    changed: bool
+    description: str = ""
+    retry_at: float | None = None  # the instance waits for a retry until then
+    instance_ended: bool = False
+    job_ended: bool = False
+
+
+def task_id_for(job_id: str, index: int, attempt: int) -> str:
+    """Task ids name their job, instance and attempt, so any update can be traced back."""
+    return f"{job_id}.{index}.{attempt}"
+
+
+def parse_task_id(task_id: str) -> tuple[str, int, int] | None:
+    """(job_id, index, attempt) of a task id made by `task_id_for`, or None."""
+    parts = task_id.rsplit(".", 2)
+    if len(parts) != 3:
+        return None
+    try:
+        return parts[0], int(parts[1]), int(parts[2])
+    except ValueError:
+        return None
+
+
+def new_job(job_id: str, spec: batch_pb2.JobSpec, sequence: int, now: float) -> Job:
+    job = Job(job_id=job_id, state=batch_pb2.JOB_QUEUED, submitted_at=now, sequence=sequence,
+              message="waiting for offers")
+    job.spec.CopyFrom(spec)
+    for index in range(spec.instances):
+        job.instances.add(index=index, state=batch_pb2.INSTANCE_PENDING)
+    refresh(job, now)
+    return job
+
+
+def is_ended(job: Job) -> bool:
+    return job.state in TERMINAL_JOB_STATES
+
+
+def is_finished(job: Job) -> bool:
+    """Ended, and no task of it is still running (a killed job's tasks take a moment to die)."""
+    return is_ended(job) and not active_attempts(job)
+
+
+def active_attempts(job: Job) -> list[tuple[int, Attempt]]:
+    """(instance index, attempt) of every task that has not reported a terminal state."""
+    out = []
+    for instance in job.instances:
+        for attempt in instance.attempts:
+            if attempt.state not in TERMINAL_TASK_STATES:
+                out.append((instance.index, attempt))
+    return out
+
+
+def ready_instances(job: Job, now: float) -> list[int]:
+    """Indices of instances to launch now (pending and past their retry backoff)."""
+    if is_ended(job):
+        return []
+    return [i.index for i in job.instances
+            if i.state == batch_pb2.INSTANCE_PENDING and i.not_before <= now]
+
+
+def next_retry_at(job: Job) -> float | None:
+    """The earliest time a pending instance in backoff becomes ready, if any."""
+    if is_ended(job):
+        return None
+    times = [i.not_before for i in job.instances
+             if i.state == batch_pb2.INSTANCE_PENDING and i.not_before > 0]
+    return min(times) if times else None
+
+
+def never_launched(job: Job) -> bool:
+    return all(not i.attempts for i in job.instances)
+
+
+def record_launch(job: Job, index: int, *, agent_id: str, hostname: str = "",
+                  agent_address: str = "", framework_id: str = "", now: float) -> Attempt:
+    """A new attempt of instance `index`, about to be launched; its task id is set."""
+    instance = job.instances[index]
+    if instance.state != batch_pb2.INSTANCE_PENDING or is_ended(job):
+        raise ValueError(f"instance {index} of {job.job_id} is not pending")
+    number = len(instance.attempts) + 1
+    attempt = instance.attempts.add(
+        attempt=number, task_id=task_id_for(job.job_id, index, number), agent_id=agent_id,
+        hostname=hostname, agent_address=agent_address, state=common_pb2.TASK_STAGING,
+        launched_at=now, framework_id=framework_id)
+    instance.state = batch_pb2.INSTANCE_LAUNCHED
+    instance.not_before = 0
+    if not job.started_at:
+        job.started_at = now
+    refresh(job, now)
+    return attempt
+
+
+def unrecord_launch(job: Job, index: int, task_id: str, now: float) -> None:
+    """The master refused the launch: the attempt never happened; the instance waits again."""
+    instance = job.instances[index]
+    if instance.attempts and instance.attempts[-1].task_id == task_id:
+        del instance.attempts[-1]
+        if instance.state in ACTIVE_INSTANCE_STATES:
+            instance.state = batch_pb2.INSTANCE_PENDING
+    if never_launched(job):
+        job.started_at = 0
+    refresh(job, now)
+
+
+def apply_update(job: Job, index: int, status: common_pb2.TaskStatus, *, now: float,
+                 backoff: Backoff) -> Change:
+    """Applies a task status to the attempt it names. Updates arrive at least once and a
+    reconciliation may repeat a state, so a state already recorded, or any state after a
+    terminal one, changes nothing."""
+    instance = job.instances[index]
+    attempt = next((a for a in instance.attempts if a.task_id == status.task_id), None)
+    if attempt is None or attempt.state in TERMINAL_TASK_STATES or attempt.state == status.state:
+        return Change(False)
+    was_ended = is_ended(job)
+    state = status.state
+    attempt.state = state
+    attempt.message = status.message
+    attempt.reason = status.reason
+    if status.agent_id and not attempt.agent_id:
+        attempt.agent_id = status.agent_id
+    if status.HasField("exit_code"):
+        attempt.exit_code = status.exit_code
+    if state == common_pb2.TASK_RUNNING and not attempt.started_at:
+        attempt.started_at = now
+    what = (f"instance {index} attempt {attempt.attempt} "
+            f"{common_pb2.TaskState.Name(state).removeprefix('TASK_')}")
+    if attempt.hostname:
+        what += f" on {attempt.hostname}"
+    if status.message:
+        what += f": {status.message}"
+    latest = instance.attempts[-1].task_id == attempt.task_id
+    retry_at = None
+    if state not in TERMINAL_TASK_STATES:
+        if latest and instance.state in ACTIVE_INSTANCE_STATES:
+            instance.state = (batch_pb2.INSTANCE_RUNNING if state == common_pb2.TASK_RUNNING
+                              else batch_pb2.INSTANCE_LAUNCHED)
+        refresh(job, now)
+        return Change(True, what)
+    attempt.ended_at = now
+    instance_ended = False
+    if latest and instance.state in ACTIVE_INSTANCE_STATES:
+        if state == common_pb2.TASK_FINISHED:
+            instance.state = batch_pb2.INSTANCE_SUCCEEDED
+            instance_ended = True
+        elif job.state == batch_pb2.JOB_KILLED:
+            instance.state = batch_pb2.INSTANCE_KILLED
+            instance_ended = True
+        else:
+            if state not in _NOT_COUNTED:
+                instance.failures += 1
+            if instance.failures <= job.spec.max_retries:
+                instance.state = batch_pb2.INSTANCE_PENDING
+                delay = backoff.delay(instance.failures) if instance.failures else 0.0
+                instance.not_before = retry_at = now + delay
+                if instance.failures:
+                    what += (f" (retry {instance.failures} of {job.spec.max_retries} "
+                             f"in {delay:g} s)")
+            else:
+                instance.state = batch_pb2.INSTANCE_FAILED
+                instance_ended = True
+                what += f" (no retries left of {job.spec.max_retries})"
+                job.message = (f"instance {index} failed {instance.failures} time(s): "
+                               f"{status.message or common_pb2.TaskState.Name(state)}")
+    refresh(job, now)
+    return Change(True, what, retry_at=retry_at, instance_ended=instance_ended,
+                  job_ended=is_ended(job) and not was_ended)
+
+
+def kill_job(job: Job, now: float) -> list[tuple[int, Attempt]]:
+    """Marks the job KILLED (pending instances with it); returns the tasks to kill."""
+    if is_ended(job):
+        raise ValueError(f"job {job.job_id} has already ended "
+                         f"({batch_pb2.JobState.Name(job.state).removeprefix('JOB_')})")
+    job.state = batch_pb2.JOB_KILLED
+    job.ended_at = now
+    job.message = "killed by request"
+    for instance in job.instances:
+        if instance.state == batch_pb2.INSTANCE_PENDING:
+            instance.state = batch_pb2.INSTANCE_KILLED
+            instance.not_before = 0
+    refresh(job, now)
+    return active_attempts(job)
+
+
+def refresh(job: Job, now: float) -> None:
+    """Recomputes the counts and the job state from its instances."""
+    counts = batch_pb2.InstanceCounts()
+    for instance in job.instances:
+        if instance.state == batch_pb2.INSTANCE_PENDING:
+            counts.pending += 1
+        elif instance.state in ACTIVE_INSTANCE_STATES:
+            counts.running += 1
+        elif instance.state == batch_pb2.INSTANCE_SUCCEEDED:
+            counts.succeeded += 1
+        elif instance.state == batch_pb2.INSTANCE_FAILED:
+            counts.failed += 1
+        elif instance.state == batch_pb2.INSTANCE_KILLED:
+            counts.killed += 1
+    job.counts.CopyFrom(counts)
+    if job.state == batch_pb2.JOB_KILLED:
+        return  # final: the kill decided it; instances only catch up
+    total = len(job.instances)
+    if total and counts.succeeded == total:
+        state = batch_pb2.JOB_SUCCEEDED
+    elif total and counts.succeeded + counts.failed + counts.killed == total:
+        state = batch_pb2.JOB_FAILED
+    elif never_launched(job):
+        state = batch_pb2.JOB_QUEUED
+    else:
+        state = batch_pb2.JOB_RUNNING
+    if state != job.state:
+        job.state = state
+        if state in TERMINAL_JOB_STATES:
+            job.ended_at = now
+            if state == batch_pb2.JOB_SUCCEEDED:
+                job.message = ""
+        elif state == batch_pb2.JOB_RUNNING and job.message.startswith("waiting"):
+            job.message = ""
+
+
+def job_state_name(state: int) -> str:
+    return batch_pb2.JobState.Name(state).removeprefix("JOB_")
+
+
+def instance_state_name(state: int) -> str:
+    return batch_pb2.InstanceState.Name(state).removeprefix("INSTANCE_")
+
+
+def is_terminal_task(state: int) -> bool:
+    return state in TERMINAL_TASK_STATES

@@ -1,0 +1,66 @@
+"""Checks a submitted JobSpec at the edge, before anything is stored. Pure."""
+
+from __future__ import annotations
+
+import math
+
+from agora.v1 import batch_pb2
+
+from common import UNRESERVED, Resources
+
+MAX_INSTANCES = 10_000
+MAX_RETRIES = 1_000
+MAX_PORTS = 1_000
+
+
+class SpecError(ValueError):
+    """The spec is malformed; the message says what to change."""
+
+
+def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> None:
+    """Raises SpecError naming the first problem of `spec`."""
+    if not 1 <= spec.instances <= MAX_INSTANCES:
+        raise SpecError(f"instances must be between 1 and {MAX_INSTANCES}, got {spec.instances}")
+    task = spec.task
+    command = task.command
+    if command.argv and command.shell:
+        raise SpecError("the command has both argv and shell; give exactly one")
+    if command.argv:
+        if not command.argv[0].strip():
+            raise SpecError("the command's argv[0] (the program) is empty")
+    elif not command.shell.strip():
+        raise SpecError("the job has no command: give a shell string or an argv list")
+    for name, value in (("cpus", task.cpus), ("mem", task.mem)):
+        if not math.isfinite(value) or value <= 0:
+            raise SpecError(f"{name} must be a positive number, got {value:g}")
+    for name, value in (("disk", task.disk),
+                        ("kill_grace_period_seconds", task.kill_grace_period_seconds),
+                        ("duration_seconds", spec.duration_seconds)):
+        if not math.isfinite(value) or value < 0:
+            raise SpecError(f"{name} must be 0 or a positive number, got {value:g}")
+    if round(task.cpus, 3) <= 0 or round(task.mem, 3) <= 0:
+        raise SpecError("cpus and mem must be at least 0.001")
+    if task.ports > MAX_PORTS:
+        raise SpecError(f"ports is a count of ports per instance, at most {MAX_PORTS}")
+    if spec.max_retries > MAX_RETRIES:
+        raise SpecError(f"max_retries must be at most {MAX_RETRIES}, got {spec.max_retries}")
+    for key in list(task.env) + list(command.environment):
+        if not key or "=" in key or "\0" in key:
+            raise SpecError(f"environment variable name {key!r} is not valid")
+    if task.role not in ("", UNRESERVED, framework_role):
+        raise SpecError(f"role {task.role!r}: the batch framework runs in role "
+                        f"{framework_role!r}; a job may use that role or '*'")
+
+
+def needs(spec: batch_pb2.JobSpec) -> Resources:
+    """One instance's scalar needs, for messages."""
+    task = spec.task
+    amounts = {"cpus": task.cpus, "mem": task.mem, "disk": task.disk}
+    return Resources.of(**{k: round(v, 3) for k, v in amounts.items() if v > 0})
+
+
+def describe_needs(spec: batch_pb2.JobSpec) -> str:
+    text = needs(spec).format()
+    if spec.task.ports:
+        text += f";ports:{spec.task.ports}"
+    return text
