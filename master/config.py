@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+ALLOCATION_MODES = ("event", "interval")
+
 
 @dataclass
 class MasterConfig:
@@ -23,6 +25,9 @@ class MasterConfig:
     # changes costs one cycle; the periodic sweep is a safety net.
     allocation_batch_seconds: float = 0.002
     allocation_interval_seconds: float = 1.0
+    # "event": the above. "interval": Mesos' default behaviour, for comparisons: allocate only
+    # on a fixed timer every allocation_interval_seconds, never triggered by a change.
+    allocation_mode: str = "event"
     # Outstanding offers older than this are rescinded; None keeps them until used.
     offer_timeout_seconds: float | None = None
     # Sorter names, checked by the allocator's AllocatorConfig (ValueError at start-up).
@@ -51,6 +56,9 @@ class MasterConfig:
         }.items():
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be 0 or more seconds, got {value}")
+        if self.allocation_mode not in ALLOCATION_MODES:
+            raise ValueError(f"allocation_mode must be one of {', '.join(ALLOCATION_MODES)}, "
+                             f"got {self.allocation_mode!r}")
         if self.agent_timeout_seconds <= self.heartbeat_interval_seconds:
             raise ValueError(
                 f"agent_timeout_seconds ({self.agent_timeout_seconds}) must exceed "
