@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,8 +126,13 @@ class BatchCluster:
 
 
 def run_cli(*args: str) -> CliResult:
-    """Runs `agora job ...`-style args; `--master X` first is moved after the subcommand."""
-    from cli.main import main
+    """Runs `agora job ...`-style args; `--master X` first is moved after the subcommand.
+
+    Only the job command is registered: the same `cli.main.main` path (parsing, CommandError
+    to one line and exit 1), without importing every other command."""
+    from unittest import mock
+
+    import cli.main
 
     argv = list(args)
     if argv[:1] == ["--master"]:
@@ -135,9 +142,50 @@ def run_cli(*args: str) -> CliResult:
         head = rest[:2] if rest[:1] == ["job"] else rest[:1]
         argv = [*head, "--master", *master, *rest[len(head):]]
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    # Only this thread's output is the command's: the daemons keep logging on the loop's.
+    with _this_thread_writes_to(out, err):
         try:
-            code = main(argv)
+            with mock.patch.object(cli.main, "COMMAND_MODULES", ["cli.job_cmd"]):
+                code = cli.main.main(argv)
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+class _PerThread(io.TextIOBase):
+    """A stream that writes to a per-thread target, else to the stream it replaced."""
+
+    def __init__(self, default) -> None:
+        self.default = default
+        self.local = threading.local()
+
+    def _target(self):
+        return getattr(self.local, "target", None) or self.default
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _this_thread_writes_to(out, err):
+    proxies = []
+    for name, target in (("stdout", out), ("stderr", err)):
+        current = getattr(sys, name)
+        if not isinstance(current, _PerThread):
+            current = _PerThread(current)
+            setattr(sys, name, current)
+        current.local.target = target
+        proxies.append((name, current))
+    try:
+        yield
+    finally:
+        for name, proxy in proxies:
+            proxy.local.target = None
+            if getattr(sys, name) is proxy:
+                setattr(sys, name, proxy.default)

@@ -1,0 +1,177 @@
+"""The batch framework end to end: a real master, real agents running real processes, the batch
+daemon, and `agora job` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+from agora.v1 import operator_pb2, operator_pb2_grpc
+from batch_harness import BatchCluster
+from harness import eventually_async
+
+from common.rpc import insecure_channel
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    c = await BatchCluster(tmp_path).start()
+    yield c
+    await c.stop()
+
+
+async def master_tasks(cluster: BatchCluster) -> list:
+    async with insecure_channel(cluster.master.address) as channel:
+        reply = await operator_pb2_grpc.OperatorStub(channel).ListTasks(
+            operator_pb2.ListTasksRequest())
+    return list(reply.tasks)
+
+
+async def test_ten_instances_succeed_and_their_logs_are_readable(cluster):
+    result = await cluster.cli(
+        "job", "submit", "--name", "ten", "--instances", "10", "--cpus", "0.1", "--mem", "16",
+        "--wait", "--", "echo hello from instance $AGORA_INSTANCE; echo to stderr >&2")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    job_id = lines[0]
+    assert job_id.startswith("job-")
+    assert f"job {job_id} SUCCEEDED" in lines[-1]
+    assert any("10/10 done" in line for line in lines)  # plain progress lines off a TTY
+
+    job = await cluster.job(job_id)
+    assert job.state == B.JOB_SUCCEEDED and job.counts.succeeded == 10
+    hosts = {i.attempts[0].hostname for i in job.instances}
+    assert hosts == {"host-0", "host-1"}  # spread over both agents
+    for instance in job.instances:
+        assert [a.state for a in instance.attempts] == [C.TASK_FINISHED]
+        assert instance.attempts[0].exit_code == 0
+
+    logs = await cluster.cli("job", "logs", job_id, "--instance", "7")
+    assert logs.code == 0, logs.err
+    assert logs.out == "hello from instance 7\n"
+    err = await cluster.cli("job", "logs", job_id, "--instance", "7", "--stderr")
+    assert err.out == "to stderr\n"
+    follow = await cluster.cli("job", "logs", job_id, "--instance", "2", "--follow")
+    assert follow.code == 0 and follow.out == "hello from instance 2\n"
+
+    status = await cluster.cli("job", "status", job_id, "--json")
+    assert json.loads(status.out)["state"] == "JOB_SUCCEEDED"
+    text = (await cluster.cli("job", "status", job_id)).out
+    assert "SUCCEEDED" in text and "10 succeeded" in text
+    listing = await cluster.cli("job", "list")
+    assert job_id in listing.out and "10/10" in listing.out
+    listed = json.loads((await cluster.cli("job", "list", "--json")).out)
+    assert [j["job_id"] for j in listed] == [job_id]
+
+
+async def test_instance_fails_twice_then_succeeds_within_retries(cluster, tmp_path):
+    counter = tmp_path / "attempts"
+    script = (f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
+              "[ $n -ge 3 ] || exit 1")
+    job_id = await cluster.submit(script, instances=1, max_retries=2)
+    job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+    attempts = job.instances[0].attempts
+    assert [a.state for a in attempts] == [C.TASK_FAILED, C.TASK_FAILED, C.TASK_FINISHED]
+    assert [a.exit_code for a in attempts] == [1, 1, 0]
+    assert [a.attempt for a in attempts] == [1, 2, 3]
+    assert job.instances[0].failures == 2
+    assert counter.read_text().strip() == "3"
+
+
+async def test_job_that_exhausts_its_retries_fails(cluster):
+    result = await cluster.cli("job", "submit", "--name", "doomed", "--instances", "2",
+                               "--retries", "1", "--wait", "--", "echo trying; exit 3")
+    assert result.code == 1
+    job_id = result.out.splitlines()[0]
+    assert f"job {job_id} FAILED" in result.err
+    job = await cluster.job(job_id)
+    assert job.state == B.JOB_FAILED and job.counts.failed == 2
+    for instance in job.instances:
+        assert instance.state == B.INSTANCE_FAILED
+        assert [a.exit_code for a in instance.attempts] == [3, 3]  # first try + 1 retry
+    assert "exited with code 3" in job.message
+
+
+async def test_gang_that_cannot_fit_launches_nothing_and_stays_queued(cluster):
+    # Two agents of 2 cpus: at most two instances of 1.5 cpus fit, never three at once.
+    gang = await cluster.submit("true", instances=3, cpus=1.5, gang=True)
+    # Its message is set when it is passed over in a round of offers.
+    job = await eventually_async(
+        lambda: _with_message(cluster, gang, "gang of 3"), timeout=30,
+        message="the gang job considered and held")
+    assert job.state == B.JOB_QUEUED
+    # A small plain job behind it still runs (backfill), while the gang holds nothing.
+    small = await cluster.submit("true", instances=2)
+    await cluster.wait_state(small, B.JOB_SUCCEEDED)
+    job = await cluster.job(gang)
+    assert job.state == B.JOB_QUEUED and job.counts.pending == 3
+    assert all(not i.attempts for i in job.instances)
+    assert not [t for t in await master_tasks(cluster) if t.task_id.startswith(gang)]
+
+
+async def _with_message(cluster, job_id, text):
+    job = await cluster.job(job_id)
+    return job if text in job.message else None
+
+
+async def test_gang_that_fits_launches_all_at_once(cluster):
+    gang = await cluster.submit("true", instances=4, cpus=1.0, gang=True)
+    job = await cluster.wait_state(gang, B.JOB_SUCCEEDED)
+    launched = {i.attempts[0].launched_at for i in job.instances}
+    assert len(launched) <= 2  # one launch per agent, in the same round of offers
+    assert {i.attempts[0].hostname for i in job.instances} == {"host-0", "host-1"}
+
+
+async def test_kill_a_job_its_tasks_end_killed(cluster):
+    job_id = await cluster.submit("sleep 60", instances=3)
+
+    async def all_running():
+        job = await cluster.job(job_id)
+        return job if job.counts.running == 3 and all(
+            i.attempts[-1].state == C.TASK_RUNNING for i in job.instances) else None
+
+    await eventually_async(all_running, timeout=30, message="3 instances running")
+    result = await cluster.cli("job", "kill", job_id)
+    assert result.code == 0, result.err
+    assert "KILLED" in result.out
+
+    async def all_killed():
+        job = await cluster.job(job_id)
+        return job if all(i.attempts[-1].state == C.TASK_KILLED for i in job.instances) \
+            else None
+
+    job = await eventually_async(all_killed, timeout=30, message="tasks KILLED")
+    assert job.state == B.JOB_KILLED and job.counts.killed == 3
+    for task in await master_tasks(cluster):
+        assert task.state in (C.TASK_KILLED,) or not task.task_id.startswith(job_id)
+    again = await cluster.cli("job", "kill", job_id)
+    assert again.code == 1 and "already ended" in again.err
+
+
+async def test_watch_streams_every_change_until_the_end(cluster):
+    job_id = await cluster.submit("true", instances=2)
+    events = [e async for e in cluster.stub.WatchJob(B.WatchJobRequest(job_id=job_id))]
+    assert events[-1].job.state == B.JOB_SUCCEEDED
+    finished = [e for e in events if e.attempt.state == C.TASK_FINISHED]
+    assert sorted(e.instance for e in finished) == [0, 1]
+    assert all(e.description for e in events)
+
+
+async def test_queue_is_suppressed_when_idle(cluster):
+    job_id = await cluster.submit("true")
+    await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+
+    async def suppressed():
+        async with insecure_channel(cluster.master.address) as channel:
+            reply = await operator_pb2_grpc.OperatorStub(channel).ListFrameworks(
+                operator_pb2.ListFrameworksRequest())
+        batch = [f for f in reply.frameworks if f.info.name == "batch"]
+        return batch and batch[0].suppressed and batch[0].info.service_address == \
+            cluster.batch.address
+
+    await eventually_async(suppressed, timeout=30, message="batch suppressed when idle")
+    # New work revives it.
+    again = await cluster.submit("true")
+    await cluster.wait_state(again, B.JOB_SUCCEEDED)
