@@ -1,0 +1,92 @@
+"""Restarting the batch daemon mid-job loses nothing: it re-subscribes with its saved framework
+id, learns what its tasks did meanwhile, and the job completes."""
+
+from __future__ import annotations
+
+import pytest
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+from agora.v1 import operator_pb2, operator_pb2_grpc
+from batch_harness import BatchCluster
+from harness import eventually_async
+
+from common.rpc import insecure_channel
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    c = await BatchCluster(tmp_path).start()
+    yield c
+    await c.stop()
+
+
+async def master_task_state(cluster, task_id):
+    async with insecure_channel(cluster.master.address) as channel:
+        reply = await operator_pb2_grpc.OperatorStub(channel).ListTasks(
+            operator_pb2.ListTasksRequest())
+    states = [t.state for t in reply.tasks if t.task_id == task_id]
+    return states[0] if states else None
+
+
+async def test_restart_mid_job_loses_nothing_and_the_job_completes(cluster, tmp_path):
+    # Each instance runs until its go-file appears, so we decide when each one ends.
+    wait_for_go = f"while [ ! -f {tmp_path}/go-$AGORA_INSTANCE ]; do sleep 0.05; done"
+    job_id = await cluster.submit(wait_for_go, instances=2, max_retries=3)
+    queued = await cluster.submit("true", instances=3, cpus=1.5, gang=True)  # never fits
+
+    async def both_running():
+        job = await cluster.job(job_id)
+        return job if all(i.attempts and i.attempts[-1].state == C.TASK_RUNNING
+                          for i in job.instances) else None
+
+    before = await eventually_async(both_running, timeout=30, message="2 instances running")
+    framework_id = cluster.batch.scheduler.framework_id
+    assert framework_id
+
+    await cluster.stop_batch()
+    # Instance 0 ends while the daemon is away.
+    (tmp_path / "go-0").touch()
+    first = before.instances[0].attempts[0].task_id
+    await eventually_async(lambda: _is(master_task_state(cluster, first), C.TASK_FINISHED),
+                           timeout=30, message="instance 0 finished while batch was down")
+
+    await cluster.start_batch()  # same state dir
+    assert cluster.batch.scheduler.framework_id == framework_id
+    job = await cluster.job(job_id)  # still known after the restart
+    assert job.spec.instances == 2
+    await eventually_async(lambda: _instance_state(cluster, job_id, 0, B.INSTANCE_SUCCEEDED),
+                           timeout=30, message="instance 0's end learnt after the restart")
+
+    (tmp_path / "go-1").touch()
+    job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+    # Neither instance was launched again: the restart cost no attempt.
+    assert [len(i.attempts) for i in job.instances] == [1, 1]
+    assert [i.attempts[0].task_id for i in job.instances] == \
+        [i.attempts[0].task_id for i in before.instances]
+
+    held = await cluster.job(queued)
+    assert held.state == B.JOB_QUEUED and held.spec.gang
+
+    # The master still has one batch framework, now pointing at the new API address.
+    async with insecure_channel(cluster.master.address) as channel:
+        reply = await operator_pb2_grpc.OperatorStub(channel).ListFrameworks(
+            operator_pb2.ListFrameworksRequest())
+    batch = [f for f in reply.frameworks if f.info.name == "batch"]
+    assert [f.info.framework_id for f in batch] == [framework_id]
+    assert batch[0].info.service_address == cluster.batch.address
+
+
+async def test_job_submitted_then_daemon_restarted_before_any_offer_still_runs(cluster):
+    job_id = await cluster.submit("true", instances=2)
+    await cluster.stop_batch()
+    await cluster.start_batch()
+    await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+
+
+async def _is(coroutine, state):
+    return await coroutine == state
+
+
+async def _instance_state(cluster, job_id, index, state):
+    job = await cluster.job(job_id)
+    return job.instances[index].state == state
