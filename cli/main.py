@@ -19,6 +19,8 @@ COMMAND_MODULES = [
     "cli.bench_cmd",
     "cli.batch_cmd",
     "cli.job_cmd",
+    "cli.services_cmd",
+    "cli.app_cmd",
 ]
 
 

@@ -1,0 +1,228 @@
+"""`agora app`: put, list, get, scale, delete long-running apps and read their endpoints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cli.options import add_json_flag, add_master_flag
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "app",
+        help="manage long-running apps on the service framework",
+        description=(
+            "Talks to the service framework (`agora services`), found through the master. "
+            "An app file (JSON or YAML) has at least id, cmd, instances, cpus and mem; see "
+            "protos/agora/v1/services.proto for every field."
+        ),
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = actions.add_parser(name, help=help_text, description=help_text)
+        add_master_flag(p)
+        p.add_argument("--services", metavar="HOST:PORT", default=None,
+                       help="the Services API address (default: ask the master)")
+        add_json_flag(p)
+        return p
+
+    p = action("put", "create or update an app from a JSON or YAML file")
+    p.add_argument("file", type=Path, help="the app file (.json, .yaml or .yml)")
+    p.add_argument("--create", action="store_true",
+                   help="only create: fail if an app with this id exists")
+    p.set_defaults(func=_put)
+    p = action("list", "list the apps")
+    p.set_defaults(func=_list)
+    p = action("get", "show an app: its instances, deployments, and why instances wait")
+    p.add_argument("id")
+    p.set_defaults(func=_get)
+    p = action("scale", "change an app's number of instances")
+    p.add_argument("id")
+    p.add_argument("instances", type=int)
+    p.set_defaults(func=_scale)
+    p = action("delete", "kill an app's instances and remove it")
+    p.add_argument("id")
+    p.set_defaults(func=_delete)
+    p = action("endpoints", "print the host:port of each healthy instance")
+    p.add_argument("id")
+    p.set_defaults(func=_endpoints)
+
+
+# --- plumbing ------------------------------------------------------------------------------
+
+def _stub(args: argparse.Namespace):
+    import grpc
+    from agora.v1 import services_pb2_grpc
+
+    from cli.main import CommandError
+    from common.rpc import CHANNEL_OPTIONS
+    from frameworks.service.client import ServicesNotFound, find_services_address
+
+    address = args.services
+    if not address:
+        try:
+            address = find_services_address(args.master)
+        except ServicesNotFound as e:
+            raise CommandError(str(e)) from None
+    channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return channel, services_pb2_grpc.ServicesStub(channel)
+
+
+def _call(args: argparse.Namespace, method: str, request):
+    import grpc
+
+    from cli.main import CommandError
+
+    channel, stub = _stub(args)
+    with channel:
+        try:
+            return getattr(stub, method)(request, timeout=30)
+        except grpc.RpcError as e:
+            raise CommandError(e.details() or e.code().name) from None
+
+
+def _to_dict(message) -> dict:
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def _print_json(message) -> None:
+    print(json.dumps(_to_dict(message), indent=2, sort_keys=True))
+
+
+# --- actions -------------------------------------------------------------------------------
+
+def _put(args: argparse.Namespace) -> int:
+    from agora.v1 import services_pb2
+
+    from cli.main import CommandError
+    from frameworks.service.apps import AppError, parse_app_text
+
+    try:
+        text = args.file.read_text()
+    except OSError as e:
+        raise CommandError(f"cannot read {args.file}: {e.strerror}") from None
+    try:
+        app = parse_app_text(text, str(args.file))
+    except AppError as e:
+        raise CommandError(str(e)) from None
+    reply = _call(args, "PutApp", services_pb2.PutAppRequest(app=app, create_only=args.create))
+    if args.json:
+        _print_json(reply)
+        return 0
+    verb = "created" if reply.created else "updated"
+    extra = "; rolling out the new version" if reply.deploying else ""
+    print(f"app {reply.app.id} {verb} (version {reply.app.version}, "
+          f"{reply.app.instances} instance(s)){extra}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from agora.v1 import services_pb2
+
+    reply = _call(args, "ListApps", services_pb2.ListAppsRequest())
+    if args.json:
+        print(json.dumps([_to_dict(a) for a in reply.apps], indent=2, sort_keys=True))
+        return 0
+    rows = [("ID", "INSTANCES", "HEALTHY", "STATE", "WAITING")]
+    for status in reply.apps:
+        rows.append((status.app.id, str(status.app.instances), str(status.healthy),
+                     status.state, _short(status.waiting_reason)))
+    _table(rows)
+    return 0
+
+
+def _get(args: argparse.Namespace) -> int:
+    from agora.v1 import services_pb2
+
+    from frameworks.sdk import state_name
+
+    status = _call(args, "GetApp", services_pb2.GetAppRequest(id=args.id))
+    if args.json:
+        _print_json(status)
+        return 0
+    app = status.app
+    command = app.cmd or " ".join(app.args)
+    print(f"app:        {app.id}")
+    print(f"state:      {status.state}")
+    print(f"version:    {app.version}")
+    print(f"command:    {command}")
+    print(f"resources:  cpus:{app.cpus:g} mem:{app.mem:g} disk:{app.disk:g} ports:{app.ports}")
+    print(f"instances:  {app.instances} wanted, {status.running} running, "
+          f"{status.healthy} healthy, {status.staged} staged, {status.unhealthy} unhealthy")
+    if app.constraints:
+        text = ", ".join(f"[{c.field}, {c.operator}{', ' + c.value if c.value else ''}]"
+                         for c in app.constraints)
+        print(f"constraints: {text}")
+    if status.waiting_reason:
+        label = "waiting (cannot be placed)" if status.unplaceable else "waiting"
+        print(f"{label}: {status.waiting_reason}")
+    for d in status.deployments:
+        print(f"deployment: {d.from_versions} -> {d.to_version}: {d.old_instances} old, "
+              f"{d.new_instances} new ({d.new_healthy} healthy)")
+    if status.tasks:
+        rows = [("TASK", "HOST", "PORTS", "STATE", "HEALTH", "VERSION")]
+        for t in status.tasks:
+            health = "-" if not t.HasField("healthy") else ("healthy" if t.healthy else
+                                                            "UNHEALTHY")
+            state = state_name(t.state) + (" (killing)" if t.killing else "")
+            rows.append((t.task_id, f"{t.hostname} ({t.host})",
+                         ",".join(str(p) for p in t.ports) or "-", state, health, t.version))
+        print()
+        _table(rows)
+    return 0
+
+
+def _scale(args: argparse.Namespace) -> int:
+    from agora.v1 import services_pb2
+
+    reply = _call(args, "ScaleApp",
+                  services_pb2.ScaleAppRequest(id=args.id, instances=args.instances))
+    if args.json:
+        _print_json(reply)
+        return 0
+    print(f"app {reply.app.id} scaled to {reply.app.instances} instance(s)")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from agora.v1 import services_pb2
+
+    _call(args, "DeleteApp", services_pb2.DeleteAppRequest(id=args.id))
+    if args.json:
+        print(json.dumps({"deleted": args.id}))
+    else:
+        print(f"app {args.id} deleted; its instances are being killed")
+    return 0
+
+
+def _endpoints(args: argparse.Namespace) -> int:
+    from agora.v1 import services_pb2
+
+    reply = _call(args, "GetEndpoints", services_pb2.GetEndpointsRequest(app_id=args.id))
+    if args.json:
+        _print_json(reply)
+        return 0
+    for e in reply.endpoints:
+        print(" ".join(f"{e.host}:{port}" for port in e.ports) or e.host)
+    if not reply.endpoints:
+        print(f"app {args.id} has no healthy instances ({reply.instances} wanted)",
+              file=sys.stderr)
+    return 0
+
+
+def _short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())

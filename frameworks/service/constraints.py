@@ -1,0 +1,128 @@
+"""Placement constraints, Marathon-style: [field, OPERATOR, value] over hostname or attributes.
+
+Pure: `Constraint.parse` validates one (an unknown operator is a ConstraintError naming the
+known ones), and `violation()` says why an agent cannot take one more instance given where the
+app's instances already are, or None when it can.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+OPERATORS = ("UNIQUE", "CLUSTER", "GROUP_BY", "LIKE", "UNLIKE", "MAX_PER")
+
+
+class ConstraintError(ValueError):
+    """A constraint that cannot be used; the message says what to write instead."""
+
+
+@dataclass(frozen=True)
+class AgentFacts:
+    """What constraints look at on an agent: its hostname and attributes."""
+
+    agent_id: str
+    hostname: str
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+    def value(self, name: str) -> str | None:
+        if name == "hostname":
+            return self.hostname
+        return self.attributes.get(name)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    field: str
+    operator: str
+    value: str = ""
+
+    @classmethod
+    def parse(cls, field_name: str, operator: str, value: str = "") -> Constraint:
+        field_name = (field_name or "").strip()
+        op = (operator or "").strip().upper()
+        value = "" if value is None else str(value)
+        where = f"constraint [{field_name}, {operator}{', ' + value if value else ''}]"
+        if not field_name:
+            raise ConstraintError(f"{where}: the field is empty (use hostname or an attribute)")
+        if op not in OPERATORS:
+            raise ConstraintError(
+                f"{where}: unknown operator {operator!r}; use one of {', '.join(OPERATORS)}")
+        if op in ("CLUSTER", "LIKE", "UNLIKE") and not value:
+            raise ConstraintError(f"{where}: {op} needs a value")
+        if op in ("LIKE", "UNLIKE"):
+            try:
+                re.compile(value)
+            except re.error as e:
+                raise ConstraintError(f"{where}: bad regular expression: {e}") from None
+        if op == "MAX_PER" or (op == "GROUP_BY" and value):
+            if not value.isdigit() or int(value) < 1:
+                raise ConstraintError(f"{where}: {op} needs a whole number >= 1")
+        if op == "UNIQUE" and value:
+            raise ConstraintError(f"{where}: UNIQUE takes no value")
+        return cls(field_name, op, value)
+
+    def describe(self) -> str:
+        return f"[{self.field}, {self.operator}{', ' + self.value if self.value else ''}]"
+
+    def violation(self, agent: AgentFacts, placed: Sequence[AgentFacts],
+                  known_values: Iterable[str] = ()) -> str | None:
+        """Why `agent` cannot take one more instance, or None if it can.
+
+        `placed` are the agents of the app's instances (one entry per instance); `known_values`
+        are the field's values over all agents (for GROUP_BY's evenness).
+        """
+        mine = agent.value(self.field)
+        if mine is None:
+            if self.operator == "UNLIKE":
+                return None
+            return f"{self.describe()}: agent {agent.hostname} has no {self.field!r} attribute"
+        counts = Counter(a.value(self.field) for a in placed)
+        if self.operator == "UNIQUE":
+            if counts[mine] >= 1:
+                return f"{self.describe()}: {self.field}={mine} already runs an instance"
+        elif self.operator == "MAX_PER":
+            if counts[mine] >= int(self.value):
+                return (f"{self.describe()}: {self.field}={mine} already runs "
+                        f"{counts[mine]} instance(s)")
+        elif self.operator == "CLUSTER":
+            if mine != self.value:
+                return f"{self.describe()}: {self.field}={mine}"
+        elif self.operator == "LIKE":
+            if not re.fullmatch(self.value, mine):
+                return f"{self.describe()}: {self.field}={mine} does not match"
+        elif self.operator == "UNLIKE":
+            if re.fullmatch(self.value, mine):
+                return f"{self.describe()}: {self.field}={mine} matches"
+        elif self.operator == "GROUP_BY":
+            values = set(known_values) | {mine} | {v for v in counts if v is not None}
+            least = min(counts[v] for v in values)
+            if self.value and len(values) < int(self.value):
+                least = 0  # groups not seen yet count as empty
+            if counts[mine] > least:
+                return (f"{self.describe()}: {self.field}={mine} has {counts[mine]} instance(s), "
+                        f"another value has {least}")
+        return None
+
+
+def first_violation(constraints: Sequence[Constraint], agent: AgentFacts,
+                    placed: Sequence[AgentFacts],
+                    known_values: Mapping[str, set[str]] | None = None) -> str | None:
+    """The first constraint `agent` breaks for one more instance, or None."""
+    for constraint in constraints:
+        values = (known_values or {}).get(constraint.field, set())
+        reason = constraint.violation(agent, placed, values)
+        if reason is not None:
+            return reason
+    return None
+
+
+def known_values(agents: Iterable[AgentFacts], fields: Iterable[str]) -> dict[str, set[str]]:
+    """Each field's values over the agents (for GROUP_BY)."""
+    agents = list(agents)
+    out: dict[str, set[str]] = {}
+    for name in fields:
+        out[name] = {v for a in agents if (v := a.value(name)) is not None}
+    return out

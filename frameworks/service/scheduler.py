@@ -1,0 +1,518 @@
+"""The service scheduler: a Framework that keeps every app at its wanted healthy instances.
+
+State lives here (apps, instances, backoffs) and in the store; decisions come from the pure
+modules (deploy.plan, placement.place/explain, RestartBackoff). `converge()` runs after every
+change and on a timer: it kills what the plan says, works out why instances wait, revives or
+suppresses offers, and tells endpoint watchers. Launches happen in `on_offers`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+from agora.v1 import common_pb2, services_pb2
+
+from frameworks.sdk import Driver, Framework, SchedulerError, TaskSpec, new_task_id, state_name
+from frameworks.service import apps as appdefs
+from frameworks.service.backoff import RestartBackoff
+from frameworks.service.deploy import plan
+from frameworks.service.instances import Instance
+from frameworks.service.placement import (
+    AgentSlot,
+    Needs,
+    Request,
+    explain,
+    offer_host,
+    place,
+)
+from frameworks.service.store import ServiceStore
+
+log = structlog.get_logger(__name__)
+
+App = services_pb2.App
+# Re-send a kill that has not ended the task after this long (lost on a reconnect, say).
+KILL_RETRY_SECONDS = 10.0
+# Offers declined while something waits come back this soon (or when we revive).
+WAITING_REFUSE_SECONDS = 2.0
+IDLE_REFUSE_SECONDS = 30.0
+# The master reports these for tasks it no longer has: for us they are gone.
+GONE_STATES = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE})
+
+CatalogFn = Callable[[], Awaitable[list[AgentSlot]]]
+
+
+@dataclass
+class AppRecord:
+    app: App
+    backoff: RestartBackoff
+    waiting_reason: str = ""
+    unplaceable: bool = False
+    # What the last round of offers said about instances that did not fit.
+    offer_note: str = ""
+    watchers: set[asyncio.Queue] = field(default_factory=set)
+    last_endpoints: tuple = ()
+
+
+def _backoff_for(app: App) -> RestartBackoff:
+    b = app.backoff
+    return RestartBackoff(b.backoff_seconds, b.backoff_factor, b.max_launch_delay_seconds)
+
+
+class ServiceScheduler(Framework):
+    def __init__(self, store: ServiceStore, role: str = "*", catalog: CatalogFn | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.role = role
+        self.clock = clock
+        self._catalog_fn = catalog
+        self.catalog: list[AgentSlot] | None = None  # None: not known yet
+        self.apps: dict[str, AppRecord] = {}
+        self.instances: dict[str, Instance] = {}
+        self.driver: Driver | None = None
+        self.suppressed = False
+        self._wanted_before = False
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._kill_sent: dict[str, float] = {}
+        for app in store.apps():
+            self.apps[app.id] = AppRecord(app, _backoff_for(app))
+        for instance in store.instances():
+            self.instances[instance.task_id] = instance
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def instances_of(self, app_id: str) -> list[Instance]:
+        return [i for i in self.instances.values() if i.app_id == app_id]
+
+    def endpoints(self, app_id: str) -> services_pb2.Endpoints:
+        record = self.apps[app_id]
+        serving = sorted((i for i in self.instances_of(app_id) if i.serving),
+                         key=lambda i: (i.launched_at, i.task_id))
+        return services_pb2.Endpoints(app_id=app_id, endpoints=[i.endpoint() for i in serving],
+                                      instances=record.app.instances)
+
+    def status(self, app_id: str) -> services_pb2.AppStatus:
+        record = self.apps[app_id]
+        app = record.app
+        mine = sorted(self.instances_of(app_id), key=lambda i: (i.launched_at, i.task_id))
+        out = services_pb2.AppStatus(app=app, tasks=[i.to_proto() for i in mine])
+        out.staged = sum(1 for i in mine if not i.running and not i.ended)
+        out.running = sum(1 for i in mine if i.running)
+        out.healthy = sum(1 for i in mine if i.serving)
+        out.unhealthy = sum(1 for i in mine if i.running and i.healthy is False)
+        old = [i for i in mine if i.version != app.version and not i.killing]
+        new = [i for i in mine if i.version == app.version and not i.killing]
+        if old:
+            out.deployments.add(
+                from_versions=",".join(sorted({i.version for i in old})),
+                to_version=app.version, old_instances=len(old), new_instances=len(new),
+                new_healthy=sum(1 for i in new if i.serving))
+        out.waiting_reason = record.waiting_reason
+        out.unplaceable = record.unplaceable
+        now = self.clock()
+        if not record.backoff.ready(now):
+            out.delayed_until = record.backoff.delayed_until
+        if app.instances == 0 and not mine:
+            out.state = "SUSPENDED"
+        elif old:
+            out.state = "DEPLOYING"
+        elif record.waiting_reason and record.unplaceable:
+            out.state = "WAITING"
+        elif out.delayed_until and len(new) < app.instances:
+            out.state = "DELAYED"
+        elif out.healthy >= app.instances and len(new) == app.instances:
+            out.state = "RUNNING"
+        else:
+            out.state = "WAITING" if record.waiting_reason else "DEPLOYING"
+        return out
+
+    # --- API operations (called by the gRPC servicer) ----------------------------------------
+
+    async def put_app(self, app: App, create_only: bool = False) -> tuple[App, bool, bool]:
+        """Creates or updates an app; returns (stored app, created, deploying)."""
+        app = appdefs.normalize(app)
+        if app.role not in ("*", self.role):
+            raise appdefs.AppError(f"app {app.id}: role {app.role!r} is not usable; the "
+                                   f"service framework runs as role {self.role!r}")
+        await self.refresh_catalog()
+        self._check_fits_somewhere(app)
+        existing = self.apps.get(app.id)
+        if existing is not None and create_only:
+            raise appdefs.AppError(f"app {app.id} already exists; update it without "
+                                   "create-only, or delete it first", "ALREADY_EXISTS")
+        if existing is not None and \
+                appdefs.definition_key(existing.app) == appdefs.definition_key(app):
+            app.version = existing.app.version  # only the instance count (if anything) changed
+        else:
+            app.version = appdefs.new_version(self.clock())
+            if existing is not None and app.version <= existing.app.version:
+                app.version = existing.app.version + "+"  # same microsecond: keep it sortable
+        self.store.put_app(app)
+        deploying = existing is not None and app.version != existing.app.version and any(
+            not i.ended for i in self.instances_of(app.id))
+        if existing is None:
+            self.apps[app.id] = AppRecord(app, _backoff_for(app))
+        else:
+            existing.app = app
+            existing.backoff = _backoff_for(app)
+        log.info("app stored", app_id=app.id, version=app.version, instances=app.instances,
+                 created=existing is None, deploying=deploying)
+        self.wake()
+        return app, existing is None, deploying
+
+    async def scale_app(self, app_id: str, instances: int) -> App:
+        record = self._record(app_id)
+        if instances < 0:
+            raise appdefs.AppError(f"instances must be 0 or more, got {instances}")
+        app = App()
+        app.CopyFrom(record.app)
+        app.instances = instances
+        self.store.put_app(app)
+        record.app = app
+        record.backoff.reset()
+        log.info("app scaled", app_id=app_id, instances=instances)
+        self.wake()
+        return app
+
+    async def delete_app(self, app_id: str) -> None:
+        record = self._record(app_id)
+        self.store.delete_app(app_id)
+        del self.apps[app_id]
+        for queue in record.watchers:
+            queue.put_nowait(None)  # ends the watch streams
+        log.info("app deleted", app_id=app_id)
+        self.wake()  # converge kills its instances: they belong to no app now
+
+    def watch(self, app_id: str) -> asyncio.Queue:
+        record = self._record(app_id)
+        queue: asyncio.Queue = asyncio.Queue()
+        queue.put_nowait(self.endpoints(app_id))
+        record.watchers.add(queue)
+        return queue
+
+    def unwatch(self, app_id: str, queue: asyncio.Queue) -> None:
+        record = self.apps.get(app_id)
+        if record is not None:
+            record.watchers.discard(queue)
+
+    def close_watchers(self) -> None:
+        """Ends every watch stream (the daemon is stopping)."""
+        for record in self.apps.values():
+            for queue in record.watchers:
+                queue.put_nowait(None)
+
+    def _record(self, app_id: str) -> AppRecord:
+        record = self.apps.get(app_id)
+        if record is None:
+            raise appdefs.AppError(f"no app {app_id!r}; `agora app list` shows the apps",
+                                   "NOT_FOUND")
+        return record
+
+    def _check_fits_somewhere(self, app: App) -> None:
+        if not self.catalog:
+            return  # no agents known (yet): the app waits, and says so
+        needs = _needs(app)
+        if all(needs.shortfall(s.total.allocatable_to(app.role)) for s in self.catalog):
+            largest = max(self.catalog, key=lambda s: s.total.scalar("cpus"))
+            raise appdefs.AppError(
+                f"app {app.id}: each instance needs {needs.describe()}, more than any agent "
+                f"has (largest: {largest.facts.hostname} with {largest.total.format()})",
+                "FAILED_PRECONDITION")
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self, interval: float = 1.0, catalog_every: float = 2.0) -> None:
+        """Converges after every wake-up and at least every `interval` seconds."""
+        last_catalog = 0.0
+        while True:
+            try:
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                if time.monotonic() - last_catalog >= catalog_every:
+                    last_catalog = time.monotonic()
+                    await self.refresh_catalog()
+                await self.converge()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("converging failed; trying again")
+
+    async def refresh_catalog(self) -> None:
+        if self._catalog_fn is None:
+            return
+        try:
+            self.catalog = await self._catalog_fn()
+        except Exception as e:  # the master may be restarting: keep the last view
+            log.debug("cannot list agents", error=str(e))
+
+    async def converge(self) -> None:
+        async with self._lock:
+            await self._converge()
+
+    async def _converge(self) -> None:
+        now = self.clock()
+        wants_offers = False
+        for record in list(self.apps.values()):
+            app = record.app
+            mine = [i for i in self.instances_of(app.id) if not i.ended]
+            decision = plan(app.instances, app.version, [i.view() for i in mine],
+                            appdefs.strategy_of(app))
+            for task_id, why in decision.kill:
+                instance = self.instances.get(task_id)  # may have ended meanwhile
+                if instance is not None and not instance.ended:
+                    await self._kill(instance, why)
+            missing = app.instances - sum(
+                1 for i in mine if i.version == app.version and not i.killing)
+            record.waiting_reason, record.unplaceable = self._why_waiting(
+                record, missing, decision.launch, now)
+            if decision.launch > 0 and record.backoff.ready(now) and not record.unplaceable:
+                wants_offers = True
+        for instance in list(self.instances.values()):
+            if instance.app_id not in self.apps and not instance.ended:
+                await self._kill(instance, "its app was deleted")
+            elif instance.killing and not instance.ended and \
+                    time.monotonic() - self._kill_sent.get(instance.task_id, 0) > \
+                    KILL_RETRY_SECONDS:
+                await self._send_kill(instance)
+        await self._offers_wanted(wants_offers)
+        self._notify_watchers()
+
+    def _why_waiting(self, record: AppRecord, missing: int, launch: int,
+                     now: float) -> tuple[str, bool]:
+        if missing <= 0:
+            return "", False
+        app = record.app
+        if self.catalog is not None:
+            placed = [i.facts() for i in self.instances_of(app.id)
+                      if not i.ended and not i.killing]
+            reason, never = explain(missing, _needs(app), appdefs.constraints_of(app), placed,
+                                    self.catalog, app.role)
+            if never:
+                return reason, True
+        else:
+            reason = f"{missing} instance(s) waiting for offers"
+        if not record.backoff.ready(now):
+            return (f"{missing} instance(s) delayed by restart backoff after "
+                    f"{record.backoff.failures} failure(s): next launch in "
+                    f"{record.backoff.remaining(now):.1f}s"), False
+        if launch == 0:
+            return (f"{missing} instance(s) wait for old instances to be replaced "
+                    "(upgrade strategy)"), False
+        if record.offer_note:
+            reason = f"{reason}; last offers: {record.offer_note}"
+        return reason, False
+
+    async def _offers_wanted(self, wanted: bool) -> None:
+        driver = self.driver
+        if driver is None or not driver.connected:
+            return
+        try:
+            # Reviving also clears the filters of offers declined while nothing was wanted.
+            if wanted and (self.suppressed or not self._wanted_before):
+                await driver.revive()
+                self.suppressed = False
+                log.debug("revived offers")
+            elif not wanted and not self.suppressed:
+                await driver.suppress()
+                self.suppressed = True
+        except SchedulerError as e:
+            log.warning("revive/suppress failed", error=str(e))
+            return
+        self._wanted_before = wanted
+
+    async def _kill(self, instance: Instance, why: str) -> None:
+        if not instance.killing:
+            instance.killing = True
+            instance.kill_reason = why
+            self.store.put_instance(instance)
+            log.info("killing instance", app_id=instance.app_id, task_id=instance.task_id,
+                     why=why)
+        await self._send_kill(instance)
+
+    async def _send_kill(self, instance: Instance) -> None:
+        driver = self.driver
+        if driver is None or not driver.connected:
+            return
+        self._kill_sent[instance.task_id] = time.monotonic()
+        try:
+            await driver.kill(instance.task_id, instance.agent_id)
+        except SchedulerError as e:
+            log.warning("kill failed; will retry", task_id=instance.task_id, error=str(e))
+
+    def _notify_watchers(self) -> None:
+        for app_id, record in self.apps.items():
+            endpoints = self.endpoints(app_id)
+            key = tuple((e.task_id, e.host, tuple(e.ports)) for e in endpoints.endpoints)
+            key = (key, endpoints.instances)
+            if key != record.last_endpoints:
+                record.last_endpoints = key
+                for queue in record.watchers:
+                    queue.put_nowait(endpoints)
+
+    # --- Framework callbacks ------------------------------------------------------------------
+
+    async def on_subscribed(self, driver: Driver, framework_id: str) -> None:
+        self.driver = driver
+        self.suppressed = False  # a new subscription starts unsuppressed
+        self._wanted_before = False
+        if self.store.framework_id() != framework_id:
+            self.store.set_framework_id(framework_id)
+        log.info("subscribed", framework_id=framework_id, apps=len(self.apps),
+                 instances=len(self.instances))
+        # Ask about every task we know: one the master has never heard of comes back UNKNOWN
+        # (e.g. launched just before a crash, and the launch never arrived).
+        known = [(i.task_id, i.agent_id) for i in self.instances.values() if not i.ended]
+        if known:
+            try:
+                await driver.reconcile(known)
+            except SchedulerError as e:
+                log.warning("reconciliation failed", error=str(e))
+        self.wake()
+
+    async def on_disconnected(self, driver: Driver) -> None:
+        log.warning("disconnected from the master; reconnecting")
+
+    async def on_update(self, driver: Driver, status: common_pb2.TaskStatus) -> None:
+        instance = self.instances.get(status.task_id)
+        bound = log.bind(task_id=status.task_id, state=state_name(status.state))
+        if instance is None:
+            if status.state not in GONE_STATES and not _is_terminal(status.state):
+                bound.info("killing a task no app owns")
+                try:
+                    await driver.kill(status.task_id, status.agent_id or None)
+                except SchedulerError as e:
+                    bound.warning("kill failed", error=str(e))
+            return
+        now = self.clock()
+        record = self.apps.get(instance.app_id)
+        before = instance.healthy
+        instance.state = status.state
+        instance.message = status.message
+        if status.HasField("healthy"):
+            instance.healthy = status.healthy
+        if status.agent_id:
+            instance.agent_id = status.agent_id
+        if _is_terminal(status.state) or status.state in GONE_STATES:
+            del self.instances[instance.task_id]
+            self._kill_sent.pop(instance.task_id, None)
+            self.store.delete_instance(instance.task_id)
+            failed = not instance.killing or instance.kill_reason == "unhealthy"
+            if record is not None and failed:
+                until = record.backoff.failed(now)
+                bound.warning("instance ended; replacing it after backoff",
+                              app_id=instance.app_id, message=status.message,
+                              backoff=round(until - now, 3))
+            else:
+                bound.info("instance ended", app_id=instance.app_id)
+        else:
+            self.store.put_instance(instance)
+            if instance.healthy is True and before is not True and record is not None:
+                record.backoff.reset()  # a healthy instance ends a crash loop
+            if instance.healthy != before:
+                bound.info("instance health changed", app_id=instance.app_id,
+                           healthy=instance.healthy)
+        self.wake()
+        self._notify_watchers()
+
+    async def on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+        async with self._lock:
+            await self._on_offers(driver, offers)
+
+    async def _on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+        now = self.clock()
+        requests = []
+        for record in self.apps.values():
+            app = record.app
+            mine = [i for i in self.instances_of(app.id) if not i.ended]
+            launch = plan(app.instances, app.version, [i.view() for i in mine],
+                          appdefs.strategy_of(app)).launch
+            if launch <= 0 or not record.backoff.ready(now) or record.unplaceable:
+                continue
+            requests.append(Request(
+                app_id=app.id, count=launch, needs=_needs(app),
+                constraints=appdefs.constraints_of(app),
+                placed=[i.facts() for i in mine if not i.killing],
+                make_spec=lambda app=app: _task_spec(app)))
+        if not requests:
+            await self._decline(driver, offers, IDLE_REFUSE_SECONDS)
+            return
+        all_agents = [s.facts for s in self.catalog or []]
+        result = place(offers, requests, self.role, all_agents)
+        for launch in result.launches:
+            host = offer_host(launch.offers[0])
+            created = []
+            for app_id, task, agent in launch.tasks:
+                instance = Instance(
+                    task_id=task.task_id, app_id=app_id, version=self.apps[app_id].app.version,
+                    agent_id=agent.agent_id, hostname=agent.hostname, host=host,
+                    ports=_ports(task), attributes=dict(agent.attributes), launched_at=now,
+                    has_check=task.HasField("health_check"))
+                # Stored before the launch leaves: a crash in between is reconciled later.
+                self.store.put_instance(instance)
+                self.instances[instance.task_id] = instance
+                created.append(instance)
+            try:
+                await driver.launch(launch.offers, [t for _, t, _ in launch.tasks],
+                                    refuse_seconds=0)
+            except SchedulerError as e:
+                log.warning("launch refused; will retry", agent_id=launch.agent_id,
+                            error=str(e))
+                for instance in created:
+                    del self.instances[instance.task_id]
+                    self.store.delete_instance(instance.task_id)
+                continue
+            for instance in created:
+                log.info("launched instance", app_id=instance.app_id, task_id=instance.task_id,
+                         hostname=instance.hostname, ports=instance.ports)
+        for request in requests:
+            record = self.apps[request.app_id]
+            reasons = result.reasons.get(request.app_id)
+            record.offer_note = "; ".join(reasons[:3]) if reasons else ""
+        await self._decline(driver, result.unused, WAITING_REFUSE_SECONDS)
+        self.wake()
+
+    async def _decline(self, driver: Driver, offers: Sequence[common_pb2.Offer],
+                       refuse: float) -> None:
+        if not offers:
+            return
+        try:
+            await driver.decline(offers, refuse_seconds=refuse)
+        except SchedulerError as e:
+            log.debug("decline failed", error=str(e))
+
+
+def _is_terminal(state: int) -> bool:
+    from frameworks.sdk import is_terminal
+
+    return is_terminal(state)
+
+
+def _needs(app: App) -> Needs:
+    return Needs(app.cpus, app.mem, app.disk, app.ports)
+
+
+def _task_spec(app: App) -> TaskSpec:
+    return TaskSpec(
+        name=app.id, cpus=app.cpus, mem=app.mem, disk=app.disk, ports=app.ports,
+        command=appdefs.command_of(app), task_id=new_task_id(app.id),
+        labels={"app": app.id, "version": app.version, **dict(app.labels)},
+        kill_grace_period_seconds=app.kill_grace_period_seconds,
+        health_check=app.health_check if app.HasField("health_check") else None)
+
+
+def _ports(task: common_pb2.TaskInfo) -> list[int]:
+    from common import Resources
+
+    ranges = Resources.from_proto(task.resources).port_ranges()
+    return [port for begin, end in ranges for port in range(begin, end + 1)]
