@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--wait", action="store_true",
                         help="show progress until the job ends; exit 0 only if it SUCCEEDED")
     add_json_flag(submit)
-    submit.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+    # dest is not "command": cli.main reads args.command (the subcommand) for its messages.
+    submit.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                         help="the command to run")
     submit.set_defaults(func=_submit)
 
@@ -154,7 +155,7 @@ def _spec(args: argparse.Namespace):
 
     from cli.main import CommandError
 
-    command = list(args.command)
+    command = list(args.argv)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
