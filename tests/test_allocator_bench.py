@@ -31,10 +31,12 @@ def test_bench_allocator_json_has_the_figures(capsys):
     assert result["peak_rss_mb"] > 0
 
 
-def test_bench_allocator_table_with_roles(capsys):
+def test_bench_allocator_table_with_roles_and_declines(capsys):
     code, out = run_cli(["bench", "allocator", "--agents", "50", "--frameworks", "5",
-                         "--roles", "3", "--cycles", "1", "--reoffers", "3"], capsys)
+                         "--roles", "3", "--cycles", "2", "--reoffers", "3",
+                         "--refuse-seconds", "1e9"], capsys)
     assert code == 0
+    assert "declined for 1e+09 s" in out
     assert "median" in out and "re-offer" in out and "peak memory" in out
 
 
@@ -46,6 +48,7 @@ def test_bench_listed_in_the_agora_command():
 
 def test_bench_allocator_bad_flags_exit_2(capsys):
     for argv in (["--agents", "0", "--frameworks", "5"], ["--agents", "5", "--frameworks", "x"],
+                 ["--agents", "5", "--frameworks", "5", "--refuse-seconds", "-1"],
                  ["--agents", "5", "--frameworks", "5", "--sorter", "fair"]):
         with pytest.raises(SystemExit) as e:
             run_cli(["bench", "allocator", *argv], capsys)

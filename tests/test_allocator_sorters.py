@@ -150,3 +150,19 @@ def test_drf_weight_divides_the_share():
     assert s.order() == ["b", "a"] and s.first() == "b"
     s.set_weight("a", 2)
     assert s.order() == ["a", "b"] and s.first() == "a"
+
+
+@pytest.mark.parametrize("name", SORTERS)
+def test_peek_order_reads_without_changing(name):
+    s = make_sorter(name, seed=4)
+    for i, c in enumerate("abcdefg"):
+        s.add(c)
+        s.activate(c)
+        s.update(c, i / 10)
+    s.deactivate("c")
+    for _ in range(3):
+        s.update("a", 0.05)  # stale entries left behind
+    assert sorted(s.peek_order()) == sorted("abdefg")
+    assert sorted(s.sorted()) == sorted("abdefg")
+    if name == "drf":
+        assert list(s.peek_order()) == s.order() == ["a", "b", "d", "e", "f", "g"]

@@ -401,20 +401,35 @@ class Allocator:
             if not agent.free or not fits(agent.free_vec):
                 return
         elif not agent.reserved:
-            # Fast path, the common case: the first framework in line takes the whole agent.
-            # Peeking at the heads of two heaps costs O(1); the general loop below pops.
-            role_name = self._role_sorter.first()
-            if role_name is None:
-                return
-            role = self._roles[role_name]
-            fid = role.sorter.first()
-            if fid is not None:
-                table = filters.get(fid)
-                until = table.get(agent.agent_id) if table else None
-                fw = self._frameworks[fid]
-                if (until is None or until <= now) and (fw.gpu or not agent.gpus):
+            # Fast path, the common case: no reservation, no quota, so every framework would
+            # be offered the whole free agent and the first one in line that is not filtered
+            # on it takes it. Peeking reads the heaps without changing them (nothing to put
+            # back), and usually stops at the head.
+            refused = self._filters.by_agent.get(agent.agent_id)
+            frameworks = self._frameworks
+            if not refused and not agent.gpus:  # then the head of the line takes it: O(1)
+                role_name = self._role_sorter.first()
+                if role_name is None:
+                    return
+                role = self._roles[role_name]
+                fid = role.sorter.first()
+                if fid is not None:
+                    self._grant(frameworks[fid], role, agent, agent.free, agent.free_vec, grants)
+                    return
+            for role_name in self._role_sorter.peek_order():
+                role = self._roles[role_name]
+                for fid in role.sorter.peek_order():
+                    if refused:
+                        until = refused.get(fid)
+                        if until is not None and until > now:
+                            continue
+                    fw = frameworks[fid]
+                    if agent.gpus and not fw.gpu:
+                        continue
+                    # The sorters change under the grant: stop peeking now.
                     self._grant(fw, role, agent, agent.free, agent.free_vec, grants)
                     return
+            return
         frameworks = self._frameworks
         roles = self._roles
         agent_id = agent.agent_id

@@ -125,6 +125,27 @@ class DRFSorter(Sorter):
                     c.seq = self._seq
                     heapq.heappush(heap, (c.share / c.weight, c.name, c.seq))
 
+    def peek_order(self) -> Iterator[str]:
+        # Walks the heap array in key order with a small frontier heap of (entry, index):
+        # O(log k) per client read, and the heap itself is left as it was.
+        if self.first() is None:  # drops stale entries at the head, the usual ones
+            return
+        heap = self._heap
+        clients = self._clients
+        size = len(heap)
+        frontier = [(heap[0], 0)]
+        pop, push = heapq.heappop, heapq.heappush
+        while frontier:
+            entry, i = pop(frontier)
+            c = clients.get(entry[1])
+            if c is not None and c.seq == entry[2] and c.active:
+                yield entry[1]
+            child = 2 * i + 1
+            if child < size:
+                push(frontier, (heap[child], child))
+                if child + 1 < size:
+                    push(frontier, (heap[child + 1], child + 1))
+
     def first(self) -> str | None:
         heap = self._heap
         clients = self._clients

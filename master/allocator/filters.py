@@ -9,13 +9,16 @@ class DeclineFilters:
     """(framework, agent) -> refuse_until, with a heap of expiries for next_wakeup()."""
 
     def __init__(self) -> None:
-        # Read directly by the allocator's inner loop: framework_id -> {agent_id: until}.
+        # Read directly by the allocator's inner loops: framework_id -> {agent_id: until},
+        # and the same filters by agent (agent_id -> {framework_id: until}).
         self.by_framework: dict[str, dict[str, float]] = {}
+        self.by_agent: dict[str, dict[str, float]] = {}
         self._expiries: list[tuple[float, str, str]] = []
 
     def add(self, framework_id: str, agent_id: str, until: float) -> None:
         # A newer decline replaces the older filter, as in Mesos.
         self.by_framework.setdefault(framework_id, {})[agent_id] = until
+        self.by_agent.setdefault(agent_id, {})[framework_id] = until
         heapq.heappush(self._expiries, (until, framework_id, agent_id))
 
     def is_filtered(self, framework_id: str, agent_id: str, now: float) -> bool:
@@ -26,7 +29,15 @@ class DeclineFilters:
         return until is not None and until > now
 
     def clear_framework(self, framework_id: str) -> None:
-        self.by_framework.pop(framework_id, None)
+        for agent_id in self.by_framework.pop(framework_id, {}):
+            self._drop_by_agent(agent_id, framework_id)
+
+    def _drop_by_agent(self, agent_id: str, framework_id: str) -> None:
+        table = self.by_agent.get(agent_id)
+        if table is not None:
+            table.pop(framework_id, None)
+            if not table:
+                del self.by_agent[agent_id]
 
     def active(self, framework_id: str, now: float) -> dict[str, float]:
         """agent_id -> until for the filters of a framework that still hold at `now`."""
@@ -46,6 +57,7 @@ class DeclineFilters:
                 del table[agent_id]
                 if not table:
                     del self.by_framework[framework_id]
+                self._drop_by_agent(agent_id, framework_id)
 
     def next_expiry(self) -> float | None:
         heap = self._expiries

@@ -79,6 +79,9 @@ class RandomSorter(Sorter):
             if c is not None and c.active:
                 yield names[n]
 
+    def peek_order(self) -> Iterator[str]:
+        return self.sorted()  # lazy, and it changes nothing but the random state
+
     def first(self) -> str | None:
         if self._weighted or not self._active:
             return super().first()

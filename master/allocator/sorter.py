@@ -81,6 +81,11 @@ class Sorter:
         """The whole current order of active clients, without disturbing the sorter."""
         raise NotImplementedError
 
+    def peek_order(self) -> Iterator[str]:
+        """Active clients in order, lazily, without changing the sorter; stop iterating as
+        soon as the sorter changes (a share update may reorder what is left)."""
+        yield from self.order()
+
     def first(self) -> str | None:
         """The client `sorted()` would yield first, or None; the allocator's fast path."""
         it = self.sorted()
