@@ -76,7 +76,7 @@ async def test_killing_an_ended_job_is_a_failed_precondition(cluster):
     (["job", "submit", "--"], "no command"),
     (["job", "submit", "--cpus", "0", "--", "true"], "cpus must be a positive number"),
     (["job", "submit", "--mem", "-32", "--", "true"], "mem must be a positive number"),
-    (["job", "submit", "--cpus", "100", "--", "true"], "largest agent (host-0) has cpus:2"),
+    (["job", "submit", "--cpus", "100", "--", "true"], "has cpus:2;mem:1024"),
     (["job", "submit", "--instances", "0", "--", "true"], "--instances must be at least 1"),
     (["job", "status", "job-nope"], "no job 'job-nope'"),
     (["job", "kill", "job-nope"], "no job 'job-nope'"),
