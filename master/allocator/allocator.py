@@ -430,6 +430,8 @@ class Allocator:
                     self._grant(fw, role, agent, agent.free, agent.free_vec, grants)
                     return
             return
+        # General path: reservations or quota make the offer depend on the role, and a grant
+        # may leave something for the next framework or role on the same agent.
         frameworks = self._frameworks
         roles = self._roles
         agent_id = agent.agent_id
@@ -437,12 +439,9 @@ class Allocator:
         try:
             for role_name in role_iter:
                 role = roles[role_name]
-                if agent.reserved or quota_on:
-                    role_offer, role_vec = self._role_offer(agent, role, False)
-                    if role_offer is None:
-                        continue
-                else:
-                    role_offer, role_vec = agent.free, agent.free_vec
+                role_offer, role_vec = self._role_offer(agent, role, False)
+                if role_offer is None:
+                    continue
                 fw_iter = role.sorter.sorted()
                 try:
                     for fid in fw_iter:
