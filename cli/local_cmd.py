@@ -87,7 +87,15 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         )
         await agent.start()
         agents.append(agent)
+    # The batch framework, after the agents so its first offers have somewhere to run; its
+    # jobs persist under the work dir like the master's state.
+    from frameworks.batch import BatchConfig, BatchDaemon
+
+    batch = BatchDaemon(BatchConfig(master=master_address, host=args.host, port=0,
+                                    state_dir=work_dir / "batch"))
+    await batch.start()
     print(f"master listening on {master_address}", flush=True)
+    print(f"batch listening on {batch.address}", flush=True)
     print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
     print(f"try: AGORA_MASTER={master_address} agora cluster agents", flush=True)
 
@@ -97,6 +105,7 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("stopping...", flush=True)
+    await batch.stop()  # first: it must not launch onto agents that are going away
     for agent in agents:
         await agent.stop()
     await master.stop()
