@@ -220,7 +220,7 @@ class BatchScheduler(Framework):
             if not indices:
                 continue
             gang = job.spec.gang and st.never_launched(job)
-            wants = [Want(job.job_id, i, self._task_spec(job, i)) for i in indices]
+            wants = [Want(job.job_id, i, self.task_spec(job, i)) for i in indices]
             groups.append(Group(job.job_id, wants, gang))
         if not groups:
             await self._decline(driver, offers, self.idle_refuse_seconds)
@@ -291,7 +291,7 @@ class BatchScheduler(Framework):
             self.store.put_job(job)
             self._publish(job, description=message)
 
-    def _task_spec(self, job: batch_pb2.Job, index: int) -> TaskSpec:
+    def task_spec(self, job: batch_pb2.Job, index: int) -> TaskSpec:
         task = job.spec.task
         number = len(job.instances[index].attempts) + 1
         env = dict(task.env)

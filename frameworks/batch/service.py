@@ -27,7 +27,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         spec = request.spec
         try:
             validate_spec(spec, self.scheduler.role)
-            probe = self.scheduler._task_spec(st.new_job("probe", spec, 0, 0.0), 0)
+            probe = self.scheduler.task_spec(st.new_job("probe", spec, 0, 0.0), 0)
         except (SpecError, ValueError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         too_big = await self._too_big(spec, probe)
