@@ -1,0 +1,107 @@
+"""Bad input to the Services API gets the right gRPC code and a message that says what to change,
+and nothing is stored half-way."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from agora.v1 import common_pb2, services_pb2
+from services_cluster import ServiceCluster, web_app
+
+S = services_pb2
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    c = ServiceCluster(tmp_path)
+    await c.start_master()
+    await c.start_agent(0)
+    await c.start_services()
+    yield c
+    await c.stop()
+
+
+async def refused(call, code: grpc.StatusCode, *words: str) -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await call
+    assert e.value.code() == code, e.value.details()
+    for word in words:
+        assert word in e.value.details()
+    return e.value.details()
+
+
+def app(**fields) -> S.App:
+    base = dict(id="bad", cmd="sleep 100", instances=1, cpus=0.1, mem=32)
+    base.update(fields)
+    return S.App(**base)
+
+
+@pytest.mark.parametrize("fields,words", [
+    (dict(cmd=""), ["has no command"]),
+    (dict(cpus=0), ["cpus must be more than 0"]),
+    (dict(mem=-1), ["mem must be more than 0"]),
+    (dict(instances=-2), ["instances must be 0 or more"]),
+    (dict(id="Not OK"), ["app id 'Not OK' is not valid"]),
+    (dict(constraints=[S.Constraint(field="hostname", operator="CLOSE_TO")]),
+     ["unknown operator 'CLOSE_TO'", "UNIQUE"]),
+    (dict(health_check=common_pb2.HealthCheck(tcp=common_pb2.TcpCheck(port_index=0))),
+     ["PORT0", "0 port(s)"]),
+])
+async def test_invalid_apps_are_invalid_argument_and_not_stored(cluster, fields, words):
+    await refused(cluster.put(app(**fields)), grpc.StatusCode.INVALID_ARGUMENT, *words)
+    listed = await cluster.stub.ListApps(S.ListAppsRequest())
+    assert list(listed.apps) == []
+
+
+async def test_more_than_any_agent_has_is_failed_precondition(cluster):
+    await refused(cluster.put(app(cpus=64)), grpc.StatusCode.FAILED_PRECONDITION,
+                  "more than any agent has", "host-0")
+    assert list((await cluster.stub.ListApps(S.ListAppsRequest())).apps) == []
+
+
+async def test_duplicate_create_is_already_exists_and_leaves_the_app_alone(cluster):
+    first = await cluster.put(app(), create_only=True)
+    assert first.created
+    await refused(cluster.put(app(cmd="sleep 200"), create_only=True),
+                  grpc.StatusCode.ALREADY_EXISTS, "already exists")
+    status = await cluster.get("bad")
+    assert status.app.cmd == "sleep 100" and status.app.version == first.app.version
+    # Without create_only the same call updates.
+    second = await cluster.put(app(cmd="sleep 200"))
+    assert not second.created and second.app.version != first.app.version
+
+
+async def test_same_definition_keeps_its_version_and_scale_does_too(cluster):
+    first = await cluster.put(app())
+    again = await cluster.put(app(instances=2))
+    assert again.app.version == first.app.version and not again.deploying
+    scaled = await cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=0))
+    assert scaled.app.version == first.app.version and scaled.app.instances == 0
+
+
+async def test_unknown_app_is_not_found(cluster):
+    stub = cluster.stub
+    for call in (stub.GetApp(S.GetAppRequest(id="nope")),
+                 stub.ScaleApp(S.ScaleAppRequest(id="nope", instances=1)),
+                 stub.DeleteApp(S.DeleteAppRequest(id="nope")),
+                 stub.GetEndpoints(S.GetEndpointsRequest(app_id="nope"))):
+        await refused(call, grpc.StatusCode.NOT_FOUND, "no app 'nope'")
+    stream = stub.WatchEndpoints(S.WatchEndpointsRequest(app_id="nope"))
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        async for _ in stream:
+            pass
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_negative_scale_is_refused(cluster):
+    await cluster.put(app())
+    await refused(cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=-1)),
+                  grpc.StatusCode.INVALID_ARGUMENT, "0 or more")
+    assert (await cluster.get("bad")).app.instances == 1
+
+
+async def test_the_daemon_keeps_serving_after_bad_input(cluster):
+    await refused(cluster.put(app(cpus=-1)), grpc.StatusCode.INVALID_ARGUMENT)
+    reply = await cluster.put(web_app("fine", 1))
+    assert reply.created
+    await cluster.healthy_endpoints("fine", 1)
