@@ -1,0 +1,69 @@
+"""Pure parts of the batch framework: the job store, spec validation, the progress line."""
+
+from __future__ import annotations
+
+import pytest
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+
+from cli.job_cmd import _progress
+from frameworks.batch import JobStore, SpecError, validate_spec
+from frameworks.batch import state as st
+
+
+def spec(**task) -> B.JobSpec:
+    values = dict(command=C.CommandInfo(shell="true"), cpus=0.5, mem=64)
+    values.update(task)
+    return B.JobSpec(name="t", instances=4, task=B.TaskTemplate(**values))
+
+
+def test_store_keeps_jobs_and_framework_id_across_reopen(tmp_path):
+    path = tmp_path / "batch.sqlite3"
+    store = JobStore(path)
+    assert store.framework_id() == "" and store.load_jobs() == []
+    first = st.new_job("job-1", spec(), 1, 10.0)
+    second = st.new_job("job-2", spec(), 2, 11.0)
+    store.put_job(second)
+    store.put_job(first)
+    st.record_launch(first, 0, agent_id="a1", now=12.0)
+    store.put_job(first)  # replaces the earlier row
+    store.set_framework_id("framework-9")
+    store.close()
+
+    again = JobStore(path)
+    jobs = again.load_jobs()
+    assert [j.job_id for j in jobs] == ["job-1", "job-2"]  # submission order
+    assert jobs[0] == first and jobs[0].state == B.JOB_RUNNING
+    assert again.framework_id() == "framework-9"
+    again.close()
+
+
+def test_validate_accepts_argv_and_shell():
+    validate_spec(spec())
+    validate_spec(spec(command=C.CommandInfo(argv=["echo", "hi"])))
+
+
+@pytest.mark.parametrize("task, says", [
+    (dict(command=C.CommandInfo(shell="   ")), "no command"),
+    (dict(cpus=0.0001), "at least 0.001"),
+    (dict(cpus=float("inf")), "cpus must be a positive number"),
+    (dict(env={"A=B": "x"}), "environment variable name"),
+    (dict(ports=5000), "ports"),
+])
+def test_validate_refuses(task, says):
+    with pytest.raises(SpecError) as info:
+        validate_spec(spec(**task))
+    assert says in str(info.value)
+
+
+def test_progress_line_and_bar():
+    job = st.new_job("job-1", spec(), 1, 0.0)
+    a0 = st.record_launch(job, 0, agent_id="a", now=1.0)
+    st.record_launch(job, 1, agent_id="a", now=1.0)
+    st.apply_update(job, 0, C.TaskStatus(task_id=a0.task_id, state=C.TASK_FINISHED), now=2.0,
+                    backoff=st.Backoff())
+    assert _progress(job, bar=False) == \
+        "job-1: 1/4 done, 1 running, 0 failed, 2 pending [RUNNING]"
+    bar = _progress(job, bar=True)
+    # 30 cells: 1/4 done -> 7 '#', 1/4 running -> 8 '>' (rounded), the rest pending '.'
+    assert bar.startswith("[#######>>>>>>>>...............] 1/4 done")
