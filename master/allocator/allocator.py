@@ -104,6 +104,8 @@ class Allocator:
         self._free_unreserved: Vector = {}  # over active agents: the headroom pool
         self._free_reserved: dict[str, Vector] = {}  # role -> unallocated reservations
         self._quota_roles: set[str] = set()
+        # What all unmet guarantees still need, cached until a quota role's consumption moves.
+        self._headroom_cache: Vector | None = None
 
     # agents ---------------------------------------------------------------------------------
 
@@ -298,6 +300,7 @@ class Allocator:
         quota = make_quota(guarantee, limit)
         r = self._role(role)
         r.quota = quota
+        self._headroom_cache = None
         if quota is None:
             self._quota_roles.discard(role)
             self._maybe_drop_role(r)
@@ -396,18 +399,19 @@ class Allocator:
             return
         quota_on = bool(self._quota_roles)
         filters = self._filters.by_framework
-        if quota_on:
+        if quota_on and self._required_headroom():
             self._allocate_guarantees(agent, now, grants)
             if not agent.free or not fits(agent.free_vec):
                 return
         elif not agent.reserved:
-            # Fast path, the common case: no reservation, no quota, so every framework would
-            # be offered the whole free agent and the first one in line that is not filtered
-            # on it takes it. Peeking reads the heaps without changing them (nothing to put
-            # back), and usually stops at the head.
+            # Fast path, the common case: no reservation, and no guarantee waiting for
+            # headroom, so every framework of a role without a quota limit would be offered
+            # the whole free agent, and the first one in line not filtered on it takes it.
+            # Peeking reads the heaps without changing them (nothing to put back), and
+            # usually stops at the head.
             refused = self._filters.by_agent.get(agent.agent_id)
             frameworks = self._frameworks
-            if not refused and not agent.gpus:  # then the head of the line takes it: O(1)
+            if not refused and not agent.gpus and not quota_on:  # the head takes it: O(1)
                 role_name = self._role_sorter.first()
                 if role_name is None:
                     return
@@ -418,6 +422,8 @@ class Allocator:
                     return
             for role_name in self._role_sorter.peek_order():
                 role = self._roles[role_name]
+                if role.quota is not None and role.quota.limit is not None:
+                    break  # its offers are cut to the limit: the general path below
                 for fid in role.sorter.peek_order():
                     if refused:
                         until = refused.get(fid)
@@ -429,7 +435,8 @@ class Allocator:
                     # The sorters change under the grant: stop peeking now.
                     self._grant(fw, role, agent, agent.free, agent.free_vec, grants)
                     return
-            return
+            else:
+                return  # nobody may take this agent now
         # General path: reservations or quota make the offer depend on the role, and a grant
         # may leave something for the next framework or role on the same agent.
         frameworks = self._frameworks
@@ -530,11 +537,13 @@ class Allocator:
         return min_caps(*bounds)
 
     def _required_headroom(self) -> Vector:
-        return required_headroom(
-            r.quota.unmet(self._consumption(r))
-            for r in (self._roles[n] for n in self._quota_roles)
-            if r.quota.guarantee
-        )
+        if self._headroom_cache is None:
+            self._headroom_cache = required_headroom(
+                r.quota.unmet(self._consumption(r))
+                for r in (self._roles[n] for n in self._quota_roles)
+                if r.quota.guarantee
+            )
+        return self._headroom_cache
 
     def _consumption(self, role: _Role) -> Vector:
         """Counted against quota: allocated plus unallocated reservations (as Mesos 1.9+)."""
@@ -650,10 +659,12 @@ class Allocator:
                 if pool is None:
                     pool = free_reserved[role] = {}
                 pool[name] = pool.get(name, 0) + sign * round(value * MILLI)
+                self._headroom_cache = None
 
     def _rebuild_pools(self) -> None:
         self._free_unreserved = {}
         self._free_reserved = {}
+        self._headroom_cache = None
         for agent in self._agents.values():
             self._free_contribution(agent, 1)
 
@@ -662,6 +673,8 @@ class Allocator:
         """Adds an allocation change to the framework's and role's totals and their shares."""
         if role is None:
             role = self._roles[fw.role]
+        if role.quota is not None:
+            self._headroom_cache = None
         fv = fw.vec
         rv = role.vec
         for name, amount in vec.items():
