@@ -154,3 +154,12 @@ def test_limit_counts_unallocated_reservations():
     # consumption starts at 2 (the reservation): only 1 unreserved cpu more may be offered
     assert alloc.allocate(0.0) == [
         OfferGrant("x", "a1", Resources.parse("cpus(an):2;cpus:1;mem:256"))]
+
+
+def test_framework_gains_the_gpu_capability_on_update():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_framework("ml")
+    alloc.add_agent("g1", Resources.parse("cpus:4;mem:1024;gpus:1"))
+    assert alloc.allocate(0.0) == []
+    alloc.update_framework("ml", {GPU_CAPABILITY})
+    assert [g.agent_id for g in alloc.allocate(0.0)] == ["g1"]

@@ -221,6 +221,12 @@ class Allocator:
         self._filters.clear_framework(framework_id)
         self._maybe_drop_role(r)
 
+    def update_framework(self, framework_id: str, capabilities: Iterable[str]) -> None:
+        """New capabilities, e.g. from a re-subscription after failover."""
+        fw = self._frameworks[framework_id]
+        fw.capabilities = frozenset(capabilities)
+        fw.gpu = GPU_CAPABILITY in fw.capabilities
+
     def deactivate_framework(self, framework_id: str) -> None:
         """Disconnected: no offers until activate_framework; allocations stay."""
         fw = self._frameworks[framework_id]
