@@ -10,9 +10,11 @@ across an await.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 
+import grpc
 import structlog
 from agora.v1 import batch_pb2, common_pb2
 
@@ -25,6 +27,11 @@ from frameworks.batch.validation import describe_needs
 from frameworks.sdk import Driver, Framework, SchedulerError, TaskSpec, describe_status
 
 log = structlog.get_logger(__name__)
+
+# Accept failed without saying whether the master acted on it.
+_OUTCOME_UNKNOWN = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE,
+                              grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN,
+                              grpc.StatusCode.INTERNAL})
 
 
 class UnknownJob(KeyError):
@@ -257,6 +264,14 @@ class BatchScheduler(Framework):
             await driver.launch(launch.offers, launch.tasks,
                                 refuse_seconds=0 if more_waiting else None)
         except SchedulerError as e:
+            if e.code in _OUTCOME_UNKNOWN:
+                # The master may have launched them: keep the attempts and ask. A task it
+                # does not know comes back TASK_UNKNOWN and is launched again.
+                self._log.warning("launch outcome unknown; reconciling",
+                                  agent_id=launch.agent_id, error=str(e))
+                with contextlib.suppress(SchedulerError):
+                    await driver.reconcile([(t.task_id, launch.agent_id) for t in launch.tasks])
+                return
             self._log.warning("launch refused; instances wait for the next offers",
                               agent_id=launch.agent_id, error=str(e))
             now = self.clock()
@@ -314,6 +329,12 @@ class BatchScheduler(Framework):
                 await self._kill_task(status.task_id, status.agent_id)
             return
         index = parsed[1]
+        known = any(a.task_id == status.task_id for a in job.instances[index].attempts)
+        if not known:
+            if not st.is_terminal_task(status.state):
+                self._log.warning("killing a task of no known attempt", task_id=status.task_id)
+                await self._kill_task(status.task_id, status.agent_id)
+            return
         change = st.apply_update(job, index, status, now=self.clock(), backoff=self.backoff)
         if change.changed:
             self.store.put_job(job)  # before the (implicit) acknowledgement
