@@ -175,3 +175,30 @@ async def test_queue_is_suppressed_when_idle(cluster):
     # New work revives it.
     again = await cluster.submit("true")
     await cluster.wait_state(again, B.JOB_SUCCEEDED)
+
+
+@pytest.mark.parametrize("policy, first", [("priority", "urgent"), ("fifo", "early")])
+async def test_queue_policy_decides_who_runs_first(tmp_path, policy, first):
+    # One agent with room for one task at a time: the queue order is the run order.
+    c = BatchCluster(tmp_path, agent_resources=["cpus:1;mem:256"],
+                     batch_overrides={"queue": policy})
+    await c.start()
+    try:
+        gate = tmp_path / "go"
+        blocker = await c.submit(f"while [ ! -f {gate} ]; do sleep 0.05; done", cpus=1)
+        await eventually_async(lambda: _running(c, blocker), timeout=30, message="blocker runs")
+        early = await c.submit("true", cpus=1, name="early", priority=0)
+        urgent = await c.submit("true", cpus=1, name="urgent", priority=10)
+        gate.touch()
+        jobs = {"early": await c.wait_state(early, B.JOB_SUCCEEDED),
+                "urgent": await c.wait_state(urgent, B.JOB_SUCCEEDED)}
+        second = "early" if first == "urgent" else "urgent"
+        assert jobs[first].instances[0].attempts[0].launched_at < \
+            jobs[second].instances[0].attempts[0].launched_at
+    finally:
+        await c.stop()
+
+
+async def _running(cluster, job_id):
+    job = await cluster.job(job_id)
+    return job.counts.running == 1 and job.instances[0].attempts[-1].state == C.TASK_RUNNING
