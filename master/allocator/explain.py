@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from master.allocator.drf import MILLI, dominant_share
+from master.allocator.drf import MILLI, dominant_share, scalar_vector
 
 if TYPE_CHECKING:
     from master.allocator.allocator import Allocator
@@ -46,7 +46,7 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
               if a.active and a.free and a.agent_id not in filtered]
     if not fw.gpu:
         gpu_agents = [a for a in usable if a.gpus]
-        if gpu_agents and alloc._fits_min(_vector(gpu_agents[0].free)):
+        if gpu_agents and alloc._fits_min(scalar_vector(gpu_agents[0].free)):
             reasons.append(
                 f"{len(gpu_agents)} agent(s) with free resources have GPUs: they are kept for "
                 "frameworks with the GPU_RESOURCES capability"
@@ -58,7 +58,7 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
         offer, _vec = alloc._role_offer(agent, role, False)
         if offer is None:
             plain = agent.free.allocatable_to(role.name)
-            if alloc._quota_roles and alloc._fits_min(_vector(plain)):
+            if alloc._quota_roles and alloc._fits_min(scalar_vector(plain)):
                 held_back += 1
             continue
         fits.append(agent.agent_id)
@@ -102,9 +102,3 @@ def _frameworks_ahead(alloc: Allocator, framework_id: str) -> int:
             return ahead
         ahead += 1
     return ahead
-
-
-def _vector(resources) -> dict[str, float]:
-    from master.allocator.drf import scalar_vector
-
-    return scalar_vector(resources)
