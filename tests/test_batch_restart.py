@@ -90,3 +90,24 @@ async def _is(coroutine, state):
 async def _instance_state(cluster, job_id, index, state):
     job = await cluster.job(job_id)
     return job.instances[index].state == state
+
+
+async def test_instance_on_a_lost_agent_is_retried_elsewhere(cluster):
+    # The first attempt hangs; any later one exits 0 at once.
+    job_id = await cluster.submit('[ "$AGORA_ATTEMPT" = 1 ] && exec sleep 60; true',
+                                  max_retries=1)
+
+    async def running():
+        job = await cluster.job(job_id)
+        attempts = job.instances[0].attempts
+        return attempts[0] if attempts and attempts[0].state == C.TASK_RUNNING else None
+
+    first = await eventually_async(running, timeout=30, message="first attempt running")
+    index = int(first.hostname.removeprefix("host-"))
+    # Its agent goes away for good (its task killed with it); the master times it out.
+    await cluster.agents[index].stop(kill_tasks=True)
+    job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED, timeout=60)
+    attempts = job.instances[0].attempts
+    assert attempts[0].state in (C.TASK_LOST, C.TASK_KILLED)
+    assert attempts[1].state == C.TASK_FINISHED
+    assert attempts[1].hostname == f"host-{1 - index}"
