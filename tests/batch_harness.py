@@ -41,6 +41,7 @@ class BatchCluster:
         default_factory=lambda: ["cpus:2;mem:1024;disk:1024;ports:[31000-31099]",
                                  "cpus:2;mem:1024;disk:1024;ports:[32000-32099]"])
     batch_overrides: dict = field(default_factory=dict)
+    in_process_batch: bool = True  # False: the test runs `agora batch` itself
     master: Master | None = None
     agents: list[AgentDaemon] = field(default_factory=list)
     batch: BatchDaemon | None = None
@@ -62,7 +63,8 @@ class BatchCluster:
         await eventually_async(
             lambda: sum(1 for a in core.reg.agents.values() if a.connected) == len(self.agents),
             timeout=20, message="agents registered")
-        await self.start_batch()
+        if self.in_process_batch:
+            await self.start_batch()
         return self
 
     def batch_config(self) -> BatchConfig:
