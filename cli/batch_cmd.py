@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--host", default="127.0.0.1",
         help="interface for the Batch API; 0.0.0.0 for all (default: %(default)s)")
     parser.add_argument(
-        "--port", type=int, default=0,
+        "--port", type=_port, default=0,
         help="port for the Batch API; 0 picks a free one (default: %(default)s)")
     parser.add_argument(
         "--advertise-host", default=None, metavar="HOST",
@@ -46,19 +46,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--role", default="*", help="role the framework is allocated under (default: *)")
     parser.add_argument(
-        "--retry-backoff", type=float, default=1.0, metavar="SECONDS",
+        "--retry-backoff", type=_seconds, default=1.0, metavar="SECONDS",
         help="wait before the first retry of a failed instance; doubles each time, up to 60 s "
              "(default: %(default)s)")
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port in 0-65535")
+    return port
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
-    from cli.main import CommandError
     from frameworks.batch import BatchConfig
 
-    if not 0 <= args.port <= 65535:
-        raise CommandError(f"--port must be in 0-65535, got {args.port}")
     setup_logging(args)
     config = BatchConfig(
         master=args.master, host=args.host, port=args.port, state_dir=args.state_dir,
