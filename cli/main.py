@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "cli.job_cmd",
     "cli.services_cmd",
     "cli.app_cmd",
+    "cli.experiment_cmd",
 ]
 
 
