@@ -246,6 +246,16 @@ class BatchScheduler(Framework):
     async def _launch(self, driver: Driver, launch, more_waiting: bool) -> None:
         offer = launch.offers[0]
         now = self.clock()
+        # A kill may have come in while an earlier launch of this round was awaited.
+        wants = [w for w in launch.wants
+                 if w.index in st.ready_instances(self.jobs[w.job_id], now)]
+        if len(wants) != len(launch.wants):
+            keep = {w.spec.task_id for w in wants}
+            launch.wants = wants
+            launch.tasks = [t for t in launch.tasks if t.task_id in keep]
+            if not wants:
+                await self._decline(driver, launch.offers, 0)
+                return
         touched: dict[str, batch_pb2.Job] = {}
         for want in launch.wants:
             job = self.jobs[want.job_id]
