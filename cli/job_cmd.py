@@ -245,7 +245,7 @@ def _wait(batch: _Batch, job_id: str, quiet: bool = False):
 def _progress(job, bar: bool) -> str:
     from frameworks.batch.state import job_state_name
 
-    total = len(job.instances) or 1
+    total = job.spec.instances or 1
     c = job.counts
     done, failed = c.succeeded, c.failed + c.killed
     text = (f"{done}/{total} done, {c.running} running, {failed} failed, {c.pending} pending "
@@ -343,7 +343,7 @@ def _list(args: argparse.Namespace) -> int:
         print("no jobs")
         return 0
     rows = [[job.job_id, job.spec.name, job_state_name(job.state),
-             f"{job.counts.succeeded}/{len(job.instances)}", str(job.counts.running),
+             f"{job.counts.succeeded}/{job.spec.instances}", str(job.counts.running),
              str(job.counts.failed), str(job.spec.priority), _when(job.submitted_at)]
             for job in reply.jobs]
     print(_table(["ID", "NAME", "STATE", "DONE", "RUNNING", "FAILED", "PRIORITY", "SUBMITTED"],

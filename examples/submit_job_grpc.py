@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             job = event.job
             counts = job.counts
             state = batch_pb2.JobState.Name(job.state).removeprefix("JOB_")
-            print(f"[{state}] {counts.succeeded}/{len(job.instances)} done, "
+            print(f"[{state}] {counts.succeeded}/{job.spec.instances} done, "
                   f"{counts.running} running, {counts.failed} failed: {event.description}",
                   flush=True)
 

@@ -26,7 +26,7 @@ def test_store_keeps_jobs_and_framework_id_across_reopen(tmp_path):
     store.put_job(second)
     store.put_job(first)
     st.record_launch(first, 0, agent_id="a1", now=12.0)
-    store.put_job(first)  # replaces the earlier row
+    store.put_job(first, [0])  # the header and instance 0 only
     store.set_framework_id("framework-9")
     store.close()
 
@@ -36,6 +36,20 @@ def test_store_keeps_jobs_and_framework_id_across_reopen(tmp_path):
     assert jobs[0] == first and jobs[0].state == B.JOB_RUNNING
     assert again.framework_id() == "framework-9"
     again.close()
+
+
+def test_store_writes_only_the_instances_named(tmp_path):
+    store = JobStore(tmp_path / "b.sqlite3")
+    job = st.new_job("job-1", spec(), 1, 10.0)
+    store.put_job(job)
+    st.record_launch(job, 2, agent_id="a1", now=12.0)
+    stale = st.record_launch(job, 3, agent_id="a1", now=12.0)
+    store.put_job(job, [2])  # instance 3's launch not written (yet)
+    loaded = store.load_jobs()[0]
+    assert loaded.state == B.JOB_RUNNING and loaded.counts.running == 2
+    assert loaded.instances[2] == job.instances[2]
+    assert loaded.instances[3].state == B.INSTANCE_PENDING and stale.task_id
+    assert [i.index for i in loaded.instances] == [0, 1, 2, 3]
 
 
 def test_validate_accepts_argv_and_shell():

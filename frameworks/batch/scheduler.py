@@ -130,6 +130,9 @@ class BatchScheduler(Framework):
             return
         event = batch_pb2.JobEvent(timestamp=self.clock(), description=description)
         event.job.CopyFrom(job)
+        # The changed instance travels in `attempt`; repeating every instance in every event
+        # would make watching a big job quadratic.
+        del event.job.instances[:]
         if index is not None:
             event.instance = index
         if attempt is not None:
@@ -256,20 +259,20 @@ class BatchScheduler(Framework):
             if not wants:
                 await self._decline(driver, launch.offers, 0)
                 return
-        touched: dict[str, batch_pb2.Job] = {}
+        touched: dict[str, list[int]] = {}  # job id -> instances launched
         for want in launch.wants:
             job = self.jobs[want.job_id]
             attempt = st.record_launch(job, want.index, agent_id=launch.agent_id,
                                        hostname=offer.hostname,
                                        agent_address=offer.agent_address,
                                        framework_id=self.framework_id, now=now)
-            touched[job.job_id] = job
+            touched.setdefault(job.job_id, []).append(want.index)
             self._publish(job, index=want.index, attempt=attempt,
                           description=f"instance {want.index} attempt {attempt.attempt} "
                                       f"launching on {offer.hostname or launch.agent_id}")
         # Recorded before the launch: if we stop right after it, reconciliation finds the task.
-        for job in touched.values():
-            self.store.put_job(job)
+        for job_id, indices in touched.items():
+            self.store.put_job(self.jobs[job_id], indices)
         try:
             await driver.launch(launch.offers, launch.tasks,
                                 refuse_seconds=0 if more_waiting else None)
@@ -287,9 +290,9 @@ class BatchScheduler(Framework):
             now = self.clock()
             for want in launch.wants:
                 st.unrecord_launch(self.jobs[want.job_id], want.index, want.spec.task_id, now)
-            for job in touched.values():
-                self.store.put_job(job)
-                self._publish(job, description=f"launch refused: {e.message}")
+            for job_id, indices in touched.items():
+                self.store.put_job(self.jobs[job_id], indices)
+                self._publish(self.jobs[job_id], description=f"launch refused: {e.message}")
             return
         self._log.info("launched", agent_id=launch.agent_id,
                        tasks=[t.task_id for t in launch.tasks])
@@ -313,7 +316,7 @@ class BatchScheduler(Framework):
             message = f"waiting for offers with room for {describe_needs(job.spec)}"
         if job.message != message and not st.is_ended(job):
             job.message = message
-            self.store.put_job(job)
+            self.store.put_job(job, ())
             self._publish(job, description=message)
 
     def task_spec(self, job: batch_pb2.Job, index: int) -> TaskSpec:
@@ -347,7 +350,7 @@ class BatchScheduler(Framework):
             return
         change = st.apply_update(job, index, status, now=self.clock(), backoff=self.backoff)
         if change.changed:
-            self.store.put_job(job)  # before the (implicit) acknowledgement
+            self.store.put_job(job, [index])  # before the (implicit) acknowledgement
             self._log.info("task update", job_id=job.job_id, status=describe_status(status),
                            job_state=st.job_state_name(job.state))
             attempt = next(a for a in job.instances[index].attempts
@@ -376,7 +379,7 @@ class BatchScheduler(Framework):
                 status = common_pb2.TaskStatus(task_id=attempt.task_id,
                                                state=common_pb2.TASK_LOST, message=reason)
                 st.apply_update(job, index, status, now=now, backoff=self.backoff)
-                self.store.put_job(job)
+                self.store.put_job(job, [index])
                 self._publish(job, index=index, attempt=attempt, description=reason)
         self.framework_id = ""
         self.store.set_framework_id("")

@@ -68,7 +68,12 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         return await self._job(request.job_id, context)
 
     async def ListJobs(self, request: batch_pb2.ListJobsRequest, context):
-        return batch_pb2.ListJobsResponse(jobs=self.scheduler.list_jobs(list(request.states)))
+        jobs = self.scheduler.list_jobs(list(request.states))
+        reply = batch_pb2.ListJobsResponse(jobs=jobs)
+        if not request.include_instances:
+            for job in reply.jobs:
+                del job.instances[:]
+        return reply
 
     async def KillJob(self, request: batch_pb2.KillJobRequest, context):
         await self._job(request.job_id, context)

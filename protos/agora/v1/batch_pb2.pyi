@@ -197,10 +197,12 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("states",)
+    __slots__ = ("states", "include_instances")
     STATES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_INSTANCES_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[JobState]
-    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ...) -> None: ...
+    include_instances: bool
+    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., include_instances: _Optional[bool] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs",)
