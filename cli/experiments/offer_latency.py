@@ -1,0 +1,292 @@
+"""offer-latency: how soon freed resources reach a framework, event-driven vs Mesos' 1 s timer.
+
+Each run starts a fresh master process, an emulated fleet (its own process) and F load
+frameworks in this process. The frameworks keep `rate * mean duration` tasks running in total
+(closed loop, exponential durations) and hold the offers they cannot use yet, launching on them
+when a task ends, so an idle cluster stays quiet (no decline storms) at any size. A fraction of
+offers is declined with refuse_seconds=0 to time re-offers, and a few agents join during the
+measured window. Timing is done by the Recorder inside this process
+(frameworks/load/recorder.py says what each figure is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from agent.emulated import EmulatedFleet, FleetConfig
+from cli.experiments import plots
+from cli.experiments.frameworks import FrameworkSet
+from cli.experiments.processes import CpuMeter, MasterOptions, start_fleet, start_master
+from cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
+from common import Resources
+from frameworks.load import LoadConfig, Recorder, exponential, tasks_for_rate
+
+METRICS = ("task_end_to_offer", "task_end_agent_to_offer", "decline_to_offer",
+           "join_to_offer", "subscribe_to_first_offer", "accept_to_running")
+AGENTS_PER_FLEET_PROCESS = 5000
+
+
+@dataclass
+class OfferLatencyConfig:
+    agents: list[int] = field(default_factory=lambda: [10, 100, 1000])
+    frameworks: list[int] = field(default_factory=lambda: [1, 10])
+    # cross: the agents sweep at fixed_frameworks and the frameworks sweep at fixed_agents;
+    # full: every combination.
+    grid: str = "cross"
+    fixed_agents: int = 1000
+    fixed_frameworks: int = 10
+    modes: list[str] = field(default_factory=lambda: ["event", "interval"])
+    allocation_interval: float = 1.0
+    seconds: float = 10.0
+    warmup: float = 3.0
+    rate: float = 40.0  # tasks ending per second, over the whole cluster
+    mean_duration: float = 1.0
+    cpus: float = 1.0
+    mem: float = 1024.0
+    # Tasks divide agents exactly, so no unusable remnant is left to decline: a decline filter
+    # would hide the whole agent from that framework.
+    agent_resources: str = "cpus:4;mem:4096"
+    probe_decline_fraction: float = 0.05
+    joiners: int = 5
+
+    def combinations(self) -> list[tuple[int, int]]:
+        if self.grid == "full":
+            return [(a, f) for a in self.agents for f in self.frameworks]
+        fixed_f = self.fixed_frameworks if self.fixed_frameworks in self.frameworks \
+            else self.frameworks[len(self.frameworks) // 2]
+        fixed_a = self.fixed_agents if self.fixed_agents in self.agents \
+            else self.agents[len(self.agents) // 2]
+        combos = [(a, fixed_f) for a in self.agents] + [(fixed_a, f) for f in self.frameworks]
+        return list(dict.fromkeys(combos))
+
+
+def _label(agents: int, frameworks: int, mode: str) -> str:
+    return f"{mode} a={agents} f={frameworks}"
+
+
+async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: str,
+                   out: Path, progress: Progress) -> tuple[dict, list[dict]]:
+    label = _label(agents, frameworks, mode)
+    logs = out / "logs" / label.replace(" ", "_").replace("=", "")
+    master = await start_master(MasterOptions(allocation_mode=mode,
+                                              allocation_interval=cfg.allocation_interval),
+                                logs)
+    fleets = []
+    framework_set = None
+    joiner_fleet = None
+    try:
+        meter = CpuMeter(master.pid)
+        processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS))
+        started = time.monotonic()
+        per = [agents // processes + (1 if i < agents % processes else 0)
+               for i in range(processes)]
+        ready = await asyncio.gather(*(
+            start_fleet(master.address, n, logs, name=f"fleet-{i}", prefix=f"emu{i}",
+                        resources=cfg.agent_resources) for i, n in enumerate(per) if n))
+        fleets = [daemon for daemon, _ in ready]
+        register_seconds = time.monotonic() - started
+        progress.show(f"{label}: {agents} agents registered in {register_seconds:.1f} s",
+                      force=True)
+
+        recorder = Recorder()
+        recorder.recording = False
+        budget = tasks_for_rate(cfg.rate, cfg.mean_duration)
+        cap = max(1, math.ceil(budget / frameworks))
+        configs = [LoadConfig(name=f"load-{i}", cpus=cfg.cpus, mem=cfg.mem,
+                              duration=exponential(cfg.mean_duration, seed=i + 1),
+                              max_running=cap, hold_offers=True, max_held=10**9,
+                              decline_refuse_seconds=3600.0, leftover_refuse_seconds=0.0,
+                              probe_decline_fraction=cfg.probe_decline_fraction, seed=i + 1)
+                   for i in range(frameworks)]
+        framework_set = FrameworkSet(master.address, configs, recorder)
+        framework_set.start()
+        await framework_set.wait_subscribed()
+        await asyncio.sleep(cfg.warmup)
+
+        recorder.recording = True
+        meter.reset()
+        window_start = time.monotonic()
+        joiner_fleet = EmulatedFleet(FleetConfig(master=master.address, agents=0,
+                                                 resources=Resources.parse(cfg.agent_resources),
+                                                 hostname_prefix="joiner"))
+        join_times = [window_start + cfg.seconds * (k + 0.5) / cfg.joiners
+                      for k in range(cfg.joiners)]
+        while (now := time.monotonic()) < window_start + cfg.seconds:
+            if join_times and now >= join_times[0]:
+                join_times.pop(0)
+                for agent in await joiner_fleet.add_agents(1, timeout=30):
+                    recorder.agent_joined(agent.agent_id, agent.register_sent_at)
+            ends = recorder.values("task_end_to_offer")
+            p50 = summarize(ends)["p50"] if ends else None
+            progress.show(f"{label}: {now - window_start:4.1f}/{cfg.seconds:g} s, "
+                          f"{len(ends)} task-end samples"
+                          + (f", p50 {p50:.2f} ms" if p50 is not None else ""))
+            await asyncio.sleep(0.25)
+        recorder.recording = False
+        window = time.monotonic() - window_start
+        cores, rss = meter.cores(), meter.rss_mb()
+    finally:
+        if framework_set is not None:
+            await framework_set.stop(teardown=True)
+        if joiner_fleet is not None:
+            await joiner_fleet.stop()
+        for fleet in fleets:
+            await fleet.stop()
+        await master.stop()
+
+    figures = {metric: summarize(recorder.values(metric)) for metric in METRICS}
+    ended = [t for t in recorder.finished_at if window_start <= t <= window_start + window]
+    run = {
+        "label": label, "agents": agents, "frameworks": frameworks, "mode": mode,
+        "allocation_interval_seconds": cfg.allocation_interval if mode == "interval" else None,
+        "register_seconds": round(register_seconds, 3),
+        "window_seconds": round(window, 3),
+        "running_task_budget": budget,
+        "tasks_ended_per_second": round(len(ended) / window, 2) if window else None,
+        "master_cpu_cores": round(cores, 4),
+        "master_rss_mb": round(rss, 1),
+        "counts": dict(recorder.counts),
+        "figures_ms": figures,
+    }
+    rows = [{"run": label, "agents": agents, "frameworks": frameworks, "mode": mode,
+             "metric": s.metric, "ms": round(s.ms, 4), "at": round(s.at - window_start, 4),
+             "framework": s.framework, "agent_id": s.agent_id}
+            for s in recorder.samples]
+    end = figures["task_end_to_offer"]
+    progress.done(f"{label}: task end -> offer p50 {end['p50']} ms, p99 {end['p99']} ms "
+                  f"(n={end['count']}), master {cores:.2f} cores")
+    return run, rows
+
+
+async def run(cfg: OfferLatencyConfig, out: Path, command: list[str],
+              quiet: bool = False) -> Results:
+    results = Results("offer-latency", out, asdict(cfg), command)
+    progress = Progress("offer-latency", quiet)
+    for agents, frameworks in cfg.combinations():
+        for mode in cfg.modes:
+            run_result, rows = await _one_run(cfg, agents, frameworks, mode, out, progress)
+            results.add_run(run_result)
+            results.add_samples(rows)
+    _targets(cfg, results)
+    names = _plots(cfg, results, out)
+    results.write(_summary(cfg, results), names)
+    return results
+
+
+def _find(results: Results, agents: int, frameworks: int, mode: str) -> dict | None:
+    for r in results.runs:
+        if (r["agents"], r["frameworks"], r["mode"]) == (agents, frameworks, mode):
+            return r
+    return None
+
+
+def _targets(cfg: OfferLatencyConfig, results: Results) -> None:
+    run = _find(results, 1000, 10, "event")
+    figures = run["figures_ms"]["task_end_to_offer"] if run else {}
+    where = "event mode, 1000 emulated agents, 10 frameworks, task end -> offer"
+    results.target("offer latency p50", figures.get("p50"), 2.0, "ms", measured_in=where)
+    results.target("offer latency p99", figures.get("p99"), 20.0, "ms", measured_in=where)
+
+
+def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
+    names = []
+    fixed_f = cfg.combinations()[0][1] if cfg.combinations() else cfg.fixed_frameworks
+    sweeps = [("agents", "frameworks", "offer_latency_vs_agents.png", "emulated agents")]
+    sweeps.append(("frameworks", "agents", "offer_latency_vs_frameworks.png", "frameworks"))
+    for x_key, fixed_key, filename, xlabel in sweeps:
+        fixed_value = fixed_f if fixed_key == "frameworks" else cfg.combinations()[-1][0]
+        series = []
+        for mode in cfg.modes:
+            runs = sorted((r for r in results.runs
+                           if r["mode"] == mode and r[fixed_key] == fixed_value),
+                          key=lambda r: r[x_key])
+            for q in ("p50", "p99"):
+                points = [(r[x_key], r["figures_ms"]["task_end_to_offer"][q]) for r in runs
+                          if r["figures_ms"]["task_end_to_offer"][q] is not None]
+                if points:
+                    name = "Agora event-driven" if mode == "event" else \
+                        f"Mesos-style {cfg.allocation_interval:g} s interval"
+                    series.append((f"{name} {q}", [p[0] for p in points],
+                                   [p[1] for p in points]))
+        if series and len({tuple(s[1]) for s in series}) and max(len(s[1]) for s in series) > 1:
+            names.append(plots.lines(
+                out / filename, f"Task end -> offer latency ({fixed_key} = {fixed_value})",
+                xlabel, "latency (ms, log)", series, logx=True, logy=True,
+                styles=["o-", "o--", "s-", "s--"]))
+    # CDF of the largest fixed configuration, both modes on one plot.
+    base = cfg.combinations()[-1] if cfg.combinations() else None
+    if base is not None:
+        agents = max(a for a, _ in cfg.combinations())
+        frameworks = fixed_f
+        series = []
+        for mode in cfg.modes:
+            values = [row["ms"] for row in results._rows
+                      if row["agents"] == agents and row["frameworks"] == frameworks
+                      and row["mode"] == mode and row["metric"] == "task_end_to_offer"]
+            series.append((f"{mode} ({agents} agents, {frameworks} frameworks)", values))
+        if any(v for _, v in series):
+            names.append(plots.cdf(out / "offer_latency_cdf.png",
+                                   "Task end -> offer latency, CDF", "latency (ms, log)", series))
+    return names
+
+
+def _summary(cfg: OfferLatencyConfig, results: Results) -> str:
+    rows = []
+    for metric in ("task_end_to_offer", "decline_to_offer", "join_to_offer",
+                   "subscribe_to_first_offer", "task_end_agent_to_offer"):
+        for r in results.runs:
+            rows.append((f"{metric}, {r['label']}", r["figures_ms"][metric]))
+    load = [f"| {r['label']} | {r['register_seconds']} | {r['tasks_ended_per_second']} | "
+            f"{r['master_cpu_cores']} | {r['master_rss_mb']} |" for r in results.runs]
+    return f"""# offer-latency
+
+Machine: {results.data['machine']['cpu_model']}, {results.data['machine']['cores']} cores,
+Python {results.data['machine']['python']}. Command: `{' '.join(results.data['command'])}`
+
+## What is measured, and how
+
+Each run starts a fresh master process (`allocation_mode` event = Agora's event-driven
+allocation with its 2 ms batching window; interval = Mesos' default, one allocation every
+{cfg.allocation_interval:g} s on a fixed timer and nothing in between), an emulated fleet in its
+own process (real AgentLink streams over real gRPC), and the load frameworks inside the runner
+process on the real SDK. In total the frameworks keep about {cfg.rate:g} tasks/s ending
+(closed loop, {cfg.cpus:g} cpus / {cfg.mem:g} MB tasks, exponential durations of mean
+{cfg.mean_duration:g} s). Every time stamp is `time.monotonic()` taken in the frameworks'
+process when the driver hands the event to the framework (callbacks never block: decisions run
+in background tasks). The figures, in milliseconds:
+
+- **task_end_to_offer** (the headline "offer latency"): a framework receives the terminal
+  UPDATE of a task on agent X -> any of the frameworks receives the next OFFERS event holding an
+  offer for X. The agent -> master hop is not in it (the master forwards the update at the
+  moment it frees the resources).
+- **task_end_agent_to_offer**: the same offers, timed from the emulated agent's wall-clock
+  timestamp on the terminal update (same host), so it includes agent -> master.
+- **decline_to_offer**: {cfg.probe_decline_fraction:.0%} of offers are declined with
+  refuse_seconds=0; Decline issued -> next offer for that agent.
+- **join_to_offer**: {cfg.joiners} agents join during the window (in the frameworks' process);
+  the agent sends Register -> first offer for it.
+- **subscribe_to_first_offer**: SUBSCRIBED received -> first OFFERS event (all frameworks
+  subscribe at once; those that subscribe after the first hoard can wait for churn).
+
+Warm-up: {cfg.warmup:g} s after every framework subscribed (the initial offer round); then a
+{cfg.seconds:g} s measured window. Master CPU is psutil's user+system time of the master
+process over the window.
+
+## Targets
+
+{targets_md(results.data['targets'])}
+
+## Figures (ms)
+
+{stats_table(rows)}
+
+## Load
+
+| run | agents registered in (s) | tasks ended/s | master CPU (cores) | master RSS (MB) |
+|---|---:|---:|---:|---:|
+{chr(10).join(load)}
+"""

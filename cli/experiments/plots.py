@@ -1,0 +1,80 @@
+"""PNG plots with matplotlib's Agg backend (no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen first
+
+Series = tuple[str, Sequence[float], Sequence[float]]  # label, xs, ys
+
+
+def lines(path: Path, title: str, xlabel: str, ylabel: str, series: Sequence[Series], *,
+          logx: bool = False, logy: bool = False, hline: tuple[float, str] | None = None,
+          styles: Sequence[str] | None = None) -> str:
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for i, (label, xs, ys) in enumerate(series):
+        style = styles[i] if styles and i < len(styles) else "o-"
+        ax.plot(xs, ys, style, label=label)
+    if hline is not None:
+        ax.axhline(hline[0], color="grey", linestyle=":", linewidth=1)
+        ax.text(ax.get_xlim()[0], hline[0], f" {hline[1]}", va="bottom", color="grey",
+                fontsize=8)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    if series:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
+
+
+def cdf(path: Path, title: str, xlabel: str, series: Sequence[tuple[str, Sequence[float]]],
+        logx: bool = True) -> str:
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for label, values in series:
+        data = sorted(v for v in values if v > 0)
+        if not data:
+            continue
+        ys = [(i + 1) / len(data) for i in range(len(data))]
+        ax.step(data, ys, where="post", label=f"{label} (n={len(data)})")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of samples")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
+
+
+def bars(path: Path, title: str, ylabel: str, groups: Sequence[str],
+         series: Sequence[tuple[str, Sequence[float]]]) -> str:
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    width = 0.8 / max(len(series), 1)
+    for i, (label, values) in enumerate(series):
+        xs = [g + i * width for g in range(len(groups))]
+        ax.bar(xs, values, width, label=label)
+    ax.set_xticks([g + width * (len(series) - 1) / 2 for g in range(len(groups))], groups)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name

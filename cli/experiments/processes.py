@@ -1,0 +1,204 @@
+"""The daemons an experiment runs as real processes: the master, emulated fleets, real agents.
+
+Each is a subprocess (so its CPU and memory are its own, measured with psutil) started in its
+own session and stopped with SIGTERM (SIGKILL if it lingers). Logs go to files in the run's
+directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+_LISTENING = re.compile(rb"listening on (\S+:\d+)")
+
+
+class ProcessFailed(Exception):
+    """A daemon did not start, or died; the message ends with the tail of its log."""
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class Daemon:
+    """One subprocess of ours; `address` is what it printed as "... listening on HOST:PORT"."""
+
+    def __init__(self, name: str, argv: list[str], log_dir: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_dir / f"{name}.log"
+        self.proc: asyncio.subprocess.Process | None = None
+        self.address = ""
+        self.lines: asyncio.Queue[bytes] = asyncio.Queue()
+        self._pump: asyncio.Task | None = None
+        self._log = None
+
+    async def start(self, ready: re.Pattern[bytes] | None = _LISTENING,
+                    timeout: float = 60.0) -> Daemon:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv, stdout=asyncio.subprocess.PIPE, stderr=self._log, cwd=ROOT, env=env,
+            start_new_session=True, limit=16 * 1024 * 1024)
+        self._pump = asyncio.create_task(self._read_stdout())
+        if ready is not None:
+            line = await self.wait_for_line(ready, timeout)
+            match = ready.search(line)
+            if match and match.groups():
+                self.address = match.group(1).decode()
+        return self
+
+    async def _read_stdout(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            self.lines.put_nowait(line)
+        self.lines.put_nowait(b"")
+
+    async def wait_for_line(self, pattern: re.Pattern[bytes], timeout: float) -> bytes:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ProcessFailed(f"{self.name} said nothing matching {pattern.pattern!r} in "
+                                    f"{timeout:g} s:\n{_tail(self.log_path)}")
+            try:
+                line = await asyncio.wait_for(self.lines.get(), remaining)
+            except TimeoutError:
+                continue
+            if line == b"":
+                raise ProcessFailed(f"{self.name} exited (code {await self.proc.wait()}):\n"
+                                    f"{_tail(self.log_path)}")
+            if pattern.search(line):
+                return line
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    async def stop(self, timeout: float = 20.0) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), timeout)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+                await self.proc.wait()
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def python_m(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+@dataclass
+class MasterOptions:
+    allocation_mode: str = "event"  # or "interval": Mesos' fixed timer
+    allocation_interval: float = 1.0
+    log_level: str = "warning"
+    state_dir: Path | None = None
+
+
+def _master_cmd_supports(flag: str) -> bool:
+    """Whether `agora master` exists and has `flag` (it is another engineer's module)."""
+    module = ROOT / "cli" / "master_cmd.py"
+    return module.exists() and flag in module.read_text()
+
+
+def master_argv(options: MasterOptions) -> list[str]:
+    """`python -m cli.main master --port 0 ...`; until that command has the allocation flags,
+    the equivalent small entry point in cli/experiments/master_entry.py."""
+    args = ["--port", "0", "--allocation-mode", options.allocation_mode,
+            "--allocation-interval", str(options.allocation_interval),
+            "--log-level", options.log_level]
+    if options.state_dir is not None:
+        args += ["--state-dir", str(options.state_dir)]
+    if _master_cmd_supports("--allocation-mode"):
+        return python_m("cli.main", "master", *args)
+    return python_m("cli.experiments.master_entry", *args)
+
+
+async def start_master(options: MasterOptions, log_dir: Path, name: str = "master") -> Daemon:
+    return await Daemon(name, master_argv(options), log_dir).start()
+
+
+_READY = re.compile(rb'"event": "(ready|error)"')
+
+
+async def start_fleet(master: str, agents: int, log_dir: Path, *, name: str = "fleet",
+                      resources: str | None = None, prefix: str = "emu",
+                      extra: list[str] | None = None, timeout: float = 600.0) -> tuple[
+                          Daemon, dict]:
+    """An emulated fleet process; returns it once every agent registered, with its ready
+    line (registration seconds and counters)."""
+    argv = python_m("agent.emulated", "--master", master, "--agents", str(agents),
+                    "--hostname-prefix", prefix, "--stats-interval", "0", *(extra or []))
+    if resources:
+        argv += ["--resources", resources]
+    daemon = await Daemon(name, argv, log_dir).start(ready=None)
+    line = await daemon.wait_for_line(_READY, timeout)
+    info = json.loads(line)
+    if info["event"] != "ready":
+        await daemon.stop()
+        raise ProcessFailed(f"{name}: {info.get('message')}")
+    return daemon, info
+
+
+async def start_real_agent(master: str, log_dir: Path, work_dir: Path, resources: str,
+                           name: str) -> Daemon:
+    argv = python_m("cli.main", "agent", "--master", master, "--port", "0",
+                    "--work-dir", str(work_dir), "--resources", resources,
+                    "--log-level", "warning")
+    return await Daemon(name, argv, log_dir).start()
+
+
+class CpuMeter:
+    """CPU time and RSS of one process (psutil), as cores used over a window."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+        self._cpu, self._at = self._cpu_now(), time.monotonic()
+
+    def _cpu_now(self) -> float:
+        times = self.proc.cpu_times()
+        return times.user + times.system
+
+    def reset(self) -> None:
+        self._cpu, self._at = self._cpu_now(), time.monotonic()
+
+    def cores(self) -> float:
+        """Cores used since the last reset (CPU seconds per wall second)."""
+        cpu, at = self._cpu_now(), time.monotonic()
+        return (cpu - self._cpu) / max(at - self._at, 1e-9)
+
+    def cpu_seconds(self) -> float:
+        return self._cpu_now() - self._cpu
+
+    def rss_mb(self) -> float:
+        return self.proc.memory_info().rss / (1024 * 1024)
