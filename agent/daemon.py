@@ -121,8 +121,7 @@ class AgentDaemon:
         if kill_tasks:
             await self.tasks.kill_all()
         if self._link_task is not None:
-            self._link_task.cancel()
-            await asyncio.gather(self._link_task, return_exceptions=True)
+            await self.link.stop(self._link_task)
             self._link_task = None
         await self.tasks.stop()
         await self.health.stop_all()

@@ -16,10 +16,12 @@ import grpc
 import structlog
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
 
+from agent.aio_util import cancel_and_wait
 from common.rpc import insecure_channel
 
 log = structlog.get_logger(__name__)
 
+MIN_SILENCE_SECONDS = 3.0
 AgentMessage = agent_link_pb2.AgentMessage
 MasterMessage = agent_link_pb2.MasterMessage
 
@@ -57,6 +59,8 @@ class MasterLink:
         self._clock = clock
         self._outbox: asyncio.Queue[AgentMessage | None] | None = None
         self._registered = False
+        self._stopping = False
+        self._call = None
         self.registrations = 0  # how many times the master accepted a Register
 
     @property
@@ -71,20 +75,29 @@ class MasterLink:
         return True
 
     async def run(self) -> None:
-        """Keeps a registered stream to the master until cancelled."""
+        """Keeps a registered stream to the master until `stop`."""
         backoff = 0.0
-        while True:
+        while not self._stopping:
             attempt_log = log.bind(master=self.master)
             try:
                 await self._session()
+                if self._stopping:
+                    return
                 backoff = 0.0
                 attempt_log.info("master closed the agent link; reconnecting")
             except _Reconnect:
                 backoff = 0.0
                 continue
             except asyncio.CancelledError:
-                raise
+                if self._stopping or _being_cancelled():
+                    raise
+                # The call was cancelled under us (grpc reports it so): treat as a failure.
+                backoff = next_backoff(backoff, self._backoff_initial, self._backoff_max)
+                await asyncio.sleep(backoff)
+                continue
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
+                if self._stopping:
+                    return
                 if self.registrations and backoff == 0.0:
                     attempt_log.warning("lost the master", error=_describe(e))
                 backoff = next_backoff(backoff, self._backoff_initial, self._backoff_max)
@@ -94,10 +107,21 @@ class MasterLink:
                 continue
             await asyncio.sleep(self._backoff_initial)
 
+    async def stop(self, task: asyncio.Task) -> None:
+        """Ends the stream and the `run` task. Cancelling the call first matters: a task
+        cancelled while grpc completes a read can miss its cancellation (Python 3.11)."""
+        self._stopping = True
+        if self._call is not None:
+            self._call.cancel()
+        await cancel_and_wait(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("agent link ended with an error", error=repr(task.exception()))
+
     async def _session(self) -> None:
         channel = insecure_channel(self.master)
         outbox: asyncio.Queue[AgentMessage | None] = asyncio.Queue()
         heartbeat: asyncio.Task | None = None
+        watchdog: asyncio.Task | None = None
         call = None
         try:
             register = self._handler.build_register()
@@ -105,21 +129,23 @@ class MasterLink:
                      agent_id=register.info.agent_id or "(new)", tasks=len(register.tasks))
             outbox.put_nowait(AgentMessage(register=register))
             self._outbox = outbox
-            call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(_drain(outbox))
+            call = self._call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(
+                _drain(outbox))
             interval = self._default_heartbeat
-            timeout = self._register_timeout
+            silence = _Silence(self._clock, self._register_timeout)
+            watchdog = asyncio.create_task(silence.watch(call))
             while True:
-                try:
-                    message = await asyncio.wait_for(call.read(), timeout)
-                except TimeoutError:
-                    raise ConnectionError(
-                        f"the master said nothing for {timeout:.1f} s") from None
+                message = await call.read()
+                if silence.expired:
+                    raise ConnectionError(f"the master said nothing for {silence.limit:.1f} s")
                 if message is grpc.aio.EOF:
                     return
+                silence.heard()
                 kind = message.WhichOneof("message")
                 if kind == "registered":
                     interval = message.registered.heartbeat_interval_seconds or interval
-                    timeout = max(interval * self._missed, 1.0)
+                    # A floor, so that a loaded machine's hiccup does not cost a reconnect.
+                    silence.limit = max(interval * self._missed, MIN_SILENCE_SECONDS)
                     self._handler.on_registered(message.registered)
                     self._registered = True
                     self.registrations += 1
@@ -140,13 +166,20 @@ class MasterLink:
                     self._handler.on_status_update_ack(message.status_update_ack)
                 elif kind == "shutdown_framework":
                     self._handler.on_shutdown_framework(message.shutdown_framework)
-                # heartbeat: reading it reset the silence timer; nothing else to do.
+                # heartbeat: hearing it reset the silence timer; nothing else to do.
+        except asyncio.CancelledError:
+            if watchdog is not None and watchdog.done() and not _being_cancelled():
+                raise ConnectionError(
+                    f"the master said nothing for {silence.limit:.1f} s") from None
+            raise
         finally:
             self._registered = False
             self._outbox = None
+            self._call = None
             outbox.put_nowait(None)
-            if heartbeat is not None:
-                heartbeat.cancel()
+            for task in (heartbeat, watchdog):
+                if task is not None:
+                    task.cancel()
             if call is not None:
                 call.cancel()
             await channel.close()
@@ -156,6 +189,33 @@ class MasterLink:
             await asyncio.sleep(interval)
             outbox.put_nowait(AgentMessage(heartbeat=AgentMessage.Heartbeat(
                 timestamp=time.time())))
+
+
+class _Silence:
+    """Cancels the call once the master has been silent for `limit` seconds."""
+
+    def __init__(self, clock: Callable[[], float], limit: float) -> None:
+        self._clock = clock
+        self.limit = limit
+        self.last = clock()
+        self.expired = False
+
+    def heard(self) -> None:
+        self.last = self._clock()
+
+    async def watch(self, call) -> None:
+        while True:
+            left = self.last + self.limit - self._clock()
+            if left <= 0:
+                self.expired = True
+                call.cancel()
+                return
+            await asyncio.sleep(min(left, 0.5))
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _drain(outbox: asyncio.Queue):

@@ -17,6 +17,7 @@ from pathlib import Path
 import structlog
 from agora.v1 import common_pb2
 
+from agent.aio_util import cancel_and_wait
 from agent.checkpoint import b64, unb64
 from agent.update_queue import UpdateQueue
 
@@ -112,13 +113,8 @@ class StatusUpdateManager:
         self._task = asyncio.create_task(self._run(), name="status-update-resender")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self._log.close()
 
     def update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:

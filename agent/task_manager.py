@@ -20,6 +20,7 @@ import structlog
 from agora.v1 import common_pb2
 
 from agent import launcher
+from agent.aio_util import cancel_and_wait
 from agent.checkpoint import TaskRecord, WorkDir, b64
 from common import new_id, new_uuid
 
@@ -321,10 +322,11 @@ class TaskManager:
                 self._end(run, common_pb2.TASK_FAILED,
                           "the agent restarted while launching the task", "REASON_AGENT_RESTARTED")
             return
+        # The command did start (the wrapper wrote its pid): say so if the last agent did not.
+        if run.state != common_pb2.TASK_RUNNING:
+            self._update(run, common_pb2.TASK_RUNNING, "the command is running")
         if run.wrapper.alive():
             log_.info("re-attached to a running task", pid=run.wrapper.task_pid)
-            if run.state != common_pb2.TASK_RUNNING:
-                self._update(run, common_pb2.TASK_RUNNING, "the command is running")
         else:
             log_.info("task ended while the agent was down")
         # _watch returns at once for a wrapper that already ended and reads its exit file.
@@ -346,10 +348,7 @@ class TaskManager:
 
     async def stop(self) -> None:
         """Stops watching (the tasks themselves keep running, for the next agent)."""
-        tasks = list(self._bg)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*self._bg)
 
 
 def _log_crash(task: asyncio.Task) -> None:

@@ -93,6 +93,12 @@ def register(subparsers) -> None:
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
+    # A bad flag value is one line naming the flag and what to write, not a usage dump.
+    def one_line_error(message: str):
+        parser.exit(2, f"agora agent: error: {message} (see agora agent --help)\n")
+
+    parser.error = one_line_error
+
 
 def run(args: argparse.Namespace) -> int:
     from agent import AgentConfig

@@ -81,12 +81,19 @@ class FakeMaster(agent_link_pb2_grpc.AgentLinkServicer):
                                                            status))
             outbox.put_nowait(None)
 
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(self.heartbeat)
+                outbox.put_nowait(MasterMessage(heartbeat=MasterMessage.Heartbeat()))
+
         reader = asyncio.create_task(read())
+        beater = asyncio.create_task(beat())
         try:
             while (message := await outbox.get()) is not None:
                 await context.write(message)
         finally:
             reader.cancel()
+            beater.cancel()
             if self._outbox is outbox:
                 self._outbox = None
 

@@ -1,0 +1,151 @@
+"""`agora agent` as a real process: bad flags, and surviving a SIGKILL with tasks running."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agent_fake_master import FakeMaster, shell_task
+from agora.v1 import common_pb2 as S
+from harness import ROOT, Daemon, eventually_async
+
+from agent.launcher import Wrapper
+
+FW = "fw-1"
+
+
+def agora(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--resources", "cpus:four;mem:1024", "cpus takes a number"),
+    ("--resources", "cpus:4;bananas:3", "unknown resource 'bananas'"),
+    ("--resources", "ports:[5-1]", "range"),
+    ("--attributes", "rack", "rack:r1"),
+])
+def test_malformed_flag_is_one_line_and_exit_2(tmp_path, flag, value, says):
+    result = agora("agent", "--master", "127.0.0.1:5050", "--work-dir", str(tmp_path), flag,
+                   value)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("agora agent: error: argument " + flag) and says in lines[0]
+
+
+def test_help_explains_each_flag():
+    out = agora("agent", "--help").stdout
+    for flag in ("--master", "--port", "--host", "--resources", "--attributes", "--work-dir",
+                 "--advertise-ip", "--hostname", "--log-format"):
+        assert flag in out
+    assert "memory minus 1 GB" in out
+
+
+@pytest.fixture
+async def master():
+    m = FakeMaster(heartbeat=0.3)
+    await m.start()
+    yield m
+    await m.stop()
+
+
+class AgentProcess:
+    def __init__(self, master: FakeMaster, root: Path) -> None:
+        self.work_dir = root / "agent"
+        self.args = ["agent", "--master", master.address, "--port", "0", "--work-dir",
+                     str(self.work_dir), "--resources", "cpus:2;mem:1024;ports:[31000-31009]",
+                     "--attributes", "rack:r1", "--log-level", "debug"]
+        self.logs = root / "logs"
+        self.daemon: Daemon | None = None
+        self.all: list[Daemon] = []
+        self.runs = 0
+
+    async def start(self) -> Daemon:
+        self.runs += 1
+        self.daemon = Daemon(self.args, self.logs / f"agent-{self.runs}.log")
+        self.all.append(self.daemon)
+        await asyncio.to_thread(self.daemon.start)
+        return self.daemon
+
+    async def sigkill(self) -> None:
+        assert self.daemon is not None
+        await asyncio.to_thread(self.daemon.kill, signal.SIGKILL)
+
+    def cleanup(self) -> None:
+        for daemon in self.all:
+            daemon.stop()
+            if daemon.proc is not None and daemon.proc.stdout is not None:
+                daemon.proc.stdout.close()
+        # Tasks outlive their agent by design: end those a failed test left behind.
+        for wrapper_file in self.work_dir.glob("meta/runs/*/wrapper.json"):
+            wrapper = Wrapper.load(wrapper_file.parent)
+            if wrapper is not None and wrapper.alive():
+                wrapper.signal_group(signal.SIGKILL)
+
+
+@pytest.fixture
+def agent_process(master, tmp_path):
+    process = AgentProcess(master, tmp_path)
+    yield process
+    process.cleanup()
+
+
+async def registered(master: FakeMaster, count: int):
+    await eventually_async(lambda: len(master.registrations) >= count and master.connected,
+                           timeout=30, message=f"registration {count}")
+    return master.registrations[count - 1]
+
+
+async def test_sigkilled_agent_recovers_its_running_task(master, agent_process):
+    await agent_process.start()
+    first = await registered(master, 1)
+    assert first.info.agent_id == ""
+    master.run_task(FW, shell_task("long", "while [ ! -e go ]; do sleep 0.05; done"))
+    await eventually_async(lambda: master.states("long") == [S.TASK_STARTING, S.TASK_RUNNING])
+    sandbox = agent_process.work_dir / "sandboxes" / FW / "long"
+
+    await agent_process.sigkill()
+    await eventually_async(lambda: not master.connected, message="stream broken")
+    await agent_process.start()
+    reg = await registered(master, 2)
+    assert reg.info.agent_id == "agent-1"  # the id survived the restart
+    assert [(t.framework_id, t.task.task_id, t.state) for t in reg.tasks] == [
+        (FW, "long", S.TASK_RUNNING)]
+
+    (sandbox / "go").touch()
+    final = await eventually_async(lambda: master.terminal("long"), message="FINISHED")
+    assert final.state == S.TASK_FINISHED
+    # Acknowledged at once by the fake master: never sent again.
+    beats = master.heartbeats
+    await eventually_async(lambda: master.heartbeats >= beats + 6, message="heartbeats")
+    assert master.states("long") == [S.TASK_STARTING, S.TASK_RUNNING, S.TASK_FINISHED]
+
+
+async def test_sigkill_loses_no_unacknowledged_update(master, agent_process):
+    master.auto_ack = False
+    await agent_process.start()
+    await registered(master, 1)
+    master.run_task(FW, shell_task("short", "exit 5"))
+    await eventually_async(lambda: S.TASK_STARTING in master.states("short"))
+    # The task ends whether or not its agent is there to see it.
+    await agent_process.sigkill()
+    exit_file = next(agent_process.work_dir.glob("meta/runs/*/exit.json"), None)
+    await eventually_async(
+        lambda: next(agent_process.work_dir.glob("meta/runs/*/exit.json"), None) or exit_file,
+        message="the task's exit file")
+
+    master.auto_ack = True
+    await agent_process.start()
+    await registered(master, 2)
+    final = await eventually_async(lambda: master.terminal("short"), message="final update")
+    assert final.state == S.TASK_FAILED and final.exit_code == 5
+    after = [u for u in master.updates if u.task_id == "short"]
+    # STARTING (unacknowledged before the kill) came again, then RUNNING, then FAILED once.
+    states = [u.state for u in after]
+    assert states[-3:] == [S.TASK_STARTING, S.TASK_RUNNING, S.TASK_FAILED]
+    assert states.count(S.TASK_FAILED) == 1 and states.count(S.TASK_RUNNING) == 1
