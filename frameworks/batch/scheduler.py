@@ -60,6 +60,8 @@ class BatchScheduler(Framework):
         self.driver: Driver | None = None
         self.framework_id = store.framework_id()
         self.jobs: dict[str, batch_pb2.Job] = {job.job_id: job for job in store.load_jobs()}
+        for job in self.jobs.values():
+            st.refresh(job, clock())  # counts follow the instances as stored
         self._sequence = max((j.sequence for j in self.jobs.values()), default=0)
         self._watchers: dict[str, set[asyncio.Queue]] = {}
         self._suppressed: bool | None = None  # unknown until we tell the master
