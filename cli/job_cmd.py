@@ -104,6 +104,12 @@ class _Batch:
     """A Batch stub found through the master."""
 
     def __init__(self, master: str) -> None:
+        self.master = master
+        self.channel = None
+        self.connect()
+
+    def connect(self) -> None:
+        """(Re)finds the Batch API through the master: after a restart it may have moved."""
         import grpc
         from agora.v1 import batch_pb2_grpc
 
@@ -112,9 +118,11 @@ class _Batch:
         from frameworks.batch.client import BatchNotFound, find_batch_address
 
         try:
-            self.address = find_batch_address(master)
+            self.address = find_batch_address(self.master)
         except BatchNotFound as e:
             raise CommandError(str(e)) from None
+        if self.channel is not None:
+            self.channel.close()
         self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         self.stub = batch_pb2_grpc.BatchStub(self.channel)
 
@@ -200,14 +208,34 @@ def _submit(args: argparse.Namespace) -> int:
     return 0 if job.state == batch_pb2.JOB_SUCCEEDED else 1
 
 
-def _events(batch: _Batch, job_id: str) -> Iterator:
+def _events(batch: _Batch, job_id: str, patience: float = 60.0) -> Iterator:
+    """The job's events; if the batch daemon goes away meanwhile (a restart), finds it again
+    through the master and watches on, for up to `patience` seconds without it."""
     import grpc
     from agora.v1 import batch_pb2
 
-    try:
-        yield from batch.stub.WatchJob(batch_pb2.WatchJobRequest(job_id=job_id))
-    except grpc.RpcError as e:
-        raise _error(e) from None
+    from cli.main import CommandError
+
+    gone_since = None
+    while True:
+        try:
+            for event in batch.stub.WatchJob(batch_pb2.WatchJobRequest(job_id=job_id)):
+                gone_since = None
+                yield event
+            return
+        except grpc.RpcError as e:
+            if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                raise _error(e) from None
+            error = e.details() or e.code().name
+        now = time.monotonic()
+        gone_since = gone_since or now
+        if now - gone_since > patience:
+            raise CommandError(f"lost the batch daemon for {patience:g} s: {error}")
+        time.sleep(1.0)
+        try:
+            batch.connect()
+        except CommandError:
+            pass  # not back yet
 
 
 def _wait(batch: _Batch, job_id: str, quiet: bool = False):

@@ -3,6 +3,8 @@ id, learns what its tasks did meanwhile, and the job completes."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from agora.v1 import batch_pb2 as B
 from agora.v1 import common_pb2 as C
@@ -111,3 +113,22 @@ async def test_instance_on_a_lost_agent_is_retried_elsewhere(cluster):
     assert attempts[0].state in (C.TASK_LOST, C.TASK_KILLED)
     assert attempts[1].state == C.TASK_FINISHED
     assert attempts[1].hostname == f"host-{1 - index}"
+
+
+async def test_job_submit_wait_follows_the_job_across_a_daemon_restart(cluster, tmp_path):
+    gate = tmp_path / "go"
+    waiting = asyncio.create_task(cluster.cli(
+        "job", "submit", "--name", "gated", "--wait", "--",
+        f"while [ ! -f {gate} ]; do sleep 0.05; done"))
+
+    async def running_job():
+        jobs = (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs
+        return jobs[0] if jobs and jobs[0].counts.running == 1 else None
+
+    job = await eventually_async(running_job, timeout=30, message="gated job running")
+    await cluster.stop_batch()
+    await cluster.start_batch()
+    gate.touch()
+    result = await asyncio.wait_for(waiting, timeout=90)
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[-1] == f"job {job.job_id} SUCCEEDED"
