@@ -21,16 +21,9 @@ from pathlib import Path
 import structlog
 from agora.v1 import common_pb2
 
+from agent.atomic_files import atomic_write_json
+
 log = structlog.get_logger(__name__)
-
-
-def atomic_write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_json(path: Path) -> dict | None:

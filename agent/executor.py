@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from agent.checkpoint import atomic_write_json
+from agent.atomic_files import atomic_write_json
 
 
 def _report(line: str) -> None:

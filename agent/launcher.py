@@ -19,7 +19,8 @@ import psutil
 import structlog
 from agora.v1 import common_pb2
 
-from agent.checkpoint import atomic_write_json, read_json
+from agent.atomic_files import atomic_write_json
+from agent.checkpoint import read_json
 from common import ResourceError, Resources
 
 log = structlog.get_logger(__name__)
