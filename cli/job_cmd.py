@@ -138,6 +138,13 @@ class _Batch:
         try:
             return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
         except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNAVAILABLE:
+                from cli.main import CommandError
+
+                raise CommandError(
+                    f"the batch daemon at {self.address} (as published to the master) does not "
+                    f"answer; is `agora batch` running? ({e.details() or 'unavailable'})"
+                ) from None
             raise _error(e) from None
 
 

@@ -105,3 +105,20 @@ def test_no_master_is_one_line(tmp_path):
     assert result.code == 1
     assert result.err.startswith("agora job: cannot reach the master at 127.0.0.1:1")
     assert len(result.err.strip().splitlines()) == 1
+
+
+async def test_no_batch_daemon_is_one_line(tmp_path):
+    c = await BatchCluster(tmp_path, in_process_batch=False).start()
+    try:
+        result = await c.cli("job", "list")
+        assert result.code == 1
+        assert "no 'batch' framework is registered" in result.err
+        assert len(result.err.strip().splitlines()) == 1
+        # Registered once, then gone: its published address no longer answers.
+        await c.start_batch()
+        await c.stop_batch()
+        result = await c.cli("job", "status", "job-x")
+        assert result.code == 1 and "does not answer; is `agora batch` running?" in result.err
+        assert len(result.err.strip().splitlines()) == 1
+    finally:
+        await c.stop()

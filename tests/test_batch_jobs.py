@@ -3,6 +3,7 @@ daemon, and `agora job` as a user runs it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -202,3 +203,20 @@ async def test_queue_policy_decides_who_runs_first(tmp_path, policy, first):
 async def _running(cluster, job_id):
     job = await cluster.job(job_id)
     return job.counts.running == 1 and job.instances[0].attempts[-1].state == C.TASK_RUNNING
+
+
+async def test_logs_follow_streams_until_the_task_ends(cluster, tmp_path):
+    gate = tmp_path / "go"
+    job_id = await cluster.submit(
+        f"echo first; while [ ! -f {gate} ]; do sleep 0.05; done; echo second")
+    await eventually_async(lambda: _running(cluster, job_id), timeout=30, message="running")
+    follow = asyncio.create_task(cluster.cli("job", "logs", job_id, "--follow"))
+
+    async def first_line():
+        return (await cluster.cli("job", "logs", job_id)).out == "first\n"
+
+    await eventually_async(first_line, timeout=30, message="first line written")
+    gate.touch()
+    result = await asyncio.wait_for(follow, timeout=60)
+    assert result.code == 0, result.err
+    assert result.out == "first\nsecond\n"
