@@ -44,7 +44,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=_positive, help="measured window of each run (seconds)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_log_flags(p)
-    p.set_defaults(func=_run, log_level="warning")
+    p.set_defaults(func=_run, log_level="error")
 
 
 def register(subparsers) -> None:

@@ -170,11 +170,22 @@ async def start_fleet(master: str, agents: int, log_dir: Path, *, name: str = "f
     return daemon, info
 
 
+def agora_argv(command: str, *args: str) -> list[str]:
+    """`python -m cli.main COMMAND ARGS`, or the one-module shim while `agora` cannot build
+    its parser (a module in COMMAND_MODULES not written yet)."""
+    try:
+        from cli.main import build_parser
+
+        build_parser()
+    except ImportError:
+        return python_m("cli.experiments.command_entry", f"cli.{command}_cmd", command, *args)
+    return python_m("cli.main", command, *args)
+
+
 async def start_real_agent(master: str, log_dir: Path, work_dir: Path, resources: str,
                            name: str) -> Daemon:
-    argv = python_m("cli.main", "agent", "--master", master, "--port", "0",
-                    "--work-dir", str(work_dir), "--resources", resources,
-                    "--log-level", "warning")
+    argv = agora_argv("agent", "--master", master, "--port", "0", "--work-dir", str(work_dir),
+                      "--resources", resources, "--log-level", "warning")
     return await Daemon(name, argv, log_dir).start()
 
 
