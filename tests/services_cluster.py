@@ -119,7 +119,8 @@ class ServiceCluster:
     async def endpoints(self, app_id: str) -> list[str]:
         assert self.stub is not None
         reply = await self.stub.GetEndpoints(services_pb2.GetEndpointsRequest(app_id=app_id))
-        return [f"{e.host}:{e.ports[0]}" for e in reply.endpoints]
+        return [f"{e.host}:{e.ports[0]}" if e.ports else f"{e.host}/{e.task_id}"
+                for e in reply.endpoints]
 
     async def healthy_endpoints(self, app_id: str, count: int, timeout: float = 60) -> list[str]:
         async def ready():
