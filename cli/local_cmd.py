@@ -1,4 +1,4 @@
-"""`agora local`: a whole cluster in one process for trying Agora out (master + agents)."""
+"""`agora local`: a whole cluster in one process (master, agents, batch and services)."""
 
 from __future__ import annotations
 
@@ -94,8 +94,14 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     batch = BatchDaemon(BatchConfig(master=master_address, host=args.host, port=0,
                                     state_dir=work_dir / "batch"))
     await batch.start()
+    from frameworks.service import ServicesConfig, ServicesDaemon
+
+    services = ServicesDaemon(ServicesConfig(master=master_address, host=args.host, port=0,
+                                             state_dir=work_dir / "services"))
+    await services.start()
     print(f"master listening on {master_address}", flush=True)
     print(f"batch listening on {batch.address}", flush=True)
+    print(f"services listening on {services.address}", flush=True)
     print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
     print(f"try: AGORA_MASTER={master_address} agora cluster agents", flush=True)
 
@@ -106,6 +112,7 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     await stop.wait()
     print("stopping...", flush=True)
     await batch.stop()  # first: it must not launch onto agents that are going away
+    await services.stop()
     for agent in agents:
         await agent.stop()
     await master.stop()
