@@ -257,10 +257,12 @@ def _wait(batch: _Batch, job_id: str, quiet: bool = False):
         line = _progress(job, bar=tty)
         if quiet:
             continue
+        if line == last_line:
+            continue
         if tty:
             sys.stdout.write("\r\x1b[K" + line)
             sys.stdout.flush()
-        elif line != last_line:
+        else:
             print(line, flush=True)
         last_line = line
     if job is None:
