@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import structlog
@@ -61,6 +61,8 @@ class TaskRecord:
     kill_grace: float = 0.0
     # Set once the terminal update is acknowledged: kept only so its files can still be read.
     completed: bool = False
+    # The task's cgroup directories (agent.isolation); empty without cgroups.
+    cgroups: list[str] = field(default_factory=list)
 
     def task_info(self) -> common_pb2.TaskInfo:
         return common_pb2.TaskInfo.FromString(unb64(self.task))

@@ -13,6 +13,7 @@ from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 from agent.checkpoint import WorkDir
 from agent.files_service import AgentFilesService
 from agent.health_checks import HealthCheckManager
+from agent.isolation import Isolator
 from agent.link import MasterLink
 from agent.resources_detect import detect_resources
 from agent.status_updates import StatusUpdateManager
@@ -44,6 +45,11 @@ class AgentConfig:
     update_backoff_initial: float = 0.5
     update_backoff_max: float = 10.0
     default_kill_grace: float = DEFAULT_KILL_GRACE
+    # Put each task in cgroups limiting its memory (and weighting its CPU) where the host
+    # lets the agent create them; otherwise tasks get process-group isolation only.
+    cgroups: bool = True
+    # Also cap each task's CPU at its cpus with a CFS quota (Mesos' --cgroups_enable_cfs).
+    cpu_hard_limit: bool = False
 
 
 class AgentDaemon:
@@ -60,8 +66,10 @@ class AgentDaemon:
             initial_backoff=config.update_backoff_initial,
             max_backoff=config.update_backoff_max)
         self.health = HealthCheckManager(self.updates.update, lambda: self.agent_id)
+        self.isolator = Isolator(enabled=config.cgroups)
         self.tasks = TaskManager(self.work, self._emit, lambda: self.agent_id,
-                                 default_kill_grace=config.default_kill_grace)
+                                 default_kill_grace=config.default_kill_grace,
+                                 isolator=self.isolator, cpu_hard_limit=config.cpu_hard_limit)
         self.link = MasterLink(
             config.master, self, backoff_initial=config.reconnect_backoff_initial,
             backoff_max=config.reconnect_backoff_max,
@@ -92,7 +100,8 @@ class AgentDaemon:
         self._link_task = asyncio.create_task(self.link.run(), name="master-link")
         self._log.info("agent started", address=self.address, master=self.config.master,
                        agent_id=self.agent_id or "(new)", resources=str(self.resources),
-                       recovered_tasks=len(self.tasks.active_runs()))
+                       recovered_tasks=len(self.tasks.active_runs()),
+                       isolation=self.isolator.kind)
         return self._port
 
     @property

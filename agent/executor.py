@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -40,11 +41,20 @@ def _report(line: str) -> None:
 
 def _launch(run_dir: Path) -> int:
     spec = json.loads((run_dir / "spec.json").read_text())
+    cgroups = spec.get("cgroups", [])
+
+    def join_cgroups() -> None:
+        # Runs in the child between fork and exec: everything the task forks stays inside.
+        for path in cgroups:
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
     try:
         with open(spec["stdout"], "ab") as out, open(spec["stderr"], "ab") as err:
             proc = subprocess.Popen(
                 spec["argv"], cwd=spec["cwd"], env=spec["env"], stdin=subprocess.DEVNULL,
                 stdout=out, stderr=err, close_fds=True, process_group=0,
+                preexec_fn=join_cgroups if cgroups else None,
             )
     except OSError as e:
         what = e.strerror or str(e)
@@ -76,9 +86,34 @@ def _launch(run_dir: Path) -> int:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
+    _empty_cgroups(cgroups)
     result = {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
     atomic_write_json(run_dir / "exit.json", result)
     return 0
+
+
+def _empty_cgroups(cgroups: list[str]) -> None:
+    """Kills what escaped the process group (setsid) but not the cgroup, then removes it."""
+    for _ in range(50):
+        pids = set()
+        for path in cgroups:
+            try:
+                pids.update(int(p) for p in Path(path, "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                pass
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+    for path in cgroups:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
 
 
 def main(argv: list[str]) -> int:

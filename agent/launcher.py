@@ -150,7 +150,7 @@ def task_environment(base: dict[str, str], task: common_pb2.TaskInfo, framework_
 
 
 async def start_wrapper(run_dir: Path, argv: list[str], env: dict[str, str],
-                        sandbox: Path) -> Wrapper:
+                        sandbox: Path, cgroups: list[str] | None = None) -> Wrapper:
     """Starts `python -m agent.executor RUN_DIR` and returns once the command runs.
 
     Raises LaunchError when the command could not be started.
@@ -158,6 +158,7 @@ async def start_wrapper(run_dir: Path, argv: list[str], env: dict[str, str],
     atomic_write_json(run_dir / "spec.json", {
         "argv": argv, "env": env, "cwd": str(sandbox),
         "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
+        "cgroups": cgroups or [],
     })
     # The agent's package must be importable by the wrapper wherever the agent runs from.
     package_root = str(Path(__file__).resolve().parents[1])

@@ -22,7 +22,8 @@ from agora.v1 import common_pb2
 from agent import launcher
 from agent.aio_util import cancel_and_wait
 from agent.checkpoint import TaskRecord, WorkDir, b64
-from common import new_id, new_uuid
+from agent.isolation import Isolator, task_limits
+from common import ResourceError, Resources, new_id, new_uuid
 
 log = structlog.get_logger(__name__)
 
@@ -79,12 +80,15 @@ class TaskRun:
 class TaskManager:
     def __init__(self, work_dir: WorkDir, emit: EmitFn, agent_id: Callable[[], str],
                  default_kill_grace: float = DEFAULT_KILL_GRACE,
-                 base_env: dict[str, str] | None = None) -> None:
+                 base_env: dict[str, str] | None = None,
+                 isolator: Isolator | None = None, cpu_hard_limit: bool = False) -> None:
         self._work = work_dir
         self._emit = emit
         self._agent_id = agent_id
         self._default_grace = default_kill_grace
         self._base_env = dict(os.environ) if base_env is None else base_env
+        self._isolator = isolator or Isolator(enabled=False)
+        self._cpu_hard_limit = cpu_hard_limit
         self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
         self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
         self._bg: set[asyncio.Task] = set()
@@ -151,11 +155,22 @@ class TaskManager:
         env = launcher.task_environment(self._base_env, run.task, run.record.framework_id,
                                         self._agent_id(), run.sandbox)
         try:
-            run.wrapper = await launcher.start_wrapper(run_dir, argv, env, run.sandbox)
+            resources = Resources.from_proto(run.task.resources)
+        except ResourceError:
+            resources = Resources()
+        run.record.cgroups = self._isolator.prepare(
+            run.record.run_id, task_limits(resources, self._cpu_hard_limit))
+        if run.record.cgroups:
+            self._work.save_record(run.record)
+        try:
+            run.wrapper = await launcher.start_wrapper(run_dir, argv, env, run.sandbox,
+                                                       run.record.cgroups)
         except launcher.LaunchError as e:
+            self._isolator.cleanup(run.record.cgroups)
             self._end(run, common_pb2.TASK_ERROR, str(e), "REASON_CONTAINER_LAUNCH_FAILED")
             return
         except OSError as e:
+            self._isolator.cleanup(run.record.cgroups)
             self._end(run, common_pb2.TASK_ERROR, f"cannot start the task wrapper: {e}",
                       "REASON_CONTAINER_LAUNCH_FAILED")
             return
@@ -178,6 +193,7 @@ class TaskManager:
         if result is None:
             # The wrapper itself was killed: do not leave the command behind.
             run.wrapper.signal_group(signal.SIGKILL)
+        self._isolator.cleanup(run.record.cgroups)
         state, message, reason, exit_code = launcher.exit_outcome(result, run.record.killing)
         self._end(run, state, message, reason, exit_code)
 
@@ -193,6 +209,12 @@ class TaskManager:
         if run.wrapper.signal_group(signal.SIGKILL):
             log.info("task outlived its grace period: sent SIGKILL",
                      framework_id=run.record.framework_id, task_id=run.task.task_id)
+        # Processes that left the group (setsid) but not the task's cgroup die too.
+        for pid in self._isolator.pids(run.record.cgroups):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     # killing ----------------------------------------------------------------------------
 

@@ -90,6 +90,14 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--hostname", default=None,
         help="hostname reported to the master (default: this machine's hostname)")
+    parser.add_argument(
+        "--isolation", default="cgroups", choices=["cgroups", "none"],
+        help="cgroups: put each task in cgroups (v2 or v1, whichever the host has) that limit "
+             "its memory to its mem and weight its CPU by its cpus, where the agent may "
+             "create them; none: process groups only (default: %(default)s)")
+    parser.add_argument(
+        "--cpu-hard-limit", action="store_true",
+        help="also cap each task's CPU at its cpus with a CFS quota (needs --isolation cgroups)")
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
@@ -108,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     config = AgentConfig(
         master=args.master, host=args.host, port=args.port, resources=args.resources,
         attributes=args.attributes, work_dir=work_dir, advertise_ip=args.advertise_ip,
-        hostname=args.hostname)
+        hostname=args.hostname, cgroups=args.isolation == "cgroups",
+        cpu_hard_limit=args.cpu_hard_limit)
     return asyncio.run(_serve(config))
 
 

@@ -154,3 +154,16 @@ def test_command_argv_and_environment():
     assert env["PORT"] == "31000" and "PORT3" not in env
     assert env["AGORA_TASK_ID"] == "t1" and env["AGORA_SANDBOX"] == "/sb"
     assert env["A"] == "1" and env["PATH"] == "/bin"
+
+
+def test_task_limits_follow_mesos():
+    from agent.isolation import task_limits
+
+    limits = task_limits(Resources.parse("cpus:0.5;mem:64"))
+    assert limits.memory_bytes == 64 * 1024 * 1024
+    assert limits.cpu_shares == 512 and limits.cpu_quota_us is None
+    assert 1 <= limits.cpu_weight <= 10000
+    capped = task_limits(Resources.parse("cpus:0.5;mem:64"), cpu_hard_limit=True)
+    assert capped.cpu_quota_us == 50_000 and capped.cpu_period_us == 100_000
+    tiny = task_limits(Resources.parse("cpus:0.001"), cpu_hard_limit=True)
+    assert tiny.cpu_shares == 2 and tiny.cpu_quota_us == 1_000 and tiny.memory_bytes is None
