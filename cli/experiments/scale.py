@@ -1,0 +1,228 @@
+"""scale: what N heartbeating agents cost the master, and how long allocation takes, as N grows.
+
+Per step: a fresh master process and N emulated agents (one fleet process per 5,000 agents).
+Idle: nothing runs, agents and master heartbeat each other every heartbeat interval; the
+master's CPU (psutil, user+system) over the window gives cores used and CPU time per heartbeat
+message. Allocation: one framework subscribes and gets every agent in its first OFFERS event
+(an end-to-end full allocation cycle, timed SUBSCRIBED -> OFFERS in the framework's process);
+then offers are declined one at a time with refuse_seconds=0 and timed until they come back (a
+one-agent allocation). The pure allocator cycle at the same size (in this process, no network)
+is given alongside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cli.experiments import plots
+from cli.experiments.frameworks import FrameworkSet
+from cli.experiments.processes import CpuMeter, MasterOptions, start_fleet, start_master
+from cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
+from frameworks.load import LoadConfig, Recorder
+
+AGENTS_PER_FLEET_PROCESS = 5000
+HEARTBEAT_INTERVAL = 5.0  # the master's default; agents follow what it says in Registered
+
+
+@dataclass
+class ScaleConfig:
+    agents: list[int] = field(default_factory=lambda: [100, 1000, 5000, 10000])
+    idle_seconds: float = 10.0
+    settle_seconds: float = 3.0
+    reoffers: int = 20
+    agent_resources: str = "cpus:4;mem:4096;disk:4096;ports:[31000-31099]"
+
+
+async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) -> dict:
+    logs = out / "logs" / f"agents{agents}"
+    master = await start_master(MasterOptions(), logs)
+    fleets = []
+    framework_set = None
+    try:
+        meter = CpuMeter(master.pid)
+        rss_empty = meter.rss_mb()
+        processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS))
+        per = [agents // processes + (1 if i < agents % processes else 0)
+               for i in range(processes)]
+        started = time.monotonic()
+        progress.show(f"{agents} agents: registering ({processes} fleet process(es))", force=True)
+        ready = await asyncio.gather(*(
+            start_fleet(master.address, n, logs, name=f"fleet-{i}", prefix=f"emu{i}",
+                        resources=cfg.agent_resources) for i, n in enumerate(per) if n))
+        fleets = [daemon for daemon, _ in ready]
+        register_seconds = time.monotonic() - started
+        register_cpu = meter.cpu_seconds()
+        await asyncio.sleep(cfg.settle_seconds)
+
+        meter.reset()
+        fleet_meters = [CpuMeter(f.pid) for f in fleets]
+        window_start = time.monotonic()
+        while (now := time.monotonic()) < window_start + cfg.idle_seconds:
+            progress.show(f"{agents} agents: idle {now - window_start:4.1f}/"
+                          f"{cfg.idle_seconds:g} s, master {meter.cores():.3f} cores")
+            await asyncio.sleep(0.5)
+        idle_cores = meter.cores()
+        fleet_cores = sum(m.cores() for m in fleet_meters)
+        rss_idle = meter.rss_mb()
+        # Both directions: each agent sends one and receives one per interval.
+        heartbeats_per_second = 2 * agents / HEARTBEAT_INTERVAL
+        cpu_per_heartbeat_us = idle_cores / heartbeats_per_second * 1e6
+
+        recorder = Recorder()
+        framework_set = FrameworkSet(master.address, [LoadConfig(
+            name="scale", max_running=0, hold_offers=True, max_held=10**9)], recorder)
+        framework_set.start()
+        await framework_set.wait_subscribed()
+        framework = framework_set.frameworks[0]
+        deadline = time.monotonic() + 120
+        while len(framework.held) < agents and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        first_event_offers = recorder.counts["offers"]
+        driver = framework_set.drivers[0]
+        for k in range(cfg.reoffers):
+            offer = next(iter(framework.held.values()))
+            framework.held.pop(offer.offer_id)
+            before = len(recorder.values("decline_to_offer"))
+            recorder.declined(offer.agent_id)
+            await driver.decline([offer], refuse_seconds=0)
+            while len(recorder.values("decline_to_offer")) == before:
+                await asyncio.sleep(0.001)
+            progress.show(f"{agents} agents: re-offer {k + 1}/{cfg.reoffers}")
+        rss_after = meter.rss_mb()
+    finally:
+        if framework_set is not None:
+            await framework_set.stop(teardown=True)
+        for fleet in fleets:
+            await fleet.stop()
+        await master.stop()
+
+    from cli.bench_cmd import run_allocator_bench
+
+    bench = run_allocator_bench(agents, 1, cycles=3, reoffers=50)
+    result = {
+        "agents": agents,
+        "fleet_processes": processes,
+        "register_seconds": round(register_seconds, 3),
+        "register_master_cpu_seconds": round(register_cpu, 3),
+        "idle_window_seconds": cfg.idle_seconds,
+        "idle_master_cpu_cores": round(idle_cores, 4),
+        "idle_fleet_cpu_cores": round(fleet_cores, 4),
+        "heartbeat_interval_seconds": HEARTBEAT_INTERVAL,
+        "heartbeat_messages_per_second": round(heartbeats_per_second, 1),
+        "master_cpu_per_heartbeat_us": round(cpu_per_heartbeat_us, 2),
+        "master_rss_mb_empty": round(rss_empty, 1),
+        "master_rss_mb_idle": round(rss_idle, 1),
+        "master_rss_mb_after_offers": round(rss_after, 1),
+        "first_offer_event_offers": first_event_offers,
+        "figures_ms": {
+            "full_allocation_subscribe_to_offers": summarize(
+                recorder.values("subscribe_to_first_offer")),
+            "one_agent_decline_to_reoffer": summarize(recorder.values("decline_to_offer")),
+            "allocator_full_cycle_in_process": {"count": bench["cycles"],
+                                                "p50": bench["cycle_ms"]["median"],
+                                                "min": bench["cycle_ms"]["min"],
+                                                "max": bench["cycle_ms"]["max"]},
+        },
+    }
+    progress.done(f"{agents} agents: registered in {register_seconds:.1f} s, idle master "
+                  f"{idle_cores:.3f} cores ({cpu_per_heartbeat_us:.0f} us/heartbeat), RSS "
+                  f"{rss_idle:.0f} MB, full allocation "
+                  f"{result['figures_ms']['full_allocation_subscribe_to_offers']['p50']} ms")
+    return result
+
+
+async def run(cfg: ScaleConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
+    results = Results("scale", out, asdict(cfg), command)
+    progress = Progress("scale", quiet)
+    for agents in cfg.agents:
+        step = await _step(cfg, agents, out, progress)
+        results.add_run(step)
+        results.add_samples([{"agents": agents, "metric": key, "value": value}
+                             for key, value in step.items() if isinstance(value, int | float)])
+    biggest = max(results.runs, key=lambda r: r["agents"])
+    results.target(f"idle master CPU with {biggest['agents']} agents heartbeating",
+                   biggest["idle_master_cpu_cores"] if biggest["agents"] >= 10000 else None,
+                   0.5, "cores", measured_in=f"{biggest['agents']} emulated agents, heartbeat "
+                   f"every {HEARTBEAT_INTERVAL:g} s" if biggest["agents"] >= 10000 else
+                   "needs a 10000-agent step")
+    names = _plots(results, out)
+    results.write(_summary(cfg, results), names)
+    return results
+
+
+def _plots(results: Results, out: Path) -> list[str]:
+    runs = sorted(results.runs, key=lambda r: r["agents"])
+    xs = [r["agents"] for r in runs]
+    if not xs:
+        return []
+    names = [
+        plots.lines(out / "scale_master_cpu.png", "Idle master CPU vs agents (heartbeats only)",
+                    "emulated agents", "cores",
+                    [("master CPU (cores)", xs, [r["idle_master_cpu_cores"] for r in runs])],
+                    logx=True, hline=(0.5, "target 0.5 core")),
+        plots.lines(out / "scale_master_rss.png", "Master memory vs agents", "emulated agents",
+                    "RSS (MB)", [("idle", xs, [r["master_rss_mb_idle"] for r in runs]),
+                                 ("after offering every agent", xs,
+                                  [r["master_rss_mb_after_offers"] for r in runs])],
+                    logx=True),
+    ]
+    series = []
+    for key, label in (("full_allocation_subscribe_to_offers", "full allocation, end to end"),
+                       ("allocator_full_cycle_in_process", "allocator cycle, in process"),
+                       ("one_agent_decline_to_reoffer", "one-agent re-offer, end to end")):
+        points = [(r["agents"], r["figures_ms"][key]["p50"]) for r in runs
+                  if r["figures_ms"][key].get("p50") is not None]
+        if points:
+            series.append((label, [p[0] for p in points], [max(p[1], 1e-3) for p in points]))
+    names.append(plots.lines(out / "scale_allocation_time.png", "Allocation time vs agents (p50)",
+                             "emulated agents", "ms (log)", series, logx=True, logy=True))
+    return names
+
+
+def _summary(cfg: ScaleConfig, results: Results) -> str:
+    rows = [f"| {r['agents']} | {r['register_seconds']} | {r['idle_master_cpu_cores']} | "
+            f"{r['master_cpu_per_heartbeat_us']} | {r['master_rss_mb_idle']} | "
+            f"{r['idle_fleet_cpu_cores']} |" for r in sorted(results.runs,
+                                                              key=lambda r: r["agents"])]
+    stats = [(f"{name}, {r['agents']} agents", figures)
+             for r in results.runs for name, figures in r["figures_ms"].items()]
+    return f"""# scale
+
+Machine: {results.data['machine']['cpu_model']}, {results.data['machine']['cores']} cores,
+Python {results.data['machine']['python']}. Command: `{' '.join(results.data['command'])}`
+
+## What is measured, and how
+
+Each step starts a fresh master process (event-driven allocation, in-memory state) and N
+emulated agents in separate fleet processes (one per {AGENTS_PER_FLEET_PROCESS} agents), waits
+{cfg.settle_seconds:g} s after the last registration, then measures the master process alone
+(psutil user+system CPU time / wall time) for {cfg.idle_seconds:g} s while nothing runs: the
+only traffic is heartbeats, one each way per agent every {HEARTBEAT_INTERVAL:g} s (the master's
+default interval). CPU per heartbeat = idle cores / (2 N / interval) heartbeat messages.
+
+Allocation: a framework subscribes; the master offers it every agent in one cycle.
+**full_allocation_subscribe_to_offers** is SUBSCRIBED received -> that OFFERS event received,
+in the framework's process (allocation over N agents + building and sending N offers).
+**one_agent_decline_to_reoffer** is Decline(refuse_seconds=0) of one offer -> its re-offer
+({cfg.reoffers} times, one at a time). **allocator_full_cycle_in_process** is `agora bench
+allocator --agents N --frameworks 1` run in the runner (pure allocator, no network).
+
+## Targets
+
+{targets_md(results.data['targets'])}
+
+## Master cost
+
+| agents | registered in (s) | idle master CPU (cores) | CPU per heartbeat (us) \
+| master RSS idle (MB) | fleet CPU (cores) |
+|---:|---:|---:|---:|---:|---:|
+{chr(10).join(rows)}
+
+## Allocation (ms)
+
+{stats_table(stats)}
+"""
