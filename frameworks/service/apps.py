@@ -230,4 +230,9 @@ def app_from_mapping(data: Mapping[str, Any], source: str = "app") -> App:
     try:
         return json_format.ParseDict(fields, App())
     except json_format.ParseError as e:
-        raise AppError(f"{source}: {e}") from None
+        text = " ".join(str(e).split())
+        unknown = re.search(r'has no field named "([^"]+)"', text)
+        if unknown:
+            known = ", ".join(f.name for f in App.DESCRIPTOR.fields if f.name != "version")
+            text = f"unknown field {unknown.group(1)!r} (an app has: {known})"
+        raise AppError(f"{source}: {text}") from None
