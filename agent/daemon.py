@@ -121,11 +121,13 @@ class AgentDaemon:
             host = _primary_ip()
         return f"{host}:{self._port}"
 
-    async def stop(self, grace: float = 1.0, kill_tasks: bool = False) -> None:
+    async def stop(self, grace: float = 1.0, kill_tasks: bool = True) -> None:
         """Stops serving and talking to the master.
 
-        Tasks keep running for the next agent on this work dir, unless `kill_tasks` (as when
-        a whole local cluster stops): then they are killed first, their updates checkpointed.
+        With `kill_tasks` (the default, for an agent embedded in a process such as
+        `agora local` or a test) its tasks are killed first, their updates checkpointed.
+        Without it they keep running for the next agent on this work dir to re-attach to, as
+        `agora agent` does on SIGTERM (like Mesos' agent recovery).
         """
         if kill_tasks:
             await self.tasks.kill_all()

@@ -137,5 +137,6 @@ async def _serve(config) -> int:
     print(f"agent listening on {daemon.address} (master {config.master}, "
           f"work dir {os.path.abspath(config.work_dir)})", flush=True)
     await stopping.wait()
-    await daemon.stop()
+    # Tasks keep running: the next agent on this work dir re-attaches to them.
+    await daemon.stop(kill_tasks=False)
     return 0

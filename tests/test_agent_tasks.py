@@ -52,6 +52,7 @@ class Agents:
         return daemon
 
     async def stop(self, daemon: AgentDaemon, kill_tasks: bool = False) -> None:
+        """By default as on SIGTERM of `agora agent`: the tasks keep running."""
         await daemon.stop(kill_tasks=kill_tasks)
         self.running.remove(daemon)
 
