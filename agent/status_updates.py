@@ -23,6 +23,8 @@ from agent.update_queue import UpdateQueue
 
 log = structlog.get_logger(__name__)
 
+# The log is rewritten to just the pending updates after this many appends.
+COMPACT_AFTER = 10_000
 # send(framework_id, status) -> True if it went out on a registered link.
 SendFn = Callable[[str, common_pb2.TaskStatus], bool]
 
@@ -98,6 +100,7 @@ class StatusUpdateManager:
         self._clock = clock
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._appended = 0  # lines appended since the log was last rewritten
 
     def recover(self) -> list[tuple[str, common_pb2.TaskStatus]]:
         """Loads the unacknowledged updates of a previous run; call once, before `start`."""
@@ -121,7 +124,16 @@ class StatusUpdateManager:
         """Checkpoints the update, then queues it for (reliable) delivery."""
         self._log.append_update(framework_id, status)
         self._queue.add(framework_id, status)
+        self._appended += 1
         self._wake.set()
+
+    def _maybe_compact(self) -> None:
+        """Rewrites the log to the pending updates once it is mostly acknowledged history."""
+        if self._appended < COMPACT_AFTER or self._appended < 4 * len(self._queue):
+            return
+        self._log.close()
+        self._log.open(self._queue.all_pending())
+        self._appended = 0
 
     def ack(self, framework_id: str, task_id: str, uuid: bytes) -> common_pb2.TaskStatus | None:
         """Returns the acknowledged update, or None for an unknown or duplicate ack."""
@@ -131,6 +143,8 @@ class StatusUpdateManager:
                       task_id=task_id, uuid=uuid.hex())
             return None
         self._log.append_ack(framework_id, task_id, uuid)
+        self._appended += 1
+        self._maybe_compact()
         self._wake.set()
         return status
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -355,9 +356,11 @@ class TaskManager:
         self._spawn(self._watch(run), f"watch-{run.record.run_id}")
 
     def _trim_history(self) -> None:
+        """Forgets the oldest completed runs beyond COMPLETED_HISTORY (their sandboxes stay)."""
         completed = [r for r in self._runs.values() if r.record.completed]
         for run in completed[:max(len(completed) - COMPLETED_HISTORY, 0)]:
             del self._runs[run.record.run_id]
+            shutil.rmtree(self._work.run_dir(run.record.run_id), ignore_errors=True)
 
     # plumbing ---------------------------------------------------------------------------
 

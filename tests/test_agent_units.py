@@ -167,3 +167,20 @@ def test_task_limits_follow_mesos():
     assert capped.cpu_quota_us == 50_000 and capped.cpu_period_us == 100_000
     tiny = task_limits(Resources.parse("cpus:0.001"), cpu_hard_limit=True)
     assert tiny.cpu_shares == 2 and tiny.cpu_quota_us == 1_000 and tiny.memory_bytes is None
+
+
+async def test_update_log_is_compacted_once_mostly_acknowledged(tmp_path, monkeypatch):
+    from agent import status_updates
+
+    monkeypatch.setattr(status_updates, "COMPACT_AFTER", 20)
+    manager = status_updates.StatusUpdateManager(tmp_path / "u.jsonl", send=lambda fw, s: True)
+    manager.recover()
+    keep = status("keep")
+    manager.update("fw", keep)
+    for i in range(20):
+        s = status(f"t{i}", common_pb2.TASK_FINISHED)
+        manager.update("fw", s)
+        manager.ack("fw", s.task_id, s.uuid)
+    await manager.stop()
+    assert len((tmp_path / "u.jsonl").read_text().splitlines()) < 20
+    assert [s.uuid for _, s in UpdateLog(tmp_path / "u.jsonl").replay()] == [keep.uuid]
