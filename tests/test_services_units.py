@@ -305,3 +305,11 @@ def test_versions_sort_in_time_order():
     from frameworks.service.apps import new_version
 
     assert new_version(1.5) < new_version(2.0) < new_version(1e9)
+
+
+def test_the_example_app_file_is_valid():
+    from harness import ROOT
+
+    path = ROOT / "examples" / "apps" / "web.yaml"
+    app = normalize(parse_app_text(path.read_text(), str(path)))
+    assert app.id == "web" and app.ports == 1 and app.health_check.http.path == "/"

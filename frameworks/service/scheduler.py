@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 import structlog
 from agora.v1 import common_pb2, services_pb2
 
-from frameworks.sdk import Driver, Framework, SchedulerError, TaskSpec, new_task_id, state_name
+from common import Resources
+from frameworks.sdk import (
+    Driver,
+    Framework,
+    SchedulerError,
+    TaskSpec,
+    is_terminal,
+    new_task_id,
+    state_name,
+)
 from frameworks.service import apps as appdefs
 from frameworks.service.backoff import RestartBackoff
 from frameworks.service.deploy import plan
@@ -205,6 +214,10 @@ class ServiceScheduler(Framework):
             for queue in record.watchers:
                 queue.put_nowait(None)
 
+    def require(self, app_id: str) -> None:
+        """AppError NOT_FOUND unless the app exists."""
+        self._record(app_id)
+
     def _record(self, app_id: str) -> AppRecord:
         record = self.apps.get(app_id)
         if record is None:
@@ -387,7 +400,7 @@ class ServiceScheduler(Framework):
         instance = self.instances.get(status.task_id)
         bound = log.bind(task_id=status.task_id, state=state_name(status.state))
         if instance is None:
-            if status.state not in GONE_STATES and not _is_terminal(status.state):
+            if status.state not in GONE_STATES and not is_terminal(status.state):
                 bound.info("killing a task no app owns")
                 try:
                     await driver.kill(status.task_id, status.agent_id or None)
@@ -403,7 +416,7 @@ class ServiceScheduler(Framework):
             instance.healthy = status.healthy
         if status.agent_id:
             instance.agent_id = status.agent_id
-        if _is_terminal(status.state) or status.state in GONE_STATES:
+        if is_terminal(status.state) or status.state in GONE_STATES:
             del self.instances[instance.task_id]
             self._kill_sent.pop(instance.task_id, None)
             self.store.delete_instance(instance.task_id)
@@ -492,12 +505,6 @@ class ServiceScheduler(Framework):
             log.debug("decline failed", error=str(e))
 
 
-def _is_terminal(state: int) -> bool:
-    from frameworks.sdk import is_terminal
-
-    return is_terminal(state)
-
-
 def _needs(app: App) -> Needs:
     return Needs(app.cpus, app.mem, app.disk, app.ports)
 
@@ -512,7 +519,5 @@ def _task_spec(app: App) -> TaskSpec:
 
 
 def _ports(task: common_pb2.TaskInfo) -> list[int]:
-    from common import Resources
-
     ranges = Resources.from_proto(task.resources).port_ranges()
     return [port for begin, end in ranges for port in range(begin, end + 1)]

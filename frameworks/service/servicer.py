@@ -30,7 +30,7 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
 
     async def GetApp(self, request, context):
         try:
-            self.scheduler._record(request.id)
+            self.scheduler.require(request.id)
         except AppError as e:
             await _abort(context, e)
         return self.scheduler.status(request.id)
@@ -55,7 +55,7 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
 
     async def GetEndpoints(self, request, context):
         try:
-            self.scheduler._record(request.app_id)
+            self.scheduler.require(request.app_id)
         except AppError as e:
             await _abort(context, e)
         return self.scheduler.endpoints(request.app_id)
