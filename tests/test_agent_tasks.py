@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
-from agent_fake_master import FakeMaster, shell_task
+from agent_fake_master import FakeMaster, MasterMessage, shell_task
 from agora.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from harness import eventually_async
 
@@ -388,3 +388,30 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+
+
+async def test_shutdown_framework_kills_only_its_tasks(master, agents):
+    await agents.start()
+    await registered(master)
+    master.run_task("fw-a", shell_task("a1", "sleep 100"))
+    master.run_task("fw-a", shell_task("a2", "sleep 100"))
+    master.run_task("fw-b", shell_task("b1", "while [ ! -e go ]; do sleep 0.05; done"))
+    for task_id in ("a1", "a2", "b1"):
+        await eventually_async(lambda t=task_id: S.TASK_RUNNING in master.states(t))
+    master.send(MasterMessage(shutdown_framework=MasterMessage.ShutdownFramework(
+        framework_id="fw-a")))
+    for task_id in ("a1", "a2"):
+        assert (await terminal(master, task_id)).state == S.TASK_KILLED
+    assert master.terminal("b1") is None
+
+
+async def test_kill_while_launching_still_kills(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("early", "sleep 100"))
+    master.kill_task(FW, "early")  # queued right behind RunTask: arrives mid-launch
+    final = await terminal(master, "early")
+    assert final.state == S.TASK_KILLED
+    run = daemon.tasks.find(FW, "early")
+    if run.wrapper is not None:
+        await eventually_async(lambda: not group_alive(run.wrapper.task_pid))
