@@ -113,6 +113,9 @@ class WorkDir:
         while True:
             try:
                 candidate.mkdir()
+                # There from the start, so a client may follow them before the command runs.
+                (candidate / "stdout").touch()
+                (candidate / "stderr").touch()
                 return candidate
             except FileExistsError:
                 n += 1
