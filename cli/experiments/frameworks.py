@@ -16,20 +16,23 @@ log = structlog.get_logger(__name__)
 
 
 class FrameworkSet:
+    """`start()` subscribes them all; `start_one`/`stop_one` let frameworks come and go."""
+
     def __init__(self, master: str, configs: list[LoadConfig], recorder: Recorder) -> None:
         self.master = master
         self.recorder = recorder
         self.frameworks = [LoadFramework(c, recorder) for c in configs]
-        self.drivers: list[Driver] = []
-        self._runs: list[asyncio.Task] = []
+        self.drivers: list[Driver | None] = [None] * len(self.frameworks)
+        self._runs: list[asyncio.Task | None] = [None] * len(self.frameworks)
 
     def start_one(self, framework: LoadFramework) -> Driver:
+        index = self.frameworks.index(framework)
         info = framework_info(framework.config.name, role=framework.config.role,
                               failover_timeout=5.0)
         transport = TimedTransport(self.master, self.recorder, framework.config.name)
         driver = Driver(framework, transport, info)
-        self.drivers.append(driver)
-        self._runs.append(asyncio.create_task(driver.run(), name=framework.config.name))
+        self.drivers[index] = driver
+        self._runs[index] = asyncio.create_task(driver.run(), name=framework.config.name)
         return driver
 
     def start(self) -> None:
@@ -38,11 +41,11 @@ class FrameworkSet:
 
     async def wait_subscribed(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        while not all(d.connected for d in self.drivers):
+        while not all(d.connected for d in self.drivers if d is not None):
             if time.monotonic() > deadline:
                 raise TimeoutError("load frameworks did not subscribe in time")
             for run in self._runs:
-                if run.done() and run.exception() is not None:
+                if run is not None and run.done() and run.exception() is not None:
                     raise run.exception()
             await asyncio.sleep(0.05)
 
@@ -50,16 +53,22 @@ class FrameworkSet:
         for framework in self.frameworks:
             framework.stop_launching()
 
+    async def stop_one(self, framework: LoadFramework, teardown: bool = True) -> None:
+        """Tears one framework down (its tasks are killed, the master forgets it) and stops."""
+        index = self.frameworks.index(framework)
+        driver, run = self.drivers[index], self._runs[index]
+        if driver is None or run is None or run.done():
+            return
+        framework.stop_launching()
+        await framework.close()
+        if teardown and driver.connected:
+            with contextlib.suppress(SchedulerError, TimeoutError):
+                await asyncio.wait_for(driver.teardown(), 10)
+        driver.stop()
+        result = (await asyncio.gather(run, return_exceptions=True))[0]
+        if isinstance(result, Exception):
+            log.warning("load framework ended with an error", error=repr(result))
+
     async def stop(self, teardown: bool = True) -> None:
-        """Tears each framework down (its tasks are killed, the master forgets it) and stops."""
-        for framework, driver in zip(self.frameworks, self.drivers, strict=False):
-            framework.stop_launching()
-            await framework.close()
-            if teardown and driver.connected:
-                with contextlib.suppress(SchedulerError):
-                    await asyncio.wait_for(driver.teardown(), 10)
-            driver.stop()
-        results = await asyncio.gather(*self._runs, return_exceptions=True)
-        for result in results:
-            if isinstance(result, Exception):
-                log.warning("load framework ended with an error", error=repr(result))
+        for framework in self.frameworks:
+            await self.stop_one(framework, teardown)

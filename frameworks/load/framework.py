@@ -47,6 +47,8 @@ class LoadConfig:
     tasks_per_offer: int = 0  # 0: as many as fit
     hold_offers: bool = False
     max_held: int = 1_000_000
+    # Held offers still unused after this long go back (refuse_seconds=0); None keeps them.
+    max_hold_seconds: float | None = None
     decline_refuse_seconds: float = 5.0  # for offers not used (and leftovers when not holding)
     leftover_refuse_seconds: float = 0.0  # for what a launch leaves of an offer
     probe_decline_fraction: float = 0.0
@@ -66,6 +68,7 @@ class LoadFramework(Framework):
         self.framework_id = ""
         self.running: dict[str, str] = {}  # task id -> agent id
         self.held: dict[str, common_pb2.Offer] = {}
+        self._held_at: dict[str, float] = {}
         self.launched = 0
         self.ended = 0
         self.failed = 0
@@ -114,6 +117,8 @@ class LoadFramework(Framework):
             self.started_at = time.monotonic()
             if self.config.trace is not None:
                 self._trace_feeder = self._spawn(self._feed_trace(driver))
+            if self.config.max_hold_seconds is not None:
+                self._spawn(self._expire_held(driver))
 
     async def on_offers(self, driver, offers):
         self._spawn(self._decide(driver, list(offers)))
@@ -129,6 +134,7 @@ class LoadFramework(Framework):
 
     async def on_rescind(self, driver, offer_id):
         self.held.pop(offer_id, None)
+        self._held_at.pop(offer_id, None)
 
     async def on_disconnected(self, driver):
         self.held.clear()
@@ -157,20 +163,43 @@ class LoadFramework(Framework):
             if c.probe_decline_fraction > 0 and self.rng.random() < c.probe_decline_fraction:
                 probes.append(offer)
                 continue
-            if not await self._launch_on(driver, offer):
+            # Pieces of the same agent held from earlier offers are launched on together.
+            group = self._take_held(offer.agent_id) + [offer]
+            if not await self._launch_on(driver, group):
+                self._hold(group[:-1])
                 unused.append(offer)
         for offer in probes:
             self.recorder.declined(offer.agent_id)
         await self._decline(driver, probes, 0.0)
-        keep = []
         if c.hold_offers:
             room = max(0, c.max_held - len(self.held))
             keep, unused = unused[:room], unused[room:]
-            for offer in keep:
-                self.held[offer.offer_id] = offer
+            self._hold(keep)
         await self._decline(driver, unused, c.decline_refuse_seconds)
-        if keep and self._room():
-            await self._launch_on_held(driver)
+
+    def _take_held(self, agent_id: str) -> list[common_pb2.Offer]:
+        offers = [o for o in self.held.values() if o.agent_id == agent_id]
+        for offer in offers:
+            del self.held[offer.offer_id]
+        return offers
+
+    def _hold(self, offers: list[common_pb2.Offer]) -> None:
+        now = time.monotonic()
+        for offer in offers:
+            self.held[offer.offer_id] = offer
+            self._held_at.setdefault(offer.offer_id, now)
+
+    async def _expire_held(self, driver) -> None:
+        """Gives back what was held too long, so hoarded scraps do not inflate our share."""
+        limit = self.config.max_hold_seconds
+        assert limit is not None
+        while True:
+            await asyncio.sleep(limit / 2)
+            now = time.monotonic()
+            self._held_at = {i: t for i, t in self._held_at.items() if i in self.held}
+            stale = [self.held.pop(i) for i, t in list(self._held_at.items())
+                     if now - t >= limit and i in self.held]
+            await self._decline(driver, stale, 0.0)
 
     async def _decline(self, driver, offers, refuse: float) -> None:
         if not offers:
@@ -181,18 +210,19 @@ class LoadFramework(Framework):
             log.debug("decline refused", framework=self.config.name, error=str(e))
 
     async def _launch_on_held(self, driver) -> None:
-        while self.held and self._room():
-            offer_id = next(iter(self.held))
-            offer = self.held.pop(offer_id)
-            if not await self._launch_on(driver, offer):
-                # Too small for the next task: give it back (without a filter, which would
-                # hide the whole agent from us) rather than keep it forever.
-                await self._decline(driver, [offer], self.config.leftover_refuse_seconds)
+        """After a task ended: launch on what we hold, agent by agent, while there is demand."""
+        for agent_id in list(dict.fromkeys(o.agent_id for o in self.held.values())):
+            if not self._room():
+                return
+            group = self._take_held(agent_id)
+            if group and not await self._launch_on(driver, group):
+                self._hold(group)  # too small for now: more may free up on that agent
 
-    async def _launch_on(self, driver, offer: common_pb2.Offer) -> bool:
-        """Launches as many tasks as demand, limits and the offer allow; False if none."""
+    async def _launch_on(self, driver, offers: list[common_pb2.Offer]) -> bool:
+        """Launches as many tasks as demand, limits and these offers (one agent) allow;
+        False if none fits (the offers are untouched)."""
         c = self.config
-        packer = OfferPacker(offer, role=c.role)
+        packer = OfferPacker(offers, role=c.role)
         taken: list[TraceTask | None] = []
         while self._room() and (c.tasks_per_offer <= 0 or len(taken) < c.tasks_per_offer):
             spec, item = self._next_spec()
@@ -202,14 +232,14 @@ class LoadFramework(Framework):
             taken.append(item)
             if item is not None:
                 self.pending.popleft()
-            self.running[task.task_id] = offer.agent_id
+            self.running[task.task_id] = packer.agent_id
             self.launched += 1
         if not packer.tasks:
             return False
         task_ids = [t.task_id for t in packer.tasks]
         self.recorder.accepted(task_ids)
         try:
-            await driver.launch(offer, packer.tasks, refuse_seconds=c.leftover_refuse_seconds)
+            await driver.launch(offers, packer.tasks, refuse_seconds=c.leftover_refuse_seconds)
         except SchedulerError as e:
             # E.g. rescinded meanwhile: undo, the tasks go out with a later offer.
             log.debug("launch refused", framework=c.name, error=str(e))
@@ -219,8 +249,7 @@ class LoadFramework(Framework):
             for item in reversed(taken):
                 if item is not None:
                     self.pending.appendleft(item)
-            return True  # the offer is gone either way
-        return True
+        return True  # the offers are used (or gone) either way
 
     async def _feed_trace(self, driver) -> None:
         """Moves trace tasks into `pending` at their submit times; asks for offers again."""
