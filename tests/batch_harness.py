@@ -1,21 +1,20 @@
 """A whole cluster in the test's event loop for the batch framework's tests: a real master,
 real agents running real processes, and the batch daemon, all over gRPC on loopback.
 
-`agora job ...` runs in a worker thread (it is a sync gRPC client), so the daemons keep serving.
+`agora job ...` runs as a process of its own, awaited from a worker thread so that the daemons
+in this event loop keep serving it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
+import subprocess
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agora.v1 import batch_pb2, batch_pb2_grpc, common_pb2
-from harness import eventually_async
+from harness import ROOT, eventually_async
 
 from agent import AgentConfig, AgentDaemon
 from common import Resources
@@ -127,67 +126,20 @@ class BatchCluster:
         return await asyncio.to_thread(run_cli, "--master", self.master.address, *args)
 
 
+# `agora` with only the job command registered: the same `cli.main.main` path (parsing,
+# CommandError -> one line and exit 1) without importing every other command's module.
+_AGORA_JOB = ("import sys, cli.main as m; m.COMMAND_MODULES = ['cli.job_cmd']; "
+              "sys.exit(m.main(sys.argv[1:]))")
+
+
 def run_cli(*args: str) -> CliResult:
-    """Runs `agora job ...`-style args; `--master X` first is moved after the subcommand.
-
-    Only the job command is registered: the same `cli.main.main` path (parsing, CommandError
-    to one line and exit 1), without importing every other command."""
-    from unittest import mock
-
-    import cli.main
-
+    """Runs `agora ARGS` as a process; `--master X` first is moved after `job ACTION`."""
     argv = list(args)
     if argv[:1] == ["--master"]:
         master = argv[1:2]
         rest = argv[2:]
-        # `job ACTION` take --master after the action: insert it there.
         head = rest[:2] if rest[:1] == ["job"] else rest[:1]
         argv = [*head, "--master", *master, *rest[len(head):]]
-    out, err = io.StringIO(), io.StringIO()
-    # Only this thread's output is the command's: the daemons keep logging on the loop's.
-    with _this_thread_writes_to(out, err):
-        try:
-            with mock.patch.object(cli.main, "COMMAND_MODULES", ["cli.job_cmd"]):
-                code = cli.main.main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-    return CliResult(code, out.getvalue(), err.getvalue())
-
-
-class _PerThread(io.TextIOBase):
-    """A stream that writes to a per-thread target, else to the stream it replaced."""
-
-    def __init__(self, default) -> None:
-        self.default = default
-        self.local = threading.local()
-
-    def _target(self):
-        return getattr(self.local, "target", None) or self.default
-
-    def write(self, text: str) -> int:
-        return self._target().write(text)
-
-    def flush(self) -> None:
-        self._target().flush()
-
-    def isatty(self) -> bool:
-        return False
-
-
-@contextlib.contextmanager
-def _this_thread_writes_to(out, err):
-    proxies = []
-    for name, target in (("stdout", out), ("stderr", err)):
-        current = getattr(sys, name)
-        if not isinstance(current, _PerThread):
-            current = _PerThread(current)
-            setattr(sys, name, current)
-        current.local.target = target
-        proxies.append((name, current))
-    try:
-        yield
-    finally:
-        for name, proxy in proxies:
-            proxy.local.target = None
-            if getattr(sys, name) is proxy:
-                setattr(sys, name, proxy.default)
+    result = subprocess.run([sys.executable, "-c", _AGORA_JOB, *argv], cwd=ROOT,
+                            capture_output=True, text=True, timeout=100)
+    return CliResult(result.returncode, result.stdout, result.stderr)
