@@ -23,6 +23,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 CPU_PERIOD_US = 100_000
 MIN_CPU_QUOTA_US = 1_000
 MB = 1024 * 1024
+# As in Mesos' memory isolator: no task is limited below this, however little mem it asked for.
+MIN_MEMORY_MB = 32
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def task_limits(resources: Resources, cpu_hard_limit: bool = False) -> Limits:
     cpus = resources.scalar("cpus")
     quota = max(int(cpus * CPU_PERIOD_US), MIN_CPU_QUOTA_US) if cpus > 0 else None
     return Limits(
-        memory_bytes=int(mem * MB) if mem > 0 else None,
+        memory_bytes=int(max(mem, MIN_MEMORY_MB) * MB) if mem > 0 else None,
         cpu_shares=max(int(cpus * 1024), 2) if cpus > 0 else None,
         cpu_quota_us=quota if cpu_hard_limit else None,
     )

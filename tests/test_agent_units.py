@@ -167,6 +167,8 @@ def test_task_limits_follow_mesos():
     assert capped.cpu_quota_us == 50_000 and capped.cpu_period_us == 100_000
     tiny = task_limits(Resources.parse("cpus:0.001"), cpu_hard_limit=True)
     assert tiny.cpu_shares == 2 and tiny.cpu_quota_us == 1_000 and tiny.memory_bytes is None
+    # never limited below Mesos' 32 MB minimum
+    assert task_limits(Resources.parse("mem:4")).memory_bytes == 32 * 1024 * 1024
 
 
 async def test_update_log_is_compacted_once_mostly_acknowledged(tmp_path, monkeypatch):
