@@ -132,3 +132,27 @@ async def test_job_submit_wait_follows_the_job_across_a_daemon_restart(cluster, 
     result = await asyncio.wait_for(waiting, timeout=90)
     assert result.code == 0, result.err
     assert result.out.splitlines()[-1] == f"job {job.job_id} SUCCEEDED"
+
+
+async def test_master_restart_mid_job_the_job_completes(cluster, tmp_path):
+    from batch_harness import FAST_MASTER
+
+    from master import Master, MasterConfig
+
+    wait_for_go = f"while [ ! -f {tmp_path}/go-$AGORA_INSTANCE ]; do sleep 0.05; done"
+    job_id = await cluster.submit(wait_for_go, instances=2)
+
+    async def both_running():
+        job = await cluster.job(job_id)
+        return all(i.attempts and i.attempts[-1].state == C.TASK_RUNNING for i in job.instances)
+
+    await eventually_async(both_running, timeout=30, message="2 instances running")
+    port = cluster.master.port
+    await cluster.master.stop()
+    (tmp_path / "go-0").touch()  # ends while there is no master
+    cluster.master = Master(MasterConfig(host="127.0.0.1", port=port,
+                                         state_dir=tmp_path / "master", **FAST_MASTER))
+    await cluster.master.start()
+    (tmp_path / "go-1").touch()
+    job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED, timeout=60)
+    assert [len(i.attempts) for i in job.instances] == [1, 1]
