@@ -156,3 +156,36 @@ async def test_master_restart_mid_job_the_job_completes(cluster, tmp_path):
     (tmp_path / "go-1").touch()
     job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED, timeout=60)
     assert [len(i.attempts) for i in job.instances] == [1, 1]
+
+
+async def test_daemon_back_after_its_failover_timeout_starts_afresh_and_retries(tmp_path):
+    c = BatchCluster(tmp_path, batch_overrides={"failover_timeout": 0.5})
+    await c.start()
+    try:
+        job_id = await c.submit('[ "$AGORA_ATTEMPT" = 1 ] && exec sleep 60; true',
+                                max_retries=1)
+
+        async def running():
+            job = await c.job(job_id)
+            attempts = job.instances[0].attempts
+            return attempts and attempts[0].state == C.TASK_RUNNING
+
+        await eventually_async(running, timeout=30, message="first attempt running")
+        old_id = c.batch.scheduler.framework_id
+        await c.stop_batch()
+
+        async def torn_down():
+            async with insecure_channel(c.master.address) as channel:
+                reply = await operator_pb2_grpc.OperatorStub(channel).ListFrameworks(
+                    operator_pb2.ListFrameworksRequest())
+            return all(f.info.framework_id != old_id for f in reply.frameworks)
+
+        await eventually_async(torn_down, timeout=30, message="framework torn down")
+        await c.start_batch()  # its saved id is refused: it subscribes afresh
+        job = await c.wait_state(job_id, B.JOB_SUCCEEDED, timeout=60)
+        attempts = job.instances[0].attempts
+        assert attempts[0].state in (C.TASK_LOST, C.TASK_KILLED)
+        assert attempts[1].state == C.TASK_FINISHED
+        assert c.batch.scheduler.framework_id not in ("", old_id)
+    finally:
+        await c.stop()
