@@ -13,6 +13,7 @@ new version, never half of one.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -77,8 +78,34 @@ class WorkDir:
         self.runs = self.meta / "runs"
         self.sandboxes = self.root / "sandboxes"
         self.updates_log = self.meta / "updates.jsonl"
+        self._lock_fd: int | None = None
         for path in (self.meta, self.runs, self.sandboxes):
             path.mkdir(parents=True, exist_ok=True)
+
+    # exclusive use ------------------------------------------------------------------------
+
+    def lock(self) -> None:
+        """Claims the work dir for this process; OSError if another agent is using it.
+
+        Two agents on one work dir would each re-attach to the other's tasks and interleave
+        their update logs. The lock is released when the process exits, however it exits.
+        """
+        fd = os.open(self.meta / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise OSError(
+                f"work dir {self.root} is in use by another agent (pid {holder})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # agent id ---------------------------------------------------------------------------
 

@@ -84,17 +84,28 @@ class AgentDaemon:
     # lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> int:
+        self.work.lock()
+        try:
+            self._server = new_server()
+            agent_pb2_grpc.add_AgentServicer_to_server(AgentFilesService(self.tasks),
+                                                       self._server)
+            add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
+            where = f"{self.config.host}:{self.config.port}"
+            try:
+                self._port = self._server.add_insecure_port(where)
+            except RuntimeError as e:
+                raise OSError(f"cannot listen on {where}: {e}") from None
+            if self._port == 0:
+                raise OSError(f"cannot listen on {where}")
+        except BaseException:
+            self._server = None
+            self.work.unlock()
+            raise
         self.updates.recover()
         self.tasks.recover(lambda fw, task_id: bool(self.updates.pending(fw, task_id)))
         for run in self.tasks.active_runs():  # re-attached tasks are checked again
             if run.state == common_pb2.TASK_RUNNING:
                 self.health.start_run(run, self.agent_id)
-        self._server = new_server()
-        agent_pb2_grpc.add_AgentServicer_to_server(AgentFilesService(self.tasks), self._server)
-        add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
-        self._port = self._server.add_insecure_port(f"{self.config.host}:{self.config.port}")
-        if self._port == 0:
-            raise OSError(f"cannot listen on {self.config.host}:{self.config.port}")
         await self._server.start()
         self.updates.start()
         self._link_task = asyncio.create_task(self.link.run(), name="master-link")
@@ -140,6 +151,7 @@ class AgentDaemon:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        self.work.unlock()
         self._closed.set()
         self._log.info("agent stopped")
 

@@ -415,3 +415,11 @@ async def test_kill_while_launching_still_kills(master, agents):
     run = daemon.tasks.find(FW, "early")
     if run.wrapper is not None:
         await eventually_async(lambda: not group_alive(run.wrapper.task_pid))
+
+
+async def test_a_second_agent_on_the_same_work_dir_is_refused(master, agents):
+    first = await agents.start()
+    with pytest.raises(OSError, match="in use by another agent"):
+        await agents.start()
+    await agents.stop(first)
+    await agents.start()  # released on stop
