@@ -187,7 +187,8 @@ def _spec(args: argparse.Namespace):
         env[key] = value
     info = (common_pb2.CommandInfo(shell=command[0]) if len(command) == 1
             else common_pb2.CommandInfo(argv=command))
-    name = args.name or command[0].split()[0].rsplit("/", 1)[-1] or "job"
+    words = command[0].split()
+    name = args.name or (words[0].rsplit("/", 1)[-1] if words else "") or "job"
     task = batch_pb2.TaskTemplate(command=info, cpus=args.cpus, mem=args.mem, disk=args.disk,
                                   ports=args.ports, env=env, role=args.role)
     return batch_pb2.JobSpec(name=name, instances=args.instances, task=task,
@@ -210,6 +211,8 @@ def _submit(args: argparse.Namespace) -> int:
         if not args.json:
             print(reply.job_id, flush=True)
         job = _wait(batch, reply.job_id, quiet=args.json)
+        if args.json:  # watch events carry counts; print the whole job, instances and all
+            job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=reply.job_id))
     if args.json:
         _print_json(_to_dict(job))
     return 0 if job.state == batch_pb2.JOB_SUCCEEDED else 1

@@ -82,6 +82,13 @@ async def test_instance_fails_twice_then_succeeds_within_retries(cluster, tmp_pa
 
 
 async def test_job_that_exhausts_its_retries_fails(cluster):
+    as_json = await cluster.cli("job", "submit", "--retries", "0", "--wait", "--json", "--",
+                                "exit 5")
+    assert as_json.code == 1
+    failed = json.loads(as_json.out)
+    assert failed["state"] == "JOB_FAILED" and failed["spec"]["name"] == "exit"
+    assert failed["instances"][0]["attempts"][0]["exit_code"] == 5
+
     result = await cluster.cli("job", "submit", "--name", "doomed", "--instances", "2",
                                "--retries", "1", "--wait", "--", "echo trying; exit 3")
     assert result.code == 1
