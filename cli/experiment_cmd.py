@@ -100,6 +100,10 @@ def register(subparsers) -> None:
                    help="tasks the framework keeps in flight (default 32)")
     p.add_argument("--spawn-seconds", type=_positive, default=3.0,
                    help="how long to measure the raw spawn rate (default 3 s)")
+    p.add_argument("--latency-seconds", type=_positive, default=4.0,
+                   help="one-task-at-a-time phase for accept -> RUNNING (default 4 s)")
+    p.add_argument("--warmup", type=float, default=2.0,
+                   help="seconds before each measured phase (default 2)")
     _common(p)
 
     p = sub.add_parser("scale", help="master CPU, memory, heartbeats, allocation vs agents",
@@ -129,7 +133,8 @@ def register(subparsers) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args)
-    command = ["agora", *sys.argv[1:]] if sys.argv and "experiment" in sys.argv else \
+    argv = sys.argv[1:]
+    command = ["agora", *argv[argv.index("experiment"):]] if "experiment" in argv else \
         ["agora", "experiment", args.experiment]
     runner = _build(args)
     results = asyncio.run(runner(args.out, command))
@@ -164,7 +169,8 @@ def _build(args: argparse.Namespace):
 
         cfg = launch.LaunchConfig(agents=args.agents, real_agents=args.real_agents,
                                   concurrency=args.concurrency, seconds=args.seconds or 10.0,
-                                  spawn_seconds=args.spawn_seconds)
+                                  spawn_seconds=args.spawn_seconds,
+                                  latency_seconds=args.latency_seconds, warmup=args.warmup)
         return lambda out, command: launch.run(cfg, out, command, quiet)
     if args.experiment == "scale":
         from cli.experiments import scale

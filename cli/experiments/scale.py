@@ -56,7 +56,7 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
         fleets = [daemon for daemon, _ in ready]
         register_seconds = time.monotonic() - started
         register_cpu = meter.cpu_seconds()
-        await asyncio.sleep(cfg.settle_seconds)
+        await asyncio.sleep(min(cfg.settle_seconds, cfg.idle_seconds))
 
         meter.reset()
         fleet_meters = [CpuMeter(f.pid) for f in fleets]

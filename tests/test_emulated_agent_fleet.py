@@ -1,0 +1,114 @@
+"""An emulated fleet against the real master: many agents over a few shared connections."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+from harness import eventually_async
+
+from agent.emulated import EmulatedFleet, FleetConfig, constant
+from common import Resources, attributes_from_proto
+from common.rpc import insecure_channel
+from frameworks.load import LoadConfig, Recorder
+from frameworks.load.framework import LoadFramework
+from frameworks.load.timing import TimedTransport
+from frameworks.sdk import Driver, framework_info
+from master import Master, MasterConfig
+
+
+async def _agents(address: str):
+    async with insecure_channel(address) as channel:
+        reply = await operator_pb2_grpc.OperatorStub(channel).ListAgents(
+            operator_pb2.ListAgentsRequest())
+        return list(reply.agents)
+
+
+async def test_fleet_registers_every_agent_and_runs_tasks_through_the_real_master(tmp_path):
+    master = Master(MasterConfig(port=0))
+    await master.start()
+    fleet = EmulatedFleet(FleetConfig(master=master.address, agents=30, racks=3,
+                                      agents_per_channel=8, register_wave=10,
+                                      resources=Resources.parse("cpus:2;mem:2048"),
+                                      default_duration=constant(0.05)))
+    try:
+        await fleet.start(timeout=60)
+        assert len(fleet._channels) == 4  # 30 agents, 8 streams per connection
+        agents = await _agents(master.address)
+        assert len(agents) == 30 and all(a.state == "ACTIVE" for a in agents)
+        assert {attributes_from_proto(a.info.attributes)["rack"] for a in agents} == {
+            "r0", "r1", "r2"}
+
+        # A load framework on the real SDK runs tasks on them to the end.
+        recorder = Recorder()
+        framework = LoadFramework(LoadConfig(name="t", cpus=1, mem=512, max_tasks=40,
+                                             duration=constant(0.05), hold_offers=True),
+                                  recorder)
+        driver = Driver(framework, TimedTransport(master.address, recorder, "t"),
+                        framework_info("t", failover_timeout=5))
+        running = asyncio.create_task(driver.run())
+        await eventually_async(lambda: framework.ended == 40, timeout=60, message="40 tasks")
+        assert framework.failed == 0
+        assert recorder.counts["terminal"] == 40
+        assert len(recorder.values("accept_to_running")) == 40
+        totals = fleet.totals()
+        assert totals["tasks_finished"] == 40 and totals["registered"] == 30
+        await driver.teardown()
+        await running
+    finally:
+        await fleet.stop()
+        await master.stop()
+
+
+async def test_killed_task_reports_killed_through_the_master():
+    master = Master(MasterConfig(port=0))
+    await master.start()
+    fleet = EmulatedFleet(FleetConfig(master=master.address, agents=1,
+                                      default_duration=constant(100)))
+    try:
+        await fleet.start(timeout=30)
+        recorder = Recorder()
+        framework = LoadFramework(LoadConfig(name="k", max_tasks=1, duration=constant(100)),
+                                  recorder)
+        driver = Driver(framework, TimedTransport(master.address, recorder, "k"),
+                        framework_info("k", failover_timeout=5))
+        running = asyncio.create_task(driver.run())
+        await eventually_async(lambda: len(recorder.values("accept_to_running")) == 1)
+        (task_id,) = framework.running
+        await driver.kill(task_id)
+        await eventually_async(lambda: framework.ended == 1, message="the kill")
+        assert framework.failed == 1  # KILLED is not FINISHED
+        assert fleet.totals()["tasks_killed"] == 1
+        await driver.teardown()
+        await running
+    finally:
+        await fleet.stop()
+        await master.stop()
+
+
+async def test_fleet_process_prints_ready_then_stops_on_sigterm():
+    master = Master(MasterConfig(port=0))
+    await master.start()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agent.emulated", "--master", master.address, "--agents",
+            "12", "--stats-interval", "0", stdout=asyncio.subprocess.PIPE)
+        ready = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+        assert ready["event"] == "ready" and ready["registered"] == 12
+        assert len(await _agents(master.address)) == 12
+        proc.terminate()
+        stopped = json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
+        assert stopped["event"] == "stopped"
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        await master.stop()
+
+
+def test_terminal_states_agree_with_the_master():
+    from agent.emulated.agent import TERMINAL
+    from master.registry import TERMINAL_STATES
+
+    assert TERMINAL == TERMINAL_STATES
+    assert common_pb2.TASK_KILLED in TERMINAL

@@ -1,0 +1,25 @@
+"""agora experiment scale, tiny: two steps, every field, allocation reached every agent."""
+
+from __future__ import annotations
+
+import pytest
+from experiments_helpers import assert_stats, load_results, run_experiment
+
+pytestmark = pytest.mark.e2e
+
+
+def test_scale_two_small_steps(tmp_path):
+    out = tmp_path / "scale"
+    run_experiment("scale", "--agents", "3,8", "--seconds", "1", "--out", str(out))
+    data = load_results(out, "scale")
+    assert [r["agents"] for r in data["runs"]] == [3, 8]
+    for run in data["runs"]:
+        assert run["first_offer_event_offers"] == run["agents"]
+        for key in ("register_seconds", "idle_master_cpu_cores", "master_cpu_per_heartbeat_us",
+                    "master_rss_mb_idle", "master_rss_mb_after_offers"):
+            assert run[key] is not None and run[key] >= 0, key
+        assert_stats(run["figures_ms"]["full_allocation_subscribe_to_offers"])
+        assert_stats(run["figures_ms"]["one_agent_decline_to_reoffer"])
+    (target,) = data["targets"]
+    assert target["met"] is None  # the 0.5-core target is for 10,000 agents
+    assert {"scale_master_cpu.png", "scale_allocation_time.png"} <= set(data["plots"])

@@ -1,0 +1,116 @@
+"""Pure parts of the harness: durations, traces, statistics, the recorder's pairing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from agora.v1 import common_pb2
+
+from agent.emulated.tasks import declared_duration
+from cli.experiments.results import percentile, summarize
+from frameworks.load import Recorder, load_trace, parse_duration
+
+
+def test_durations_parse():
+    assert parse_duration("2")() == 2.0
+    assert parse_duration("constant:0.5")() == 0.5
+    sampler = parse_duration("exp:1", seed=3)
+    samples = [sampler() for _ in range(2000)]
+    assert 0.9 < sum(samples) / len(samples) < 1.1 and min(samples) >= 0
+    for bad in ("fast", "exp:-1", "normal:2", "constant:nan"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_trace_is_read_and_sorted(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("submit_time,duration,cpus,mem\n2,1.5,1,128\n0.5,3,0.5,64\n")
+    trace = load_trace(path)
+    assert [(t.submit_time, t.duration, t.cpus, t.mem) for t in trace] == [
+        (0.5, 3.0, 0.5, 64.0), (2.0, 1.5, 1.0, 128.0)]
+    path.write_text("submit_time,duration,cpus\n1,1,1\n")
+    with pytest.raises(ValueError, match="mem"):
+        load_trace(path)
+    path.write_text("submit_time,duration,cpus,mem\n1,-1,1,1\n")
+    with pytest.raises(ValueError, match=":2"):
+        load_trace(path)
+
+
+def test_emulated_duration_comes_from_label_or_sleep():
+    task = common_pb2.TaskInfo(task_id="t", command=common_pb2.CommandInfo(shell="sleep 2.5"))
+    assert declared_duration(task) == 2.5
+    task.labels["agora.emulated/duration"] = "0.25"
+    assert declared_duration(task) == 0.25
+    argv = common_pb2.TaskInfo(command=common_pb2.CommandInfo(argv=["sleep", "3"]))
+    assert declared_duration(argv) == 3.0
+    assert declared_duration(common_pb2.TaskInfo(
+        command=common_pb2.CommandInfo(shell="echo hi"))) is None
+
+
+def test_summary_statistics():
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    stats = summarize([5, 1, 3, float("nan")])
+    assert stats["count"] == 3 and stats["min"] == 1 and stats["max"] == 5 and stats["p50"] == 3
+    empty = summarize([])
+    assert empty["count"] == 0 and empty["p99"] is None
+    assert math.isnan(percentile([], 50))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _offer(agent: str) -> common_pb2.Offer:
+    return common_pb2.Offer(offer_id=f"o-{agent}", agent_id=agent)
+
+
+def test_recorder_pairs_a_freed_agent_with_its_next_offer_from_any_framework():
+    clock = Clock()
+    rec = Recorder(clock=clock, wall=lambda: 1000.0)
+    rec.subscribed("a")
+    clock.now += 0.004
+    rec.offers("a", [_offer("x"), _offer("y")])  # first offer of a: 4 ms
+    rec.accepted(["t1"])
+    clock.now += 0.010
+    rec.update("a", common_pb2.TaskStatus(task_id="t1", state=common_pb2.TASK_RUNNING,
+                                          agent_id="x", uuid=b"1" * 16))
+    clock.now += 1.0
+    rec.update("a", common_pb2.TaskStatus(task_id="t1", state=common_pb2.TASK_FINISHED,
+                                          agent_id="x", uuid=b"2" * 16, timestamp=999.9))
+    clock.now += 0.002
+    rec.offers("b", [_offer("y")])  # not the freed agent
+    rec.offers("b", [_offer("x")])  # another framework gets x: 2 ms
+    rec.offers("a", [_offer("x")])  # nothing pending for x any more
+    assert rec.values("subscribe_to_first_offer") == pytest.approx([4.0])
+    assert rec.values("accept_to_running") == pytest.approx([10.0])
+    assert rec.values("task_end_to_offer") == pytest.approx([2.0])
+    assert rec.values("task_end_agent_to_offer") == pytest.approx([100.0])
+    rec.declined("y")
+    clock.now += 0.003
+    rec.offers("a", [_offer("y")])
+    assert rec.values("decline_to_offer") == pytest.approx([3.0])
+
+
+def test_recorder_join_works_whichever_comes_first():
+    clock = Clock()
+    rec = Recorder(clock=clock)
+    rec.agent_joined("late", register_sent_at=clock.now)
+    clock.now += 0.005
+    rec.offers("a", [_offer("late")])
+    clock.now += 0.001
+    rec.offers("a", [_offer("early")])  # the offer beat the news of its registration
+    rec.agent_joined("early", register_sent_at=clock.now - 0.003)
+    assert sorted(rec.values("join_to_offer")) == pytest.approx([3.0, 5.0])
+
+
+def test_reconciliation_answers_are_not_task_ends():
+    rec = Recorder()
+    rec.update("a", common_pb2.TaskStatus(task_id="t", state=common_pb2.TASK_LOST,
+                                          agent_id="x"))  # no uuid: from the master
+    rec.offers("a", [_offer("x")])
+    assert rec.values("task_end_to_offer") == []
