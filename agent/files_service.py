@@ -111,8 +111,10 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         return agent_pb2.ListFilesResponse(files=entries)
 
     async def ListTasks(self, request, context):
+        # Tasks running or whose final update awaits acknowledgement, as the agent reports at
+        # re-registration; acknowledged ones are forgotten here but their files stay readable.
         out = []
-        for run in self._tasks.runs():
+        for run in self._tasks.active_runs():
             out.append(agent_pb2.AgentTask(
                 framework_id=run.record.framework_id, task=run.task, state=run.state,
                 sandbox=str(run.sandbox),

@@ -123,9 +123,29 @@ async def test_echo_runs_through_starting_running_finished_and_serves_stdout(mas
         assert b"".join(c.data for c in chunks) == b"hello\n"
         listing = await stub.ListFiles(agent_pb2.ListFilesRequest(task_id="t1"))
         assert {f.path for f in listing.files} == {"stdout", "stderr"}
-        tasks = await stub.ListTasks(agent_pb2.ListAgentTasksRequest())
-        assert [(t.task.task_id, t.state) for t in tasks.tasks] == [("t1", S.TASK_FINISHED)]
-        assert Path(tasks.tasks[0].sandbox).parts[-3:] == ("sandboxes", FW, "t1")
+        # Once its final update is acknowledged the task is no longer listed (files stay).
+        tasks = await eventually_async(
+            lambda: _no_tasks(stub), message="acknowledged task forgotten")
+        assert list(tasks.tasks) == []
+
+
+async def _no_tasks(stub):
+    reply = await stub.ListTasks(agent_pb2.ListAgentTasksRequest())
+    return reply if not reply.tasks else None
+
+
+async def test_list_tasks_shows_running_ones_with_sandbox_and_pid(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("lister", "sleep 100"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("lister"))
+    async with insecure_channel(daemon.address) as channel:
+        stub = agent_pb2_grpc.AgentStub(channel)
+        tasks = (await stub.ListTasks(agent_pb2.ListAgentTasksRequest())).tasks
+    assert [(t.framework_id, t.task.task_id, t.state) for t in tasks] == [
+        (FW, "lister", S.TASK_RUNNING)]
+    assert Path(tasks[0].sandbox).parts[-3:] == ("sandboxes", FW, "lister")
+    assert os.getpgid(tasks[0].pid) == tasks[0].pid  # the leader of the task's group
 
 
 async def test_follow_streams_output_while_the_task_runs(master, agents):
