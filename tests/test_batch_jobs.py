@@ -70,7 +70,7 @@ async def test_ten_instances_succeed_and_their_logs_are_readable(cluster):
 async def test_instance_fails_twice_then_succeeds_within_retries(cluster, tmp_path):
     counter = tmp_path / "attempts"
     script = (f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
-              "[ $n -ge 3 ] || exit 1")
+              "echo run $n; [ $n -ge 3 ] || exit 1")
     job_id = await cluster.submit(script, instances=1, max_retries=2)
     job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
     attempts = job.instances[0].attempts
@@ -79,6 +79,9 @@ async def test_instance_fails_twice_then_succeeds_within_retries(cluster, tmp_pa
     assert [a.attempt for a in attempts] == [1, 2, 3]
     assert job.instances[0].failures == 2
     assert counter.read_text().strip() == "3"
+    # Each attempt keeps its own sandbox and logs.
+    assert (await cluster.cli("job", "logs", job_id)).out == "run 3\n"
+    assert (await cluster.cli("job", "logs", job_id, "--attempt", "1")).out == "run 1\n"
 
 
 async def test_job_that_exhausts_its_retries_fails(cluster):
