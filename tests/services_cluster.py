@@ -100,6 +100,13 @@ class ServiceCluster:
     async def stop(self) -> None:
         await self.stop_services()
         for agent in self.agents:
+            # Let launches in flight finish first: stopping an agent mid-launch cancels the
+            # launcher's wait on its wrapper and leaves a pipe open (a ResourceWarning).
+            with contextlib.suppress(Exception, AssertionError):
+                await eventually_async(
+                    lambda agent=agent: all(r.wrapper is not None or r.ended.is_set()
+                                            for r in agent.tasks.active_runs()),
+                    timeout=10, message="launches in flight")
             with contextlib.suppress(Exception):
                 await agent.stop(kill_tasks=True)
         if self.master is not None:

@@ -31,7 +31,7 @@ async def refused(call, code: grpc.StatusCode, *words: str) -> str:
 
 
 def app(**fields) -> S.App:
-    base = dict(id="bad", cmd="sleep 100", instances=1, cpus=0.1, mem=32)
+    base = dict(id="bad", cmd="sleep 100", instances=0, cpus=0.1, mem=32)
     base.update(fields)
     return S.App(**base)
 
@@ -73,10 +73,10 @@ async def test_duplicate_create_is_already_exists_and_leaves_the_app_alone(clust
 
 async def test_same_definition_keeps_its_version_and_scale_does_too(cluster):
     first = await cluster.put(app())
-    again = await cluster.put(app(instances=2))
+    again = await cluster.put(app(instances=3))
     assert again.app.version == first.app.version and not again.deploying
-    scaled = await cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=0))
-    assert scaled.app.version == first.app.version and scaled.app.instances == 0
+    scaled = await cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=1))
+    assert scaled.app.version == first.app.version and scaled.app.instances == 1
 
 
 async def test_unknown_app_is_not_found(cluster):
@@ -97,7 +97,7 @@ async def test_negative_scale_is_refused(cluster):
     await cluster.put(app())
     await refused(cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=-1)),
                   grpc.StatusCode.INVALID_ARGUMENT, "0 or more")
-    assert (await cluster.get("bad")).app.instances == 1
+    assert (await cluster.get("bad")).app.instances == 0
 
 
 async def test_the_daemon_keeps_serving_after_bad_input(cluster):
