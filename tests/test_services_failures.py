@@ -52,3 +52,38 @@ async def test_instances_of_a_lost_agent_are_replaced_on_another(cluster):
                            message="old tasks killed")
     current = await cluster.get("ha")
     assert len(current.tasks) == 2 and current.healthy == 2
+
+
+async def test_master_restart_keeps_the_instances(cluster):
+    await cluster.start_agent(0)
+    await cluster.start_agent(1)
+    await cluster.start_services()
+    await cluster.put(web_app("steady", 2))
+    await cluster.healthy_endpoints("steady", 2)
+    before = {t.task_id for t in (await cluster.get("steady")).tasks}
+
+    port = cluster.master.port
+    await cluster.master.stop(0)
+    from master import Master, MasterConfig
+
+    cluster.master = Master(MasterConfig(
+        host="127.0.0.1", port=port, state_dir=cluster.root / "master",
+        heartbeat_interval_seconds=0.2, agent_timeout_seconds=5.0,
+        allocation_interval_seconds=0.5))
+    await cluster.master.start()
+
+    await eventually_async(lambda: cluster.services.driver.connected
+                           and cluster.services.driver.master_id == cluster.master.master_id,
+                           timeout=30, message="services re-subscribed")
+    await cluster.healthy_endpoints("steady", 2)
+    # Give reconciliation its say, then check nothing was relaunched.
+    await eventually_async(lambda: _all_agents_back(cluster), timeout=30,
+                           message="agents re-registered")
+    status = await cluster.get("steady")
+    assert {t.task_id for t in status.tasks} == before and status.healthy == 2
+    for endpoint in await cluster.endpoints("steady"):
+        assert await asyncio.to_thread(http_ok, endpoint)
+
+
+def _all_agents_back(cluster) -> bool:
+    return all(a.master_id == cluster.master.master_id for a in cluster.agents)
