@@ -50,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_delete)
     p = action("endpoints", "print the host:port of each healthy instance")
     p.add_argument("id")
+    p.add_argument("--watch", action="store_true",
+                   help="keep printing the endpoints whenever they change (Ctrl-C to stop)")
     p.set_defaults(func=_endpoints)
 
 
@@ -205,6 +207,8 @@ def _delete(args: argparse.Namespace) -> int:
 def _endpoints(args: argparse.Namespace) -> int:
     from agora.v1 import services_pb2
 
+    if args.watch:
+        return _watch_endpoints(args)
     reply = _call(args, "GetEndpoints", services_pb2.GetEndpointsRequest(app_id=args.id))
     if args.json:
         _print_json(reply)
@@ -214,6 +218,28 @@ def _endpoints(args: argparse.Namespace) -> int:
     if not reply.endpoints:
         print(f"app {args.id} has no healthy instances ({reply.instances} wanted)",
               file=sys.stderr)
+    return 0
+
+
+def _watch_endpoints(args: argparse.Namespace) -> int:
+    import grpc
+    from agora.v1 import services_pb2
+
+    from cli.main import CommandError
+
+    channel, stub = _stub(args)
+    with channel:
+        try:
+            for reply in stub.WatchEndpoints(services_pb2.WatchEndpointsRequest(app_id=args.id)):
+                if args.json:
+                    print(json.dumps(_to_dict(reply), sort_keys=True), flush=True)
+                    continue
+                print(f"# {len(reply.endpoints)} healthy of {reply.instances} wanted", flush=True)
+                for e in reply.endpoints:
+                    print(" ".join(f"{e.host}:{port}" for port in e.ports) or e.host, flush=True)
+        except grpc.RpcError as e:
+            raise CommandError(e.details() or e.code().name) from None
+    print(f"app {args.id} was deleted", file=sys.stderr)
     return 0
 
 

@@ -157,3 +157,30 @@ async def test_no_services_framework_is_a_clear_error(tmp_path):
         assert code == 1 and "no 'services' framework is registered" in err
     finally:
         await c.stop()
+
+
+async def test_endpoints_watch_prints_each_change_until_the_app_is_deleted(cluster, tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(WEB_YAML.replace("instances: 2", "instances: 1").replace("id: web",
+                                                                            "id: watched"))
+    assert (await agora(cluster, "put", str(path)))[0] == 0
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _RUNNER, "app", "endpoints", "watched", "--watch", "--json",
+        "--master", cluster.master.address, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    try:
+        seen: list[int] = []
+        while not seen or seen[-1] < 1:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            seen.append(len(json.loads(line).get("endpoints", [])))
+        assert (await agora(cluster, "scale", "watched", "2"))[0] == 0
+        while seen[-1] < 2:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            seen.append(len(json.loads(line).get("endpoints", [])))
+        assert (await agora(cluster, "delete", "watched"))[0] == 0
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0 and "watched was deleted" in err.decode()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.communicate()
