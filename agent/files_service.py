@@ -36,8 +36,10 @@ def resolve_in_sandbox(sandbox: Path, relative: str) -> Path:
 
 
 class AgentFilesService(agent_pb2_grpc.AgentServicer):
-    def __init__(self, tasks: TaskManager) -> None:
+    def __init__(self, tasks: TaskManager, pending=None) -> None:
         self._tasks = tasks
+        # (framework_id, task_id) -> unacknowledged updates, from the status-update manager.
+        self._pending = pending or (lambda framework_id, task_id: [])
 
     async def _run(self, request, context) -> TaskRun:
         if not request.task_id:
@@ -118,7 +120,9 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
             out.append(agent_pb2.AgentTask(
                 framework_id=run.record.framework_id, task=run.task, state=run.state,
                 sandbox=str(run.sandbox),
-                pid=run.wrapper.task_pid if run.wrapper is not None else 0))
+                pid=run.wrapper.task_pid if run.wrapper is not None else 0,
+                unacknowledged_updates=len(
+                    self._pending(run.record.framework_id, run.task.task_id))))
         return agent_pb2.ListAgentTasksResponse(tasks=out)
 
 

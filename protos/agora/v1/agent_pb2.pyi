@@ -78,15 +78,17 @@ class ListAgentTasksResponse(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[AgentTask, _Mapping]]] = ...) -> None: ...
 
 class AgentTask(_message.Message):
-    __slots__ = ("framework_id", "task", "state", "sandbox", "pid")
+    __slots__ = ("framework_id", "task", "state", "sandbox", "pid", "unacknowledged_updates")
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    UNACKNOWLEDGED_UPDATES_FIELD_NUMBER: _ClassVar[int]
     framework_id: str
     task: _common_pb2.TaskInfo
     state: _common_pb2.TaskState
     sandbox: str
     pid: int
-    def __init__(self, framework_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.TaskInfo, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., sandbox: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+    unacknowledged_updates: int
+    def __init__(self, framework_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.TaskInfo, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., sandbox: _Optional[str] = ..., pid: _Optional[int] = ..., unacknowledged_updates: _Optional[int] = ...) -> None: ...
