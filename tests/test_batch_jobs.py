@@ -230,3 +230,27 @@ async def test_logs_follow_streams_until_the_task_ends(cluster, tmp_path):
     result = await asyncio.wait_for(follow, timeout=60)
     assert result.code == 0, result.err
     assert result.out == "first\nsecond\n"
+
+
+async def test_gang_launches_once_agents_freed_at_different_times_are_all_free(tmp_path):
+    # Two agents of 1 cpu, each busy with a blocker; the gang needs both at once.
+    c = BatchCluster(tmp_path, agent_resources=["cpus:1;mem:256", "cpus:1;mem:256"])
+    await c.start()
+    try:
+        gates = [tmp_path / "a", tmp_path / "b"]
+        blockers = [await c.submit(f"while [ ! -f {gate} ]; do sleep 0.05; done", cpus=1)
+                    for gate in gates]
+        for blocker in blockers:
+            await eventually_async(lambda b=blocker: _running(c, b), timeout=30,
+                                   message="blocker running")
+        gang = await c.submit("true", instances=2, cpus=1, gang=True)
+        # One agent frees up and is declined (the gang needs two) before the other does.
+        gates[0].touch()
+        await c.wait_state(blockers[0], B.JOB_SUCCEEDED)
+        await eventually_async(lambda: _with_message(c, gang, "gang of 2"), timeout=30,
+                               message="gang passed over")
+        gates[1].touch()
+        job = await c.wait_state(gang, B.JOB_SUCCEEDED, timeout=30)
+        assert {i.attempts[0].hostname for i in job.instances} == {"host-0", "host-1"}
+    finally:
+        await c.stop()

@@ -65,7 +65,8 @@ class BatchScheduler(Framework):
         self._sequence = max((j.sequence for j in self.jobs.values()), default=0)
         self._watchers: dict[str, set[asyncio.Queue]] = {}
         self._suppressed: bool | None = None  # unknown until we tell the master
-        self._wakeup: asyncio.TimerHandle | None = None
+        self._wakeup: asyncio.TimerHandle | None = None  # the next retry is due
+        self._realign: asyncio.TimerHandle | None = None  # see _arm_realign
         self._background: set[asyncio.Task] = set()
         self._log = log.bind(policy=policy)
 
@@ -195,8 +196,9 @@ class BatchScheduler(Framework):
         task.add_done_callback(self._background.discard)
 
     def close(self) -> None:
-        if self._wakeup is not None:
-            self._wakeup.cancel()
+        for timer in (self._wakeup, self._realign):
+            if timer is not None:
+                timer.cancel()
         for task in list(self._background):
             task.cancel()
 
@@ -246,7 +248,24 @@ class BatchScheduler(Framework):
             await self._launch(driver, launch, more)
         await self._decline(driver, result.unused,
                             self.decline_refuse_seconds if more else self.idle_refuse_seconds)
+        if any(self.jobs[j].spec.gang and st.never_launched(self.jobs[j])
+               for j in result.waiting):
+            self._arm_realign()
         await self.update_interest()
+
+    def _arm_realign(self) -> None:
+        """A gang needs several agents offered in the same round. Agents freed at different
+        times are declined, and so filtered, at different times: each would come back alone,
+        forever out of step. Reviving when the filters run out clears them all at once, so
+        the next round offers every free agent together."""
+        if self._realign is not None:
+            return
+
+        def fire() -> None:
+            self._realign = None
+            self._spawn(self.update_interest(revive=True))
+
+        self._realign = asyncio.get_running_loop().call_later(self.decline_refuse_seconds, fire)
 
     async def _launch(self, driver: Driver, launch, more_waiting: bool) -> None:
         offer = launch.offers[0]
