@@ -54,4 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m cli.main` runs this file as __main__, a second copy of the module: delegate to
+    # the real `cli.main`, whose CommandError is the one the commands raise.
+    from cli.main import main as _main
+
+    sys.exit(_main())
