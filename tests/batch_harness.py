@@ -126,12 +126,6 @@ class BatchCluster:
         return await asyncio.to_thread(run_cli, "--master", self.master.address, *args)
 
 
-# `agora` with only the job command registered: the same `cli.main.main` path (parsing,
-# CommandError -> one line and exit 1) without importing every other command's module.
-_AGORA_JOB = ("import sys, cli.main as m; m.COMMAND_MODULES = ['cli.job_cmd']; "
-              "sys.exit(m.main(sys.argv[1:]))")
-
-
 def run_cli(*args: str) -> CliResult:
     """Runs `agora ARGS` as a process; `--master X` first is moved after `job ACTION`."""
     argv = list(args)
@@ -140,6 +134,6 @@ def run_cli(*args: str) -> CliResult:
         rest = argv[2:]
         head = rest[:2] if rest[:1] == ["job"] else rest[:1]
         argv = [*head, "--master", *master, *rest[len(head):]]
-    result = subprocess.run([sys.executable, "-c", _AGORA_JOB, *argv], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=ROOT,
                             capture_output=True, text=True, timeout=100)
     return CliResult(result.returncode, result.stdout, result.stderr)
