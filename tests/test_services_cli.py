@@ -23,27 +23,11 @@ async def cluster(tmp_path):
     await c.stop()
 
 
-# Runs the `app` command as `agora` does (its parser, its func, a CommandError as one line on
-# stderr and exit 1), in a process of its own so that its output is only its own.
-_RUNNER = """
-import argparse, sys
-import cli.app_cmd
-from cli.main import CommandError
-parser = argparse.ArgumentParser(prog="agora")
-cli.app_cmd.register(parser.add_subparsers(dest="command"))
-args = parser.parse_args(sys.argv[1:])
-try:
-    sys.exit(int(args.func(args) or 0))
-except CommandError as e:
-    print(f"agora {args.command}: {e}", file=sys.stderr)
-    sys.exit(1)
-"""
-
-
 async def agora(cluster: ServiceCluster, *argv: str) -> tuple[int, str, str]:
+    """`agora app ACTION --master ... REST` as a process of its own: (exit code, out, err)."""
     action, *rest = argv
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _RUNNER, "app", action, "--master", cluster.master.address,
+        sys.executable, "-m", "cli.main", "app", action, "--master", cluster.master.address,
         *rest, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await proc.communicate()
     return proc.returncode, out.decode(), err.decode()
@@ -165,7 +149,7 @@ async def test_endpoints_watch_prints_each_change_until_the_app_is_deleted(clust
                                                                             "id: watched"))
     assert (await agora(cluster, "put", str(path)))[0] == 0
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _RUNNER, "app", "endpoints", "watched", "--watch", "--json",
+        sys.executable, "-m", "cli.main", "app", "endpoints", "watched", "--watch", "--json",
         "--master", cluster.master.address, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     try:

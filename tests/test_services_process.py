@@ -1,145 +1,130 @@
-"""`agora services` as a real process: it prints its address, publishes it to the master, and
-after a crash (SIGKILL) a new process on the same --state-dir keeps the apps and takes back
-their running tasks instead of launching new ones."""
+"""The service framework with every part a real process: `agora master`, two `agora agent`s,
+`agora services`, and the `agora app` client. The daemon prints and publishes its address, and
+after a crash (SIGKILL) a new process on the same --state-dir keeps the app and takes back its
+running tasks instead of launching new ones."""
 
 from __future__ import annotations
 
-import os
+import json
 import signal
 import subprocess
 import sys
-import threading
 
 import pytest
-from agora.v1 import operator_pb2, operator_pb2_grpc, services_pb2, services_pb2_grpc
-from harness import ROOT, eventually_async
-from services_cluster import ServiceCluster, web_app
+from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+from harness import ROOT, Cluster, Daemon, eventually
+from services_cluster import free_port_range, http_ok
 
-from common.rpc import insecure_channel
+from common.rpc import CHANNEL_OPTIONS
 
-# `agora services ...` exactly as the agora command runs it (cli.services_cmd's parser and
-# func), without importing the other commands.
-_RUNNER = """
-import argparse, sys
-import cli.services_cmd
-from cli.main import CommandError
-parser = argparse.ArgumentParser(prog="agora")
-cli.services_cmd.register(parser.add_subparsers(dest="command"))
-args = parser.parse_args(sys.argv[1:])
-try:
-    sys.exit(int(args.func(args) or 0))
-except CommandError as e:
-    print(f"agora {args.command}: {e}", file=sys.stderr)
-    sys.exit(1)
+APP = """\
+id: web
+cmd: exec python3 -m http.server $PORT0 --bind 127.0.0.1
+instances: 2
+cpus: 0.1
+mem: 64
+ports: 1
+constraints: [[hostname, UNIQUE]]
+health_check:
+  http: {port_index: 0, path: /}
+  grace_period_seconds: 30
+  interval_seconds: 0.2
+  max_consecutive_failures: 2
 """
 
 
-class ServicesProcess:
-    def __init__(self, master: str, state_dir, log_path) -> None:
-        self.log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _RUNNER, "services", "--master", master, "--port", "0",
-             "--state-dir", str(state_dir), "--log-level", "debug"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self.first_line = ""
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stdout
-            self.first_line = self.proc.stdout.readline().decode().strip()
-            ready.set()
-            for _ in self.proc.stdout:
-                pass
-        self.reader = threading.Thread(target=read, daemon=True)
-        self.reader.start()
-        ready.wait(60)
-
-    @property
-    def address(self) -> str:
-        return self.first_line.split()[3]
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=30)
-        self.reader.join(timeout=10)  # EOF once the process (and its pipe) is gone
-        assert self.proc.stdout
-        self.proc.stdout.close()
-        self.log.close()
-        return code
+def agora(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture
-async def cluster(tmp_path):
-    c = ServiceCluster(tmp_path)
-    await c.start_master()
-    await c.start_agent(0)
-    await c.start_agent(1)
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    c.start_master()
+    for index in range(2):
+        first, last = free_port_range(10)
+        c.start_agent(index, resources=f"cpus:2;mem:2048;disk:1024;ports:[{first}-{last}]")
     yield c
-    await c.stop()
+    c.stop()
 
 
-async def published_address(master: str) -> str:
-    async with insecure_channel(master) as channel:
-        stub = operator_pb2_grpc.OperatorStub(channel)
-        reply = await stub.ListFrameworks(operator_pb2.ListFrameworksRequest())
+def services(cluster: Cluster, tmp_path, name: str) -> Daemon:
+    assert cluster.master and cluster.master.address
+    return Daemon(["services", "--master", cluster.master.address, "--port", "0",
+                   "--state-dir", str(tmp_path / "services-state"), "--log-level", "debug"],
+                  tmp_path / "logs" / f"{name}.log").start()
+
+
+def published(master: str) -> str:
+    import grpc
+
+    with grpc.insecure_channel(master, options=CHANNEL_OPTIONS) as channel:
+        reply = operator_pb2_grpc.OperatorStub(channel).ListFrameworks(
+            operator_pb2.ListFrameworksRequest(), timeout=5)
     live = [f for f in reply.frameworks if f.info.name == "services" and f.connected]
     return live[0].info.service_address if live else ""
 
 
-async def tasks_of(address: str, app_id: str) -> services_pb2.AppStatus:
-    async with insecure_channel(address) as channel:
-        stub = services_pb2_grpc.ServicesStub(channel)
-        return await stub.GetApp(services_pb2.GetAppRequest(id=app_id))
+def running_tasks(master: str) -> list:
+    import grpc
+
+    with grpc.insecure_channel(master, options=CHANNEL_OPTIONS) as channel:
+        reply = operator_pb2_grpc.OperatorStub(channel).ListTasks(
+            operator_pb2.ListTasksRequest(), timeout=5)
+    return [t for t in reply.tasks if t.state == common_pb2.TASK_RUNNING]
 
 
-async def test_crash_and_restart_keeps_apps_and_adopts_tasks(cluster, tmp_path):
-    state = tmp_path / "services-state"
-    first = ServicesProcess(cluster.master.address, state, tmp_path / "services-1.log")
+def app_status(master: str) -> dict:
+    result = agora("app", "get", "web", "--json", "--master", master)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_processes_end_to_end_with_a_crash_of_the_services_daemon(cluster, tmp_path):
+    master = cluster.master.address
+    first = services(cluster, tmp_path, "services-1")
     try:
-        assert first.first_line.startswith("services listening on 127.0.0.1:")
-        address = first.address
-        assert await eventually_async(lambda: _is(published_address, cluster, address),
-                                      timeout=30, message="address published to the master")
-        async with insecure_channel(address) as channel:
-            stub = services_pb2_grpc.ServicesStub(channel)
-            await stub.PutApp(services_pb2.PutAppRequest(app=web_app("svc", 2)))
+        assert first.lines[0].startswith(f"services listening on {first.address}")
+        eventually(lambda: published(master) == first.address, timeout=30,
+                   message="address published to the master")
+        app_file = tmp_path / "web.yaml"
+        app_file.write_text(APP)
+        put = agora("app", "put", str(app_file), "--master", master)
+        assert put.returncode == 0 and put.stdout.startswith("app web created"), put.stderr
 
-        async def healthy():
-            status = await tasks_of(address, "svc")
-            return status if status.healthy == 2 else None
-        before = await eventually_async(healthy, timeout=60, message="2 healthy instances")
+        def two_endpoints():
+            result = agora("app", "endpoints", "web", "--master", master)
+            lines = result.stdout.split()
+            return lines if len(lines) == 2 else None
+        for endpoint in eventually(two_endpoints, timeout=60, message="2 endpoints"):
+            assert http_ok(endpoint)
+        before = {t["task_id"] for t in app_status(master)["tasks"]}
+        assert len(before) == 2
     finally:
-        assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+        first.kill(signal.SIGKILL)
+        first.stop()
 
-    second = ServicesProcess(cluster.master.address, state, tmp_path / "services-2.log")
+    second = services(cluster, tmp_path, "services-2")
     try:
-        address = second.address
-        status = await tasks_of(address, "svc")
-        assert {t.task_id for t in status.tasks} == {t.task_id for t in before.tasks}
+        eventually(lambda: published(master) == second.address, timeout=30,
+                   message="the new address published")
 
-        async def adopted():
-            status = await tasks_of(address, "svc")
-            return status if status.healthy == 2 else None
-        after = await eventually_async(adopted, timeout=60, message="tasks adopted")
-        assert {t.task_id for t in after.tasks} == {t.task_id for t in before.tasks}
-        assert await eventually_async(lambda: _is(published_address, cluster, address),
-                                      timeout=30, message="new address published")
+        def adopted():
+            status = app_status(master)
+            return status if status.get("healthy") == 2 else None
+        status = eventually(adopted, timeout=60, message="tasks adopted and healthy")
+        assert {t["task_id"] for t in status["tasks"]} == before  # nothing relaunched
+
+        # Agents keep their tasks on SIGTERM (for recovery): delete the app to end them.
+        assert agora("app", "delete", "web", "--master", master).returncode == 0
+        eventually(lambda: not running_tasks(master), timeout=30, message="tasks killed")
     finally:
-        assert second.stop() == 0
+        second.stop()
 
 
-async def _is(fn, cluster, expected):
-    return await fn(cluster.master.address) == expected
-
-
-async def test_bad_master_address_is_one_line(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-c", _RUNNER, "services", "--master", "nonsense",
-         "--state-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
-    assert proc.stderr.strip().startswith("agora services: cannot start the services daemon")
-    assert len(proc.stderr.strip().splitlines()) == 1
-
-
+def test_bad_master_address_is_one_line(tmp_path):
+    result = agora("services", "--master", "nonsense", "--state-dir", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("agora services: cannot start the services daemon")
+    assert len(result.stderr.strip().splitlines()) == 1
