@@ -71,7 +71,7 @@ def _offer(agent: str) -> common_pb2.Offer:
 
 def test_recorder_pairs_a_freed_agent_with_its_next_offer_from_any_framework():
     clock = Clock()
-    rec = Recorder(clock=clock, wall=lambda: 1000.0)
+    rec = Recorder(clock=clock, wall=lambda: clock.now + 900)
     rec.subscribed("a")
     clock.now += 0.004
     rec.offers("a", [_offer("x"), _offer("y")])  # first offer of a: 4 ms
@@ -80,8 +80,10 @@ def test_recorder_pairs_a_freed_agent_with_its_next_offer_from_any_framework():
     rec.update("a", common_pb2.TaskStatus(task_id="t1", state=common_pb2.TASK_RUNNING,
                                           agent_id="x", uuid=b"1" * 16))
     clock.now += 1.0
+    ended_at_agent = clock.now + 900 - 0.0005  # the agent stamped it 0.5 ms before we read it
     rec.update("a", common_pb2.TaskStatus(task_id="t1", state=common_pb2.TASK_FINISHED,
-                                          agent_id="x", uuid=b"2" * 16, timestamp=999.9))
+                                          agent_id="x", uuid=b"2" * 16,
+                                          timestamp=ended_at_agent))
     clock.now += 0.002
     rec.offers("b", [_offer("y")])  # not the freed agent
     rec.offers("b", [_offer("x")])  # another framework gets x: 2 ms
@@ -89,11 +91,28 @@ def test_recorder_pairs_a_freed_agent_with_its_next_offer_from_any_framework():
     assert rec.values("subscribe_to_first_offer") == pytest.approx([4.0])
     assert rec.values("accept_to_running") == pytest.approx([10.0])
     assert rec.values("task_end_to_offer") == pytest.approx([2.0])
-    assert rec.values("task_end_agent_to_offer") == pytest.approx([100.0])
+    assert rec.values("task_end_agent_to_offer") == pytest.approx([2.5])
     rec.declined("y")
     clock.now += 0.003
     rec.offers("a", [_offer("y")])
     assert rec.values("decline_to_offer") == pytest.approx([3.0])
+
+
+def test_an_offer_that_overtakes_the_update_is_timed_from_the_agent_only():
+    clock = Clock()
+    rec = Recorder(clock=clock, wall=lambda: clock.now + 900)
+    ended_at_agent = clock.now + 900
+    clock.now += 0.003
+    rec.offers("b", [_offer("x")])  # the freed resources, read first
+    clock.now += 0.001
+    rec.update("a", common_pb2.TaskStatus(task_id="t", state=common_pb2.TASK_FINISHED,
+                                          agent_id="x", uuid=b"3" * 16,
+                                          timestamp=ended_at_agent))
+    clock.now += 5.0
+    rec.offers("b", [_offer("x")])  # much later, unrelated: not paired
+    assert rec.values("task_end_to_offer") == []
+    assert rec.values("task_end_agent_to_offer") == pytest.approx([3.0])
+    assert rec.counts["offer_before_update"] == 1
 
 
 def test_recorder_join_works_whichever_comes_first():

@@ -7,7 +7,9 @@ the freed resources to another framework). The figures (milliseconds):
 - task_end_to_offer: a terminal UPDATE for a task on agent X received -> the next OFFERS event
   with an offer for X received.
 - task_end_agent_to_offer: the same offer, timed from the agent's own timestamp of the terminal
-  update (wall clock, same host): adds the agent -> master -> framework hop.
+  update (wall clock, same host): adds the agent -> master -> framework hop. When the offer is
+  read before the update (two streams race), only this figure is taken, and the case is
+  counted as counts["offer_before_update"].
 - decline_to_offer: Decline(refuse_seconds=0) of an offer for X issued -> next offer for X.
 - subscribe_to_first_offer: SUBSCRIBED received -> the framework's first OFFERS event.
 - join_to_offer: an agent's Register sent (recorded with `agent_joined`) -> first offer for it.
@@ -56,6 +58,7 @@ class Recorder:
         self._subscribed: dict[str, float] = {}
         self._accepted: dict[str, float] = {}  # task id -> Accept issued
         self.first_offer: dict[str, float] = {}  # agent -> first offer seen for it
+        self._last_offer_wall: dict[str, float] = {}  # agent -> wall time of its last offer
         self.finished_at: list[float] = []  # terminal updates of launched tasks (throughput)
         self.running_at: list[float] = []
 
@@ -81,6 +84,7 @@ class Recorder:
             agent = offer.agent_id
             self.counts["offers"] += 1
             self.first_offer.setdefault(agent, now)
+            self._last_offer_wall[agent] = wall
             freed = self._freed.pop(agent, None)
             if freed is not None:
                 self._add("task_end_to_offer", now - freed[0], now, framework, agent)
@@ -105,8 +109,18 @@ class Recorder:
             self._accepted.pop(status.task_id, None)
             self.counts["terminal"] += 1
             self.finished_at.append(now)
+            agent = status.agent_id
+            offered = self._last_offer_wall.get(agent, 0.0)
+            if status.timestamp and offered >= status.timestamp and agent not in self._freed:
+                # The offer of the freed resources overtook this update (they travel on two
+                # streams, to two frameworks): there is no UPDATE -> OFFER interval to time,
+                # only the agent-stamped one. Counted, so the summary can say how often.
+                self.counts["offer_before_update"] += 1
+                self._add("task_end_agent_to_offer", offered - status.timestamp, now,
+                          "", agent)
+                return
             # The earliest unmatched end counts: that is when X first had resources free.
-            self._freed.setdefault(status.agent_id, (now, status.timestamp))
+            self._freed.setdefault(agent, (now, status.timestamp))
 
     def accepted(self, task_ids: Iterable[str]) -> None:
         now = self.clock()
