@@ -52,12 +52,15 @@ class ServicesConfig:
     converge_interval: float = 1.0
     # How often the list of agents (for placement explanations) is refreshed.
     catalog_interval: float = 2.0
+    # An instance not RUNNING this long after its launch is killed and replaced.
+    launch_timeout: float = 300.0
 
     def validate(self) -> None:
         parse_address(self.master)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
-        for name in ("failover_timeout", "converge_interval", "catalog_interval"):
+        for name in ("failover_timeout", "converge_interval", "catalog_interval",
+                     "launch_timeout"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value}")
@@ -102,7 +105,8 @@ class ServicesDaemon:
         self.store = ServiceStore(config.state_path)
         self._channel = insecure_channel(config.master)
         self._operator = operator_pb2_grpc.OperatorStub(self._channel)
-        self.scheduler = ServiceScheduler(self.store, role=config.role, catalog=self._catalog)
+        self.scheduler = ServiceScheduler(self.store, role=config.role, catalog=self._catalog,
+                                          launch_timeout=config.launch_timeout)
         server = new_server()
         services_pb2_grpc.add_ServicesServicer_to_server(ServicesServicer(self.scheduler), server)
         add_standard_services(server, SERVICE_NAMES)

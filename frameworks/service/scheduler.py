@@ -48,6 +48,9 @@ KILL_RETRY_SECONDS = 10.0
 # Offers declined while something waits come back this soon (or when we revive).
 WAITING_REFUSE_SECONDS = 2.0
 IDLE_REFUSE_SECONDS = 30.0
+# An instance not RUNNING this long after its launch is killed and replaced (Marathon's
+# task_launch_timeout): its launch was lost, or it hangs while starting.
+LAUNCH_TIMEOUT_SECONDS = 300.0
 # The master reports these for tasks it no longer has: for us they are gone.
 GONE_STATES = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE})
 
@@ -73,8 +76,10 @@ def _backoff_for(app: App) -> RestartBackoff:
 
 class ServiceScheduler(Framework):
     def __init__(self, store: ServiceStore, role: str = "*", catalog: CatalogFn | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 launch_timeout: float = LAUNCH_TIMEOUT_SECONDS) -> None:
         self.store = store
+        self.launch_timeout = launch_timeout
         self.role = role
         self.clock = clock
         self._catalog_fn = catalog
@@ -198,6 +203,7 @@ class ServiceScheduler(Framework):
 
     def watch(self, app_id: str) -> asyncio.Queue:
         record = self._record(app_id)
+        self._notify_watchers()  # bring earlier watchers up to date: the new one starts here
         queue: asyncio.Queue = asyncio.Queue()
         queue.put_nowait(self.endpoints(app_id))
         record.watchers.add(queue)
@@ -294,6 +300,9 @@ class ServiceScheduler(Framework):
         for instance in list(self.instances.values()):
             if instance.app_id not in self.apps and not instance.ended:
                 await self._kill(instance, "its app was deleted")
+            elif not instance.running and not instance.killing and not instance.ended and \
+                    now - instance.launched_at > self.launch_timeout:
+                await self._kill(instance, f"not running {self.launch_timeout:g}s after launch")
             elif instance.killing and not instance.ended and \
                     time.monotonic() - self._kill_sent.get(instance.task_id, 0) > \
                     KILL_RETRY_SECONDS:
@@ -420,7 +429,8 @@ class ServiceScheduler(Framework):
             del self.instances[instance.task_id]
             self._kill_sent.pop(instance.task_id, None)
             self.store.delete_instance(instance.task_id)
-            failed = not instance.killing or instance.kill_reason == "unhealthy"
+            failed = not instance.killing or instance.kill_reason == "unhealthy" or \
+                instance.kill_reason.startswith("not running")
             if record is not None and failed:
                 until = record.backoff.failed(now)
                 bound.warning("instance ended; replacing it after backoff",
