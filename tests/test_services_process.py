@@ -128,3 +128,19 @@ def test_bad_master_address_is_one_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().startswith("agora services: cannot start the services daemon")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_agora_local_runs_the_services_daemon(tmp_path):
+    local = Daemon(["local", "--agents", "1", "--port", "0", "--work-dir", str(tmp_path / "w")],
+                   tmp_path / "logs" / "local.log").start()
+    try:
+        address = eventually(
+            lambda: next((line.split()[3] for line in local.lines
+                          if line.startswith("services listening on ")), None),
+            timeout=30, message="the services line")
+        eventually(lambda: published(local.address) == address, timeout=30,
+                   message="services registered with the local master")
+        listed = agora("app", "list", "--json", "--master", local.address)
+        assert listed.returncode == 0 and json.loads(listed.stdout) == []
+    finally:
+        local.stop()
