@@ -87,8 +87,8 @@ class AgentDaemon:
         self.work.lock()
         try:
             self._server = new_server()
-            agent_pb2_grpc.add_AgentServicer_to_server(AgentFilesService(self.tasks),
-                                                       self._server)
+            files = AgentFilesService(self.tasks, self.updates.pending)
+            agent_pb2_grpc.add_AgentServicer_to_server(files, self._server)
             add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
             where = f"{self.config.host}:{self.config.port}"
             try:

@@ -113,10 +113,10 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         return agent_pb2.ListFilesResponse(files=entries)
 
     async def ListTasks(self, request, context):
-        # Tasks running or whose final update awaits acknowledgement, as the agent reports at
-        # re-registration; acknowledged ones are forgotten here but their files stay readable.
+        # Every run the agent remembers: running, ended (with updates still to acknowledge),
+        # and the recent completed ones whose sandboxes can still be read.
         out = []
-        for run in self._tasks.active_runs():
+        for run in self._tasks.runs():
             out.append(agent_pb2.AgentTask(
                 framework_id=run.record.framework_id, task=run.task, state=run.state,
                 sandbox=str(run.sandbox),

@@ -123,15 +123,17 @@ async def test_echo_runs_through_starting_running_finished_and_serves_stdout(mas
         assert b"".join(c.data for c in chunks) == b"hello\n"
         listing = await stub.ListFiles(agent_pb2.ListFilesRequest(task_id="t1"))
         assert {f.path for f in listing.files} == {"stdout", "stderr"}
-        # Once its final update is acknowledged the task is no longer listed (files stay).
-        tasks = await eventually_async(
-            lambda: _no_tasks(stub), message="acknowledged task forgotten")
-        assert list(tasks.tasks) == []
+        # Listed with its final state; nothing left to resend once acknowledged.
+        task = await eventually_async(lambda: _acknowledged(stub, "t1"),
+                                      message="every update acknowledged")
+        assert (task.framework_id, task.state) == (FW, S.TASK_FINISHED)
+        assert Path(task.sandbox).parts[-3:] == ("sandboxes", FW, "t1")
 
 
-async def _no_tasks(stub):
+async def _acknowledged(stub, task_id: str):
     reply = await stub.ListTasks(agent_pb2.ListAgentTasksRequest())
-    return reply if not reply.tasks else None
+    task = next((t for t in reply.tasks if t.task.task_id == task_id), None)
+    return task if task is not None and task.unacknowledged_updates == 0 else None
 
 
 async def test_list_tasks_shows_running_ones_with_sandbox_and_pid(master, agents):
