@@ -75,6 +75,8 @@ def register(subparsers) -> None:
                    help="framework count of the agents sweep (default 10)")
     p.add_argument("--allocation-interval", type=_positive, default=1.0,
                    help="period of the Mesos-style interval runs, seconds (default 1)")
+    p.add_argument("--allocation-batch", type=float, default=None,
+                   help="the master's event batching window, seconds (default: its own, 0.002)")
     p.add_argument("--modes", default="event,interval",
                    help="event (Agora), interval (Mesos' timer) or both (default event,interval)")
     p.add_argument("--rate", type=_positive, default=40.0,
@@ -160,7 +162,8 @@ def _build(args: argparse.Namespace):
         cfg = offer_latency.OfferLatencyConfig(
             agents=args.agents, frameworks=args.frameworks, grid=args.grid,
             fixed_agents=args.fixed_agents, fixed_frameworks=args.fixed_frameworks,
-            modes=modes, allocation_interval=args.allocation_interval, rate=args.rate,
+            modes=modes, allocation_interval=args.allocation_interval,
+            allocation_batch=args.allocation_batch, rate=args.rate,
             mean_duration=args.mean_duration, probe_decline_fraction=args.decline_fraction,
             joiners=args.joiners, warmup=args.warmup, seconds=args.seconds or 10.0)
         return lambda out, command: offer_latency.run(cfg, out, command, quiet)

@@ -35,12 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", default=None)
     p.add_argument("--allocation-mode", default="event", choices=["event", "interval"])
     p.add_argument("--allocation-interval", type=float, default=1.0)
+    p.add_argument("--allocation-batch", type=float, default=0.002)
     p.add_argument("--log-level", default="warning")
     args = p.parse_args(argv)
     configure_logging(args.log_level)
     config = MasterConfig(host=args.host, port=args.port, state_dir=args.state_dir,
                           allocation_mode=args.allocation_mode,
-                          allocation_interval_seconds=args.allocation_interval)
+                          allocation_interval_seconds=args.allocation_interval,
+                          allocation_batch_seconds=args.allocation_batch)
     return asyncio.run(_serve(config))
 
 

@@ -41,6 +41,7 @@ class OfferLatencyConfig:
     fixed_frameworks: int = 10
     modes: list[str] = field(default_factory=lambda: ["event", "interval"])
     allocation_interval: float = 1.0
+    allocation_batch: float | None = None  # the master's batching window; None: its default
     seconds: float = 10.0
     warmup: float = 3.0
     rate: float = 40.0  # tasks ending per second, over the whole cluster
@@ -73,8 +74,8 @@ async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: 
     label = _label(agents, frameworks, mode)
     logs = out / "logs" / label.replace(" ", "_").replace("=", "")
     master = await start_master(MasterOptions(allocation_mode=mode,
-                                              allocation_interval=cfg.allocation_interval),
-                                logs)
+                                              allocation_interval=cfg.allocation_interval,
+                                              allocation_batch=cfg.allocation_batch), logs)
     fleets = []
     framework_set = None
     joiner_fleet = None

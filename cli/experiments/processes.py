@@ -121,6 +121,7 @@ def python_m(module: str, *args: str) -> list[str]:
 class MasterOptions:
     allocation_mode: str = "event"  # or "interval": Mesos' fixed timer
     allocation_interval: float = 1.0
+    allocation_batch: float | None = None  # None: the master's default
     log_level: str = "warning"
     state_dir: Path | None = None
 
@@ -139,6 +140,8 @@ def master_argv(options: MasterOptions) -> list[str]:
             "--log-level", options.log_level]
     if options.state_dir is not None:
         args += ["--state-dir", str(options.state_dir)]
+    if options.allocation_batch is not None:
+        args += ["--allocation-batch", str(options.allocation_batch)]
     if _master_cmd_supports("--allocation-mode"):
         return python_m("cli.main", "master", *args)
     return python_m("cli.experiments.master_entry", *args)
