@@ -455,6 +455,7 @@ class ServiceScheduler(Framework):
     async def _on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
         now = self.clock()
         requests = []
+        versions: dict[str, str] = {}  # as launched: the app may change while we await
         for record in self.apps.values():
             app = record.app
             mine = [i for i in self.instances_of(app.id) if not i.ended]
@@ -462,6 +463,7 @@ class ServiceScheduler(Framework):
                           appdefs.strategy_of(app)).launch
             if launch <= 0 or not record.backoff.ready(now) or record.unplaceable:
                 continue
+            versions[app.id] = app.version
             requests.append(Request(
                 app_id=app.id, count=launch, needs=_needs(app),
                 constraints=appdefs.constraints_of(app),
@@ -477,7 +479,7 @@ class ServiceScheduler(Framework):
             created = []
             for app_id, task, agent in launch.tasks:
                 instance = Instance(
-                    task_id=task.task_id, app_id=app_id, version=self.apps[app_id].app.version,
+                    task_id=task.task_id, app_id=app_id, version=versions[app_id],
                     agent_id=agent.agent_id, hostname=agent.hostname, host=host,
                     ports=_ports(task), attributes=dict(agent.attributes), launched_at=now,
                     has_check=task.HasField("health_check"))
@@ -499,7 +501,9 @@ class ServiceScheduler(Framework):
                 log.info("launched instance", app_id=instance.app_id, task_id=instance.task_id,
                          hostname=instance.hostname, ports=instance.ports)
         for request in requests:
-            record = self.apps[request.app_id]
+            record = self.apps.get(request.app_id)
+            if record is None:
+                continue  # deleted meanwhile: converge kills what was launched
             reasons = result.reasons.get(request.app_id)
             record.offer_note = "; ".join(reasons[:3]) if reasons else ""
         await self._decline(driver, result.unused, WAITING_REFUSE_SECONDS)
