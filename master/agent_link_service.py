@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import grpc
 import structlog
@@ -24,7 +23,8 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
         # The first message must be Register; a silent or confused peer is refused at once.
         timeout = self.core.config.agent_timeout_seconds
         try:
-            first = await asyncio.wait_for(anext(aiter(request_iterator)), timeout)
+            async with asyncio.timeout(timeout):
+                first = await anext(aiter(request_iterator))
         except (StopAsyncIteration, TimeoutError):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "send Register as the first message on the stream")
@@ -46,8 +46,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                 await context.write(message)
         finally:
             reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            await asyncio.gather(reader, return_exceptions=True)
             if agent is not None:
                 self.core.agent_disconnected(agent, session)
 

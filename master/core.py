@@ -64,6 +64,8 @@ class MasterCore:
         self.started_at = time.time()
         self.reg = Registry()
         self.allocation_wanted = asyncio.Event()
+        # Set by Master.stop: streams ending now are the master's doing, not peers leaving.
+        self.stopping = False
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -82,8 +84,14 @@ class MasterCore:
                  refuse: float | None = None) -> None:
         if resources and self._in_allocator(self.reg.agents.get(agent_id)) \
                 and framework_id in self.reg.frameworks:
-            self.allocator.recover(framework_id, agent_id, resources, self.clock(),
-                                   refuse_seconds=refuse)
+            try:
+                self.allocator.recover(framework_id, agent_id, resources, self.clock(),
+                                       refuse_seconds=refuse)
+            except ValueError:
+                # The books disagree (a bug): log it loudly but keep serving everyone.
+                log.exception("allocator refused to recover resources",
+                              framework_id=framework_id, agent_id=agent_id,
+                              resources=str(resources))
 
     def _rescind(self, offer: Offer, why: str, *, notify: bool = True,
                  recover: bool = True) -> None:
@@ -251,6 +259,8 @@ class MasterCore:
     def agent_disconnected(self, agent: Agent, session: Session) -> None:
         """The stream broke: no new offers until it comes back; removed after the timeout."""
         session.close()
+        if self.stopping:
+            return
         if agent.session is not session or self.reg.agents.get(agent.agent_id) is not agent:
             return  # replaced by a newer stream, or already removed
         agent.session = None
@@ -379,6 +389,8 @@ class MasterCore:
 
     def framework_disconnected(self, framework: Framework, session: Session) -> None:
         session.close()
+        if self.stopping:
+            return
         if framework.session is not session or \
                 self.reg.frameworks.get(framework.framework_id) is not framework:
             return  # failed over to a newer stream, or torn down

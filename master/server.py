@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 import grpc
@@ -97,11 +96,12 @@ class Master:
         server, self._server = self._server, None
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # gather, not `suppress(CancelledError)`: a cancellation of stop() itself must still
+        # propagate.
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         # End every stream so their handlers return before the server stops.
         assert self.core is not None
+        self.core.stopping = True
         for agent in self.core.reg.agents.values():
             if agent.session is not None:
                 agent.session.close()
@@ -134,12 +134,16 @@ class Master:
             wakeup = self.allocator.next_wakeup()
             if wakeup is not None:
                 timeout = max(0.0, min(timeout, wakeup - core.clock()))
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # races with the event, and the loop would never stop.
             try:
-                await asyncio.wait_for(core.allocation_wanted.wait(), timeout)
-                if config.allocation_batch_seconds:
-                    await asyncio.sleep(config.allocation_batch_seconds)
+                async with asyncio.timeout(timeout):
+                    await core.allocation_wanted.wait()
             except TimeoutError:
                 pass
+            else:
+                if config.allocation_batch_seconds:
+                    await asyncio.sleep(config.allocation_batch_seconds)
             core.allocation_wanted.clear()
             try:
                 core.allocate()

@@ -87,11 +87,13 @@ class Inbox:
                     seen = [self.kind_of(m) for m in self.items]
                     raise AssertionError(f"no {kind} arrived in {timeout} s; got {seen}")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.changed.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self.changed.wait()
 
     async def wait_closed(self, timeout: float = 10.0) -> None:
         async with self.changed:
-            await asyncio.wait_for(self.changed.wait_for(lambda: self.closed), timeout)
+            async with asyncio.timeout(timeout):
+                await self.changed.wait_for(lambda: self.closed)
 
 
 class FakeAgent:
@@ -176,9 +178,7 @@ class FakeAgent:
         """Drops the connection (a crashed agent, as the master sees it)."""
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         if self._channel is not None:
             await self._channel.close()
@@ -258,8 +258,7 @@ class FakeFramework:
         if self._call is not None:
             self._call.cancel()
         if self._reader is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+            await asyncio.gather(self._reader, return_exceptions=True)
         await self._channel.close()
 
 

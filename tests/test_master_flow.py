@@ -189,14 +189,15 @@ async def test_teardown_shuts_the_framework_down_on_agents(master, agent, framew
     assert ack.task_id == "t1"
 
 
-async def test_two_frameworks_share_agents(master):
-    agents = [FakeAgent(master.address, hostname=f"h{i}") for i in range(2)]
-    for a in agents:
-        await a.connect()
+async def test_drf_spreads_agents_over_two_frameworks(master):
+    # Both frameworks wait with no resources; each agent goes to the one with the lower share.
     f1, f2 = FakeFramework(master.address, "one"), FakeFramework(master.address, "two")
     await f1.subscribe()
     await f2.subscribe()
+    agents = [FakeAgent(master.address, hostname=f"h{i}") for i in range(2)]
     try:
+        for a in agents:
+            await a.connect()
         o1 = await f1.offers()
         o2 = await f2.offers()
         assert {o1[0].agent_id, o2[0].agent_id} == {a.agent_id for a in agents}

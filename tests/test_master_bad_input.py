@@ -1,0 +1,213 @@
+"""Bad input gets the right gRPC status and a useful message; the master keeps serving."""
+
+from __future__ import annotations
+
+import math
+
+import grpc
+import pytest
+from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from master_harness import FakeAgent, FakeFramework, operator, start_master, task
+
+from common.rpc import insecure_channel
+
+Code = grpc.StatusCode
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    master = await start_master(tmp_path / "state")
+    agent = FakeAgent(master.address)
+    await agent.connect()
+    framework = FakeFramework(master.address)
+    await framework.subscribe()
+    [offer] = await framework.offers()
+    yield master, agent, framework, offer
+    await framework.close()
+    await agent.close()
+    await master.stop(0)
+
+
+async def rpc_error(call) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await call
+    return e.value
+
+
+def res(name: str, value: float, role: str = "*") -> common_pb2.Resource:
+    return common_pb2.Resource(name=name, type=common_pb2.Resource.SCALAR, scalar=value,
+                               role=role)
+
+
+def raw_task(task_id: str, resources, shell: str = "true") -> common_pb2.TaskInfo:
+    return common_pb2.TaskInfo(task_id=task_id, resources=resources,
+                               command=common_pb2.CommandInfo(shell=shell))
+
+
+BAD_TASKS = {
+    "exceeds the offer": ([task("big", "cpus:5;mem:128")], "big", "short of cpus:2"),
+    "ports not offered": ([task("p", "cpus:1;mem:1;ports:[40000-40000]")], "p", "40000"),
+    "duplicate id in call": ([task("d"), task("d")], "d", "twice"),
+    "negative cpus": ([raw_task("n", [res("cpus", -1)])], "n", "negative"),
+    "NaN mem": ([raw_task("nan", [res("mem", math.nan)])], "nan", "finite"),
+    "unknown resource": ([raw_task("u", [res("bogons", 1)])], "u", "bogons"),
+    "no command": ([common_pb2.TaskInfo(task_id="c", resources=[res("cpus", 1)])], "c",
+                   "no command"),
+    "no resources": ([raw_task("e", [])], "e", "no resources"),
+    "empty task id": ([raw_task("", [res("cpus", 1)])], "", "empty task_id"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TASKS))
+async def test_bad_tasks_are_invalid_and_launch_nothing(cluster, case):
+    master, agent, framework, offer = cluster
+    tasks, task_id, words = BAD_TASKS[case]
+    error = await rpc_error(framework.accept([offer.offer_id], [task("ok"), *tasks]))
+    assert error.code() == Code.INVALID_ARGUMENT
+    assert task_id in error.details() and words in error.details()
+    # Nothing half-done: the good task was not launched and the offer is still valid.
+    await framework.accept([offer.offer_id], [task("ok")])
+    run = await agent.inbox.expect("run_task")
+    assert run.task.task_id == "ok"
+    assert len(agent.inbox.of("run_task")) == 1
+
+
+async def test_duplicate_of_an_active_task_is_invalid(cluster):
+    master, agent, framework, offer = cluster
+    await framework.accept([offer.offer_id], [task("t1")], refuse_seconds=0)
+    offers = await framework.offers(2)
+    error = await rpc_error(framework.accept([offers[-1].offer_id], [task("t1")]))
+    assert error.code() == Code.INVALID_ARGUMENT and "already used" in error.details()
+
+
+async def test_unknown_offer_is_not_found(cluster):
+    master, agent, framework, offer = cluster
+    error = await rpc_error(framework.accept(["offer-nope"], [task("t")]))
+    assert error.code() == Code.NOT_FOUND and "offer-nope" in error.details()
+
+
+async def test_used_offer_is_a_failed_precondition(cluster):
+    master, agent, framework, offer = cluster
+    await framework.accept([offer.offer_id], [task("t1")])
+    error = await rpc_error(framework.accept([offer.offer_id], [task("t2")]))
+    assert error.code() == Code.FAILED_PRECONDITION and "already accepted" in error.details()
+
+
+async def test_declined_offer_is_a_failed_precondition(cluster):
+    master, agent, framework, offer = cluster
+    await framework.stub.Decline(scheduler_pb2.DeclineRequest(**framework.ids(),
+                                                              offer_ids=[offer.offer_id]))
+    error = await rpc_error(framework.accept([offer.offer_id], [task("t")]))
+    assert error.code() == Code.FAILED_PRECONDITION and "declined" in error.details()
+
+
+async def test_rescinded_offer_is_a_failed_precondition(cluster):
+    master, agent, framework, offer = cluster
+    await agent.close()  # the agent's stream breaks: its offers are rescinded
+    await framework.inbox.expect("rescind", lambda r: r.offer_id == offer.offer_id)
+    error = await rpc_error(framework.accept([offer.offer_id], [task("t")]))
+    assert error.code() == Code.FAILED_PRECONDITION and "no longer valid" in error.details()
+
+
+async def test_offer_of_another_framework_is_permission_denied(cluster):
+    master, agent, framework, offer = cluster
+    other = FakeFramework(master.address, name="other")
+    await other.subscribe()
+    try:
+        error = await rpc_error(other.accept([offer.offer_id], [task("t")]))
+        assert error.code() == Code.PERMISSION_DENIED
+    finally:
+        await other.close()
+
+
+async def test_offers_on_two_agents_in_one_accept_are_invalid(cluster):
+    master, agent, framework, offer = cluster
+    second = FakeAgent(master.address, hostname="host-b")
+    await second.connect()
+    try:
+        offers = await framework.offers(2)
+        error = await rpc_error(framework.accept([o.offer_id for o in offers], [task("t")]))
+        assert error.code() == Code.INVALID_ARGUMENT and "different agents" in error.details()
+    finally:
+        await second.close()
+
+
+async def test_calls_on_a_stale_stream_or_unknown_framework_are_refused(cluster):
+    master, agent, framework, offer = cluster
+    error = await rpc_error(framework.stub.Revive(scheduler_pb2.ReviveRequest(
+        framework_id=framework.framework_id, stream_id="stream-old")))
+    assert error.code() == Code.PERMISSION_DENIED and "stream_id" in error.details()
+    error = await rpc_error(framework.stub.Accept(scheduler_pb2.AcceptRequest(
+        framework_id="framework-nobody", stream_id=framework.stream_id,
+        offer_ids=[offer.offer_id])))
+    assert error.code() == Code.NOT_FOUND
+
+
+async def test_bad_subscriptions_and_filters_are_invalid(cluster):
+    master, agent, framework, offer = cluster
+    for info in [common_pb2.FrameworkInfo(name=""),
+                 common_pb2.FrameworkInfo(name="x", failover_timeout_seconds=-1),
+                 common_pb2.FrameworkInfo(name="x", role="bad role"),
+                 common_pb2.FrameworkInfo(name="x", service_address="nohostport")]:
+        call = framework.stub.Subscribe(scheduler_pb2.SubscribeRequest(framework=info))
+        error = await rpc_error(call.read())
+        assert error.code() == Code.INVALID_ARGUMENT, info
+    error = await rpc_error(framework.stub.Decline(scheduler_pb2.DeclineRequest(
+        **framework.ids(), offer_ids=[offer.offer_id],
+        filters=common_pb2.Filters(refuse_seconds=-5))))
+    assert error.code() == Code.INVALID_ARGUMENT and "refuse_seconds" in error.details()
+
+
+async def test_bad_agents_are_refused(cluster):
+    master, agent, framework, offer = cluster
+    bad = FakeAgent(master.address, hostname="bad")
+    bad.resources = type(bad.resources)()  # replaced below with a raw negative resource
+    channel = insecure_channel(master.address)
+    from agora.v1 import agent_link_pb2_grpc
+
+    stub = agent_link_pb2_grpc.AgentLinkStub(channel)
+    Msg = agent_link_pb2.AgentMessage
+
+    async def one(message):
+        yield message
+
+    call = stub.Connect(one(Msg(register=Msg.Register(info=common_pb2.AgentInfo(
+        hostname="bad", resources=[res("cpus", -2)])))))
+    error = await rpc_error(call.read())
+    assert error.code() == Code.INVALID_ARGUMENT and "negative" in error.details()
+    call = stub.Connect(one(Msg(heartbeat=Msg.Heartbeat())))
+    error = await rpc_error(call.read())
+    assert error.code() == Code.INVALID_ARGUMENT and "Register" in error.details()
+    await channel.close()
+
+
+async def test_bad_operator_calls(cluster):
+    master, agent, framework, offer = cluster
+    channel, ops = operator(master.address)
+    async with channel:
+        error = await rpc_error(ops.UpdateWeight(operator_pb2.UpdateWeightRequest(
+            role="a", weight=-1)))
+        assert error.code() == Code.INVALID_ARGUMENT
+        error = await rpc_error(ops.ExplainOffers(operator_pb2.ExplainOffersRequest(
+            framework="nobody")))
+        assert error.code() == Code.NOT_FOUND
+        error = await rpc_error(ops.DrainAgent(operator_pb2.DrainAgentRequest(agent_id="x")))
+        assert error.code() == Code.NOT_FOUND
+        error = await rpc_error(ops.SetQuota(operator_pb2.SetQuotaRequest(
+            role="a", quota=operator_pb2.Quota(guarantee=[res("cpus", math.nan)]))))
+        assert error.code() == Code.INVALID_ARGUMENT
+
+
+async def test_master_keeps_serving_after_bad_input(cluster):
+    master, agent, framework, offer = cluster
+    for _ in range(3):
+        await rpc_error(framework.accept(["offer-nope"], [task("t")]))
+        await rpc_error(framework.accept([offer.offer_id], [task("t", "cpus:99")]))
+    channel = insecure_channel(master.address)
+    async with channel:
+        health = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service="agora.v1.Scheduler"))
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+    await framework.accept([offer.offer_id], [task("t")])
+    await agent.inbox.expect("run_task")
