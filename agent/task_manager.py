@@ -132,14 +132,19 @@ class TaskManager:
             argv = launcher.command_argv(task.command)
         except ValueError as e:
             problem = problem or str(e)
-        if problem is not None:
+        sandbox = None
+        if problem is None:
+            try:
+                sandbox = self._work.new_sandbox(framework_id, task.task_id)
+            except OSError as e:
+                problem = f"cannot create the task's sandbox: {e}"
+        if problem is not None or sandbox is None:
             log_.warning("refusing task", reason=problem)
-            # No sandbox to create: report the error without a run record.
+            # Nothing was started: report the error without a run record.
             status = self._status(framework_id, task.task_id, common_pb2.TASK_ERROR, problem,
                                   "REASON_TASK_INVALID")
             self._emit(framework_id, status)
             return
-        sandbox = self._work.new_sandbox(framework_id, task.task_id)
         record = TaskRecord(run_id=new_id("run"), framework_id=framework_id,
                             task=b64(task.SerializeToString()), sandbox=str(sandbox),
                             launched_at=time.time())

@@ -191,6 +191,10 @@ async def test_command_not_found_is_a_launch_error(master, agents):
     master.run_task(FW, S.TaskInfo(task_id="empty"))
     final = await terminal(master, "empty")
     assert final.state == S.TASK_ERROR and "no command" in final.message
+    # A task id that would leave the sandboxes directory is refused too.
+    master.run_task(FW, shell_task("../escape", "true"))
+    final = await terminal(master, "../escape")
+    assert final.state == S.TASK_ERROR and "directory name" in final.message
 
 
 async def test_kill_takes_down_the_whole_process_group(master, agents):
