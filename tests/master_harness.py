@@ -200,6 +200,7 @@ class FakeFramework:
         self.stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
         self._reader: asyncio.Task | None = None
         self._call = None
+        self.used: set[str] = set()  # offers this client accepted
 
     async def subscribe(self, framework_id: str | None = None, wait: bool = True):
         if framework_id is not None:
@@ -230,12 +231,12 @@ class FakeFramework:
         return dict(framework_id=self.framework_id, stream_id=self.stream_id)
 
     async def offers(self, count: int = 1, timeout: float = 10.0) -> list[common_pb2.Offer]:
-        """Waits until at least `count` live offers arrived (not rescinded), returns them."""
+        """Waits until at least `count` live offers arrived (not used or rescinded)."""
         deadline = time.monotonic() + timeout
         while True:
             rescinded = {r.offer_id for r in self.inbox.of("rescind")}
             live = [o for batch in self.inbox.of("offers") for o in batch.offers
-                    if o.offer_id not in rescinded]
+                    if o.offer_id not in rescinded and o.offer_id not in self.used]
             if len(live) >= count:
                 return live
             remaining = deadline - time.monotonic()
@@ -249,10 +250,12 @@ class FakeFramework:
         filters = common_pb2.Filters()
         if refuse_seconds is not None:
             filters.refuse_seconds = refuse_seconds
-        return await self.stub.Accept(scheduler_pb2.AcceptRequest(
+        response = await self.stub.Accept(scheduler_pb2.AcceptRequest(
             **self.ids(), offer_ids=list(offer_ids), filters=filters,
             operations=[scheduler_pb2.Operation(
                 launch=scheduler_pb2.Operation.Launch(task_infos=list(tasks)))]))
+        self.used.update(offer_ids)
+        return response
 
     async def close(self) -> None:
         if self._call is not None:

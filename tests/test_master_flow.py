@@ -86,8 +86,8 @@ async def test_unused_part_of_an_accepted_offer_and_ended_tasks_are_offered_agai
     await framework.accept([offer.offer_id], [task("t1", "cpus:1;mem:128")], refuse_seconds=0)
     await agent.inbox.expect("run_task")
     # The rest of the agent comes back as a new offer.
-    later = await framework.offers(2)
-    rest = Resources.from_proto(later[1].resources)
+    [later] = await framework.offers()
+    rest = Resources.from_proto(later.resources)
     assert rest.scalar("cpus") == 3 and rest.scalar("mem") == 4096 - 128
 
     agent.status(framework.framework_id, "t1", common_pb2.TASK_FINISHED)
