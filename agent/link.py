@@ -62,6 +62,12 @@ class MasterLink:
         self._stopping = False
         self._call = None
         self.registrations = 0  # how many times the master accepted a Register
+        self._handlers = {
+            "run_task": handler.on_run_task,
+            "kill_task": handler.on_kill_task,
+            "status_update_ack": handler.on_status_update_ack,
+            "shutdown_framework": handler.on_shutdown_framework,
+        }
 
     @property
     def registered(self) -> bool:
@@ -158,14 +164,11 @@ class MasterLink:
                     raise _Reconnect()
                 elif not self._registered:
                     log.warning("ignoring a master message before registration", kind=kind)
-                elif kind == "run_task":
-                    self._handler.on_run_task(message.run_task)
-                elif kind == "kill_task":
-                    self._handler.on_kill_task(message.kill_task)
-                elif kind == "status_update_ack":
-                    self._handler.on_status_update_ack(message.status_update_ack)
-                elif kind == "shutdown_framework":
-                    self._handler.on_shutdown_framework(message.shutdown_framework)
+                elif kind in self._handlers:
+                    try:
+                        self._handlers[kind](getattr(message, kind))
+                    except Exception:  # noqa: BLE001 - one bad message must not cut the link
+                        log.exception("failed to handle a master message", kind=kind)
                 # heartbeat: hearing it reset the silence timer; nothing else to do.
         except asyncio.CancelledError:
             if watchdog is not None and watchdog.done() and not _being_cancelled():
