@@ -62,6 +62,7 @@ class MasterLink:
         self._stopping = False
         self._call = None
         self.registrations = 0  # how many times the master accepted a Register
+        self._failures = 0  # failed attempts since the last registration
         self._handlers = {
             "run_task": handler.on_run_task,
             "kill_task": handler.on_kill_task,
@@ -90,6 +91,7 @@ class MasterLink:
                 if self._stopping:
                     return
                 backoff = 0.0
+                self._failures = 0
                 attempt_log.info("master closed the agent link; reconnecting")
             except _Reconnect:
                 backoff = 0.0
@@ -104,6 +106,7 @@ class MasterLink:
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
                 if self._stopping:
                     return
+                self._failures += 1
                 if self.registrations and backoff == 0.0:
                     attempt_log.warning("lost the master", error=_describe(e))
                 backoff = next_backoff(backoff, self._backoff_initial, self._backoff_max)
@@ -131,8 +134,10 @@ class MasterLink:
         call = None
         try:
             register = self._handler.build_register()
-            log.info("registering with the master", master=self.master,
-                     agent_id=register.info.agent_id or "(new)", tasks=len(register.tasks))
+            # Loud on the first attempt; the retries already say "retrying".
+            (log.debug if self._failures else log.info)(
+                "registering with the master", master=self.master,
+                agent_id=register.info.agent_id or "(new)", tasks=len(register.tasks))
             outbox.put_nowait(AgentMessage(register=register))
             self._outbox = outbox
             call = self._call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(
@@ -149,6 +154,7 @@ class MasterLink:
                 silence.heard()
                 kind = message.WhichOneof("message")
                 if kind == "registered":
+                    self._failures = 0
                     interval = message.registered.heartbeat_interval_seconds or interval
                     # A floor, so that a loaded machine's hiccup does not cost a reconnect.
                     silence.limit = max(interval * self._missed, MIN_SILENCE_SECONDS)
