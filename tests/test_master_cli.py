@@ -1,0 +1,70 @@
+"""`agora master` as a process and `agora cluster ...` against it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+from harness import ROOT, Daemon
+from master_harness import FakeAgent, FakeFramework, task
+
+
+def agora(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+async def run(*args: str) -> subprocess.CompletedProcess:
+    # In a thread: the fake agent must keep heartbeating while the command runs.
+    return await asyncio.to_thread(agora, *args)
+
+
+async def test_cluster_commands_show_the_live_cluster(tmp_path):
+    master = Daemon(["master", "--port", "0", "--host", "127.0.0.1",
+                     "--state-dir", str(tmp_path / "state"), "--heartbeat-interval", "0.2",
+                     "--agent-timeout", "2"], tmp_path / "master.log").start()
+    agent = FakeAgent(master.address, hostname="cli-host")
+    framework = FakeFramework(master.address, name="cli-fw")
+    try:
+        await agent.connect()
+        await framework.subscribe()
+        [offer] = await framework.offers()
+        await framework.accept([offer.offer_id], [task("job-1")])
+        await agent.inbox.expect("run_task")
+
+        out = await run("cluster", "agents", "--json", "--master", master.address)
+        assert out.returncode == 0, out.stderr
+        [row] = json.loads(out.stdout)["agents"]
+        assert row["info"]["agent_id"] == agent.agent_id and row["task_count"] == 1
+
+        out = await run("cluster", "agents", "--master", master.address)
+        assert "cli-host" in out.stdout and "ACTIVE" in out.stdout
+        out = await run("cluster", "frameworks", "--master", master.address)
+        assert "cli-fw" in out.stdout and framework.framework_id in out.stdout
+        out = await run("cluster", "tasks", "--master", master.address)
+        assert "job-1" in out.stdout and "STAGING" in out.stdout
+        out = await run("cluster", "state", "--master", master.address)
+        assert out.returncode == 0 and "1 agents, 1 frameworks, 1 tasks" in out.stdout
+        out = await run("cluster", "tasks", "--json", "--master", master.address,
+                        "--framework", "framework-none")
+        tasks = json.loads(out.stdout)
+        assert tasks == {}
+    finally:
+        await framework.close()
+        await agent.close()
+        master.stop()
+
+
+def test_cluster_reports_an_unreachable_master_in_one_line():
+    out = agora("cluster", "agents", "--master", "127.0.0.1:1", "--timeout", "2")
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "cannot reach the master" in out.stderr
+
+
+def test_master_rejects_bad_flags_with_exit_2():
+    out = agora("master", "--port", "0", "--agent-timeout", "0.1", "--heartbeat-interval", "1")
+    assert out.returncode == 2 and "agent-timeout" in out.stderr
+    out = agora("master", "--port", "0", "--role-sorter", "nope")
+    assert out.returncode == 2 and "nope" in out.stderr
