@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -30,6 +31,15 @@ GONE_OFFERS_KEPT = 10_000
 
 def is_terminal(state: int) -> bool:
     return state in TERMINAL_STATES
+
+
+def master_status(task_id: str, state: int, *, framework_id: str, agent_id: str, message: str,
+            reason: str) -> common_pb2.TaskStatus:
+    """A master-generated update: no uuid, so it needs no acknowledgement."""
+    return common_pb2.TaskStatus(
+        task_id=task_id, state=state, message=message, reason=reason,
+        source=common_pb2.TaskStatus.SOURCE_MASTER, agent_id=agent_id,
+        framework_id=framework_id, timestamp=time.time())
 
 
 class Session:

@@ -1,0 +1,229 @@
+"""Agents as the master sees them: registration, re-registration, silence, status updates."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import structlog
+from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
+
+from common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
+from master.offers import CallError
+from master.registry import (
+    ACTIVE,
+    DISCONNECTED,
+    DRAINING,
+    RECOVERING,
+    Agent,
+    Framework,
+    Session,
+    Task,
+    is_terminal,
+    master_status,
+)
+
+log = structlog.get_logger(__name__)
+
+Event = scheduler_pb2.Event
+MasterMessage = agent_link_pb2.MasterMessage
+
+
+class AgentHandling:
+    """MasterCore's agent side (a mixin: state lives on MasterCore)."""
+
+    def register_agent(self, register: agent_link_pb2.AgentMessage.Register,
+                       session: Session) -> Agent:
+        """Registers or re-registers; sends Registered (or Shutdown) on the session."""
+        info = common_pb2.AgentInfo()
+        info.CopyFrom(register.info)
+        try:
+            total = Resources.from_proto(info.resources)
+        except ResourceError as e:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"bad agent resources: {e}") from None
+        agent_id = info.agent_id
+        if agent_id in self.reg.removed_agents:
+            reason = (f"agent was removed ({self.reg.removed_agents[agent_id]}); "
+                      "kill all tasks and register afresh without an agent_id")
+            session.send(MasterMessage(shutdown=MasterMessage.Shutdown(reason=reason)))
+            session.close()
+            log.info("removed agent came back: shut down", agent_id=agent_id)
+            return None  # type: ignore[return-value]
+        if not agent_id:
+            agent_id = info.agent_id = new_id("agent")
+        bound = log.bind(agent_id=agent_id, hostname=info.hostname)
+        now, wall = self.clock(), time.time()
+
+        agent = self.reg.agents.get(agent_id)
+        if agent is not None:
+            for offer in self.reg.offers_of_agent(agent_id):
+                self._rescind(offer, "agent re-registered", recover=False)
+            if agent.session is not None and agent.session is not session:
+                agent.session.close()
+            if self._in_allocator(agent):
+                self.allocator.remove_agent(agent_id)
+            agent.info, agent.total = info, total
+            agent.attributes = attributes_from_proto(info.attributes)
+        else:
+            agent = Agent(info=info, total=total, attributes=attributes_from_proto(info.attributes),
+                          registered_at=wall, last_seen=now)
+            self.reg.agents[agent_id] = agent
+        agent.session, agent.last_seen, agent.last_heartbeat_at = session, now, wall
+        agent.state = DRAINING if agent.draining else ACTIVE
+
+        shutdown_frameworks = self._reconcile_agent_tasks(agent, register.tasks)
+        self.allocator.add_agent(agent_id, total, agent.attributes,
+                                 allocated=self.reg.allocated_on_agent(agent_id))
+        if agent.draining:
+            self.allocator.deactivate_agent(agent_id)
+        self.store.put_agent(info, agent.registered_at)
+        session.send(MasterMessage(registered=MasterMessage.Registered(
+            agent_id=agent_id, master_id=self.master_id,
+            heartbeat_interval_seconds=self.config.heartbeat_interval_seconds)))
+        for framework_id in sorted(shutdown_frameworks):
+            session.send(MasterMessage(shutdown_framework=MasterMessage.ShutdownFramework(
+                framework_id=framework_id)))
+        bound.info("agent registered", resources=str(total), tasks=len(register.tasks),
+                   reregistered=bool(register.info.agent_id))
+        self.wake_allocation()
+        return agent
+
+    def _reconcile_agent_tasks(self, agent: Agent, reported) -> set[str]:
+        """Makes the task table agree with what the agent runs; returns frameworks to shut
+        down on it (torn down while the agent was away)."""
+        agent_id = agent.agent_id
+        seen: set[tuple[str, str]] = set()
+        shutdown: set[str] = set()
+        for running in reported:
+            framework_id, task_info = running.framework_id, running.task
+            if framework_id in self.reg.removed_frameworks:
+                shutdown.add(framework_id)
+                continue
+            if framework_id not in self.reg.frameworks:
+                # Its record was lost: keep its tasks and wait for it like a recovered one.
+                framework = Framework(info=common_pb2.FrameworkInfo(framework_id=framework_id),
+                                      registered_at=time.time())
+                self._add_framework_to_allocator(framework)
+                self.allocator.deactivate_framework(framework_id)
+                self._start_failover_timer(framework, minimum=self.config.agent_timeout_seconds)
+            seen.add((framework_id, task_info.task_id))
+            task = self.reg.tasks.get((framework_id, task_info.task_id))
+            if task is None:
+                try:
+                    resources = Resources.from_proto(task_info.resources)
+                except ResourceError:
+                    resources = EMPTY
+                info = common_pb2.TaskInfo()
+                info.CopyFrom(task_info)
+                info.agent_id = agent_id
+                task = Task(framework_id, agent_id, info, resources)
+                self.reg.tasks[task.key] = task
+            task.agent_id = agent_id
+            if running.state:
+                task.state = running.state
+            if is_terminal(task.state):
+                # Its final update is on its way (unacknowledged); resources are free already.
+                self.reg.complete_task(task)
+        for task in self.reg.tasks_of_agent(agent_id):
+            if task.key not in seen:
+                # Launched but never reached the agent (the stream broke), or it was lost.
+                self._end_task(task, common_pb2.TASK_LOST, recover=False,
+                               reason="REASON_TASK_UNKNOWN",
+                               message=f"agent {agent_id} re-registered without this task")
+        return shutdown
+
+    def _end_task(self, task: Task, state: int, *, reason: str, message: str,
+                  recover: bool = True) -> None:
+        status = master_status(task.task_id, state, framework_id=task.framework_id,
+                         agent_id=task.agent_id, message=message, reason=reason)
+        task.state, task.last_status = state, status
+        if recover:
+            self._recover(task.framework_id, task.agent_id, task.resources)
+        self.reg.complete_task(task)
+        self._send_update(task.framework_id, status)
+
+    def agent_heartbeat(self, agent: Agent) -> None:
+        agent.last_seen, agent.last_heartbeat_at = self.clock(), time.time()
+
+    def agent_disconnected(self, agent: Agent, session: Session) -> None:
+        """The stream broke: no new offers until it comes back; removed after the timeout."""
+        session.close()
+        if self.stopping:
+            return
+        if agent.session is not session or self.reg.agents.get(agent.agent_id) is not agent:
+            return  # replaced by a newer stream, or already removed
+        agent.session = None
+        agent.state = DISCONNECTED
+        self.allocator.deactivate_agent(agent.agent_id)
+        for offer in self.reg.offers_of_agent(agent.agent_id):
+            self._rescind(offer, "agent disconnected")
+        log.info("agent disconnected", agent_id=agent.agent_id)
+
+    def remove_agent(self, agent: Agent, reason: str) -> None:
+        agent_id = agent.agent_id
+        log.warning("removing agent", agent_id=agent_id, reason=reason)
+        for offer in self.reg.offers_of_agent(agent_id):
+            self._rescind(offer, f"agent {agent_id} removed", recover=False)
+        for task in self.reg.tasks_of_agent(agent_id):
+            self._end_task(task, common_pb2.TASK_LOST, recover=False,
+                           reason="REASON_AGENT_REMOVED",
+                           message=f"agent {agent_id} removed: {reason}")
+        if self._in_allocator(agent):
+            self.allocator.remove_agent(agent_id)
+        for framework in self.reg.frameworks.values():
+            if framework.connected:
+                framework.session.send(Event(failure=Event.Failure(agent_id=agent_id)))
+        if agent.session is not None:
+            agent.session.send(MasterMessage(shutdown=MasterMessage.Shutdown(
+                reason=f"agent was removed ({reason}); kill all tasks and register afresh")))
+            agent.session.close()
+        del self.reg.agents[agent_id]
+        self.reg.removed_agents[agent_id] = reason
+        self.store.remove_agent(agent_id, reason)
+        self.wake_allocation()
+
+    def status_update(self, agent: Agent,
+                      update: agent_link_pb2.AgentMessage.StatusUpdate) -> None:
+        status = common_pb2.TaskStatus()
+        status.CopyFrom(update.status)
+        framework_id = update.framework_id or status.framework_id
+        status.framework_id, status.agent_id = framework_id, agent.agent_id
+        bound = log.bind(agent_id=agent.agent_id, framework_id=framework_id,
+                         task_id=status.task_id, state=common_pb2.TaskState.Name(status.state))
+        if framework_id not in self.reg.frameworks:
+            # Nobody will acknowledge it: do so now, or the agent resends forever.
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            bound.info("status update for a removed framework acknowledged")
+            return
+        task = self.reg.find_task(framework_id, status.task_id)
+        if task is None:
+            task = Task(framework_id, agent.agent_id,
+                        common_pb2.TaskInfo(task_id=status.task_id, agent_id=agent.agent_id),
+                        EMPTY, state=common_pb2.TASK_STATE_UNSPECIFIED)
+            self.reg.tasks[task.key] = task
+        if self.reg.tasks.get(task.key) is task:  # live
+            task.state = status.state
+            task.last_status = status
+            if is_terminal(status.state):
+                self._recover(framework_id, task.agent_id, task.resources)
+                self.reg.complete_task(task)
+                self.wake_allocation()
+        else:
+            task.last_status = status
+        bound.info("status update")
+        self._send_update(framework_id, status)
+
+    def _send_ack(self, agent: Agent, framework_id: str, task_id: str, uuid: bytes) -> None:
+        if agent.connected:
+            agent.session.send(MasterMessage(status_update_ack=MasterMessage.StatusUpdateAck(
+                framework_id=framework_id, task_id=task_id, uuid=uuid)))
+
+    def check_agents(self) -> None:
+        now = self.clock()
+        for agent in list(self.reg.agents.values()):
+            silent = now - agent.last_seen
+            if silent > self.config.agent_timeout_seconds:
+                what = "did not re-register" if agent.state == RECOVERING else "silent"
+                self.remove_agent(agent, f"{what} for {silent:.1f} s "
+                                         f"(agent timeout {self.config.agent_timeout_seconds:g} s)")

@@ -1,0 +1,153 @@
+"""Framework sessions: subscribe, failover, disconnect, teardown, call authentication."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import structlog
+from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
+
+from common import new_id
+from master.offers import CallError
+from master.registry import (
+    Framework,
+    Session,
+    master_status,
+)
+from master.validation import check_framework_info
+
+log = structlog.get_logger(__name__)
+
+Event = scheduler_pb2.Event
+MasterMessage = agent_link_pb2.MasterMessage
+
+
+class FrameworkHandling:
+    """MasterCore's framework sessions (a mixin: state lives on MasterCore)."""
+
+    def subscribe(self, request_info: common_pb2.FrameworkInfo) -> tuple[Framework, Session]:
+        info = common_pb2.FrameworkInfo()
+        info.CopyFrom(request_info)
+        check_framework_info(info)
+        info.role = info.role or "*"
+        framework_id = info.framework_id
+        if framework_id in self.reg.removed_frameworks:
+            raise CallError(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"framework {framework_id} was torn down "
+                            f"({self.reg.removed_frameworks[framework_id]}); subscribe without "
+                            "a framework_id to start afresh")
+        framework = self.reg.frameworks.get(framework_id) if framework_id else None
+        if framework is not None:
+            placeholder = not framework.info.name  # adopted from an agent's report
+            if not placeholder and framework.role != info.role:
+                raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"framework {framework_id} has role {framework.role!r}; it "
+                                f"cannot fail over into role {info.role!r}")
+            if framework.connected:
+                framework.session.send(Event(error=Event.Error(message="framework failed over")))
+                framework.session.close()
+            for offer in self.reg.offers_of_framework(framework_id):
+                self._rescind(offer, "framework failed over", notify=False)
+            if framework.failover_timer is not None:
+                framework.failover_timer.cancel()
+                framework.failover_timer = None
+            framework.info = info
+            if placeholder:
+                # Now its role and capabilities are known: re-add it with its tasks' resources.
+                self.allocator.remove_framework(framework_id)
+                self._add_framework_to_allocator(framework)
+                self.allocator.deactivate_framework(framework_id)
+            if framework.suppressed:
+                framework.suppressed = False
+                self.allocator.revive(framework_id)
+            failed_over = True
+        else:
+            framework_id = info.framework_id = framework_id or new_id("framework")
+            framework = Framework(info=info, registered_at=time.time())
+            self._add_framework_to_allocator(framework)
+            failed_over = False
+        session = Session()
+        framework.session = session
+        framework.stream_id = new_id("stream")
+        self.store.put_framework(info, framework.registered_at)
+        self.allocator.activate_framework(framework_id)
+        session.send(Event(subscribed=Event.Subscribed(
+            framework_id=framework_id, stream_id=framework.stream_id,
+            heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
+            master_id=self.master_id)))
+        log.info("framework subscribed", framework_id=framework_id, name=info.name,
+                 role=info.role, failed_over=failed_over)
+        self.wake_allocation()
+        return framework, session
+
+    def framework_disconnected(self, framework: Framework, session: Session) -> None:
+        session.close()
+        if self.stopping:
+            return
+        if framework.session is not session or \
+                self.reg.frameworks.get(framework.framework_id) is not framework:
+            return  # failed over to a newer stream, or torn down
+        framework.session = None
+        self.allocator.deactivate_framework(framework.framework_id)
+        for offer in self.reg.offers_of_framework(framework.framework_id):
+            self._rescind(offer, "framework disconnected", notify=False)
+        log.info("framework disconnected", framework_id=framework.framework_id,
+                 failover_timeout=framework.info.failover_timeout_seconds)
+        self._start_failover_timer(framework)
+
+    def _start_failover_timer(self, framework: Framework, minimum: float = 0.0) -> None:
+        delay = max(framework.info.failover_timeout_seconds, minimum)
+        loop = asyncio.get_running_loop()
+        framework.failover_timer = loop.call_later(delay, self._failover_expired,
+                                                   framework.framework_id)
+
+    def _failover_expired(self, framework_id: str) -> None:
+        framework = self.reg.frameworks.get(framework_id)
+        if framework is not None and not framework.connected:
+            self.teardown(framework, "failover timeout expired")
+
+    def teardown(self, framework: Framework, reason: str) -> None:
+        framework_id = framework.framework_id
+        log.info("tearing down framework", framework_id=framework_id, reason=reason)
+        if framework.failover_timer is not None:
+            framework.failover_timer.cancel()
+        for offer in self.reg.offers_of_framework(framework_id):
+            self.reg.drop_offer(offer.offer_id, "framework torn down")
+        for agent in self.reg.agents.values():
+            if agent.connected:
+                agent.session.send(MasterMessage(shutdown_framework=MasterMessage.ShutdownFramework(
+                    framework_id=framework_id)))
+        for task in self.reg.tasks_of_framework(framework_id):
+            task.state = common_pb2.TASK_KILLED
+            task.last_status = master_status(task.task_id, common_pb2.TASK_KILLED,
+                                       framework_id=framework_id, agent_id=task.agent_id,
+                                       message=f"framework torn down: {reason}",
+                                       reason="REASON_FRAMEWORK_REMOVED")
+            self.reg.complete_task(task)
+        self.allocator.remove_framework(framework_id)
+        if framework.connected:
+            framework.session.send(Event(error=Event.Error(
+                message=f"framework removed: {reason}")))
+            framework.session.close()
+        framework.session = None
+        del self.reg.frameworks[framework_id]
+        self.reg.removed_frameworks[framework_id] = reason
+        self.store.remove_framework(framework_id, reason)
+        self.wake_allocation()
+
+    def framework_for_call(self, framework_id: str, stream_id: str) -> Framework:
+        """The caller's framework, refusing unknown ids and stale or foreign streams."""
+        framework = self.reg.frameworks.get(framework_id)
+        if framework is None:
+            if framework_id in self.reg.removed_frameworks:
+                raise CallError(grpc.StatusCode.NOT_FOUND,
+                                f"framework {framework_id} was torn down; subscribe afresh")
+            raise CallError(grpc.StatusCode.NOT_FOUND,
+                            f"framework {framework_id!r} is not subscribed; call Subscribe first")
+        if not framework.connected or stream_id != framework.stream_id:
+            raise CallError(grpc.StatusCode.PERMISSION_DENIED,
+                            f"stream {stream_id!r} is not the current subscription of framework "
+                            f"{framework_id}; use the stream_id from your latest SUBSCRIBED event")
+        return framework

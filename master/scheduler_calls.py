@@ -1,0 +1,199 @@
+"""Offers out and scheduler calls in: allocation cycles, Accept, Decline, Kill, Reconcile..."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import grpc
+import structlog
+from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
+
+from common import new_id
+from master.offers import CallError, check_offers, plan_launch, refuse_seconds
+from master.registry import (
+    RECOVERING,
+    Offer,
+    Task,
+    master_status,
+)
+
+log = structlog.get_logger(__name__)
+
+Event = scheduler_pb2.Event
+MasterMessage = agent_link_pb2.MasterMessage
+
+
+class SchedulerCalls:
+    """MasterCore's offer and task calls (a mixin: state lives on MasterCore)."""
+
+    def allocate(self) -> int:
+        """One allocation cycle: grants become offers, one OFFERS event per framework."""
+        now = self.clock()
+        by_framework: dict[str, list[common_pb2.Offer]] = defaultdict(list)
+        for grant in self.allocator.allocate(now):
+            framework = self.reg.frameworks.get(grant.framework_id)
+            agent = self.reg.agents.get(grant.agent_id)
+            if framework is None or not framework.connected or agent is None \
+                    or not agent.connected:
+                self._recover(grant.framework_id, grant.agent_id, grant.resources)
+                continue
+            offer = Offer(new_id("offer"), grant.framework_id, grant.agent_id, grant.resources,
+                          created_at=now)
+            self.reg.offers[offer.offer_id] = offer
+            by_framework[grant.framework_id].append(self.offer_proto(offer))
+        for framework_id, offers in by_framework.items():
+            self.reg.frameworks[framework_id].session.send(
+                Event(offers=Event.Offers(offers=offers)))
+            log.debug("offers sent", framework_id=framework_id, count=len(offers))
+        return sum(len(o) for o in by_framework.values())
+
+    def offer_proto(self, offer: Offer) -> common_pb2.Offer:
+        agent = self.reg.agents[offer.agent_id]
+        return common_pb2.Offer(
+            offer_id=offer.offer_id, framework_id=offer.framework_id, agent_id=offer.agent_id,
+            hostname=agent.info.hostname, resources=offer.resources.to_proto(),
+            attributes=agent.info.attributes, agent_address=agent.info.address)
+
+    def expire_offers(self) -> None:
+        timeout = self.config.offer_timeout_seconds
+        if timeout is None:
+            return
+        now = self.clock()
+        for offer in list(self.reg.offers.values()):
+            if now - offer.created_at >= timeout:
+                self._rescind(offer, f"offer timed out after {timeout:g} s")
+
+    def accept(self, request: scheduler_pb2.AcceptRequest) -> list[str]:
+        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        framework_id = framework.framework_id
+        active = {t.task_id for t in self.reg.tasks_of_framework(framework_id)}
+        plan = plan_launch(framework_id, request, self.reg.offers, self.reg.gone_offers, active,
+                           self.config.default_refuse_seconds)
+        agent = self.reg.agents[plan.agent_id]
+        for offer_id in plan.offer_ids:
+            self.reg.drop_offer(offer_id, "already accepted")
+        launched = []
+        for task_info, resources in plan.tasks:
+            info = common_pb2.TaskInfo()
+            info.CopyFrom(task_info)
+            info.agent_id = plan.agent_id
+            task = Task(framework_id, plan.agent_id, info, resources)
+            task.last_status = master_status(info.task_id, common_pb2.TASK_STAGING,
+                                       framework_id=framework_id, agent_id=plan.agent_id,
+                                       message="launching", reason="")
+            self.reg.tasks[task.key] = task
+            agent.session.send(MasterMessage(run_task=MasterMessage.RunTask(
+                framework_id=framework_id, task=info, framework=framework.info)))
+            launched.append(info.task_id)
+        if plan.unused:
+            self._recover(framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds)
+        log.info("offers accepted", framework_id=framework_id, agent_id=plan.agent_id,
+                 offers=list(plan.offer_ids), tasks=launched)
+        self.wake_allocation()
+        return launched
+
+    def decline(self, request: scheduler_pb2.DeclineRequest) -> None:
+        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        refuse = refuse_seconds(request.filters, self.config.default_refuse_seconds)
+        # A decline racing a rescind is normal: skip offers that are already gone.
+        live = [i for i in request.offer_ids if i not in self.reg.gone_offers]
+        if not request.offer_ids:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "no offer_ids given")
+        if not live:
+            return
+        offers = check_offers(framework.framework_id, live, self.reg.offers,
+                              self.reg.gone_offers)
+        for offer in offers:
+            self.reg.drop_offer(offer.offer_id, "declined")
+            self._recover(offer.framework_id, offer.agent_id, offer.resources, refuse=refuse)
+        log.info("offers declined", framework_id=framework.framework_id,
+                 offers=[o.offer_id for o in offers], refuse_seconds=refuse)
+        self.wake_allocation()
+
+    def revive(self, request: scheduler_pb2.ReviveRequest) -> None:
+        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        framework.suppressed = False
+        self.allocator.revive(framework.framework_id)
+        log.info("framework revived", framework_id=framework.framework_id)
+        self.wake_allocation()
+
+    def suppress(self, request: scheduler_pb2.SuppressRequest) -> None:
+        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        framework.suppressed = True
+        self.allocator.suppress(framework.framework_id)
+        log.info("framework suppressed", framework_id=framework.framework_id)
+
+    def kill(self, request: scheduler_pb2.KillRequest) -> None:
+        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        grace = request.grace_period_seconds
+        if not math.isfinite(grace) or grace < 0:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"grace_period_seconds must be 0 or more, got {grace}")
+        if not request.task_id:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "task_id is empty")
+        task = self.reg.tasks.get((framework.framework_id, request.task_id))
+        if task is None:
+            self._send_update(framework.framework_id, master_status(
+                request.task_id, common_pb2.TASK_LOST, framework_id=framework.framework_id,
+                agent_id=request.agent_id, reason="REASON_RECONCILIATION",
+                message=f"kill of task {request.task_id}: the master knows no such active task"))
+            return
+        agent = self.reg.agents.get(task.agent_id)
+        if agent is None or not agent.connected:
+            raise CallError(grpc.StatusCode.UNAVAILABLE,
+                            f"agent {task.agent_id} of task {task.task_id} is disconnected; "
+                            "retry the kill later")
+        agent.session.send(MasterMessage(kill_task=MasterMessage.KillTask(
+            framework_id=framework.framework_id, task_id=task.task_id,
+            grace_period_seconds=grace)))
+        log.info("kill sent", framework_id=framework.framework_id, task_id=task.task_id,
+                 agent_id=task.agent_id)
+
+    def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> None:
+        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        if not request.uuid:
+            return  # master-generated updates need no acknowledgement
+        if len(request.uuid) != 16:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
+                            "uuid must be the 16 bytes of the update being acknowledged")
+        agent = self.reg.agents.get(request.agent_id)
+        if agent is None:
+            raise CallError(grpc.StatusCode.NOT_FOUND,
+                            f"agent {request.agent_id!r} is not registered; the update's "
+                            "agent_id names it")
+        # A disconnected agent resends the update when it is back; the framework acks again.
+        self._send_ack(agent, framework.framework_id, request.task_id, request.uuid)
+
+    def reconcile(self, request: scheduler_pb2.ReconcileRequest) -> int:
+        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        framework_id = framework.framework_id
+        statuses = []
+        if not request.tasks:
+            for task in self.reg.tasks_of_framework(framework_id):
+                statuses.append(self._reconciled(task))
+        recovering = any(a.state == RECOVERING for a in self.reg.agents.values())
+        for wanted in request.tasks:
+            task = self.reg.find_task(framework_id, wanted.task_id)
+            if task is not None:
+                statuses.append(self._reconciled(task))
+                continue
+            named = self.reg.agents.get(wanted.agent_id) if wanted.agent_id else None
+            if (named is not None and named.state == RECOVERING) or \
+                    (not wanted.agent_id and recovering):
+                continue  # its agent may still re-register with it: answer nothing yet
+            statuses.append(master_status(wanted.task_id, common_pb2.TASK_UNKNOWN,
+                                    framework_id=framework_id, agent_id=wanted.agent_id,
+                                    reason="REASON_RECONCILIATION",
+                                    message="the master knows no such task"))
+        for status in statuses:
+            self._send_update(framework_id, status)
+        return len(statuses)
+
+    def _reconciled(self, task: Task) -> common_pb2.TaskStatus:
+        message = task.last_status.message if task.last_status is not None else ""
+        status = master_status(task.task_id, task.state, framework_id=task.framework_id,
+                         agent_id=task.agent_id, reason="REASON_RECONCILIATION", message=message)
+        if task.last_status is not None and task.last_status.HasField("exit_code"):
+            status.exit_code = task.last_status.exit_code
+        return status
