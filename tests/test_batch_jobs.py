@@ -113,6 +113,7 @@ async def test_gang_that_cannot_fit_launches_nothing_and_stays_queued(cluster):
         lambda: _with_message(cluster, gang, "gang of 3"), timeout=30,
         message="the gang job considered and held")
     assert job.state == B.JOB_QUEUED
+    assert "could hold at most 2 of its 3 instances at once" in job.message
     # A small plain job behind it still runs (backfill), while the gang holds nothing.
     small = await cluster.submit("true", instances=2)
     await cluster.wait_state(small, B.JOB_SUCCEEDED)

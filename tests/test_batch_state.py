@@ -8,7 +8,7 @@ from agora.v1 import common_pb2 as C
 
 from common import Resources
 from frameworks.batch import state as st
-from frameworks.batch.placement import Group, Want, largest_fit, plan
+from frameworks.batch.placement import Group, Want, capacity, largest_fit, plan
 from frameworks.sdk import TaskSpec
 
 BACKOFF = st.Backoff(initial=1.0, factor=2.0, maximum=5.0)
@@ -180,3 +180,12 @@ def test_largest_fit_checks_one_agent_holds_everything():
     agents = [("h1", Resources.parse("cpus:8;mem:512")), ("h2", Resources.parse("cpus:1;mem:8192"))]
     assert largest_fit(agents, TaskSpec("x", cpus=1, mem=1024, command="true"))
     assert not largest_fit(agents, TaskSpec("x", cpus=2, mem=1024, command="true"))
+
+
+def test_capacity_counts_tasks_the_idle_agents_could_hold_at_once():
+    agents = [("h1", Resources.parse("cpus:2;mem:1024")),
+              ("h2", Resources.parse("cpus:2;mem:1024"))]
+    spec = TaskSpec("x", cpus=1.5, mem=64, command="true")
+    assert capacity(agents, spec) == 2  # one per agent: 1.5 + 1.5 > 2
+    assert capacity(agents, TaskSpec("y", cpus=0.5, mem=64, command="true")) == 8
+    assert capacity(agents, TaskSpec("y", cpus=0.5, mem=64, command="true"), limit=3) == 3

@@ -109,3 +109,19 @@ def largest_fit(agent_totals: Sequence[tuple[str, Resources]], spec: TaskSpec,
         if OfferPacker(offer, role).fits(spec):
             return True
     return False
+
+
+def capacity(agent_totals: Sequence[tuple[str, Resources]], spec: TaskSpec,
+             role: str = UNRESERVED, limit: int | None = None) -> int:
+    """How many tasks of `spec` the agents could hold at once when idle (counting stops at
+    `limit`)."""
+    count = 0
+    for _, total in agent_totals:
+        offer = common_pb2.Offer(offer_id="probe", agent_id="probe",
+                                 resources=total.allocatable_to(role).to_proto())
+        packer = OfferPacker(offer, role)
+        while (limit is None or count < limit) and packer.pack(spec) is not None:
+            count += 1
+        if limit is not None and count >= limit:
+            break
+    return count

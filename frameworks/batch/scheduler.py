@@ -67,25 +67,31 @@ class BatchScheduler(Framework):
         self._suppressed: bool | None = None  # unknown until we tell the master
         self._wakeup: asyncio.TimerHandle | None = None  # the next retry is due
         self._realign: asyncio.TimerHandle | None = None  # see _arm_realign
+        self._notes: dict[str, str] = {}  # job id -> why it may wait long (from submit)
+        self._offers_wanted = 0  # see _want_offers
         self._background: set[asyncio.Task] = set()
         self._log = log.bind(policy=policy)
 
     # --- the book of jobs (called by the servicer) ------------------------------------------
 
-    def submit(self, spec: batch_pb2.JobSpec) -> batch_pb2.Job:
-        """Stores a new QUEUED job (the spec is already validated) and asks for offers."""
+    def submit(self, spec: batch_pb2.JobSpec, note: str = "") -> batch_pb2.Job:
+        """Stores a new QUEUED job (the spec is already validated) and asks for offers.
+        `note` is added to its waiting message (e.g. why a gang cannot fit today)."""
         now = self.clock()
         self._sequence += 1
         spec_copy = batch_pb2.JobSpec()
         spec_copy.CopyFrom(spec)
         spec_copy.name = spec.name or "job"
         job = st.new_job(new_id("job"), spec_copy, self._sequence, now)
+        if note:
+            self._notes[job.job_id] = note
+            job.message = f"{job.message}; {note}"
         self.store.put_job(job)
         self.jobs[job.job_id] = job
         self._log.info("job submitted", job_id=job.job_id, name=spec_copy.name,
                        instances=spec.instances, needs=describe_needs(spec), gang=spec.gang)
         self._publish(job, description=f"submitted ({spec.instances} instances)")
-        self._spawn(self.update_interest(revive=True))
+        self._want_offers()
         return job
 
     def get(self, job_id: str) -> batch_pb2.Job:
@@ -184,7 +190,14 @@ class BatchScheduler(Framework):
         delay = max(0.0, min(times) - self.clock())
         loop = asyncio.get_running_loop()
         self._wakeup = loop.call_later(
-            delay, lambda: self._spawn(self.update_interest(revive=True)))
+            delay, self._want_offers)
+
+    def _want_offers(self) -> None:
+        """Work arrived (a submission, a retry due): revive, which also clears our decline
+        filters. Counted, so that an offer round already running, which may decline with a
+        filter after this revive, revives once more when it ends."""
+        self._offers_wanted += 1
+        self._spawn(self.update_interest(revive=True))
 
     def _spawn(self, coroutine) -> None:
         try:
@@ -227,6 +240,15 @@ class BatchScheduler(Framework):
         await self.update_interest()
 
     async def on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+        wanted = self._offers_wanted
+        try:
+            await self._use_offers(driver, offers)
+        finally:
+            # Work that arrived while we launched and declined: its revive may have come
+            # before our declines' filters; revive again so that they do not hide it.
+            await self.update_interest(revive=self._offers_wanted != wanted)
+
+    async def _use_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
         now = self.clock()
         groups = []
         for job in self._queue():
@@ -238,7 +260,6 @@ class BatchScheduler(Framework):
             groups.append(Group(job.job_id, wants, gang))
         if not groups:
             await self._decline(driver, offers, self.idle_refuse_seconds)
-            await self.update_interest()
             return
         result = plan(offers, groups, self.role)
         for job_id in result.waiting:
@@ -251,7 +272,6 @@ class BatchScheduler(Framework):
         if any(self.jobs[j].spec.gang and st.never_launched(self.jobs[j])
                for j in result.waiting):
             self._arm_realign()
-        await self.update_interest()
 
     def _arm_realign(self) -> None:
         """A gang needs several agents offered in the same round. Agents freed at different
@@ -263,7 +283,7 @@ class BatchScheduler(Framework):
 
         def fire() -> None:
             self._realign = None
-            self._spawn(self.update_interest(revive=True))
+            self._want_offers()
 
         self._realign = asyncio.get_running_loop().call_later(self.decline_refuse_seconds, fire)
 
@@ -335,6 +355,8 @@ class BatchScheduler(Framework):
                        f"instances ({describe_needs(job.spec)} each) fit in one round of offers")
         else:
             message = f"waiting for offers with room for {describe_needs(job.spec)}"
+        if job.job_id in self._notes:
+            message += f"; {self._notes[job.job_id]}"
         if job.message != message and not st.is_ended(job):
             job.message = message
             self.store.put_job(job, ())

@@ -8,7 +8,7 @@ from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
 
 from common import Resources
 from frameworks.batch import state as st
-from frameworks.batch.placement import largest_fit
+from frameworks.batch.placement import capacity, largest_fit
 from frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
 from frameworks.batch.validation import SpecError, describe_needs, validate_spec
 
@@ -30,29 +30,38 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             probe = self.scheduler.task_spec(st.new_job("probe", spec, 0, 0.0), 0)
         except (SpecError, ValueError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        too_big = await self._too_big(spec, probe)
+        totals = await self._agent_totals()
+        role = spec.task.role or self.scheduler.role
+        too_big = self._too_big(spec, probe, totals, role)
         if too_big:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, too_big)
-        job = self.scheduler.submit(spec)
+        note = ""
+        if spec.gang and totals:
+            # Accepted (agents may be added), but say so now rather than wait in silence.
+            fits = capacity(totals, probe, role, limit=spec.instances)
+            if fits < spec.instances:
+                note = (f"the {len(totals)} agent(s) registered now could hold at most {fits} "
+                        f"of its {spec.instances} instances at once, even when idle")
+        job = self.scheduler.submit(spec, note=note)
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
 
-    async def _too_big(self, spec: batch_pb2.JobSpec, probe) -> str:
-        """Why no agent could ever run one instance, or "" if one could (or we cannot tell:
-        with no agents registered yet, or the master unreachable, the job waits instead)."""
+    async def _agent_totals(self) -> list[tuple[str, Resources]]:
+        """(name, total resources) of each registered agent; empty if we cannot tell (no agents
+        yet, or the master unreachable): then a job is accepted and waits."""
         if self.operator is None:
-            return ""
+            return []
         try:
             reply = await self.operator.ListAgents(operator_pb2.ListAgentsRequest(),
                                                    timeout=OPERATOR_TIMEOUT)
         except grpc.aio.AioRpcError as e:
             log.warning("cannot ask the master for agent sizes", error=e.details())
-            return ""
-        totals = [(a.info.hostname or a.info.agent_id, Resources.from_proto(a.info.resources))
-                  for a in reply.agents]
-        if not totals:
-            return ""
-        role = spec.task.role or self.scheduler.role
-        if largest_fit(totals, probe, role):
+            return []
+        return [(a.info.hostname or a.info.agent_id, Resources.from_proto(a.info.resources))
+                for a in reply.agents]
+
+    def _too_big(self, spec: batch_pb2.JobSpec, probe, totals, role: str) -> str:
+        """Why no agent could ever run one instance, or "" if one could (or we cannot tell)."""
+        if not totals or largest_fit(totals, probe, role):
             return ""
         name, total = max(totals, key=lambda t: (t[1].scalar("cpus"), t[1].scalar("mem")))
         usable = total.allocatable_to(role)
