@@ -59,7 +59,8 @@ class BatchConfig:
     retry_backoff_seconds: float = 1.0  # before the first retry; doubles up to the max
     retry_backoff_max_seconds: float = 60.0
     decline_refuse_seconds: float = 1.0  # unusable offers while work waits
-    idle_refuse_seconds: float = 60.0  # offers while nothing waits (we also suppress)
+    idle_refuse_seconds: float = 15.0  # offers while nothing waits (we also suppress;
+    # bounded, so that a revive lost on the way costs seconds, not minutes)
 
     def validate(self) -> None:
         parse_address(self.master)

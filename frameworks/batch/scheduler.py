@@ -45,7 +45,7 @@ class JobEnded(ValueError):
 class BatchScheduler(Framework):
     def __init__(self, store: JobStore, *, policy: str = "fifo", role: str = UNRESERVED,
                  backoff: st.Backoff | None = None, decline_refuse_seconds: float = 1.0,
-                 idle_refuse_seconds: float = 60.0,
+                 idle_refuse_seconds: float = 15.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.policy_name = policy
