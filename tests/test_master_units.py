@@ -1,0 +1,87 @@
+"""Pure parts of the master: Accept planning, shortfall messages, the SQLite state store."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from agora.v1 import common_pb2, operator_pb2, scheduler_pb2
+
+from common import Resources
+from master.config import MasterConfig
+from master.offers import CallError, plan_launch, shortfall
+from master.registry import Offer
+from master.state_store import StateStore
+
+
+def offer(offer_id: str, agent_id: str = "a1", framework_id: str = "f1",
+          resources: str = "cpus:2;mem:1024;ports:[31000-31009]") -> Offer:
+    return Offer(offer_id, framework_id, agent_id, Resources.parse(resources), created_at=0.0)
+
+
+def accept(offer_ids, *tasks, refuse=None) -> scheduler_pb2.AcceptRequest:
+    filters = common_pb2.Filters()
+    if refuse is not None:
+        filters.refuse_seconds = refuse
+    return scheduler_pb2.AcceptRequest(
+        framework_id="f1", offer_ids=offer_ids, filters=filters,
+        operations=[scheduler_pb2.Operation(launch=scheduler_pb2.Operation.Launch(
+            task_infos=list(tasks)))])
+
+
+def task(task_id: str, resources: str) -> common_pb2.TaskInfo:
+    return common_pb2.TaskInfo(task_id=task_id, resources=Resources.parse(resources).to_proto(),
+                               command=common_pb2.CommandInfo(argv=["true"]))
+
+
+def test_tasks_spanning_two_offers_of_one_agent_are_merged():
+    offers = {"o1": offer("o1", resources="cpus:1;mem:512"), "o2": offer("o2")}
+    plan = plan_launch("f1", accept(["o1", "o2"], task("t1", "cpus:2;mem:1024"),
+                                    task("t2", "cpus:1;ports:[31000-31000]")),
+                       offers, {}, set(), 5.0)
+    assert plan.agent_id == "a1" and [t.task_id for t, _ in plan.tasks] == ["t1", "t2"]
+    assert plan.unused == Resources.parse("mem:512;ports:[31001-31009]")
+    assert plan.refuse_seconds == 5.0
+
+
+def test_shortfall_names_what_is_missing():
+    have = Resources.parse("cpus:1;mem:100;ports:[31000-31001]")
+    need = Resources.parse("cpus:2.5;mem:50;ports:[31001-31003]")
+    assert shortfall(have, need) == "cpus:1.5;ports:[31002-31003]"
+
+
+@pytest.mark.parametrize("refuse", [-1.0, float("nan"), float("inf")])
+def test_bad_refuse_seconds_are_invalid(refuse):
+    with pytest.raises(CallError) as e:
+        plan_launch("f1", accept(["o1"], refuse=refuse), {"o1": offer("o1")}, {}, set(), 5.0)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_state_store_round_trips_and_remembers_removals(tmp_path):
+    path = tmp_path / "s" / "master.sqlite3"
+    store = StateStore(path)
+    store.put_agent(common_pb2.AgentInfo(agent_id="a1", hostname="h"), 1.0)
+    store.put_framework(common_pb2.FrameworkInfo(framework_id="f1", name="n",
+                                                 failover_timeout_seconds=60), 2.0)
+    store.put_framework(common_pb2.FrameworkInfo(framework_id="f2", name="m"), 3.0)
+    store.remove_framework("f2", "torn down")
+    store.put_weight("r", 2.5)
+    store.put_quota("r", operator_pb2.Quota(guarantee=Resources.parse("cpus:1").to_proto()))
+    store.close()
+
+    store = StateStore(path)
+    assert [a.info.hostname for a in store.agents()] == ["h"]
+    [f1] = store.frameworks()
+    assert (f1.info.framework_id, f1.info.failover_timeout_seconds) == ("f1", 60)
+    assert store.removed("framework") == {"f2": "torn down"}
+    assert store.weights() == {"r": 2.5}
+    assert Resources.from_proto(store.quotas()["r"].guarantee) == Resources.parse("cpus:1")
+    store.close()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("heartbeat_interval_seconds", 0), ("agent_timeout_seconds", 0.1), ("port", 70000),
+    ("allocation_batch_seconds", -1), ("offer_timeout_seconds", 0),
+])
+def test_config_rejects_bad_values(field, value):
+    with pytest.raises(ValueError, match=field.split("_")[0]):
+        MasterConfig(**{field: value}).validate()
