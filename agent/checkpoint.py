@@ -97,7 +97,8 @@ class WorkDir:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
             raise OSError(
-                f"work dir {self.root} is in use by another agent (pid {holder})") from None
+                f"work dir {self.root} is in use by another agent (pid {holder})"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd

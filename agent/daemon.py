@@ -57,24 +57,35 @@ class AgentDaemon:
         parse_address(config.master)  # fail early on a malformed address
         self.config = config
         self.work = WorkDir(Path(config.work_dir))
-        self.resources = (config.resources if config.resources is not None
-                          else detect_resources(self.work.root))
+        self.resources = (
+            config.resources if config.resources is not None else detect_resources(self.work.root)
+        )
         self.agent_id = self.work.load_agent_id()
         self.master_id = ""
         self.updates = StatusUpdateManager(
-            self.work.updates_log, self._send_update,
+            self.work.updates_log,
+            self._send_update,
             initial_backoff=config.update_backoff_initial,
-            max_backoff=config.update_backoff_max)
+            max_backoff=config.update_backoff_max,
+        )
         self.health = HealthCheckManager(self.updates.update, lambda: self.agent_id)
         self.isolator = Isolator(enabled=config.cgroups)
-        self.tasks = TaskManager(self.work, self._emit, lambda: self.agent_id,
-                                 default_kill_grace=config.default_kill_grace,
-                                 isolator=self.isolator, cpu_hard_limit=config.cpu_hard_limit)
+        self.tasks = TaskManager(
+            self.work,
+            self._emit,
+            lambda: self.agent_id,
+            default_kill_grace=config.default_kill_grace,
+            isolator=self.isolator,
+            cpu_hard_limit=config.cpu_hard_limit,
+        )
         self.link = MasterLink(
-            config.master, self, backoff_initial=config.reconnect_backoff_initial,
+            config.master,
+            self,
+            backoff_initial=config.reconnect_backoff_initial,
             backoff_max=config.reconnect_backoff_max,
             default_heartbeat=config.heartbeat_interval,
-            missed_heartbeats=config.missed_heartbeats)
+            missed_heartbeats=config.missed_heartbeats,
+        )
         self._server = None
         self._port = 0
         self._link_task: asyncio.Task | None = None
@@ -109,10 +120,15 @@ class AgentDaemon:
         await self._server.start()
         self.updates.start()
         self._link_task = asyncio.create_task(self.link.run(), name="master-link")
-        self._log.info("agent started", address=self.address, master=self.config.master,
-                       agent_id=self.agent_id or "(new)", resources=str(self.resources),
-                       recovered_tasks=len(self.tasks.active_runs()),
-                       isolation=self.isolator.kind)
+        self._log.info(
+            "agent started",
+            address=self.address,
+            master=self.config.master,
+            agent_id=self.agent_id or "(new)",
+            resources=str(self.resources),
+            recovered_tasks=len(self.tasks.active_runs()),
+            isolation=self.isolator.kind,
+        )
         return self._port
 
     @property
@@ -162,22 +178,31 @@ class AgentDaemon:
 
     def build_register(self) -> agent_link_pb2.AgentMessage.Register:
         info = common_pb2.AgentInfo(
-            agent_id=self.agent_id, hostname=self.config.hostname or socket.gethostname(),
-            address=self.advertised_address, resources=self.resources.to_proto(),
-            attributes=attributes_to_proto(self.config.attributes))
-        return agent_link_pb2.AgentMessage.Register(info=info, tasks=self.tasks.running_tasks(),
-                                                    version=VERSION)
+            agent_id=self.agent_id,
+            hostname=self.config.hostname or socket.gethostname(),
+            address=self.advertised_address,
+            resources=self.resources.to_proto(),
+            attributes=attributes_to_proto(self.config.attributes),
+        )
+        return agent_link_pb2.AgentMessage.Register(
+            info=info, tasks=self.tasks.running_tasks(), version=VERSION
+        )
 
     def on_registered(self, msg) -> None:
         if msg.agent_id != self.agent_id:
             if self.agent_id:
-                self._log.warning("the master gave this agent a new id", old=self.agent_id,
-                                  new=msg.agent_id)
+                self._log.warning(
+                    "the master gave this agent a new id", old=self.agent_id, new=msg.agent_id
+                )
             self.agent_id = msg.agent_id
             self.work.save_agent_id(self.agent_id)
         self.master_id = msg.master_id
-        self._log.info("registered with the master", agent_id=self.agent_id,
-                       master_id=msg.master_id, heartbeat=msg.heartbeat_interval_seconds)
+        self._log.info(
+            "registered with the master",
+            agent_id=self.agent_id,
+            master_id=msg.master_id,
+            heartbeat=msg.heartbeat_interval_seconds,
+        )
         self.updates.resend_all_now()
 
     def on_run_task(self, msg) -> None:
@@ -196,8 +221,11 @@ class AgentDaemon:
         self.tasks.shutdown_framework(msg.framework_id)
 
     async def on_shutdown(self, msg) -> None:
-        self._log.warning("the master removed this agent: killing its tasks and registering "
-                          "afresh", reason=msg.reason, agent_id=self.agent_id)
+        self._log.warning(
+            "the master removed this agent: killing its tasks and registering afresh",
+            reason=msg.reason,
+            agent_id=self.agent_id,
+        )
         await self.tasks.kill_all(forget=True)
         self.updates.drop_all()
         self.agent_id = ""
@@ -216,7 +244,9 @@ class AgentDaemon:
     def _send_update(self, framework_id: str, status: common_pb2.TaskStatus) -> bool:
         message = agent_link_pb2.AgentMessage(
             status_update=agent_link_pb2.AgentMessage.StatusUpdate(
-                framework_id=framework_id, status=status))
+                framework_id=framework_id, status=status
+            )
+        )
         return self.link.send(message)
 
 

@@ -52,8 +52,14 @@ def _launch(run_dir: Path) -> int:
     try:
         with open(spec["stdout"], "ab") as out, open(spec["stderr"], "ab") as err:
             proc = subprocess.Popen(
-                spec["argv"], cwd=spec["cwd"], env=spec["env"], stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, close_fds=True, process_group=0,
+                spec["argv"],
+                cwd=spec["cwd"],
+                env=spec["env"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                close_fds=True,
+                process_group=0,
                 preexec_fn=join_cgroups if cgroups else None,
             )
     except OSError as e:
@@ -75,9 +81,14 @@ def _launch(run_dir: Path) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     me = psutil.Process()
-    atomic_write_json(run_dir / "wrapper.json", {
-        "wrapper_pid": me.pid, "wrapper_start": me.create_time(), "task_pid": proc.pid,
-    })
+    atomic_write_json(
+        run_dir / "wrapper.json",
+        {
+            "wrapper_pid": me.pid,
+            "wrapper_start": me.create_time(),
+            "task_pid": proc.pid,
+        },
+    )
     _report(f"started {proc.pid} {me.pid}")
 
     returncode = proc.wait()

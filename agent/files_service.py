@@ -47,8 +47,9 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         run = self._tasks.find(request.framework_id, request.task_id)
         if run is None:
             where = f" of framework {request.framework_id!r}" if request.framework_id else ""
-            await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"no task {request.task_id!r}{where} on this agent")
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no task {request.task_id!r}{where} on this agent"
+            )
         return run
 
     async def _path(self, run: TaskRun, relative: str, context) -> Path:
@@ -60,14 +61,17 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
     async def _file(self, request, context) -> tuple[TaskRun, Path]:
         run = await self._run(request, context)
         if not request.path:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "path is required, e.g. 'stdout' or 'stderr'")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "path is required, e.g. 'stdout' or 'stderr'"
+            )
         path = await self._path(run, request.path, context)
         if not path.is_file():
             await context.abort(
-                grpc.StatusCode.NOT_FOUND if not path.exists() else
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"{request.path!r} is not a file in the sandbox of task {run.task.task_id!r}")
+                grpc.StatusCode.NOT_FOUND
+                if not path.exists()
+                else grpc.StatusCode.INVALID_ARGUMENT,
+                f"{request.path!r} is not a file in the sandbox of task {run.task.task_id!r}",
+            )
         return run, path
 
     async def ReadFile(self, request, context):
@@ -98,8 +102,9 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         run = await self._run(request, context)
         directory = await self._path(run, request.path, context)
         if not directory.is_dir():
-            await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"{request.path!r} is not a directory in the sandbox")
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"{request.path!r} is not a directory in the sandbox"
+            )
         root = run.sandbox.resolve()
         entries = []
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
@@ -107,9 +112,14 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            entries.append(agent_pb2.FileEntry(
-                path=str(Path(entry.path).relative_to(root)), is_dir=entry.is_dir(
-                    follow_symlinks=False), size=st.st_size, mtime=st.st_mtime))
+            entries.append(
+                agent_pb2.FileEntry(
+                    path=str(Path(entry.path).relative_to(root)),
+                    is_dir=entry.is_dir(follow_symlinks=False),
+                    size=st.st_size,
+                    mtime=st.st_mtime,
+                )
+            )
         return agent_pb2.ListFilesResponse(files=entries)
 
     async def ListTasks(self, request, context):
@@ -117,12 +127,18 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         # and the recent completed ones whose sandboxes can still be read.
         out = []
         for run in self._tasks.runs():
-            out.append(agent_pb2.AgentTask(
-                framework_id=run.record.framework_id, task=run.task, state=run.state,
-                sandbox=str(run.sandbox),
-                pid=run.wrapper.task_pid if run.wrapper is not None else 0,
-                unacknowledged_updates=len(
-                    self._pending(run.record.framework_id, run.task.task_id))))
+            out.append(
+                agent_pb2.AgentTask(
+                    framework_id=run.record.framework_id,
+                    task=run.task,
+                    state=run.state,
+                    sandbox=str(run.sandbox),
+                    pid=run.wrapper.task_pid if run.wrapper is not None else 0,
+                    unacknowledged_updates=len(
+                        self._pending(run.record.framework_id, run.task.task_id)
+                    ),
+                )
+            )
         return agent_pb2.ListAgentTasksResponse(tasks=out)
 
 

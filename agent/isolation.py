@@ -75,8 +75,7 @@ def _own_cgroups() -> dict[str, str]:
 class Isolator:
     """Creates, fills and removes per-task cgroups; a no-op where cgroups are unavailable."""
 
-    def __init__(self, root: Path = CGROUP_ROOT, enabled: bool = True,
-                 name: str = "agora") -> None:
+    def __init__(self, root: Path = CGROUP_ROOT, enabled: bool = True, name: str = "agora") -> None:
         self.kind = "none"
         self._parents: dict[str, Path] = {}  # controller ("" for v2) -> our parent cgroup
         if not enabled:
@@ -84,8 +83,7 @@ class Isolator:
         try:
             self._detect(root, name)
         except OSError as e:
-            log.debug("cgroups unavailable: tasks get process-group isolation only",
-                      error=str(e))
+            log.debug("cgroups unavailable: tasks get process-group isolation only", error=str(e))
             self.kind, self._parents = "none", {}
 
     def _detect(self, root: Path, name: str) -> None:
@@ -125,8 +123,9 @@ class Isolator:
                 made.append(path)
                 self._limit(controller, path, limits)
         except OSError as e:
-            log.debug("cannot set up the task's cgroup; running it without", run_id=run_id,
-                      error=str(e))
+            log.debug(
+                "cannot set up the task's cgroup; running it without", run_id=run_id, error=str(e)
+            )
             self.cleanup([str(p) for p in made])
             return []
         return [str(p) for p in made]

@@ -48,8 +48,9 @@ class Wrapper:
         if data is None:
             return None
         try:
-            return cls(int(data["wrapper_pid"]), float(data["wrapper_start"]),
-                       int(data["task_pid"]))
+            return cls(
+                int(data["wrapper_pid"]), float(data["wrapper_start"]), int(data["task_pid"])
+            )
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -128,17 +129,20 @@ def task_ports(task: common_pb2.TaskInfo) -> list[int]:
     return [port for begin, end in ranges for port in range(begin, end + 1)]
 
 
-def task_environment(base: dict[str, str], task: common_pb2.TaskInfo, framework_id: str,
-                     agent_id: str, sandbox: Path) -> dict[str, str]:
+def task_environment(
+    base: dict[str, str], task: common_pb2.TaskInfo, framework_id: str, agent_id: str, sandbox: Path
+) -> dict[str, str]:
     """The agent's environment, then Agora's variables, then the command's own."""
     env = dict(base)
-    env.update({
-        "AGORA_TASK_ID": task.task_id,
-        "AGORA_FRAMEWORK_ID": framework_id,
-        "AGORA_AGENT_ID": agent_id,
-        "AGORA_SANDBOX": str(sandbox),
-        "HOME": env.get("HOME", str(sandbox)),
-    })
+    env.update(
+        {
+            "AGORA_TASK_ID": task.task_id,
+            "AGORA_FRAMEWORK_ID": framework_id,
+            "AGORA_AGENT_ID": agent_id,
+            "AGORA_SANDBOX": str(sandbox),
+            "HOME": env.get("HOME", str(sandbox)),
+        }
+    )
     ports = task_ports(task)
     for i, port in enumerate(ports):
         env[f"PORT{i}"] = str(port)
@@ -149,27 +153,45 @@ def task_environment(base: dict[str, str], task: common_pb2.TaskInfo, framework_
     return env
 
 
-async def start_wrapper(run_dir: Path, argv: list[str], env: dict[str, str],
-                        sandbox: Path, cgroups: list[str] | None = None) -> Wrapper:
+async def start_wrapper(
+    run_dir: Path,
+    argv: list[str],
+    env: dict[str, str],
+    sandbox: Path,
+    cgroups: list[str] | None = None,
+) -> Wrapper:
     """Starts `python -m agent.executor RUN_DIR` and returns once the command runs.
 
     Raises LaunchError when the command could not be started.
     """
-    atomic_write_json(run_dir / "spec.json", {
-        "argv": argv, "env": env, "cwd": str(sandbox),
-        "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
-        "cgroups": cgroups or [],
-    })
+    atomic_write_json(
+        run_dir / "spec.json",
+        {
+            "argv": argv,
+            "env": env,
+            "cwd": str(sandbox),
+            "stdout": str(sandbox / "stdout"),
+            "stderr": str(sandbox / "stderr"),
+            "cgroups": cgroups or [],
+        },
+    )
     # The agent's package must be importable by the wrapper wherever the agent runs from.
     package_root = str(Path(__file__).resolve().parents[1])
     wrapper_env = dict(os.environ)
     wrapper_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (package_root, wrapper_env.get("PYTHONPATH", "")) if p)
+        p for p in (package_root, wrapper_env.get("PYTHONPATH", "")) if p
+    )
     with open(run_dir / "executor.log", "ab") as executor_log:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agent.executor", str(run_dir),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=executor_log, start_new_session=True, env=wrapper_env,
+            sys.executable,
+            "-m",
+            "agent.executor",
+            str(run_dir),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=executor_log,
+            start_new_session=True,
+            env=wrapper_env,
         )
         # EOF comes once the wrapper has started the command (or failed to) and let go of
         # the pipe; the intermediate process exits at once.
@@ -181,28 +203,44 @@ async def start_wrapper(run_dir: Path, argv: list[str], env: dict[str, str],
             raise LaunchError("the task wrapper started the command but wrote no pid file")
         return wrapper
     if line.startswith("error "):
-        raise LaunchError(line[len("error "):])
+        raise LaunchError(line[len("error ") :])
     detail = (run_dir / "executor.log").read_text(errors="replace").strip().splitlines()
-    raise LaunchError("the task wrapper failed to start"
-                      + (f": {detail[-1]}" if detail else f" (exit code {proc.returncode})"))
+    raise LaunchError(
+        "the task wrapper failed to start"
+        + (f": {detail[-1]}" if detail else f" (exit code {proc.returncode})")
+    )
 
 
 def exit_outcome(result: dict | None, killed: bool) -> tuple[int, str, str, int | None]:
     """(state, message, reason, exit_code) for what the wrapper recorded in exit.json."""
     if result is None:
-        return (common_pb2.TASK_FAILED, "the task wrapper died; the exit status is unknown",
-                "REASON_EXECUTOR_TERMINATED", None)
+        return (
+            common_pb2.TASK_FAILED,
+            "the task wrapper died; the exit status is unknown",
+            "REASON_EXECUTOR_TERMINATED",
+            None,
+        )
     if "error" in result:
-        return (common_pb2.TASK_ERROR, str(result["error"]), "REASON_CONTAINER_LAUNCH_FAILED",
-                None)
+        return (common_pb2.TASK_ERROR, str(result["error"]), "REASON_CONTAINER_LAUNCH_FAILED", None)
     if killed:
-        how = (f"signal {_signal_name(result['signal'])}" if "signal" in result
-               else f"exit code {result.get('exit_code')}")
-        return (common_pb2.TASK_KILLED, f"killed by the agent ({how})", "REASON_TASK_KILLED",
-                result.get("exit_code"))
+        how = (
+            f"signal {_signal_name(result['signal'])}"
+            if "signal" in result
+            else f"exit code {result.get('exit_code')}"
+        )
+        return (
+            common_pb2.TASK_KILLED,
+            f"killed by the agent ({how})",
+            "REASON_TASK_KILLED",
+            result.get("exit_code"),
+        )
     if "signal" in result:
-        return (common_pb2.TASK_FAILED, f"terminated by signal {_signal_name(result['signal'])}",
-                "REASON_COMMAND_EXITED", None)
+        return (
+            common_pb2.TASK_FAILED,
+            f"terminated by signal {_signal_name(result['signal'])}",
+            "REASON_COMMAND_EXITED",
+            None,
+        )
     code = int(result.get("exit_code", -1))
     if code == 0:
         return common_pb2.TASK_FINISHED, "exited with code 0", "REASON_COMMAND_EXITED", 0

@@ -45,10 +45,18 @@ def next_backoff(current: float, initial: float, maximum: float) -> float:
 
 
 class MasterLink:
-    def __init__(self, master: str, handler: LinkHandler, *, backoff_initial: float = 0.2,
-                 backoff_max: float = 5.0, default_heartbeat: float = 5.0,
-                 missed_heartbeats: int = 3, register_timeout: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        master: str,
+        handler: LinkHandler,
+        *,
+        backoff_initial: float = 0.2,
+        backoff_max: float = 5.0,
+        default_heartbeat: float = 5.0,
+        missed_heartbeats: int = 3,
+        register_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.master = master
         self._handler = handler
         self._backoff_initial = backoff_initial
@@ -110,8 +118,11 @@ class MasterLink:
                 if self.registrations and backoff == 0.0:
                     attempt_log.warning("lost the master", error=_describe(e))
                 backoff = next_backoff(backoff, self._backoff_initial, self._backoff_max)
-                attempt_log.info("cannot reach the master; retrying", error=_describe(e),
-                                 retry_in=round(backoff, 2))
+                attempt_log.info(
+                    "cannot reach the master; retrying",
+                    error=_describe(e),
+                    retry_in=round(backoff, 2),
+                )
                 await asyncio.sleep(backoff)
                 continue
             await asyncio.sleep(self._backoff_initial)
@@ -136,12 +147,14 @@ class MasterLink:
             register = self._handler.build_register()
             # Loud on the first attempt; the retries already say "retrying".
             (log.debug if self._failures else log.info)(
-                "registering with the master", master=self.master,
-                agent_id=register.info.agent_id or "(new)", tasks=len(register.tasks))
+                "registering with the master",
+                master=self.master,
+                agent_id=register.info.agent_id or "(new)",
+                tasks=len(register.tasks),
+            )
             outbox.put_nowait(AgentMessage(register=register))
             self._outbox = outbox
-            call = self._call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(
-                _drain(outbox))
+            call = self._call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(_drain(outbox))
             interval = self._default_heartbeat
             silence = _Silence(self._clock, self._register_timeout)
             watchdog = asyncio.create_task(silence.watch(call))
@@ -179,7 +192,8 @@ class MasterLink:
         except asyncio.CancelledError:
             if watchdog is not None and watchdog.done() and not _being_cancelled():
                 raise ConnectionError(
-                    f"the master said nothing for {silence.limit:.1f} s") from None
+                    f"the master said nothing for {silence.limit:.1f} s"
+                ) from None
             raise
         finally:
             self._registered = False
@@ -196,8 +210,7 @@ class MasterLink:
     async def _heartbeat(self, outbox: asyncio.Queue, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            outbox.put_nowait(AgentMessage(heartbeat=AgentMessage.Heartbeat(
-                timestamp=time.time())))
+            outbox.put_nowait(AgentMessage(heartbeat=AgentMessage.Heartbeat(timestamp=time.time())))
 
 
 class _Silence:

@@ -24,10 +24,14 @@ def default_resources(cpus: int, mem_total_mb: float, disk_total_mb: float) -> R
     All CPUs; memory minus 1 GB, or half of it when there is less than 2 GB; disk minus 5 GB, or
     half of it when there is less than 10 GB; ports 31000-32000.
     """
-    mem = (mem_total_mb - MEM_RESERVED_MB if mem_total_mb >= 2 * MEM_RESERVED_MB
-           else mem_total_mb / 2)
-    disk = (disk_total_mb - DISK_RESERVED_MB if disk_total_mb >= 2 * DISK_RESERVED_MB
-            else disk_total_mb / 2)
+    mem = (
+        mem_total_mb - MEM_RESERVED_MB if mem_total_mb >= 2 * MEM_RESERVED_MB else mem_total_mb / 2
+    )
+    disk = (
+        disk_total_mb - DISK_RESERVED_MB
+        if disk_total_mb >= 2 * DISK_RESERVED_MB
+        else disk_total_mb / 2
+    )
     scalars = {
         ("cpus", "*"): float(max(cpus, 1)),
         ("mem", "*"): float(int(max(mem, 0))),

@@ -92,8 +92,14 @@ class UpdateLog:
 class StatusUpdateManager:
     """Owns the update queue and its log; a background task (re)sends due updates."""
 
-    def __init__(self, log_path: Path, send: SendFn, initial_backoff: float = 0.5,
-                 max_backoff: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        log_path: Path,
+        send: SendFn,
+        initial_backoff: float = 0.5,
+        max_backoff: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._log = UpdateLog(log_path)
         self._queue = UpdateQueue(initial_backoff, max_backoff)
         self._send = send
@@ -139,8 +145,12 @@ class StatusUpdateManager:
         """Returns the acknowledged update, or None for an unknown or duplicate ack."""
         status = self._queue.ack(framework_id, task_id, uuid)
         if status is None:
-            log.debug("ignoring ack of no pending update", framework_id=framework_id,
-                      task_id=task_id, uuid=uuid.hex())
+            log.debug(
+                "ignoring ack of no pending update",
+                framework_id=framework_id,
+                task_id=task_id,
+                uuid=uuid.hex(),
+            )
             return None
         self._log.append_ack(framework_id, task_id, uuid)
         self._appended += 1
@@ -170,9 +180,13 @@ class StatusUpdateManager:
                 if not self._send(framework_id, status):
                     # Not registered: wait for the link to come back (it calls resend_all_now).
                     break
-                log.debug("sent status update", framework_id=framework_id,
-                          task_id=status.task_id, state=common_pb2.TaskState.Name(status.state),
-                          uuid=status.uuid.hex())
+                log.debug(
+                    "sent status update",
+                    framework_id=framework_id,
+                    task_id=status.task_id,
+                    state=common_pb2.TaskState.Name(status.state),
+                    uuid=status.uuid.hex(),
+                )
                 self._queue.mark_sent(framework_id, status.task_id, now)
             else:
                 next_due = self._queue.next_due()

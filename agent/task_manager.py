@@ -28,10 +28,17 @@ from common import ResourceError, Resources, new_id, new_uuid
 
 log = structlog.get_logger(__name__)
 
-TERMINAL_STATES = frozenset({
-    common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
-    common_pb2.TASK_ERROR, common_pb2.TASK_LOST, common_pb2.TASK_DROPPED, common_pb2.TASK_GONE,
-})
+TERMINAL_STATES = frozenset(
+    {
+        common_pb2.TASK_FINISHED,
+        common_pb2.TASK_FAILED,
+        common_pb2.TASK_KILLED,
+        common_pb2.TASK_ERROR,
+        common_pb2.TASK_LOST,
+        common_pb2.TASK_DROPPED,
+        common_pb2.TASK_GONE,
+    }
+)
 DEFAULT_KILL_GRACE = 3.0
 # Completed runs remembered (for reading their sandboxes) beyond the ones still active.
 COMPLETED_HISTORY = 1000
@@ -79,10 +86,16 @@ class TaskRun:
 
 
 class TaskManager:
-    def __init__(self, work_dir: WorkDir, emit: EmitFn, agent_id: Callable[[], str],
-                 default_kill_grace: float = DEFAULT_KILL_GRACE,
-                 base_env: dict[str, str] | None = None,
-                 isolator: Isolator | None = None, cpu_hard_limit: bool = False) -> None:
+    def __init__(
+        self,
+        work_dir: WorkDir,
+        emit: EmitFn,
+        agent_id: Callable[[], str],
+        default_kill_grace: float = DEFAULT_KILL_GRACE,
+        base_env: dict[str, str] | None = None,
+        isolator: Isolator | None = None,
+        cpu_hard_limit: bool = False,
+    ) -> None:
         self._work = work_dir
         self._emit = emit
         self._agent_id = agent_id
@@ -98,8 +111,12 @@ class TaskManager:
 
     def find(self, framework_id: str, task_id: str) -> TaskRun | None:
         """The latest run of the task; framework_id may be empty when task_id is unique."""
-        matches = [r for r in self._runs.values() if r.task.task_id == task_id
-                   and (not framework_id or r.record.framework_id == framework_id)]
+        matches = [
+            r
+            for r in self._runs.values()
+            if r.task.task_id == task_id
+            and (not framework_id or r.record.framework_id == framework_id)
+        ]
         if not matches:
             return None
         return max(matches, key=lambda r: r.record.launched_at)
@@ -114,9 +131,12 @@ class TaskManager:
     def running_tasks(self) -> list:
         from agora.v1 import agent_link_pb2
 
-        return [agent_link_pb2.RunningTask(framework_id=r.record.framework_id, task=r.task,
-                                           state=r.state)
-                for r in self._active.values()]
+        return [
+            agent_link_pb2.RunningTask(
+                framework_id=r.record.framework_id, task=r.task, state=r.state
+            )
+            for r in self._active.values()
+        ]
 
     # launching ----------------------------------------------------------------------------
 
@@ -126,8 +146,9 @@ class TaskManager:
         if key in self._active:
             log_.warning("ignoring RunTask for a task that is already active on this agent")
             return
-        problem = bad_id_reason(framework_id, "framework id") or bad_id_reason(task.task_id,
-                                                                               "task id")
+        problem = bad_id_reason(framework_id, "framework id") or bad_id_reason(
+            task.task_id, "task id"
+        )
         try:
             argv = launcher.command_argv(task.command)
         except ValueError as e:
@@ -141,13 +162,18 @@ class TaskManager:
         if problem is not None or sandbox is None:
             log_.warning("refusing task", reason=problem)
             # Nothing was started: report the error without a run record.
-            status = self._status(framework_id, task.task_id, common_pb2.TASK_ERROR, problem,
-                                  "REASON_TASK_INVALID")
+            status = self._status(
+                framework_id, task.task_id, common_pb2.TASK_ERROR, problem, "REASON_TASK_INVALID"
+            )
             self._emit(framework_id, status)
             return
-        record = TaskRecord(run_id=new_id("run"), framework_id=framework_id,
-                            task=b64(task.SerializeToString()), sandbox=str(sandbox),
-                            launched_at=time.time())
+        record = TaskRecord(
+            run_id=new_id("run"),
+            framework_id=framework_id,
+            task=b64(task.SerializeToString()),
+            sandbox=str(sandbox),
+            launched_at=time.time(),
+        )
         run = TaskRun(record=record, task=task)
         self._runs[record.run_id] = run
         self._active[key] = run
@@ -158,30 +184,41 @@ class TaskManager:
 
     async def _launch(self, run: TaskRun, argv: list[str]) -> None:
         run_dir = self._work.run_dir(run.record.run_id)
-        env = launcher.task_environment(self._base_env, run.task, run.record.framework_id,
-                                        self._agent_id(), run.sandbox)
+        env = launcher.task_environment(
+            self._base_env, run.task, run.record.framework_id, self._agent_id(), run.sandbox
+        )
         try:
             resources = Resources.from_proto(run.task.resources)
         except ResourceError:
             resources = Resources()
         run.record.cgroups = self._isolator.prepare(
-            run.record.run_id, task_limits(resources, self._cpu_hard_limit))
+            run.record.run_id, task_limits(resources, self._cpu_hard_limit)
+        )
         if run.record.cgroups:
             self._work.save_record(run.record)
         try:
-            run.wrapper = await launcher.start_wrapper(run_dir, argv, env, run.sandbox,
-                                                       run.record.cgroups)
+            run.wrapper = await launcher.start_wrapper(
+                run_dir, argv, env, run.sandbox, run.record.cgroups
+            )
         except launcher.LaunchError as e:
             self._isolator.cleanup(run.record.cgroups)
             self._end(run, common_pb2.TASK_ERROR, str(e), "REASON_CONTAINER_LAUNCH_FAILED")
             return
         except OSError as e:
             self._isolator.cleanup(run.record.cgroups)
-            self._end(run, common_pb2.TASK_ERROR, f"cannot start the task wrapper: {e}",
-                      "REASON_CONTAINER_LAUNCH_FAILED")
+            self._end(
+                run,
+                common_pb2.TASK_ERROR,
+                f"cannot start the task wrapper: {e}",
+                "REASON_CONTAINER_LAUNCH_FAILED",
+            )
             return
-        log.info("task running", framework_id=run.record.framework_id,
-                 task_id=run.task.task_id, pid=run.wrapper.task_pid)
+        log.info(
+            "task running",
+            framework_id=run.record.framework_id,
+            task_id=run.task.task_id,
+            pid=run.wrapper.task_pid,
+        )
         self._update(run, common_pb2.TASK_RUNNING, "the command is running")
         await self._watch(run)
 
@@ -207,14 +244,22 @@ class TaskManager:
         await run.kill_requested.wait()
         assert run.wrapper is not None
         grace = run.record.kill_grace or self._default_grace
-        log.info("killing task", framework_id=run.record.framework_id,
-                 task_id=run.task.task_id, pgid=run.wrapper.task_pid, grace=grace)
+        log.info(
+            "killing task",
+            framework_id=run.record.framework_id,
+            task_id=run.task.task_id,
+            pgid=run.wrapper.task_pid,
+            grace=grace,
+        )
         if not run.wrapper.signal_group(signal.SIGTERM):
             return
         await asyncio.sleep(grace)
         if run.wrapper.signal_group(signal.SIGKILL):
-            log.info("task outlived its grace period: sent SIGKILL",
-                     framework_id=run.record.framework_id, task_id=run.task.task_id)
+            log.info(
+                "task outlived its grace period: sent SIGKILL",
+                framework_id=run.record.framework_id,
+                task_id=run.task.task_id,
+            )
         # Processes that left the group (setsid) but not the task's cgroup die too.
         for pid in self._isolator.pids(run.record.cgroups):
             try:
@@ -229,14 +274,27 @@ class TaskManager:
         if run is None:
             latest = self.find(framework_id, task_id)
             if latest is not None:
-                log.info("kill of a task that already ended: ignored", framework_id=framework_id,
-                         task_id=task_id)
+                log.info(
+                    "kill of a task that already ended: ignored",
+                    framework_id=framework_id,
+                    task_id=task_id,
+                )
                 return
-            log.info("kill of an unknown task: reporting it lost", framework_id=framework_id,
-                     task_id=task_id)
-            self._emit(framework_id, self._status(
-                framework_id, task_id, common_pb2.TASK_LOST,
-                "the agent does not know this task", "REASON_RECONCILIATION"))
+            log.info(
+                "kill of an unknown task: reporting it lost",
+                framework_id=framework_id,
+                task_id=task_id,
+            )
+            self._emit(
+                framework_id,
+                self._status(
+                    framework_id,
+                    task_id,
+                    common_pb2.TASK_LOST,
+                    "the agent does not know this task",
+                    "REASON_RECONCILIATION",
+                ),
+            )
             return
         if is_terminal(run.state) or run.record.killing:
             return
@@ -284,28 +342,53 @@ class TaskManager:
         self._work.save_record(run.record)
         self._trim_history()
 
-    def _update(self, run: TaskRun, state: int, message: str, reason: str = "",
-                exit_code: int | None = None) -> None:
+    def _update(
+        self, run: TaskRun, state: int, message: str, reason: str = "", exit_code: int | None = None
+    ) -> None:
         run.record.state = state
         self._work.save_record(run.record)
         if run.forgotten:
             return
-        self._emit(run.record.framework_id, self._status(
-            run.record.framework_id, run.task.task_id, state, message, reason, exit_code))
+        self._emit(
+            run.record.framework_id,
+            self._status(
+                run.record.framework_id, run.task.task_id, state, message, reason, exit_code
+            ),
+        )
 
-    def _end(self, run: TaskRun, state: int, message: str, reason: str,
-             exit_code: int | None = None) -> None:
-        log.info("task ended", framework_id=run.record.framework_id, task_id=run.task.task_id,
-                 state=common_pb2.TaskState.Name(state), message=message)
+    def _end(
+        self, run: TaskRun, state: int, message: str, reason: str, exit_code: int | None = None
+    ) -> None:
+        log.info(
+            "task ended",
+            framework_id=run.record.framework_id,
+            task_id=run.task.task_id,
+            state=common_pb2.TaskState.Name(state),
+            message=message,
+        )
         self._update(run, state, message, reason, exit_code)
         run.ended.set()
 
-    def _status(self, framework_id: str, task_id: str, state: int, message: str,
-                reason: str = "", exit_code: int | None = None) -> common_pb2.TaskStatus:
+    def _status(
+        self,
+        framework_id: str,
+        task_id: str,
+        state: int,
+        message: str,
+        reason: str = "",
+        exit_code: int | None = None,
+    ) -> common_pb2.TaskStatus:
         status = common_pb2.TaskStatus(
-            task_id=task_id, state=state, message=message, reason=reason,
-            source=common_pb2.TaskStatus.SOURCE_AGENT, agent_id=self._agent_id(),
-            framework_id=framework_id, timestamp=time.time(), uuid=new_uuid())
+            task_id=task_id,
+            state=state,
+            message=message,
+            reason=reason,
+            source=common_pb2.TaskStatus.SOURCE_AGENT,
+            agent_id=self._agent_id(),
+            framework_id=framework_id,
+            timestamp=time.time(),
+            uuid=new_uuid(),
+        )
         if exit_code is not None:
             status.exit_code = exit_code
         return status
@@ -347,8 +430,12 @@ class TaskManager:
                 self._end(run, state, message, reason, code)
             else:
                 log_.warning("the agent stopped while launching this task")
-                self._end(run, common_pb2.TASK_FAILED,
-                          "the agent restarted while launching the task", "REASON_AGENT_RESTARTED")
+                self._end(
+                    run,
+                    common_pb2.TASK_FAILED,
+                    "the agent restarted while launching the task",
+                    "REASON_AGENT_RESTARTED",
+                )
             return
         # The command did start (the wrapper wrote its pid): say so if the last agent did not.
         if run.state != common_pb2.TASK_RUNNING:
@@ -363,7 +450,7 @@ class TaskManager:
     def _trim_history(self) -> None:
         """Forgets the oldest completed runs beyond COMPLETED_HISTORY (their sandboxes stay)."""
         completed = [r for r in self._runs.values() if r.record.completed]
-        for run in completed[:max(len(completed) - COMPLETED_HISTORY, 0)]:
+        for run in completed[: max(len(completed) - COMPLETED_HISTORY, 0)]:
             del self._runs[run.record.run_id]
             shutil.rmtree(self._work.run_dir(run.record.run_id), ignore_errors=True)
 
@@ -383,5 +470,6 @@ class TaskManager:
 
 def _log_crash(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.error("task manager background task failed", name=task.get_name(),
-                  exc_info=task.exception())
+        log.error(
+            "task manager background task failed", name=task.get_name(), exc_info=task.exception()
+        )

@@ -76,8 +76,11 @@ class UpdateQueue:
         stream = self._streams.get((framework_id, task_id))
         if stream is None:
             return
-        stream.backoff = (self.initial_backoff if stream.backoff == 0.0
-                          else min(stream.backoff * 2, self.max_backoff))
+        stream.backoff = (
+            self.initial_backoff
+            if stream.backoff == 0.0
+            else min(stream.backoff * 2, self.max_backoff)
+        )
         stream.next_attempt = now + stream.backoff
 
     def reset(self) -> None:
@@ -88,8 +91,11 @@ class UpdateQueue:
 
     def next_due(self) -> float | None:
         """The earliest scheduled resend, or None when nothing is pending or all are due now."""
-        times = [s.next_attempt for s in self._streams.values()
-                 if s.updates and s.next_attempt is not None]
+        times = [
+            s.next_attempt
+            for s in self._streams.values()
+            if s.updates and s.next_attempt is not None
+        ]
         return min(times) if times else None
 
     def pending(self, framework_id: str, task_id: str) -> list[common_pb2.TaskStatus]:

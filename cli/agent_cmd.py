@@ -20,7 +20,8 @@ def _resources(text: str) -> Resources:
         raise argparse.ArgumentTypeError(str(e)) from None
     if resources.is_empty():
         raise argparse.ArgumentTypeError(
-            "no resources given: write e.g. 'cpus:4;mem:4096;ports:[31000-32000]'")
+            "no resources given: write e.g. 'cpus:4;mem:4096;ports:[31000-32000]'"
+        )
     return resources
 
 
@@ -61,43 +62,74 @@ def register(subparsers) -> None:
         ),
     )
     parser.add_argument(
-        "--master", required=True, type=_master, metavar="HOST:PORT",
-        help="address of the master's gRPC port, e.g. 127.0.0.1:5050")
+        "--master",
+        required=True,
+        type=_master,
+        metavar="HOST:PORT",
+        help="address of the master's gRPC port, e.g. 127.0.0.1:5050",
+    )
     parser.add_argument(
-        "--host", default="127.0.0.1",
+        "--host",
+        default="127.0.0.1",
         help="interface for this agent's own gRPC service (logs, sandboxes); 0.0.0.0 for all "
-             "(default: %(default)s)")
+        "(default: %(default)s)",
+    )
     parser.add_argument(
-        "--port", type=_port, default=5051,
-        help="port for this agent's gRPC service; 0 picks a free one (default: %(default)s)")
+        "--port",
+        type=_port,
+        default=5051,
+        help="port for this agent's gRPC service; 0 picks a free one (default: %(default)s)",
+    )
     parser.add_argument(
-        "--resources", type=_resources, default=None, metavar="SPEC",
+        "--resources",
+        type=_resources,
+        default=None,
+        metavar="SPEC",
         help="resources to offer, in Mesos syntax: 'cpus:4;mem:4096;disk:8192;"
-             "ports:[31000-32000]' (mem and disk in MB; 'cpus(role):2' reserves for a role). "
-             "Default: detected: all CPUs, memory minus 1 GB (half if under 2 GB), disk of "
-             "--work-dir minus 5 GB (half if under 10 GB), ports 31000-32000")
+        "ports:[31000-32000]' (mem and disk in MB; 'cpus(role):2' reserves for a role). "
+        "Default: detected: all CPUs, memory minus 1 GB (half if under 2 GB), disk of "
+        "--work-dir minus 5 GB (half if under 10 GB), ports 31000-32000",
+    )
     parser.add_argument(
-        "--attributes", type=_attributes, default={}, metavar="SPEC",
-        help="attributes for placement constraints, e.g. 'rack:r1;zone:z1'")
+        "--attributes",
+        type=_attributes,
+        default={},
+        metavar="SPEC",
+        help="attributes for placement constraints, e.g. 'rack:r1;zone:z1'",
+    )
     parser.add_argument(
-        "--work-dir", type=Path, default=None, metavar="DIR",
+        "--work-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
         help="where sandboxes and checkpoints live; reuse it across restarts so the agent "
-             "keeps its id and its running tasks (default: ./agora-agent-PORT)")
+        "keeps its id and its running tasks (default: ./agora-agent-PORT)",
+    )
     parser.add_argument(
-        "--advertise-ip", default=None, metavar="IP",
+        "--advertise-ip",
+        default=None,
+        metavar="IP",
         help="IP address the master gives to clients for reaching this agent (default: --host, "
-             "or the outward interface's address when --host is 0.0.0.0)")
+        "or the outward interface's address when --host is 0.0.0.0)",
+    )
     parser.add_argument(
-        "--hostname", default=None,
-        help="hostname reported to the master (default: this machine's hostname)")
+        "--hostname",
+        default=None,
+        help="hostname reported to the master (default: this machine's hostname)",
+    )
     parser.add_argument(
-        "--isolation", default="cgroups", choices=["cgroups", "none"],
+        "--isolation",
+        default="cgroups",
+        choices=["cgroups", "none"],
         help="cgroups: put each task in cgroups (v2 or v1, whichever the host has) that limit "
-             "its memory to its mem and weight its CPU by its cpus, where the agent may "
-             "create them; none: process groups only (default: %(default)s)")
+        "its memory to its mem and weight its CPU by its cpus, where the agent may "
+        "create them; none: process groups only (default: %(default)s)",
+    )
     parser.add_argument(
-        "--cpu-hard-limit", action="store_true",
-        help="also cap each task's CPU at its cpus with a CFS quota (needs --isolation cgroups)")
+        "--cpu-hard-limit",
+        action="store_true",
+        help="also cap each task's CPU at its cpus with a CFS quota (needs --isolation cgroups)",
+    )
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
@@ -114,10 +146,17 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     work_dir = args.work_dir or Path(f"agora-agent-{args.port}")
     config = AgentConfig(
-        master=args.master, host=args.host, port=args.port, resources=args.resources,
-        attributes=args.attributes, work_dir=work_dir, advertise_ip=args.advertise_ip,
-        hostname=args.hostname, cgroups=args.isolation == "cgroups",
-        cpu_hard_limit=args.cpu_hard_limit)
+        master=args.master,
+        host=args.host,
+        port=args.port,
+        resources=args.resources,
+        attributes=args.attributes,
+        work_dir=work_dir,
+        advertise_ip=args.advertise_ip,
+        hostname=args.hostname,
+        cgroups=args.isolation == "cgroups",
+        cpu_hard_limit=args.cpu_hard_limit,
+    )
     return asyncio.run(_serve(config))
 
 
@@ -134,8 +173,11 @@ async def _serve(config) -> int:
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    print(f"agent listening on {daemon.address} (master {config.master}, "
-          f"work dir {os.path.abspath(config.work_dir)})", flush=True)
+    print(
+        f"agent listening on {daemon.address} (master {config.master}, "
+        f"work dir {os.path.abspath(config.work_dir)})",
+        flush=True,
+    )
     await stopping.wait()
     # Tasks keep running: the next agent on this work dir re-attaches to them.
     await daemon.stop(kill_tasks=False)

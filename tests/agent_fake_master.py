@@ -53,16 +53,27 @@ class FakeMaster(agent_link_pb2_grpc.AgentLinkServicer):
         self.registrations.append(register)
         agent_id = register.info.agent_id
         if agent_id in self.removed:
-            await context.write(MasterMessage(shutdown=MasterMessage.Shutdown(
-                reason="agent was removed after missing heartbeats")))
+            await context.write(
+                MasterMessage(
+                    shutdown=MasterMessage.Shutdown(
+                        reason="agent was removed after missing heartbeats"
+                    )
+                )
+            )
             return
         if not agent_id:
             self._ids += 1
             agent_id = f"agent-{self._ids}"
         outbox: asyncio.Queue = asyncio.Queue()
-        await context.write(MasterMessage(registered=MasterMessage.Registered(
-            agent_id=agent_id, master_id="fake-master",
-            heartbeat_interval_seconds=self.heartbeat)))
+        await context.write(
+            MasterMessage(
+                registered=MasterMessage.Registered(
+                    agent_id=agent_id,
+                    master_id="fake-master",
+                    heartbeat_interval_seconds=self.heartbeat,
+                )
+            )
+        )
         self._outbox = outbox
 
         async def read() -> None:
@@ -77,8 +88,9 @@ class FakeMaster(agent_link_pb2_grpc.AgentLinkServicer):
                     status = message.status_update.status
                     self.updates.append(status)
                     if self.auto_ack:
-                        outbox.put_nowait(self.ack_message(message.status_update.framework_id,
-                                                           status))
+                        outbox.put_nowait(
+                            self.ack_message(message.status_update.framework_id, status)
+                        )
             outbox.put_nowait(None)
 
         async def beat() -> None:
@@ -109,17 +121,26 @@ class FakeMaster(agent_link_pb2_grpc.AgentLinkServicer):
             self._outbox.put_nowait(None)
 
     def run_task(self, framework_id: str, task: common_pb2.TaskInfo) -> None:
-        self.send(MasterMessage(run_task=MasterMessage.RunTask(framework_id=framework_id,
-                                                               task=task)))
+        self.send(
+            MasterMessage(run_task=MasterMessage.RunTask(framework_id=framework_id, task=task))
+        )
 
     def kill_task(self, framework_id: str, task_id: str, grace: float = 0.0) -> None:
-        self.send(MasterMessage(kill_task=MasterMessage.KillTask(
-            framework_id=framework_id, task_id=task_id, grace_period_seconds=grace)))
+        self.send(
+            MasterMessage(
+                kill_task=MasterMessage.KillTask(
+                    framework_id=framework_id, task_id=task_id, grace_period_seconds=grace
+                )
+            )
+        )
 
     @staticmethod
     def ack_message(framework_id: str, status: common_pb2.TaskStatus) -> MasterMessage:
-        return MasterMessage(status_update_ack=MasterMessage.StatusUpdateAck(
-            framework_id=framework_id, task_id=status.task_id, uuid=status.uuid))
+        return MasterMessage(
+            status_update_ack=MasterMessage.StatusUpdateAck(
+                framework_id=framework_id, task_id=status.task_id, uuid=status.uuid
+            )
+        )
 
     def ack(self, status: common_pb2.TaskStatus) -> None:
         self.send(self.ack_message(status.framework_id, status))
@@ -134,19 +155,38 @@ class FakeMaster(agent_link_pb2_grpc.AgentLinkServicer):
         return None
 
 
-TERMINAL = {common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
-            common_pb2.TASK_ERROR, common_pb2.TASK_LOST}
+TERMINAL = {
+    common_pb2.TASK_FINISHED,
+    common_pb2.TASK_FAILED,
+    common_pb2.TASK_KILLED,
+    common_pb2.TASK_ERROR,
+    common_pb2.TASK_LOST,
+}
 
 
-def shell_task(task_id: str, shell: str, ports: list[tuple[int, int]] | None = None,
-               grace: float = 0.0, env: dict[str, str] | None = None) -> common_pb2.TaskInfo:
-    resources = [common_pb2.Resource(name="cpus", type=common_pb2.Resource.SCALAR, scalar=0.1),
-                 common_pb2.Resource(name="mem", type=common_pb2.Resource.SCALAR, scalar=32)]
+def shell_task(
+    task_id: str,
+    shell: str,
+    ports: list[tuple[int, int]] | None = None,
+    grace: float = 0.0,
+    env: dict[str, str] | None = None,
+) -> common_pb2.TaskInfo:
+    resources = [
+        common_pb2.Resource(name="cpus", type=common_pb2.Resource.SCALAR, scalar=0.1),
+        common_pb2.Resource(name="mem", type=common_pb2.Resource.SCALAR, scalar=32),
+    ]
     if ports:
-        resources.append(common_pb2.Resource(
-            name="ports", type=common_pb2.Resource.RANGES,
-            ranges=[common_pb2.Range(begin=b, end=e) for b, e in ports]))
+        resources.append(
+            common_pb2.Resource(
+                name="ports",
+                type=common_pb2.Resource.RANGES,
+                ranges=[common_pb2.Range(begin=b, end=e) for b, e in ports],
+            )
+        )
     return common_pb2.TaskInfo(
-        task_id=task_id, name=task_id, resources=resources,
+        task_id=task_id,
+        name=task_id,
+        resources=resources,
         command=common_pb2.CommandInfo(shell=shell, environment=env or {}),
-        kill_grace_period_seconds=grace)
+        kill_grace_period_seconds=grace,
+    )

@@ -18,8 +18,9 @@ from agent.isolation import Isolator
 
 FW = "fw-1"
 
-pytestmark = pytest.mark.skipif(not Isolator().enabled,
-                                reason="this host does not let the agent create cgroups")
+pytestmark = pytest.mark.skipif(
+    not Isolator().enabled, reason="this host does not let the agent create cgroups"
+)
 
 
 @pytest.fixture
@@ -36,8 +37,9 @@ async def cluster(tmp_path):
 
 async def test_task_runs_in_a_cgroup_with_its_memory_limit(cluster):
     master, daemon = cluster
-    master.run_task(FW, shell_task("mem", "cat /proc/self/cgroup; while [ ! -e go ]; do "
-                                   "sleep 0.05; done"))
+    master.run_task(
+        FW, shell_task("mem", "cat /proc/self/cgroup; while [ ! -e go ]; do sleep 0.05; done")
+    )
     await eventually_async(lambda: S.TASK_RUNNING in master.states("mem"))
     run = daemon.tasks.find(FW, "mem")
     assert run.record.cgroups and all(run.record.run_id in c for c in run.record.cgroups)
@@ -50,14 +52,16 @@ async def test_task_runs_in_a_cgroup_with_its_memory_limit(cluster):
     (run.sandbox / "go").touch()
     assert (await eventually_async(lambda: master.terminal("mem"))).state == S.TASK_FINISHED
     assert run.record.run_id in (run.sandbox / "stdout").read_text()
-    await eventually_async(lambda: not any(Path(c).exists() for c in run.record.cgroups),
-                           message="cgroups removed")
+    await eventually_async(
+        lambda: not any(Path(c).exists() for c in run.record.cgroups), message="cgroups removed"
+    )
 
 
 async def test_kill_reaches_processes_that_left_the_process_group(cluster):
     master, daemon = cluster
-    master.run_task(FW, shell_task(
-        "escape", "setsid sleep 300 & echo $! > escapee; sleep 300", grace=0.3))
+    master.run_task(
+        FW, shell_task("escape", "setsid sleep 300 & echo $! > escapee; sleep 300", grace=0.3)
+    )
     await eventually_async(lambda: S.TASK_RUNNING in master.states("escape"))
     run = daemon.tasks.find(FW, "escape")
     pid_file = run.sandbox / "escapee"

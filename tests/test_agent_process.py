@@ -19,19 +19,26 @@ FW = "fw-1"
 
 
 def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
-@pytest.mark.parametrize("flag, value, says", [
-    ("--resources", "cpus:four;mem:1024", "cpus takes a number"),
-    ("--resources", "cpus:4;bananas:3", "unknown resource 'bananas'"),
-    ("--resources", "ports:[5-1]", "range"),
-    ("--attributes", "rack", "rack:r1"),
-])
+@pytest.mark.parametrize(
+    "flag, value, says",
+    [
+        ("--resources", "cpus:four;mem:1024", "cpus takes a number"),
+        ("--resources", "cpus:4;bananas:3", "unknown resource 'bananas'"),
+        ("--resources", "ports:[5-1]", "range"),
+        ("--attributes", "rack", "rack:r1"),
+    ],
+)
 def test_malformed_flag_is_one_line_and_exit_2(tmp_path, flag, value, says):
-    result = agora("agent", "--master", "127.0.0.1:5050", "--work-dir", str(tmp_path), flag,
-                   value)
+    result = agora("agent", "--master", "127.0.0.1:5050", "--work-dir", str(tmp_path), flag, value)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -40,8 +47,17 @@ def test_malformed_flag_is_one_line_and_exit_2(tmp_path, flag, value, says):
 
 def test_help_explains_each_flag():
     out = agora("agent", "--help").stdout
-    for flag in ("--master", "--port", "--host", "--resources", "--attributes", "--work-dir",
-                 "--advertise-ip", "--hostname", "--log-format"):
+    for flag in (
+        "--master",
+        "--port",
+        "--host",
+        "--resources",
+        "--attributes",
+        "--work-dir",
+        "--advertise-ip",
+        "--hostname",
+        "--log-format",
+    ):
         assert flag in out
     assert "memory minus 1 GB" in out
 
@@ -57,9 +73,21 @@ async def master():
 class AgentProcess:
     def __init__(self, master: FakeMaster, root: Path) -> None:
         self.work_dir = root / "agent"
-        self.args = ["agent", "--master", master.address, "--port", "0", "--work-dir",
-                     str(self.work_dir), "--resources", "cpus:2;mem:1024;ports:[31000-31009]",
-                     "--attributes", "rack:r1", "--log-level", "debug"]
+        self.args = [
+            "agent",
+            "--master",
+            master.address,
+            "--port",
+            "0",
+            "--work-dir",
+            str(self.work_dir),
+            "--resources",
+            "cpus:2;mem:1024;ports:[31000-31009]",
+            "--attributes",
+            "rack:r1",
+            "--log-level",
+            "debug",
+        ]
         self.logs = root / "logs"
         self.daemon: Daemon | None = None
         self.all: list[Daemon] = []
@@ -96,8 +124,11 @@ def agent_process(master, tmp_path):
 
 
 async def registered(master: FakeMaster, count: int):
-    await eventually_async(lambda: len(master.registrations) >= count and master.connected,
-                           timeout=30, message=f"registration {count}")
+    await eventually_async(
+        lambda: len(master.registrations) >= count and master.connected,
+        timeout=30,
+        message=f"registration {count}",
+    )
     return master.registrations[count - 1]
 
 
@@ -115,7 +146,8 @@ async def test_sigkilled_agent_recovers_its_running_task(master, agent_process):
     reg = await registered(master, 2)
     assert reg.info.agent_id == "agent-1"  # the id survived the restart
     assert [(t.framework_id, t.task.task_id, t.state) for t in reg.tasks] == [
-        (FW, "long", S.TASK_RUNNING)]
+        (FW, "long", S.TASK_RUNNING)
+    ]
 
     (sandbox / "go").touch()
     final = await eventually_async(lambda: master.terminal("long"), message="FINISHED")
@@ -137,7 +169,8 @@ async def test_sigkill_loses_no_unacknowledged_update(master, agent_process):
     exit_file = next(agent_process.work_dir.glob("meta/runs/*/exit.json"), None)
     await eventually_async(
         lambda: next(agent_process.work_dir.glob("meta/runs/*/exit.json"), None) or exit_file,
-        message="the task's exit file")
+        message="the task's exit file",
+    )
 
     master.auto_ack = True
     await agent_process.start()

@@ -37,11 +37,18 @@ class Agents:
         self.running: list[AgentDaemon] = []
 
     def config(self, **overrides) -> AgentConfig:
-        values = dict(master=self.master.address, port=0, work_dir=self.root / "agent",
-                      resources=Resources.parse("cpus:2;mem:1024;disk:2048;ports:[31000-31009]"),
-                      attributes={"rack": "r1", "zone": "z1"}, hostname="host-a",
-                      reconnect_backoff_initial=0.05, reconnect_backoff_max=0.5,
-                      update_backoff_initial=0.2, update_backoff_max=1.0)
+        values = dict(
+            master=self.master.address,
+            port=0,
+            work_dir=self.root / "agent",
+            resources=Resources.parse("cpus:2;mem:1024;disk:2048;ports:[31000-31009]"),
+            attributes={"rack": "r1", "zone": "z1"},
+            hostname="host-a",
+            reconnect_backoff_initial=0.05,
+            reconnect_backoff_max=0.5,
+            update_backoff_initial=0.2,
+            update_backoff_max=1.0,
+        )
         values.update(overrides)
         return AgentConfig(**values)
 
@@ -66,14 +73,18 @@ async def agents(master, tmp_path):
 
 
 async def registered(master: FakeMaster, count: int = 1):
-    await eventually_async(lambda: len(master.registrations) >= count and master.connected,
-                           timeout=20, message=f"{count} registration(s)")
+    await eventually_async(
+        lambda: len(master.registrations) >= count and master.connected,
+        timeout=20,
+        message=f"{count} registration(s)",
+    )
     return master.registrations[count - 1]
 
 
 async def terminal(master: FakeMaster, task_id: str) -> S.TaskStatus:
-    return await eventually_async(lambda: master.terminal(task_id), timeout=30,
-                                  message=f"terminal update of {task_id}")
+    return await eventually_async(
+        lambda: master.terminal(task_id), timeout=30, message=f"terminal update of {task_id}"
+    )
 
 
 def alive(pid: int) -> bool:
@@ -105,27 +116,36 @@ async def test_echo_runs_through_starting_running_finished_and_serves_stdout(mas
     assert final.exit_code == 0 and final.message == "exited with code 0"
     updates = [u for u in master.updates if u.task_id == "t1"]
     assert len({u.uuid for u in updates}) == 3 and all(len(u.uuid) == 16 for u in updates)
-    assert all(u.agent_id == "agent-1" and u.framework_id == FW
-               and u.source == S.TaskStatus.SOURCE_AGENT and u.timestamp > 0 for u in updates)
+    assert all(
+        u.agent_id == "agent-1"
+        and u.framework_id == FW
+        and u.source == S.TaskStatus.SOURCE_AGENT
+        and u.timestamp > 0
+        for u in updates
+    )
 
     async with insecure_channel(daemon.address) as channel:
         stub = agent_pb2_grpc.AgentStub(channel)
         out = await stub.ReadFile(agent_pb2.ReadFileRequest(task_id="t1", path="stdout"))
         assert out.data == b"hello\n" and out.size == 6
-        err = await stub.ReadFile(agent_pb2.ReadFileRequest(framework_id=FW, task_id="t1",
-                                                            path="stderr"))
+        err = await stub.ReadFile(
+            agent_pb2.ReadFileRequest(framework_id=FW, task_id="t1", path="stderr")
+        )
         assert err.data == b"oops\n"
-        tail = await stub.ReadFile(agent_pb2.ReadFileRequest(task_id="t1", path="stdout",
-                                                             offset=-3))
+        tail = await stub.ReadFile(
+            agent_pb2.ReadFileRequest(task_id="t1", path="stdout", offset=-3)
+        )
         assert tail.data == b"lo\n" and tail.offset == 3
-        chunks = [c async for c in stub.FollowFile(
-            agent_pb2.ReadFileRequest(task_id="t1", path="stdout"))]
+        chunks = [
+            c async for c in stub.FollowFile(agent_pb2.ReadFileRequest(task_id="t1", path="stdout"))
+        ]
         assert b"".join(c.data for c in chunks) == b"hello\n"
         listing = await stub.ListFiles(agent_pb2.ListFilesRequest(task_id="t1"))
         assert {f.path for f in listing.files} == {"stdout", "stderr"}
         # Listed with its final state; nothing left to resend once acknowledged.
-        task = await eventually_async(lambda: _acknowledged(stub, "t1"),
-                                      message="every update acknowledged")
+        task = await eventually_async(
+            lambda: _acknowledged(stub, "t1"), message="every update acknowledged"
+        )
         assert (task.framework_id, task.state) == (FW, S.TASK_FINISHED)
         assert Path(task.sandbox).parts[-3:] == ("sandboxes", FW, "t1")
 
@@ -145,7 +165,8 @@ async def test_list_tasks_shows_running_ones_with_sandbox_and_pid(master, agents
         stub = agent_pb2_grpc.AgentStub(channel)
         tasks = (await stub.ListTasks(agent_pb2.ListAgentTasksRequest())).tasks
     assert [(t.framework_id, t.task.task_id, t.state) for t in tasks] == [
-        (FW, "lister", S.TASK_RUNNING)]
+        (FW, "lister", S.TASK_RUNNING)
+    ]
     assert Path(tasks[0].sandbox).parts[-3:] == ("sandboxes", FW, "lister")
     assert os.getpgid(tasks[0].pid) == tasks[0].pid  # the leader of the task's group
 
@@ -153,8 +174,9 @@ async def test_list_tasks_shows_running_ones_with_sandbox_and_pid(master, agents
 async def test_follow_streams_output_while_the_task_runs(master, agents):
     daemon = await agents.start()
     await registered(master)
-    master.run_task(FW, shell_task("slow", "echo one; while [ ! -e go ]; do sleep 0.05; done;"
-                                           " echo two"))
+    master.run_task(
+        FW, shell_task("slow", "echo one; while [ ! -e go ]; do sleep 0.05; done; echo two")
+    )
     await eventually_async(lambda: S.TASK_RUNNING in master.states("slow"))
     async with insecure_channel(daemon.address) as channel:
         stub = agent_pb2_grpc.AgentStub(channel)
@@ -204,22 +226,28 @@ async def test_kill_takes_down_the_whole_process_group(master, agents):
     await eventually_async(lambda: S.TASK_RUNNING in master.states("k"))
     pgid = daemon.tasks.find(FW, "k").wrapper.task_pid
     members = await eventually_async(
-        lambda: [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
-        if len([p for p in psutil.process_iter() if _pgid(p.pid) == pgid]) >= 3 else None,
-        message="sh and both sleeps")
+        lambda: (
+            [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
+            if len([p for p in psutil.process_iter() if _pgid(p.pid) == pgid]) >= 3
+            else None
+        ),
+        message="sh and both sleeps",
+    )
     master.kill_task(FW, "k")
     final = await terminal(master, "k")
     assert final.state == S.TASK_KILLED
-    await eventually_async(lambda: not any(alive(pid) for pid in members),
-                           message="every process of the group gone")
+    await eventually_async(
+        lambda: not any(alive(pid) for pid in members), message="every process of the group gone"
+    )
     await eventually_async(lambda: not group_alive(pgid), message="process group gone")
 
 
 async def test_kill_escalates_to_sigkill_after_the_grace_period(master, agents):
     daemon = await agents.start()
     await registered(master)
-    master.run_task(FW, shell_task("stubborn", "trap '' TERM; echo ready; sleep 100; sleep 100",
-                                   grace=0.3))
+    master.run_task(
+        FW, shell_task("stubborn", "trap '' TERM; echo ready; sleep 100; sleep 100", grace=0.3)
+    )
     await eventually_async(lambda: S.TASK_RUNNING in master.states("stubborn"))
     stdout = Path(daemon.tasks.find(FW, "stubborn").sandbox) / "stdout"
     await eventually_async(lambda: stdout.read_text() == "ready\n")
@@ -241,9 +269,15 @@ async def test_kill_of_an_unknown_task_reports_it_lost(master, agents):
 async def test_environment_has_ports_sandbox_and_command_env(master, agents):
     daemon = await agents.start()
     await registered(master)
-    master.run_task(FW, shell_task(
-        "env", 'echo "$PORT0 $PORT1 $PORT $AGORA_TASK_ID $AGORA_SANDBOX $GREETING"; pwd',
-        ports=[(31002, 31003)], env={"GREETING": "hi"}))
+    master.run_task(
+        FW,
+        shell_task(
+            "env",
+            'echo "$PORT0 $PORT1 $PORT $AGORA_TASK_ID $AGORA_SANDBOX $GREETING"; pwd',
+            ports=[(31002, 31003)],
+            env={"GREETING": "hi"},
+        ),
+    )
     assert (await terminal(master, "env")).state == S.TASK_FINISHED
     sandbox = daemon.tasks.find(FW, "env").sandbox
     assert sandbox == Path(daemon.work.root) / "sandboxes" / FW / "env"
@@ -272,17 +306,20 @@ async def test_unacknowledged_update_is_resent_and_acknowledged_is_not(master, a
     await registered(master)
     master.run_task(FW, shell_task("r", "true"))
     # STARTING is resent until acknowledged; nothing after it is sent meanwhile.
-    await eventually_async(lambda: master.states("r").count(S.TASK_STARTING) >= 3,
-                           message="STARTING resent")
+    await eventually_async(
+        lambda: master.states("r").count(S.TASK_STARTING) >= 3, message="STARTING resent"
+    )
     assert set(master.states("r")) == {S.TASK_STARTING}
     starting = [u for u in master.updates if u.task_id == "r"]
     assert len({u.uuid for u in starting}) == 1
     master.ack(starting[0])
     running = await eventually_async(
-        lambda: next((u for u in master.updates if u.state == S.TASK_RUNNING), None))
+        lambda: next((u for u in master.updates if u.state == S.TASK_RUNNING), None)
+    )
     master.ack(running)
     finished = await eventually_async(
-        lambda: next((u for u in master.updates if u.state == S.TASK_FINISHED), None))
+        lambda: next((u for u in master.updates if u.state == S.TASK_FINISHED), None)
+    )
     master.ack(finished)
     # Once everything is acknowledged nothing more is sent. Wait for a resend that would
     # come (several backoff periods, measured by heartbeats) rather than for the clock.
@@ -400,7 +437,8 @@ async def test_serves_health_and_reflection(master, agents):
     daemon = await agents.start()
     async with insecure_channel(daemon.address) as channel:
         reply = await health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(service="agora.v1.Agent"))
+            health_pb2.HealthCheckRequest(service="agora.v1.Agent")
+        )
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -424,8 +462,9 @@ async def test_shutdown_framework_kills_only_its_tasks(master, agents):
     master.run_task("fw-b", shell_task("b1", "while [ ! -e go ]; do sleep 0.05; done"))
     for task_id in ("a1", "a2", "b1"):
         await eventually_async(lambda t=task_id: S.TASK_RUNNING in master.states(t))
-    master.send(MasterMessage(shutdown_framework=MasterMessage.ShutdownFramework(
-        framework_id="fw-a")))
+    master.send(
+        MasterMessage(shutdown_framework=MasterMessage.ShutdownFramework(framework_id="fw-a"))
+    )
     for task_id in ("a1", "a2"):
         assert (await terminal(master, task_id)).state == S.TASK_KILLED
     assert master.terminal("b1") is None

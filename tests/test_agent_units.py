@@ -20,6 +20,7 @@ def status(task_id: str, state: int = common_pb2.TASK_RUNNING) -> common_pb2.Tas
 
 # --- resource detection ------------------------------------------------------------------
 
+
 def test_big_machine_keeps_1gb_memory_and_5gb_disk_for_itself():
     r = default_resources(cpus=8, mem_total_mb=16384, disk_total_mb=100_000)
     assert r.scalar("cpus") == 8
@@ -44,6 +45,7 @@ def test_detection_reads_this_host(tmp_path):
 
 
 # --- update queue ------------------------------------------------------------------------
+
 
 def test_only_the_oldest_update_of_a_task_is_in_flight():
     q = UpdateQueue(initial_backoff=0.5, max_backoff=10)
@@ -112,6 +114,7 @@ def test_update_log_replays_what_was_not_acknowledged(tmp_path):
 
 # --- sandbox paths ------------------------------------------------------------------------
 
+
 def test_paths_stay_inside_the_sandbox(tmp_path):
     sandbox = tmp_path / "sb"
     (sandbox / "sub").mkdir(parents=True)
@@ -128,6 +131,7 @@ def test_paths_stay_inside_the_sandbox(tmp_path):
 
 
 # --- launching ------------------------------------------------------------------------------
+
 
 def test_exit_outcomes():
     assert exit_outcome({"exit_code": 0}, killed=False)[0] == common_pb2.TASK_FINISHED
@@ -147,8 +151,10 @@ def test_command_argv_and_environment():
     with pytest.raises(ValueError, match="no command"):
         command_argv(common_pb2.CommandInfo())
     task = common_pb2.TaskInfo(
-        task_id="t1", resources=Resources.parse("cpus:1;ports:[31000-31001,31005-31005]")
-        .to_proto(), command=common_pb2.CommandInfo(shell="true", environment={"A": "1"}))
+        task_id="t1",
+        resources=Resources.parse("cpus:1;ports:[31000-31001,31005-31005]").to_proto(),
+        command=common_pb2.CommandInfo(shell="true", environment={"A": "1"}),
+    )
     env = task_environment({"PATH": "/bin"}, task, "fw", "agent-1", Path("/sb"))
     assert env["PORT0"] == "31000" and env["PORT1"] == "31001" and env["PORT2"] == "31005"
     assert env["PORT"] == "31000" and "PORT3" not in env
