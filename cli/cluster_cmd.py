@@ -1,146 +1,264 @@
-"""`agora cluster state|agents|frameworks|tasks`: what the master knows, for people or scripts."""
+"""`agora cluster ...`: the live cluster as the master sees it, and the operator's knobs."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
 
-from cli.options import add_json_flag, add_master_flag
+import grpc
 
-VIEWS = ("state", "agents", "frameworks", "tasks")
+from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+from cli.options import add_json_flag, add_master_flag
+from common import Resources, ResourceError, attributes_from_proto
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "cluster",
-        help="show the live cluster: agents, frameworks, tasks",
-        description="Asks the master's Operator API and prints a table (or JSON with --json).",
-    )
-    p.add_argument("view", choices=VIEWS,
-                   help="state: a summary of everything; agents, frameworks or tasks: one table")
-    p.add_argument("--framework", default="", help="tasks: only this framework id")
-    p.add_argument("--agent", default="", help="tasks: only this agent id")
-    p.add_argument("--timeout", type=float, default=5.0,
-                   help="seconds to wait for the master (default 5)")
-    add_master_flag(p)
-    add_json_flag(p)
-    p.set_defaults(func=_run)
+        "cluster", help="show the live cluster; set role weights and quota",
+        description="Reads the cluster from the master's Operator API. Tables for people, "
+        "--json for scripts.")
+    sub = p.add_subparsers(dest="what", metavar="WHAT")
+    sub.required = True
+
+    def command(name: str, help: str, func) -> argparse.ArgumentParser:
+        q = sub.add_parser(name, help=help, description=help)
+        add_master_flag(q)
+        add_json_flag(q)
+        q.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="give up on the master after this long (default 10)")
+        q.set_defaults(func=lambda args: _run(func, args))
+        return q
+
+    command("state", "a summary of agents, frameworks, tasks and roles", _state)
+    command("agents", "agents with their resources, allocation and state", _agents)
+    frameworks = command("frameworks", "frameworks with their role, allocation and DRF share",
+                         _frameworks)
+    frameworks.add_argument("--why", metavar="FRAMEWORK",
+                            help="say why FRAMEWORK (id or name) is getting no offers right now")
+    tasks = command("tasks", "tasks with their state and agent", _tasks)
+    tasks.add_argument("--framework", default="", help="only this framework's tasks (id)")
+    tasks.add_argument("--agent", default="", help="only tasks on this agent (id)")
+    command("roles", "roles with weight, quota, allocation and dominant share", _roles)
+    weight = command("weight", "set a role's weight (default 1): a role with weight 2 is "
+                     "entitled to twice the share of a role with weight 1", _weight)
+    weight.add_argument("role")
+    weight.add_argument("weight", type=float)
+    quota = command("quota", "set a role's quota: a guarantee held back for it while it is "
+                    "below it, and a limit it is never offered beyond", _quota)
+    quota.add_argument("role")
+    quota.add_argument("--guarantee", default="", metavar="RESOURCES",
+                       help="e.g. 'cpus:4;mem:4096' (default none)")
+    quota.add_argument("--limit", default="", metavar="RESOURCES",
+                       help="e.g. 'cpus:8;mem:8192' (default no limit)")
+    drain = command("drain", "stop offering an agent's resources (its tasks keep running)",
+                    _drain)
+    drain.add_argument("agent_id")
 
 
-def _run(args: argparse.Namespace) -> int:
-    import grpc
-    from agora.v1 import operator_pb2, operator_pb2_grpc
-    from google.protobuf.json_format import MessageToDict
-
+def _run(func, args: argparse.Namespace) -> int:
     from cli.main import CommandError
-    from common.rpc import CHANNEL_OPTIONS
 
-    with grpc.insecure_channel(args.master, options=CHANNEL_OPTIONS) as channel:
-        stub = operator_pb2_grpc.OperatorStub(channel)
+    try:
+        return asyncio.run(_call(func, args))
+    except grpc.aio.AioRpcError as e:
+        if e.code() == grpc.StatusCode.UNAVAILABLE:
+            raise CommandError(f"cannot reach the master at {args.master}: is it running? "
+                               "(set --master or $AGORA_MASTER)") from None
+        raise CommandError(f"{e.details()} ({e.code().name})") from None
+
+
+async def _call(func, args: argparse.Namespace) -> int:
+    async with grpc.aio.insecure_channel(args.master) as channel:
         try:
-            if args.view == "state":
-                reply = stub.GetState(operator_pb2.GetStateRequest(), timeout=args.timeout)
-            elif args.view == "agents":
-                reply = stub.ListAgents(operator_pb2.ListAgentsRequest(), timeout=args.timeout)
-            elif args.view == "frameworks":
-                reply = stub.ListFrameworks(operator_pb2.ListFrameworksRequest(),
-                                            timeout=args.timeout)
-            else:
-                reply = stub.ListTasks(operator_pb2.ListTasksRequest(
-                    framework_id=args.framework, agent_id=args.agent), timeout=args.timeout)
-        except grpc.RpcError as e:
-            if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise CommandError(f"cannot reach the master at {args.master} "
-                                   f"({e.code().name.lower()}); is it running? "
-                                   "Set --master or $AGORA_MASTER") from None
-            raise CommandError(f"{e.code().name}: {e.details()}") from None
-    if args.json:
-        print(json.dumps(MessageToDict(reply, preserving_proto_field_name=True), indent=2))
-        return 0
-    if args.view == "state":
-        _print_state(reply)
-    elif args.view == "agents":
-        _print_agents(reply.agents)
-    elif args.view == "frameworks":
-        _print_frameworks(reply.frameworks)
-    else:
-        _print_tasks(reply.tasks)
-    return 0
+            await asyncio.wait_for(channel.channel_ready(), args.timeout)
+        except asyncio.TimeoutError:
+            from cli.main import CommandError
+
+            raise CommandError(f"cannot reach the master at {args.master} within "
+                               f"{args.timeout:g}s: is it running? (set --master or "
+                               "$AGORA_MASTER)") from None
+        stub = operator_pb2_grpc.OperatorStub(channel)
+        return await func(stub, args) or 0
+
+
+# --- views ----------------------------------------------------------------------------------
 
 
 def _res(resources) -> str:
-    from common import Resources
-
-    return str(Resources.from_proto(resources))
+    return Resources.from_proto(resources).format() or "-"
 
 
-def _ago(at: float) -> str:
-    if not at:
-        return "-"
-    seconds = max(0.0, time.time() - at)
-    if seconds < 120:
-        return f"{seconds:.0f}s ago"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m ago"
-    return f"{seconds / 3600:.1f}h ago"
+def _state_name(state: int) -> str:
+    return common_pb2.TaskState.Name(state)
 
 
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(lines)
+def agent_row(a: operator_pb2.AgentSummary) -> dict:
+    return {
+        "agent_id": a.info.agent_id, "hostname": a.info.hostname, "address": a.info.address,
+        "state": a.state, "resources": _res(a.info.resources), "allocated": _res(a.allocated),
+        "offered": _res(a.offered), "attributes": attributes_from_proto(a.info.attributes),
+        "task_count": a.task_count, "registered_at": a.registered_at,
+        "last_heartbeat_at": a.last_heartbeat_at,
+    }
 
 
-def _print_agents(agents) -> None:
-    if not agents:
-        print("no agents registered")
+def framework_row(f: operator_pb2.FrameworkSummary) -> dict:
+    return {
+        "framework_id": f.info.framework_id, "name": f.info.name, "role": f.info.role or "*",
+        "connected": f.connected, "suppressed": f.suppressed,
+        "dominant_share": round(f.dominant_share, 6), "allocated": _res(f.allocated),
+        "offered": _res(f.offered), "task_count": f.task_count,
+        "service_address": f.info.service_address, "registered_at": f.registered_at,
+    }
+
+
+def task_row(t: operator_pb2.TaskSummary) -> dict:
+    return {
+        "task_id": t.task_id, "name": t.name, "framework_id": t.framework_id,
+        "agent_id": t.agent_id, "hostname": t.hostname, "state": _state_name(t.state),
+        "resources": _res(t.resources), "message": t.last_status.message,
+    }
+
+
+def role_row(r: operator_pb2.RoleSummary) -> dict:
+    return {
+        "role": r.role, "weight": r.weight, "guarantee": _res(r.quota.guarantee),
+        "limit": _res(r.quota.limit), "allocated": _res(r.allocated),
+        "dominant_share": round(r.dominant_share, 6), "frameworks": list(r.framework_ids),
+    }
+
+
+def print_table(rows: list[dict], columns: list[tuple[str, str]]) -> None:
+    """Left-aligned columns sized to their widest cell; `columns` is (key, heading)."""
+    if not rows:
+        print("(none)")
         return
-    print(table(["AGENT", "HOSTNAME", "STATE", "TASKS", "RESOURCES", "ALLOCATED", "HEARTBEAT"],
-                [[a.info.agent_id, a.info.hostname, a.state, str(a.task_count),
-                  _res(a.info.resources), _res(a.allocated), _ago(a.last_heartbeat_at)]
-                 for a in agents]))
+    cells = [[_cell(row[key]) for key, _ in columns] for row in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (_, h) in enumerate(columns)]
+    print("  ".join(h.ljust(w) for (_, h), w in zip(columns, widths, strict=True)).rstrip())
+    for line in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
 
 
-def _print_frameworks(frameworks) -> None:
-    if not frameworks:
-        print("no frameworks subscribed")
+def _cell(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, dict):
+        return ";".join(f"{k}:{v}" for k, v in sorted(value.items())) or "-"
+    if isinstance(value, list):
+        return ",".join(value) or "-"
+    return str(value) if value != "" else "-"
+
+
+def _emit(args, rows: list[dict], columns: list[tuple[str, str]]) -> None:
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows, columns)
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+async def _state(stub, args) -> None:
+    s = await stub.GetState(operator_pb2.GetStateRequest())
+    running = sum(1 for t in s.tasks if t.state == common_pb2.TASK_RUNNING)
+    summary = {
+        "master_id": s.master_id, "started_at": s.started_at,
+        "uptime_seconds": round(time.time() - s.started_at, 1) if s.started_at else 0,
+        "total": _res(s.total), "agents": len(s.agents), "frameworks": len(s.frameworks),
+        "tasks": len(s.tasks), "running_tasks": running, "roles": len(s.roles),
+    }
+    if args.json:
+        summary.update(
+            agent_list=[agent_row(a) for a in s.agents],
+            framework_list=[framework_row(f) for f in s.frameworks],
+            task_list=[task_row(t) for t in s.tasks],
+            role_list=[role_row(r) for r in s.roles],
+        )
+        print(json.dumps(summary, indent=2))
         return
-    print(table(["FRAMEWORK", "NAME", "ROLE", "CONNECTED", "TASKS", "SHARE", "ALLOCATED",
-                 "SERVICE"],
-                [[f.info.framework_id, f.info.name, f.info.role or "*",
-                  ("yes" if f.connected else "no") + (" (suppressed)" if f.suppressed else ""),
-                  str(f.task_count), f"{f.dominant_share:.3f}", _res(f.allocated),
-                  f.info.service_address or "-"] for f in frameworks]))
+    print(f"{summary['agents']} agents, {summary['frameworks']} frameworks, "
+          f"{summary['tasks']} tasks ({running} running)")
+    for key in ("master_id", "uptime_seconds", "total", "roles"):
+        print(f"{key.replace('_', ' ')}: {summary[key]}")
 
 
-def _print_tasks(tasks) -> None:
-    from agora.v1 import common_pb2
-
-    if not tasks:
-        print("no tasks")
-        return
-    print(table(["TASK", "FRAMEWORK", "AGENT", "HOST", "STATE", "RESOURCES", "MESSAGE"],
-                [[t.task_id, t.framework_id, t.agent_id, t.hostname or "-",
-                  common_pb2.TaskState.Name(t.state).removeprefix("TASK_"), _res(t.resources),
-                  t.last_status.message or "-"] for t in tasks]))
+async def _agents(stub, args) -> None:
+    agents = (await stub.ListAgents(operator_pb2.ListAgentsRequest())).agents
+    _emit(args, [agent_row(a) for a in agents],
+          [("agent_id", "ID"), ("hostname", "HOST"), ("address", "ADDRESS"), ("state", "STATE"),
+           ("task_count", "TASKS"), ("resources", "RESOURCES"), ("allocated", "ALLOCATED")])
 
 
-def _print_state(state) -> None:
-    print(f"master {state.master_id}, up since {_ago(state.started_at)}")
-    print(f"total resources: {_res(state.total)}")
-    print(f"{len(state.agents)} agents, {len(state.frameworks)} frameworks, "
-          f"{len(state.tasks)} tasks\n")
-    _print_agents(state.agents)
-    print()
-    _print_frameworks(state.frameworks)
-    print()
-    _print_tasks(state.tasks)
-    if state.roles:
-        print()
-        print(table(["ROLE", "WEIGHT", "SHARE", "ALLOCATED", "FRAMEWORKS"],
-                    [[r.role, f"{r.weight:g}", f"{r.dominant_share:.3f}", _res(r.allocated),
-                      str(len(r.framework_ids))] for r in state.roles]))
+async def _frameworks(stub, args) -> int:
+    if args.why:
+        reply = await stub.ExplainOffers(operator_pb2.ExplainOffersRequest(framework=args.why))
+        if args.json:
+            print(json.dumps({"framework_id": reply.framework_id,
+                              "reasons": list(reply.reasons)}, indent=2))
+        elif reply.reasons:
+            print(f"{reply.framework_id} gets no offers because:")
+            for reason in reply.reasons:
+                print(f"  - {reason}")
+        else:
+            print(f"{reply.framework_id}: nothing holds it back; it is offered resources as "
+                  "they become free")
+        return 0
+    frameworks = (await stub.ListFrameworks(operator_pb2.ListFrameworksRequest())).frameworks
+    _emit(args, [framework_row(f) for f in frameworks],
+          [("framework_id", "ID"), ("name", "NAME"), ("role", "ROLE"), ("connected", "CONNECTED"),
+           ("suppressed", "SUPPRESSED"), ("task_count", "TASKS"),
+           ("dominant_share", "DRF SHARE"), ("allocated", "ALLOCATED")])
+    return 0
+
+
+async def _tasks(stub, args) -> None:
+    request = operator_pb2.ListTasksRequest(framework_id=args.framework, agent_id=args.agent)
+    tasks = (await stub.ListTasks(request)).tasks
+    _emit(args, [task_row(t) for t in tasks],
+          [("task_id", "ID"), ("state", "STATE"), ("hostname", "HOST"),
+           ("framework_id", "FRAMEWORK"), ("resources", "RESOURCES"), ("message", "MESSAGE")])
+
+
+async def _roles(stub, args) -> None:
+    roles = (await stub.ListRoles(operator_pb2.ListRolesRequest())).roles
+    _emit(args, [role_row(r) for r in roles],
+          [("role", "ROLE"), ("weight", "WEIGHT"), ("guarantee", "GUARANTEE"),
+           ("limit", "LIMIT"), ("allocated", "ALLOCATED"), ("dominant_share", "DRF SHARE"),
+           ("frameworks", "FRAMEWORKS")])
+
+
+async def _weight(stub, args) -> None:
+    await stub.UpdateWeight(operator_pb2.UpdateWeightRequest(role=args.role, weight=args.weight))
+    _done(args, {"role": args.role, "weight": args.weight}, f"role {args.role}: weight "
+          f"{args.weight:g}")
+
+
+async def _quota(stub, args) -> None:
+    from cli.main import CommandError
+
+    try:
+        guarantee = Resources.parse(args.guarantee)
+        limit = Resources.parse(args.limit)
+    except ResourceError as e:
+        raise CommandError(f"bad quota: {e}") from None
+    quota = operator_pb2.Quota(guarantee=guarantee.to_proto(), limit=limit.to_proto())
+    await stub.SetQuota(operator_pb2.SetQuotaRequest(role=args.role, quota=quota))
+    _done(args, {"role": args.role, "guarantee": guarantee.format(), "limit": limit.format()},
+          f"role {args.role}: guarantee {guarantee.format() or 'none'}, "
+          f"limit {limit.format() or 'none'}")
+
+
+async def _drain(stub, args) -> None:
+    await stub.DrainAgent(operator_pb2.DrainAgentRequest(agent_id=args.agent_id))
+    _done(args, {"agent_id": args.agent_id, "state": "DRAINING"},
+          f"agent {args.agent_id}: draining (no new offers; its tasks keep running)")
+
+
+def _done(args, payload: dict, text: str) -> None:
+    print(json.dumps(payload) if args.json else text)

@@ -1,4 +1,4 @@
-"""`agora master`: run the master daemon in the foreground."""
+"""`agora master`: the master daemon."""
 
 from __future__ import annotations
 
@@ -10,77 +10,96 @@ from pathlib import Path
 from cli.options import add_log_flags, setup_logging
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text.rstrip("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be 0 or more")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "master",
-        help="run the master: agent registry, offers, framework API",
+        help="run the master daemon",
         description=(
-            "Runs the Agora master in the foreground. Agents dial it (`agora agent --master "
-            "HOST:PORT`), frameworks subscribe to it, and `agora cluster ...` queries it. With "
-            "--state-dir it keeps agents, frameworks, weights and quota in SQLite, so after a "
-            "restart agents and frameworks come back with their ids and running tasks."
+            "Runs the master: agents connect to it, frameworks subscribe to it, and it offers "
+            "the agents' resources to frameworks in Dominant Resource Fairness order. With "
+            "--state-dir it keeps its registry of agents and frameworks in SQLite, so that after "
+            "a restart agents and frameworks re-register with the ids they had."
         ),
     )
-    p.add_argument("--port", type=int, default=5050,
-                   help="port to serve on (default 5050; 0 picks a free one)")
-    p.add_argument("--host", default="0.0.0.0",
-                   help="address to bind (default 0.0.0.0: reachable from other machines)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; use the machine's address, or "
+                   "0.0.0.0, so agents on other machines can reach it)")
+    p.add_argument("--port", type=int, default=5050, help="port to bind (default 5050; 0 = any)")
     p.add_argument("--state-dir", type=Path, default=None,
-                   help="directory for the master's SQLite state (default: none, state is "
-                   "kept in memory and lost on restart)")
-    p.add_argument("--heartbeat-interval", type=float, default=5.0, metavar="SECONDS",
-                   help="seconds between heartbeats to and from agents and frameworks "
-                   "(default 5)")
-    p.add_argument("--agent-timeout", type=float, default=30.0, metavar="SECONDS",
-                   help="an agent silent this long is removed and its tasks reported LOST "
-                   "(default 30; must exceed --heartbeat-interval)")
-    p.add_argument("--allocation-batch", type=float, default=0.002, metavar="SECONDS",
-                   help="after a change that frees resources, wait this long to batch further "
-                   "changes into one allocation (default 0.002)")
-    p.add_argument("--allocation-interval", type=float, default=1.0, metavar="SECONDS",
-                   help="periodic allocation sweep, a safety net (default 1)")
-    p.add_argument("--offer-timeout", type=float, default=None, metavar="SECONDS",
-                   help="rescind offers left unanswered this long (default: never)")
-    p.add_argument("--role-sorter", default="drf",
-                   help="how roles are ordered for offers: drf or random (default drf)")
+                   help="directory for the SQLite state (default: in memory, lost on exit)")
+    p.add_argument("--heartbeat-interval", type=_seconds, default=5.0, metavar="SECONDS",
+                   help="heartbeat period for agents and frameworks (default 5)")
+    p.add_argument("--agent-timeout", type=_seconds, default=30.0, metavar="SECONDS",
+                   help="remove an agent silent this long: its offers are rescinded and its "
+                   "tasks reported LOST (default 30)")
+    p.add_argument("--allocation-batch", type=_seconds, default=0.002, metavar="SECONDS",
+                   help="after a change that frees resources, allocate within this window, so "
+                   "a burst of changes costs one cycle (default 0.002)")
+    p.add_argument("--allocation-interval", type=_seconds, default=1.0, metavar="SECONDS",
+                   help="periodic allocation sweep (default 1)")
+    p.add_argument("--allocation-mode", choices=["event", "interval"], default="event",
+                   help="event: allocate on every change (default); interval: only on the "
+                   "periodic timer, like Mesos' default, for comparisons")
+    p.add_argument("--offer-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="rescind offers held longer than this (default: never)")
+    p.add_argument("--role-sorter", default="drf", help="sorter among roles: drf or random")
     p.add_argument("--framework-sorter", default="drf",
-                   help="how frameworks within a role are ordered: drf or random (default drf)")
+                   help="sorter among frameworks within a role: drf or random")
+    p.add_argument("--default-refuse-seconds", type=_seconds, default=5.0, metavar="SECONDS",
+                   help="filter for declined offers when the framework names none (default 5)")
     add_log_flags(p)
-    p.set_defaults(func=_run, parser=p)
+    p.set_defaults(func=run, parser=p)
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from cli.main import CommandError
     from master import Master, MasterConfig
 
-    if args.port < 0 or args.port > 65535:
-        args.parser.error(f"--port must be in 0-65535, got {args.port}")
-
     config = MasterConfig(
-        host=args.host, port=args.port, state_dir=args.state_dir,
+        host=args.host,
+        port=args.port,
+        state_dir=args.state_dir,
         heartbeat_interval_seconds=args.heartbeat_interval,
         agent_timeout_seconds=args.agent_timeout,
         allocation_batch_seconds=args.allocation_batch,
         allocation_interval_seconds=args.allocation_interval,
+        allocation_mode=args.allocation_mode,
         offer_timeout_seconds=args.offer_timeout,
-        role_sorter=args.role_sorter, framework_sorter=args.framework_sorter,
+        role_sorter=args.role_sorter,
+        framework_sorter=args.framework_sorter,
+        default_refuse_seconds=args.default_refuse_seconds,
     )
     try:
+        config.validate()
         master = Master(config)
-    except ValueError as e:  # a bad flag value: argparse's exit 2 with the reason
+    except ValueError as e:  # a bad flag value: argparse's exit 2, naming the flag
         args.parser.error(str(e).replace("_seconds", "").replace("_", "-"))
     setup_logging(args)
-    try:
-        return asyncio.run(_serve(master))
-    except OSError as e:
-        raise CommandError(f"cannot serve on {args.host}:{args.port}: {e}") from None
+    return asyncio.run(_serve(master))
 
 
 async def _serve(master) -> int:
-    await master.start()
-    print(f"master listening on {master.address}", flush=True)
+    from cli.main import CommandError
+
+    try:
+        await master.start()
+    except (OSError, RuntimeError) as e:
+        raise CommandError(f"cannot start: {e}") from None
+    stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(master.stop()))
-    await master.wait_closed()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(f"master listening on {master.address}", flush=True)
+    await stopping.wait()
+    await master.stop()
     return 0

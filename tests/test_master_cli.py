@@ -36,21 +36,24 @@ async def test_cluster_commands_show_the_live_cluster(tmp_path):
 
         out = await run("cluster", "agents", "--json", "--master", master.address)
         assert out.returncode == 0, out.stderr
-        [row] = json.loads(out.stdout)["agents"]
-        assert row["info"]["agent_id"] == agent.agent_id and row["task_count"] == 1
+        [row] = json.loads(out.stdout)
+        assert row["agent_id"] == agent.agent_id and row["task_count"] == 1
+        assert row["hostname"] == "cli-host" and row["state"] == "ACTIVE"
 
         out = await run("cluster", "agents", "--master", master.address)
         assert "cli-host" in out.stdout and "ACTIVE" in out.stdout
         out = await run("cluster", "frameworks", "--master", master.address)
         assert "cli-fw" in out.stdout and framework.framework_id in out.stdout
         out = await run("cluster", "tasks", "--master", master.address)
-        assert "job-1" in out.stdout and "STAGING" in out.stdout
+        assert "job-1" in out.stdout and "TASK_STAGING" in out.stdout
         out = await run("cluster", "state", "--master", master.address)
         assert out.returncode == 0 and "1 agents, 1 frameworks, 1 tasks" in out.stdout
         out = await run("cluster", "tasks", "--json", "--master", master.address,
                         "--framework", "framework-none")
-        tasks = json.loads(out.stdout)
-        assert tasks == {}
+        assert json.loads(out.stdout) == []
+        out = await run("cluster", "frameworks", "--json", "--master", master.address)
+        [fw] = json.loads(out.stdout)
+        assert (fw["name"], fw["connected"], fw["task_count"]) == ("cli-fw", True, 1)
     finally:
         await framework.close()
         await agent.close()
