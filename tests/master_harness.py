@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from pathlib import Path
 
@@ -34,18 +33,9 @@ FAST = dict(heartbeat_interval_seconds=0.2, agent_timeout_seconds=1.0,
             allocation_interval_seconds=0.5)
 
 
-def make_allocator(config: MasterConfig):
-    """The real allocator once it exists; until then a tiny stand-in (see below)."""
-    try:
-        from master.allocator import Allocator  # noqa: F401
-    except ImportError:
-        return StandInAllocator()
-    return None  # Master builds the real one from the config
-
-
 async def start_master(state_dir: Path | None, **overrides) -> Master:
     config = MasterConfig(host="127.0.0.1", port=0, state_dir=state_dir, **{**FAST, **overrides})
-    master = Master(config, allocator=make_allocator(config))
+    master = Master(config)
     await master.start()
     return master
 
@@ -275,122 +265,3 @@ def task(task_id: str, resources: str = "cpus:1;mem:128", shell: str = "sleep 30
 def operator(address: str):
     channel = insecure_channel(address)
     return channel, operator_pb2_grpc.OperatorStub(channel)
-
-
-@dataclasses.dataclass(frozen=True)
-class OfferGrant:
-    framework_id: str
-    agent_id: str
-    resources: Resources
-
-
-class StandInAllocator:
-    """A minimal stand-in for master.allocator.Allocator, used only until that lands: offers
-    each agent's free resources to the active, unfiltered framework holding the least."""
-
-    def __init__(self) -> None:
-        self.total: dict[str, Resources] = {}
-        self.free: dict[str, Resources] = {}
-        self.active_agents: set[str] = set()
-        self.roles: dict[str, str] = {}
-        self.active: set[str] = set()
-        self.suppressed: set[str] = set()
-        self.held: dict[str, dict[str, Resources]] = {}  # fid -> agent -> resources
-        self.filters: dict[tuple[str, str], float] = {}
-        self.weights: dict[str, float] = {}
-
-    def add_agent(self, agent_id, total, attributes=None, allocated=None):
-        from common import EMPTY
-        used = EMPTY
-        for fid, res in (allocated or {}).items():
-            self.held.setdefault(fid, {})[agent_id] = res
-            used = used + res
-        self.total[agent_id], self.free[agent_id] = total, total - used
-        self.active_agents.add(agent_id)
-
-    def remove_agent(self, agent_id):
-        self.total.pop(agent_id, None)
-        self.free.pop(agent_id, None)
-        self.active_agents.discard(agent_id)
-        for held in self.held.values():
-            held.pop(agent_id, None)
-
-    def deactivate_agent(self, agent_id):
-        self.active_agents.discard(agent_id)
-
-    def activate_agent(self, agent_id):
-        self.active_agents.add(agent_id)
-
-    def add_framework(self, fid, role="*", capabilities=frozenset(), allocated=None):
-        self.roles[fid] = role
-        self.active.add(fid)
-        self.held[fid] = dict(allocated or {})
-        for agent_id, res in (allocated or {}).items():
-            self.free[agent_id] = self.free[agent_id] - res
-
-    def remove_framework(self, fid):
-        for agent_id, res in self.held.pop(fid, {}).items():
-            if agent_id in self.free:
-                self.free[agent_id] = self.free[agent_id] + res
-        self.active.discard(fid)
-        self.roles.pop(fid, None)
-
-    def deactivate_framework(self, fid):
-        self.active.discard(fid)
-
-    def activate_framework(self, fid):
-        self.active.add(fid)
-
-    def suppress(self, fid):
-        self.suppressed.add(fid)
-
-    def revive(self, fid):
-        self.suppressed.discard(fid)
-        self.filters = {k: v for k, v in self.filters.items() if k[0] != fid}
-
-    def recover(self, fid, agent_id, resources, now, refuse_seconds=None):
-        held = self.held.get(fid, {})
-        if agent_id in held:
-            held[agent_id] = held[agent_id] - resources
-            self.free[agent_id] = self.free[agent_id] + resources
-        if refuse_seconds:
-            self.filters[(fid, agent_id)] = now + refuse_seconds
-
-    def allocate(self, now, agent_ids=None):
-        self.filters = {k: v for k, v in self.filters.items() if v > now}
-        grants = []
-        for agent_id in sorted(agent_ids or self.active_agents):
-            if agent_id not in self.active_agents:
-                continue
-            candidates = sorted(
-                (f for f in self.active - self.suppressed
-                 if self.filters.get((f, agent_id), 0) <= now),
-                key=lambda f: sum(r.scalar("cpus") for r in self.held.get(f, {}).values()))
-            for fid in candidates:
-                offer = self.free[agent_id].allocatable_to(self.roles[fid])
-                if offer.scalar("cpus") < 0.01 and offer.scalar("mem") < 32:
-                    continue
-                self.free[agent_id] = self.free[agent_id] - offer
-                held = self.held.setdefault(fid, {})
-                held[agent_id] = held.get(agent_id, Resources()) + offer
-                grants.append(OfferGrant(fid, agent_id, offer))
-                break
-        return grants
-
-    def next_wakeup(self):
-        return min(self.filters.values(), default=None)
-
-    def set_weight(self, role, weight):
-        self.weights[role] = weight
-
-    def set_quota(self, role, guarantee, limit):
-        pass
-
-    def explain(self, fid, now):
-        return ["suppressed: call Revive to get offers"] if fid in self.suppressed else []
-
-    def dominant_share(self, fid):
-        return 0.0
-
-    def role_summaries(self):
-        return [{"role": r, "weight": w} for r, w in self.weights.items()]
