@@ -10,7 +10,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from agent_fake_master import FakeMaster, shell_task
-from agora.v1 import common_pb2
+from agora.v1 import agent_link_pb2_grpc, common_pb2
 from harness import eventually_async
 
 from agent.emulated import AgentSpec, EmulatedAgent, constant
@@ -191,3 +191,38 @@ async def test_removed_agent_drops_its_tasks_and_registers_afresh(master, kind):
     assert master.registrations[1].info.agent_id == "agent-1"
     assert reg.info.agent_id == "" and list(reg.tasks) == []
     assert S.TASK_KILLED not in master.states("doomed")
+
+
+class SilentMaster(agent_link_pb2_grpc.AgentLinkServicer):
+    """Takes the Register and then says nothing, like a wedged master."""
+
+    def __init__(self) -> None:
+        self.connects = 0
+
+    async def Connect(self, request_iterator, context):
+        self.connects += 1
+        async for _ in request_iterator:
+            pass
+
+
+async def test_emulated_agent_dials_again_when_the_master_falls_silent():
+    servicer = SilentMaster()
+    server = grpc.aio.server()
+    agent_link_pb2_grpc.add_AgentLinkServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
+    agent = EmulatedAgent(AgentSpec(resources=Resources.parse(RESOURCES), heartbeat_interval=0.1,
+                                    reconnect_backoff_initial=0.05),
+                          channel, default_duration=constant(0.1))
+    runner = agent.start()
+    try:
+        # Each silent stream is dropped after the 3 s floor and dialled again; the agent's
+        # task lives on (a cancelled call must not end it).
+        await eventually_async(lambda: servicer.connects >= 2, timeout=30,
+                               message="a second Connect")
+        assert not runner.done()
+    finally:
+        await agent.stop()
+        await channel.close()
+        await server.stop(0)

@@ -109,6 +109,7 @@ class EmulatedAgent:
         self._resend_timer: asyncio.TimerHandle | None = None
         self._last_heard = 0.0
         self._sent: set[bytes] = set()  # uuids sent at least once and not yet acknowledged
+        self._dropped = None  # the call we cancelled for silence
         self._log = log.bind(hostname=spec.hostname)
 
     # lifecycle --------------------------------------------------------------------------
@@ -145,6 +146,8 @@ class EmulatedAgent:
                 raise
             except _Reregister:
                 continue
+            except _Silent:
+                self._log.info("the master fell silent; dialling again")
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
                 self._log.debug("agent link failed", error=_describe(e))
             self.stats.reconnects += 1
@@ -165,7 +168,14 @@ class EmulatedAgent:
         self._schedule_heartbeat(self.spec.heartbeat_interval)
         try:
             while True:
-                message = await call.read()
+                try:
+                    message = await call.read()
+                except asyncio.CancelledError:
+                    if self._dropped is call:
+                        # We cancelled the call ourselves (silence): grpc reports that as a
+                        # CancelledError, which must not end the agent.
+                        raise _Silent() from None
+                    raise
                 if message is grpc.aio.EOF:
                     return
                 self._last_heard = self.clock()
@@ -249,6 +259,7 @@ class EmulatedAgent:
         silence = max(self.heartbeat_interval * self.spec.missed_heartbeats, MIN_SILENCE_SECONDS)
         if self.clock() - self._last_heard > silence and self._call is not None:
             # The master (or the path to it) is gone though TCP has not noticed: dial again.
+            self._dropped = self._call
             self._call.cancel()
             return
         if self._send(AgentMessage(heartbeat=AgentMessage.Heartbeat(timestamp=time.time()))):
@@ -369,6 +380,10 @@ class EmulatedAgent:
 
 class _Reregister(Exception):
     """End this stream and register afresh at once (the master removed this agent)."""
+
+
+class _Silent(Exception):
+    """We dropped a stream on which the master had fallen silent."""
 
 
 async def _drain(outbox: asyncio.Queue):
