@@ -168,3 +168,17 @@ async def test_endpoints_watch_prints_each_change_until_the_app_is_deleted(clust
         if proc.returncode is None:
             proc.kill()
             await proc.communicate()
+
+
+async def test_the_plain_grpc_example_runs_an_app_until_it_is_healthy(cluster):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "examples" / "run_app_grpc.py"), "--master",
+        cluster.master.address, "--instances", "2", cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    lines = out.decode().splitlines()
+    assert proc.returncode == 0, err.decode()
+    assert lines[0].startswith("app hello-web created, version ")
+    assert lines[-1].startswith("2/2 healthy: ")
+    for endpoint in lines[-1].split(": ", 1)[1].split():
+        assert await asyncio.to_thread(http_ok, endpoint)
