@@ -8,10 +8,10 @@ import json
 import time
 
 import grpc
-
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+
 from cli.options import add_json_flag, add_master_flag
-from common import Resources, ResourceError, attributes_from_proto
+from common import ResourceError, Resources, attributes_from_proto
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,7 +73,7 @@ async def _call(func, args: argparse.Namespace) -> int:
     async with grpc.aio.insecure_channel(args.master) as channel:
         try:
             await asyncio.wait_for(channel.channel_ready(), args.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             from cli.main import CommandError
 
             raise CommandError(f"cannot reach the master at {args.master} within "

@@ -62,7 +62,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.main import CommandError
     from master import Master, MasterConfig
 
     config = MasterConfig(

@@ -30,7 +30,8 @@ def eventually(predicate: Callable[[], object], timeout: float = 30.0, interval:
         except Exception as e:  # the daemon may not be up yet
             last_error = e
         time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {message}" + (f": {last_error!r}" if last_error else ""))
+    detail = f": {last_error!r}" if last_error else ""
+    raise AssertionError(f"timed out waiting for {message}{detail}")
 
 
 async def eventually_async(predicate, timeout: float = 30.0, interval: float = 0.05,
@@ -47,7 +48,8 @@ async def eventually_async(predicate, timeout: float = 30.0, interval: float = 0
         except Exception as e:
             last_error = e
         await asyncio.sleep(interval)
-    raise AssertionError(f"timed out waiting for {message}" + (f": {last_error!r}" if last_error else ""))
+    detail = f": {last_error!r}" if last_error else ""
+    raise AssertionError(f"timed out waiting for {message}{detail}")
 
 
 class Daemon:
@@ -107,6 +109,10 @@ class Daemon:
             assert self.proc
             self.proc.send_signal(sig)
             self.proc.wait(timeout=30)
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+        if getattr(self, "_log", None):
+            self._log.close()
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc and self.proc.poll() is None:
@@ -116,6 +122,8 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
         if getattr(self, "_log", None):
             self._log.close()
 
@@ -130,7 +138,7 @@ class Daemon:
 class Cluster:
     """A master and agents as processes, each with its own dirs under `root`."""
 
-    def __init__(self, root: Path, heartbeat: float = 0.2, agent_timeout: float = 2.0) -> None:
+    def __init__(self, root: Path, heartbeat: float = 0.5, agent_timeout: float = 3.0) -> None:
         self.root = root
         self.heartbeat = heartbeat
         self.agent_timeout = agent_timeout
