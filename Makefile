@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-stamp
 PROTOS  = $(wildcard protos/agora/v1/*.proto)
 
-.PHONY: install run test protos lint system-deps clean
+.PHONY: install run test protos lint system-deps clean experiments
 
 # An editable install maps the packages that exist when it runs: adding one reinstalls.
 $(STAMP): pyproject.toml $(wildcard */__init__.py)
@@ -29,6 +29,11 @@ test: install system-deps
 protos: install
 	$(PY) -m grpc_tools.protoc -I protos --python_out=protos --pyi_out=protos \
 		--grpc_python_out=protos $(PROTOS)
+
+# Runs every experiment at its documented size (about 20 minutes on 2 cores) and regenerates
+# docs/figures/ and the results section of docs/experiments.md.
+experiments: install
+	$(PY) -m cli.experiments.report --docs docs
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,189 @@
+"""`python -m cli.experiments.report`: run every experiment at the documented size and rewrite
+the results section of docs/experiments.md (`make experiments`).
+
+Each experiment writes into docs/figures/NAME/ (results.json, summary.md, samples.csv, PNGs);
+the section between the `results:begin` and `results:end` markers of docs/experiments.md is
+generated from those results.json files, so the page always shows the last run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from cli.experiments import fairness, launch, offer_latency, scale
+from cli.experiments.results import fmt_ms
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+# The documented full-size runs, as `agora experiment` command lines would give them.
+FULL = {
+    "offer-latency": (["--agents", "10,100,1000,10000", "--frameworks", "1,10,100",
+                       "--seconds", "15"],
+                      lambda: offer_latency.OfferLatencyConfig(
+                          agents=[10, 100, 1000, 10000], frameworks=[1, 10, 100],
+                          seconds=15.0)),
+    "launch": (["--real-agents", "2", "--seconds", "10"],
+               lambda: launch.LaunchConfig(real_agents=2, seconds=10.0)),
+    "scale": (["--agents", "100,1000,5000,10000", "--seconds", "15"],
+              lambda: scale.ScaleConfig(agents=[100, 1000, 5000, 10000], idle_seconds=15.0)),
+    "fairness": (["--agents", "20", "--seconds", "60"],
+                 lambda: fairness.FairnessConfig(agents=20, seconds=60.0)),
+}
+QUICK = {
+    "offer-latency": (["--agents", "10,100", "--frameworks", "1,10", "--fixed-agents", "100",
+                       "--seconds", "5"],
+                      lambda: offer_latency.OfferLatencyConfig(
+                          agents=[10, 100], frameworks=[1, 10], fixed_agents=100,
+                          seconds=5.0)),
+    "launch": (["--real-agents", "1", "--seconds", "4"],
+               lambda: launch.LaunchConfig(real_agents=1, seconds=4.0)),
+    "scale": (["--agents", "100,1000", "--seconds", "5"],
+              lambda: scale.ScaleConfig(agents=[100, 1000], idle_seconds=5.0)),
+    "fairness": (["--agents", "10", "--seconds", "20"],
+                 lambda: fairness.FairnessConfig(agents=10, seconds=20.0)),
+}
+MODULES = {"offer-latency": offer_latency, "launch": launch, "scale": scale,
+           "fairness": fairness}
+
+
+async def run_all(names: list[str], figures: Path, sizes: dict) -> None:
+    for name in names:
+        flags, make_config = sizes[name]
+        out = figures / name
+        command = ["agora", "experiment", name, *flags, "--out", str(out)]
+        print(f"== {' '.join(command)}", flush=True)
+        started = time.monotonic()
+        await MODULES[name].run(make_config(), out, command)
+        print(f"== {name} took {time.monotonic() - started:.0f} s", flush=True)
+
+
+def _load(figures: Path, name: str) -> dict | None:
+    path = figures / name / "results.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _targets(all_results: list[dict]) -> list[str]:
+    lines = ["| target | measured | limit | met | where |", "|---|---:|---:|---|---|"]
+    for data in all_results:
+        for t in data["targets"]:
+            sign = "<=" if t["at_most"] else ">="
+            figure = "-" if t["figure"] is None else f"{t['figure']:g} {t['unit']}"
+            met = {True: "yes", False: "**no**", None: "not measured"}[t["met"]]
+            lines.append(f"| {t['name']} | {figure} | {sign} {t['limit']:g} {t['unit']} | {met} "
+                         f"| {t['measured_in']} |")
+    return lines
+
+
+def _images(docs: Path, figures: Path, data: dict, name: str) -> list[str]:
+    rel = figures.relative_to(docs) if figures.is_relative_to(docs) else figures
+    return [f"![{plot}]({rel}/{name}/{plot})" for plot in data.get("plots", [])]
+
+
+def section(docs: Path, figures: Path) -> str:
+    found = {name: _load(figures, name) for name in MODULES}
+    present = [d for d in found.values() if d]
+    if not present:
+        return "No results yet: run `make experiments`."
+    machine = present[0]["machine"]
+    out = [f"Last run: {present[0]['started_at']} on {machine['cpu_model']}, "
+           f"{machine['cores']} cores, {machine['memory_mb']} MB, Python {machine['python']} "
+           f"(load average at start {machine.get('load_average_at_start')}).", "",
+           "### Targets (issue 5)", "", *_targets(present), ""]
+    ol = found["offer-latency"]
+    if ol:
+        out += ["### offer-latency", "", f"`{' '.join(ol['command'])}`", "",
+                "| run | task end -> offer p50 / p99 (ms) | decline -> re-offer p50 / p99 | "
+                "join -> offer p50 | subscribe -> first offer p50 | master CPU (cores) |",
+                "|---|---:|---:|---:|---:|---:|"]
+        for r in ol["runs"]:
+            f = r["figures_ms"]
+            out.append(f"| {r['label']} | {fmt_ms(f['task_end_to_offer'])} / "
+                       f"{fmt_ms(f['task_end_to_offer'], 'p99')} | "
+                       f"{fmt_ms(f['decline_to_offer'])} / {fmt_ms(f['decline_to_offer'], 'p99')}"
+                       f" | {fmt_ms(f['join_to_offer'])} | "
+                       f"{fmt_ms(f['subscribe_to_first_offer'])} | {r['master_cpu_cores']} |")
+        out += ["", *_images(docs, figures, ol, "offer-latency"), ""]
+    la = found["launch"]
+    if la:
+        r = la["runs"][0]
+        raw = r.get("raw_spawn") or {}
+        py = r.get("raw_python_spawn") or {}
+        out += ["### launch", "", f"`{' '.join(la['command'])}`", "",
+                f"- accept -> RUNNING, one task at a time: p50 "
+                f"{fmt_ms(r['figures_ms']['accept_to_running'])} ms, p99 "
+                f"{fmt_ms(r['figures_ms']['accept_to_running'], 'p99')} ms",
+                f"- with {r['concurrency']} in flight: p50 "
+                f"{fmt_ms(r['figures_ms']['accept_to_running_loaded'])} ms",
+                f"- throughput {r['tasks_per_second']} tasks/s; raw spawn of `true` "
+                f"{raw.get('per_second')}/s (ratio {r.get('throughput_vs_raw_spawn')}); "
+                f"`python -c pass` {py.get('per_second')}/s (ratio "
+                f"{r.get('throughput_vs_python_spawn')})",
+                "", *_images(docs, figures, la, "launch"), ""]
+    sc = found["scale"]
+    if sc:
+        out += ["### scale", "", f"`{' '.join(sc['command'])}`", "",
+                "| agents | registered in (s) | idle master CPU (cores) | us per heartbeat | "
+                "RSS idle (MB) | full allocation (ms) | one re-offer p50 (ms) |",
+                "|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in sorted(sc["runs"], key=lambda r: r["agents"]):
+            f = r["figures_ms"]
+            out.append(f"| {r['agents']} | {r['register_seconds']} | "
+                       f"{r['idle_master_cpu_cores']} | {r['master_cpu_per_heartbeat_us']} | "
+                       f"{r['master_rss_mb_idle']} | "
+                       f"{fmt_ms(f['full_allocation_subscribe_to_offers'])} | "
+                       f"{fmt_ms(f['one_agent_decline_to_reoffer'])} |")
+        out += ["", *_images(docs, figures, sc, "scale"), ""]
+    fa = found["fairness"]
+    if fa:
+        r = fa["runs"][0]
+        out += ["### fairness", "", f"`{' '.join(fa['command'])}`", "",
+                "| framework | measured dominant share | DRF optimum | tasks | optimum tasks |",
+                "|---|---:|---:|---:|---:|"]
+        for name, v in r["final_allocation"].items():
+            out.append(f"| {name} | {v['measured_dominant_share']} | "
+                       f"{v['optimum_dominant_share']} | {v['measured_tasks']} | "
+                       f"{v['optimum_tasks']} |")
+        out += ["", *_images(docs, figures, fa, "fairness"), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def rewrite(doc: Path, figures: Path) -> None:
+    text = doc.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{doc} lacks the {BEGIN} ... {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    doc.write_text(f"{head}{BEGIN}\n{section(doc.parent, figures)}{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cli.experiments.report", description=__doc__)
+    p.add_argument("--docs", type=Path, default=Path("docs"), help="docs directory (docs)")
+    p.add_argument("--only", default=",".join(MODULES),
+                   help="experiments to run, comma-separated (default: all four)")
+    p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+    p.add_argument("--no-run", action="store_true",
+                   help="only regenerate docs/experiments.md from the results on disk")
+    args = p.parse_args(argv)
+    figures = args.docs / "figures"
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = set(names) - set(MODULES)
+    if unknown:
+        p.error(f"unknown experiment(s): {', '.join(sorted(unknown))}")
+    if not args.no_run:
+        from common import configure_logging
+
+        configure_logging("error")
+        asyncio.run(run_all(names, figures, QUICK if args.quick else FULL))
+    rewrite(args.docs / "experiments.md", figures)
+    print(f"rewrote {args.docs / 'experiments.md'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
