@@ -88,7 +88,7 @@ def section(docs: Path, figures: Path) -> str:
     found = {name: _load(figures, name) for name in MODULES}
     present = [d for d in found.values() if d]
     if not present:
-        return "No results yet: run `make experiments`."
+        return "No results yet: run `make experiments`.\n"
     machine = present[0]["machine"]
     out = [f"Last run: {present[0]['started_at']} on {machine['cpu_model']}, "
            f"{machine['cores']} cores, {machine['memory_mb']} MB, Python {machine['python']} "
