@@ -167,3 +167,20 @@ async def test_restart_reloads_apps_and_instances_with_their_health(tmp_path):
     [endpoint] = again.endpoints("web").endpoints
     assert (endpoint.host, list(endpoint.ports)) == ("10.0.0.1", [8080])
     again.store.close()
+
+
+async def test_backoff_starts_over_once_an_instance_has_served_a_while(world):
+    scheduler, transport, stream, clock = world
+    await scheduler.put_app(app(instances=2))
+    await offer_round(transport, stream, make_offer("o1", "a1", "cpus:4;mem:1024"))
+    first, second = scheduler.instances_of("web")
+    await scheduler.on_update(scheduler.driver, update(first.task_id, common_pb2.TASK_RUNNING))
+    await scheduler.on_update(scheduler.driver, update(second.task_id, common_pb2.TASK_FAILED))
+    backoff = scheduler.apps["web"].backoff
+    assert backoff.failures == 1
+    clock.now += 10
+    await scheduler.converge()
+    assert backoff.failures == 1  # serving, but not for long enough yet
+    clock.now += 25
+    await scheduler.converge()
+    assert backoff.failures == 0

@@ -12,7 +12,7 @@ DEFAULT_MAX_LAUNCH_DELAY = 300.0
 @dataclass
 class RestartBackoff:
     """`initial` seconds after the first failure, times `factor` after each further one, at
-    most `cap`. Reset when the app is changed or scaled, or an instance becomes healthy."""
+    most `cap`. Reset when the app is changed or scaled, or an instance has served a while."""
 
     initial: float = DEFAULT_BACKOFF_SECONDS
     factor: float = DEFAULT_BACKOFF_FACTOR

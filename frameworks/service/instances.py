@@ -29,6 +29,7 @@ class Instance:
     killing: bool = False
     kill_reason: str = ""
     message: str = ""
+    running_since: float = 0.0  # when it was first seen RUNNING (0: not yet)
     extra: dict = field(default_factory=dict)
 
     @property

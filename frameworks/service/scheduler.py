@@ -51,6 +51,9 @@ IDLE_REFUSE_SECONDS = 30.0
 # An instance not RUNNING this long after its launch is killed and replaced (Marathon's
 # task_launch_timeout): its launch was lost, or it hangs while starting.
 LAUNCH_TIMEOUT_SECONDS = 300.0
+# An instance serving this long ends a crash loop: the app's restart backoff starts over. (Not
+# at once: a task that passes one health check and then dies is still crash-looping.)
+STABLE_SECONDS = 30.0
 # The master reports these for tasks it no longer has: for us they are gone.
 GONE_STATES = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE})
 
@@ -291,6 +294,10 @@ class ServiceScheduler(Framework):
                 instance = self.instances.get(task_id)  # may have ended meanwhile
                 if instance is not None and not instance.ended:
                     await self._kill(instance, why)
+            if record.backoff.failures and any(
+                    i.serving and i.running_since and now - i.running_since >= STABLE_SECONDS
+                    for i in mine):
+                record.backoff.reset()
             missing = app.instances - sum(
                 1 for i in mine if i.version == app.version and not i.killing)
             record.waiting_reason, record.unplaceable = self._why_waiting(
@@ -440,8 +447,9 @@ class ServiceScheduler(Framework):
                 bound.info("instance ended", app_id=instance.app_id)
         else:
             self.store.put_instance(instance)
-            if instance.healthy is True and before is not True and record is not None:
-                record.backoff.reset()  # a healthy instance ends a crash loop
+            if instance.running and not instance.running_since:
+                instance.running_since = now
+                self.store.put_instance(instance)
             if instance.healthy != before:
                 bound.info("instance health changed", app_id=instance.app_id,
                            healthy=instance.healthy)
