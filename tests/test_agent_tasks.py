@@ -488,3 +488,13 @@ async def test_a_second_agent_on_the_same_work_dir_is_refused(master, agents):
         await agents.start()
     await agents.stop(first)
     await agents.start()  # released on stop
+
+
+async def test_advertised_address_and_detected_resources(master, agents):
+    daemon = await agents.start(advertise_ip="10.1.2.3", resources=None, hostname=None)
+    reg = await registered(master)
+    assert reg.info.address == f"10.1.2.3:{daemon.port}"
+    assert reg.info.hostname  # this machine's name
+    detected = Resources.from_proto(reg.info.resources)
+    assert detected.scalar("cpus") >= 1 and detected.scalar("mem") > 0
+    assert detected.port_ranges() == ((31000, 32000),)
