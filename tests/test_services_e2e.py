@@ -55,14 +55,14 @@ async def test_three_http_servers_answer_and_a_killed_one_is_replaced(cluster):
     os.kill(task_pid(cluster, victim.task_id), signal.SIGKILL)
 
     async def replaced():
-        current = await cluster.get("web")
-        ids = {t.task_id for t in current.tasks}
-        found = await cluster.endpoints("web")
-        return victim.task_id not in ids and len(found) == 3 and found
-    endpoints = await eventually_async(replaced, timeout=60, message="a replacement")
-    assert f"{victim.host}:{victim.ports[0]}" not in endpoints or len(set(endpoints)) == 3
-    for endpoint in endpoints:
-        assert await asyncio.to_thread(http_ok, endpoint)
+        reply = await cluster.stub.GetEndpoints(S.GetEndpointsRequest(app_id="web"))
+        ids = {e.task_id for e in reply.endpoints}
+        return victim.task_id not in ids and len(ids) == 3 and reply
+    reply = await eventually_async(replaced, timeout=60, message="a replacement")
+    assert {t.task_id for t in (await cluster.get("web")).tasks} == \
+        {e.task_id for e in reply.endpoints}
+    for e in reply.endpoints:
+        assert await asyncio.to_thread(http_ok, f"{e.host}:{e.ports[0]}")
 
 
 async def test_unique_hostname_places_two_and_says_why_the_third_waits(cluster):
