@@ -7,7 +7,7 @@ its offers valid.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -85,7 +85,7 @@ def plan_launch(
     request: scheduler_pb2.AcceptRequest,
     offers: Mapping[str, Offer],
     gone: Mapping[str, str],
-    active_task_ids: set[str] | frozenset[str],
+    active_task_ids: Container[str],
     default_refuse_seconds: float,
 ) -> LaunchPlan:
     """Checks a whole Accept; returns what to launch where, or raises CallError."""
@@ -123,7 +123,7 @@ def plan_launch(
 
 
 def _check_task(task: common_pb2.TaskInfo, ids_in_call: set[str],
-                active_task_ids: set[str] | frozenset[str]) -> Resources:
+                active_task_ids: Container[str]) -> Resources:
     if not task.task_id:
         raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "a task has an empty task_id")
     if task.task_id in ids_in_call:

@@ -67,7 +67,8 @@ class SchedulerCalls:
     def accept(self, request: scheduler_pb2.AcceptRequest) -> list[str]:
         framework = self.framework_for_call(request.framework_id, request.stream_id)
         framework_id = framework.framework_id
-        active = {t.task_id for t in self.reg.tasks_of_framework(framework_id)}
+        # A view, not a set of every task: Accept stays O(tasks in the call).
+        active = _LiveTaskIds(self.reg.tasks, framework_id)
         plan = plan_launch(framework_id, request, self.reg.offers, self.reg.gone_offers, active,
                            self.config.default_refuse_seconds)
         agent = self.reg.agents[plan.agent_id]
@@ -197,3 +198,13 @@ class SchedulerCalls:
         if task.last_status is not None and task.last_status.HasField("exit_code"):
             status.exit_code = task.last_status.exit_code
         return status
+
+
+class _LiveTaskIds:
+    """`task_id in ids`: is it a live task of the framework?"""
+
+    def __init__(self, tasks: dict[tuple[str, str], Task], framework_id: str) -> None:
+        self.tasks, self.framework_id = tasks, framework_id
+
+    def __contains__(self, task_id: object) -> bool:
+        return (self.framework_id, task_id) in self.tasks

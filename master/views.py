@@ -9,27 +9,37 @@ from master.core import MasterCore
 from master.registry import Task
 
 
+def _by(items, key) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for item in items:
+        out.setdefault(key(item), []).append(item)
+    return out
+
+
 def agent_summaries(core: MasterCore) -> list[operator_pb2.AgentSummary]:
     reg = core.reg
+    # One pass over offers and tasks, not one per agent: clusters have thousands of each.
+    offers = _by(reg.offers.values(), lambda o: o.agent_id)
+    tasks = _by(reg.tasks.values(), lambda t: t.agent_id)
     out = []
     for agent_id, agent in sorted(reg.agents.items()):
-        offered = _sum(o.resources for o in reg.offers_of_agent(agent_id))
-        tasks = reg.tasks_of_agent(agent_id)
-        used = _sum(t.resources for t in tasks)
+        offered = _sum(o.resources for o in offers.get(agent_id, ()))
+        used = _sum(t.resources for t in tasks.get(agent_id, ()))
         out.append(operator_pb2.AgentSummary(
             info=agent.info, state=agent.state, allocated=(used + offered).to_proto(),
-            offered=offered.to_proto(), task_count=len(tasks),
+            offered=offered.to_proto(), task_count=len(tasks.get(agent_id, ())),
             registered_at=agent.registered_at, last_heartbeat_at=agent.last_heartbeat_at))
     return out
 
 
 def framework_summaries(core: MasterCore) -> list[operator_pb2.FrameworkSummary]:
     reg = core.reg
+    offers = _by(reg.offers.values(), lambda o: o.framework_id)
+    tasks = _by(reg.tasks.values(), lambda t: t.framework_id)
     out = []
     for framework_id, framework in sorted(reg.frameworks.items()):
-        offered = _sum(o.resources for o in reg.offers_of_framework(framework_id))
-        tasks = reg.tasks_of_framework(framework_id)
-        used = _sum(t.resources for t in tasks)
+        offered = _sum(o.resources for o in offers.get(framework_id, ()))
+        used = _sum(t.resources for t in tasks.get(framework_id, ()))
         try:
             share = float(core.allocator.dominant_share(framework_id))
         except (KeyError, ValueError):
@@ -37,7 +47,8 @@ def framework_summaries(core: MasterCore) -> list[operator_pb2.FrameworkSummary]
         out.append(operator_pb2.FrameworkSummary(
             info=framework.info, connected=framework.connected, suppressed=framework.suppressed,
             allocated=(used + offered).to_proto(), offered=offered.to_proto(),
-            dominant_share=share, task_count=len(tasks), registered_at=framework.registered_at))
+            dominant_share=share, task_count=len(tasks.get(framework_id, ())),
+            registered_at=framework.registered_at))
     return out
 
 
