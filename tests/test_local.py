@@ -1,4 +1,5 @@
-"""`agora local`, the README's first command: a whole cluster in one process, used as a user would."""
+"""`agora local`, the README's first command: a whole cluster in one process, used as a user
+would."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from harness import ROOT, Daemon, eventually
 
 pytestmark = pytest.mark.e2e
