@@ -72,8 +72,19 @@ class AgentHandling:
         agent.state = DRAINING if agent.draining else ACTIVE
 
         shutdown_frameworks = self._reconcile_agent_tasks(agent, register.tasks)
-        self.allocator.add_agent(agent_id, total, agent.attributes,
-                                 allocated=self.reg.allocated_on_agent(agent_id))
+        try:
+            self.allocator.add_agent(agent_id, total, agent.attributes,
+                                     allocated=self.reg.allocated_on_agent(agent_id))
+        except ValueError as e:
+            # Its tasks use more than it now reports (resources shrank across a restart): keep
+            # the tasks, offer nothing on it until they end rather than refuse the agent.
+            bound.warning("agent reports less than its tasks use", error=str(e))
+            used = EMPTY
+            for resources in self.reg.allocated_on_agent(agent_id).values():
+                used = used + resources
+            self.allocator.add_agent(agent_id, total + used, agent.attributes,
+                                     allocated=self.reg.allocated_on_agent(agent_id))
+            self.allocator.deactivate_agent(agent_id)
         if agent.draining:
             self.allocator.deactivate_agent(agent_id)
         self.store.put_agent(info, agent.registered_at)

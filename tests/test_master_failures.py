@@ -191,3 +191,28 @@ async def test_restarted_master_without_state_adopts_reported_tasks(tmp_path):
     finally:
         await agent.close()
         await master.stop(0)
+
+
+async def test_agent_reporting_less_than_its_tasks_use_is_kept_without_offers(tmp_path):
+    master = await start_master(None)
+    agent = FakeAgent(master.address, resources="cpus:1;mem:256")
+    running = agent_link_pb2.RunningTask(framework_id="framework-x",
+                                         task=task("big", "cpus:3;mem:128"),
+                                         state=common_pb2.TASK_RUNNING)
+    framework = FakeFramework(master.address)
+    try:
+        await agent.connect(tasks=[running], agent_id="agent-shrunk")
+        await framework.subscribe()
+        channel, ops = operator(master.address)
+        async with channel:
+            [t] = (await ops.ListTasks(operator_pb2.ListTasksRequest())).tasks
+            assert t.task_id == "big" and t.agent_id == "agent-shrunk"
+        n = len(framework.inbox.items)
+        await framework.stub.Revive(scheduler_pb2.ReviveRequest(**framework.ids()))
+        # Allocation runs within milliseconds of a revive; a heartbeat later, still no offer.
+        await framework.inbox.expect("heartbeat", after=n)
+        assert not framework.inbox.of("offers")
+    finally:
+        await framework.close()
+        await agent.close()
+        await master.stop(0)
