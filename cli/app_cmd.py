@@ -163,8 +163,7 @@ def _get(args: argparse.Namespace) -> int:
                          for c in app.constraints)
         print(f"constraints: {text}")
     if status.waiting_reason:
-        label = "waiting (cannot be placed)" if status.unplaceable else "waiting"
-        print(f"{label}: {status.waiting_reason}")
+        print(f"waiting:    {status.waiting_reason}")
     for d in status.deployments:
         print(f"deployment: {d.from_versions} -> {d.to_version}: {d.old_instances} old, "
               f"{d.new_instances} new ({d.new_healthy} healthy)")

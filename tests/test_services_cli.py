@@ -99,7 +99,7 @@ async def test_get_says_why_instances_wait(cluster, tmp_path):
 
     async def waiting():
         code, out, _ = await agora(cluster, "get", "uniq")
-        return out if "waiting (cannot be placed):" in out else None
+        return out if "waiting:" in out else None
     out = await eventually_async(waiting, timeout=30, message="a waiting reason")
     assert "1 instance(s) cannot be placed" in out and "[hostname, UNIQUE]" in out
     assert "host-0" in out

@@ -184,3 +184,26 @@ async def test_backoff_starts_over_once_an_instance_has_served_a_while(world):
     clock.now += 25
     await scheduler.converge()
     assert backoff.failures == 0
+
+
+async def test_old_instances_holding_unique_places_are_a_wait_not_unplaceable(world):
+    from common import Resources
+    from frameworks.service.constraints import AgentFacts
+    from frameworks.service.placement import AgentSlot
+
+    scheduler, transport, stream, _ = world
+    scheduler.catalog = [AgentSlot(AgentFacts(a, f"{a}.local"), Resources.parse("cpus:4;mem:1024"))
+                         for a in ("a1", "a2")]
+    unique = [S.Constraint(field="hostname", operator="UNIQUE")]
+    await scheduler.put_app(app(constraints=unique))
+    await offer_round(transport, stream, make_offer("o1", "a1", "cpus:4;mem:1024"),
+                      make_offer("o2", "a2", "cpus:4;mem:1024"))
+    for instance in scheduler.instances_of("web"):
+        await scheduler.on_update(scheduler.driver,
+                                  update(instance.task_id, common_pb2.TASK_RUNNING))
+    await scheduler.put_app(app(constraints=unique, env={"V": "2"}))
+    await scheduler.converge()
+    status = scheduler.status("web")
+    assert not status.unplaceable and status.state == "DEPLOYING"
+    assert status.waiting_reason.startswith("2 instance(s) wait for old instances to be replaced")
+    assert "[hostname, UNIQUE]" in status.waiting_reason

@@ -323,11 +323,21 @@ class ServiceScheduler(Framework):
             return "", False
         app = record.app
         if self.catalog is not None:
-            placed = [i.facts() for i in self.instances_of(app.id)
-                      if not i.ended and not i.killing]
-            reason, never = explain(missing, _needs(app), appdefs.constraints_of(app), placed,
-                                    self.catalog, app.role)
+            live = [i for i in self.instances_of(app.id) if not i.ended and not i.killing]
+            constraints = appdefs.constraints_of(app)
+            reason, never = explain(missing, _needs(app), constraints,
+                                    [i.facts() for i in live], self.catalog, app.role)
             if never:
+                # Old versions hold places the new ones need (UNIQUE, MAX_PER): that ends as
+                # they are replaced, unless the new version alone could not be placed either.
+                new = [i.facts() for i in live if i.version == app.version]
+                if len(new) < len(live):
+                    _, never_alone = explain(missing, _needs(app), constraints, new,
+                                             self.catalog, app.role)
+                    if not never_alone:
+                        detail = reason.split(": ", 1)[-1]
+                        return (f"{missing} instance(s) wait for old instances to be replaced: "
+                                f"{detail}"), False
                 return reason, True
         else:
             reason = f"{missing} instance(s) waiting for offers"
