@@ -158,6 +158,10 @@ class AgentDaemon:
         """
         if kill_tasks:
             await self.tasks.kill_all()
+            # Give the master a moment to hear (and acknowledge) how the tasks ended; what it
+            # does not is checkpointed and resent by the next agent on this work dir.
+            if self.link.registered:
+                await self.updates.wait_acknowledged(timeout=grace)
         if self._link_task is not None:
             await self.link.stop(self._link_task)
             self._link_task = None

@@ -169,6 +169,13 @@ class StatusUpdateManager:
             self._log.append_ack(framework_id, status.task_id, status.uuid)
         self._queue.drop_all()
 
+    async def wait_acknowledged(self, timeout: float) -> bool:
+        """Waits up to `timeout` for every pending update to be acknowledged."""
+        deadline = self._clock() + timeout
+        while len(self._queue) and self._clock() < deadline:
+            await asyncio.sleep(0.05)
+        return not len(self._queue)
+
     def pending(self, framework_id: str, task_id: str) -> list[common_pb2.TaskStatus]:
         return self._queue.pending(framework_id, task_id)
 

@@ -58,7 +58,9 @@ def register(subparsers) -> None:
             "Run an Agora agent. It dials the master (so it works behind NAT), registers this "
             "machine's resources and attributes, runs the tasks the master sends in sandboxes "
             "under --work-dir, and serves their stdout/stderr to clients. Its id, tasks and "
-            "unacknowledged status updates survive a restart of the agent."
+            "unacknowledged status updates survive a restart of the agent: SIGTERM or Ctrl-C "
+            "stops the agent and leaves its tasks running for the next agent on the same "
+            "--work-dir; SIGUSR1 kills the tasks first."
         ),
     )
     parser.add_argument(
@@ -171,14 +173,23 @@ async def _serve(config) -> int:
         raise CommandError(f"cannot start the agent: {e}") from None
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
+    kill_tasks = False
+
+    def stop(kill: bool) -> None:
+        nonlocal kill_tasks
+        kill_tasks = kill_tasks or kill
+        stopping.set()
+
+    # As with Mesos' agent: SIGTERM/SIGINT leave the tasks running for the next agent on this
+    # work dir to re-attach to; SIGUSR1 kills them first (the machine leaves the cluster).
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
+        loop.add_signal_handler(signum, stop, False)
+    loop.add_signal_handler(signal.SIGUSR1, stop, True)
     print(
         f"agent listening on {daemon.address} (master {config.master}, "
         f"work dir {os.path.abspath(config.work_dir)})",
         flush=True,
     )
     await stopping.wait()
-    # Tasks keep running: the next agent on this work dir re-attaches to them.
-    await daemon.stop(kill_tasks=False)
+    await daemon.stop(kill_tasks=kill_tasks)
     return 0

@@ -182,3 +182,25 @@ async def test_sigkill_loses_no_unacknowledged_update(master, agent_process):
     states = [u.state for u in after]
     assert states[-3:] == [S.TASK_STARTING, S.TASK_RUNNING, S.TASK_FAILED]
     assert states.count(S.TASK_FAILED) == 1 and states.count(S.TASK_RUNNING) == 1
+
+
+async def test_sigterm_leaves_tasks_running_and_sigusr1_kills_them(master, agent_process):
+    await agent_process.start()
+    await registered(master, 1)
+    master.run_task(FW, shell_task("stays", "sleep 300"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("stays"))
+    run_dir = next(agent_process.work_dir.glob("meta/runs/*"))
+    wrapper = await eventually_async(lambda: Wrapper.load(run_dir))
+
+    await asyncio.to_thread(agent_process.daemon.stop)  # SIGTERM
+    assert agent_process.daemon.proc.returncode == 0
+    assert wrapper.alive()
+
+    daemon = await agent_process.start()
+    reg = await registered(master, 2)
+    assert [t.task.task_id for t in reg.tasks] == ["stays"]
+    await asyncio.to_thread(daemon.kill, signal.SIGUSR1)
+    assert daemon.proc.returncode == 0
+    await eventually_async(lambda: not wrapper.alive(), message="task killed")
+    final = master.terminal("stays")
+    assert final is not None and final.state == S.TASK_KILLED
