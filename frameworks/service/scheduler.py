@@ -1,7 +1,8 @@
 """The service scheduler: a Framework that keeps every app at its wanted healthy instances.
 
 State lives here (apps, instances, backoffs) and in the store; decisions come from the pure
-modules (deploy.plan, placement.place/explain, RestartBackoff). `converge()` runs after every
+modules (deploy.plan, placement.place, waiting.why_waiting, RestartBackoff) and what the API
+shows from views. `converge()` runs after every
 change and on a timer: it kills what the plan says, works out why instances wait, revives or
 suppresses offers, and tells endpoint watchers. Launches happen in `on_offers`.
 """
@@ -27,18 +28,13 @@ from frameworks.sdk import (
     state_name,
 )
 from frameworks.service import apps as appdefs
+from frameworks.service import views
 from frameworks.service.backoff import RestartBackoff
 from frameworks.service.deploy import plan
 from frameworks.service.instances import Instance
-from frameworks.service.placement import (
-    AgentSlot,
-    Needs,
-    Request,
-    explain,
-    offer_host,
-    place,
-)
+from frameworks.service.placement import AgentSlot, Request, offer_host, place
 from frameworks.service.store import ServiceStore
+from frameworks.service.waiting import needs_of, why_waiting
 
 log = structlog.get_logger(__name__)
 
@@ -106,46 +102,12 @@ class ServiceScheduler(Framework):
         return [i for i in self.instances.values() if i.app_id == app_id]
 
     def endpoints(self, app_id: str) -> services_pb2.Endpoints:
-        record = self.apps[app_id]
-        serving = sorted((i for i in self.instances_of(app_id) if i.serving),
-                         key=lambda i: (i.launched_at, i.task_id))
-        return services_pb2.Endpoints(app_id=app_id, endpoints=[i.endpoint() for i in serving],
-                                      instances=record.app.instances)
+        return views.endpoints(self.apps[app_id].app, self.instances_of(app_id))
 
     def status(self, app_id: str) -> services_pb2.AppStatus:
         record = self.apps[app_id]
-        app = record.app
-        mine = sorted(self.instances_of(app_id), key=lambda i: (i.launched_at, i.task_id))
-        out = services_pb2.AppStatus(app=app, tasks=[i.to_proto() for i in mine])
-        out.staged = sum(1 for i in mine if not i.running and not i.ended)
-        out.running = sum(1 for i in mine if i.running)
-        out.healthy = sum(1 for i in mine if i.serving)
-        out.unhealthy = sum(1 for i in mine if i.running and i.healthy is False)
-        old = [i for i in mine if i.version != app.version and not i.killing]
-        new = [i for i in mine if i.version == app.version and not i.killing]
-        if old:
-            out.deployments.add(
-                from_versions=",".join(sorted({i.version for i in old})),
-                to_version=app.version, old_instances=len(old), new_instances=len(new),
-                new_healthy=sum(1 for i in new if i.serving))
-        out.waiting_reason = record.waiting_reason
-        out.unplaceable = record.unplaceable
-        now = self.clock()
-        if not record.backoff.ready(now):
-            out.delayed_until = record.backoff.delayed_until
-        if app.instances == 0 and not mine:
-            out.state = "SUSPENDED"
-        elif old:
-            out.state = "DEPLOYING"
-        elif record.waiting_reason and record.unplaceable:
-            out.state = "WAITING"
-        elif out.delayed_until and len(new) < app.instances:
-            out.state = "DELAYED"
-        elif out.healthy >= app.instances and len(new) == app.instances:
-            out.state = "RUNNING"
-        else:
-            out.state = "WAITING" if record.waiting_reason else "DEPLOYING"
-        return out
+        return views.app_status(record.app, self.instances_of(app_id), record.backoff,
+                                record.waiting_reason, record.unplaceable, self.clock())
 
     # --- API operations (called by the gRPC servicer) ----------------------------------------
 
@@ -237,7 +199,7 @@ class ServiceScheduler(Framework):
     def _check_fits_somewhere(self, app: App) -> None:
         if not self.catalog:
             return  # no agents known (yet): the app waits, and says so
-        needs = _needs(app)
+        needs = needs_of(app)
         if all(needs.shortfall(s.total.allocatable_to(app.role)) for s in self.catalog):
             largest = max(self.catalog, key=lambda s: s.total.scalar("cpus"))
             raise appdefs.AppError(
@@ -319,38 +281,9 @@ class ServiceScheduler(Framework):
 
     def _why_waiting(self, record: AppRecord, missing: int, launch: int,
                      now: float) -> tuple[str, bool]:
-        if missing <= 0:
-            return "", False
-        app = record.app
-        if self.catalog is not None:
-            live = [i for i in self.instances_of(app.id) if not i.ended and not i.killing]
-            constraints = appdefs.constraints_of(app)
-            reason, never = explain(missing, _needs(app), constraints,
-                                    [i.facts() for i in live], self.catalog, app.role)
-            if never:
-                # Old versions hold places the new ones need (UNIQUE, MAX_PER): that ends as
-                # they are replaced, unless the new version alone could not be placed either.
-                new = [i.facts() for i in live if i.version == app.version]
-                if len(new) < len(live):
-                    _, never_alone = explain(missing, _needs(app), constraints, new,
-                                             self.catalog, app.role)
-                    if not never_alone:
-                        detail = reason.split(": ", 1)[-1]
-                        return (f"{missing} instance(s) wait for old instances to be replaced: "
-                                f"{detail}"), False
-                return reason, True
-        else:
-            reason = f"{missing} instance(s) waiting for offers"
-        if not record.backoff.ready(now):
-            return (f"{missing} instance(s) delayed by restart backoff after "
-                    f"{record.backoff.failures} failure(s): next launch in "
-                    f"{record.backoff.remaining(now):.1f}s"), False
-        if launch == 0:
-            return (f"{missing} instance(s) wait for old instances to be replaced "
-                    "(upgrade strategy)"), False
-        if record.offer_note:
-            reason = f"{reason}; last offers: {record.offer_note}"
-        return reason, False
+        live = [i for i in self.instances_of(record.app.id) if not i.ended and not i.killing]
+        return why_waiting(record.app, missing, launch, live, self.catalog, record.backoff,
+                           record.offer_note, now)
 
     async def _offers_wanted(self, wanted: bool) -> None:
         driver = self.driver
@@ -391,13 +324,12 @@ class ServiceScheduler(Framework):
 
     def _notify_watchers(self) -> None:
         for app_id, record in self.apps.items():
-            endpoints = self.endpoints(app_id)
-            key = tuple((e.task_id, e.host, tuple(e.ports)) for e in endpoints.endpoints)
-            key = (key, endpoints.instances)
+            reply = self.endpoints(app_id)
+            key = views.endpoints_key(reply)
             if key != record.last_endpoints:
                 record.last_endpoints = key
                 for queue in record.watchers:
-                    queue.put_nowait(endpoints)
+                    queue.put_nowait(reply)
 
     # --- Framework callbacks ------------------------------------------------------------------
 
@@ -483,7 +415,7 @@ class ServiceScheduler(Framework):
                 continue
             versions[app.id] = app.version
             requests.append(Request(
-                app_id=app.id, count=launch, needs=_needs(app),
+                app_id=app.id, count=launch, needs=needs_of(app),
                 constraints=appdefs.constraints_of(app),
                 placed=[i.facts() for i in mine if not i.killing],
                 make_spec=lambda app=app: _task_spec(app)))
@@ -535,10 +467,6 @@ class ServiceScheduler(Framework):
             await driver.decline(offers, refuse_seconds=refuse)
         except SchedulerError as e:
             log.debug("decline failed", error=str(e))
-
-
-def _needs(app: App) -> Needs:
-    return Needs(app.cpus, app.mem, app.disk, app.ports)
 
 
 def _task_spec(app: App) -> TaskSpec:
