@@ -313,3 +313,68 @@ def test_the_example_app_file_is_valid():
     path = ROOT / "examples" / "apps" / "web.yaml"
     app = normalize(parse_app_text(path.read_text(), str(path)))
     assert app.id == "web" and app.ports == 1 and app.health_check.http.path == "/"
+
+
+# --- placing into offers and the words for waiting ----------------------------------------------
+
+def _offer(offer_id, agent_id, text, attrs=None):
+    from agora.v1 import common_pb2
+
+    from frameworks.sdk.testing import make_offer
+
+    offer = make_offer(offer_id, agent_id, text)
+    offer.agent_address = f"10.0.0.{agent_id[-1]}:5051"
+    for name, value in (attrs or {}).items():
+        offer.attributes.append(common_pb2.Attribute(name=name, text=value))
+    return offer
+
+
+def _request(app_id, count, constraints=(), placed=(), ports=1):
+    from frameworks.sdk import TaskSpec
+    from frameworks.service.placement import Request
+
+    return Request(app_id, count, Needs(1, 64, 0, ports), list(constraints), list(placed),
+                   lambda: TaskSpec(app_id, cpus=1, mem=64, ports=ports, command="true"))
+
+
+def test_place_spreads_honours_constraints_and_never_gives_a_port_twice():
+    from frameworks.service.placement import offer_host, place
+
+    offers = [_offer("o1", "a1", "cpus:8;mem:1024;ports:[100-102]", {"rack": "r1"}),
+              _offer("o2", "a2", "cpus:8;mem:1024;ports:[200-201]", {"rack": "r2"})]
+    rack = [Constraint.parse("rack", "CLUSTER", "r1")]
+    result = place(offers, [_request("web", 2), _request("db", 2, rack)])
+    assert result.placed == {"web": 2, "db": 2}
+    by_agent = {launch.agent_id: [app for app, _, _ in launch.tasks]
+                for launch in result.launches}
+    assert sorted(by_agent["a1"]) == ["db", "db", "web"] and by_agent["a2"] == ["web"]
+    ports = [r.ranges[0].begin for launch in result.launches for _, t, _ in launch.tasks
+             for r in t.resources if r.name == "ports"]
+    assert len(ports) == len(set(ports)) == 4 and set(ports) <= {100, 101, 102, 200, 201}
+    assert offer_host(offers[0]) == "10.0.0.1"
+    # Out of ports on a1: a fourth db instance cannot go anywhere, and we hear why.
+    more = place(offers, [_request("db", 4, rack)])
+    assert more.placed == {"db": 3}
+    assert any("too small" in r for r in more.reasons["db"])
+    assert any("[rack, CLUSTER, r1]" in r for r in more.reasons["db"])
+
+
+def test_why_waiting_orders_its_reasons():
+    from agora.v1 import services_pb2
+
+    from frameworks.service.waiting import why_waiting
+
+    app = normalize(services_pb2.App(id="w", cmd="x", cpus=1, mem=64, instances=2))
+    agents = [slot(A), slot(B)]
+    assert why_waiting(app, 0, 0, [], agents, RestartBackoff(), "", 0) == ("", False)
+    delayed = RestartBackoff(5, 1, 5)
+    delayed.failed(100)
+    reason, never = why_waiting(app, 1, 1, [], agents, delayed, "", 101)
+    assert not never and "restart backoff after 1 failure(s): next launch in 4.0s" in reason
+    reason, _ = why_waiting(app, 1, 0, [], agents, RestartBackoff(), "", 0)
+    assert "upgrade strategy" in reason
+    reason, _ = why_waiting(app, 1, 1, [], agents, RestartBackoff(), "offer of host-a too small",
+                            0)
+    assert "waiting for offers" in reason and "last offers: offer of host-a too small" in reason
+    reason, never = why_waiting(app, 1, 1, [], [], RestartBackoff(), "", 0)
+    assert never and "no agents" in reason
