@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--host", default="127.0.0.1",
         help="interface for the Services API; 0.0.0.0 for all (default: %(default)s)")
     parser.add_argument(
-        "--port", type=int, default=0,
+        "--port", type=_port, default=0,
         help="port for the Services API; 0 picks a free one (default: %(default)s)")
     parser.add_argument(
         "--advertise-host", default=None, metavar="HOST",
@@ -49,8 +49,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from frameworks.service import ServicesConfig
 
-    if not 0 <= args.port <= 65535:
-        args_error(f"--port must be in 0-65535, got {args.port}")
     setup_logging(args)
     config = ServicesConfig(master=args.master, host=args.host, port=args.port,
                             state_dir=args.state_dir, role=args.role,
@@ -58,10 +56,15 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(config))
 
 
-def args_error(message: str) -> None:
-    from cli.main import CommandError
-
-    raise CommandError(message)
+def _port(text: str) -> int:
+    """A bad --port is a usage error (exit 2), caught before anything starts."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 0-65535, got {port}")
+    return port
 
 
 async def _serve(config) -> int:

@@ -144,3 +144,8 @@ def test_agora_local_runs_the_services_daemon(tmp_path):
         assert listed.returncode == 0 and json.loads(listed.stdout) == []
     finally:
         local.stop()
+
+
+def test_bad_port_is_a_usage_error():
+    result = agora("services", "--master", "127.0.0.1:5050", "--port", "70000")
+    assert result.returncode == 2 and "--port: must be in 0-65535" in result.stderr
