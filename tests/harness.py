@@ -114,9 +114,9 @@ class Daemon:
         if getattr(self, "_log", None):
             self._log.close()
 
-    def stop(self, timeout: float = 15.0) -> None:
+    def stop(self, timeout: float = 15.0, sig: int = signal.SIGTERM) -> None:
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -179,8 +179,10 @@ class Cluster:
         return self.start_agent(index)
 
     def stop(self) -> None:
+        # SIGUSR1: the agent kills its tasks before exiting (SIGTERM would leave them running
+        # for a successor agent, as on a real machine).
         for agent in self.agents:
-            agent.stop()
+            agent.stop(sig=signal.SIGUSR1)
         if self.master:
             self.master.stop()
 

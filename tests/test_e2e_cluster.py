@@ -7,6 +7,7 @@ and a framework on the SDK.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -110,21 +111,22 @@ async def test_kill_ends_the_task_and_its_children(cluster):
         await fw.wait_state(spec.task_id, "TASK_RUNNING")
         task = await agent_task(agent.address, spec.task_id)
         child_pid_file = Path(task.sandbox) / "child.pid"
-        eventually(child_pid_file.exists, message="child pid written")
+        await eventually_async(child_pid_file.exists, message="child pid written")
         pids = [task.pid, int(child_pid_file.read_text())]
         assert not any(gone(p) for p in pids)
-        # the live cluster shows the framework and its running task
-        frameworks = cluster_json("frameworks", cluster.master.address)
+        # the live cluster shows the framework and its running task (the command runs in a
+        # thread: blocking this loop would starve the framework's driver of its heartbeats)
+        frameworks = await asyncio.to_thread(cluster_json, "frameworks", cluster.master.address)
         assert [(f["name"], f["connected"], f["task_count"]) for f in frameworks] == \
             [("e2e", True, 1)]
-        tasks = cluster_json("tasks", cluster.master.address)
+        tasks = await asyncio.to_thread(cluster_json, "tasks", cluster.master.address)
         assert [(t["task_id"], t["state"]) for t in tasks] == [(spec.task_id, "TASK_RUNNING")]
 
         await fw.driver.kill(spec.task_id)
         status = await fw.wait_state(spec.task_id, "TASK_KILLED")
         assert status.agent_id == fw.launched[spec.task_id]
-        eventually(lambda: all(gone(p) for p in pids), timeout=15,
-                   message="task and child processes gone")
+        await eventually_async(lambda: all(gone(p) for p in pids), timeout=15,
+                               message="task and child processes gone")
 
 
 async def test_task_exiting_3_is_failed_with_its_code(cluster):
@@ -185,7 +187,7 @@ async def test_master_restart_keeps_running_task_and_framework(cluster):
         first_id = fw.framework_ids[0]
 
         cluster.master.kill(signal.SIGKILL)
-        cluster.start_master(port=port)
+        await asyncio.to_thread(cluster.start_master, port)
 
         # the framework re-subscribes with its id, the agent re-registers with the task
         await eventually_async(lambda: len(fw.framework_ids) >= 2, timeout=60,
@@ -212,7 +214,7 @@ async def test_agent_restart_recovers_task_and_reports_final_status_once(cluster
         await fw.wait_state(spec.task_id, "TASK_RUNNING")
 
         agent.kill(signal.SIGKILL)
-        restarted = cluster.restart_agent(0)
+        restarted = await asyncio.to_thread(cluster.restart_agent, 0)
         # same agent id, task recovered and still running
         await eventually_async(
             lambda: _agent_has_task(restarted.address, spec.task_id), message="recovered task")

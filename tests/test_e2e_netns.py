@@ -7,6 +7,7 @@ agents reach the master, and the framework reaches the agents' task output, acro
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -24,6 +25,7 @@ def test_master_and_agents_on_separate_hosts(tmp_path):
     with Hosts(["master", "a1", "a2"]) as hosts:
         master_ip = hosts.address["master"]
         daemons: list[Daemon] = []
+        master = None
         try:
             master = Daemon(
                 ["master", "--host", master_ip, "--port", "5050",
@@ -68,4 +70,4 @@ def test_master_and_agents_on_separate_hosts(tmp_path):
             assert used == ids, "tasks ran on both hosts"
         finally:
             for d in reversed(daemons):
-                d.stop()
+                d.stop(sig=signal.SIGUSR1 if d is not master else signal.SIGTERM)

@@ -3,8 +3,8 @@
 import math
 
 import pytest
-
 from agora.v1 import common_pb2
+
 from common import ResourceError, Resources
 
 
