@@ -213,24 +213,34 @@ class ServiceScheduler(Framework):
         self._wake.set()
 
     async def run(self, interval: float = 1.0, catalog_every: float = 2.0) -> None:
-        """Converges after every wake-up and at least every `interval` seconds."""
-        last_catalog = 0.0
+        """Converges after every wake-up and at least every `interval` seconds, and refreshes
+        the list of agents every `catalog_every` seconds (apart, so that a master slow to
+        answer never holds up kills and launches)."""
+        catalog = asyncio.create_task(self._refresh_catalog_every(catalog_every),
+                                      name="services-catalog")
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(interval):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass
+                self._wake.clear()
+                try:
+                    await self.converge()
+                except Exception:
+                    log.exception("converging failed; trying again")
+        finally:
+            catalog.cancel()
+            await asyncio.gather(catalog, return_exceptions=True)
+
+    async def _refresh_catalog_every(self, seconds: float) -> None:
         while True:
-            try:
-                async with asyncio.timeout(interval):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            try:
-                if time.monotonic() - last_catalog >= catalog_every:
-                    last_catalog = time.monotonic()
-                    await self.refresh_catalog()
-                await self.converge()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("converging failed; trying again")
+            before = self.catalog
+            await self.refresh_catalog()
+            if self.catalog != before:
+                self.wake()  # agents came or went: reasons and placeability may change
+            await asyncio.sleep(seconds)
 
     async def refresh_catalog(self) -> None:
         if self._catalog_fn is None:
