@@ -1,0 +1,95 @@
+"""Issue 3 through the real path: `agora cluster roles|weight|quota|frameworks --why` against a
+master process, with a framework in a role taking offers, and the settings surviving a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+from common import Resources
+from harness import ROOT, Daemon
+from master_harness import FakeAgent, FakeFramework
+
+
+def agora(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+async def run(*args: str) -> subprocess.CompletedProcess:
+    # In a thread: the fake agent and framework keep heartbeating while the command runs.
+    return await asyncio.to_thread(agora, *args)
+
+
+def start_master(tmp_path, port: int = 0) -> Daemon:
+    return Daemon(["master", "--port", str(port), "--state-dir", str(tmp_path / "state"),
+                   "--heartbeat-interval", "0.5", "--agent-timeout", "5"],
+                  tmp_path / "master.log").start()
+
+
+def roles_by_name(stdout: str) -> dict[str, dict]:
+    return {row["role"]: row for row in json.loads(stdout)}
+
+
+async def test_weight_quota_and_why_through_the_command_line(tmp_path):
+    master = start_master(tmp_path)
+    agent = FakeAgent(master.address, resources="cpus:4;mem:4096")
+    framework = FakeFramework(master.address, name="analytics-fw", role="analytics")
+    try:
+        await agent.connect()
+        out = await run("cluster", "weight", "analytics", "2", "--master", master.address)
+        assert out.returncode == 0, out.stderr
+        out = await run("cluster", "quota", "analytics", "--limit", "cpus:1;mem:1024",
+                        "--master", master.address)
+        assert out.returncode == 0, out.stderr
+
+        await framework.subscribe()
+        [offer] = await framework.offers()
+        # the quota limit caps what the role is offered, whatever the agent has free
+        offered = Resources.from_proto(offer.resources)
+        assert offered.scalar("cpus") <= 1 and offered.scalar("mem") <= 1024
+
+        out = await run("cluster", "roles", "--json", "--master", master.address)
+        analytics = roles_by_name(out.stdout)["analytics"]
+        assert analytics["weight"] == 2
+        assert Resources.parse(analytics["limit"]) == Resources.parse("cpus:1;mem:1024")
+        assert analytics["frameworks"] == [framework.framework_id]
+        assert analytics["dominant_share"] > 0
+
+        # holding the offer puts the role at its limit: --why says so, by name or id
+        out = await run("cluster", "frameworks", "--why", "analytics-fw",
+                        "--master", master.address)
+        assert out.returncode == 0, out.stderr
+        assert "quota limit" in out.stdout
+        out = await run("cluster", "frameworks", "--why", framework.framework_id, "--json",
+                        "--master", master.address)
+        reasons = json.loads(out.stdout)["reasons"]
+        assert any("quota limit" in r for r in reasons)
+
+        # bad input: one line, non-zero, nothing changed
+        out = await run("cluster", "weight", "analytics", "-1", "--master", master.address)
+        assert out.returncode == 1 and out.stderr.count("\n") == 1
+        assert "positive" in out.stderr
+        out = await run("cluster", "quota", "analytics", "--limit", "cpus:-1",
+                        "--master", master.address)
+        assert out.returncode == 1 and "negative" in out.stderr
+        out = await run("cluster", "frameworks", "--why", "nobody", "--master", master.address)
+        assert out.returncode == 1 and "nobody" in out.stderr
+        out = await run("cluster", "roles", "--json", "--master", master.address)
+        assert roles_by_name(out.stdout)["analytics"]["weight"] == 2
+    finally:
+        await framework.close()
+        await agent.close()
+        master.stop()
+
+    # weights and quota are in the state store: a restarted master still has them
+    master = await asyncio.to_thread(start_master, tmp_path)
+    try:
+        out = await run("cluster", "roles", "--json", "--master", master.address)
+        analytics = roles_by_name(out.stdout)["analytics"]
+        assert analytics["weight"] == 2
+        assert Resources.parse(analytics["limit"]) == Resources.parse("cpus:1;mem:1024")
+    finally:
+        master.stop()
