@@ -8,9 +8,10 @@ import json
 import subprocess
 import sys
 
-from common import Resources
 from harness import ROOT, Daemon
 from master_harness import FakeAgent, FakeFramework
+
+from common import Resources
 
 
 def agora(*args: str) -> subprocess.CompletedProcess:

@@ -26,9 +26,11 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
     filtered = {a: until for a, until in alloc._filters.active(framework_id, now).items()
                 if a in alloc._agents}
     if filtered:
+        # `now` is the master's monotonic clock, meaningless to a reader: say how long is left.
+        soonest, latest = min(filtered.values()) - now, max(filtered.values()) - now
+        span = f"{latest:.1f} s" if latest - soonest < 0.05 else f"{soonest:.1f}-{latest:.1f} s"
         reasons.append(
-            f"filtered on {len(filtered)} agent(s) until {max(filtered.values()):.3f} "
-            f"(in {max(filtered.values()) - now:.1f} s): it declined their offers; "
+            f"filtered on {len(filtered)} agent(s) for {span} more: it declined their offers; "
             "Revive clears the filters"
         )
 
