@@ -201,13 +201,11 @@ async def _frameworks(stub, args) -> int:
         if args.json:
             print(json.dumps({"framework_id": reply.framework_id,
                               "reasons": list(reply.reasons)}, indent=2))
-        elif reply.reasons:
-            print(f"{reply.framework_id} gets no offers because:")
-            for reason in reply.reasons:
-                print(f"  - {reason}")
         else:
-            print(f"{reply.framework_id}: nothing holds it back; it is offered resources as "
-                  "they become free")
+            print(f"offers to {reply.framework_id} right now:")
+            for reason in reply.reasons or ["not blocked: it is offered resources as they "
+                                            "become free"]:
+                print(f"  - {reason}")
         return 0
     frameworks = (await stub.ListFrameworks(operator_pb2.ListFrameworksRequest())).frameworks
     _emit(args, [framework_row(f) for f in frameworks],
