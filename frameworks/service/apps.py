@@ -224,9 +224,10 @@ def app_from_mapping(data: Mapping[str, Any], source: str = "app") -> App:
         elif isinstance(command, list):
             health["command"] = {"argv": command}
         fields["health_check"] = health
-    env = fields.get("env")
-    if isinstance(env, Mapping):
-        fields["env"] = {str(k): str(v) for k, v in env.items()}
+    for name in ("env", "labels"):  # YAML reads `PORT: 80` as a number: keep it as text
+        mapping = fields.get(name)
+        if isinstance(mapping, Mapping):
+            fields[name] = {str(k): str(v) for k, v in mapping.items()}
     try:
         return json_format.ParseDict(fields, App())
     except json_format.ParseError as e:
