@@ -96,7 +96,7 @@ class AgentHandling:
                 framework_id=framework_id)))
         bound.info("agent registered", resources=str(total), tasks=len(register.tasks),
                    reregistered=bool(register.info.agent_id))
-        self.wake_allocation()
+        self.wake_allocation(agent_id)
         return agent
 
     def _reconcile_agent_tasks(self, agent: Agent, reported) -> set[str]:
@@ -219,7 +219,7 @@ class AgentHandling:
             if is_terminal(status.state):
                 self._recover(framework_id, task.agent_id, task.resources)
                 self.reg.complete_task(task)
-                self.wake_allocation()
+                self.wake_allocation(task.agent_id)
         else:
             task.last_status = status
         bound.info("status update")

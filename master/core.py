@@ -53,13 +53,28 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         self.started_at = time.time()
         self.reg = Registry()
         self.allocation_wanted = asyncio.Event()
+        # Agents whose free resources changed since the last cycle, which is all an event-driven
+        # cycle needs to look at; None: every agent (a framework-level change, such as a
+        # subscription or a revive, can make any agent offerable).
+        self._changed_agents: set[str] | None = set()
         # Set by Master.stop: streams ending now are the master's doing, not peers leaving.
         self.stopping = False
 
     # --- helpers -------------------------------------------------------------------------
 
-    def wake_allocation(self) -> None:
+    def wake_allocation(self, agent_id: str | None = None) -> None:
+        """Asks for an allocation over `agent_id` (a change on that agent only), or over every
+        agent when None."""
+        if agent_id is None:
+            self._changed_agents = None
+        elif self._changed_agents is not None:
+            self._changed_agents.add(agent_id)
         self.allocation_wanted.set()
+
+    def take_changed_agents(self) -> list[str] | None:
+        """The agents to allocate over now (None: all), resetting the set."""
+        changed, self._changed_agents = self._changed_agents, set()
+        return None if changed is None else list(changed)
 
     def _send_update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
         framework = self.reg.frameworks.get(framework_id)
@@ -92,7 +107,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
             framework.session.send(Event(rescind=Event.Rescind(offer_id=offer.offer_id)))
         log.info("offer rescinded", offer_id=offer.offer_id, framework_id=offer.framework_id,
                  agent_id=offer.agent_id, why=why)
-        self.wake_allocation()
+        self.wake_allocation(offer.agent_id)
 
     # --- recovery after a restart ----------------------------------------------------------
 

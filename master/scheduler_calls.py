@@ -27,11 +27,12 @@ MasterMessage = agent_link_pb2.MasterMessage
 class SchedulerCalls:
     """MasterCore's offer and task calls (a mixin: state lives on MasterCore)."""
 
-    def allocate(self) -> int:
-        """One allocation cycle: grants become offers, one OFFERS event per framework."""
+    def allocate(self, agent_ids: list[str] | None = None) -> int:
+        """One allocation cycle over `agent_ids` (None: every agent): grants become offers,
+        one OFFERS event per framework."""
         now = self.clock()
         by_framework: dict[str, list[common_pb2.Offer]] = defaultdict(list)
-        for grant in self.allocator.allocate(now):
+        for grant in self.allocator.allocate(now, agent_ids):
             framework = self.reg.frameworks.get(grant.framework_id)
             agent = self.reg.agents.get(grant.agent_id)
             if framework is None or not framework.connected or agent is None \
@@ -91,7 +92,7 @@ class SchedulerCalls:
             self._recover(framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds)
         log.info("offers accepted", framework_id=framework_id, agent_id=plan.agent_id,
                  offers=list(plan.offer_ids), tasks=launched)
-        self.wake_allocation()
+        self.wake_allocation(plan.agent_id)
         return launched
 
     def decline(self, request: scheduler_pb2.DeclineRequest) -> None:
@@ -108,9 +109,9 @@ class SchedulerCalls:
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "declined")
             self._recover(offer.framework_id, offer.agent_id, offer.resources, refuse=refuse)
+            self.wake_allocation(offer.agent_id)
         log.info("offers declined", framework_id=framework.framework_id,
                  offers=[o.offer_id for o in offers], refuse_seconds=refuse)
-        self.wake_allocation()
 
     def revive(self, request: scheduler_pb2.ReviveRequest) -> None:
         framework = self.framework_for_call(request.framework_id, request.stream_id)
