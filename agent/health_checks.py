@@ -131,6 +131,8 @@ async def probe(spec: CheckSpec, env: dict[str, str] | None = None,
         return False, f"timed out after {spec.timeout:g}s"
     except OSError as e:
         return False, e.strerror or str(e)
+    except (ValueError, RuntimeError) as e:  # e.g. a garbled reply: a failed check, not a crash
+        return False, f"check failed: {e}"
 
 
 async def _probe_http(spec: CheckSpec) -> tuple[bool, str]:
