@@ -25,20 +25,10 @@ from agent.aio_util import cancel_and_wait
 from agent.checkpoint import TaskRecord, WorkDir, b64
 from agent.isolation import Isolator, task_limits
 from common import ResourceError, Resources, new_id, new_uuid
+from common.task_states import TERMINAL_STATES
 
 log = structlog.get_logger(__name__)
 
-TERMINAL_STATES = frozenset(
-    {
-        common_pb2.TASK_FINISHED,
-        common_pb2.TASK_FAILED,
-        common_pb2.TASK_KILLED,
-        common_pb2.TASK_ERROR,
-        common_pb2.TASK_LOST,
-        common_pb2.TASK_DROPPED,
-        common_pb2.TASK_GONE,
-    }
-)
 DEFAULT_KILL_GRACE = 3.0
 # Completed runs remembered (for reading their sandboxes) beyond the ones still active.
 COMPLETED_HISTORY = 1000

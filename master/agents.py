@@ -9,6 +9,7 @@ import structlog
 from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 from common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
+from common.task_states import is_terminal
 from master.offers import CallError
 from master.registry import (
     ACTIVE,
@@ -19,7 +20,6 @@ from master.registry import (
     Framework,
     Session,
     Task,
-    is_terminal,
     master_status,
 )
 

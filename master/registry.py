@@ -11,11 +11,6 @@ from agora.v1 import common_pb2
 
 from common import EMPTY, Resources
 
-TERMINAL_STATES = frozenset({
-    common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
-    common_pb2.TASK_ERROR, common_pb2.TASK_LOST, common_pb2.TASK_DROPPED, common_pb2.TASK_GONE,
-})
-
 # Agent states as the Operator API reports them.
 ACTIVE = "ACTIVE"
 DISCONNECTED = "DISCONNECTED"
@@ -27,10 +22,6 @@ RECOVERING = "RECOVERING"
 # that an offer was rescinded rather than never existed).
 COMPLETED_TASKS_KEPT = 1000
 GONE_OFFERS_KEPT = 10_000
-
-
-def is_terminal(state: int) -> bool:
-    return state in TERMINAL_STATES
 
 
 def master_status(task_id: str, state: int, *, framework_id: str, agent_id: str, message: str,

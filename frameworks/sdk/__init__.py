@@ -13,6 +13,7 @@ The driver reconnects, re-subscribes with the same framework id, reconciles, and
 updates. `frameworks.sdk.testing` has an in-memory transport for unit tests of a framework.
 """
 
+from common.task_states import TERMINAL_STATES, is_terminal
 from frameworks.sdk.backoff import Backoff
 from frameworks.sdk.driver import (
     Driver,
@@ -25,11 +26,9 @@ from frameworks.sdk.driver import (
 from frameworks.sdk.framework import Framework
 from frameworks.sdk.offers import Fit, OfferPacker, Placement, TaskSpec, fit, offer_resources
 from frameworks.sdk.tasks import (
-    TERMINAL_STATES,
     argv_command,
     as_command,
     describe_status,
-    is_terminal,
     new_task_id,
     shell_command,
     state_name,

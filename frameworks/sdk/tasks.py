@@ -11,18 +11,6 @@ from common import new_id
 
 TaskState = common_pb2.TaskState
 
-# States after which a task never changes again (its resources are back with the master).
-TERMINAL_STATES = frozenset(
-    {
-        common_pb2.TASK_FINISHED,
-        common_pb2.TASK_FAILED,
-        common_pb2.TASK_KILLED,
-        common_pb2.TASK_ERROR,
-        common_pb2.TASK_LOST,
-        common_pb2.TASK_DROPPED,
-        common_pb2.TASK_GONE,
-    }
-)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -71,10 +59,6 @@ def as_command(
     if isinstance(command, str):
         return shell_command(command, env)
     return argv_command(command, env)
-
-
-def is_terminal(state: int) -> bool:
-    return state in TERMINAL_STATES
 
 
 def state_name(state: int) -> str:
