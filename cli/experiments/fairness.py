@@ -148,7 +148,7 @@ async def run(cfg: FairnessConfig, out: Path, command: list[str],
                   "phases": _phase_optima(cfg)}
     results.add_run(run_result)
     results.add_samples(samples)
-    results.target("largest |measured - DRF optimum| dominant share, all three running",
+    results.target("largest gap, measured vs DRF-optimum dominant share (all three running)",
                    run_result["max_share_gap"], 0.1, "share", measured_in=(
                        f"mean of ListFrameworks samples over t={lo:.1f}-{all_to:.1f} s"))
     names_written = _plots(cfg, out, samples, events, run_result)

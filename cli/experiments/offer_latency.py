@@ -218,11 +218,10 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
                 out / filename, f"Task end -> offer latency ({fixed_key} = {fixed_value})",
                 xlabel, "latency (ms, log)", series, logx=True, logy=True,
                 styles=["o-", "o--", "s-", "s--"]))
-    # CDF of the largest fixed configuration, both modes on one plot.
+    # CDF at the fixed configuration (the target's: 1,000 agents, 10 frameworks), both modes.
     base = cfg.combinations()[-1] if cfg.combinations() else None
     if base is not None:
-        agents = max(a for a, _ in cfg.combinations())
-        frameworks = fixed_f
+        agents, frameworks = base[0], fixed_f
         series = []
         for mode in cfg.modes:
             values = [row["ms"] for row in results._rows
