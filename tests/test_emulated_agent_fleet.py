@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 
-from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+from agora.v1 import operator_pb2, operator_pb2_grpc
 from harness import eventually_async
 
 from agent.emulated import EmulatedFleet, FleetConfig, constant
@@ -105,10 +105,3 @@ async def test_fleet_process_prints_ready_then_stops_on_sigterm():
     finally:
         await master.stop()
 
-
-def test_terminal_states_agree_with_the_master():
-    from agent.emulated.agent import TERMINAL
-    from master.registry import TERMINAL_STATES
-
-    assert TERMINAL == TERMINAL_STATES
-    assert common_pb2.TASK_KILLED in TERMINAL

@@ -27,6 +27,7 @@ from agora.v1 import agent_link_pb2, agent_link_pb2_grpc, common_pb2
 from agent.emulated.tasks import Sampler, declared_duration, exit_code, has_command
 from agent.update_queue import UpdateQueue
 from common import Resources, attributes_to_proto
+from common.task_states import TERMINAL_STATES
 
 log = structlog.get_logger(__name__)
 
@@ -34,10 +35,7 @@ AgentMessage = agent_link_pb2.AgentMessage
 MasterMessage = agent_link_pb2.MasterMessage
 VERSION = "0.1.0-emulated"
 MIN_SILENCE_SECONDS = 3.0
-TERMINAL = frozenset({
-    common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
-    common_pb2.TASK_ERROR, common_pb2.TASK_LOST, common_pb2.TASK_DROPPED, common_pb2.TASK_GONE,
-})
+TERMINAL = TERMINAL_STATES
 
 
 @dataclass

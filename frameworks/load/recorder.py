@@ -25,10 +25,9 @@ from dataclasses import dataclass
 
 from agora.v1 import common_pb2
 
-TERMINAL = frozenset({
-    common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
-    common_pb2.TASK_ERROR, common_pb2.TASK_LOST, common_pb2.TASK_DROPPED, common_pb2.TASK_GONE,
-})
+from common.task_states import TERMINAL_STATES
+
+TERMINAL = TERMINAL_STATES
 METRICS = ("task_end_to_offer", "task_end_agent_to_offer", "decline_to_offer",
            "subscribe_to_first_offer", "join_to_offer", "accept_to_running")
 
