@@ -22,14 +22,19 @@ async def cluster(tmp_path):
     await c.stop()
 
 
+# Ignores SIGTERM, so that a kill takes the whole grace period: long enough for a test polling
+# the app to see the instances being killed.
+STUBBORN = "trap '' TERM; while true; do sleep 0.1; done"
+
+
 def checked_app(app_id: str, instances: int, check: str, **fields) -> S.App:
     return S.App(
-        id=app_id, cmd="sleep 1000", instances=instances, cpus=0.1, mem=32,
+        id=app_id, cmd=STUBBORN, instances=instances, cpus=0.1, mem=32,
         health_check=common_pb2.HealthCheck(
             command=common_pb2.CommandInfo(shell=check), grace_period_seconds=30,
             interval_seconds=0.1, timeout_seconds=2, max_consecutive_failures=2),
         backoff=S.BackoffPolicy(backoff_seconds=0.1, backoff_factor=1.0),
-        kill_grace_period_seconds=0.5, **fields)
+        kill_grace_period_seconds=1.0, **fields)
 
 
 def sandbox(cluster: ServiceCluster, task_id: str):
