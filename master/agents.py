@@ -27,6 +27,7 @@ log = structlog.get_logger(__name__)
 
 Event = scheduler_pb2.Event
 MasterMessage = agent_link_pb2.MasterMessage
+_KNOWN_STATES = frozenset(common_pb2.TaskState.values()) - {common_pb2.TASK_STATE_UNSPECIFIED}
 
 
 class AgentHandling:
@@ -199,6 +200,15 @@ class AgentHandling:
         status.CopyFrom(update.status)
         framework_id = update.framework_id or status.framework_id
         status.framework_id, status.agent_id = framework_id, agent.agent_id
+        if not status.task_id or status.state not in _KNOWN_STATES:
+            # Refuse it without breaking the stream (which made the agent reconnect and resend
+            # it forever, holding back its other updates), and ack it so it is not resent.
+            log.warning("status update refused: no task_id or an unknown state",
+                        agent_id=agent.agent_id, framework_id=framework_id,
+                        task_id=status.task_id, state=status.state)
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            return
         bound = log.bind(agent_id=agent.agent_id, framework_id=framework_id,
                          task_id=status.task_id, state=common_pb2.TaskState.Name(status.state))
         if framework_id not in self.reg.frameworks:

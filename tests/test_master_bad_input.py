@@ -211,3 +211,21 @@ async def test_master_keeps_serving_after_bad_input(cluster):
         assert health.status == health_pb2.HealthCheckResponse.SERVING
     await framework.accept([offer.offer_id], [task("t")])
     await agent.inbox.expect("run_task")
+
+
+async def test_bad_status_update_is_acknowledged_and_dropped_without_breaking_the_agent(cluster):
+    master, agent, framework, offer = cluster
+    await framework.accept([offer.offer_id], [task("t")])
+    await agent.inbox.expect("run_task")
+    for state in (999, common_pb2.TASK_STATE_UNSPECIFIED):
+        uuid = agent.status(framework.framework_id, "t", state)
+        # Acknowledged, so the agent stops resending it; the stream stays up.
+        await agent.inbox.expect("status_update_ack", lambda a, u=uuid: a.uuid == u)
+    uuid = agent.status(framework.framework_id, "", common_pb2.TASK_RUNNING)
+    await agent.inbox.expect("status_update_ack", lambda a: a.uuid == uuid)
+    assert not agent.inbox.closed
+    agent.status(framework.framework_id, "t", common_pb2.TASK_RUNNING)
+    await framework.inbox.expect("update")
+    # Only the good update reached the framework.
+    assert [(u.status.task_id, u.status.state) for u in framework.inbox.of("update")] == [
+        ("t", common_pb2.TASK_RUNNING)]
