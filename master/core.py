@@ -78,8 +78,15 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
 
     def _send_update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
         framework = self.reg.frameworks.get(framework_id)
-        if framework is not None and framework.connected:
+        if framework is None:
+            return
+        if framework.connected:
             framework.session.send(Event(update=Event.Update(status=status)))
+        elif not status.uuid:
+            # An agent resends its own updates until acknowledged, but nobody resends the
+            # master's (TASK_LOST of a removed agent), and implicit reconciliation reports live
+            # tasks only: keep it for the re-subscription or the framework never hears of it.
+            framework.missed_updates.append(status)
 
     def _in_allocator(self, agent: Agent | None) -> bool:
         return agent is not None and agent.state != RECOVERING

@@ -77,6 +77,8 @@ class FrameworkHandling:
             framework_id=framework_id, stream_id=framework.stream_id,
             heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
             master_id=self.master_id)))
+        while framework.missed_updates:
+            session.send(Event(update=Event.Update(status=framework.missed_updates.popleft())))
         log.info("framework subscribed", framework_id=framework_id, name=info.name,
                  role=info.role, failed_over=failed_over)
         self.wake_allocation()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from agora.v1 import common_pb2
@@ -83,6 +83,10 @@ class Framework:
     suppressed: bool = False
     # Pending teardown while disconnected (asyncio.TimerHandle).
     failover_timer: asyncio.TimerHandle | None = None
+    # Master-generated updates (no uuid, so nobody resends them) made while disconnected,
+    # delivered on re-subscription; the oldest go first past COMPLETED_TASKS_KEPT.
+    missed_updates: deque[common_pb2.TaskStatus] = field(
+        default_factory=lambda: deque(maxlen=COMPLETED_TASKS_KEPT))
 
     @property
     def framework_id(self) -> str:

@@ -216,3 +216,25 @@ async def test_agent_reporting_less_than_its_tasks_use_is_kept_without_offers(tm
         await framework.close()
         await agent.close()
         await master.stop(0)
+
+
+async def test_task_lost_while_the_framework_was_away_is_delivered_on_resubscription(tmp_path):
+    master = await start_master(tmp_path / "state")
+    agent = FakeAgent(master.address)
+    await agent.connect()
+    framework = FakeFramework(master.address)
+    await framework.subscribe()
+    back = FakeFramework(master.address)
+    try:
+        await launch_one(framework, agent)
+        await framework.close()
+        agent.heartbeating = False
+        await agent.inbox.expect("shutdown")  # removed: its task is LOST while nobody listens
+        await back.subscribe(framework_id=framework.framework_id)
+        lost = await back.inbox.expect("update", lambda u: u.status.task_id == "t1")
+        assert lost.status.state == common_pb2.TASK_LOST
+        assert lost.status.reason == "REASON_AGENT_REMOVED"
+    finally:
+        await back.close()
+        await agent.close()
+        await master.stop(0)
