@@ -135,6 +135,12 @@ class SchedulerCalls:
         if not request.task_id:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "task_id is empty")
         task = self.reg.tasks.get((framework.framework_id, request.task_id))
+        ended = self.reg.completed.get((framework.framework_id, request.task_id))
+        if task is None and ended is not None:
+            # A kill racing the task's end: say how it ended, not LOST (which a framework
+            # would take for a failure of a task that in fact finished).
+            self._send_update(framework.framework_id, self._reconciled(ended))
+            return
         if task is None:
             self._send_update(framework.framework_id, master_status(
                 request.task_id, common_pb2.TASK_LOST, framework_id=framework.framework_id,

@@ -204,3 +204,17 @@ async def test_drf_spreads_agents_over_two_frameworks(master):
     finally:
         for c in (f1, f2, *agents):
             await c.close()
+
+
+async def test_kill_of_a_task_that_already_finished_reports_how_it_ended(
+        master, agent, framework):
+    [offer] = await framework.offers()
+    await framework.accept([offer.offer_id], [task("t1")])
+    await agent.inbox.expect("run_task")
+    agent.status(framework.framework_id, "t1", common_pb2.TASK_FINISHED)
+    await framework.inbox.expect("update", lambda u: u.status.state == common_pb2.TASK_FINISHED)
+    seen = len(framework.inbox.items)
+    await framework.stub.Kill(scheduler_pb2.KillRequest(**framework.ids(), task_id="t1"))
+    answer = await framework.inbox.expect("update", after=seen)
+    assert (answer.status.task_id, answer.status.state) == ("t1", common_pb2.TASK_FINISHED)
+    assert not agent.inbox.of("kill_task")
