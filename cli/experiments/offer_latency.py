@@ -146,7 +146,7 @@ async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: 
         "allocation_interval_seconds": cfg.allocation_interval if mode == "interval" else None,
         "register_seconds": round(register_seconds, 3),
         "window_seconds": round(window, 3),
-        "running_task_budget": budget,
+        "running_task_budget": cap * frameworks,
         "tasks_ended_per_second": round(len(ended) / window, 2) if window else None,
         "master_cpu_cores": round(cores, 4),
         "master_rss_mb": round(rss, 1),
@@ -241,6 +241,7 @@ def _summary(cfg: OfferLatencyConfig, results: Results) -> str:
         for r in results.runs:
             rows.append((f"{metric}, {r['label']}", r["figures_ms"][metric]))
     load = [f"| {r['label']} | {r['register_seconds']} | {r['tasks_ended_per_second']} | "
+            f"{r['counts'].get('offer_before_update', 0)} / {r['counts'].get('terminal', 0)} | "
             f"{r['master_cpu_cores']} | {r['master_rss_mb']} |" for r in results.runs]
     return f"""# offer-latency
 
@@ -251,18 +252,24 @@ Python {results.data['machine']['python']}. Command: `{' '.join(results.data['co
 
 Each run starts a fresh master process (`allocation_mode` event = Agora's event-driven
 allocation with its 2 ms batching window; interval = Mesos' default, one allocation every
-{cfg.allocation_interval:g} s on a fixed timer and nothing in between), an emulated fleet in its
+{cfg.allocation_interval:g} s on a fixed timer and nothing in between; real Mesos also
+allocates at once for a few events, such as a new agent or a revive), an emulated fleet in its
 own process (real AgentLink streams over real gRPC), and the load frameworks inside the runner
-process on the real SDK. In total the frameworks keep about {cfg.rate:g} tasks/s ending
-(closed loop, {cfg.cpus:g} cpus / {cfg.mem:g} MB tasks, exponential durations of mean
-{cfg.mean_duration:g} s). Every time stamp is `time.monotonic()` taken in the frameworks'
-process when the driver hands the event to the framework (callbacks never block: decisions run
-in background tasks). The figures, in milliseconds:
+process on the real SDK. Each framework keeps ceil({cfg.rate:g} x {cfg.mean_duration:g} / F)
+tasks running (closed loop, {cfg.cpus:g} cpus / {cfg.mem:g} MB tasks, exponential durations of
+mean {cfg.mean_duration:g} s): about {cfg.rate:g} tasks/s ending in total, more when there are
+more frameworks than that (each runs at least one). Frameworks hold the offers they cannot use
+yet and launch on them when a task ends. Every time stamp is `time.monotonic()` taken in the
+frameworks' process as the event is read off its Subscribe stream (frameworks/load/timing.py),
+before the driver hands it on. The figures, in milliseconds:
 
 - **task_end_to_offer** (the headline "offer latency"): a framework receives the terminal
   UPDATE of a task on agent X -> any of the frameworks receives the next OFFERS event holding an
   offer for X. The agent -> master hop is not in it (the master forwards the update at the
-  moment it frees the resources).
+  moment it frees the resources). The update and the offer travel on two streams (often to
+  two frameworks) and can be read in either order; when the offer is read first there is no
+  UPDATE -> OFFER interval, the sample is left out of this figure (it is in the next one) and
+  counted in the Load table, so this figure leans slow rather than fast.
 - **task_end_agent_to_offer**: the same offers, timed from the emulated agent's wall-clock
   timestamp on the terminal update (same host), so it includes agent -> master.
 - **decline_to_offer**: {cfg.probe_decline_fraction:.0%} of offers are declined with
@@ -286,7 +293,8 @@ process over the window.
 
 ## Load
 
-| run | agents registered in (s) | tasks ended/s | master CPU (cores) | master RSS (MB) |
-|---|---:|---:|---:|---:|
+| run | agents registered in (s) | tasks ended/s | offer read before its update / task ends \
+| master CPU (cores) | master RSS (MB) |
+|---|---:|---:|---:|---:|---:|
 {chr(10).join(load)}
 """
