@@ -78,7 +78,7 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         _, path = await self._file(request, context)
         length = request.length if request.length > 0 else MAX_READ
         length = min(length, MAX_READ)
-        data, offset, size = await asyncio.to_thread(_read, path, request.offset, length)
+        data, offset, size = await self._read(path, request.offset, length, context)
         return agent_pb2.ReadFileResponse(data=data, offset=offset, size=size)
 
     async def FollowFile(self, request, context):
@@ -89,7 +89,7 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         while True:
             # Check before reading, so that everything written before the end is sent.
             ended = is_terminal(run.state)
-            data, start, _ = await asyncio.to_thread(_read, path, offset, MAX_READ)
+            data, start, _ = await self._read(path, offset, MAX_READ, context)
             if data:
                 yield agent_pb2.FileChunk(data=data, offset=start)
                 offset = start + len(data)
@@ -105,22 +105,23 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"{request.path!r} is not a directory in the sandbox"
             )
-        root = run.sandbox.resolve()
-        entries = []
-        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            entries.append(
-                agent_pb2.FileEntry(
-                    path=str(Path(entry.path).relative_to(root)),
-                    is_dir=entry.is_dir(follow_symlinks=False),
-                    size=st.st_size,
-                    mtime=st.st_mtime,
-                )
+        try:
+            # In a thread: a task may leave thousands of files, and the loop serves every task.
+            entries = await asyncio.to_thread(_list, directory, run.sandbox.resolve())
+        except OSError as e:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"cannot list {request.path!r}: {e}"
             )
         return agent_pb2.ListFilesResponse(files=entries)
+
+    async def _read(self, path: Path, offset: int, length: int, context):
+        """_read in a thread; the task owns its sandbox, so its files may vanish at any time."""
+        try:
+            return await asyncio.to_thread(_read, path, offset, length)
+        except FileNotFoundError:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"{path.name!r} is gone")
+        except OSError as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot read it: {e}")
 
     async def ListTasks(self, request, context):
         # Every run the agent remembers: running, ended (with updates still to acknowledge),
@@ -140,6 +141,26 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
                 )
             )
         return agent_pb2.ListAgentTasksResponse(tasks=out)
+
+
+def _list(directory: Path, root: Path) -> list[agent_pb2.FileEntry]:
+    entries = []
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        relative = os.fsencode(Path(entry.path).relative_to(root))
+        entries.append(
+            agent_pb2.FileEntry(
+                # A task may name files in any bytes; protobuf strings must be UTF-8.
+                path=relative.decode("utf-8", "backslashreplace"),
+                is_dir=entry.is_dir(follow_symlinks=False),
+                size=st.st_size,
+                mtime=st.st_mtime,
+            )
+        )
+    return entries
 
 
 def _read(path: Path, offset: int, length: int) -> tuple[bytes, int, int]:

@@ -431,6 +431,17 @@ async def test_sandbox_escapes_and_unknown_tasks_are_refused(master, agents):
         assert note.data == b"hi\n"
 
 
+async def test_a_file_name_that_is_not_utf8_is_listed(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("bytes", "touch \"$(printf 'x\\377')\""))
+    await terminal(master, "bytes")
+    async with insecure_channel(daemon.address) as channel:
+        stub = agent_pb2_grpc.AgentStub(channel)
+        listing = await stub.ListFiles(agent_pb2.ListFilesRequest(task_id="bytes"))
+        assert "x\\xff" in [f.path for f in listing.files]
+
+
 async def test_serves_health_and_reflection(master, agents):
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
