@@ -101,6 +101,10 @@ class TaskManager:
 
     def find(self, framework_id: str, task_id: str) -> TaskRun | None:
         """The latest run of the task; framework_id may be empty when task_id is unique."""
+        # An active run is the task's latest (a new run waits for the old one to complete),
+        # and every status update looks its task up here: no scan of the whole history.
+        if framework_id and (run := self._active.get((framework_id, task_id))) is not None:
+            return run
         matches = [
             r
             for r in self._runs.values()
