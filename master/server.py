@@ -82,10 +82,14 @@ class Master:
         agent_link_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkService(self.core), server)
         operator_pb2_grpc.add_OperatorServicer_to_server(OperatorService(self.core), server)
         add_standard_services(server, SERVICE_NAMES)
-        port = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        where = f"{self.config.host}:{self.config.port}"
+        try:
+            port = server.add_insecure_port(where)
+        except RuntimeError:  # grpc's way of saying the port is taken
+            port = 0
         if port == 0:
             self.store.close()
-            raise OSError(f"cannot bind {self.config.host}:{self.config.port}")
+            raise OSError(f"cannot bind {where}: the address is in use or not this machine's")
         await server.start()
         self._server, self.port = server, port
         self._tasks = [asyncio.create_task(self._allocation_loop(), name="allocation"),
