@@ -23,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Ctrl-C: tasks are killed and the work dir is kept for inspection."
         ),
     )
-    p.add_argument("--agents", type=int, default=3, help="number of agents (default 3)")
-    p.add_argument("--port", type=int, default=5050, help="master port (default 5050; 0 = any)")
+    p.add_argument("--agents", type=_count, default=3, help="number of agents (default 3)")
+    p.add_argument("--port", type=_port, default=5050, help="master port (default 5050; 0 = any)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument(
         "--work-dir",
@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--agent-resources",
+        type=_resources,
         default="cpus:2;mem:2048;disk:8192",
         help="resources of each agent; ports are added per agent so they never clash "
         "(default 'cpus:2;mem:2048;disk:8192')",
@@ -42,8 +43,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def _agent_resources(base: str, index: int) -> Resources:
-    resources = Resources.parse(base)
+# Bad values are usage errors (exit 2, one line naming the flag), as for `agora agent`.
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not 0 or more")
+    return value
+
+
+def _port(text: str) -> int:
+    port = _count(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is not in 0-65535")
+    return port
+
+
+def _resources(text: str) -> Resources:
+    try:
+        return Resources.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _agent_resources(resources: Resources, index: int) -> Resources:
     if not resources.port_ranges():
         first = 31000 + index * 1000
         resources = resources + Resources.parse(f"ports:[{first}-{first + 999}]")
@@ -51,14 +76,6 @@ def _agent_resources(base: str, index: int) -> Resources:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from cli.main import CommandError
-
-    if args.agents < 0:
-        raise CommandError("--agents must be 0 or more")
-    try:
-        Resources.parse(args.agent_resources)
-    except ValueError as e:
-        raise CommandError(f"--agent-resources: {e}") from None
     setup_logging(args)
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="agora-local-"))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -67,10 +84,14 @@ def _run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     from agent import AgentConfig, AgentDaemon
+    from cli.main import CommandError
     from master import Master, MasterConfig
 
     master = Master(MasterConfig(host=args.host, port=args.port, state_dir=work_dir / "master"))
-    port = await master.start()
+    try:
+        port = await master.start()
+    except OSError as e:  # e.g. the port is taken: one line, not a traceback
+        raise CommandError(f"cannot start the master: {e}") from None
     master_address = f"{args.host}:{port}"
     agents = []
     for i in range(args.agents):

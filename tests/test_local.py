@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 
@@ -45,3 +46,18 @@ def test_local_cluster_runs_hello_and_a_batch_job(tmp_path):
         assert job.returncode == 0, job.stdout + job.stderr + local.log_tail()
     finally:
         local.stop()
+
+
+def test_local_rejects_bad_flags_with_exit_2_and_a_taken_port_in_one_line(tmp_path):
+    for flags, named in ((["--agents", "-1"], "--agents"), (["--port", "70000"], "--port"),
+                         (["--agent-resources", "cpus:x"], "--agent-resources")):
+        out = agora("local", *flags, "--work-dir", str(tmp_path / "w"))
+        assert out.returncode == 2 and named in out.stderr, (flags, out.stderr)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = agora("local", "--port", str(port), "--agents", "0",
+                    "--work-dir", str(tmp_path / "w"))
+    assert out.returncode == 1
+    assert "cannot start the master" in out.stderr and "Traceback" not in out.stderr
