@@ -267,9 +267,9 @@ before the driver hands it on. The figures, in milliseconds:
   UPDATE of a task on agent X -> any of the frameworks receives the next OFFERS event holding an
   offer for X. The agent -> master hop is not in it (the master forwards the update at the
   moment it frees the resources). The update and the offer travel on two streams (often to
-  two frameworks) and can be read in either order; when the offer is read first there is no
-  UPDATE -> OFFER interval, the sample is left out of this figure (it is in the next one) and
-  counted in the Load table, so this figure leans slow rather than fast.
+  two frameworks) and can be read in either order; when the offer is read first it was at the
+  frameworks before they knew the task had ended, and the sample counts as 0 ms (how often:
+  the Load table; the next figure times every one of them from the agent's stamp).
 - **task_end_agent_to_offer**: the same offers, timed from the emulated agent's wall-clock
   timestamp on the terminal update (same host), so it includes agent -> master.
 - **decline_to_offer**: {cfg.probe_decline_fraction:.0%} of offers are declined with

@@ -8,8 +8,8 @@ the freed resources to another framework). The figures (milliseconds):
   with an offer for X received.
 - task_end_agent_to_offer: the same offer, timed from the agent's own timestamp of the terminal
   update (wall clock, same host): adds the agent -> master -> framework hop. When the offer is
-  read before the update (two streams race), only this figure is taken, and the case is
-  counted as counts["offer_before_update"].
+  read before the update (two streams race), task_end_to_offer counts 0 ms (the offer was there
+  first) and the case is counted as counts["offer_before_update"].
 - decline_to_offer: Decline(refuse_seconds=0) of an offer for X issued -> next offer for X.
 - subscribe_to_first_offer: SUBSCRIBED received -> the framework's first OFFERS event.
 - join_to_offer: an agent's Register sent (recorded with `agent_joined`) -> first offer for it.
@@ -112,9 +112,11 @@ class Recorder:
             offered = self._last_offer_wall.get(agent, 0.0)
             if status.timestamp and offered >= status.timestamp and agent not in self._freed:
                 # The offer of the freed resources overtook this update (they travel on two
-                # streams, to two frameworks): there is no UPDATE -> OFFER interval to time,
-                # only the agent-stamped one. Counted, so the summary can say how often.
+                # streams, often to two frameworks): the offer was here before we knew the
+                # task had ended, so it counts as 0 ms, and as its agent-stamped time. Counted,
+                # so the summary can say how often.
                 self.counts["offer_before_update"] += 1
+                self._add("task_end_to_offer", 0.0, now, "", agent)
                 self._add("task_end_agent_to_offer", offered - status.timestamp, now,
                           "", agent)
                 return
