@@ -195,7 +195,11 @@ async def start_wrapper(
         )
         # EOF comes once the wrapper has started the command (or failed to) and let go of
         # the pipe; the intermediate process exits at once.
-        out, _ = await proc.communicate()
+        try:
+            out, _ = await proc.communicate()
+        except asyncio.CancelledError:
+            await _let_go(proc)
+            raise
     line = out.decode(errors="replace").strip()
     if line.startswith("started "):
         wrapper = Wrapper.load(run_dir)
@@ -209,6 +213,21 @@ async def start_wrapper(
         "the task wrapper failed to start"
         + (f": {detail[-1]}" if detail else f" (exit code {proc.returncode})")
     )
+
+
+async def _let_go(proc: asyncio.subprocess.Process) -> None:
+    """The agent is stopping mid-launch: closes our end of the wrapper's stdout now.
+
+    Left open, the pipe outlives the event loop and warns (ResourceWarning) when collected.
+    The wrapper carries on (a write to the closed pipe fails quietly) and the next agent
+    re-attaches to it through wrapper.json. The intermediate process exits at once, so
+    waiting for it is short; reaped, it lets asyncio close the process transport too.
+    """
+    # asyncio.subprocess.Process offers no public way to close one pipe.
+    stdout = proc._transport.get_pipe_transport(1)  # noqa: SLF001
+    if stdout is not None:
+        stdout.close()
+    await proc.wait()
 
 
 def exit_outcome(result: dict | None, killed: bool) -> tuple[int, str, str, int | None]:
