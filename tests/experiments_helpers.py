@@ -15,8 +15,14 @@ MACHINE_KEYS = {"cpu_model", "cores", "memory_mb", "python"}
 
 def run_experiment(*args: str, timeout: float = 110) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.run(agora_argv("experiment", *args, "--quiet"), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        agora_argv("experiment", *args, "--quiet"),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     return proc
 

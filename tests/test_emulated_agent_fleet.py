@@ -22,32 +22,49 @@ from master import Master, MasterConfig
 async def _agents(address: str):
     async with insecure_channel(address) as channel:
         reply = await operator_pb2_grpc.OperatorStub(channel).ListAgents(
-            operator_pb2.ListAgentsRequest())
+            operator_pb2.ListAgentsRequest()
+        )
         return list(reply.agents)
 
 
 async def test_fleet_registers_every_agent_and_runs_tasks_through_the_real_master(tmp_path):
     master = Master(MasterConfig(port=0))
     await master.start()
-    fleet = EmulatedFleet(FleetConfig(master=master.address, agents=30, racks=3,
-                                      agents_per_channel=8, register_wave=10,
-                                      resources=Resources.parse("cpus:2;mem:2048"),
-                                      default_duration=constant(0.05)))
+    fleet = EmulatedFleet(
+        FleetConfig(
+            master=master.address,
+            agents=30,
+            racks=3,
+            agents_per_channel=8,
+            register_wave=10,
+            resources=Resources.parse("cpus:2;mem:2048"),
+            default_duration=constant(0.05),
+        )
+    )
     try:
         await fleet.start(timeout=60)
         assert len(fleet._channels) == 4  # 30 agents, 8 streams per connection
         agents = await _agents(master.address)
         assert len(agents) == 30 and all(a.state == "ACTIVE" for a in agents)
         assert {attributes_from_proto(a.info.attributes)["rack"] for a in agents} == {
-            "r0", "r1", "r2"}
+            "r0",
+            "r1",
+            "r2",
+        }
 
         # A load framework on the real SDK runs tasks on them to the end.
         recorder = Recorder()
-        framework = LoadFramework(LoadConfig(name="t", cpus=1, mem=512, max_tasks=40,
-                                             duration=constant(0.05), hold_offers=True),
-                                  recorder)
-        driver = Driver(framework, TimedTransport(master.address, recorder, "t"),
-                        framework_info("t", failover_timeout=5))
+        framework = LoadFramework(
+            LoadConfig(
+                name="t", cpus=1, mem=512, max_tasks=40, duration=constant(0.05), hold_offers=True
+            ),
+            recorder,
+        )
+        driver = Driver(
+            framework,
+            TimedTransport(master.address, recorder, "t"),
+            framework_info("t", failover_timeout=5),
+        )
         running = asyncio.create_task(driver.run())
         await eventually_async(lambda: framework.ended == 40, timeout=60, message="40 tasks")
         assert framework.failed == 0
@@ -65,15 +82,20 @@ async def test_fleet_registers_every_agent_and_runs_tasks_through_the_real_maste
 async def test_killed_task_reports_killed_through_the_master():
     master = Master(MasterConfig(port=0))
     await master.start()
-    fleet = EmulatedFleet(FleetConfig(master=master.address, agents=1,
-                                      default_duration=constant(100)))
+    fleet = EmulatedFleet(
+        FleetConfig(master=master.address, agents=1, default_duration=constant(100))
+    )
     try:
         await fleet.start(timeout=30)
         recorder = Recorder()
-        framework = LoadFramework(LoadConfig(name="k", max_tasks=1, duration=constant(100)),
-                                  recorder)
-        driver = Driver(framework, TimedTransport(master.address, recorder, "k"),
-                        framework_info("k", failover_timeout=5))
+        framework = LoadFramework(
+            LoadConfig(name="k", max_tasks=1, duration=constant(100)), recorder
+        )
+        driver = Driver(
+            framework,
+            TimedTransport(master.address, recorder, "k"),
+            framework_info("k", failover_timeout=5),
+        )
         running = asyncio.create_task(driver.run())
         await eventually_async(lambda: len(recorder.values("accept_to_running")) == 1)
         (task_id,) = framework.running
@@ -93,8 +115,17 @@ async def test_fleet_process_prints_ready_then_stops_on_sigterm():
     await master.start()
     try:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agent.emulated", "--master", master.address, "--agents",
-            "12", "--stats-interval", "0", stdout=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "agent.emulated",
+            "--master",
+            master.address,
+            "--agents",
+            "12",
+            "--stats-interval",
+            "0",
+            stdout=asyncio.subprocess.PIPE,
+        )
         ready = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
         assert ready["event"] == "ready" and ready["registered"] == 12
         assert len(await _agents(master.address)) == 12
@@ -104,4 +135,3 @@ async def test_fleet_process_prints_ready_then_stops_on_sigterm():
         assert await asyncio.wait_for(proc.wait(), 30) == 0
     finally:
         await master.stop()
-

@@ -32,11 +32,20 @@ class RealKind:
     async def start(self, update_backoff: float = 0.2, update_backoff_max: float = 1.0):
         from agent import AgentConfig, AgentDaemon
 
-        daemon = AgentDaemon(AgentConfig(
-            master=self.master.address, port=0, work_dir=self.tmp_path / "agent",
-            resources=Resources.parse(RESOURCES), attributes=ATTRIBUTES, hostname="host-a",
-            reconnect_backoff_initial=0.05, reconnect_backoff_max=0.5,
-            update_backoff_initial=update_backoff, update_backoff_max=update_backoff_max))
+        daemon = AgentDaemon(
+            AgentConfig(
+                master=self.master.address,
+                port=0,
+                work_dir=self.tmp_path / "agent",
+                resources=Resources.parse(RESOURCES),
+                attributes=ATTRIBUTES,
+                hostname="host-a",
+                reconnect_backoff_initial=0.05,
+                reconnect_backoff_max=0.5,
+                update_backoff_initial=update_backoff,
+                update_backoff_max=update_backoff_max,
+            )
+        )
         await daemon.start()
         self.running.append(daemon)
         return daemon
@@ -56,11 +65,18 @@ class EmulatedKind:
         channel = grpc.aio.insecure_channel(self.master.address, options=CHANNEL_OPTIONS)
         self.channels.append(channel)
         agent = EmulatedAgent(
-            AgentSpec(resources=Resources.parse(RESOURCES), attributes=ATTRIBUTES,
-                      hostname="host-a", reconnect_backoff_initial=0.05,
-                      reconnect_backoff_max=0.5, update_backoff_initial=update_backoff,
-                      update_backoff_max=update_backoff_max),
-            channel, default_duration=constant(0.1))
+            AgentSpec(
+                resources=Resources.parse(RESOURCES),
+                attributes=ATTRIBUTES,
+                hostname="host-a",
+                reconnect_backoff_initial=0.05,
+                reconnect_backoff_max=0.5,
+                update_backoff_initial=update_backoff,
+                update_backoff_max=update_backoff_max,
+            ),
+            channel,
+            default_duration=constant(0.1),
+        )
         agent.start()
         self.running.append(agent)
         return agent
@@ -88,14 +104,18 @@ async def kind(request, master, tmp_path):
 
 
 async def registered(master: FakeMaster, count: int = 1):
-    await eventually_async(lambda: len(master.registrations) >= count and master.connected,
-                           timeout=20, message=f"{count} registration(s)")
+    await eventually_async(
+        lambda: len(master.registrations) >= count and master.connected,
+        timeout=20,
+        message=f"{count} registration(s)",
+    )
     return master.registrations[count - 1]
 
 
 async def terminal(master: FakeMaster, task_id: str) -> S.TaskStatus:
-    return await eventually_async(lambda: master.terminal(task_id), timeout=30,
-                                  message=f"terminal update of {task_id}")
+    return await eventually_async(
+        lambda: master.terminal(task_id), timeout=30, message=f"terminal update of {task_id}"
+    )
 
 
 async def test_registers_with_resources_and_attributes_then_heartbeats(master, kind):
@@ -118,8 +138,13 @@ async def test_run_reports_starting_running_finished_in_order(master, kind):
     assert final.exit_code == 0 and final.message == "exited with code 0"
     updates = [u for u in master.updates if u.task_id == "t1"]
     assert len({u.uuid for u in updates}) == 3 and all(len(u.uuid) == 16 for u in updates)
-    assert all(u.agent_id == "agent-1" and u.framework_id == FW
-               and u.source == S.TaskStatus.SOURCE_AGENT and u.timestamp > 0 for u in updates)
+    assert all(
+        u.agent_id == "agent-1"
+        and u.framework_id == FW
+        and u.source == S.TaskStatus.SOURCE_AGENT
+        and u.timestamp > 0
+        for u in updates
+    )
 
 
 async def test_unacknowledged_update_is_resent_and_an_ack_stops_it(master, kind):
@@ -128,17 +153,20 @@ async def test_unacknowledged_update_is_resent_and_an_ack_stops_it(master, kind)
     await registered(master)
     master.run_task(FW, shell_task("r", "sleep 0.1"))
     # STARTING is resent until acknowledged; nothing after it is sent meanwhile.
-    await eventually_async(lambda: master.states("r").count(S.TASK_STARTING) >= 3,
-                           message="STARTING resent")
+    await eventually_async(
+        lambda: master.states("r").count(S.TASK_STARTING) >= 3, message="STARTING resent"
+    )
     assert set(master.states("r")) == {S.TASK_STARTING}
     starting = [u for u in master.updates if u.task_id == "r"]
     assert len({u.uuid for u in starting}) == 1
     master.ack(starting[0])
     running = await eventually_async(
-        lambda: next((u for u in master.updates if u.state == S.TASK_RUNNING), None))
+        lambda: next((u for u in master.updates if u.state == S.TASK_RUNNING), None)
+    )
     master.ack(running)
     finished = await eventually_async(
-        lambda: next((u for u in master.updates if u.state == S.TASK_FINISHED), None))
+        lambda: next((u for u in master.updates if u.state == S.TASK_FINISHED), None)
+    )
     master.ack(finished)
     # Once all is acknowledged nothing more is sent: wait for resends that would have come
     # (several backoff periods, counted in heartbeats) rather than for the clock.
@@ -212,15 +240,22 @@ async def test_emulated_agent_dials_again_when_the_master_falls_silent():
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
-    agent = EmulatedAgent(AgentSpec(resources=Resources.parse(RESOURCES), heartbeat_interval=0.1,
-                                    reconnect_backoff_initial=0.05),
-                          channel, default_duration=constant(0.1))
+    agent = EmulatedAgent(
+        AgentSpec(
+            resources=Resources.parse(RESOURCES),
+            heartbeat_interval=0.1,
+            reconnect_backoff_initial=0.05,
+        ),
+        channel,
+        default_duration=constant(0.1),
+    )
     runner = agent.start()
     try:
         # Each silent stream is dropped after the 3 s floor and dialled again; the agent's
         # task lives on (a cancelled call must not end it).
-        await eventually_async(lambda: servicer.connects >= 2, timeout=30,
-                               message="a second Connect")
+        await eventually_async(
+            lambda: servicer.connects >= 2, timeout=30, message="a second Connect"
+        )
         assert not runner.done()
     finally:
         await agent.stop()

@@ -10,8 +10,21 @@ pytestmark = pytest.mark.e2e
 
 def test_launch_on_emulated_agents(tmp_path):
     out = tmp_path / "launch"
-    run_experiment("launch", "--agents", "2", "--seconds", "2", "--latency-seconds", "1",
-                   "--warmup", "0.5", "--concurrency", "4", "--out", str(out))
+    run_experiment(
+        "launch",
+        "--agents",
+        "2",
+        "--seconds",
+        "2",
+        "--latency-seconds",
+        "1",
+        "--warmup",
+        "0.5",
+        "--concurrency",
+        "4",
+        "--out",
+        str(out),
+    )
     data = load_results(out, "launch")
     (run,) = data["runs"]
     assert run["real_agents"] is False and run["tasks_finished"] > 0
@@ -23,9 +36,23 @@ def test_launch_on_emulated_agents(tmp_path):
 
 def test_launch_on_real_agents_reports_the_spawn_ratio(tmp_path):
     out = tmp_path / "launch-real"
-    run_experiment("launch", "--real-agents", "1", "--seconds", "2", "--latency-seconds", "1",
-                   "--warmup", "0.5", "--concurrency", "2", "--spawn-seconds", "0.5",
-                   "--out", str(out))
+    run_experiment(
+        "launch",
+        "--real-agents",
+        "1",
+        "--seconds",
+        "2",
+        "--latency-seconds",
+        "1",
+        "--warmup",
+        "0.5",
+        "--concurrency",
+        "2",
+        "--spawn-seconds",
+        "0.5",
+        "--out",
+        str(out),
+    )
     data = load_results(out, "launch")
     (run,) = data["runs"]
     assert run["real_agents"] is True and run["tasks_finished"] > 0 and run["failed_tasks"] == 0

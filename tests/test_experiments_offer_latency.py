@@ -12,17 +12,39 @@ pytestmark = pytest.mark.e2e
 
 def test_offer_latency_writes_every_figure_for_both_modes(tmp_path):
     out = tmp_path / "ol"
-    proc = run_experiment("offer-latency", "--agents", "4", "--frameworks", "2", "--seconds",
-                          "3", "--warmup", "0.5", "--joiners", "2", "--decline-fraction",
-                          "0.2", "--allocation-interval", "0.3", "--out", str(out))
+    proc = run_experiment(
+        "offer-latency",
+        "--agents",
+        "4",
+        "--frameworks",
+        "2",
+        "--seconds",
+        "3",
+        "--warmup",
+        "0.5",
+        "--joiners",
+        "2",
+        "--decline-fraction",
+        "0.2",
+        "--allocation-interval",
+        "0.3",
+        "--out",
+        str(out),
+    )
     assert "offer latency p50" in proc.stdout
     data = load_results(out, "offer-latency")
     assert [(r["agents"], r["frameworks"], r["mode"]) for r in data["runs"]] == [
-        (4, 2, "event"), (4, 2, "interval")]
+        (4, 2, "event"),
+        (4, 2, "interval"),
+    ]
     for run in data["runs"]:
         assert set(run["figures_ms"]) == set(METRICS)
-        for metric in ("task_end_to_offer", "subscribe_to_first_offer", "join_to_offer",
-                       "accept_to_running"):
+        for metric in (
+            "task_end_to_offer",
+            "subscribe_to_first_offer",
+            "join_to_offer",
+            "accept_to_running",
+        ):
             assert_stats(run["figures_ms"][metric])
         assert run["figures_ms"]["join_to_offer"]["count"] == 2
         assert run["master_cpu_cores"] >= 0 and run["master_rss_mb"] > 0
@@ -38,7 +60,11 @@ def test_bad_flag_values_are_usage_errors(tmp_path):
 
     from cli.experiments.processes import ROOT, agora_argv
 
-    proc = subprocess.run(agora_argv("experiment", "offer-latency", "--agents", "ten",
-                                     "--out", str(tmp_path)),
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        agora_argv("experiment", "offer-latency", "--agents", "ten", "--out", str(tmp_path)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "--agents" in proc.stderr

@@ -15,8 +15,13 @@ def test_scale_two_small_steps(tmp_path):
     assert [r["agents"] for r in data["runs"]] == [3, 8]
     for run in data["runs"]:
         assert run["first_offer_event_offers"] == run["agents"]
-        for key in ("register_seconds", "idle_master_cpu_cores", "master_cpu_per_heartbeat_us",
-                    "master_rss_mb_idle", "master_rss_mb_after_offers"):
+        for key in (
+            "register_seconds",
+            "idle_master_cpu_cores",
+            "master_cpu_per_heartbeat_us",
+            "master_rss_mb_idle",
+            "master_rss_mb_after_offers",
+        ):
             assert run[key] is not None and run[key] >= 0, key
         assert_stats(run["figures_ms"]["full_allocation_subscribe_to_offers"])
         assert_stats(run["figures_ms"]["one_agent_decline_to_reoffer"])

@@ -28,7 +28,9 @@ def test_trace_is_read_and_sorted(tmp_path):
     path.write_text("submit_time,duration,cpus,mem\n2,1.5,1,128\n0.5,3,0.5,64\n")
     trace = load_trace(path)
     assert [(t.submit_time, t.duration, t.cpus, t.mem) for t in trace] == [
-        (0.5, 3.0, 0.5, 64.0), (2.0, 1.5, 1.0, 128.0)]
+        (0.5, 3.0, 0.5, 64.0),
+        (2.0, 1.5, 1.0, 128.0),
+    ]
     path.write_text("submit_time,duration,cpus\n1,1,1\n")
     with pytest.raises(ValueError, match="mem"):
         load_trace(path)
@@ -44,8 +46,10 @@ def test_emulated_duration_comes_from_label_or_sleep():
     assert declared_duration(task) == 0.25
     argv = common_pb2.TaskInfo(command=common_pb2.CommandInfo(argv=["sleep", "3"]))
     assert declared_duration(argv) == 3.0
-    assert declared_duration(common_pb2.TaskInfo(
-        command=common_pb2.CommandInfo(shell="echo hi"))) is None
+    assert (
+        declared_duration(common_pb2.TaskInfo(command=common_pb2.CommandInfo(shell="echo hi")))
+        is None
+    )
 
 
 def test_summary_statistics():
@@ -77,13 +81,24 @@ def test_recorder_pairs_a_freed_agent_with_its_next_offer_from_any_framework():
     rec.offers("a", [_offer("x"), _offer("y")])  # first offer of a: 4 ms
     rec.accepted(["t1"])
     clock.now += 0.010
-    rec.update("a", common_pb2.TaskStatus(task_id="t1", state=common_pb2.TASK_RUNNING,
-                                          agent_id="x", uuid=b"1" * 16))
+    rec.update(
+        "a",
+        common_pb2.TaskStatus(
+            task_id="t1", state=common_pb2.TASK_RUNNING, agent_id="x", uuid=b"1" * 16
+        ),
+    )
     clock.now += 1.0
     ended_at_agent = clock.now + 900 - 0.0005  # the agent stamped it 0.5 ms before we read it
-    rec.update("a", common_pb2.TaskStatus(task_id="t1", state=common_pb2.TASK_FINISHED,
-                                          agent_id="x", uuid=b"2" * 16,
-                                          timestamp=ended_at_agent))
+    rec.update(
+        "a",
+        common_pb2.TaskStatus(
+            task_id="t1",
+            state=common_pb2.TASK_FINISHED,
+            agent_id="x",
+            uuid=b"2" * 16,
+            timestamp=ended_at_agent,
+        ),
+    )
     clock.now += 0.002
     rec.offers("b", [_offer("y")])  # not the freed agent
     rec.offers("b", [_offer("x")])  # another framework gets x: 2 ms
@@ -105,9 +120,16 @@ def test_an_offer_that_overtakes_the_update_counts_zero_and_is_not_paired_again(
     clock.now += 0.003
     rec.offers("b", [_offer("x")])  # the freed resources, read first
     clock.now += 0.001
-    rec.update("a", common_pb2.TaskStatus(task_id="t", state=common_pb2.TASK_FINISHED,
-                                          agent_id="x", uuid=b"3" * 16,
-                                          timestamp=ended_at_agent))
+    rec.update(
+        "a",
+        common_pb2.TaskStatus(
+            task_id="t",
+            state=common_pb2.TASK_FINISHED,
+            agent_id="x",
+            uuid=b"3" * 16,
+            timestamp=ended_at_agent,
+        ),
+    )
     clock.now += 5.0
     rec.offers("b", [_offer("x")])  # much later, unrelated: not paired
     assert rec.values("task_end_to_offer") == [0.0]  # the offer was there first
@@ -129,7 +151,8 @@ def test_recorder_join_works_whichever_comes_first():
 
 def test_reconciliation_answers_are_not_task_ends():
     rec = Recorder()
-    rec.update("a", common_pb2.TaskStatus(task_id="t", state=common_pb2.TASK_LOST,
-                                          agent_id="x"))  # no uuid: from the master
+    rec.update(
+        "a", common_pb2.TaskStatus(task_id="t", state=common_pb2.TASK_LOST, agent_id="x")
+    )  # no uuid: from the master
     rec.offers("a", [_offer("x")])
     assert rec.values("task_end_to_offer") == []

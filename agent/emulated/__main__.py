@@ -35,26 +35,56 @@ def duration_sampler(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m agent.emulated", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m agent.emulated",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--master", required=True, help="the master's HOST:PORT")
     p.add_argument("--agents", type=int, default=10, help="how many agents (default 10)")
-    p.add_argument("--resources", default=DEFAULT_RESOURCES,
-                   help=f"each agent's resources (default {DEFAULT_RESOURCES!r})")
+    p.add_argument(
+        "--resources",
+        default=DEFAULT_RESOURCES,
+        help=f"each agent's resources (default {DEFAULT_RESOURCES!r})",
+    )
     p.add_argument("--attributes", default="", help="each agent's attributes, 'rack:r1;zone:z1'")
-    p.add_argument("--racks", type=int, default=0,
-                   help="give agent i the attribute rack=r{i %% RACKS} (default 0: none)")
+    p.add_argument(
+        "--racks",
+        type=int,
+        default=0,
+        help="give agent i the attribute rack=r{i %% RACKS} (default 0: none)",
+    )
     p.add_argument("--hostname-prefix", default="emu", help="agents are PREFIX-0, PREFIX-1 ...")
-    p.add_argument("--agents-per-channel", type=int, default=100,
-                   help="agent streams per shared gRPC connection (default 100)")
-    p.add_argument("--register-wave", type=int, default=500,
-                   help="agents that dial at once while the fleet starts (default 500)")
-    p.add_argument("--duration", type=duration_sampler, default=constant(1.0),
-                   help="run time of a task that declares none: SECONDS or exp:MEAN (default 1)")
-    p.add_argument("--heartbeat-interval", type=float, default=5.0,
-                   help="until the master states its own (default 5 s)")
-    p.add_argument("--stats-interval", type=float, default=1.0,
-                   help="seconds between stats lines (default 1; 0 for none)")
+    p.add_argument(
+        "--agents-per-channel",
+        type=int,
+        default=100,
+        help="agent streams per shared gRPC connection (default 100)",
+    )
+    p.add_argument(
+        "--register-wave",
+        type=int,
+        default=500,
+        help="agents that dial at once while the fleet starts (default 500)",
+    )
+    p.add_argument(
+        "--duration",
+        type=duration_sampler,
+        default=constant(1.0),
+        help="run time of a task that declares none: SECONDS or exp:MEAN (default 1)",
+    )
+    p.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=5.0,
+        help="until the master states its own (default 5 s)",
+    )
+    p.add_argument(
+        "--stats-interval",
+        type=float,
+        default=1.0,
+        help="seconds between stats lines (default 1; 0 for none)",
+    )
     p.add_argument("--seed", type=int, default=1, help="random seed (heartbeat phases)")
     p.add_argument("--log-level", default="warning", help="log level on stderr (default warning)")
     return p
@@ -108,12 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.agents < 0 or args.agents_per_channel < 1 or args.register_wave < 1:
         parser.error("--agents must be >= 0, --agents-per-channel and --register-wave >= 1")
     configure_logging(args.log_level)
-    config = FleetConfig(master=args.master, agents=args.agents, resources=resources,
-                         attributes=attributes, racks=args.racks,
-                         hostname_prefix=args.hostname_prefix,
-                         agents_per_channel=args.agents_per_channel,
-                         register_wave=args.register_wave, default_duration=args.duration,
-                         heartbeat_interval=args.heartbeat_interval, seed=args.seed)
+    config = FleetConfig(
+        master=args.master,
+        agents=args.agents,
+        resources=resources,
+        attributes=attributes,
+        racks=args.racks,
+        hostname_prefix=args.hostname_prefix,
+        agents_per_channel=args.agents_per_channel,
+        register_wave=args.register_wave,
+        default_duration=args.duration,
+        heartbeat_interval=args.heartbeat_interval,
+        seed=args.seed,
+    )
     return asyncio.run(run(config, args.stats_interval))
 
 

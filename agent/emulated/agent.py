@@ -80,10 +80,17 @@ class AgentSpec:
 
 
 class EmulatedAgent:
-    def __init__(self, spec: AgentSpec, channel: grpc.aio.Channel, *,
-                 default_duration: Sampler, stats: AgentStats | None = None,
-                 on_registered: Callable[[EmulatedAgent], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        channel: grpc.aio.Channel,
+        *,
+        default_duration: Sampler,
+        stats: AgentStats | None = None,
+        on_registered: Callable[[EmulatedAgent], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        seed: int | None = None,
+    ) -> None:
         self.spec = spec
         self.channel = channel
         self.default_duration = default_duration
@@ -149,8 +156,11 @@ class EmulatedAgent:
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
                 self._log.debug("agent link failed", error=_describe(e))
             self.stats.reconnects += 1
-            backoff = (self.spec.reconnect_backoff_initial if backoff == 0.0
-                       else min(backoff * 2, self.spec.reconnect_backoff_max))
+            backoff = (
+                self.spec.reconnect_backoff_initial
+                if backoff == 0.0
+                else min(backoff * 2, self.spec.reconnect_backoff_max)
+            )
             # Jitter, so a fleet that lost its master does not come back in one wave.
             await asyncio.sleep(backoff * (1 + self._rng.random()))
 
@@ -206,12 +216,15 @@ class EmulatedAgent:
 
     def _build_register(self) -> AgentMessage.Register:
         info = common_pb2.AgentInfo(
-            agent_id=self.agent_id, hostname=self.spec.hostname,
+            agent_id=self.agent_id,
+            hostname=self.spec.hostname,
             resources=self.spec.resources.to_proto(),
-            attributes=attributes_to_proto(self.spec.attributes))
-        tasks = [agent_link_pb2.RunningTask(framework_id=t.framework_id, task=t.info,
-                                            state=t.state)
-                 for t in self.active_tasks()]
+            attributes=attributes_to_proto(self.spec.attributes),
+        )
+        tasks = [
+            agent_link_pb2.RunningTask(framework_id=t.framework_id, task=t.info, state=t.state)
+            for t in self.active_tasks()
+        ]
         return AgentMessage.Register(info=info, tasks=tasks, version=VERSION)
 
     def _send(self, message: AgentMessage) -> bool:
@@ -276,8 +289,9 @@ class EmulatedAgent:
         key = (msg.framework_id, msg.task.task_id)
         existing = self.tasks.get(key)
         if existing is not None and not existing.completed:
-            self._log.warning("ignoring RunTask for a task that is already active",
-                              task_id=msg.task.task_id)
+            self._log.warning(
+                "ignoring RunTask for a task that is already active", task_id=msg.task.task_id
+            )
             return
         info = common_pb2.TaskInfo()
         info.CopyFrom(msg.task)
@@ -285,8 +299,9 @@ class EmulatedAgent:
         self.tasks[key] = task
         self.stats.tasks_launched += 1
         if not has_command(info):
-            self._update(task, common_pb2.TASK_ERROR, "the task has no command",
-                         "REASON_TASK_INVALID")
+            self._update(
+                task, common_pb2.TASK_ERROR, "the task has no command", "REASON_TASK_INVALID"
+            )
             return
         self._update(task, common_pb2.TASK_STARTING, "launching the command")
         self._update(task, common_pb2.TASK_RUNNING, "the command is running")
@@ -303,19 +318,33 @@ class EmulatedAgent:
         code = exit_code(task.info)
         self.stats.tasks_finished += 1
         if code == 0:
-            self._update(task, common_pb2.TASK_FINISHED, "exited with code 0",
-                         "REASON_COMMAND_EXITED", exit_code=0)
+            self._update(
+                task,
+                common_pb2.TASK_FINISHED,
+                "exited with code 0",
+                "REASON_COMMAND_EXITED",
+                exit_code=0,
+            )
         else:
-            self._update(task, common_pb2.TASK_FAILED, f"exited with code {code}",
-                         "REASON_COMMAND_EXITED", exit_code=code)
+            self._update(
+                task,
+                common_pb2.TASK_FAILED,
+                f"exited with code {code}",
+                "REASON_COMMAND_EXITED",
+                exit_code=code,
+            )
 
     def _on_kill_task(self, msg: MasterMessage.KillTask) -> None:
         task = self.tasks.get((msg.framework_id, msg.task_id))
         if task is None:
             lost = EmulatedTask(msg.framework_id, common_pb2.TaskInfo(task_id=msg.task_id))
             self.tasks[(msg.framework_id, msg.task_id)] = lost
-            self._update(lost, common_pb2.TASK_LOST, "the agent does not know this task",
-                         "REASON_RECONCILIATION")
+            self._update(
+                lost,
+                common_pb2.TASK_LOST,
+                "the agent does not know this task",
+                "REASON_RECONCILIATION",
+            )
             return
         self._kill(task)
 
@@ -330,13 +359,26 @@ class EmulatedAgent:
 
     # reliable updates -------------------------------------------------------------------
 
-    def _update(self, task: EmulatedTask, state: int, message: str, reason: str = "",
-                exit_code: int | None = None) -> None:
+    def _update(
+        self,
+        task: EmulatedTask,
+        state: int,
+        message: str,
+        reason: str = "",
+        exit_code: int | None = None,
+    ) -> None:
         task.state = state
         status = common_pb2.TaskStatus(
-            task_id=task.info.task_id, state=state, message=message, reason=reason,
-            source=common_pb2.TaskStatus.SOURCE_AGENT, agent_id=self.agent_id,
-            framework_id=task.framework_id, timestamp=time.time(), uuid=os.urandom(16))
+            task_id=task.info.task_id,
+            state=state,
+            message=message,
+            reason=reason,
+            source=common_pb2.TaskStatus.SOURCE_AGENT,
+            agent_id=self.agent_id,
+            framework_id=task.framework_id,
+            timestamp=time.time(),
+            uuid=os.urandom(16),
+        )
         if exit_code is not None:
             status.exit_code = exit_code
         self.updates.add(task.framework_id, status)
@@ -363,8 +405,13 @@ class EmulatedAgent:
                 self.stats.updates_resent += 1
             self._sent.add(status.uuid)
             status.agent_id = self.agent_id  # the id may be new since the update was made
-            self._send(AgentMessage(status_update=AgentMessage.StatusUpdate(
-                framework_id=framework_id, status=status)))
+            self._send(
+                AgentMessage(
+                    status_update=AgentMessage.StatusUpdate(
+                        framework_id=framework_id, status=status
+                    )
+                )
+            )
             self.stats.updates_sent += 1
             self.updates.mark_sent(framework_id, status.task_id, now)
         if self._resend_timer is not None:

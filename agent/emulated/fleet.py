@@ -63,8 +63,9 @@ class EmulatedFleet:
     def _channel_for(self, index: int) -> grpc.aio.Channel:
         wanted = index // self.config.agents_per_channel
         while len(self._channels) <= wanted:
-            self._channels.append(grpc.aio.insecure_channel(self.config.master,
-                                                            options=CHANNEL_OPTIONS))
+            self._channels.append(
+                grpc.aio.insecure_channel(self.config.master, options=CHANNEL_OPTIONS)
+            )
         return self._channels[wanted]
 
     def _spec(self, index: int) -> AgentSpec:
@@ -72,13 +73,16 @@ class EmulatedFleet:
         attributes = dict(c.attributes)
         if c.racks > 0:
             attributes["rack"] = f"r{index % c.racks}"
-        return AgentSpec(resources=c.resources, attributes=attributes,
-                         hostname=f"{c.hostname_prefix}-{index}",
-                         heartbeat_interval=c.heartbeat_interval,
-                         reconnect_backoff_initial=c.reconnect_backoff_initial,
-                         reconnect_backoff_max=c.reconnect_backoff_max,
-                         update_backoff_initial=c.update_backoff_initial,
-                         update_backoff_max=c.update_backoff_max)
+        return AgentSpec(
+            resources=c.resources,
+            attributes=attributes,
+            hostname=f"{c.hostname_prefix}-{index}",
+            heartbeat_interval=c.heartbeat_interval,
+            reconnect_backoff_initial=c.reconnect_backoff_initial,
+            reconnect_backoff_max=c.reconnect_backoff_max,
+            update_backoff_initial=c.update_backoff_initial,
+            update_backoff_max=c.update_backoff_max,
+        )
 
     def _on_registered(self, agent: EmulatedAgent) -> None:
         self._changed.set()
@@ -99,10 +103,14 @@ class EmulatedFleet:
             batch = []
             for _ in range(min(wave, count - first)):
                 index = len(self.agents)
-                agent = EmulatedAgent(self._spec(index), self._channel_for(index),
-                                      default_duration=self.config.default_duration,
-                                      stats=self.stats, on_registered=self._on_registered,
-                                      seed=self.config.seed * 1_000_003 + index)
+                agent = EmulatedAgent(
+                    self._spec(index),
+                    self._channel_for(index),
+                    default_duration=self.config.default_duration,
+                    stats=self.stats,
+                    on_registered=self._on_registered,
+                    seed=self.config.seed * 1_000_003 + index,
+                )
                 self.agents.append(agent)
                 batch.append(agent)
                 agent.start()

@@ -14,12 +14,14 @@ Demand = Mapping[str, float]  # resource name -> amount per task
 
 
 def dominant_share(used: Mapping[str, float], total: Mapping[str, float]) -> float:
-    return max((used.get(name, 0.0) / amount for name, amount in total.items() if amount > 0),
-               default=0.0)
+    return max(
+        (used.get(name, 0.0) / amount for name, amount in total.items() if amount > 0), default=0.0
+    )
 
 
-def progressive_filling(total: Mapping[str, float], demands: Mapping[str, Demand],
-                        max_tasks: int = 1_000_000) -> dict[str, dict]:
+def progressive_filling(
+    total: Mapping[str, float], demands: Mapping[str, Demand], max_tasks: int = 1_000_000
+) -> dict[str, dict]:
     """framework -> {"tasks": n, "used": {resource: amount}, "dominant_share": s}."""
     remaining = dict(total)
     used = {name: dict.fromkeys(total, 0.0) for name in demands}
@@ -38,5 +40,11 @@ def progressive_filling(total: Mapping[str, float], demands: Mapping[str, Demand
             tasks[name] += 1
         else:
             blocked.add(name)  # its next task no longer fits anywhere: it is done growing
-    return {name: {"tasks": tasks[name], "used": used[name],
-                   "dominant_share": dominant_share(used[name], total)} for name in demands}
+    return {
+        name: {
+            "tasks": tasks[name],
+            "used": used[name],
+            "dominant_share": dominant_share(used[name], total),
+        }
+        for name in demands
+    }

@@ -27,8 +27,9 @@ class FrameworkSet:
 
     def start_one(self, framework: LoadFramework) -> Driver:
         index = self.frameworks.index(framework)
-        info = framework_info(framework.config.name, role=framework.config.role,
-                              failover_timeout=5.0)
+        info = framework_info(
+            framework.config.name, role=framework.config.role, failover_timeout=5.0
+        )
         transport = TimedTransport(self.master, self.recorder, framework.config.name)
         driver = Driver(framework, transport, info)
         self.drivers[index] = driver

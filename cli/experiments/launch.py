@@ -59,8 +59,11 @@ async def spawn_rate(argv: list[str], seconds: float, workers: int) -> dict:
         while time.monotonic() < deadline:
             started = time.monotonic()
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL)
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
             await proc.wait()
             latencies.append((time.monotonic() - started) * 1000)
             done += 1
@@ -68,19 +71,40 @@ async def spawn_rate(argv: list[str], seconds: float, workers: int) -> dict:
     started = time.monotonic()
     await asyncio.gather(*(worker() for _ in range(workers)))
     elapsed = time.monotonic() - started
-    return {"argv": argv, "workers": workers, "seconds": round(elapsed, 3), "processes": done,
-            "per_second": round(done / elapsed, 2), "spawn_and_wait_ms": summarize(latencies)}
+    return {
+        "argv": argv,
+        "workers": workers,
+        "seconds": round(elapsed, 3),
+        "processes": done,
+        "per_second": round(done / elapsed, 2),
+        "spawn_and_wait_ms": summarize(latencies),
+    }
 
 
-async def _phase(master: str, name: str, concurrency: int, seconds: float, cfg: LaunchConfig,
-                 real: bool, progress: Progress, meters: list[CpuMeter]) -> dict:
+async def _phase(
+    master: str,
+    name: str,
+    concurrency: int,
+    seconds: float,
+    cfg: LaunchConfig,
+    real: bool,
+    progress: Progress,
+    meters: list[CpuMeter],
+) -> dict:
     """One load framework keeping `concurrency` tasks in flight for `seconds` (after warm-up)."""
     recorder = Recorder()
     recorder.recording = False
-    load = LoadConfig(name=f"launch-{name}", cpus=cfg.cpus, mem=cfg.mem,
-                      duration=constant(0.0), max_running=concurrency, hold_offers=True,
-                      max_held=10**9, leftover_refuse_seconds=0.0,
-                      command="true" if real else "sleep")
+    load = LoadConfig(
+        name=f"launch-{name}",
+        cpus=cfg.cpus,
+        mem=cfg.mem,
+        duration=constant(0.0),
+        max_running=concurrency,
+        hold_offers=True,
+        max_held=10**9,
+        leftover_refuse_seconds=0.0,
+        command="true" if real else "sleep",
+    )
     framework_set = FrameworkSet(master, [load], recorder)
     framework_set.start()
     try:
@@ -92,16 +116,24 @@ async def _phase(master: str, name: str, concurrency: int, seconds: float, cfg: 
         start = time.monotonic()
         while (now := time.monotonic()) < start + seconds:
             ended = sum(1 for t in recorder.finished_at if t >= start)
-            progress.show(f"{name}: {now - start:4.1f}/{seconds:g} s, {ended} tasks ended "
-                          f"({ended / max(now - start, 1e-9):.0f}/s)")
+            progress.show(
+                f"{name}: {now - start:4.1f}/{seconds:g} s, {ended} tasks ended "
+                f"({ended / max(now - start, 1e-9):.0f}/s)"
+            )
             await asyncio.sleep(0.25)
         recorder.recording = False
         window = time.monotonic() - start
         cores = [m.cores() for m in meters]
     finally:
         await framework_set.stop(teardown=True)
-    return {"name": name, "recorder": recorder, "start": start, "window": window,
-            "cores": cores, "failed": framework_set.frameworks[0].failed}
+    return {
+        "name": name,
+        "recorder": recorder,
+        "start": start,
+        "window": window,
+        "cores": cores,
+        "failed": framework_set.frameworks[0].failed,
+    }
 
 
 async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
@@ -113,11 +145,12 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
     if real:
         progress.show(f"raw spawn rate of `true` for {cfg.spawn_seconds:g} s", force=True)
         raw = await spawn_rate([shutil.which("true") or "/bin/true"], cfg.spawn_seconds, workers)
-        progress.show(f"raw spawn rate of `python -c pass` for {cfg.spawn_seconds:g} s",
-                      force=True)
+        progress.show(f"raw spawn rate of `python -c pass` for {cfg.spawn_seconds:g} s", force=True)
         python = await spawn_rate([sys.executable, "-c", "pass"], cfg.spawn_seconds, workers)
-        progress.done(f"raw spawn: true {raw['per_second']}/s, python {python['per_second']}/s "
-                      f"({workers} workers)")
+        progress.done(
+            f"raw spawn: true {raw['per_second']}/s, python {python['per_second']}/s "
+            f"({workers} workers)"
+        )
 
     logs = out / "logs"
     work = Path(tempfile.mkdtemp(prefix="agora-launch-"))
@@ -126,79 +159,129 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
     try:
         meter = CpuMeter(master.pid)
         if real:
-            agents = await asyncio.gather(*(
-                start_real_agent(master.address, logs, work / f"agent-{i}", cfg.real_resources,
-                                 f"agent-{i}") for i in range(cfg.real_agents)))
+            agents = await asyncio.gather(
+                *(
+                    start_real_agent(
+                        master.address, logs, work / f"agent-{i}", cfg.real_resources, f"agent-{i}"
+                    )
+                    for i in range(cfg.real_agents)
+                )
+            )
         else:
-            fleet, _ = await start_fleet(master.address, cfg.agents, logs,
-                                         resources=cfg.emulated_resources)
+            fleet, _ = await start_fleet(
+                master.address, cfg.agents, logs, resources=cfg.emulated_resources
+            )
             agents = [fleet]
-        latency = await _phase(master.address, "latency", 1, cfg.latency_seconds, cfg, real,
-                               progress, [])
-        throughput_phase = await _phase(master.address, "throughput", cfg.concurrency,
-                                        cfg.seconds, cfg, real, progress,
-                                        [meter, *(CpuMeter(a.pid) for a in agents)])
+        latency = await _phase(
+            master.address, "latency", 1, cfg.latency_seconds, cfg, real, progress, []
+        )
+        throughput_phase = await _phase(
+            master.address,
+            "throughput",
+            cfg.concurrency,
+            cfg.seconds,
+            cfg,
+            real,
+            progress,
+            [meter, *(CpuMeter(a.pid) for a in agents)],
+        )
     finally:
         for agent in agents:
             await agent.stop()
         await master.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    recorder, start, window = (throughput_phase["recorder"], throughput_phase["start"],
-                               throughput_phase["window"])
+    recorder, start, window = (
+        throughput_phase["recorder"],
+        throughput_phase["start"],
+        throughput_phase["window"],
+    )
     ended = [t for t in recorder.finished_at if start <= t <= start + window]
     throughput = len(ended) / window
     master_cores, *agent_cores = throughput_phase["cores"]
-    figures = {"accept_to_running": summarize(latency["recorder"].values("accept_to_running")),
-               "accept_to_running_loaded": summarize(recorder.values("accept_to_running"))}
+    figures = {
+        "accept_to_running": summarize(latency["recorder"].values("accept_to_running")),
+        "accept_to_running_loaded": summarize(recorder.values("accept_to_running")),
+    }
     run_result = {
         "label": f"{'real' if real else 'emulated'} agents={cfg.real_agents or cfg.agents}",
-        "agents": cfg.real_agents or cfg.agents, "real_agents": real,
-        "concurrency": cfg.concurrency, "window_seconds": round(window, 3),
+        "agents": cfg.real_agents or cfg.agents,
+        "real_agents": real,
+        "concurrency": cfg.concurrency,
+        "window_seconds": round(window, 3),
         "latency_window_seconds": round(latency["window"], 3),
-        "tasks_finished": len(ended), "tasks_per_second": round(throughput, 2),
+        "tasks_finished": len(ended),
+        "tasks_per_second": round(throughput, 2),
         "failed_tasks": throughput_phase["failed"] + latency["failed"],
         "master_cpu_cores": round(master_cores, 3),
         "agents_cpu_cores": round(sum(agent_cores), 3),
-        "raw_spawn": raw, "raw_python_spawn": python,
+        "raw_spawn": raw,
+        "raw_python_spawn": python,
         "throughput_vs_raw_spawn": round(throughput / raw["per_second"], 4) if raw else None,
-        "throughput_vs_python_spawn": (round(throughput / python["per_second"], 4)
-                                       if python else None),
+        "throughput_vs_python_spawn": (
+            round(throughput / python["per_second"], 4) if python else None
+        ),
         "counts": dict(recorder.counts),
         "figures_ms": figures,
     }
     results.add_run(run_result)
     for phase in (latency, throughput_phase):
-        results.add_samples({"run": run_result["label"], "phase": phase["name"],
-                             "metric": s.metric, "ms": round(s.ms, 4),
-                             "at": round(s.at - phase["start"], 4), "agent_id": s.agent_id}
-                            for s in phase["recorder"].samples)
+        results.add_samples(
+            {
+                "run": run_result["label"],
+                "phase": phase["name"],
+                "metric": s.metric,
+                "ms": round(s.ms, 4),
+                "at": round(s.at - phase["start"], 4),
+                "agent_id": s.agent_id,
+            }
+            for s in phase["recorder"].samples
+        )
     acc = figures["accept_to_running"]
-    results.target("accept -> RUNNING p50 (real agents)", acc["p50"] if real else None, 10.0,
-                   "ms", measured_in=f"{run_result['label']}, one task at a time" if real
-                   else "needs --real-agents")
-    results.target("real-process throughput / raw spawn rate",
-                   run_result["throughput_vs_raw_spawn"], 0.5, "ratio", at_most=False,
-                   measured_in=f"{run_result['label']}, {cfg.concurrency} tasks in flight"
-                   if real else "needs --real-agents")
+    results.target(
+        "accept -> RUNNING p50 (real agents)",
+        acc["p50"] if real else None,
+        10.0,
+        "ms",
+        measured_in=f"{run_result['label']}, one task at a time" if real else "needs --real-agents",
+    )
+    results.target(
+        "real-process throughput / raw spawn rate",
+        run_result["throughput_vs_raw_spawn"],
+        0.5,
+        "ratio",
+        at_most=False,
+        measured_in=f"{run_result['label']}, {cfg.concurrency} tasks in flight"
+        if real
+        else "needs --real-agents",
+    )
     names = _plots(out, latency["recorder"], recorder, start, window, run_result)
     results.write(_summary(cfg, results, run_result), names)
-    progress.done(f"accept -> RUNNING p50 {acc['p50']} ms p99 {acc['p99']} ms, "
-                  f"{throughput:.1f} tasks/s" + (
-                      f" = {run_result['throughput_vs_raw_spawn']:.1%} of raw spawn" if raw
-                      else ""))
+    progress.done(
+        f"accept -> RUNNING p50 {acc['p50']} ms p99 {acc['p99']} ms, "
+        f"{throughput:.1f} tasks/s"
+        + (f" = {run_result['throughput_vs_raw_spawn']:.1%} of raw spawn" if raw else "")
+    )
     return results
 
 
-def _plots(out: Path, unloaded: Recorder, recorder: Recorder, start: float, window: float,
-           run: dict) -> list[str]:
+def _plots(
+    out: Path, unloaded: Recorder, recorder: Recorder, start: float, window: float, run: dict
+) -> list[str]:
     names = []
-    series = [("one task at a time", unloaded.values("accept_to_running")),
-              (f"{run['concurrency']} in flight", recorder.values("accept_to_running"))]
+    series = [
+        ("one task at a time", unloaded.values("accept_to_running")),
+        (f"{run['concurrency']} in flight", recorder.values("accept_to_running")),
+    ]
     if any(values for _, values in series):
-        names.append(plots.cdf(out / "launch_accept_to_running_cdf.png",
-                               f"Accept -> RUNNING ({run['label']})", "latency (ms, log)",
-                               series))
+        names.append(
+            plots.cdf(
+                out / "launch_accept_to_running_cdf.png",
+                f"Accept -> RUNNING ({run['label']})",
+                "latency (ms, log)",
+                series,
+            )
+        )
     bins = max(1, int(window))
     counts = [0] * bins
     for t in recorder.finished_at:
@@ -207,13 +290,26 @@ def _plots(out: Path, unloaded: Recorder, recorder: Recorder, start: float, wind
             counts[k] += 1
     series = [("tasks finished per second", list(range(bins)), counts)]
     if run["raw_spawn"]:
-        series.append(("raw spawn rate of `true`", [0, bins - 1],
-                       [run["raw_spawn"]["per_second"]] * 2))
-        series.append(("raw spawn rate of `python -c pass`", [0, bins - 1],
-                       [run["raw_python_spawn"]["per_second"]] * 2))
-    names.append(plots.lines(out / "launch_throughput.png", f"Throughput ({run['label']})",
-                             "seconds into the window", "tasks/s", series,
-                             styles=["o-", "--", ":"]))
+        series.append(
+            ("raw spawn rate of `true`", [0, bins - 1], [run["raw_spawn"]["per_second"]] * 2)
+        )
+        series.append(
+            (
+                "raw spawn rate of `python -c pass`",
+                [0, bins - 1],
+                [run["raw_python_spawn"]["per_second"]] * 2,
+            )
+        )
+    names.append(
+        plots.lines(
+            out / "launch_throughput.png",
+            f"Throughput ({run['label']})",
+            "seconds into the window",
+            "tasks/s",
+            series,
+            styles=["o-", "--", ":"],
+        )
+    )
     return names
 
 
@@ -221,22 +317,24 @@ def _summary(cfg: LaunchConfig, results: Results, run: dict) -> str:
     raw = run["raw_spawn"]
     spawn = ""
     if raw:
-        spawn = (f"\nRaw spawn rate (same run, before the cluster started, {raw['workers']} "
-                 f"concurrent asyncio loops of create_subprocess_exec + wait): `true` "
-                 f"{raw['per_second']}/s, `python -c pass` "
-                 f"{run['raw_python_spawn']['per_second']}/s. Real-task throughput is "
-                 f"{run['throughput_vs_raw_spawn']:.1%} of the `true` rate and "
-                 f"{run['throughput_vs_python_spawn']:.1%} of the bare-Python rate (every task "
-                 f"starts under the agent's Python task wrapper, `python -m agent.executor`).\n")
+        spawn = (
+            f"\nRaw spawn rate (same run, before the cluster started, {raw['workers']} "
+            f"concurrent asyncio loops of create_subprocess_exec + wait): `true` "
+            f"{raw['per_second']}/s, `python -c pass` "
+            f"{run['raw_python_spawn']['per_second']}/s. Real-task throughput is "
+            f"{run['throughput_vs_raw_spawn']:.1%} of the `true` rate and "
+            f"{run['throughput_vs_python_spawn']:.1%} of the bare-Python rate (every task "
+            f"starts under the agent's Python task wrapper, `python -m agent.executor`).\n"
+        )
     return f"""# launch
 
-Machine: {results.data['machine']['cpu_model']}, {results.data['machine']['cores']} cores,
-Python {results.data['machine']['python']}. Command: `{' '.join(results.data['command'])}`
+Machine: {results.data["machine"]["cpu_model"]}, {results.data["machine"]["cores"]} cores,
+Python {results.data["machine"]["python"]}. Command: `{" ".join(results.data["command"])}`
 
 ## What is measured, and how
 
 One load framework (real SDK, in the runner's process) keeps {cfg.concurrency} tasks in flight
-on {run['label']}: {'`true` as a real process' if run['real_agents'] else 'zero-length tasks'}
+on {run["label"]}: {"`true` as a real process" if run["real_agents"] else "zero-length tasks"}
 ({cfg.cpus:g} cpus, {cfg.mem:g} MB each). It holds the offers it gets and launches a new task
 as soon as one ends.
 
@@ -252,14 +350,14 @@ as soon as one ends.
 {spawn}
 ## Targets
 
-{targets_md(results.data['targets'])}
+{targets_md(results.data["targets"])}
 
 ## Figures
 
-{stats_table([(run['label'] + ', ' + k, v) for k, v in run['figures_ms'].items()])}
+{stats_table([(run["label"] + ", " + k, v) for k, v in run["figures_ms"].items()])}
 
-Throughput: {run['tasks_per_second']} tasks/s ({run['tasks_finished']} finished in
-{run['window_seconds']} s, {run['failed_tasks']} not FINISHED). Master CPU
-{run['master_cpu_cores']} cores, agents' CPU {run['agents_cpu_cores']} cores (their own process
+Throughput: {run["tasks_per_second"]} tasks/s ({run["tasks_finished"]} finished in
+{run["window_seconds"]} s, {run["failed_tasks"]} not FINISHED). Master CPU
+{run["master_cpu_cores"]} cores, agents' CPU {run["agents_cpu_cores"]} cores (their own process
 only; task wrappers are separate processes).
 """

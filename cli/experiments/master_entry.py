@@ -39,10 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-level", default="warning")
     args = p.parse_args(argv)
     configure_logging(args.log_level)
-    config = MasterConfig(host=args.host, port=args.port, state_dir=args.state_dir,
-                          allocation_mode=args.allocation_mode,
-                          allocation_interval_seconds=args.allocation_interval,
-                          allocation_batch_seconds=args.allocation_batch)
+    config = MasterConfig(
+        host=args.host,
+        port=args.port,
+        state_dir=args.state_dir,
+        allocation_mode=args.allocation_mode,
+        allocation_interval_seconds=args.allocation_interval,
+        allocation_batch_seconds=args.allocation_batch,
+    )
     return asyncio.run(_serve(config))
 
 

@@ -25,8 +25,14 @@ from cli.experiments.results import Progress, Results, stats_table, summarize, t
 from common import Resources
 from frameworks.load import LoadConfig, Recorder, exponential, tasks_for_rate
 
-METRICS = ("task_end_to_offer", "task_end_agent_to_offer", "decline_to_offer",
-           "join_to_offer", "subscribe_to_first_offer", "accept_to_running")
+METRICS = (
+    "task_end_to_offer",
+    "task_end_agent_to_offer",
+    "decline_to_offer",
+    "join_to_offer",
+    "subscribe_to_first_offer",
+    "accept_to_running",
+)
 AGENTS_PER_FLEET_PROCESS = 5000
 
 
@@ -57,10 +63,16 @@ class OfferLatencyConfig:
     def combinations(self) -> list[tuple[int, int]]:
         if self.grid == "full":
             return [(a, f) for a in self.agents for f in self.frameworks]
-        fixed_f = self.fixed_frameworks if self.fixed_frameworks in self.frameworks \
+        fixed_f = (
+            self.fixed_frameworks
+            if self.fixed_frameworks in self.frameworks
             else self.frameworks[len(self.frameworks) // 2]
-        fixed_a = self.fixed_agents if self.fixed_agents in self.agents \
+        )
+        fixed_a = (
+            self.fixed_agents
+            if self.fixed_agents in self.agents
             else self.agents[len(self.agents) // 2]
+        )
         combos = [(a, fixed_f) for a in self.agents] + [(fixed_a, f) for f in self.frameworks]
         return list(dict.fromkeys(combos))
 
@@ -69,13 +81,19 @@ def _label(agents: int, frameworks: int, mode: str) -> str:
     return f"{mode} a={agents} f={frameworks}"
 
 
-async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: str,
-                   out: Path, progress: Progress) -> tuple[dict, list[dict]]:
+async def _one_run(
+    cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: str, out: Path, progress: Progress
+) -> tuple[dict, list[dict]]:
     label = _label(agents, frameworks, mode)
     logs = out / "logs" / label.replace(" ", "_").replace("=", "")
-    master = await start_master(MasterOptions(allocation_mode=mode,
-                                              allocation_interval=cfg.allocation_interval,
-                                              allocation_batch=cfg.allocation_batch), logs)
+    master = await start_master(
+        MasterOptions(
+            allocation_mode=mode,
+            allocation_interval=cfg.allocation_interval,
+            allocation_batch=cfg.allocation_batch,
+        ),
+        logs,
+    )
     fleets = []
     framework_set = None
     joiner_fleet = None
@@ -83,26 +101,47 @@ async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: 
         meter = CpuMeter(master.pid)
         processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS))
         started = time.monotonic()
-        per = [agents // processes + (1 if i < agents % processes else 0)
-               for i in range(processes)]
-        ready = await asyncio.gather(*(
-            start_fleet(master.address, n, logs, name=f"fleet-{i}", prefix=f"emu{i}",
-                        resources=cfg.agent_resources) for i, n in enumerate(per) if n))
+        per = [agents // processes + (1 if i < agents % processes else 0) for i in range(processes)]
+        ready = await asyncio.gather(
+            *(
+                start_fleet(
+                    master.address,
+                    n,
+                    logs,
+                    name=f"fleet-{i}",
+                    prefix=f"emu{i}",
+                    resources=cfg.agent_resources,
+                )
+                for i, n in enumerate(per)
+                if n
+            )
+        )
         fleets = [daemon for daemon, _ in ready]
         register_seconds = time.monotonic() - started
-        progress.show(f"{label}: {agents} agents registered in {register_seconds:.1f} s",
-                      force=True)
+        progress.show(
+            f"{label}: {agents} agents registered in {register_seconds:.1f} s", force=True
+        )
 
         recorder = Recorder()
         recorder.recording = False
         budget = tasks_for_rate(cfg.rate, cfg.mean_duration)
         cap = max(1, math.ceil(budget / frameworks))
-        configs = [LoadConfig(name=f"load-{i}", cpus=cfg.cpus, mem=cfg.mem,
-                              duration=exponential(cfg.mean_duration, seed=i + 1),
-                              max_running=cap, hold_offers=True, max_held=10**9,
-                              decline_refuse_seconds=3600.0, leftover_refuse_seconds=0.0,
-                              probe_decline_fraction=cfg.probe_decline_fraction, seed=i + 1)
-                   for i in range(frameworks)]
+        configs = [
+            LoadConfig(
+                name=f"load-{i}",
+                cpus=cfg.cpus,
+                mem=cfg.mem,
+                duration=exponential(cfg.mean_duration, seed=i + 1),
+                max_running=cap,
+                hold_offers=True,
+                max_held=10**9,
+                decline_refuse_seconds=3600.0,
+                leftover_refuse_seconds=0.0,
+                probe_decline_fraction=cfg.probe_decline_fraction,
+                seed=i + 1,
+            )
+            for i in range(frameworks)
+        ]
         framework_set = FrameworkSet(master.address, configs, recorder)
         framework_set.start()
         await framework_set.wait_subscribed()
@@ -111,11 +150,17 @@ async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: 
         recorder.recording = True
         meter.reset()
         window_start = time.monotonic()
-        joiner_fleet = EmulatedFleet(FleetConfig(master=master.address, agents=0,
-                                                 resources=Resources.parse(cfg.agent_resources),
-                                                 hostname_prefix="joiner"))
-        join_times = [window_start + cfg.seconds * (k + 0.5) / cfg.joiners
-                      for k in range(cfg.joiners)]
+        joiner_fleet = EmulatedFleet(
+            FleetConfig(
+                master=master.address,
+                agents=0,
+                resources=Resources.parse(cfg.agent_resources),
+                hostname_prefix="joiner",
+            )
+        )
+        join_times = [
+            window_start + cfg.seconds * (k + 0.5) / cfg.joiners for k in range(cfg.joiners)
+        ]
         while (now := time.monotonic()) < window_start + cfg.seconds:
             if join_times and now >= join_times[0]:
                 join_times.pop(0)
@@ -123,9 +168,10 @@ async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: 
                     recorder.agent_joined(agent.agent_id, agent.register_sent_at)
             ends = recorder.values("task_end_to_offer")
             p50 = summarize(ends)["p50"] if ends else None
-            progress.show(f"{label}: {now - window_start:4.1f}/{cfg.seconds:g} s, "
-                          f"{len(ends)} task-end samples"
-                          + (f", p50 {p50:.2f} ms" if p50 is not None else ""))
+            progress.show(
+                f"{label}: {now - window_start:4.1f}/{cfg.seconds:g} s, "
+                f"{len(ends)} task-end samples" + (f", p50 {p50:.2f} ms" if p50 is not None else "")
+            )
             await asyncio.sleep(0.25)
         recorder.recording = False
         window = time.monotonic() - window_start
@@ -142,7 +188,10 @@ async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: 
     figures = {metric: summarize(recorder.values(metric)) for metric in METRICS}
     ended = [t for t in recorder.finished_at if window_start <= t <= window_start + window]
     run = {
-        "label": label, "agents": agents, "frameworks": frameworks, "mode": mode,
+        "label": label,
+        "agents": agents,
+        "frameworks": frameworks,
+        "mode": mode,
         "allocation_interval_seconds": cfg.allocation_interval if mode == "interval" else None,
         "register_seconds": round(register_seconds, 3),
         "window_seconds": round(window, 3),
@@ -153,18 +202,31 @@ async def _one_run(cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: 
         "counts": dict(recorder.counts),
         "figures_ms": figures,
     }
-    rows = [{"run": label, "agents": agents, "frameworks": frameworks, "mode": mode,
-             "metric": s.metric, "ms": round(s.ms, 4), "at": round(s.at - window_start, 4),
-             "framework": s.framework, "agent_id": s.agent_id}
-            for s in recorder.samples]
+    rows = [
+        {
+            "run": label,
+            "agents": agents,
+            "frameworks": frameworks,
+            "mode": mode,
+            "metric": s.metric,
+            "ms": round(s.ms, 4),
+            "at": round(s.at - window_start, 4),
+            "framework": s.framework,
+            "agent_id": s.agent_id,
+        }
+        for s in recorder.samples
+    ]
     end = figures["task_end_to_offer"]
-    progress.done(f"{label}: task end -> offer p50 {end['p50']} ms, p99 {end['p99']} ms "
-                  f"(n={end['count']}), master {cores:.2f} cores")
+    progress.done(
+        f"{label}: task end -> offer p50 {end['p50']} ms, p99 {end['p99']} ms "
+        f"(n={end['count']}), master {cores:.2f} cores"
+    )
     return run, rows
 
 
-async def run(cfg: OfferLatencyConfig, out: Path, command: list[str],
-              quiet: bool = False) -> Results:
+async def run(
+    cfg: OfferLatencyConfig, out: Path, command: list[str], quiet: bool = False
+) -> Results:
     results = Results("offer-latency", out, asdict(cfg), command)
     progress = Progress("offer-latency", quiet)
     for agents, frameworks in cfg.combinations():
@@ -202,51 +264,84 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
         fixed_value = fixed_f if fixed_key == "frameworks" else cfg.combinations()[-1][0]
         series = []
         for mode in cfg.modes:
-            runs = sorted((r for r in results.runs
-                           if r["mode"] == mode and r[fixed_key] == fixed_value),
-                          key=lambda r: r[x_key])
+            runs = sorted(
+                (r for r in results.runs if r["mode"] == mode and r[fixed_key] == fixed_value),
+                key=lambda r: r[x_key],
+            )
             for q in ("p50", "p99"):
-                points = [(r[x_key], r["figures_ms"]["task_end_to_offer"][q]) for r in runs
-                          if r["figures_ms"]["task_end_to_offer"][q] is not None]
+                points = [
+                    (r[x_key], r["figures_ms"]["task_end_to_offer"][q])
+                    for r in runs
+                    if r["figures_ms"]["task_end_to_offer"][q] is not None
+                ]
                 if points:
-                    name = "Agora event-driven" if mode == "event" else \
-                        f"Mesos-style {cfg.allocation_interval:g} s interval"
-                    series.append((f"{name} {q}", [p[0] for p in points],
-                                   [p[1] for p in points]))
+                    name = (
+                        "Agora event-driven"
+                        if mode == "event"
+                        else f"Mesos-style {cfg.allocation_interval:g} s interval"
+                    )
+                    series.append((f"{name} {q}", [p[0] for p in points], [p[1] for p in points]))
         if series and len({tuple(s[1]) for s in series}) and max(len(s[1]) for s in series) > 1:
-            names.append(plots.lines(
-                out / filename, f"Task end -> offer latency ({fixed_key} = {fixed_value})",
-                xlabel, "latency (ms, log)", series, logx=True, logy=True,
-                styles=["o-", "o--", "s-", "s--"]))
+            names.append(
+                plots.lines(
+                    out / filename,
+                    f"Task end -> offer latency ({fixed_key} = {fixed_value})",
+                    xlabel,
+                    "latency (ms, log)",
+                    series,
+                    logx=True,
+                    logy=True,
+                    styles=["o-", "o--", "s-", "s--"],
+                )
+            )
     # CDF at the fixed configuration (the target's: 1,000 agents, 10 frameworks), both modes.
     base = cfg.combinations()[-1] if cfg.combinations() else None
     if base is not None:
         agents, frameworks = base[0], fixed_f
         series = []
         for mode in cfg.modes:
-            values = [row["ms"] for row in results._rows
-                      if row["agents"] == agents and row["frameworks"] == frameworks
-                      and row["mode"] == mode and row["metric"] == "task_end_to_offer"]
+            values = [
+                row["ms"]
+                for row in results._rows
+                if row["agents"] == agents
+                and row["frameworks"] == frameworks
+                and row["mode"] == mode
+                and row["metric"] == "task_end_to_offer"
+            ]
             series.append((f"{mode} ({agents} agents, {frameworks} frameworks)", values))
         if any(v for _, v in series):
-            names.append(plots.cdf(out / "offer_latency_cdf.png",
-                                   "Task end -> offer latency, CDF", "latency (ms, log)", series))
+            names.append(
+                plots.cdf(
+                    out / "offer_latency_cdf.png",
+                    "Task end -> offer latency, CDF",
+                    "latency (ms, log)",
+                    series,
+                )
+            )
     return names
 
 
 def _summary(cfg: OfferLatencyConfig, results: Results) -> str:
     rows = []
-    for metric in ("task_end_to_offer", "decline_to_offer", "join_to_offer",
-                   "subscribe_to_first_offer", "task_end_agent_to_offer"):
+    for metric in (
+        "task_end_to_offer",
+        "decline_to_offer",
+        "join_to_offer",
+        "subscribe_to_first_offer",
+        "task_end_agent_to_offer",
+    ):
         for r in results.runs:
             rows.append((f"{metric}, {r['label']}", r["figures_ms"][metric]))
-    load = [f"| {r['label']} | {r['register_seconds']} | {r['tasks_ended_per_second']} | "
-            f"{r['counts'].get('offer_before_update', 0)} / {r['counts'].get('terminal', 0)} | "
-            f"{r['master_cpu_cores']} | {r['master_rss_mb']} |" for r in results.runs]
+    load = [
+        f"| {r['label']} | {r['register_seconds']} | {r['tasks_ended_per_second']} | "
+        f"{r['counts'].get('offer_before_update', 0)} / {r['counts'].get('terminal', 0)} | "
+        f"{r['master_cpu_cores']} | {r['master_rss_mb']} |"
+        for r in results.runs
+    ]
     return f"""# offer-latency
 
-Machine: {results.data['machine']['cpu_model']}, {results.data['machine']['cores']} cores,
-Python {results.data['machine']['python']}. Command: `{' '.join(results.data['command'])}`
+Machine: {results.data["machine"]["cpu_model"]}, {results.data["machine"]["cores"]} cores,
+Python {results.data["machine"]["python"]}. Command: `{" ".join(results.data["command"])}`
 
 ## What is measured, and how
 
@@ -285,7 +380,7 @@ process over the window.
 
 ## Targets
 
-{targets_md(results.data['targets'])}
+{targets_md(results.data["targets"])}
 
 ## Figures (ms)
 

@@ -13,17 +13,25 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen first
 Series = tuple[str, Sequence[float], Sequence[float]]  # label, xs, ys
 
 
-def lines(path: Path, title: str, xlabel: str, ylabel: str, series: Sequence[Series], *,
-          logx: bool = False, logy: bool = False, hline: tuple[float, str] | None = None,
-          styles: Sequence[str] | None = None) -> str:
+def lines(
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    series: Sequence[Series],
+    *,
+    logx: bool = False,
+    logy: bool = False,
+    hline: tuple[float, str] | None = None,
+    styles: Sequence[str] | None = None,
+) -> str:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for i, (label, xs, ys) in enumerate(series):
         style = styles[i] if styles and i < len(styles) else "o-"
         ax.plot(xs, ys, style, label=label)
     if hline is not None:
         ax.axhline(hline[0], color="grey", linestyle=":", linewidth=1)
-        ax.text(ax.get_xlim()[0], hline[0], f" {hline[1]}", va="bottom", color="grey",
-                fontsize=8)
+        ax.text(ax.get_xlim()[0], hline[0], f" {hline[1]}", va="bottom", color="grey", fontsize=8)
     if logx:
         ax.set_xscale("log")
     if logy:
@@ -40,8 +48,13 @@ def lines(path: Path, title: str, xlabel: str, ylabel: str, series: Sequence[Ser
     return path.name
 
 
-def cdf(path: Path, title: str, xlabel: str, series: Sequence[tuple[str, Sequence[float]]],
-        logx: bool = True) -> str:
+def cdf(
+    path: Path,
+    title: str,
+    xlabel: str,
+    series: Sequence[tuple[str, Sequence[float]]],
+    logx: bool = True,
+) -> str:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for label, values in series:
         data = sorted(v for v in values if v > 0)
@@ -62,8 +75,13 @@ def cdf(path: Path, title: str, xlabel: str, series: Sequence[tuple[str, Sequenc
     return path.name
 
 
-def bars(path: Path, title: str, ylabel: str, groups: Sequence[str],
-         series: Sequence[tuple[str, Sequence[float]]]) -> str:
+def bars(
+    path: Path,
+    title: str,
+    ylabel: str,
+    groups: Sequence[str],
+    series: Sequence[tuple[str, Sequence[float]]],
+) -> str:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     width = 0.8 / max(len(series), 1)
     for i, (label, values) in enumerate(series):

@@ -48,14 +48,21 @@ class Daemon:
         self._pump: asyncio.Task | None = None
         self._log = None
 
-    async def start(self, ready: re.Pattern[bytes] | None = _LISTENING,
-                    timeout: float = 60.0) -> Daemon:
+    async def start(
+        self, ready: re.Pattern[bytes] | None = _LISTENING, timeout: float = 60.0
+    ) -> Daemon:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv, stdout=asyncio.subprocess.PIPE, stderr=self._log, cwd=ROOT, env=env,
-            start_new_session=True, limit=16 * 1024 * 1024)
+            *self.argv,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=self._log,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            limit=16 * 1024 * 1024,
+        )
         self._pump = asyncio.create_task(self._read_stdout())
         if ready is not None:
             line = await self.wait_for_line(ready, timeout)
@@ -75,15 +82,18 @@ class Daemon:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ProcessFailed(f"{self.name} said nothing matching {pattern.pattern!r} in "
-                                    f"{timeout:g} s:\n{_tail(self.log_path)}")
+                raise ProcessFailed(
+                    f"{self.name} said nothing matching {pattern.pattern!r} in "
+                    f"{timeout:g} s:\n{_tail(self.log_path)}"
+                )
             try:
                 line = await asyncio.wait_for(self.lines.get(), remaining)
             except TimeoutError:
                 continue
             if line == b"":
-                raise ProcessFailed(f"{self.name} exited (code {await self.proc.wait()}):\n"
-                                    f"{_tail(self.log_path)}")
+                raise ProcessFailed(
+                    f"{self.name} exited (code {await self.proc.wait()}):\n{_tail(self.log_path)}"
+                )
             if pattern.search(line):
                 return line
 
@@ -135,9 +145,16 @@ def _master_cmd_supports(flag: str) -> bool:
 def master_argv(options: MasterOptions) -> list[str]:
     """`python -m cli.main master --port 0 ...`; until that command has the allocation flags,
     the equivalent small entry point in cli/experiments/master_entry.py."""
-    args = ["--port", "0", "--allocation-mode", options.allocation_mode,
-            "--allocation-interval", str(options.allocation_interval),
-            "--log-level", options.log_level]
+    args = [
+        "--port",
+        "0",
+        "--allocation-mode",
+        options.allocation_mode,
+        "--allocation-interval",
+        str(options.allocation_interval),
+        "--log-level",
+        options.log_level,
+    ]
     if options.state_dir is not None:
         args += ["--state-dir", str(options.state_dir)]
     if options.allocation_batch is not None:
@@ -154,14 +171,31 @@ async def start_master(options: MasterOptions, log_dir: Path, name: str = "maste
 _READY = re.compile(rb'"event": "(ready|error)"')
 
 
-async def start_fleet(master: str, agents: int, log_dir: Path, *, name: str = "fleet",
-                      resources: str | None = None, prefix: str = "emu",
-                      extra: list[str] | None = None, timeout: float = 600.0) -> tuple[
-                          Daemon, dict]:
+async def start_fleet(
+    master: str,
+    agents: int,
+    log_dir: Path,
+    *,
+    name: str = "fleet",
+    resources: str | None = None,
+    prefix: str = "emu",
+    extra: list[str] | None = None,
+    timeout: float = 600.0,
+) -> tuple[Daemon, dict]:
     """An emulated fleet process; returns it once every agent registered, with its ready
     line (registration seconds and counters)."""
-    argv = python_m("agent.emulated", "--master", master, "--agents", str(agents),
-                    "--hostname-prefix", prefix, "--stats-interval", "0", *(extra or []))
+    argv = python_m(
+        "agent.emulated",
+        "--master",
+        master,
+        "--agents",
+        str(agents),
+        "--hostname-prefix",
+        prefix,
+        "--stats-interval",
+        "0",
+        *(extra or []),
+    )
     if resources:
         argv += ["--resources", resources]
     daemon = await Daemon(name, argv, log_dir).start(ready=None)
@@ -185,10 +219,22 @@ def agora_argv(command: str, *args: str) -> list[str]:
     return python_m("cli.main", command, *args)
 
 
-async def start_real_agent(master: str, log_dir: Path, work_dir: Path, resources: str,
-                           name: str) -> Daemon:
-    argv = agora_argv("agent", "--master", master, "--port", "0", "--work-dir", str(work_dir),
-                      "--resources", resources, "--log-level", "warning")
+async def start_real_agent(
+    master: str, log_dir: Path, work_dir: Path, resources: str, name: str
+) -> Daemon:
+    argv = agora_argv(
+        "agent",
+        "--master",
+        master,
+        "--port",
+        "0",
+        "--work-dir",
+        str(work_dir),
+        "--resources",
+        resources,
+        "--log-level",
+        "warning",
+    )
     return await Daemon(name, argv, log_dir).start()
 
 

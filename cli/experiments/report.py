@@ -22,33 +22,46 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 # The documented full-size runs, as `agora experiment` command lines would give them.
 FULL = {
-    "offer-latency": (["--agents", "10,100,1000,10000", "--frameworks", "1,10,100",
-                       "--seconds", "15"],
-                      lambda: offer_latency.OfferLatencyConfig(
-                          agents=[10, 100, 1000, 10000], frameworks=[1, 10, 100],
-                          seconds=15.0)),
-    "launch": (["--real-agents", "2", "--seconds", "10"],
-               lambda: launch.LaunchConfig(real_agents=2, seconds=10.0)),
-    "scale": (["--agents", "100,1000,5000,10000", "--seconds", "15"],
-              lambda: scale.ScaleConfig(agents=[100, 1000, 5000, 10000], idle_seconds=15.0)),
-    "fairness": (["--agents", "20", "--seconds", "60"],
-                 lambda: fairness.FairnessConfig(agents=20, seconds=60.0)),
+    "offer-latency": (
+        ["--agents", "10,100,1000,10000", "--frameworks", "1,10,100", "--seconds", "15"],
+        lambda: offer_latency.OfferLatencyConfig(
+            agents=[10, 100, 1000, 10000], frameworks=[1, 10, 100], seconds=15.0
+        ),
+    ),
+    "launch": (
+        ["--real-agents", "2", "--seconds", "10"],
+        lambda: launch.LaunchConfig(real_agents=2, seconds=10.0),
+    ),
+    "scale": (
+        ["--agents", "100,1000,5000,10000", "--seconds", "15"],
+        lambda: scale.ScaleConfig(agents=[100, 1000, 5000, 10000], idle_seconds=15.0),
+    ),
+    "fairness": (
+        ["--agents", "20", "--seconds", "60"],
+        lambda: fairness.FairnessConfig(agents=20, seconds=60.0),
+    ),
 }
 QUICK = {
-    "offer-latency": (["--agents", "10,100", "--frameworks", "1,10", "--fixed-agents", "100",
-                       "--seconds", "5"],
-                      lambda: offer_latency.OfferLatencyConfig(
-                          agents=[10, 100], frameworks=[1, 10], fixed_agents=100,
-                          seconds=5.0)),
-    "launch": (["--real-agents", "1", "--seconds", "4"],
-               lambda: launch.LaunchConfig(real_agents=1, seconds=4.0)),
-    "scale": (["--agents", "100,1000", "--seconds", "5"],
-              lambda: scale.ScaleConfig(agents=[100, 1000], idle_seconds=5.0)),
-    "fairness": (["--agents", "10", "--seconds", "20"],
-                 lambda: fairness.FairnessConfig(agents=10, seconds=20.0)),
+    "offer-latency": (
+        ["--agents", "10,100", "--frameworks", "1,10", "--fixed-agents", "100", "--seconds", "5"],
+        lambda: offer_latency.OfferLatencyConfig(
+            agents=[10, 100], frameworks=[1, 10], fixed_agents=100, seconds=5.0
+        ),
+    ),
+    "launch": (
+        ["--real-agents", "1", "--seconds", "4"],
+        lambda: launch.LaunchConfig(real_agents=1, seconds=4.0),
+    ),
+    "scale": (
+        ["--agents", "100,1000", "--seconds", "5"],
+        lambda: scale.ScaleConfig(agents=[100, 1000], idle_seconds=5.0),
+    ),
+    "fairness": (
+        ["--agents", "10", "--seconds", "20"],
+        lambda: fairness.FairnessConfig(agents=10, seconds=20.0),
+    ),
 }
-MODULES = {"offer-latency": offer_latency, "launch": launch, "scale": scale,
-           "fairness": fairness}
+MODULES = {"offer-latency": offer_latency, "launch": launch, "scale": scale, "fairness": fairness}
 
 
 async def run_all(names: list[str], figures: Path, sizes: dict) -> None:
@@ -74,8 +87,10 @@ def _targets(all_results: list[dict]) -> list[str]:
             sign = "<=" if t["at_most"] else ">="
             figure = "-" if t["figure"] is None else f"{t['figure']:g} {t['unit']}"
             met = {True: "yes", False: "**no**", None: "not measured"}[t["met"]]
-            lines.append(f"| {t['name']} | {figure} | {sign} {t['limit']:g} {t['unit']} | {met} "
-                         f"| {t['measured_in']} |")
+            lines.append(
+                f"| {t['name']} | {figure} | {sign} {t['limit']:g} {t['unit']} | {met} "
+                f"| {t['measured_in']} |"
+            )
     return lines
 
 
@@ -90,64 +105,98 @@ def section(docs: Path, figures: Path) -> str:
     if not present:
         return "No results yet: run `make experiments`.\n"
     machine = present[0]["machine"]
-    out = [f"Last run: {present[0]['started_at']} on {machine['cpu_model']}, "
-           f"{machine['cores']} cores, {machine['memory_mb']} MB, Python {machine['python']} "
-           f"(load average at start {machine.get('load_average_at_start')}).", "",
-           "### Targets (issue 5)", "", *_targets(present), ""]
+    out = [
+        f"Last run: {present[0]['started_at']} on {machine['cpu_model']}, "
+        f"{machine['cores']} cores, {machine['memory_mb']} MB, Python {machine['python']} "
+        f"(load average at start {machine.get('load_average_at_start')}).",
+        "",
+        "### Targets (issue 5)",
+        "",
+        *_targets(present),
+        "",
+    ]
     ol = found["offer-latency"]
     if ol:
-        out += ["### offer-latency", "", f"`{' '.join(ol['command'])}`", "",
-                "| run | task end -> offer p50 / p99 (ms) | decline -> re-offer p50 / p99 | "
-                "join -> offer p50 | subscribe -> first offer p50 | master CPU (cores) |",
-                "|---|---:|---:|---:|---:|---:|"]
+        out += [
+            "### offer-latency",
+            "",
+            f"`{' '.join(ol['command'])}`",
+            "",
+            "| run | task end -> offer p50 / p99 (ms) | decline -> re-offer p50 / p99 | "
+            "join -> offer p50 | subscribe -> first offer p50 | master CPU (cores) |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for r in ol["runs"]:
             f = r["figures_ms"]
-            out.append(f"| {r['label']} | {fmt_ms(f['task_end_to_offer'])} / "
-                       f"{fmt_ms(f['task_end_to_offer'], 'p99')} | "
-                       f"{fmt_ms(f['decline_to_offer'])} / {fmt_ms(f['decline_to_offer'], 'p99')}"
-                       f" | {fmt_ms(f['join_to_offer'])} | "
-                       f"{fmt_ms(f['subscribe_to_first_offer'])} | {r['master_cpu_cores']} |")
+            out.append(
+                f"| {r['label']} | {fmt_ms(f['task_end_to_offer'])} / "
+                f"{fmt_ms(f['task_end_to_offer'], 'p99')} | "
+                f"{fmt_ms(f['decline_to_offer'])} / {fmt_ms(f['decline_to_offer'], 'p99')}"
+                f" | {fmt_ms(f['join_to_offer'])} | "
+                f"{fmt_ms(f['subscribe_to_first_offer'])} | {r['master_cpu_cores']} |"
+            )
         out += ["", *_images(docs, figures, ol, "offer-latency"), ""]
     la = found["launch"]
     if la:
         r = la["runs"][0]
         raw = r.get("raw_spawn") or {}
         py = r.get("raw_python_spawn") or {}
-        out += ["### launch", "", f"`{' '.join(la['command'])}`", "",
-                f"- accept -> RUNNING, one task at a time: p50 "
-                f"{fmt_ms(r['figures_ms']['accept_to_running'])} ms, p99 "
-                f"{fmt_ms(r['figures_ms']['accept_to_running'], 'p99')} ms",
-                f"- with {r['concurrency']} in flight: p50 "
-                f"{fmt_ms(r['figures_ms']['accept_to_running_loaded'])} ms",
-                f"- throughput {r['tasks_per_second']} tasks/s; raw spawn of `true` "
-                f"{raw.get('per_second')}/s (ratio {r.get('throughput_vs_raw_spawn')}); "
-                f"`python -c pass` {py.get('per_second')}/s (ratio "
-                f"{r.get('throughput_vs_python_spawn')})",
-                "", *_images(docs, figures, la, "launch"), ""]
+        out += [
+            "### launch",
+            "",
+            f"`{' '.join(la['command'])}`",
+            "",
+            f"- accept -> RUNNING, one task at a time: p50 "
+            f"{fmt_ms(r['figures_ms']['accept_to_running'])} ms, p99 "
+            f"{fmt_ms(r['figures_ms']['accept_to_running'], 'p99')} ms",
+            f"- with {r['concurrency']} in flight: p50 "
+            f"{fmt_ms(r['figures_ms']['accept_to_running_loaded'])} ms",
+            f"- throughput {r['tasks_per_second']} tasks/s; raw spawn of `true` "
+            f"{raw.get('per_second')}/s (ratio {r.get('throughput_vs_raw_spawn')}); "
+            f"`python -c pass` {py.get('per_second')}/s (ratio "
+            f"{r.get('throughput_vs_python_spawn')})",
+            "",
+            *_images(docs, figures, la, "launch"),
+            "",
+        ]
     sc = found["scale"]
     if sc:
-        out += ["### scale", "", f"`{' '.join(sc['command'])}`", "",
-                "| agents | registered in (s) | idle master CPU (cores) | us per heartbeat | "
-                "RSS idle (MB) | full allocation (ms) | one re-offer p50 (ms) |",
-                "|---:|---:|---:|---:|---:|---:|---:|"]
+        out += [
+            "### scale",
+            "",
+            f"`{' '.join(sc['command'])}`",
+            "",
+            "| agents | registered in (s) | idle master CPU (cores) | us per heartbeat | "
+            "RSS idle (MB) | full allocation (ms) | one re-offer p50 (ms) |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in sorted(sc["runs"], key=lambda r: r["agents"]):
             f = r["figures_ms"]
-            out.append(f"| {r['agents']} | {r['register_seconds']} | "
-                       f"{r['idle_master_cpu_cores']} | {r['master_cpu_per_heartbeat_us']} | "
-                       f"{r['master_rss_mb_idle']} | "
-                       f"{fmt_ms(f['full_allocation_subscribe_to_offers'])} | "
-                       f"{fmt_ms(f['one_agent_decline_to_reoffer'])} |")
+            out.append(
+                f"| {r['agents']} | {r['register_seconds']} | "
+                f"{r['idle_master_cpu_cores']} | {r['master_cpu_per_heartbeat_us']} | "
+                f"{r['master_rss_mb_idle']} | "
+                f"{fmt_ms(f['full_allocation_subscribe_to_offers'])} | "
+                f"{fmt_ms(f['one_agent_decline_to_reoffer'])} |"
+            )
         out += ["", *_images(docs, figures, sc, "scale"), ""]
     fa = found["fairness"]
     if fa:
         r = fa["runs"][0]
-        out += ["### fairness", "", f"`{' '.join(fa['command'])}`", "",
-                "| framework | measured dominant share | DRF optimum | tasks | optimum tasks |",
-                "|---|---:|---:|---:|---:|"]
+        out += [
+            "### fairness",
+            "",
+            f"`{' '.join(fa['command'])}`",
+            "",
+            "| framework | measured dominant share | DRF optimum | tasks | optimum tasks |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for name, v in r["final_allocation"].items():
-            out.append(f"| {name} | {v['measured_dominant_share']} | "
-                       f"{v['optimum_dominant_share']} | {v['measured_tasks']} | "
-                       f"{v['optimum_tasks']} |")
+            out.append(
+                f"| {name} | {v['measured_dominant_share']} | "
+                f"{v['optimum_dominant_share']} | {v['measured_tasks']} | "
+                f"{v['optimum_tasks']} |"
+            )
         out += ["", *_images(docs, figures, fa, "fairness"), ""]
     return "\n".join(out).rstrip() + "\n"
 
@@ -164,11 +213,17 @@ def rewrite(doc: Path, figures: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m cli.experiments.report", description=__doc__)
     p.add_argument("--docs", type=Path, default=Path("docs"), help="docs directory (docs)")
-    p.add_argument("--only", default=",".join(MODULES),
-                   help="experiments to run, comma-separated (default: all four)")
+    p.add_argument(
+        "--only",
+        default=",".join(MODULES),
+        help="experiments to run, comma-separated (default: all four)",
+    )
     p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
-    p.add_argument("--no-run", action="store_true",
-                   help="only regenerate docs/experiments.md from the results on disk")
+    p.add_argument(
+        "--no-run",
+        action="store_true",
+        help="only regenerate docs/experiments.md from the results on disk",
+    )
     args = p.parse_args(argv)
     figures = args.docs / "figures"
     names = [n.strip() for n in args.only.split(",") if n.strip()]

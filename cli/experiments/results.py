@@ -98,12 +98,25 @@ class Results:
     def add_samples(self, rows: Iterable[dict]) -> None:
         self._rows.extend(rows)
 
-    def target(self, name: str, figure: float | None, limit: float, unit: str,
-               at_most: bool = True, measured_in: str = "") -> dict:
+    def target(
+        self,
+        name: str,
+        figure: float | None,
+        limit: float,
+        unit: str,
+        at_most: bool = True,
+        measured_in: str = "",
+    ) -> dict:
         met = None if figure is None else (figure <= limit if at_most else figure >= limit)
-        entry = {"name": name, "figure": None if figure is None else round(figure, 4),
-                 "limit": limit, "unit": unit, "at_most": at_most, "met": met,
-                 "measured_in": measured_in}
+        entry = {
+            "name": name,
+            "figure": None if figure is None else round(figure, 4),
+            "limit": limit,
+            "unit": unit,
+            "at_most": at_most,
+            "met": met,
+            "measured_in": measured_in,
+        }
         self.data["targets"].append(entry)
         return entry
 
@@ -133,11 +146,15 @@ def fmt_ms(stats: dict | None, key: str = "p50") -> str:
 
 def stats_table(rows: list[tuple[str, dict]], unit: str = "ms") -> str:
     """A markdown table: one row per (label, stats)."""
-    lines = [f"| run | count | min | p50 | p90 | p99 | max ({unit}) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| run | count | min | p50 | p90 | p99 | max ({unit}) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for label, s in rows:
-        lines.append(f"| {label} | {s.get('count', 0)} | {fmt_ms(s, 'min')} | {fmt_ms(s, 'p50')}"
-                     f" | {fmt_ms(s, 'p90')} | {fmt_ms(s, 'p99')} | {fmt_ms(s, 'max')} |")
+        lines.append(
+            f"| {label} | {s.get('count', 0)} | {fmt_ms(s, 'min')} | {fmt_ms(s, 'p50')}"
+            f" | {fmt_ms(s, 'p90')} | {fmt_ms(s, 'p99')} | {fmt_ms(s, 'max')} |"
+        )
     return "\n".join(lines)
 
 

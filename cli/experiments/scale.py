@@ -46,13 +46,23 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
         meter = CpuMeter(master.pid)
         rss_empty = meter.rss_mb()
         processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS))
-        per = [agents // processes + (1 if i < agents % processes else 0)
-               for i in range(processes)]
+        per = [agents // processes + (1 if i < agents % processes else 0) for i in range(processes)]
         started = time.monotonic()
         progress.show(f"{agents} agents: registering ({processes} fleet process(es))", force=True)
-        ready = await asyncio.gather(*(
-            start_fleet(master.address, n, logs, name=f"fleet-{i}", prefix=f"emu{i}",
-                        resources=cfg.agent_resources) for i, n in enumerate(per) if n))
+        ready = await asyncio.gather(
+            *(
+                start_fleet(
+                    master.address,
+                    n,
+                    logs,
+                    name=f"fleet-{i}",
+                    prefix=f"emu{i}",
+                    resources=cfg.agent_resources,
+                )
+                for i, n in enumerate(per)
+                if n
+            )
+        )
         fleets = [daemon for daemon, _ in ready]
         register_seconds = time.monotonic() - started
         register_cpu = meter.cpu_seconds()
@@ -62,8 +72,10 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
         fleet_meters = [CpuMeter(f.pid) for f in fleets]
         window_start = time.monotonic()
         while (now := time.monotonic()) < window_start + cfg.idle_seconds:
-            progress.show(f"{agents} agents: idle {now - window_start:4.1f}/"
-                          f"{cfg.idle_seconds:g} s, master {meter.cores():.3f} cores")
+            progress.show(
+                f"{agents} agents: idle {now - window_start:4.1f}/"
+                f"{cfg.idle_seconds:g} s, master {meter.cores():.3f} cores"
+            )
             await asyncio.sleep(0.5)
         idle_cores = meter.cores()
         fleet_cores = sum(m.cores() for m in fleet_meters)
@@ -73,8 +85,11 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
         cpu_per_heartbeat_us = idle_cores / heartbeats_per_second * 1e6
 
         recorder = Recorder()
-        framework_set = FrameworkSet(master.address, [LoadConfig(
-            name="scale", max_running=0, hold_offers=True, max_held=10**9)], recorder)
+        framework_set = FrameworkSet(
+            master.address,
+            [LoadConfig(name="scale", max_running=0, hold_offers=True, max_held=10**9)],
+            recorder,
+        )
         framework_set.start()
         await framework_set.wait_subscribed()
         framework = framework_set.frameworks[0]
@@ -120,18 +135,23 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
         "first_offer_event_offers": first_event_offers,
         "figures_ms": {
             "full_allocation_subscribe_to_offers": summarize(
-                recorder.values("subscribe_to_first_offer")),
+                recorder.values("subscribe_to_first_offer")
+            ),
             "one_agent_decline_to_reoffer": summarize(recorder.values("decline_to_offer")),
-            "allocator_full_cycle_in_process": {"count": bench["cycles"],
-                                                "p50": bench["cycle_ms"]["median"],
-                                                "min": bench["cycle_ms"]["min"],
-                                                "max": bench["cycle_ms"]["max"]},
+            "allocator_full_cycle_in_process": {
+                "count": bench["cycles"],
+                "p50": bench["cycle_ms"]["median"],
+                "min": bench["cycle_ms"]["min"],
+                "max": bench["cycle_ms"]["max"],
+            },
         },
     }
-    progress.done(f"{agents} agents: registered in {register_seconds:.1f} s, idle master "
-                  f"{idle_cores:.3f} cores ({cpu_per_heartbeat_us:.0f} us/heartbeat), RSS "
-                  f"{rss_idle:.0f} MB, full allocation "
-                  f"{result['figures_ms']['full_allocation_subscribe_to_offers']['p50']} ms")
+    progress.done(
+        f"{agents} agents: registered in {register_seconds:.1f} s, idle master "
+        f"{idle_cores:.3f} cores ({cpu_per_heartbeat_us:.0f} us/heartbeat), RSS "
+        f"{rss_idle:.0f} MB, full allocation "
+        f"{result['figures_ms']['full_allocation_subscribe_to_offers']['p50']} ms"
+    )
     return result
 
 
@@ -141,14 +161,23 @@ async def run(cfg: ScaleConfig, out: Path, command: list[str], quiet: bool = Fal
     for agents in cfg.agents:
         step = await _step(cfg, agents, out, progress)
         results.add_run(step)
-        results.add_samples([{"agents": agents, "metric": key, "value": value}
-                             for key, value in step.items() if isinstance(value, int | float)])
+        results.add_samples(
+            [
+                {"agents": agents, "metric": key, "value": value}
+                for key, value in step.items()
+                if isinstance(value, int | float)
+            ]
+        )
     biggest = max(results.runs, key=lambda r: r["agents"])
-    results.target(f"idle master CPU with {biggest['agents']} agents heartbeating",
-                   biggest["idle_master_cpu_cores"] if biggest["agents"] >= 10000 else None,
-                   0.5, "cores", measured_in=f"{biggest['agents']} emulated agents, heartbeat "
-                   f"every {HEARTBEAT_INTERVAL:g} s" if biggest["agents"] >= 10000 else
-                   "needs a 10000-agent step")
+    results.target(
+        f"idle master CPU with {biggest['agents']} agents heartbeating",
+        biggest["idle_master_cpu_cores"] if biggest["agents"] >= 10000 else None,
+        0.5,
+        "cores",
+        measured_in=f"{biggest['agents']} emulated agents, heartbeat every {HEARTBEAT_INTERVAL:g} s"
+        if biggest["agents"] >= 10000
+        else "needs a 10000-agent step",
+    )
     names = _plots(results, out)
     results.write(_summary(cfg, results), names)
     return results
@@ -160,40 +189,70 @@ def _plots(results: Results, out: Path) -> list[str]:
     if not xs:
         return []
     names = [
-        plots.lines(out / "scale_master_cpu.png", "Idle master CPU vs agents (heartbeats only)",
-                    "emulated agents", "cores",
-                    [("master CPU (cores)", xs, [r["idle_master_cpu_cores"] for r in runs])],
-                    logx=True, hline=(0.5, "target 0.5 core")),
-        plots.lines(out / "scale_master_rss.png", "Master memory vs agents", "emulated agents",
-                    "RSS (MB)", [("idle", xs, [r["master_rss_mb_idle"] for r in runs]),
-                                 ("after offering every agent", xs,
-                                  [r["master_rss_mb_after_offers"] for r in runs])],
-                    logx=True),
+        plots.lines(
+            out / "scale_master_cpu.png",
+            "Idle master CPU vs agents (heartbeats only)",
+            "emulated agents",
+            "cores",
+            [("master CPU (cores)", xs, [r["idle_master_cpu_cores"] for r in runs])],
+            logx=True,
+            hline=(0.5, "target 0.5 core"),
+        ),
+        plots.lines(
+            out / "scale_master_rss.png",
+            "Master memory vs agents",
+            "emulated agents",
+            "RSS (MB)",
+            [
+                ("idle", xs, [r["master_rss_mb_idle"] for r in runs]),
+                ("after offering every agent", xs, [r["master_rss_mb_after_offers"] for r in runs]),
+            ],
+            logx=True,
+        ),
     ]
     series = []
-    for key, label in (("full_allocation_subscribe_to_offers", "full allocation, end to end"),
-                       ("allocator_full_cycle_in_process", "allocator cycle, in process"),
-                       ("one_agent_decline_to_reoffer", "one-agent re-offer, end to end")):
-        points = [(r["agents"], r["figures_ms"][key]["p50"]) for r in runs
-                  if r["figures_ms"][key].get("p50") is not None]
+    for key, label in (
+        ("full_allocation_subscribe_to_offers", "full allocation, end to end"),
+        ("allocator_full_cycle_in_process", "allocator cycle, in process"),
+        ("one_agent_decline_to_reoffer", "one-agent re-offer, end to end"),
+    ):
+        points = [
+            (r["agents"], r["figures_ms"][key]["p50"])
+            for r in runs
+            if r["figures_ms"][key].get("p50") is not None
+        ]
         if points:
             series.append((label, [p[0] for p in points], [max(p[1], 1e-3) for p in points]))
-    names.append(plots.lines(out / "scale_allocation_time.png", "Allocation time vs agents (p50)",
-                             "emulated agents", "ms (log)", series, logx=True, logy=True))
+    names.append(
+        plots.lines(
+            out / "scale_allocation_time.png",
+            "Allocation time vs agents (p50)",
+            "emulated agents",
+            "ms (log)",
+            series,
+            logx=True,
+            logy=True,
+        )
+    )
     return names
 
 
 def _summary(cfg: ScaleConfig, results: Results) -> str:
-    rows = [f"| {r['agents']} | {r['register_seconds']} | {r['idle_master_cpu_cores']} | "
-            f"{r['master_cpu_per_heartbeat_us']} | {r['master_rss_mb_idle']} | "
-            f"{r['idle_fleet_cpu_cores']} |" for r in sorted(results.runs,
-                                                              key=lambda r: r["agents"])]
-    stats = [(f"{name}, {r['agents']} agents", figures)
-             for r in results.runs for name, figures in r["figures_ms"].items()]
+    rows = [
+        f"| {r['agents']} | {r['register_seconds']} | {r['idle_master_cpu_cores']} | "
+        f"{r['master_cpu_per_heartbeat_us']} | {r['master_rss_mb_idle']} | "
+        f"{r['idle_fleet_cpu_cores']} |"
+        for r in sorted(results.runs, key=lambda r: r["agents"])
+    ]
+    stats = [
+        (f"{name}, {r['agents']} agents", figures)
+        for r in results.runs
+        for name, figures in r["figures_ms"].items()
+    ]
     return f"""# scale
 
-Machine: {results.data['machine']['cpu_model']}, {results.data['machine']['cores']} cores,
-Python {results.data['machine']['python']}. Command: `{' '.join(results.data['command'])}`
+Machine: {results.data["machine"]["cpu_model"]}, {results.data["machine"]["cores"]} cores,
+Python {results.data["machine"]["python"]}. Command: `{" ".join(results.data["command"])}`
 
 ## What is measured, and how
 
@@ -213,7 +272,7 @@ allocator --agents N --frameworks 1` run in the runner (pure allocator, no netwo
 
 ## Targets
 
-{targets_md(results.data['targets'])}
+{targets_md(results.data["targets"])}
 
 ## Master cost
 

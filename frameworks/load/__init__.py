@@ -1,10 +1,10 @@
 """Load frameworks for experiments: configurable demand on the real SDK, timed from inside.
 
-    recorder = Recorder()
-    framework = LoadFramework(LoadConfig(name="load-0", cpus=1, mem=128,
-                                         duration=exponential(1.0), max_running=20), recorder)
-    await run_async(framework, master=address, name="load-0")
-    recorder.values("task_end_to_offer")   # milliseconds
+recorder = Recorder()
+framework = LoadFramework(LoadConfig(name="load-0", cpus=1, mem=128,
+                                     duration=exponential(1.0), max_running=20), recorder)
+await run_async(framework, master=address, name="load-0")
+recorder.values("task_end_to_offer")   # milliseconds
 """
 
 from frameworks.load.framework import DURATION_LABEL, LoadConfig, LoadFramework, tasks_for_rate

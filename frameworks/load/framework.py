@@ -99,9 +99,14 @@ class LoadFramework(Framework):
             item = None
             cpus, mem, duration = c.cpus, c.mem, c.duration()
         command = "true" if c.command == "true" else f"sleep {duration:.3f}"
-        spec = TaskSpec(c.name, cpus=cpus, mem=mem, command=command,
-                        task_id=new_task_id(c.name),
-                        labels={DURATION_LABEL: f"{duration:.6f}"})
+        spec = TaskSpec(
+            c.name,
+            cpus=cpus,
+            mem=mem,
+            command=command,
+            task_id=new_task_id(c.name),
+            labels={DURATION_LABEL: f"{duration:.6f}"},
+        )
         return spec, item
 
     def stop_launching(self) -> None:
@@ -150,8 +155,11 @@ class LoadFramework(Framework):
     def _done(self, task: asyncio.Task) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("load framework decision failed", framework=self.config.name,
-                      error=repr(task.exception()))
+            log.error(
+                "load framework decision failed",
+                framework=self.config.name,
+                error=repr(task.exception()),
+            )
 
     async def _decide(self, driver, offers: list[common_pb2.Offer]) -> None:
         c = self.config
@@ -197,8 +205,11 @@ class LoadFramework(Framework):
             await asyncio.sleep(limit / 2)
             now = time.monotonic()
             self._held_at = {i: t for i, t in self._held_at.items() if i in self.held}
-            stale = [self.held.pop(i) for i, t in list(self._held_at.items())
-                     if now - t >= limit and i in self.held]
+            stale = [
+                self.held.pop(i)
+                for i, t in list(self._held_at.items())
+                if now - t >= limit and i in self.held
+            ]
             await self._decline(driver, stale, 0.0)
 
     async def _decline(self, driver, offers, refuse: float) -> None:

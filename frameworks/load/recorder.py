@@ -28,8 +28,14 @@ from agora.v1 import common_pb2
 from common.task_states import TERMINAL_STATES
 
 TERMINAL = TERMINAL_STATES
-METRICS = ("task_end_to_offer", "task_end_agent_to_offer", "decline_to_offer",
-           "subscribe_to_first_offer", "join_to_offer", "accept_to_running")
+METRICS = (
+    "task_end_to_offer",
+    "task_end_agent_to_offer",
+    "decline_to_offer",
+    "subscribe_to_first_offer",
+    "join_to_offer",
+    "accept_to_running",
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,9 @@ class Sample:
 
 
 class Recorder:
-    def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time
+    ) -> None:
         self.clock = clock
         self.wall = wall
         self.samples: list[Sample] = []
@@ -61,8 +68,15 @@ class Recorder:
         self.finished_at: list[float] = []  # terminal updates of launched tasks (throughput)
         self.running_at: list[float] = []
 
-    def _add(self, metric: str, seconds: float, at: float, framework: str, agent: str,
-             always: bool = False) -> None:
+    def _add(
+        self,
+        metric: str,
+        seconds: float,
+        at: float,
+        framework: str,
+        agent: str,
+        always: bool = False,
+    ) -> None:
         if self.recording or always:
             self.samples.append(Sample(metric, seconds * 1000.0, at, framework, agent))
 
@@ -77,8 +91,7 @@ class Recorder:
         self.counts["offer_events"] += 1
         subscribed = self._subscribed.pop(framework, None)
         if subscribed is not None:
-            self._add("subscribe_to_first_offer", now - subscribed, now, framework, "",
-                      always=True)
+            self._add("subscribe_to_first_offer", now - subscribed, now, framework, "", always=True)
         for offer in offers:
             agent = offer.agent_id
             self.counts["offers"] += 1
@@ -117,8 +130,7 @@ class Recorder:
                 # so the summary can say how often.
                 self.counts["offer_before_update"] += 1
                 self._add("task_end_to_offer", 0.0, now, "", agent)
-                self._add("task_end_agent_to_offer", offered - status.timestamp, now,
-                          "", agent)
+                self._add("task_end_agent_to_offer", offered - status.timestamp, now, "", agent)
                 return
             # The earliest unmatched end counts: that is when X first had resources free.
             self._freed.setdefault(agent, (now, status.timestamp))

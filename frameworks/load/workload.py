@@ -63,13 +63,17 @@ def load_trace(path: Path | str) -> list[TraceTask]:
             raise ValueError(f"{path}: the header lacks {', '.join(sorted(missing))}")
         for line, row in enumerate(reader, start=2):
             try:
-                task = TraceTask(float(row["submit_time"]), float(row["duration"]),
-                                 float(row["cpus"]), float(row["mem"]))
+                task = TraceTask(
+                    float(row["submit_time"]),
+                    float(row["duration"]),
+                    float(row["cpus"]),
+                    float(row["mem"]),
+                )
             except (TypeError, ValueError):
                 raise ValueError(f"{path}:{line}: not four numbers: {row}") from None
             if min(task.submit_time, task.duration, task.cpus, task.mem) < 0 or not all(
-                    math.isfinite(v) for v in (task.submit_time, task.duration, task.cpus,
-                                               task.mem)):
+                math.isfinite(v) for v in (task.submit_time, task.duration, task.cpus, task.mem)
+            ):
                 raise ValueError(f"{path}:{line}: values must be finite and not negative")
             tasks.append(task)
     tasks.sort(key=lambda t: t.submit_time)
