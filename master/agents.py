@@ -129,8 +129,8 @@ class AgentHandling:
                 info.CopyFrom(task_info)
                 info.agent_id = agent_id
                 task = Task(framework_id, agent_id, info, resources)
-                self.reg.tasks[task.key] = task
-            task.agent_id = agent_id
+                self.reg.add_task(task)
+            self.reg.move_task(task, agent_id)
             if running.state:
                 task.state = running.state
             if is_terminal(task.state):
@@ -222,7 +222,7 @@ class AgentHandling:
             task = Task(framework_id, agent.agent_id,
                         common_pb2.TaskInfo(task_id=status.task_id, agent_id=agent.agent_id),
                         EMPTY, state=common_pb2.TASK_STATE_UNSPECIFIED)
-            self.reg.tasks[task.key] = task
+            self.reg.add_task(task)
         if self.reg.tasks.get(task.key) is task:  # live
             task.state = status.state
             task.last_status = status

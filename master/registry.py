@@ -140,30 +140,62 @@ class Registry:
     gone_offers: OrderedDict[str, str] = field(default_factory=OrderedDict)
     removed_agents: dict[str, str] = field(default_factory=dict)
     removed_frameworks: dict[str, str] = field(default_factory=dict)
+    # Indexes of `offers` and `tasks` by agent and by framework, kept by the methods below
+    # (add through them, never into the dicts directly): registration, disconnection, failover
+    # and teardown look at one agent's or framework's share, not at the whole cluster's.
+    _agent_offers: dict[str, dict[str, Offer]] = field(default_factory=dict, repr=False)
+    _framework_offers: dict[str, dict[str, Offer]] = field(default_factory=dict, repr=False)
+    _agent_tasks: dict[str, dict[tuple[str, str], Task]] = field(default_factory=dict,
+                                                                 repr=False)
+    _framework_tasks: dict[str, dict[tuple[str, str], Task]] = field(default_factory=dict,
+                                                                     repr=False)
 
     # offers -------------------------------------------------------------------------------
+
+    def add_offer(self, offer: Offer) -> None:
+        self.offers[offer.offer_id] = offer
+        _index(self._agent_offers, offer.agent_id, offer.offer_id, offer)
+        _index(self._framework_offers, offer.framework_id, offer.offer_id, offer)
 
     def drop_offer(self, offer_id: str, why: str) -> Offer | None:
         offer = self.offers.pop(offer_id, None)
         if offer is not None:
+            _unindex(self._agent_offers, offer.agent_id, offer_id)
+            _unindex(self._framework_offers, offer.framework_id, offer_id)
             self.gone_offers[offer_id] = why
             while len(self.gone_offers) > GONE_OFFERS_KEPT:
                 self.gone_offers.popitem(last=False)
         return offer
 
     def offers_of_agent(self, agent_id: str) -> list[Offer]:
-        return [o for o in self.offers.values() if o.agent_id == agent_id]
+        return list(self._agent_offers.get(agent_id, {}).values())
 
     def offers_of_framework(self, framework_id: str) -> list[Offer]:
-        return [o for o in self.offers.values() if o.framework_id == framework_id]
+        return list(self._framework_offers.get(framework_id, {}).values())
 
     # tasks --------------------------------------------------------------------------------
 
+    def add_task(self, task: Task) -> None:
+        """Makes `task` live (replacing a live task of the same key)."""
+        old = self.tasks.get(task.key)
+        if old is not None:
+            _unindex(self._agent_tasks, old.agent_id, old.key)
+        self.tasks[task.key] = task
+        _index(self._agent_tasks, task.agent_id, task.key, task)
+        _index(self._framework_tasks, task.framework_id, task.key, task)
+
+    def move_task(self, task: Task, agent_id: str) -> None:
+        """The task runs on `agent_id` (an agent re-registered with it)."""
+        if self.tasks.get(task.key) is task:
+            _unindex(self._agent_tasks, task.agent_id, task.key)
+            _index(self._agent_tasks, agent_id, task.key, task)
+        task.agent_id = agent_id
+
     def tasks_of_agent(self, agent_id: str) -> list[Task]:
-        return [t for t in self.tasks.values() if t.agent_id == agent_id]
+        return list(self._agent_tasks.get(agent_id, {}).values())
 
     def tasks_of_framework(self, framework_id: str) -> list[Task]:
-        return [t for t in self.tasks.values() if t.framework_id == framework_id]
+        return list(self._framework_tasks.get(framework_id, {}).values())
 
     def find_task(self, framework_id: str, task_id: str) -> Task | None:
         return self.tasks.get((framework_id, task_id)) or self.completed.get(
@@ -171,7 +203,10 @@ class Registry:
 
     def complete_task(self, task: Task) -> None:
         """Moves an ended task out of the live table, keeping a bounded history."""
-        self.tasks.pop(task.key, None)
+        live = self.tasks.pop(task.key, None)
+        if live is not None:
+            _unindex(self._agent_tasks, live.agent_id, live.key)
+            _unindex(self._framework_tasks, live.framework_id, live.key)
         self.completed[task.key] = task
         self.completed.move_to_end(task.key)
         while len(self.completed) > COMPLETED_TASKS_KEPT:
@@ -183,3 +218,15 @@ class Registry:
         for task in self.tasks_of_agent(agent_id):
             out[task.framework_id] = out.get(task.framework_id, EMPTY) + task.resources
         return out
+
+
+def _index(index: dict, outer: str, key, item) -> None:
+    index.setdefault(outer, {})[key] = item
+
+
+def _unindex(index: dict, outer: str, key) -> None:
+    items = index.get(outer)
+    if items is not None:
+        items.pop(key, None)
+        if not items:
+            del index[outer]

@@ -41,7 +41,7 @@ class SchedulerCalls:
                 continue
             offer = Offer(new_id("offer"), grant.framework_id, grant.agent_id, grant.resources,
                           created_at=now)
-            self.reg.offers[offer.offer_id] = offer
+            self.reg.add_offer(offer)
             by_framework[grant.framework_id].append(self.offer_proto(offer))
         for framework_id, offers in by_framework.items():
             self.reg.frameworks[framework_id].session.send(
@@ -84,7 +84,7 @@ class SchedulerCalls:
             task.last_status = master_status(info.task_id, common_pb2.TASK_STAGING,
                                        framework_id=framework_id, agent_id=plan.agent_id,
                                        message="launching", reason="")
-            self.reg.tasks[task.key] = task
+            self.reg.add_task(task)
             agent.session.send(MasterMessage(run_task=MasterMessage.RunTask(
                 framework_id=framework_id, task=info, framework=framework.info)))
             launched.append(info.task_id)

@@ -9,7 +9,7 @@ from agora.v1 import common_pb2, operator_pb2, scheduler_pb2
 from common import Resources
 from master.config import MasterConfig
 from master.offers import CallError, plan_launch, shortfall
-from master.registry import Offer
+from master.registry import Offer, Registry, Task
 from master.state_store import StateStore
 
 
@@ -85,3 +85,32 @@ def test_state_store_round_trips_and_remembers_removals(tmp_path):
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError, match=field.split("_")[0]):
         MasterConfig(**{field: value}).validate()
+
+
+def test_registry_indexes_follow_offers_and_tasks_through_every_change():
+    reg = Registry()
+    for offer_id, agent_id, framework_id in (("o1", "a1", "f1"), ("o2", "a1", "f2"),
+                                             ("o3", "a2", "f1")):
+        reg.add_offer(offer(offer_id, agent_id, framework_id))
+    reg.drop_offer("o1", "declined")
+    assert [o.offer_id for o in reg.offers_of_agent("a1")] == ["o2"]
+    assert [o.offer_id for o in reg.offers_of_framework("f1")] == ["o3"]
+    assert reg.gone_offers["o1"] == "declined"
+
+    def live(task_id, agent_id, framework_id="f1"):
+        info = common_pb2.TaskInfo(task_id=task_id)
+        return Task(framework_id, agent_id, info, Resources.parse("cpus:1"))
+
+    t1, t2, t3 = live("t1", "a1"), live("t2", "a1"), live("t3", "a2", "f2")
+    for t in (t1, t2, t3):
+        reg.add_task(t)
+    reg.move_task(t2, "a2")  # an agent re-registered with it
+    assert reg.tasks_of_agent("a1") == [t1]
+    assert reg.tasks_of_agent("a2") == [t3, t2]
+    reg.complete_task(t3)
+    assert reg.tasks_of_agent("a2") == [t2] and reg.tasks_of_framework("f2") == []
+    assert reg.find_task("f2", "t3") is t3
+    again = live("t1", "a2")  # a live task replaced under the same key
+    reg.add_task(again)
+    assert reg.tasks_of_agent("a1") == [] and reg.tasks_of_framework("f1") == [again, t2]
+    assert reg.allocated_on_agent("a2") == {"f1": Resources.parse("cpus:2")}
