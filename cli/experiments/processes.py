@@ -136,32 +136,19 @@ class MasterOptions:
     state_dir: Path | None = None
 
 
-def _master_cmd_supports(flag: str) -> bool:
-    """Whether `agora master` exists and has `flag` (it is another engineer's module)."""
-    module = ROOT / "cli" / "master_cmd.py"
-    return module.exists() and flag in module.read_text()
-
-
 def master_argv(options: MasterOptions) -> list[str]:
-    """`python -m cli.main master --port 0 ...`; until that command has the allocation flags,
-    the equivalent small entry point in cli/experiments/master_entry.py."""
+    """`python -m cli.main master --port 0 ...` for these options."""
     args = [
-        "--port",
-        "0",
-        "--allocation-mode",
-        options.allocation_mode,
-        "--allocation-interval",
-        str(options.allocation_interval),
-        "--log-level",
-        options.log_level,
-    ]
+        "--port", "0",
+        "--allocation-mode", options.allocation_mode,
+        "--allocation-interval", str(options.allocation_interval),
+        "--log-level", options.log_level,
+    ]  # fmt: skip
     if options.state_dir is not None:
         args += ["--state-dir", str(options.state_dir)]
     if options.allocation_batch is not None:
         args += ["--allocation-batch", str(options.allocation_batch)]
-    if _master_cmd_supports("--allocation-mode"):
-        return python_m("cli.main", "master", *args)
-    return python_m("cli.experiments.master_entry", *args)
+    return python_m("cli.main", "master", *args)
 
 
 async def start_master(options: MasterOptions, log_dir: Path, name: str = "master") -> Daemon:
@@ -208,14 +195,7 @@ async def start_fleet(
 
 
 def agora_argv(command: str, *args: str) -> list[str]:
-    """`python -m cli.main COMMAND ARGS`, or the one-module shim while `agora` cannot build
-    its parser (a module in COMMAND_MODULES not written yet)."""
-    try:
-        from cli.main import build_parser
-
-        build_parser()
-    except ImportError:
-        return python_m("cli.experiments.command_entry", f"cli.{command}_cmd", command, *args)
+    """`python -m cli.main COMMAND ARGS`."""
     return python_m("cli.main", command, *args)
 
 
