@@ -204,6 +204,9 @@ class SchedulerCalls:
                          agent_id=task.agent_id, reason="REASON_RECONCILIATION", message=message)
         if task.last_status is not None and task.last_status.HasField("exit_code"):
             status.exit_code = task.last_status.exit_code
+        # As Mesos does: a framework that lost an update still learns the health verdict.
+        if task.last_status is not None and task.last_status.HasField("healthy"):
+            status.healthy = task.last_status.healthy
         return status
 
 

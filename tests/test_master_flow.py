@@ -218,3 +218,23 @@ async def test_kill_of_a_task_that_already_finished_reports_how_it_ended(
     answer = await framework.inbox.expect("update", after=seen)
     assert (answer.status.task_id, answer.status.state) == ("t1", common_pb2.TASK_FINISHED)
     assert not agent.inbox.of("kill_task")
+
+
+async def test_reconcile_answers_carry_the_last_health_verdict(master, agent, framework):
+    [offer] = await framework.offers()
+    await framework.accept([offer.offer_id], [task("sick"), task("unchecked")])
+    await agent.inbox.expect("run_task")
+    agent.status(framework.framework_id, "sick", common_pb2.TASK_RUNNING, healthy=False)
+    agent.status(framework.framework_id, "unchecked", common_pb2.TASK_RUNNING)
+    for task_id in ("sick", "unchecked"):
+        await framework.inbox.expect("update", lambda u, t=task_id: u.status.task_id == t)
+
+    n = len(framework.inbox.items)
+    await framework.stub.Reconcile(scheduler_pb2.ReconcileRequest(**framework.ids()))
+    sick = await framework.inbox.expect("update", lambda u: u.status.task_id == "sick", after=n)
+    unchecked = await framework.inbox.expect(
+        "update", lambda u: u.status.task_id == "unchecked", after=n)
+    assert sick.status.reason == "REASON_RECONCILIATION"
+    assert sick.status.HasField("healthy") and sick.status.healthy is False
+    # No health check reported: the answer says nothing about health, rather than "unhealthy".
+    assert not unchecked.status.HasField("healthy")
