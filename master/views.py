@@ -74,25 +74,15 @@ def task_summaries(core: MasterCore, framework_id: str = "",
 
 
 def role_summaries(core: MasterCore) -> list[operator_pb2.RoleSummary]:
-    """The allocator's per-role dicts as protos; keys it does not report stay empty."""
+    """Allocator.role_summaries() as protos."""
     out = []
     for row in core.allocator.role_summaries():
         summary = operator_pb2.RoleSummary(
-            role=str(row.get("role", "")), weight=float(row.get("weight", 1.0)),
-            dominant_share=float(row.get("dominant_share", 0.0)),
-            framework_ids=sorted(row.get("framework_ids", row.get("frameworks", [])) or []))
-        allocated = row.get("allocated")
-        if isinstance(allocated, Resources):
-            summary.allocated.extend(allocated.to_proto())
-        quota = row.get("quota")
-        guarantee = row.get("guarantee", getattr(quota, "guarantee", None))
-        limit = row.get("limit", getattr(quota, "limit", None))
-        if isinstance(quota, dict):
-            guarantee, limit = quota.get("guarantee"), quota.get("limit")
-        if isinstance(guarantee, Resources):
-            summary.quota.guarantee.extend(guarantee.to_proto())
-        if isinstance(limit, Resources):
-            summary.quota.limit.extend(limit.to_proto())
+            role=row["role"], weight=row["weight"], dominant_share=row["dominant_share"],
+            framework_ids=row["frameworks"], allocated=row["allocated"].to_proto())
+        summary.quota.guarantee.extend(row["guarantee"].to_proto())
+        if row["limit"] is not None:
+            summary.quota.limit.extend(row["limit"].to_proto())
         out.append(summary)
     return out
 

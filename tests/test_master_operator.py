@@ -112,3 +112,30 @@ async def test_get_state_totals_and_health(tmp_path):
         for a in agents:
             await a.close()
         await master.stop(0)
+
+
+async def test_list_roles_shows_frameworks_allocation_and_quota(tmp_path):
+    master = await start_master(None)
+    agent = FakeAgent(master.address, resources="cpus:4;mem:1024")
+    await agent.connect()
+    framework = FakeFramework(master.address, role="analytics")
+    await framework.subscribe()
+    try:
+        await framework.offers()
+        channel, ops = operator(master.address)
+        async with channel:
+            quota = operator_pb2.Quota(guarantee=Resources.parse("cpus:1").to_proto(),
+                                       limit=Resources.parse("cpus:4;mem:1024").to_proto())
+            await ops.SetQuota(operator_pb2.SetQuotaRequest(role="analytics", quota=quota))
+            reply = await ops.ListRoles(operator_pb2.ListRolesRequest())
+        analytics = {r.role: r for r in reply.roles}["analytics"]
+        assert list(analytics.framework_ids) == [framework.framework_id]
+        # The whole agent is on offer to the role's only framework.
+        assert Resources.from_proto(analytics.allocated) == Resources.parse("cpus:4;mem:1024")
+        assert analytics.dominant_share == 1.0
+        assert Resources.from_proto(analytics.quota.guarantee) == Resources.parse("cpus:1")
+        assert Resources.from_proto(analytics.quota.limit) == Resources.parse("cpus:4;mem:1024")
+    finally:
+        await framework.close()
+        await agent.close()
+        await master.stop(0)
