@@ -136,6 +136,19 @@ def register(subparsers) -> None:
         help="offers declined with refuse_seconds=0 to time re-offers (default 0.05)",
     )
     p.add_argument(
+        "--decision-delay",
+        type=float,
+        default=0.0,
+        help="seconds each framework takes to answer an offer (default 0)",
+    )
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="CSV trace (submit_time,duration,cpus,mem) dealt out to the frameworks instead "
+        "of the closed loop",
+    )
+    p.add_argument(
         "--joiners", type=int, default=5, help="agents that join during each window (default 5)"
     )
     p.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring (3)")
@@ -252,6 +265,18 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trace(path: Path | None):
+    from cli.main import CommandError
+    from frameworks.load import load_trace
+
+    if path is None:
+        return None
+    try:
+        return load_trace(path)
+    except (OSError, ValueError) as e:
+        raise CommandError(f"--trace: {e}") from None
+
+
 def _build(args: argparse.Namespace):
     from cli.main import CommandError
 
@@ -277,6 +302,8 @@ def _build(args: argparse.Namespace):
             joiners=args.joiners,
             warmup=args.warmup,
             seconds=args.seconds or 10.0,
+            decision_delay=args.decision_delay,
+            trace=_trace(args.trace),
         )
         return lambda out, command: offer_latency.run(cfg, out, command, quiet)
     if args.experiment == "launch":

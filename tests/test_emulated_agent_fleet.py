@@ -12,7 +12,7 @@ from harness import eventually_async
 from agent.emulated import EmulatedFleet, FleetConfig, constant
 from common import Resources, attributes_from_proto
 from common.rpc import insecure_channel
-from frameworks.load import LoadConfig, Recorder
+from frameworks.load import LoadConfig, Recorder, load_trace
 from frameworks.load.framework import LoadFramework
 from frameworks.load.timing import TimedTransport
 from frameworks.sdk import Driver, framework_info
@@ -134,4 +134,36 @@ async def test_fleet_process_prints_ready_then_stops_on_sigterm():
         assert stopped["event"] == "stopped"
         assert await asyncio.wait_for(proc.wait(), 30) == 0
     finally:
+        await master.stop()
+
+
+async def test_a_trace_framework_runs_every_row_after_its_submit_time(tmp_path):
+    trace_file = tmp_path / "trace.csv"
+    trace_file.write_text(
+        "submit_time,duration,cpus,mem\n0,0.1,1,256\n0.3,0.1,2,512\n0.6,0.2,1,256\n"
+    )
+    master = Master(MasterConfig(port=0))
+    await master.start()
+    fleet = EmulatedFleet(FleetConfig(master=master.address, agents=2))
+    try:
+        await fleet.start(timeout=30)
+        recorder = Recorder()
+        framework = LoadFramework(
+            LoadConfig(name="trace", trace=load_trace(trace_file), decision_delay=0.01),
+            recorder,
+        )
+        driver = Driver(
+            framework,
+            TimedTransport(master.address, recorder, "trace"),
+            framework_info("trace", failover_timeout=5),
+        )
+        running = asyncio.create_task(driver.run())
+        await eventually_async(lambda: framework.trace_done, timeout=30, message="the trace")
+        assert framework.launched == 3 and framework.ended == 3 and framework.failed == 0
+        # Tasks that arrived after the framework declined everything got offers again.
+        assert recorder.counts["launched"] == 3
+        await driver.teardown()
+        await running
+    finally:
+        await fleet.stop()
         await master.stop()

@@ -23,7 +23,7 @@ from cli.experiments.frameworks import FrameworkSet
 from cli.experiments.processes import CpuMeter, MasterOptions, start_fleet, start_master
 from cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
 from common import Resources
-from frameworks.load import LoadConfig, Recorder, exponential, tasks_for_rate
+from frameworks.load import LoadConfig, Recorder, TraceTask, exponential, tasks_for_rate
 
 METRICS = (
     "task_end_to_offer",
@@ -58,6 +58,8 @@ class OfferLatencyConfig:
     # would hide the whole agent from that framework.
     agent_resources: str = "cpus:4;mem:4096"
     probe_decline_fraction: float = 0.05
+    decision_delay: float = 0.0  # seconds a framework takes to answer an offer
+    trace: list[TraceTask] | None = None  # CSV trace rows instead of the closed loop
     joiners: int = 5
 
     def combinations(self) -> list[tuple[int, int]]:
@@ -138,6 +140,9 @@ async def _one_run(
                 decline_refuse_seconds=3600.0,
                 leftover_refuse_seconds=0.0,
                 probe_decline_fraction=cfg.probe_decline_fraction,
+                decision_delay=cfg.decision_delay,
+                # A trace replaces the closed loop: its rows are dealt out to the frameworks.
+                trace=cfg.trace[i::frameworks] if cfg.trace is not None else None,
                 seed=i + 1,
             )
             for i in range(frameworks)
