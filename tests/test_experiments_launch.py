@@ -60,4 +60,5 @@ def test_launch_on_real_agents_reports_the_spawn_ratio(tmp_path):
     assert_stats(run["raw_spawn"]["spawn_and_wait_ms"])
     assert run["throughput_vs_raw_spawn"] > 0
     assert_stats(run["figures_ms"]["accept_to_running"])
+    assert_stats(run["figures_ms"]["accept_to_starting"])
     assert all(t["met"] is not None for t in data["targets"])

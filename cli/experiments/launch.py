@@ -201,6 +201,7 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
     master_cores, *agent_cores = throughput_phase["cores"]
     figures = {
         "accept_to_running": summarize(latency["recorder"].values("accept_to_running")),
+        "accept_to_starting": summarize(latency["recorder"].values("accept_to_starting")),
         "accept_to_running_loaded": summarize(recorder.values("accept_to_running")),
     }
     run_result = {
@@ -343,6 +344,9 @@ as soon as one ends.
   off the stream), with one task at a time for {cfg.latency_seconds:g} s (no queueing). By the
   protocol this is Accept -> RunTask -> agent launches -> STARTING -> framework acknowledges ->
   RUNNING, so it holds two master <-> framework round trips.
+- **accept_to_starting** (ms): the same one-at-a-time tasks, Accept -> their first
+  TASK_STARTING (the agent sends it before it starts the command): the rest of accept_to_running
+  is the launch itself plus the acknowledgement of STARTING.
 - **accept_to_running_loaded** (ms): the same during the throughput phase, with
   {cfg.concurrency} tasks in flight (queueing included).
 - **tasks_per_second**: terminal updates received per second over a {cfg.seconds:g} s window

@@ -149,6 +149,8 @@ def section(docs: Path, figures: Path) -> str:
             f"- accept -> RUNNING, one task at a time: p50 "
             f"{fmt_ms(r['figures_ms']['accept_to_running'])} ms, p99 "
             f"{fmt_ms(r['figures_ms']['accept_to_running'], 'p99')} ms",
+            f"- accept -> STARTING (before the agent launches the command): p50 "
+            f"{fmt_ms(r['figures_ms'].get('accept_to_starting'))} ms",
             f"- with {r['concurrency']} in flight: p50 "
             f"{fmt_ms(r['figures_ms']['accept_to_running_loaded'])} ms",
             f"- throughput {r['tasks_per_second']} tasks/s; raw spawn of `true` "

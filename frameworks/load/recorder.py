@@ -14,6 +14,8 @@ the freed resources to another framework). The figures (milliseconds):
 - subscribe_to_first_offer: SUBSCRIBED received -> the framework's first OFFERS event.
 - join_to_offer: an agent's Register sent (recorded with `agent_joined`) -> first offer for it.
 - accept_to_running: Accept (LAUNCH) issued -> that task's TASK_RUNNING update received.
+- accept_to_starting: the same, to its (first) TASK_STARTING: the part before the agent
+  launches the command.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ METRICS = (
     "subscribe_to_first_offer",
     "join_to_offer",
     "accept_to_running",
+    "accept_to_starting",
 )
 
 
@@ -63,6 +66,7 @@ class Recorder:
         self._joined: dict[str, float] = {}
         self._subscribed: dict[str, float] = {}
         self._accepted: dict[str, float] = {}  # task id -> Accept issued
+        self._starting: set[str] = set()  # tasks whose STARTING was timed (resends are not)
         self.first_offer: dict[str, float] = {}  # agent -> first offer seen for it
         self._last_offer_wall: dict[str, float] = {}  # agent -> wall time of its last offer
         self.finished_at: list[float] = []  # terminal updates of launched tasks (throughput)
@@ -112,13 +116,20 @@ class Recorder:
     def update(self, framework: str, status: common_pb2.TaskStatus) -> None:
         now = self.clock()
         self.counts["updates"] += 1
-        if status.state == common_pb2.TASK_RUNNING:
+        if status.state == common_pb2.TASK_STARTING:
+            accepted = self._accepted.get(status.task_id)
+            if accepted is not None and status.task_id not in self._starting:
+                self._starting.add(status.task_id)
+                self._add("accept_to_starting", now - accepted, now, framework, status.agent_id)
+        elif status.state == common_pb2.TASK_RUNNING:
+            self._starting.discard(status.task_id)
             accepted = self._accepted.pop(status.task_id, None)
             if accepted is not None:
                 self.running_at.append(now)
                 self._add("accept_to_running", now - accepted, now, framework, status.agent_id)
         elif status.state in TERMINAL and status.uuid:  # a real end, not a reconciliation
             self._accepted.pop(status.task_id, None)
+            self._starting.discard(status.task_id)
             self.counts["terminal"] += 1
             self.finished_at.append(now)
             agent = status.agent_id
