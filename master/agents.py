@@ -131,7 +131,7 @@ class AgentHandling:
                 task = Task(framework_id, agent_id, info, resources)
                 self.reg.add_task(task)
             self.reg.move_task(task, agent_id)
-            if running.state:
+            if running.state in _KNOWN_STATES:  # else keep what we knew (operators print it)
                 task.state = running.state
             if is_terminal(task.state):
                 # Its final update is on its way (unacknowledged); resources are free already.

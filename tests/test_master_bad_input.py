@@ -229,3 +229,21 @@ async def test_bad_status_update_is_acknowledged_and_dropped_without_breaking_th
     # Only the good update reached the framework.
     assert [(u.status.task_id, u.status.state) for u in framework.inbox.of("update")] == [
         ("t", common_pb2.TASK_RUNNING)]
+
+
+async def test_a_reported_task_in_an_unknown_state_is_adopted_in_a_state_operators_can_read(
+        cluster):
+    master, agent, framework, offer = cluster
+    other = FakeAgent(master.address, hostname="odd")
+    running = agent_link_pb2.RunningTask(framework_id=framework.framework_id,
+                                         task=task("odd-task"), state=999)
+    try:
+        await other.connect(tasks=[running])
+        channel, ops = operator(master.address)
+        async with channel:
+            tasks = (await ops.ListTasks(operator_pb2.ListTasksRequest())).tasks
+        [odd] = [t for t in tasks if t.task_id == "odd-task"]
+        # `agora cluster tasks` names every state: an unknown number would break it.
+        assert common_pb2.TaskState.Name(odd.state) == "TASK_STAGING"
+    finally:
+        await other.close()
