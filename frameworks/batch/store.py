@@ -8,14 +8,13 @@ daemon resumes exactly where it stopped. `JobStore(None)` keeps everything in me
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
-from pathlib import Path
 
 from agora.v1 import batch_pb2
 
+from frameworks.sdk import StateStore
+
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT PRIMARY KEY,
     sequence INTEGER NOT NULL,
@@ -31,29 +30,8 @@ CREATE TABLE IF NOT EXISTS instances (
 """
 
 
-class JobStore:
-    def __init__(self, path: Path | str | None) -> None:
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._db = sqlite3.connect(str(path) if path is not None else ":memory:",
-                                   isolation_level=None)
-        # WAL + NORMAL: a committed job survives a daemon crash; only an OS crash may lose the
-        # last moments, which the master's reconciliation then repairs.
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        self._db.close()
-
-    def framework_id(self) -> str:
-        row = self._db.execute("SELECT value FROM meta WHERE key='framework_id'").fetchone()
-        return row[0] if row else ""
-
-    def set_framework_id(self, framework_id: str) -> None:
-        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('framework_id', ?)",
-                         (framework_id,))
+class JobStore(StateStore):
+    SCHEMA = _SCHEMA
 
     def put_job(self, job: batch_pb2.Job, instances: Iterable[int] | None = None) -> None:
         """Writes the job's header and the given instances (None: all of them) atomically."""

@@ -15,6 +15,8 @@ updates. `frameworks.sdk.testing` has an in-memory transport for unit tests of a
 
 from common.task_states import TERMINAL_STATES, is_terminal
 from frameworks.sdk.backoff import Backoff
+from frameworks.sdk.daemon import DaemonConfig, FrameworkDaemon
+from frameworks.sdk.discovery import FrameworkNotFound, find_framework_api
 from frameworks.sdk.driver import (
     Driver,
     SubscriptionEnded,
@@ -25,6 +27,7 @@ from frameworks.sdk.driver import (
 )
 from frameworks.sdk.framework import Framework
 from frameworks.sdk.offers import Fit, OfferPacker, Placement, TaskSpec, fit, offer_resources
+from frameworks.sdk.state_store import StateStore
 from frameworks.sdk.tasks import (
     argv_command,
     as_command,
@@ -43,20 +46,25 @@ from frameworks.sdk.transport import (
 __all__ = [
     "TERMINAL_STATES",
     "Backoff",
+    "DaemonConfig",
     "Driver",
     "EventStream",
     "Fit",
     "Framework",
+    "FrameworkDaemon",
+    "FrameworkNotFound",
     "GrpcSchedulerTransport",
     "OfferPacker",
     "Placement",
     "SchedulerError",
     "SchedulerTransport",
+    "StateStore",
     "SubscriptionEnded",
     "TaskSpec",
     "argv_command",
     "as_command",
     "describe_status",
+    "find_framework_api",
     "fit",
     "framework_info",
     "is_stale_stream_error",

@@ -7,50 +7,27 @@ task it may have started and can reconcile it with the master.
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 from agora.v1 import services_pb2
 
+from frameworks.sdk import StateStore
 from frameworks.service.instances import Instance
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS apps (id TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS instances (
     task_id TEXT PRIMARY KEY, app_id TEXT NOT NULL, data TEXT NOT NULL);
 """
 
 
-class ServiceStore:
+class ServiceStore(StateStore):
     """`path` None keeps everything in memory (a restart forgets it)."""
 
-    def __init__(self, path: Path | None) -> None:
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path) if path is not None else ":memory:",
-                                   isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        self._db.close()
+    SCHEMA = _SCHEMA
 
     def _write(self, sql: str, args: tuple) -> None:
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute(sql, args)
-
-    # framework id ------------------------------------------------------------------------
-
-    def framework_id(self) -> str:
-        row = self._db.execute("SELECT value FROM meta WHERE key='framework_id'").fetchone()
-        return row[0] if row else ""
-
-    def set_framework_id(self, framework_id: str) -> None:
-        self._write("INSERT OR REPLACE INTO meta (key, value) VALUES ('framework_id', ?)",
-                    (framework_id,))
 
     # apps --------------------------------------------------------------------------------
 

@@ -1,0 +1,211 @@
+"""FrameworkDaemon: a framework's own gRPC API served next to its driver, as one daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from typing import Any, Protocol
+
+import grpc
+import structlog
+
+from common.rpc import add_standard_services, insecure_channel, new_server
+from frameworks.sdk.backoff import Backoff
+from frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
+from frameworks.sdk.framework import Framework
+from frameworks.sdk.state_store import StateStore
+from frameworks.sdk.transport import GrpcSchedulerTransport
+
+log = structlog.get_logger(__name__)
+
+
+class DaemonConfig(Protocol):
+    """What FrameworkDaemon reads from its subclass's config dataclass."""
+
+    master: str  # host:port of the master
+    host: str  # where the API listens
+    port: int  # 0 picks a free port
+    advertise_host: str | None  # published to clients instead of host
+    name: str  # the framework's name at the master (clients look it up by it)
+    role: str
+    failover_timeout: float  # how long the master keeps our tasks while we are away
+
+    @property
+    def state_path(self) -> Any: ...  # the SQLite file, or None to keep state in memory
+
+    def validate(self) -> None: ...
+
+
+class FrameworkDaemon:
+    """Serves a framework's API and keeps its scheduler subscribed to the master.
+
+    The API's address is published to the master as FrameworkInfo.service_address, so clients
+    need only the master's address (`find_framework_api`). If the master removes the
+    framework, the daemon subscribes afresh under a new id; if another scheduler takes the
+    framework over, it stops scheduling. `stop()` only disconnects: the master keeps the tasks
+    for failover_timeout, and a daemon restarted on the same state takes them back.
+
+    A subclass sets `kind` and `service_names` and builds its parts in `_open` and
+    `_add_services`; the other hooks are optional.
+    """
+
+    kind = "framework"  # names the daemon in logs and task names: "batch", "services"
+    service_names: list[str] = []  # its gRPC services, announced by health and reflection
+
+    def __init__(self, config: DaemonConfig) -> None:
+        config.validate()
+        self.config = config
+        self.store: StateStore | None = None
+        self.scheduler: Framework | None = None
+        self.driver: Driver | None = None
+        self.port: int | None = None
+        self._server: grpc.aio.Server | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._driver_task: asyncio.Task | None = None
+        self._background: list[asyncio.Task] = []
+        self._stopping = False
+        self._closed = asyncio.Event()
+
+    # what a framework daemon supplies ----------------------------------------------------
+
+    def _open(self, master: grpc.aio.Channel) -> None:
+        """Loads the state and builds the scheduler: sets self.store and self.scheduler.
+        `master` is a channel to the master (for Operator calls), closed on stop."""
+        raise NotImplementedError
+
+    def _add_services(self, server: grpc.aio.Server) -> None:
+        """Adds the framework's servicers to the server."""
+        raise NotImplementedError
+
+    def _start_background(self) -> list[asyncio.Task]:
+        """Work beside the driver, cancelled on stop."""
+        return []
+
+    def _framework_removed(self, message: str) -> None:
+        """The master removed the framework (and killed its tasks); its id is cleared after."""
+
+    def _stopping_hook(self) -> None:
+        """Before the server stops: end what would keep it waiting (watch streams)."""
+
+    def _stopped_hook(self) -> None:
+        """After the server, the driver and the background work ended; before the store
+        closes."""
+
+    def _summary(self) -> dict[str, Any]:
+        """Extra fields for the "started" log line."""
+        return {}
+
+    # the daemon --------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        if self.port is None:
+            raise RuntimeError(f"the {self.kind} daemon is not started")
+        return f"{self.config.host}:{self.port}"
+
+    @property
+    def service_address(self) -> str:
+        """What clients dial, as published to the master."""
+        host = self.config.advertise_host or self.config.host
+        if host in ("", "0.0.0.0", "::", "[::]"):
+            host = socket.gethostname()
+        return f"{host}:{self.port}"
+
+    async def start(self) -> int:
+        """Loads the state, binds the API, and subscribes to the master."""
+        config = self.config
+        self._channel = insecure_channel(config.master)
+        self._open(self._channel)
+        assert self.store is not None and self.scheduler is not None
+        server = new_server()
+        self._add_services(server)
+        add_standard_services(server, self.service_names)
+        where = f"{config.host}:{config.port}"
+        try:
+            port = server.add_insecure_port(where)
+        except RuntimeError:  # grpc's way of saying the port is taken
+            port = 0
+        if port == 0:
+            self.store.close()
+            await self._channel.close()
+            raise OSError(f"cannot bind {where}")
+        await server.start()
+        self._server, self.port = server, port
+        self._driver_task = asyncio.create_task(
+            self._run_framework(), name=f"{self.kind}-framework"
+        )
+        self._background = self._start_background()
+        log.info(
+            f"{self.kind} daemon started",
+            address=self.address,
+            framework_id=self.store.framework_id() or None,
+            state=str(config.state_path or "memory"),
+            **self._summary(),
+        )
+        return port
+
+    async def _run_framework(self) -> None:
+        """Runs the driver; if the master removed the framework, subscribes afresh (the
+        daemon's work stays; what the lost tasks did is for `_framework_removed`)."""
+        assert self.scheduler is not None and self.store is not None
+        backoff = Backoff()
+        while not self._stopping:
+            info = framework_info(
+                self.config.name,
+                role=self.config.role,
+                failover_timeout=self.config.failover_timeout,
+                service_address=self.service_address,
+                framework_id=self.store.framework_id(),
+            )
+            self.driver = Driver(self.scheduler, GrpcSchedulerTransport(self.config.master), info)
+            try:
+                await self.driver.run()
+                return
+            except SubscriptionEnded as e:
+                if self._stopping:
+                    return
+                if "failed over" in e.message:
+                    log.error(
+                        f"another {self.kind} scheduler took over this framework; this daemon "
+                        "no longer schedules",
+                        message=e.message,
+                    )
+                    return
+                log.warning("the master ended the framework; subscribing afresh", message=e.message)
+                self._framework_removed(e.message)
+                self.store.set_framework_id("")
+                await asyncio.sleep(backoff.next_delay())
+            except Exception:
+                log.exception(f"{self.kind} framework driver failed; restarting it")
+                await asyncio.sleep(backoff.next_delay())
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Stops serving and disconnects; the master keeps our tasks running for
+        failover_timeout, so a restarted daemon takes them back."""
+        if self._server is None:
+            return
+        self._stopping = True
+        server, self._server = self._server, None
+        self._stopping_hook()
+        await server.stop(grace)
+        if self.driver is not None:
+            self.driver.stop()
+        for task in self._background:
+            task.cancel()
+        if self._driver_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._driver_task, 10)
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._stopped_hook()
+        if self._channel is not None:
+            await self._channel.close()
+        if self.store is not None:
+            self.store.close()
+        log.info(f"{self.kind} daemon stopped", address=self.address)
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
