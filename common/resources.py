@@ -20,6 +20,9 @@ UNRESERVED = "*"
 SCALAR_NAMES = frozenset({"cpus", "mem", "disk", "gpus"})
 RANGE_NAMES = frozenset({"ports"})
 KNOWN_NAMES = SCALAR_NAMES | RANGE_NAMES
+# Larger amounts are refused (Mesos' fixed point stops near 9.2e15): the allocator counts
+# thousandths in integers, and 1e308 cpus overflowed to infinity there.
+MAX_SCALAR = 1e15
 
 Key = tuple[str, str]  # (name, role)
 RangeSet = tuple[tuple[int, int], ...]  # sorted, merged, inclusive
@@ -151,7 +154,7 @@ class Resources:
                     amount = float(value)
                 except ValueError:
                     raise ResourceError(f"{part!r}: {name} takes a number, got {value!r}") from None
-                _check_scalar(name, amount)
+                _check_given_scalar(name, amount)
                 scalars[(name, role)] = scalars.get((name, role), 0.0) + amount
         return cls(scalars, ranges)
 
@@ -173,7 +176,7 @@ class Resources:
             else:
                 if r.type != common_pb2.Resource.SCALAR:
                     raise ResourceError(f"{r.name} must be given as a scalar")
-                _check_scalar(r.name, r.scalar)
+                _check_given_scalar(r.name, r.scalar)
                 scalars[(r.name, role)] = scalars.get((r.name, role), 0.0) + r.scalar
         return cls(scalars, ranges)
 
@@ -352,3 +355,11 @@ def _check_scalar(name: str, value: float) -> None:
         raise ResourceError(f"{name} must be a finite number, got {value}")
     if value < 0:
         raise ResourceError(f"{name} must not be negative, got {value:g}")
+
+
+def _check_given_scalar(name: str, value: float) -> None:
+    """_check_scalar for an amount someone wrote (a string or the wire): also not absurdly big.
+    Sums made here (a cluster's total) may exceed it."""
+    _check_scalar(name, value)
+    if value > MAX_SCALAR:
+        raise ResourceError(f"{name} must be at most {MAX_SCALAR:g}, got {value:g}")

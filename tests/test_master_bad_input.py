@@ -247,3 +247,27 @@ async def test_a_reported_task_in_an_unknown_state_is_adopted_in_a_state_operato
         assert common_pb2.TaskState.Name(odd.state) == "TASK_STAGING"
     finally:
         await other.close()
+
+
+async def test_absurdly_large_amounts_are_invalid_not_an_internal_error(cluster):
+    master, agent, framework, offer = cluster
+    channel, ops = operator(master.address)
+    async with channel:
+        error = await rpc_error(ops.SetQuota(operator_pb2.SetQuotaRequest(
+            role="a", quota=operator_pb2.Quota(guarantee=[res("cpus", 1e308)]))))
+        assert error.code() == Code.INVALID_ARGUMENT and "at most" in error.details()
+    from agora.v1 import agent_link_pb2_grpc
+
+    Msg = agent_link_pb2.AgentMessage
+
+    async def register():
+        yield Msg(register=Msg.Register(info=common_pb2.AgentInfo(
+            hostname="huge", resources=[res("cpus", 1e308)])))
+
+    async with insecure_channel(master.address) as channel:
+        call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(register())
+        error = await rpc_error(call.read())
+        assert error.code() == Code.INVALID_ARGUMENT and "at most" in error.details()
+    error = await rpc_error(framework.accept([offer.offer_id],
+                                             [raw_task("big", [res("mem", 1e308)])]))
+    assert error.code() == Code.INVALID_ARGUMENT

@@ -68,8 +68,10 @@ def test_bad_strings_say_what_to_change(text, message):
 
 
 def test_bad_wire_values_are_rejected():
-    for bad in (-1.0, math.nan, math.inf):
+    for bad in (-1.0, math.nan, math.inf, 1e308):
         with pytest.raises(ResourceError):
             Resources.from_proto([common_pb2.Resource(name="cpus", scalar=bad)])
+    with pytest.raises(ResourceError, match="at most"):
+        Resources.parse("mem:1e16")
     with pytest.raises(ResourceError, match="unknown resource"):
         Resources.from_proto([common_pb2.Resource(name="unicorns", scalar=1)])
