@@ -1,0 +1,67 @@
+"""What `agora batch` and `agora services` share: the daemon flags and serving until a signal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def add_daemon_flags(
+    parser: argparse.ArgumentParser, *, api: str, state_dir: str, state_help: str
+) -> None:
+    """--master, --host, --port, --advertise-host, --state-dir and --role of a framework
+    daemon serving the `api` gRPC API, its state kept under ./`state_dir` by default."""
+    parser.add_argument(
+        "--master", required=True, metavar="HOST:PORT",
+        help="address of the master, e.g. 127.0.0.1:5050")
+    parser.add_argument(
+        "--host", default="127.0.0.1",
+        help=f"interface for the {api} API; 0.0.0.0 for all (default: %(default)s)")
+    parser.add_argument(
+        "--port", type=port, default=0,
+        help=f"port for the {api} API; 0 picks a free one (default: %(default)s)")
+    parser.add_argument(
+        "--advertise-host", default=None, metavar="HOST",
+        help="host name or IP published to clients (default: --host)")
+    parser.add_argument(
+        "--state-dir", type=Path, default=Path(state_dir), metavar="DIR",
+        help=f"where {state_help} are stored (default: ./{state_dir})")
+    parser.add_argument(
+        "--role", default="*", help="role the framework is allocated under (default: *)")
+
+
+def port(text: str) -> int:
+    """A bad --port is a usage error (exit 2), caught before anything starts."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 0-65535, got {number}")
+    return number
+
+
+async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> int:
+    """Starts the daemon, prints "KIND listening on HOST:PORT ..." once it serves (what
+    tests/harness.py waits for), and stops it on SIGTERM or SIGINT."""
+    from cli.main import CommandError
+
+    try:
+        daemon = make_daemon(config)
+        await daemon.start()
+    except (OSError, ValueError) as e:
+        raise CommandError(f"cannot start the {kind} daemon: {e}") from None
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(f"{kind} listening on {daemon.address} (master {config.master}, "
+          f"state dir {os.path.abspath(config.state_dir)})", flush=True)
+    await stopping.wait()
+    await daemon.stop()
+    return 0
