@@ -59,6 +59,9 @@ class FrameworkHandling:
                 self.allocator.remove_framework(framework_id)
                 self._add_framework_to_allocator(framework)
                 self.allocator.deactivate_framework(framework_id)
+            else:
+                # A new scheduler version may bring new capabilities (GPU_RESOURCES).
+                self.allocator.update_framework(framework_id, info.capabilities)
             if framework.suppressed:
                 framework.suppressed = False
                 self.allocator.revive(framework_id)

@@ -238,3 +238,32 @@ async def test_task_lost_while_the_framework_was_away_is_delivered_on_resubscrip
         await back.close()
         await agent.close()
         await master.stop(0)
+
+
+async def test_failover_with_the_gpu_capability_gets_gpu_agents_offered(tmp_path):
+    master = await start_master(tmp_path / "state")
+    agent = FakeAgent(master.address, resources="cpus:4;mem:1024;gpus:1")
+    await agent.connect()
+    first = FakeFramework(master.address)
+    second = FakeFramework(master.address)
+    try:
+        await first.subscribe()
+        explained = await master_explain(master, first.framework_id)
+        assert any("GPU_RESOURCES" in reason for reason in explained), explained
+        assert not first.inbox.of("offers")
+        second.info.capabilities.append("GPU_RESOURCES")
+        await second.subscribe(framework_id=first.framework_id)
+        [offer] = await second.offers()
+        assert offer.agent_id == agent.agent_id
+    finally:
+        await first.close()
+        await second.close()
+        await agent.close()
+        await master.stop(0)
+
+
+async def master_explain(master, framework_id: str) -> list[str]:
+    channel, ops = operator(master.address)
+    async with channel:
+        reply = await ops.ExplainOffers(operator_pb2.ExplainOffersRequest(framework=framework_id))
+    return list(reply.reasons)
