@@ -17,22 +17,38 @@ def add_daemon_flags(
     """--master, --host, --port, --advertise-host, --state-dir and --role of a framework
     daemon serving the `api` gRPC API, its state kept under ./`state_dir` by default."""
     parser.add_argument(
-        "--master", required=True, metavar="HOST:PORT",
-        help="address of the master, e.g. 127.0.0.1:5050")
+        "--master",
+        required=True,
+        metavar="HOST:PORT",
+        help="address of the master, e.g. 127.0.0.1:5050",
+    )
     parser.add_argument(
-        "--host", default="127.0.0.1",
-        help=f"interface for the {api} API; 0.0.0.0 for all (default: %(default)s)")
+        "--host",
+        default="127.0.0.1",
+        help=f"interface for the {api} API; 0.0.0.0 for all (default: %(default)s)",
+    )
     parser.add_argument(
-        "--port", type=port, default=0,
-        help=f"port for the {api} API; 0 picks a free one (default: %(default)s)")
+        "--port",
+        type=port,
+        default=0,
+        help=f"port for the {api} API; 0 picks a free one (default: %(default)s)",
+    )
     parser.add_argument(
-        "--advertise-host", default=None, metavar="HOST",
-        help="host name or IP published to clients (default: --host)")
+        "--advertise-host",
+        default=None,
+        metavar="HOST",
+        help="host name or IP published to clients (default: --host)",
+    )
     parser.add_argument(
-        "--state-dir", type=Path, default=Path(state_dir), metavar="DIR",
-        help=f"where {state_help} are stored (default: ./{state_dir})")
+        "--state-dir",
+        type=Path,
+        default=Path(state_dir),
+        metavar="DIR",
+        help=f"where {state_help} are stored (default: ./{state_dir})",
+    )
     parser.add_argument(
-        "--role", default="*", help="role the framework is allocated under (default: *)")
+        "--role", default="*", help="role the framework is allocated under (default: *)"
+    )
 
 
 def port(text: str) -> int:
@@ -60,8 +76,11 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    print(f"{kind} listening on {daemon.address} (master {config.master}, "
-          f"state dir {os.path.abspath(config.state_dir)})", flush=True)
+    print(
+        f"{kind} listening on {daemon.address} (master {config.master}, "
+        f"state dir {os.path.abspath(config.state_dir)})",
+        flush=True,
+    )
     await stopping.wait()
     await daemon.stop()
     return 0

@@ -47,7 +47,8 @@ class FrameworkDaemon:
     for failover_timeout, and a daemon restarted on the same state takes them back.
 
     A subclass sets `kind` and `service_names` and builds its parts in `_open` and
-    `_add_services`; the other hooks are optional.
+    `_add_services`; the other hooks are optional. Its scheduler saves the id it is given in
+    `on_subscribed` (`store.set_framework_id`): the daemon subscribes with the stored id.
     """
 
     kind = "framework"  # names the daemon in logs and task names: "batch", "services"
