@@ -141,6 +141,10 @@ class SchedulerCalls:
             # would take for a failure of a task that in fact finished).
             self._send_update(framework.framework_id, self._reconciled(ended))
             return
+        if task is None and self._may_be_recovering(request.agent_id):
+            raise CallError(grpc.StatusCode.UNAVAILABLE,
+                            f"task {request.task_id} may run on an agent that has not "
+                            "re-registered since the master restarted; retry the kill later")
         if task is None:
             self._send_update(framework.framework_id, master_status(
                 request.task_id, common_pb2.TASK_LOST, framework_id=framework.framework_id,
@@ -180,15 +184,12 @@ class SchedulerCalls:
         if not request.tasks:
             for task in self.reg.tasks_of_framework(framework_id):
                 statuses.append(self._reconciled(task))
-        recovering = any(a.state == RECOVERING for a in self.reg.agents.values())
         for wanted in request.tasks:
             task = self.reg.find_task(framework_id, wanted.task_id)
             if task is not None:
                 statuses.append(self._reconciled(task))
                 continue
-            named = self.reg.agents.get(wanted.agent_id) if wanted.agent_id else None
-            if (named is not None and named.state == RECOVERING) or \
-                    (not wanted.agent_id and recovering):
+            if self._may_be_recovering(wanted.agent_id):
                 continue  # its agent may still re-register with it: answer nothing yet
             statuses.append(master_status(wanted.task_id, common_pb2.TASK_UNKNOWN,
                                     framework_id=framework_id, agent_id=wanted.agent_id,
@@ -197,6 +198,14 @@ class SchedulerCalls:
         for status in statuses:
             self._send_update(framework_id, status)
         return len(statuses)
+
+    def _may_be_recovering(self, agent_id: str) -> bool:
+        """Could a task the master does not know still be reported by `agent_id` (any agent
+        when empty), which has not re-registered since the master restarted?"""
+        if agent_id:
+            agent = self.reg.agents.get(agent_id)
+            return agent is not None and agent.state == RECOVERING
+        return any(a.state == RECOVERING for a in self.reg.agents.values())
 
     def _reconciled(self, task: Task) -> common_pb2.TaskStatus:
         message = task.last_status.message if task.last_status is not None else ""

@@ -148,6 +148,12 @@ async def test_master_restart_recovers_framework_agent_and_running_task(tmp_path
         await framework.stub.Reconcile(scheduler_pb2.ReconcileRequest(
             **framework.ids(), tasks=[scheduler_pb2.ReconcileRequest.Task(
                 task_id="t1", agent_id=agent_id)]))
+        # Nor is a kill of it answered TASK_LOST: the framework is told to retry.
+        for named in (agent_id, ""):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await framework.stub.Kill(scheduler_pb2.KillRequest(
+                    **framework.ids(), task_id="t1", agent_id=named))
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
         running = agent_link_pb2.RunningTask(framework_id=framework_id, task=task("t1"),
                                              state=common_pb2.TASK_RUNNING)
         running.task.agent_id = agent_id
