@@ -19,7 +19,7 @@ from agent.resources_detect import detect_resources
 from agent.status_updates import StatusUpdateManager
 from agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
 from common import Resources, attributes_to_proto
-from common.rpc import add_standard_services, new_server, parse_address, service_name
+from common.rpc import add_standard_services, bind, new_server, parse_address, service_name
 
 log = structlog.get_logger(__name__)
 
@@ -101,13 +101,7 @@ class AgentDaemon:
             files = AgentFilesService(self.tasks, self.updates.pending)
             agent_pb2_grpc.add_AgentServicer_to_server(files, self._server)
             add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
-            where = f"{self.config.host}:{self.config.port}"
-            try:
-                self._port = self._server.add_insecure_port(where)
-            except RuntimeError as e:
-                raise OSError(f"cannot listen on {where}: {e}") from None
-            if self._port == 0:
-                raise OSError(f"cannot listen on {where}")
+            self._port = bind(self._server, f"{self.config.host}:{self.config.port}")
         except BaseException:
             self._server = None
             self.work.unlock()

@@ -33,6 +33,18 @@ def new_server() -> grpc.aio.Server:
     return grpc.aio.server(options=SERVER_OPTIONS)
 
 
+def bind(server: grpc.aio.Server, where: str) -> int:
+    """Adds an insecure port ("host:port") and returns the port bound; OSError if it cannot
+    be (grpc says so with RuntimeError, or port 0)."""
+    try:
+        port = server.add_insecure_port(where)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise OSError(f"cannot bind {where}: the address is in use or not this machine's")
+    return port
+
+
 def add_standard_services(server: grpc.aio.Server, service_names: Iterable[str]) -> None:
     """Serves grpc.health.v1 (every service SERVING) and reflection, for generic tools."""
     health_servicer = health.aio.HealthServicer()

@@ -17,7 +17,7 @@ from agora.v1 import (
     scheduler_pb2_grpc,
 )
 
-from common.rpc import add_standard_services, new_server, service_name
+from common.rpc import add_standard_services, bind, new_server, service_name
 from master.agent_link_service import AgentLinkService
 from master.config import MasterConfig
 from master.core import MasterCore
@@ -82,14 +82,11 @@ class Master:
         agent_link_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkService(self.core), server)
         operator_pb2_grpc.add_OperatorServicer_to_server(OperatorService(self.core), server)
         add_standard_services(server, SERVICE_NAMES)
-        where = f"{self.config.host}:{self.config.port}"
         try:
-            port = server.add_insecure_port(where)
-        except RuntimeError:  # grpc's way of saying the port is taken
-            port = 0
-        if port == 0:
+            port = bind(server, f"{self.config.host}:{self.config.port}")
+        except OSError:
             self.store.close()
-            raise OSError(f"cannot bind {where}: the address is in use or not this machine's")
+            raise
         await server.start()
         self._server, self.port = server, port
         self._tasks = [asyncio.create_task(self._allocation_loop(), name="allocation"),

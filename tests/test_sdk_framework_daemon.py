@@ -103,5 +103,5 @@ async def test_a_taken_port_is_an_os_error(master, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         daemon = EchoDaemon(EchoConfig(master=master.address, state_dir=tmp_path, port=port))
-        with pytest.raises(OSError, match=f"cannot bind 127.0.0.1:{port}"):
+        with pytest.raises(OSError, match=f"cannot bind 127.0.0.1:{port}: the address is in use"):
             await daemon.start()

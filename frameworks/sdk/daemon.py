@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
-from common.rpc import add_standard_services, insecure_channel, new_server
+from common.rpc import add_standard_services, bind, insecure_channel, new_server
 from frameworks.sdk.backoff import Backoff
 from frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
 from frameworks.sdk.framework import Framework
@@ -122,15 +122,12 @@ class FrameworkDaemon:
         server = new_server()
         self._add_services(server)
         add_standard_services(server, self.service_names)
-        where = f"{config.host}:{config.port}"
         try:
-            port = server.add_insecure_port(where)
-        except RuntimeError:  # grpc's way of saying the port is taken
-            port = 0
-        if port == 0:
+            port = bind(server, f"{config.host}:{config.port}")
+        except OSError:
             self.store.close()
             await self._channel.close()
-            raise OSError(f"cannot bind {where}")
+            raise
         await server.start()
         self._server, self.port = server, port
         self._driver_task = asyncio.create_task(
