@@ -23,7 +23,9 @@ def parse_attributes(text: str) -> dict[str, str]:
         name, sep, value = part.partition(":")
         name, value = name.strip(), value.strip()
         if not sep or not _NAME.fullmatch(name) or not value:
-            raise AttributeParseError(f"cannot parse attribute {part!r}: write name:value, e.g. rack:r1")
+            raise AttributeParseError(
+                f"cannot parse attribute {part!r}: write name:value, e.g. rack:r1"
+            )
         out[name] = value
     return out
 

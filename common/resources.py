@@ -144,9 +144,8 @@ class Resources:
             name, role, value = match.group("name"), match.group("role"), match.group("value")
             role = role or default_role
             if name not in KNOWN_NAMES:
-                raise ResourceError(
-                    f"unknown resource {name!r} in {part!r} (known: {', '.join(sorted(KNOWN_NAMES))})"
-                )
+                known = ", ".join(sorted(KNOWN_NAMES))
+                raise ResourceError(f"unknown resource {name!r} in {part!r} (known: {known})")
             if name in RANGE_NAMES:
                 ranges.setdefault((name, role), []).extend(_parse_ranges(part, value))
             else:
@@ -210,7 +209,9 @@ class Resources:
     def port_ranges(self, role: str | None = None) -> RangeSet:
         if role is not None:
             return self._ranges.get(("ports", role), ())
-        return normalize_ranges(r for (n, _), rs in self._ranges.items() if n == "ports" for r in rs)
+        return normalize_ranges(
+            r for (n, _), rs in self._ranges.items() if n == "ports" for r in rs
+        )
 
     def roles(self) -> set[str]:
         return {role for _, role in self._scalars} | {role for _, role in self._ranges}
