@@ -184,12 +184,15 @@ class SchedulerCalls:
         if not request.tasks:
             for task in self.reg.tasks_of_framework(framework_id):
                 statuses.append(self._reconciled(task))
+        # Once per call, not per task: it looks at every agent.
+        anyone_recovering = bool(request.tasks) and self._may_be_recovering("")
         for wanted in request.tasks:
             task = self.reg.find_task(framework_id, wanted.task_id)
             if task is not None:
                 statuses.append(self._reconciled(task))
                 continue
-            if self._may_be_recovering(wanted.agent_id):
+            if (self._may_be_recovering(wanted.agent_id) if wanted.agent_id
+                    else anyone_recovering):
                 continue  # its agent may still re-register with it: answer nothing yet
             statuses.append(master_status(wanted.task_id, common_pb2.TASK_UNKNOWN,
                                     framework_id=framework_id, agent_id=wanted.agent_id,
