@@ -8,7 +8,7 @@ import os
 import signal
 from pathlib import Path
 
-from cli.options import add_log_flags, setup_logging
+from cli.options import add_log_flags, port_number, setup_logging
 from common import AttributeParseError, ResourceError, Resources, parse_attributes
 from common.rpc import parse_address
 
@@ -40,16 +40,6 @@ def _master(text: str) -> str:
     return text
 
 
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port {port} is not in 0-65535")
-    return port
-
-
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "agent",
@@ -78,7 +68,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--port",
-        type=_port,
+        type=port_number,
         default=5051,
         help="port for this agent's gRPC service; 0 picks a free one (default: %(default)s)",
     )

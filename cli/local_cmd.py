@@ -9,7 +9,7 @@ import signal
 import tempfile
 from pathlib import Path
 
-from cli.options import add_log_flags, setup_logging
+from cli.options import add_log_flags, port_number, setup_logging
 from common import Resources
 
 
@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--agents", type=_count, default=3, help="number of agents (default 3)")
-    p.add_argument("--port", type=_port, default=5050, help="master port (default 5050; 0 = any)")
+    p.add_argument("--port", type=port_number, default=5050,
+                   help="master port (default 5050; 0 = any)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument(
         "--work-dir",
@@ -52,13 +53,6 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is not 0 or more")
     return value
-
-
-def _port(text: str) -> int:
-    port = _count(text)
-    if port > 65535:
-        raise argparse.ArgumentTypeError(f"port {port} is not in 0-65535")
-    return port
 
 
 def _resources(text: str) -> Resources:

@@ -35,3 +35,14 @@ def add_master_flag(parser: argparse.ArgumentParser) -> None:
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def port_number(text: str) -> int:
+    """argparse type for a TCP port to listen on: 0-65535, 0 picking a free one."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is not in 0-65535")
+    return port
