@@ -46,13 +46,21 @@ class StateStore:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(":memory:" if path is None else str(path))
-        # WAL + NORMAL: a crash may lose the last write but never corrupts the file, and the
-        # master's writes (registrations) stay cheap.
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        self._db.commit()
+        try:
+            self._db = sqlite3.connect(":memory:" if path is None else str(path))
+        except sqlite3.Error as e:
+            raise OSError(f"cannot open the state store {path}: {e}") from None
+        try:
+            # WAL + NORMAL: a crash may lose the last write but never corrupts the file, and
+            # the master's writes (registrations) stay cheap.
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            self._db.commit()
+        except sqlite3.Error as e:
+            self._db.close()
+            # An OSError, which the commands report in one line: not a database, or not ours.
+            raise OSError(f"cannot use the state store {path}: {e}") from None
 
     def close(self) -> None:
         self._db.close()

@@ -114,3 +114,13 @@ def test_registry_indexes_follow_offers_and_tasks_through_every_change():
     reg.add_task(again)
     assert reg.tasks_of_agent("a1") == [] and reg.tasks_of_framework("f1") == [again, t2]
     assert reg.allocated_on_agent("a2") == {"f1": Resources.parse("cpus:2")}
+
+
+def test_a_state_store_that_cannot_be_used_is_an_oserror(tmp_path):
+    (tmp_path / "dir" / "master.sqlite3").mkdir(parents=True)
+    with pytest.raises(OSError, match="cannot open the state store"):
+        StateStore(tmp_path / "dir" / "master.sqlite3")
+    garbage = tmp_path / "garbage.sqlite3"
+    garbage.write_bytes(b"this is not sqlite " * 300)
+    with pytest.raises(OSError, match="not a database"):
+        StateStore(garbage)
