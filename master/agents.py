@@ -223,6 +223,8 @@ class AgentHandling:
                         common_pb2.TaskInfo(task_id=status.task_id, agent_id=agent.agent_id),
                         EMPTY, state=common_pb2.TASK_STATE_UNSPECIFIED)
             self.reg.add_task(task)
+        if is_terminal(status.state) and status.uuid:
+            task.final_uuid = status.uuid
         if self.reg.tasks.get(task.key) is task:  # live
             task.state = status.state
             task.last_status = status

@@ -132,7 +132,8 @@ def _check_task(task: common_pb2.TaskInfo, ids_in_call: set[str],
     if task.task_id in active_task_ids:
         raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
                         f"task id {task.task_id} is already used by an active task of this "
-                        "framework; choose another id")
+                        "framework (or one whose final update is not acknowledged yet); "
+                        "choose another id")
     has_argv, has_shell = bool(task.command.argv), bool(task.command.shell)
     if not has_argv and not has_shell:
         raise CallError(grpc.StatusCode.INVALID_ARGUMENT,

@@ -109,6 +109,10 @@ class Task:
     resources: Resources
     state: int = common_pb2.TASK_STAGING
     last_status: common_pb2.TaskStatus | None = None
+    # The uuid of the agent's final update until the framework acknowledges it. The agent keeps
+    # the run (and ignores a RunTask of the same id) until then, and a resend of that update
+    # would land on a relaunch: the id stays in use meanwhile.
+    final_uuid: bytes = b""
 
     @property
     def task_id(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 
 import grpc
 import structlog
@@ -69,7 +70,7 @@ class SchedulerCalls:
         framework = self.framework_for_call(request.framework_id, request.stream_id)
         framework_id = framework.framework_id
         # A view, not a set of every task: Accept stays O(tasks in the call).
-        active = _LiveTaskIds(self.reg.tasks, framework_id)
+        active = _LiveTaskIds(self.reg.tasks, self.reg.completed, framework_id)
         plan = plan_launch(framework_id, request, self.reg.offers, self.reg.gone_offers, active,
                            self.config.default_refuse_seconds)
         agent = self.reg.agents[plan.agent_id]
@@ -174,6 +175,9 @@ class SchedulerCalls:
             raise CallError(grpc.StatusCode.NOT_FOUND,
                             f"agent {request.agent_id!r} is not registered; the update's "
                             "agent_id names it")
+        task = self.reg.find_task(framework.framework_id, request.task_id)
+        if task is not None and task.final_uuid == request.uuid:
+            task.final_uuid = b""  # its id may be used again
         # A disconnected agent resends the update when it is back; the framework acks again.
         self._send_ack(agent, framework.framework_id, request.task_id, request.uuid)
 
@@ -223,10 +227,18 @@ class SchedulerCalls:
 
 
 class _LiveTaskIds:
-    """`task_id in ids`: is it a live task of the framework?"""
+    """`task_id in ids`: is the id in use by the framework, by a live task or by an ended one
+    whose final update is not acknowledged yet (see Task.final_uuid)?"""
 
-    def __init__(self, tasks: dict[tuple[str, str], Task], framework_id: str) -> None:
-        self.tasks, self.framework_id = tasks, framework_id
+    def __init__(self, tasks: Mapping[tuple[str, str], Task],
+                 completed: Mapping[tuple[str, str], Task], framework_id: str) -> None:
+        self.tasks, self.completed, self.framework_id = tasks, completed, framework_id
 
     def __contains__(self, task_id: object) -> bool:
-        return (self.framework_id, task_id) in self.tasks
+        if not isinstance(task_id, str):
+            return False
+        key = (self.framework_id, task_id)
+        if key in self.tasks:
+            return True
+        ended = self.completed.get(key)
+        return ended is not None and bool(ended.final_uuid)

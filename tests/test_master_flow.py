@@ -238,3 +238,25 @@ async def test_reconcile_answers_carry_the_last_health_verdict(master, agent, fr
     assert sick.status.HasField("healthy") and sick.status.healthy is False
     # No health check reported: the answer says nothing about health, rather than "unhealthy".
     assert not unchecked.status.HasField("healthy")
+
+
+async def test_a_task_id_is_reusable_only_once_its_final_update_is_acknowledged(
+        master, agent, framework):
+    [offer] = await framework.offers()
+    await framework.accept([offer.offer_id], [task("t1")], refuse_seconds=0)
+    await agent.inbox.expect("run_task")
+    uuid = agent.status(framework.framework_id, "t1", common_pb2.TASK_FINISHED)
+    await framework.inbox.expect("update", lambda u: u.status.state == common_pb2.TASK_FINISHED)
+    # The agent keeps the run until the ack and would ignore a relaunch: refused meanwhile.
+    [offer] = await framework.offers()
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await framework.accept([offer.offer_id], [task("t1")])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "not acknowledged" in e.value.details()
+    await framework.stub.Acknowledge(scheduler_pb2.AcknowledgeRequest(
+        **framework.ids(), agent_id=agent.agent_id, task_id="t1", uuid=uuid))
+    await agent.inbox.expect("status_update_ack")
+    seen = len(agent.inbox.items)
+    await framework.accept([offer.offer_id], [task("t1")])
+    run = await agent.inbox.expect("run_task", after=seen)
+    assert run.task.task_id == "t1"
