@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import time
 
 import grpc
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     weight = command("weight", "set a role's weight (default 1): a role with weight 2 is "
                      "entitled to twice the share of a role with weight 1", _weight)
     weight.add_argument("role")
-    weight.add_argument("weight", type=float)
+    weight.add_argument("weight", type=_positive_number)
     quota = command("quota", "set a role's quota: a guarantee held back for it while it is "
                     "below it, and a limit it is never offered beyond", _quota)
     quota.add_argument("role")
@@ -55,6 +56,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     drain = command("drain", "stop offering an agent's resources (its tasks keep running)",
                     _drain)
     drain.add_argument("agent_id")
+
+
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
 
 
 def _run(func, args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cli.options import port_number
+
 
 def add_daemon_flags(
     parser: argparse.ArgumentParser, *, api: str, state_dir: str, state_help: str
@@ -29,7 +31,7 @@ def add_daemon_flags(
     )
     parser.add_argument(
         "--port",
-        type=port,
+        type=port_number,
         default=0,
         help=f"port for the {api} API; 0 picks a free one (default: %(default)s)",
     )
@@ -49,17 +51,6 @@ def add_daemon_flags(
     parser.add_argument(
         "--role", default="*", help="role the framework is allocated under (default: *)"
     )
-
-
-def port(text: str) -> int:
-    """A bad --port is a usage error (exit 2), caught before anything starts."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"must be in 0-65535, got {number}")
-    return number
 
 
 async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> int:

@@ -7,7 +7,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from cli.options import add_log_flags, setup_logging
+from cli.options import add_log_flags, port_number, setup_logging
 
 
 def _seconds(text: str) -> float:
@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; use the machine's address, or "
                    "0.0.0.0, so agents on other machines can reach it)")
-    p.add_argument("--port", type=int, default=5050, help="port to bind (default 5050; 0 = any)")
+    p.add_argument("--port", type=port_number, default=5050,
+                   help="port to bind (default 5050; 0 = any)")
     p.add_argument("--state-dir", type=Path, default=None,
                    help="directory for the SQLite state (default: in memory, lost on exit)")
     p.add_argument("--heartbeat-interval", type=_seconds, default=5.0, metavar="SECONDS",

@@ -232,16 +232,6 @@ class Resources:
         """What a framework in `role` may be offered: unreserved plus reserved for `role`."""
         return self._filter(lambda r: r in (UNRESERVED, role))
 
-    def flatten(self, role: str = UNRESERVED) -> Resources:
-        """The same amounts with every role replaced by `role`."""
-        scalars: dict[Key, float] = {}
-        for (name, _), value in self._scalars.items():
-            scalars[(name, role)] = scalars.get((name, role), 0.0) + value
-        ranges: dict[Key, list[tuple[int, int]]] = {}
-        for (name, _), value in self._ranges.items():
-            ranges.setdefault((name, role), []).extend(value)
-        return Resources(scalars, ranges)
-
     def _filter(self, keep) -> Resources:
         return Resources(
             {k: v for k, v in self._scalars.items() if keep(k[1])},
