@@ -149,10 +149,10 @@ class WorkDir:
                 n += 1
                 candidate = parent / f"{task_id}.{n}"
 
-    def save_record(self, record: TaskRecord) -> None:
+    def save_record(self, record: TaskRecord, durable: bool = True) -> None:
         run_dir = self.run_dir(record.run_id)
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(run_dir / "task.json", asdict(record))
+        atomic_write_json(run_dir / "task.json", asdict(record), durable=durable)
 
     def load_records(self) -> list[TaskRecord]:
         out = []

@@ -112,6 +112,7 @@ class AgentDaemon:
             if run.state == common_pb2.TASK_RUNNING:
                 self.health.start_run(run, self.agent_id)
         await self._server.start()
+        await self.tasks.start_launcher()
         self.updates.start()
         self._link_task = asyncio.create_task(self.link.run(), name="master-link")
         self._log.info(

@@ -1,11 +1,24 @@
-"""The task wrapper: `python -m agent.executor RUN_DIR`, one per task, outliving the agent.
+"""The task wrapper: one per task, outliving the agent; and the launcher that forks wrappers.
 
-The agent starts this in a new session. It forks once so that it is no longer the agent's child
-(a restarted agent re-attaches to it through its pid), starts the task's command in a process
-group of its own with stdout and stderr in the sandbox, waits for it, kills whatever the
-command left behind in its group, and writes the exit status atomically to RUN_DIR/exit.json.
-It reports "started TASK_PID WRAPPER_PID" or "error MESSAGE" on its stdout, then closes it, so
-the agent learns the outcome of the launch without polling.
+Two modes:
+    python -m agent.executor --serve    the launcher ("zygote"): started once by the agent,
+                                        already imported, it forks a wrapper per run dir path
+                                        read from stdin (one per line), so a launch costs a
+                                        fork instead of a Python start-up.
+    python -m agent.executor RUN_DIR    one wrapper for one run (the fallback).
+
+A wrapper forked by the launcher detaches exactly like the one-shot one: new session, a second
+fork so that it is neither the agent's nor the launcher's child. The launcher's stdout is
+shared by every wrapper it forks; each reports with ONE write shorter than PIPE_BUF
+("RUN_ID started TASK_PID WRAPPER_PID" or "RUN_ID error MESSAGE"), which the kernel never
+interleaves with another. Nothing here uses threads, so forking is safe.
+
+The one-shot wrapper: the agent starts this in a new session. It forks once so that it is no
+longer the agent's child (a restarted agent re-attaches to it through its pid), starts the
+task's command in a process group of its own with stdout and stderr in the sandbox, waits for
+it, kills whatever the command left behind in its group, and writes the exit status atomically
+to RUN_DIR/exit.json. It reports "started TASK_PID WRAPPER_PID" or "error MESSAGE" on its
+stdout, then closes it, so the agent learns the outcome of the launch without polling.
 
 Files in RUN_DIR:
     spec.json     written by the agent: argv, cwd, env, stdout, stderr
@@ -27,11 +40,17 @@ import psutil
 
 from agent.atomic_files import atomic_write_json
 
+# Reports longer than this are cut: a pipe write up to PIPE_BUF (4096 on Linux) is atomic.
+MAX_REPORT = 3000
+# In the launcher's wrappers: "RUN_ID " before every report on the shared pipe.
+_report_prefix = ""
+
 
 def _report(line: str) -> None:
     """Tells the agent (if it is still listening) and then lets go of the pipe."""
+    data = (_report_prefix + line.replace("\n", " ")).encode(errors="replace")[:MAX_REPORT]
     try:
-        os.write(1, (line + "\n").encode())
+        os.write(1, data + b"\n")
     except OSError:
         pass
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -81,6 +100,8 @@ def _launch(run_dir: Path) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     me = psutil.Process()
+    # Not fsync'd: it only matters while this process lives, and a crash of the machine that
+    # loses it ends the task too (the agent then reports the launch as interrupted).
     atomic_write_json(
         run_dir / "wrapper.json",
         {
@@ -88,6 +109,7 @@ def _launch(run_dir: Path) -> int:
             "wrapper_start": me.create_time(),
             "task_pid": proc.pid,
         },
+        durable=False,
     )
     _report(f"started {proc.pid} {me.pid}")
 
@@ -127,15 +149,8 @@ def _empty_cgroups(cgroups: list[str]) -> None:
             pass
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m agent.executor RUN_DIR", file=sys.stderr)
-        return 2
-    run_dir = Path(argv[1])
-    if os.fork() > 0:
-        # The intermediate process: exit at once so the agent reaps it and the wrapper below
-        # is re-parented, free to outlive the agent.
-        os._exit(0)
+def _wrap(run_dir: Path) -> int:
+    """The wrapper's life, in the process that has already detached."""
     try:
         return _launch(run_dir)
     except BaseException as e:  # noqa: BLE001 - the agent must learn of any failure
@@ -143,6 +158,75 @@ def main(argv: list[str]) -> int:
             atomic_write_json(run_dir / "exit.json", {"error": f"executor failed: {e!r}"})
         _report(f"error executor failed: {e!r}")
         raise
+
+
+def _fork_wrapper(run_dir: Path) -> None:
+    """In the launcher: forks a detached wrapper for run_dir; returns once it is on its own."""
+    pid = os.fork()
+    if pid > 0:
+        # The intermediate child exits right after its own fork: reap it, no zombies.
+        os.waitpid(pid, 0)
+        return
+    code = 1
+    try:
+        global _report_prefix
+        _report_prefix = run_dir.name + " "
+        os.setsid()
+        if os.fork() > 0:
+            os._exit(0)
+        # The wrapper needs none of the launcher's input: only its stdout, until it reports.
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        code = _wrap(run_dir)
+    except BaseException as e:  # noqa: BLE001 - never return into the launcher's loop
+        try:
+            _report(f"error executor failed: {e!r}")
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(code)
+
+
+def serve() -> int:
+    """The launcher: one run dir path per line on stdin; exits at EOF (the agent is gone)."""
+    # Ctrl-C in the agent's terminal is the agent's business; it closes our stdin when done.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pending = b""
+    while True:
+        try:
+            chunk = os.read(0, 65536)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return 0
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            run_dir = Path(os.fsdecode(line.strip()))
+            try:
+                _fork_wrapper(run_dir)
+            except OSError as e:
+                # No process to spare (EAGAIN, ENOMEM): this launch fails, the launcher lives.
+                message = f"{run_dir.name} error cannot fork the task wrapper: {e}\n"
+                os.write(1, message.encode(errors="replace")[:MAX_REPORT])
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[1] == "--serve":
+        return serve()
+    if len(argv) != 2:
+        print("usage: python -m agent.executor RUN_DIR | --serve", file=sys.stderr)
+        return 2
+    run_dir = Path(argv[1])
+    if os.fork() > 0:
+        # The intermediate process: exit at once so the agent reaps it and the wrapper below
+        # is re-parented, free to outlive the agent.
+        os._exit(0)
+    return _wrap(run_dir)
 
 
 if __name__ == "__main__":

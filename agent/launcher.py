@@ -153,17 +153,157 @@ def task_environment(
     return env
 
 
+def _wrapper_env() -> dict[str, str]:
+    """The agent's environment, with its package importable wherever the agent runs from."""
+    package_root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class LauncherDied(Exception):
+    """The launcher process ended before any wrapper reported on this run."""
+
+
+class Launcher:
+    """The agent's end of `python -m agent.executor --serve`, the wrapper-forking launcher.
+
+    One line per launch goes to its stdin (the run dir); one reader task reads the reports
+    that the forked wrappers write to the shared stdout pipe and resolves each run's future.
+    A dead launcher is restarted by the next launch. Its in-flight launches fail with
+    LauncherDied once its stdout reaches EOF, i.e. once no process (launcher or a wrapper it
+    forked) can still report on them, so the caller may decide from the run dir's files.
+    """
+
+    def __init__(self, log_path: Path | None = None) -> None:
+        self._log_path = log_path
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pending: dict[str, asyncio.Future[str]] = {}
+        # Every launcher process not yet reaped, with its reader task.
+        self._generations: list[tuple[asyncio.subprocess.Process, asyncio.Task]] = []
+        self._starting = asyncio.Lock()
+        self._stopped = False
+
+    def _usable(self) -> bool:
+        proc = self._proc
+        return (
+            proc is not None
+            and proc.returncode is None
+            and proc.stdin is not None
+            and not proc.stdin.is_closing()
+        )
+
+    async def start(self) -> None:
+        """Starts the launcher process unless one is running."""
+        async with self._starting:
+            if self._stopped or self._usable():
+                return
+            if self._proc is not None:
+                log.warning("the task launcher died; starting a new one")
+            stderr = open(self._log_path, "ab") if self._log_path else asyncio.subprocess.DEVNULL
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "agent.executor",
+                    "--serve",
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=stderr,
+                    start_new_session=True,
+                    env=_wrapper_env(),
+                )
+            finally:
+                if self._log_path:
+                    stderr.close()
+            pending: dict[str, asyncio.Future[str]] = {}
+            reader = asyncio.create_task(self._read(proc, pending), name="task-launcher-reader")
+            self._proc, self._pending = proc, pending
+            self._generations.append((proc, reader))
+
+    async def launch(self, run_dir: Path) -> str:
+        """The wrapper's report on run_dir: "started TASK_PID WRAPPER_PID" or "error MESSAGE"."""
+        await self.start()
+        if not self._usable():
+            raise LauncherDied("the task launcher is not running")
+        assert self._proc is not None and self._proc.stdin is not None
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        pending = self._pending
+        pending[run_dir.name] = future
+        try:
+            self._proc.stdin.write(os.fsencode(str(run_dir)) + b"\n")
+            return await future
+        finally:
+            if pending.get(run_dir.name) is future:
+                del pending[run_dir.name]
+
+    async def _read(
+        self, proc: asyncio.subprocess.Process, pending: dict[str, asyncio.Future[str]]
+    ) -> None:
+        assert proc.stdout is not None
+        try:
+            while line := await proc.stdout.readline():
+                run_id, _, report = line.decode(errors="replace").rstrip("\n").partition(" ")
+                future = pending.pop(run_id, None)
+                if future is not None and not future.done():
+                    future.set_result(report)
+        except asyncio.CancelledError:
+            for future in pending.values():
+                future.cancel()
+            raise
+        except (OSError, ValueError) as e:
+            log.warning("cannot read the task launcher's reports", error=str(e))
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(LauncherDied("the task launcher ended before reporting"))
+        pending.clear()
+        await self._reap(proc)
+
+    async def _reap(self, proc: asyncio.subprocess.Process) -> None:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        # asyncio.subprocess.Process offers no public way to close one pipe.
+        stdout = proc._transport.get_pipe_transport(1)  # noqa: SLF001
+        if stdout is not None:
+            stdout.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 5.0)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        self._generations = [g for g in self._generations if g[0] is not proc]
+
+    async def stop(self) -> None:
+        """Ends the launcher (it exits when its stdin closes); wrappers keep running."""
+        self._stopped = True
+        generations = list(self._generations)
+        for _, reader in generations:
+            reader.cancel()
+        await asyncio.gather(*(r for _, r in generations), return_exceptions=True)
+        for proc, _ in generations:
+            await self._reap(proc)
+        self._proc = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+
 async def start_wrapper(
     run_dir: Path,
     argv: list[str],
     env: dict[str, str],
     sandbox: Path,
     cgroups: list[str] | None = None,
+    launcher: Launcher | None = None,
 ) -> Wrapper:
-    """Starts `python -m agent.executor RUN_DIR` and returns once the command runs.
+    """Starts the task's wrapper and returns once the command runs.
 
+    Through `launcher` when given (a fork of an already-running Python), else, or when the
+    launcher died before starting this run, with `python -m agent.executor RUN_DIR`.
     Raises LaunchError when the command could not be started.
     """
+    # Not fsync'd: the wrapper reads it at once, and a machine crash ends the run anyway.
     atomic_write_json(
         run_dir / "spec.json",
         {
@@ -174,13 +314,47 @@ async def start_wrapper(
             "stderr": str(sandbox / "stderr"),
             "cgroups": cgroups or [],
         },
+        durable=False,
     )
-    # The agent's package must be importable by the wrapper wherever the agent runs from.
-    package_root = str(Path(__file__).resolve().parents[1])
-    wrapper_env = dict(os.environ)
-    wrapper_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (package_root, wrapper_env.get("PYTHONPATH", "")) if p
+    line = None
+    # A second try goes to a restarted launcher: the first may have died before reading us.
+    for _ in range(2 if launcher is not None else 0):
+        assert launcher is not None
+        try:
+            line = await launcher.launch(run_dir)
+            break
+        except LauncherDied:
+            # No process can report on this run any more: its files say what happened.
+            wrapper = Wrapper.load(run_dir)
+            if wrapper is not None:
+                return wrapper
+            result = read_exit(run_dir)
+            if result is not None:
+                raise LaunchError(str(result.get("error", "the task wrapper failed"))) from None
+    if line is None and launcher is not None:
+        log.warning("the task launcher is failing: starting the run with a one-shot wrapper")
+    if line is None:
+        line, returncode = await _start_one_shot(run_dir)
+    else:
+        returncode = None
+    if line.startswith("started "):
+        wrapper = Wrapper.load(run_dir)
+        if wrapper is None:
+            raise LaunchError("the task wrapper started the command but wrote no pid file")
+        return wrapper
+    if line.startswith("error "):
+        raise LaunchError(line[len("error ") :])
+    detail = []
+    if returncode is not None:
+        detail = (run_dir / "executor.log").read_text(errors="replace").strip().splitlines()
+    raise LaunchError(
+        "the task wrapper failed to start"
+        + (f": {detail[-1]}" if detail else f" (exit code {returncode})")
     )
+
+
+async def _start_one_shot(run_dir: Path) -> tuple[str, int | None]:
+    """Runs `python -m agent.executor RUN_DIR`: (its report line, the first process's code)."""
     with open(run_dir / "executor.log", "ab") as executor_log:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -191,7 +365,7 @@ async def start_wrapper(
             stdout=asyncio.subprocess.PIPE,
             stderr=executor_log,
             start_new_session=True,
-            env=wrapper_env,
+            env=_wrapper_env(),
         )
         # EOF comes once the wrapper has started the command (or failed to) and let go of
         # the pipe; the intermediate process exits at once.
@@ -200,19 +374,7 @@ async def start_wrapper(
         except asyncio.CancelledError:
             await _let_go(proc)
             raise
-    line = out.decode(errors="replace").strip()
-    if line.startswith("started "):
-        wrapper = Wrapper.load(run_dir)
-        if wrapper is None:
-            raise LaunchError("the task wrapper started the command but wrote no pid file")
-        return wrapper
-    if line.startswith("error "):
-        raise LaunchError(line[len("error ") :])
-    detail = (run_dir / "executor.log").read_text(errors="replace").strip().splitlines()
-    raise LaunchError(
-        "the task wrapper failed to start"
-        + (f": {detail[-1]}" if detail else f" (exit code {proc.returncode})")
-    )
+    return out.decode(errors="replace").strip(), proc.returncode
 
 
 async def _let_go(proc: asyncio.subprocess.Process) -> None:

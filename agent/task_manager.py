@@ -85,6 +85,7 @@ class TaskManager:
         base_env: dict[str, str] | None = None,
         isolator: Isolator | None = None,
         cpu_hard_limit: bool = False,
+        use_launcher: bool = True,
     ) -> None:
         self._work = work_dir
         self._emit = emit
@@ -96,6 +97,13 @@ class TaskManager:
         self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
         self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
         self._bg: set[asyncio.Task] = set()
+        # Forks wrappers from an already-running Python (None: one `python -m` per task).
+        self._launcher = launcher.Launcher(work_dir.meta / "launcher.log") if use_launcher else None
+
+    async def start_launcher(self) -> None:
+        """Starts the wrapper launcher now rather than on the first launch."""
+        if self._launcher is not None:
+            await self._launcher.start()
 
     # queries ----------------------------------------------------------------------------
 
@@ -171,9 +179,10 @@ class TaskManager:
         run = TaskRun(record=record, task=task)
         self._runs[record.run_id] = run
         self._active[key] = run
-        self._work.save_record(record)
         log_.info("launching task", sandbox=str(sandbox), argv=argv)
-        self._update(run, common_pb2.TASK_STARTING, "launching the command")
+        # The one durable write of the record (in STARTING already), before the update: a
+        # restarted agent knows every task whose STARTING the master may have seen.
+        self._update(run, common_pb2.TASK_STARTING, "launching the command", durable=True)
         self._spawn(self._launch(run, argv), f"launch-{record.run_id}")
 
     async def _launch(self, run: TaskRun, argv: list[str]) -> None:
@@ -189,10 +198,10 @@ class TaskManager:
             run.record.run_id, task_limits(resources, self._cpu_hard_limit)
         )
         if run.record.cgroups:
-            self._work.save_record(run.record)
+            self._work.save_record(run.record, durable=False)
         try:
             run.wrapper = await launcher.start_wrapper(
-                run_dir, argv, env, run.sandbox, run.record.cgroups
+                run_dir, argv, env, run.sandbox, run.record.cgroups, self._launcher
             )
         except launcher.LaunchError as e:
             self._isolator.cleanup(run.record.cgroups)
@@ -337,10 +346,18 @@ class TaskManager:
         self._trim_history()
 
     def _update(
-        self, run: TaskRun, state: int, message: str, reason: str = "", exit_code: int | None = None
+        self,
+        run: TaskRun,
+        state: int,
+        message: str,
+        reason: str = "",
+        exit_code: int | None = None,
+        durable: bool = False,
     ) -> None:
+        # Later states need no fsync of the record: the update log (fsync'd) holds them, and
+        # a machine crash that loses the record's state ends the run's wrapper too.
         run.record.state = state
-        self._work.save_record(run.record)
+        self._work.save_record(run.record, durable=durable)
         if run.forgotten:
             return
         self._emit(
@@ -460,6 +477,8 @@ class TaskManager:
     async def stop(self) -> None:
         """Stops watching (the tasks themselves keep running, for the next agent)."""
         await cancel_and_wait(*self._bg)
+        if self._launcher is not None:
+            await self._launcher.stop()
 
 
 def _log_crash(task: asyncio.Task) -> None:

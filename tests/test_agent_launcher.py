@@ -1,0 +1,143 @@
+"""The wrapper launcher (`python -m agent.executor --serve`): concurrent launches, launch errors,
+detaching like the one-shot wrapper, and a killed launcher replaced on the next launch."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+from harness import eventually_async
+
+from agent import launcher
+from agent.launcher import Launcher, LaunchError, Wrapper, start_wrapper
+
+
+@pytest.fixture
+async def zygote(tmp_path: Path):
+    z = Launcher(tmp_path / "launcher.log")
+    await z.start()
+    yield z
+    await z.stop()
+
+
+def new_run(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    run_dir = tmp_path / "runs" / name
+    sandbox = tmp_path / "sandboxes" / name
+    run_dir.mkdir(parents=True)
+    sandbox.mkdir(parents=True)
+    return run_dir, sandbox
+
+
+async def finished(wrapper: Wrapper, run_dir: Path) -> dict | None:
+    await asyncio.wait_for(wrapper.wait(), 30)
+    return launcher.read_exit(run_dir)
+
+
+def pipes_of(pid: int) -> set[str]:
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:"):
+            held.add(target)
+    return held
+
+
+async def test_concurrent_launches_each_get_their_own_pid_and_exit_code(zygote, tmp_path):
+    runs = [new_run(tmp_path, f"run-{i}") for i in range(24)]
+
+    async def one(i: int) -> tuple[Wrapper, Path, Path]:
+        run_dir, sandbox = runs[i]
+        # $$ of a directly exec'd sh is the task's pid; the exit code names the run.
+        argv = ["/bin/sh", "-c", f"echo $$; exit {i}"]
+        wrapper = await start_wrapper(run_dir, argv, dict(os.environ), sandbox, launcher=zygote)
+        return wrapper, run_dir, sandbox
+
+    started = await asyncio.gather(*(one(i) for i in range(len(runs))))
+    assert len({w.task_pid for w, _, _ in started}) == len(runs)
+    for i, (wrapper, run_dir, sandbox) in enumerate(started):
+        assert await finished(wrapper, run_dir) == {"exit_code": i}
+        assert (sandbox / "stdout").read_text().strip() == str(wrapper.task_pid)
+        assert Wrapper.load(run_dir) == wrapper
+
+
+async def test_a_command_that_cannot_start_is_a_launch_error(zygote, tmp_path):
+    run_dir, sandbox = new_run(tmp_path, "missing")
+    with pytest.raises(LaunchError, match="command not found"):
+        await start_wrapper(run_dir, ["/no/such/command"], {}, sandbox, launcher=zygote)
+    assert "error" in launcher.read_exit(run_dir)
+    # The launcher carries on.
+    run_dir, sandbox = new_run(tmp_path, "after")
+    wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    assert await finished(wrapper, run_dir) == {"exit_code": 0}
+
+
+async def test_the_wrapper_detaches_and_holds_no_launcher_pipe(zygote, tmp_path):
+    run_dir, sandbox = new_run(tmp_path, "sleeper")
+    wrapper = await start_wrapper(
+        run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=zygote
+    )
+    try:
+        proc = psutil.Process(wrapper.wrapper_pid)
+        assert proc.ppid() not in (os.getpid(), zygote.pid)
+        assert os.getsid(wrapper.wrapper_pid) != os.getsid(0)
+        assert os.getsid(wrapper.wrapper_pid) != os.getsid(zygote.pid)
+        assert os.getpgid(wrapper.task_pid) == wrapper.task_pid
+        assert wrapper.alive()
+        launcher_pipes = pipes_of(zygote.pid)
+        assert launcher_pipes, "the launcher talks to the agent over pipes"
+        # The task never had them; the wrapper lets go of the report pipe right after its report.
+        assert not (pipes_of(wrapper.task_pid) & launcher_pipes)
+        await eventually_async(
+            lambda: not (pipes_of(wrapper.wrapper_pid) & launcher_pipes),
+            timeout=10,
+            message="the wrapper closed the launcher's pipe",
+        )
+    finally:
+        wrapper.signal_group(signal.SIGKILL)
+    assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
+
+
+async def test_a_killed_launcher_is_replaced_on_the_next_launch(zygote, tmp_path):
+    run_dir, sandbox = new_run(tmp_path, "first")
+    wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    assert await finished(wrapper, run_dir) == {"exit_code": 0}
+    old = zygote.pid
+    os.kill(old, signal.SIGKILL)
+    await eventually_async(
+        lambda: not psutil.pid_exists(old) or psutil.Process(old).status() == "zombie",
+        timeout=10,
+        message="the launcher died",
+    )
+    run_dir, sandbox = new_run(tmp_path, "second")
+    wrapper = await start_wrapper(
+        run_dir, ["/bin/sh", "-c", "exit 3"], dict(os.environ), sandbox, launcher=zygote
+    )
+    assert await finished(wrapper, run_dir) == {"exit_code": 3}
+    assert zygote.pid != old
+
+
+async def test_launches_in_flight_when_the_launcher_dies_still_end_cleanly(zygote, tmp_path):
+    runs = [new_run(tmp_path, f"r{i}") for i in range(8)]
+    launches = [
+        asyncio.create_task(
+            start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+        )
+        for run_dir, sandbox in runs
+    ]
+    await asyncio.sleep(0)  # the launch lines are written; kill the launcher among them
+    os.kill(zygote.pid, signal.SIGKILL)
+    # Each launch either started (through the launcher or the one-shot fallback) or failed
+    # as a launch error; none hangs and every started one ends with its exit code.
+    for task, (run_dir, _) in zip(launches, runs, strict=True):
+        try:
+            wrapper = await asyncio.wait_for(task, 60)
+        except LaunchError:
+            continue
+        assert await finished(wrapper, run_dir) == {"exit_code": 0}
