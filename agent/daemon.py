@@ -106,8 +106,9 @@ class AgentDaemon:
             self._server = None
             self.work.unlock()
             raise
-        self.updates.recover()
+        pending = self.updates.recover()
         self.tasks.recover(lambda fw, task_id: bool(self.updates.pending(fw, task_id)))
+        self._drop_updates_of_unknown_runs(pending)
         for run in self.tasks.active_runs():  # re-attached tasks are checked again
             if run.state == common_pb2.TASK_RUNNING:
                 self.health.start_run(run, self.agent_id)
@@ -125,6 +126,25 @@ class AgentDaemon:
             isolation=self.isolator.kind,
         )
         return self._port
+
+    def _drop_updates_of_unknown_runs(self, pending) -> None:
+        """Forgets non-terminal updates of tasks with no run record.
+
+        Only a machine crash makes them: the record (not fsync'd) was lost, the update (fsync'd)
+        was not. No run means no terminal update would ever follow; the master reports such a
+        task LOST when this agent re-registers without it.
+        """
+        active = {run.key for run in self.tasks.active_runs()}
+        for framework_id, status in pending:
+            if is_terminal(status.state) or (framework_id, status.task_id) in active:
+                continue
+            self._log.warning(
+                "dropping the update of a task with no run record (lost in a crash)",
+                framework_id=framework_id,
+                task_id=status.task_id,
+                state=common_pb2.TaskState.Name(status.state),
+            )
+            self.updates.ack(framework_id, status.task_id, status.uuid)
 
     @property
     def port(self) -> int:

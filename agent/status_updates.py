@@ -1,8 +1,11 @@
 """The status-update manager: checkpoint every update before sending, resend until acknowledged.
 
-Updates and acknowledgements are appended to `meta/updates.jsonl` (fsync'd) before anything
-leaves the agent, so an agent restarted at any point resends exactly what was not yet
-acknowledged. The log is compacted to the pending updates on every start.
+Updates are appended to `meta/updates.jsonl` and fsync'd before they leave the agent, so an
+agent restarted at any point resends every update not yet acknowledged. The sender fsyncs once
+for all the updates appended since its last round (a group commit). Acknowledgements are
+appended without an fsync: one lost in a machine crash only makes the agent resend an update
+the master already has, and the master takes duplicates. The log is compacted to the pending
+updates on every start.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class UpdateLog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._file = None
+        # Updates appended since the last fsync: they must not be sent before sync().
+        self.unsynced = False
 
     def replay(self) -> list[tuple[str, common_pb2.TaskStatus]]:
         """The updates not yet acknowledged, in the order they were made."""
@@ -66,23 +71,34 @@ class UpdateLog:
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         self._file = open(self.path, "a")
+        self.unsynced = False
 
     def append_update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
+        """Appends (to the OS, not yet to the disk: see sync)."""
         self._append(self._update_line(framework_id, status))
+        self.unsynced = True
 
     def append_ack(self, framework_id: str, task_id: str, uuid: bytes) -> None:
         self._append(json.dumps({"a": framework_id, "t": task_id, "id": b64(uuid)}) + "\n")
 
+    def sync(self) -> None:
+        """Makes every appended line durable."""
+        assert self._file is not None, "UpdateLog.open() first"
+        os.fsync(self._file.fileno())
+        self.unsynced = False
+
     def close(self) -> None:
         if self._file is not None:
+            if self.unsynced:
+                self.sync()
             self._file.close()
             self._file = None
 
     def _append(self, line: str) -> None:
         assert self._file is not None, "UpdateLog.open() first"
         self._file.write(line)
+        # In the OS's hands: survives a crash of the agent, and a later sync() covers it.
         self._file.flush()
-        os.fsync(self._file.fileno())
 
     @staticmethod
     def _update_line(framework_id: str, status: common_pb2.TaskStatus) -> str:
@@ -127,7 +143,11 @@ class StatusUpdateManager:
         self._log.close()
 
     def update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
-        """Checkpoints the update, then queues it for (reliable) delivery."""
+        """Checkpoints the update, then queues it for (reliable) delivery.
+
+        The sender fsyncs the log before it sends anything, once for every update appended
+        since its last round, so no update leaves the agent before it is on disk.
+        """
         self._log.append_update(framework_id, status)
         self._queue.add(framework_id, status)
         self._appended += 1
@@ -182,6 +202,8 @@ class StatusUpdateManager:
     async def _run(self) -> None:
         while True:
             self._wake.clear()
+            if self._log.unsynced:
+                self._log.sync()
             now = self._clock()
             for framework_id, status in self._queue.due(now):
                 if not self._send(framework_id, status):

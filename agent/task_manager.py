@@ -180,9 +180,11 @@ class TaskManager:
         self._runs[record.run_id] = run
         self._active[key] = run
         log_.info("launching task", sandbox=str(sandbox), argv=argv)
-        # The one durable write of the record (in STARTING already), before the update: a
-        # restarted agent knows every task whose STARTING the master may have seen.
-        self._update(run, common_pb2.TASK_STARTING, "launching the command", durable=True)
+        # The record reaches the OS before the update is logged, so a restarted agent knows
+        # every task whose STARTING may have left. It is not fsync'd: after a machine crash
+        # that lost it, the agent drops the task's pending updates (AgentDaemon.start) and
+        # the master reports the task LOST when the agent re-registers without it.
+        self._update(run, common_pb2.TASK_STARTING, "launching the command")
         self._spawn(self._launch(run, argv), f"launch-{record.run_id}")
 
     async def _launch(self, run: TaskRun, argv: list[str]) -> None:
@@ -342,7 +344,8 @@ class TaskManager:
             return
         del self._active[(framework_id, task_id)]
         run.record.completed = True
-        self._work.save_record(run.record)
+        # Lost in a machine crash, the next agent marks it again (no update pending).
+        self._work.save_record(run.record, durable=False)
         self._trim_history()
 
     def _update(
