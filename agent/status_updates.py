@@ -2,7 +2,9 @@
 
 Updates are appended to `meta/updates.jsonl` and fsync'd before they leave the agent, so an
 agent restarted at any point resends every update not yet acknowledged. The sender fsyncs once
-for all the updates appended since its last round (a group commit). Acknowledgements are
+for all the updates appended since its last round (a group commit), in a worker thread so
+the event loop keeps launching tasks meanwhile; an update appended during that fsync waits
+for the next one. Acknowledgements are
 appended without an fsync: one lost in a machine crash only makes the agent resend an update
 the master already has, and the master takes duplicates. The log is compacted to the pending
 updates on every start.
@@ -38,8 +40,9 @@ class UpdateLog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._file = None
-        # Updates appended since the last fsync: they must not be sent before sync().
-        self.unsynced = False
+        # Updates are numbered as appended; those up to `synced` are on disk.
+        self.appended = 0
+        self.synced = 0
 
     def replay(self) -> list[tuple[str, common_pb2.TaskStatus]]:
         """The updates not yet acknowledged, in the order they were made."""
@@ -71,12 +74,17 @@ class UpdateLog:
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         self._file = open(self.path, "a")
-        self.unsynced = False
+        self.synced = self.appended
 
-    def append_update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
-        """Appends (to the OS, not yet to the disk: see sync)."""
+    @property
+    def unsynced(self) -> bool:
+        return self.appended > self.synced
+
+    def append_update(self, framework_id: str, status: common_pb2.TaskStatus) -> int:
+        """Appends (to the OS, not yet to the disk: see sync); returns the update's number."""
         self._append(self._update_line(framework_id, status))
-        self.unsynced = True
+        self.appended += 1
+        return self.appended
 
     def append_ack(self, framework_id: str, task_id: str, uuid: bytes) -> None:
         self._append(json.dumps({"a": framework_id, "t": task_id, "id": b64(uuid)}) + "\n")
@@ -85,7 +93,16 @@ class UpdateLog:
         """Makes every appended line durable."""
         assert self._file is not None, "UpdateLog.open() first"
         os.fsync(self._file.fileno())
-        self.unsynced = False
+        self.synced = self.appended
+
+    async def sync_in_thread(self) -> None:
+        """sync() without blocking the event loop; appends meanwhile are not covered."""
+        assert self._file is not None, "UpdateLog.open() first"
+        target = self.appended
+        # A duplicate fd: compaction may close and reopen the log while the fsync runs.
+        fd = os.dup(self._file.fileno())
+        await asyncio.get_running_loop().run_in_executor(None, _fsync_and_close, fd)
+        self.synced = max(self.synced, target)
 
     def close(self) -> None:
         if self._file is not None:
@@ -103,6 +120,13 @@ class UpdateLog:
     @staticmethod
     def _update_line(framework_id: str, status: common_pb2.TaskStatus) -> str:
         return json.dumps({"u": framework_id, "s": b64(status.SerializeToString())}) + "\n"
+
+
+def _fsync_and_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class StatusUpdateManager:
@@ -123,6 +147,8 @@ class StatusUpdateManager:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._appended = 0  # lines appended since the log was last rewritten
+        # uuid -> the update's number in the log, until it is acknowledged.
+        self._numbers: dict[bytes, int] = {}
 
     def recover(self) -> list[tuple[str, common_pb2.TaskStatus]]:
         """Loads the unacknowledged updates of a previous run; call once, before `start`."""
@@ -148,7 +174,7 @@ class StatusUpdateManager:
         The sender fsyncs the log before it sends anything, once for every update appended
         since its last round, so no update leaves the agent before it is on disk.
         """
-        self._log.append_update(framework_id, status)
+        self._numbers[status.uuid] = self._log.append_update(framework_id, status)
         self._queue.add(framework_id, status)
         self._appended += 1
         self._wake.set()
@@ -172,6 +198,7 @@ class StatusUpdateManager:
                 uuid=uuid.hex(),
             )
             return None
+        self._numbers.pop(uuid, None)
         self._log.append_ack(framework_id, task_id, uuid)
         self._appended += 1
         self._maybe_compact()
@@ -188,6 +215,7 @@ class StatusUpdateManager:
         for framework_id, status in self._queue.all_pending():
             self._log.append_ack(framework_id, status.task_id, status.uuid)
         self._queue.drop_all()
+        self._numbers.clear()
 
     async def wait_acknowledged(self, timeout: float) -> bool:
         """Waits up to `timeout` for every pending update to be acknowledged."""
@@ -203,9 +231,12 @@ class StatusUpdateManager:
         while True:
             self._wake.clear()
             if self._log.unsynced:
-                self._log.sync()
+                await self._log.sync_in_thread()
             now = self._clock()
             for framework_id, status in self._queue.due(now):
+                if self._numbers.get(status.uuid, 0) > self._log.synced:
+                    # Appended while the fsync ran (its append set _wake): the next round.
+                    continue
                 if not self._send(framework_id, status):
                     # Not registered: wait for the link to come back (it calls resend_all_now).
                     break

@@ -344,8 +344,10 @@ class TaskManager:
             return
         del self._active[(framework_id, task_id)]
         run.record.completed = True
-        # Lost in a machine crash, the next agent marks it again (no update pending).
-        self._work.save_record(run.record, durable=False)
+        # A terminal run needs no save: a restarted agent marks a terminal run with no pending
+        # update completed (recover), which this one is now that its ack is logged.
+        if run.forgotten:
+            self._work.save_record(run.record, durable=False)
         self._trim_history()
 
     def _update(
