@@ -22,7 +22,7 @@ from pathlib import Path
 import structlog
 from agora.v1 import common_pb2
 
-from agent.atomic_files import atomic_write_json
+from agent.atomic_files import atomic_write_json, overwrite_json
 
 log = structlog.get_logger(__name__)
 
@@ -150,7 +150,10 @@ class WorkDir:
                 candidate = parent / f"{task_id}.{n}"
 
     def save_record(self, record: TaskRecord, durable: bool = True) -> None:
+        """Writes the run's record; `durable=False` may rewrite it in place (see overwrite_json)."""
         run_dir = self.run_dir(record.run_id)
+        if not durable and overwrite_json(run_dir / "task.json", asdict(record)):
+            return
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_json(run_dir / "task.json", asdict(record), durable=durable)
 
