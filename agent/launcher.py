@@ -1,5 +1,8 @@
 """Starting, watching and killing one task's wrapper process (see agent.executor).
 
+Wrappers are forked by one long-lived launcher process (`Launcher`), so a launch costs a fork
+rather than a Python start-up; `python -m agent.executor RUN_DIR` per task is the fallback.
+
 Watching works the same for a wrapper this agent started and for one a previous agent left
 behind: through a pidfd (Linux >= 5.3), which reports the exit of any process, not only of a
 child, or by polling where pidfds are unavailable. The wrapper's start time guards every
