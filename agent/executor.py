@@ -10,15 +10,16 @@ Two modes:
 A wrapper forked by the launcher detaches exactly like the one-shot one: new session, a second
 fork so that it is neither the agent's nor the launcher's child. The launcher's stdout is
 shared by every wrapper it forks; each reports with ONE write shorter than PIPE_BUF
-("RUN_ID started TASK_PID WRAPPER_PID" or "RUN_ID error MESSAGE"), which the kernel never
-interleaves with another. Nothing here uses threads, so forking is safe.
+("RUN_ID started TASK_PID WRAPPER_PID WRAPPER_START" or "RUN_ID error MESSAGE"), which the
+kernel never interleaves with another. Nothing here uses threads, so forking is safe.
 
 The one-shot wrapper: the agent starts this in a new session. It forks once so that it is no
 longer the agent's child (a restarted agent re-attaches to it through its pid), starts the
 task's command in a process group of its own with stdout and stderr in the sandbox, waits for
 it, kills whatever the command left behind in its group, and writes the exit status atomically
-to RUN_DIR/exit.json. It reports "started TASK_PID WRAPPER_PID" or "error MESSAGE" on its
-stdout, then closes it, so the agent learns the outcome of the launch without polling.
+to RUN_DIR/exit.json. It reports "started TASK_PID WRAPPER_PID WRAPPER_START" or
+"error MESSAGE" on its stdout, then closes it, so the agent learns the outcome of the launch
+without polling.
 
 Files in RUN_DIR:
     spec.json     written by the agent: argv, cwd, env, stdout, stderr
@@ -100,18 +101,17 @@ def _launch(run_dir: Path) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     me = psutil.Process()
+    start = me.create_time()
+    # The report carries what wrapper.json does, so the agent need not wait for the file
+    # (only a restarted agent reads it, long after it is written).
+    _report(f"started {proc.pid} {me.pid} {start!r}")
     # Not fsync'd: it only matters while this process lives, and a crash of the machine that
     # loses it ends the task too (the agent then reports the launch as interrupted).
     atomic_write_json(
         run_dir / "wrapper.json",
-        {
-            "wrapper_pid": me.pid,
-            "wrapper_start": me.create_time(),
-            "task_pid": proc.pid,
-        },
+        {"wrapper_pid": me.pid, "wrapper_start": start, "task_pid": proc.pid},
         durable=False,
     )
-    _report(f"started {proc.pid} {me.pid}")
 
     returncode = proc.wait()
     # The command is gone; so must be anything it left running in its group.

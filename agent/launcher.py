@@ -225,7 +225,8 @@ class Launcher:
             self._generations.append((proc, reader))
 
     async def launch(self, run_dir: Path) -> str:
-        """The wrapper's report on run_dir: "started TASK_PID WRAPPER_PID" or "error MESSAGE"."""
+        """The wrapper's report on run_dir: "started TASK_PID WRAPPER_PID WRAPPER_START" or
+        "error MESSAGE"."""
         await self.start()
         if not self._usable():
             raise LauncherDied("the task launcher is not running")
@@ -341,7 +342,7 @@ async def start_wrapper(
     else:
         returncode = None
     if line.startswith("started "):
-        wrapper = Wrapper.load(run_dir)
+        wrapper = _reported_wrapper(line) or Wrapper.load(run_dir)
         if wrapper is None:
             raise LaunchError("the task wrapper started the command but wrote no pid file")
         return wrapper
@@ -354,6 +355,15 @@ async def start_wrapper(
         "the task wrapper failed to start"
         + (f": {detail[-1]}" if detail else f" (exit code {returncode})")
     )
+
+
+def _reported_wrapper(line: str) -> Wrapper | None:
+    """The Wrapper in a "started TASK_PID WRAPPER_PID WRAPPER_START" report, if it has one."""
+    try:
+        task_pid, wrapper_pid, start = line.split()[1:4]
+        return Wrapper(int(wrapper_pid), float(start), int(task_pid))
+    except ValueError:
+        return None
 
 
 async def _start_one_shot(run_dir: Path) -> tuple[str, int | None]:
