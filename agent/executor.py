@@ -7,8 +7,9 @@ Two modes:
                                         fork instead of a Python start-up.
     python -m agent.executor RUN_DIR    one wrapper for one run (the fallback).
 
-A wrapper forked by the launcher detaches exactly like the one-shot one: new session, a second
-fork so that it is neither the agent's nor the launcher's child. The launcher's stdout is
+A wrapper forked by the launcher gets a session of its own, like the one-shot one; it is the
+launcher's child (not the agent's), reaped by the kernel since the launcher ignores SIGCHLD,
+and adopted by init when the launcher exits, so it outlives both. The launcher's stdout is
 shared by every wrapper it forks; each reports with ONE write shorter than PIPE_BUF
 ("RUN_ID started TASK_PID WRAPPER_PID WRAPPER_START" or "RUN_ID error MESSAGE"), which the
 kernel never interleaves with another. Nothing here uses threads, so forking is safe.
@@ -161,24 +162,27 @@ def _wrap(run_dir: Path) -> int:
 
 
 def _fork_wrapper(run_dir: Path) -> None:
-    """In the launcher: forks a detached wrapper for run_dir; returns once it is on its own."""
-    pid = os.fork()
-    if pid > 0:
-        # The intermediate child exits right after its own fork: reap it, no zombies.
-        os.waitpid(pid, 0)
+    """In the launcher: forks the run's wrapper, in a session of its own, and returns at once.
+
+    Unlike the one-shot wrapper this one needs no second fork: it is the launcher's child,
+    not the agent's, and the launcher ignores SIGCHLD so the kernel reaps it when it ends (no
+    zombie for a pidfd or psutil to mistake). When the launcher exits, init adopts it.
+    """
+    if os.fork() > 0:
         return
     code = 1
     try:
         global _report_prefix
         _report_prefix = run_dir.name + " "
+        # The launcher's dispositions are not the wrapper's: it waits for its command (an
+        # ignored SIGCHLD would make that fail) and the command inherits what it has.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.setsid()
-        if os.fork() > 0:
-            os._exit(0)
         # The wrapper needs none of the launcher's input: only its stdout, until it reports.
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
         code = _wrap(run_dir)
     except BaseException as e:  # noqa: BLE001 - never return into the launcher's loop
         try:
@@ -193,6 +197,8 @@ def serve() -> int:
     """The launcher: one run dir path per line on stdin; exits at EOF (the agent is gone)."""
     # Ctrl-C in the agent's terminal is the agent's business; it closes our stdin when done.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Wrappers are reaped by the kernel as they end: the launcher never waits for them.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     pending = b""
     while True:
         try:

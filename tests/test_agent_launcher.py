@@ -85,9 +85,8 @@ async def test_the_wrapper_detaches_and_holds_no_launcher_pipe(zygote, tmp_path)
     )
     try:
         proc = psutil.Process(wrapper.wrapper_pid)
-        assert proc.ppid() not in (os.getpid(), zygote.pid)
-        assert os.getsid(wrapper.wrapper_pid) != os.getsid(0)
-        assert os.getsid(wrapper.wrapper_pid) != os.getsid(zygote.pid)
+        assert proc.ppid() != os.getpid(), "the wrapper is not the agent's child"
+        assert os.getsid(wrapper.wrapper_pid) not in (os.getsid(0), os.getsid(zygote.pid))
         assert os.getpgid(wrapper.task_pid) == wrapper.task_pid
         assert wrapper.alive()
         launcher_pipes = pipes_of(zygote.pid)
@@ -99,9 +98,26 @@ async def test_the_wrapper_detaches_and_holds_no_launcher_pipe(zygote, tmp_path)
             timeout=10,
             message="the wrapper closed the launcher's pipe",
         )
+        # The task outlives the launcher (and so the agent that owns it).
+        await zygote.stop()
+        assert wrapper.alive()
     finally:
         wrapper.signal_group(signal.SIGKILL)
     assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
+
+
+async def test_ended_wrappers_leave_no_zombie_behind(zygote, tmp_path):
+    run_dir, sandbox = new_run(tmp_path, "quick")
+    wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    assert await finished(wrapper, run_dir) == {"exit_code": 0}
+
+    def reaped() -> bool:
+        try:
+            return psutil.Process(wrapper.wrapper_pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    await eventually_async(reaped, timeout=10, message="the ended wrapper was reaped")
 
 
 async def test_a_killed_launcher_is_replaced_on_the_next_launch(zygote, tmp_path):
