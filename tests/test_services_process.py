@@ -148,4 +148,4 @@ def test_agora_local_runs_the_services_daemon(tmp_path):
 
 def test_bad_port_is_a_usage_error():
     result = agora("services", "--master", "127.0.0.1:5050", "--port", "70000")
-    assert result.returncode == 2 and "--port: must be in 0-65535" in result.stderr
+    assert result.returncode == 2 and "--port: port 70000 is not in 0-65535" in result.stderr
