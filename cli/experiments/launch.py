@@ -5,7 +5,8 @@ runs, and the framework launches the next on the offer it holds or the one that 
 On emulated agents this is the master + protocol limit; with --real-agents N it runs `true` as
 a real process on real `agora agent` processes (each task in its sandbox, under the agent's
 task wrapper), and the same run first measures how fast this machine can spawn `true` (and a
-bare `python -c pass`, the cost of the agent's per-task wrapper) with asyncio subprocesses.
+bare `python -c pass`, for comparison with a Python process per task) with asyncio
+subprocesses.
 """
 
 from __future__ import annotations
@@ -324,8 +325,9 @@ def _summary(cfg: LaunchConfig, results: Results, run: dict) -> str:
             f"{raw['per_second']}/s, `python -c pass` "
             f"{run['raw_python_spawn']['per_second']}/s. Real-task throughput is "
             f"{run['throughput_vs_raw_spawn']:.1%} of the `true` rate and "
-            f"{run['throughput_vs_python_spawn']:.1%} of the bare-Python rate (every task "
-            f"starts under the agent's Python task wrapper, `python -m agent.executor`).\n"
+            f"{run['throughput_vs_python_spawn']:.1%} of the bare-Python rate (each task's "
+            f"wrapper is forked from the agent's long-lived launcher, "
+            f"`python -m agent.executor --serve`, not started afresh).\n"
         )
     return f"""# launch
 
