@@ -67,15 +67,17 @@ class CheckSpec:
         if kind in ("http", "tcp"):
             index = getattr(check, kind).port_index
             if index >= len(ports):
-                raise ValueError(f"{kind} health check names PORT{index}, but the task has "
-                                 f"{len(ports)} port(s)")
+                raise ValueError(
+                    f"{kind} health check names PORT{index}, but the task has {len(ports)} port(s)"
+                )
             path = check.http.path if kind == "http" else "/"
             return cls(kind, port=ports[index], path=path or "/", **timing)
         from agent.launcher import command_argv
 
         argv = tuple(command_argv(check.command))
-        return cls("command", argv=argv, env=tuple(sorted(check.command.environment.items())),
-                   **timing)
+        return cls(
+            "command", argv=argv, env=tuple(sorted(check.command.environment.items())), **timing
+        )
 
     def describe(self) -> str:
         if self.kind == "http":
@@ -115,8 +117,9 @@ class HealthVerdict:
         return healthy
 
 
-async def probe(spec: CheckSpec, env: dict[str, str] | None = None,
-                cwd: str | None = None) -> tuple[bool, str]:
+async def probe(
+    spec: CheckSpec, env: dict[str, str] | None = None, cwd: str | None = None
+) -> tuple[bool, str]:
     """Runs one check within its timeout: (ok, what happened)."""
     try:
         async with asyncio.timeout(spec.timeout):
@@ -138,8 +141,10 @@ async def probe(spec: CheckSpec, env: dict[str, str] | None = None,
 async def _probe_http(spec: CheckSpec) -> tuple[bool, str]:
     reader, writer = await asyncio.open_connection(CHECK_HOST, spec.port)
     try:
-        request = (f"GET {spec.path} HTTP/1.0\r\nHost: {CHECK_HOST}:{spec.port}\r\n"
-                   "User-Agent: agora-health-check\r\n\r\n")
+        request = (
+            f"GET {spec.path} HTTP/1.0\r\nHost: {CHECK_HOST}:{spec.port}\r\n"
+            "User-Agent: agora-health-check\r\n\r\n"
+        )
         writer.write(request.encode())
         await writer.drain()
         line = (await reader.readline()).decode(errors="replace").strip()
@@ -153,14 +158,20 @@ async def _probe_http(spec: CheckSpec) -> tuple[bool, str]:
     return 200 <= code <= 399, f"HTTP {code}"
 
 
-async def _probe_command(spec: CheckSpec, env: dict[str, str] | None,
-                         cwd: str | None) -> tuple[bool, str]:
+async def _probe_command(
+    spec: CheckSpec, env: dict[str, str] | None, cwd: str | None
+) -> tuple[bool, str]:
     full_env = dict(env if env is not None else os.environ)
     full_env.update(dict(spec.env))
     proc = await asyncio.create_subprocess_exec(
-        *spec.argv, env=full_env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        start_new_session=True)
+        *spec.argv,
+        env=full_env,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         code = await proc.wait()
     except BaseException:
@@ -198,8 +209,9 @@ EmitFn = Callable[[str, common_pb2.TaskStatus], None]
 class HealthCheckManager:
     """One checker task per health-checked task; verdict changes leave through `emit`."""
 
-    def __init__(self, emit: EmitFn, agent_id: Callable[[], str],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, emit: EmitFn, agent_id: Callable[[], str], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._emit = emit
         self._agent_id = agent_id
         self._clock = clock
@@ -230,8 +242,9 @@ class HealthCheckManager:
         verdict = HealthVerdict(spec, self._clock())
         self._verdicts[key] = verdict
         bound.info("starting health checks", check=spec.describe(), interval=spec.interval)
-        task = asyncio.create_task(self._run(checked, spec, verdict),
-                                   name=f"health-{checked.task.task_id}")
+        task = asyncio.create_task(
+            self._run(checked, spec, verdict), name=f"health-{checked.task.task_id}"
+        )
         self._checkers[key] = task
         task.add_done_callback(lambda t, key=key: self._done(key, t))
 
@@ -243,10 +256,16 @@ class HealthCheckManager:
         from agent.task_manager import is_terminal
 
         framework_id = run.record.framework_id
-        env = launcher.task_environment(dict(os.environ), run.task, framework_id, agent_id,
-                                        run.sandbox)
-        checked = CheckedTask(framework_id, run.task, env, str(run.sandbox),
-                              lambda: not run.forgotten and not is_terminal(run.state))
+        env = launcher.task_environment(
+            dict(os.environ), run.task, framework_id, agent_id, run.sandbox
+        )
+        checked = CheckedTask(
+            framework_id,
+            run.task,
+            env,
+            str(run.sandbox),
+            lambda: not run.forgotten and not is_terminal(run.state),
+        )
         self.start(checked, launcher.task_ports(run.task))
 
     def stop(self, framework_id: str, task_id: str) -> None:
@@ -272,20 +291,35 @@ class HealthCheckManager:
                 return
             changed = verdict.record(ok, self._clock())
             if changed is not None:
-                text = (f"health check passed ({spec.describe()}: {detail})" if changed else
-                        f"unhealthy: {verdict.consecutive_failures} consecutive failure(s) of "
-                        f"{spec.describe()}, last: {detail}")
-                log.info("task health changed", framework_id=checked.framework_id,
-                         task_id=checked.task.task_id, healthy=changed, detail=detail)
+                text = (
+                    f"health check passed ({spec.describe()}: {detail})"
+                    if changed
+                    else f"unhealthy: {verdict.consecutive_failures} consecutive failure(s) of "
+                    f"{spec.describe()}, last: {detail}"
+                )
+                log.info(
+                    "task health changed",
+                    framework_id=checked.framework_id,
+                    task_id=checked.task.task_id,
+                    healthy=changed,
+                    detail=detail,
+                )
                 self._report(checked, changed, text)
             await asyncio.sleep(spec.interval)
 
     def _report(self, checked: CheckedTask, healthy: bool, message: str) -> None:
         status = common_pb2.TaskStatus(
-            task_id=checked.task.task_id, state=common_pb2.TASK_RUNNING, message=message,
-            source=common_pb2.TaskStatus.SOURCE_AGENT, reason=REASON,
-            agent_id=self._agent_id(), framework_id=checked.framework_id,
-            timestamp=time.time(), uuid=new_uuid(), healthy=healthy)
+            task_id=checked.task.task_id,
+            state=common_pb2.TASK_RUNNING,
+            message=message,
+            source=common_pb2.TaskStatus.SOURCE_AGENT,
+            reason=REASON,
+            agent_id=self._agent_id(),
+            framework_id=checked.framework_id,
+            timestamp=time.time(),
+            uuid=new_uuid(),
+            healthy=healthy,
+        )
         self._emit(checked.framework_id, status)
 
     def _done(self, key: tuple[str, str], task: asyncio.Task) -> None:

@@ -26,15 +26,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         p = actions.add_parser(name, help=help_text, description=help_text)
         add_master_flag(p)
-        p.add_argument("--services", metavar="HOST:PORT", default=None,
-                       help="the Services API address (default: ask the master)")
+        p.add_argument(
+            "--services",
+            metavar="HOST:PORT",
+            default=None,
+            help="the Services API address (default: ask the master)",
+        )
         add_json_flag(p)
         return p
 
     p = action("put", "create or update an app from a JSON or YAML file")
     p.add_argument("file", type=Path, help="the app file (.json, .yaml or .yml)")
-    p.add_argument("--create", action="store_true",
-                   help="only create: fail if an app with this id exists")
+    p.add_argument(
+        "--create", action="store_true", help="only create: fail if an app with this id exists"
+    )
     p.set_defaults(func=_put)
     p = action("list", "list the apps")
     p.set_defaults(func=_list)
@@ -50,12 +55,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_delete)
     p = action("endpoints", "print the host:port of each healthy instance")
     p.add_argument("id")
-    p.add_argument("--watch", action="store_true",
-                   help="keep printing the endpoints whenever they change (Ctrl-C to stop)")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep printing the endpoints whenever they change (Ctrl-C to stop)",
+    )
     p.set_defaults(func=_endpoints)
 
 
 # --- plumbing ------------------------------------------------------------------------------
+
 
 def _stub(args: argparse.Namespace):
     import grpc
@@ -100,6 +109,7 @@ def _print_json(message) -> None:
 
 # --- actions -------------------------------------------------------------------------------
 
+
 def _put(args: argparse.Namespace) -> int:
     from agora.v1 import services_pb2
 
@@ -120,8 +130,10 @@ def _put(args: argparse.Namespace) -> int:
         return 0
     verb = "created" if reply.created else "updated"
     extra = "; rolling out the new version" if reply.deploying else ""
-    print(f"app {reply.app.id} {verb} (version {reply.app.version}, "
-          f"{reply.app.instances} instance(s)){extra}")
+    print(
+        f"app {reply.app.id} {verb} (version {reply.app.version}, "
+        f"{reply.app.instances} instance(s)){extra}"
+    )
     return 0
 
 
@@ -134,8 +146,15 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     rows = [("ID", "INSTANCES", "HEALTHY", "STATE", "WAITING")]
     for status in reply.apps:
-        rows.append((status.app.id, str(status.app.instances), str(status.healthy),
-                     status.state, _short(status.waiting_reason)))
+        rows.append(
+            (
+                status.app.id,
+                str(status.app.instances),
+                str(status.healthy),
+                status.state,
+                _short(status.waiting_reason),
+            )
+        )
     _table(rows)
     return 0
 
@@ -156,25 +175,37 @@ def _get(args: argparse.Namespace) -> int:
     print(f"version:    {app.version}")
     print(f"command:    {command}")
     print(f"resources:  cpus:{app.cpus:g} mem:{app.mem:g} disk:{app.disk:g} ports:{app.ports}")
-    print(f"instances:  {app.instances} wanted, {status.running} running, "
-          f"{status.healthy} healthy, {status.staged} staged, {status.unhealthy} unhealthy")
+    print(
+        f"instances:  {app.instances} wanted, {status.running} running, "
+        f"{status.healthy} healthy, {status.staged} staged, {status.unhealthy} unhealthy"
+    )
     if app.constraints:
-        text = ", ".join(f"[{c.field}, {c.operator}{', ' + c.value if c.value else ''}]"
-                         for c in app.constraints)
+        text = ", ".join(
+            f"[{c.field}, {c.operator}{', ' + c.value if c.value else ''}]" for c in app.constraints
+        )
         print(f"constraints: {text}")
     if status.waiting_reason:
         print(f"waiting:    {status.waiting_reason}")
     for d in status.deployments:
-        print(f"deployment: {d.from_versions} -> {d.to_version}: {d.old_instances} old, "
-              f"{d.new_instances} new ({d.new_healthy} healthy)")
+        print(
+            f"deployment: {d.from_versions} -> {d.to_version}: {d.old_instances} old, "
+            f"{d.new_instances} new ({d.new_healthy} healthy)"
+        )
     if status.tasks:
         rows = [("TASK", "HOST", "PORTS", "STATE", "HEALTH", "VERSION")]
         for t in status.tasks:
-            health = "-" if not t.HasField("healthy") else ("healthy" if t.healthy else
-                                                            "UNHEALTHY")
+            health = "-" if not t.HasField("healthy") else ("healthy" if t.healthy else "UNHEALTHY")
             state = state_name(t.state) + (" (killing)" if t.killing else "")
-            rows.append((t.task_id, f"{t.hostname} ({t.host})",
-                         ",".join(str(p) for p in t.ports) or "-", state, health, t.version))
+            rows.append(
+                (
+                    t.task_id,
+                    f"{t.hostname} ({t.host})",
+                    ",".join(str(p) for p in t.ports) or "-",
+                    state,
+                    health,
+                    t.version,
+                )
+            )
         print()
         _table(rows)
     return 0
@@ -183,8 +214,9 @@ def _get(args: argparse.Namespace) -> int:
 def _scale(args: argparse.Namespace) -> int:
     from agora.v1 import services_pb2
 
-    reply = _call(args, "ScaleApp",
-                  services_pb2.ScaleAppRequest(id=args.id, instances=args.instances))
+    reply = _call(
+        args, "ScaleApp", services_pb2.ScaleAppRequest(id=args.id, instances=args.instances)
+    )
     if args.json:
         _print_json(reply)
         return 0
@@ -215,8 +247,7 @@ def _endpoints(args: argparse.Namespace) -> int:
     for e in reply.endpoints:
         print(" ".join(f"{e.host}:{port}" for port in e.ports) or e.host)
     if not reply.endpoints:
-        print(f"app {args.id} has no healthy instances ({reply.instances} wanted)",
-              file=sys.stderr)
+        print(f"app {args.id} has no healthy instances ({reply.instances} wanted)", file=sys.stderr)
     return 0
 
 
@@ -249,5 +280,6 @@ def _short(text: str, width: int = 60) -> str:
 def _table(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-              .rstrip())
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )

@@ -22,16 +22,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "same dir and it takes its running jobs back."
         ),
     )
-    add_daemon_flags(parser, api="Batch", state_dir="agora-batch",
-                     state_help="jobs and the framework id")
+    add_daemon_flags(
+        parser, api="Batch", state_dir="agora-batch", state_help="jobs and the framework id"
+    )
     parser.add_argument(
-        "--queue", default="fifo", choices=sorted(POLICIES),
+        "--queue",
+        default="fifo",
+        choices=sorted(POLICIES),
         help="queue order: fifo (submission order), priority (highest --priority first) or "
-             "sjf (shortest declared duration first) (default: %(default)s)")
+        "sjf (shortest declared duration first) (default: %(default)s)",
+    )
     parser.add_argument(
-        "--retry-backoff", type=_seconds, default=1.0, metavar="SECONDS",
+        "--retry-backoff",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
         help="wait before the first retry of a failed instance; doubles each time, up to 60 s "
-             "(default: %(default)s)")
+        "(default: %(default)s)",
+    )
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
@@ -51,8 +59,14 @@ def run(args: argparse.Namespace) -> int:
 
     setup_logging(args)
     config = BatchConfig(
-        master=args.master, host=args.host, port=args.port, state_dir=args.state_dir,
-        queue=args.queue, role=args.role, advertise_host=args.advertise_host,
+        master=args.master,
+        host=args.host,
+        port=args.port,
+        state_dir=args.state_dir,
+        queue=args.queue,
+        role=args.role,
+        advertise_host=args.advertise_host,
         retry_backoff_seconds=args.retry_backoff,
-        retry_backoff_max_seconds=max(60.0, args.retry_backoff))
+        retry_backoff_max_seconds=max(60.0, args.retry_backoff),
+    )
     return asyncio.run(serve("batch", BatchDaemon, config))

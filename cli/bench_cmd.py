@@ -35,19 +35,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     a.add_argument("--agents", type=_positive, required=True, help="number of agents")
     a.add_argument("--frameworks", type=_positive, required=True, help="number of frameworks")
-    a.add_argument("--roles", type=_positive, default=1,
-                   help="roles the frameworks are spread over (default 1: the '*' role)")
+    a.add_argument(
+        "--roles",
+        type=_positive,
+        default=1,
+        help="roles the frameworks are spread over (default 1: the '*' role)",
+    )
     a.add_argument("--cycles", type=_positive, default=5, help="timed full cycles (default 5)")
-    a.add_argument("--reoffers", type=_positive, default=200,
-                   help="timed one-agent re-offers (default 200)")
+    a.add_argument(
+        "--reoffers", type=_positive, default=200, help="timed one-agent re-offers (default 200)"
+    )
     from master.allocator import sorter_names
 
-    a.add_argument("--sorter", default="drf", choices=sorter_names(),
-                   help="role and framework sorter (default drf)")
-    a.add_argument("--refuse-seconds", type=_seconds, default=0.0,
-                   help="decline every offer with this filter between cycles, as Mesos' "
-                   "DeclineOffers does (INT_MAX there): each cycle must then skip the "
-                   "frameworks that declined an agent before (default 0: plain recover)")
+    a.add_argument(
+        "--sorter",
+        default="drf",
+        choices=sorter_names(),
+        help="role and framework sorter (default drf)",
+    )
+    a.add_argument(
+        "--refuse-seconds",
+        type=_seconds,
+        default=0.0,
+        help="decline every offer with this filter between cycles, as Mesos' "
+        "DeclineOffers does (INT_MAX there): each cycle must then skip the "
+        "frameworks that declined an agent before (default 0: plain recover)",
+    )
     a.add_argument("--json", action="store_true", help="print JSON for scripts")
     a.set_defaults(func=_run)
 
@@ -85,9 +98,15 @@ def _summary(samples_ms: list[float]) -> dict[str, float]:
     }
 
 
-def run_allocator_bench(agents: int, frameworks: int, roles: int = 1, cycles: int = 5,
-                        reoffers: int = 200, sorter: str = "drf",
-                        refuse_seconds: float = 0.0) -> dict:
+def run_allocator_bench(
+    agents: int,
+    frameworks: int,
+    roles: int = 1,
+    cycles: int = 5,
+    reoffers: int = 200,
+    sorter: str = "drf",
+    refuse_seconds: float = 0.0,
+) -> dict:
     """Builds the cluster, runs the cycles, returns the figures (see the command's help)."""
     from cli.main import CommandError
     from common import Resources
@@ -165,23 +184,41 @@ def run_allocator_bench(agents: int, frameworks: int, roles: int = 1, cycles: in
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = run_allocator_bench(args.agents, args.frameworks, args.roles, args.cycles,
-                                 args.reoffers, args.sorter, args.refuse_seconds)
+    result = run_allocator_bench(
+        args.agents,
+        args.frameworks,
+        args.roles,
+        args.cycles,
+        args.reoffers,
+        args.sorter,
+        args.refuse_seconds,
+    )
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     c, r = result["cycle_ms"], result["reoffer_ms"]
-    declining = (f", offers declined for {result['refuse_seconds']:g} s"
-                 if result["refuse_seconds"] else "")
-    print(f"allocator: {result['agents']} agents x {result['frameworks']} frameworks in "
-          f"{result['roles']} role(s), sorter {result['sorter']}{declining}")
+    declining = (
+        f", offers declined for {result['refuse_seconds']:g} s" if result["refuse_seconds"] else ""
+    )
+    print(
+        f"allocator: {result['agents']} agents x {result['frameworks']} frameworks in "
+        f"{result['roles']} role(s), sorter {result['sorter']}{declining}"
+    )
     print(f"  set-up                 {result['setup_ms']:.1f} ms")
-    print(f"  first cycle            {result['first_cycle_ms']:.1f} ms "
-          f"({result['first_cycle_offers']} offers)")
-    print(f"  full cycle  ({result['cycles']:>4}x)   min {c['min']:.1f}  median {c['median']:.1f}  "
-          f"max {c['max']:.1f} ms")
-    print(f"  re-offer 1  ({result['reoffers']:>4}x)   min {r['min']:.3f}  median "
-          f"{r['median']:.3f}  max {r['max']:.3f} ms")
-    print(f"  peak memory            {result['peak_rss_mb']:.1f} MB RSS "
-          f"(baseline {result['baseline_rss_mb']:.1f} MB before building)")
+    print(
+        f"  first cycle            {result['first_cycle_ms']:.1f} ms "
+        f"({result['first_cycle_offers']} offers)"
+    )
+    print(
+        f"  full cycle  ({result['cycles']:>4}x)   min {c['min']:.1f}  median {c['median']:.1f}  "
+        f"max {c['max']:.1f} ms"
+    )
+    print(
+        f"  re-offer 1  ({result['reoffers']:>4}x)   min {r['min']:.3f}  median "
+        f"{r['median']:.3f}  max {r['max']:.3f} ms"
+    )
+    print(
+        f"  peak memory            {result['peak_rss_mb']:.1f} MB RSS "
+        f"(baseline {result['baseline_rss_mb']:.1f} MB before building)"
+    )
     return 0

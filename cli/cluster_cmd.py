@@ -17,9 +17,11 @@ from common import ResourceError, Resources, attributes_from_proto
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "cluster", help="show the live cluster; set role weights and quota",
+        "cluster",
+        help="show the live cluster; set role weights and quota",
         description="Reads the cluster from the master's Operator API. Tables for people, "
-        "--json for scripts.")
+        "--json for scripts.",
+    )
     sub = p.add_subparsers(dest="what", metavar="WHAT")
     sub.required = True
 
@@ -27,34 +29,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         q = sub.add_parser(name, help=help, description=help)
         add_master_flag(q)
         add_json_flag(q)
-        q.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                       help="give up on the master after this long (default 10)")
+        q.add_argument(
+            "--timeout",
+            type=float,
+            default=10.0,
+            metavar="SECONDS",
+            help="give up on the master after this long (default 10)",
+        )
         q.set_defaults(func=lambda args: _run(func, args))
         return q
 
     command("state", "a summary of agents, frameworks, tasks and roles", _state)
     command("agents", "agents with their resources, allocation and state", _agents)
-    frameworks = command("frameworks", "frameworks with their role, allocation and DRF share",
-                         _frameworks)
-    frameworks.add_argument("--why", metavar="FRAMEWORK",
-                            help="say why FRAMEWORK (id or name) is getting no offers right now")
+    frameworks = command(
+        "frameworks", "frameworks with their role, allocation and DRF share", _frameworks
+    )
+    frameworks.add_argument(
+        "--why",
+        metavar="FRAMEWORK",
+        help="say why FRAMEWORK (id or name) is getting no offers right now",
+    )
     tasks = command("tasks", "tasks with their state and agent", _tasks)
     tasks.add_argument("--framework", default="", help="only this framework's tasks (id)")
     tasks.add_argument("--agent", default="", help="only tasks on this agent (id)")
     command("roles", "roles with weight, quota, allocation and dominant share", _roles)
-    weight = command("weight", "set a role's weight (default 1): a role with weight 2 is "
-                     "entitled to twice the share of a role with weight 1", _weight)
+    weight = command(
+        "weight",
+        "set a role's weight (default 1): a role with weight 2 is "
+        "entitled to twice the share of a role with weight 1",
+        _weight,
+    )
     weight.add_argument("role")
     weight.add_argument("weight", type=_positive_number)
-    quota = command("quota", "set a role's quota: a guarantee held back for it while it is "
-                    "below it, and a limit it is never offered beyond", _quota)
+    quota = command(
+        "quota",
+        "set a role's quota: a guarantee held back for it while it is "
+        "below it, and a limit it is never offered beyond",
+        _quota,
+    )
     quota.add_argument("role")
-    quota.add_argument("--guarantee", default="", metavar="RESOURCES",
-                       help="e.g. 'cpus:4;mem:4096' (default none)")
-    quota.add_argument("--limit", default="", metavar="RESOURCES",
-                       help="e.g. 'cpus:8;mem:8192' (default no limit)")
-    drain = command("drain", "stop offering an agent's resources (its tasks keep running)",
-                    _drain)
+    quota.add_argument(
+        "--guarantee", default="", metavar="RESOURCES", help="e.g. 'cpus:4;mem:4096' (default none)"
+    )
+    quota.add_argument(
+        "--limit", default="", metavar="RESOURCES", help="e.g. 'cpus:8;mem:8192' (default no limit)"
+    )
+    drain = command("drain", "stop offering an agent's resources (its tasks keep running)", _drain)
     drain.add_argument("agent_id")
 
 
@@ -75,8 +95,10 @@ def _run(func, args: argparse.Namespace) -> int:
         return asyncio.run(_call(func, args))
     except grpc.aio.AioRpcError as e:
         if e.code() == grpc.StatusCode.UNAVAILABLE:
-            raise CommandError(f"cannot reach the master at {args.master}: is it running? "
-                               "(set --master or $AGORA_MASTER)") from None
+            raise CommandError(
+                f"cannot reach the master at {args.master}: is it running? "
+                "(set --master or $AGORA_MASTER)"
+            ) from None
         raise CommandError(f"{e.details()} ({e.code().name})") from None
 
 
@@ -87,9 +109,11 @@ async def _call(func, args: argparse.Namespace) -> int:
         except TimeoutError:
             from cli.main import CommandError
 
-            raise CommandError(f"cannot reach the master at {args.master} within "
-                               f"{args.timeout:g}s: is it running? (set --master or "
-                               "$AGORA_MASTER)") from None
+            raise CommandError(
+                f"cannot reach the master at {args.master} within "
+                f"{args.timeout:g}s: is it running? (set --master or "
+                "$AGORA_MASTER)"
+            ) from None
         stub = operator_pb2_grpc.OperatorStub(channel)
         return await func(stub, args) or 0
 
@@ -107,37 +131,58 @@ def _state_name(state: int) -> str:
 
 def agent_row(a: operator_pb2.AgentSummary) -> dict:
     return {
-        "agent_id": a.info.agent_id, "hostname": a.info.hostname, "address": a.info.address,
-        "state": a.state, "resources": _res(a.info.resources), "allocated": _res(a.allocated),
-        "offered": _res(a.offered), "attributes": attributes_from_proto(a.info.attributes),
-        "task_count": a.task_count, "registered_at": a.registered_at,
+        "agent_id": a.info.agent_id,
+        "hostname": a.info.hostname,
+        "address": a.info.address,
+        "state": a.state,
+        "resources": _res(a.info.resources),
+        "allocated": _res(a.allocated),
+        "offered": _res(a.offered),
+        "attributes": attributes_from_proto(a.info.attributes),
+        "task_count": a.task_count,
+        "registered_at": a.registered_at,
         "last_heartbeat_at": a.last_heartbeat_at,
     }
 
 
 def framework_row(f: operator_pb2.FrameworkSummary) -> dict:
     return {
-        "framework_id": f.info.framework_id, "name": f.info.name, "role": f.info.role or "*",
-        "connected": f.connected, "suppressed": f.suppressed,
-        "dominant_share": round(f.dominant_share, 6), "allocated": _res(f.allocated),
-        "offered": _res(f.offered), "task_count": f.task_count,
-        "service_address": f.info.service_address, "registered_at": f.registered_at,
+        "framework_id": f.info.framework_id,
+        "name": f.info.name,
+        "role": f.info.role or "*",
+        "connected": f.connected,
+        "suppressed": f.suppressed,
+        "dominant_share": round(f.dominant_share, 6),
+        "allocated": _res(f.allocated),
+        "offered": _res(f.offered),
+        "task_count": f.task_count,
+        "service_address": f.info.service_address,
+        "registered_at": f.registered_at,
     }
 
 
 def task_row(t: operator_pb2.TaskSummary) -> dict:
     return {
-        "task_id": t.task_id, "name": t.name, "framework_id": t.framework_id,
-        "agent_id": t.agent_id, "hostname": t.hostname, "state": _state_name(t.state),
-        "resources": _res(t.resources), "message": t.last_status.message,
+        "task_id": t.task_id,
+        "name": t.name,
+        "framework_id": t.framework_id,
+        "agent_id": t.agent_id,
+        "hostname": t.hostname,
+        "state": _state_name(t.state),
+        "resources": _res(t.resources),
+        "message": t.last_status.message,
     }
 
 
 def role_row(r: operator_pb2.RoleSummary) -> dict:
     return {
-        "role": r.role, "weight": r.weight, "guarantee": _res(r.quota.guarantee),
-        "limit": _res(r.quota.limit), "allocated": _res(r.allocated),
-        "dominant_share": round(r.dominant_share, 6), "frameworks": list(r.framework_ids),
+        "role": r.role,
+        "weight": r.weight,
+        "guarantee": _res(r.quota.guarantee),
+        "limit": _res(r.quota.limit),
+        "allocated": _res(r.allocated),
+        "dominant_share": round(r.dominant_share, 6),
+        "frameworks": list(r.framework_ids),
     }
 
 
@@ -179,10 +224,15 @@ async def _state(stub, args) -> None:
     s = await stub.GetState(operator_pb2.GetStateRequest())
     running = sum(1 for t in s.tasks if t.state == common_pb2.TASK_RUNNING)
     summary = {
-        "master_id": s.master_id, "started_at": s.started_at,
+        "master_id": s.master_id,
+        "started_at": s.started_at,
         "uptime_seconds": round(time.time() - s.started_at, 1) if s.started_at else 0,
-        "total": _res(s.total), "agents": len(s.agents), "frameworks": len(s.frameworks),
-        "tasks": len(s.tasks), "running_tasks": running, "roles": len(s.roles),
+        "total": _res(s.total),
+        "agents": len(s.agents),
+        "frameworks": len(s.frameworks),
+        "tasks": len(s.tasks),
+        "running_tasks": running,
+        "roles": len(s.roles),
     }
     if args.json:
         summary.update(
@@ -193,59 +243,106 @@ async def _state(stub, args) -> None:
         )
         print(json.dumps(summary, indent=2))
         return
-    print(f"{summary['agents']} agents, {summary['frameworks']} frameworks, "
-          f"{summary['tasks']} tasks ({running} running)")
+    print(
+        f"{summary['agents']} agents, {summary['frameworks']} frameworks, "
+        f"{summary['tasks']} tasks ({running} running)"
+    )
     for key in ("master_id", "uptime_seconds", "total", "roles"):
         print(f"{key.replace('_', ' ')}: {summary[key]}")
 
 
 async def _agents(stub, args) -> None:
     agents = (await stub.ListAgents(operator_pb2.ListAgentsRequest())).agents
-    _emit(args, [agent_row(a) for a in agents],
-          [("agent_id", "ID"), ("hostname", "HOST"), ("address", "ADDRESS"), ("state", "STATE"),
-           ("task_count", "TASKS"), ("resources", "RESOURCES"), ("allocated", "ALLOCATED")])
+    _emit(
+        args,
+        [agent_row(a) for a in agents],
+        [
+            ("agent_id", "ID"),
+            ("hostname", "HOST"),
+            ("address", "ADDRESS"),
+            ("state", "STATE"),
+            ("task_count", "TASKS"),
+            ("resources", "RESOURCES"),
+            ("allocated", "ALLOCATED"),
+        ],
+    )
 
 
 async def _frameworks(stub, args) -> int:
     if args.why:
         reply = await stub.ExplainOffers(operator_pb2.ExplainOffersRequest(framework=args.why))
         if args.json:
-            print(json.dumps({"framework_id": reply.framework_id,
-                              "reasons": list(reply.reasons)}, indent=2))
+            print(
+                json.dumps(
+                    {"framework_id": reply.framework_id, "reasons": list(reply.reasons)}, indent=2
+                )
+            )
         else:
             print(f"offers to {reply.framework_id} right now:")
-            for reason in reply.reasons or ["not blocked: it is offered resources as they "
-                                            "become free"]:
+            for reason in reply.reasons or [
+                "not blocked: it is offered resources as they become free"
+            ]:
                 print(f"  - {reason}")
         return 0
     frameworks = (await stub.ListFrameworks(operator_pb2.ListFrameworksRequest())).frameworks
-    _emit(args, [framework_row(f) for f in frameworks],
-          [("framework_id", "ID"), ("name", "NAME"), ("role", "ROLE"), ("connected", "CONNECTED"),
-           ("suppressed", "SUPPRESSED"), ("task_count", "TASKS"),
-           ("dominant_share", "DRF SHARE"), ("allocated", "ALLOCATED")])
+    _emit(
+        args,
+        [framework_row(f) for f in frameworks],
+        [
+            ("framework_id", "ID"),
+            ("name", "NAME"),
+            ("role", "ROLE"),
+            ("connected", "CONNECTED"),
+            ("suppressed", "SUPPRESSED"),
+            ("task_count", "TASKS"),
+            ("dominant_share", "DRF SHARE"),
+            ("allocated", "ALLOCATED"),
+        ],
+    )
     return 0
 
 
 async def _tasks(stub, args) -> None:
     request = operator_pb2.ListTasksRequest(framework_id=args.framework, agent_id=args.agent)
     tasks = (await stub.ListTasks(request)).tasks
-    _emit(args, [task_row(t) for t in tasks],
-          [("task_id", "ID"), ("state", "STATE"), ("hostname", "HOST"),
-           ("framework_id", "FRAMEWORK"), ("resources", "RESOURCES"), ("message", "MESSAGE")])
+    _emit(
+        args,
+        [task_row(t) for t in tasks],
+        [
+            ("task_id", "ID"),
+            ("state", "STATE"),
+            ("hostname", "HOST"),
+            ("framework_id", "FRAMEWORK"),
+            ("resources", "RESOURCES"),
+            ("message", "MESSAGE"),
+        ],
+    )
 
 
 async def _roles(stub, args) -> None:
     roles = (await stub.ListRoles(operator_pb2.ListRolesRequest())).roles
-    _emit(args, [role_row(r) for r in roles],
-          [("role", "ROLE"), ("weight", "WEIGHT"), ("guarantee", "GUARANTEE"),
-           ("limit", "LIMIT"), ("allocated", "ALLOCATED"), ("dominant_share", "DRF SHARE"),
-           ("frameworks", "FRAMEWORKS")])
+    _emit(
+        args,
+        [role_row(r) for r in roles],
+        [
+            ("role", "ROLE"),
+            ("weight", "WEIGHT"),
+            ("guarantee", "GUARANTEE"),
+            ("limit", "LIMIT"),
+            ("allocated", "ALLOCATED"),
+            ("dominant_share", "DRF SHARE"),
+            ("frameworks", "FRAMEWORKS"),
+        ],
+    )
 
 
 async def _weight(stub, args) -> None:
     await stub.UpdateWeight(operator_pb2.UpdateWeightRequest(role=args.role, weight=args.weight))
-    _done(args, {"role": args.role, "weight": args.weight}, f"role {args.role}: weight "
-          f"{args.weight:g}")
+    _done(
+        args,
+        {"role": args.role, "weight": args.weight},
+        f"role {args.role}: weight {args.weight:g}",
+    )
 
 
 async def _quota(stub, args) -> None:
@@ -258,15 +355,21 @@ async def _quota(stub, args) -> None:
         raise CommandError(f"bad quota: {e}") from None
     quota = operator_pb2.Quota(guarantee=guarantee.to_proto(), limit=limit.to_proto())
     await stub.SetQuota(operator_pb2.SetQuotaRequest(role=args.role, quota=quota))
-    _done(args, {"role": args.role, "guarantee": guarantee.format(), "limit": limit.format()},
-          f"role {args.role}: guarantee {guarantee.format() or 'none'}, "
-          f"limit {limit.format() or 'none'}")
+    _done(
+        args,
+        {"role": args.role, "guarantee": guarantee.format(), "limit": limit.format()},
+        f"role {args.role}: guarantee {guarantee.format() or 'none'}, "
+        f"limit {limit.format() or 'none'}",
+    )
 
 
 async def _drain(stub, args) -> None:
     await stub.DrainAgent(operator_pb2.DrainAgentRequest(agent_id=args.agent_id))
-    _done(args, {"agent_id": args.agent_id, "state": "DRAINING"},
-          f"agent {args.agent_id}: draining (no new offers; its tasks keep running)")
+    _done(
+        args,
+        {"agent_id": args.agent_id, "state": "DRAINING"},
+        f"agent {args.agent_id}: draining (no new offers; its tasks keep running)",
+    )
 
 
 def _done(args, payload: dict, text: str) -> None:

@@ -18,44 +18,70 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "job",
         help="submit and manage batch jobs (needs `agora batch` running)",
         description="Client of the batch framework. It finds the Batch API through the master "
-                    "(--master), so only the master's address is needed.",
+        "(--master), so only the master's address is needed.",
     )
     commands = job.add_subparsers(dest="job_command", metavar="ACTION")
     commands.required = True
 
     submit = commands.add_parser(
-        "submit", help="submit a job of N instances of one command",
+        "submit",
+        help="submit a job of N instances of one command",
         description="Queues a job and prints its id. The command follows `--`: one argument is "
-                    "run by /bin/sh -c (so 'echo $AGORA_INSTANCE; exit 1' works), several are "
-                    "exec'd as argv. Each task gets AGORA_JOB_ID, AGORA_INSTANCE, AGORA_ATTEMPT "
-                    "and AGORA_SANDBOX in its environment.",
+        "run by /bin/sh -c (so 'echo $AGORA_INSTANCE; exit 1' works), several are "
+        "exec'd as argv. Each task gets AGORA_JOB_ID, AGORA_INSTANCE, AGORA_ATTEMPT "
+        "and AGORA_SANDBOX in its environment.",
     )
     add_master_flag(submit)
     submit.add_argument("--name", default=None, help="job name (default: the program's name)")
     submit.add_argument("--instances", type=int, default=1, help="instances (default 1)")
     submit.add_argument("--cpus", type=float, default=0.1, help="cpus per instance (default 0.1)")
-    submit.add_argument("--mem", type=float, default=32.0,
-                        help="MB of memory per instance (default 32)")
+    submit.add_argument(
+        "--mem", type=float, default=32.0, help="MB of memory per instance (default 32)"
+    )
     submit.add_argument("--disk", type=float, default=0.0, help="MB of disk per instance")
-    submit.add_argument("--ports", type=int, default=0,
-                        help="ports per instance (the task sees PORT0...)")
-    submit.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="environment variable for the tasks (repeatable)")
+    submit.add_argument(
+        "--ports", type=int, default=0, help="ports per instance (the task sees PORT0...)"
+    )
+    submit.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable for the tasks (repeatable)",
+    )
     submit.add_argument("--role", default="", help="role whose reserved resources to use")
-    submit.add_argument("--retries", type=int, default=0,
-                        help="times a failed instance is retried, with backoff (default 0)")
-    submit.add_argument("--priority", type=int, default=0,
-                        help="higher runs first when the daemon uses --queue priority")
-    submit.add_argument("--duration", type=float, default=0.0, metavar="SECONDS",
-                        help="declared run time, for the daemon's --queue sjf")
-    submit.add_argument("--gang", action="store_true",
-                        help="launch all instances at once or none (gang scheduling)")
-    submit.add_argument("--wait", action="store_true",
-                        help="show progress until the job ends; exit 0 only if it SUCCEEDED")
+    submit.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        help="times a failed instance is retried, with backoff (default 0)",
+    )
+    submit.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="higher runs first when the daemon uses --queue priority",
+    )
+    submit.add_argument(
+        "--duration",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="declared run time, for the daemon's --queue sjf",
+    )
+    submit.add_argument(
+        "--gang", action="store_true", help="launch all instances at once or none (gang scheduling)"
+    )
+    submit.add_argument(
+        "--wait",
+        action="store_true",
+        help="show progress until the job ends; exit 0 only if it SUCCEEDED",
+    )
     add_json_flag(submit)
     # dest is not "command": cli.main reads args.command (the subcommand) for its messages.
-    submit.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
-                        help="the command to run")
+    submit.add_argument(
+        "argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
+    )
     submit.set_defaults(func=_submit)
 
     status = commands.add_parser("status", help="show a job and its instances")
@@ -66,9 +92,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     listing = commands.add_parser("list", help="list jobs")
     add_master_flag(listing)
-    listing.add_argument("--state", action="append", default=[],
-                         choices=["queued", "running", "succeeded", "failed", "killed"],
-                         help="only jobs in this state (repeatable)")
+    listing.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        choices=["queued", "running", "succeeded", "failed", "killed"],
+        help="only jobs in this state (repeatable)",
+    )
     add_json_flag(listing)
     listing.set_defaults(func=_list)
 
@@ -79,15 +109,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kill.set_defaults(func=_kill)
 
     logs = commands.add_parser(
-        "logs", help="print an instance's stdout (or stderr), read from its agent")
+        "logs", help="print an instance's stdout (or stderr), read from its agent"
+    )
     add_master_flag(logs)
     logs.add_argument("job_id", metavar="ID")
     logs.add_argument("--instance", type=int, default=0, help="instance index (default 0)")
-    logs.add_argument("--attempt", type=int, default=0,
-                      help="attempt number (default: the latest)")
+    logs.add_argument("--attempt", type=int, default=0, help="attempt number (default: the latest)")
     logs.add_argument("--stderr", action="store_true", help="print stderr instead of stdout")
-    logs.add_argument("--follow", "-f", action="store_true",
-                      help="keep printing as the task writes, until it ends")
+    logs.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep printing as the task writes, until it ends",
+    )
     logs.set_defaults(func=_logs)
 
 
@@ -185,15 +219,31 @@ def _spec(args: argparse.Namespace):
         if not sep or not key:
             raise CommandError(f"--env {item!r}: write KEY=VALUE")
         env[key] = value
-    info = (common_pb2.CommandInfo(shell=command[0]) if len(command) == 1
-            else common_pb2.CommandInfo(argv=command))
+    info = (
+        common_pb2.CommandInfo(shell=command[0])
+        if len(command) == 1
+        else common_pb2.CommandInfo(argv=command)
+    )
     words = command[0].split()
     name = args.name or (words[0].rsplit("/", 1)[-1] if words else "") or "job"
-    task = batch_pb2.TaskTemplate(command=info, cpus=args.cpus, mem=args.mem, disk=args.disk,
-                                  ports=args.ports, env=env, role=args.role)
-    return batch_pb2.JobSpec(name=name, instances=args.instances, task=task,
-                             max_retries=args.retries, priority=args.priority, gang=args.gang,
-                             duration_seconds=args.duration)
+    task = batch_pb2.TaskTemplate(
+        command=info,
+        cpus=args.cpus,
+        mem=args.mem,
+        disk=args.disk,
+        ports=args.ports,
+        env=env,
+        role=args.role,
+    )
+    return batch_pb2.JobSpec(
+        name=name,
+        instances=args.instances,
+        task=task,
+        max_retries=args.retries,
+        priority=args.priority,
+        gang=args.gang,
+        duration_seconds=args.duration,
+    )
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -288,8 +338,10 @@ def _progress(job, bar: bool) -> str:
     total = job.spec.instances or 1
     c = job.counts
     done, failed = c.succeeded, c.failed + c.killed
-    text = (f"{done}/{total} done, {c.running} running, {failed} failed, {c.pending} pending "
-            f"[{job_state_name(job.state)}]")
+    text = (
+        f"{done}/{total} done, {c.running} running, {failed} failed, {c.pending} pending "
+        f"[{job_state_name(job.state)}]"
+    )
     if not bar:
         return f"{job.job_id}: {text}"
     width = 30
@@ -339,8 +391,12 @@ def _describe(job) -> str:
     if job.message:
         lines.append(f"  message    {job.message}")
     lines.append("")
-    lines.append(_table(["INSTANCE", "STATE", "ATTEMPTS", "HOST", "TASK", "EXIT", "MESSAGE"],
-                        _instance_rows(job)))
+    lines.append(
+        _table(
+            ["INSTANCE", "STATE", "ATTEMPTS", "HOST", "TASK", "EXIT", "MESSAGE"],
+            _instance_rows(job),
+        )
+    )
     return "\n".join(lines)
 
 
@@ -351,20 +407,26 @@ def _instance_rows(job) -> list[list[str]]:
     rows = []
     for instance in job.instances:
         last = instance.attempts[-1] if instance.attempts else None
-        rows.append([
-            str(instance.index), instance_state_name(instance.state), str(len(instance.attempts)),
-            (last.hostname or last.agent_id) if last else "-",
-            state_name(last.state) if last else "-",
-            str(last.exit_code) if last is not None and last.HasField("exit_code") else "-",
-            (last.message if last else "") or "-",
-        ])
+        rows.append(
+            [
+                str(instance.index),
+                instance_state_name(instance.state),
+                str(len(instance.attempts)),
+                (last.hostname or last.agent_id) if last else "-",
+                state_name(last.state) if last else "-",
+                str(last.exit_code) if last is not None and last.HasField("exit_code") else "-",
+                (last.message if last else "") or "-",
+            ]
+        )
     return rows
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in [header, *rows]]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
     return "\n".join(lines)
 
 
@@ -382,12 +444,22 @@ def _list(args: argparse.Namespace) -> int:
     if not reply.jobs:
         print("no jobs")
         return 0
-    rows = [[job.job_id, job.spec.name, job_state_name(job.state),
-             f"{job.counts.succeeded}/{job.spec.instances}", str(job.counts.running),
-             str(job.counts.failed), str(job.spec.priority), _when(job.submitted_at)]
-            for job in reply.jobs]
-    print(_table(["ID", "NAME", "STATE", "DONE", "RUNNING", "FAILED", "PRIORITY", "SUBMITTED"],
-                 rows))
+    rows = [
+        [
+            job.job_id,
+            job.spec.name,
+            job_state_name(job.state),
+            f"{job.counts.succeeded}/{job.spec.instances}",
+            str(job.counts.running),
+            str(job.counts.failed),
+            str(job.spec.priority),
+            _when(job.submitted_at),
+        ]
+        for job in reply.jobs
+    ]
+    print(
+        _table(["ID", "NAME", "STATE", "DONE", "RUNNING", "FAILED", "PRIORITY", "SUBMITTED"], rows)
+    )
     return 0
 
 
@@ -417,12 +489,14 @@ def _logs(args: argparse.Namespace) -> int:
     with _Batch(args.master) as batch:
         job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
     if not 0 <= args.instance < len(job.instances):
-        raise CommandError(f"job {job.job_id} has instances 0-{len(job.instances) - 1}, "
-                           f"not {args.instance}")
+        raise CommandError(
+            f"job {job.job_id} has instances 0-{len(job.instances) - 1}, not {args.instance}"
+        )
     attempts = job.instances[args.instance].attempts
     if not attempts:
-        raise CommandError(f"instance {args.instance} of job {job.job_id} has not been "
-                           "launched yet")
+        raise CommandError(
+            f"instance {args.instance} of job {job.job_id} has not been launched yet"
+        )
     if args.attempt:
         if not 1 <= args.attempt <= len(attempts):
             raise CommandError(f"instance {args.instance} has attempts 1-{len(attempts)}")
@@ -432,8 +506,9 @@ def _logs(args: argparse.Namespace) -> int:
     if not attempt.agent_address:
         raise CommandError(f"the agent of task {attempt.task_id} did not publish an address")
     path = "stderr" if args.stderr else "stdout"
-    request = agent_pb2.ReadFileRequest(framework_id=attempt.framework_id,
-                                        task_id=attempt.task_id, path=path)
+    request = agent_pb2.ReadFileRequest(
+        framework_id=attempt.framework_id, task_id=attempt.task_id, path=path
+    )
     out = sys.stdout
     try:
         with grpc.insecure_channel(attempt.agent_address, options=CHANNEL_OPTIONS) as channel:
@@ -453,7 +528,9 @@ def _logs(args: argparse.Namespace) -> int:
                     break
             out.flush()
     except grpc.RpcError as e:
-        raise CommandError(f"reading {path} of {attempt.task_id} from agent "
-                           f"{attempt.hostname or attempt.agent_id} ({attempt.agent_address}): "
-                           f"{e.details() or e.code().name}") from None
+        raise CommandError(
+            f"reading {path} of {attempt.task_id} from agent "
+            f"{attempt.hostname or attempt.agent_id} ({attempt.agent_address}): "
+            f"{e.details() or e.code().name}"
+        ) from None
     return 0

@@ -24,8 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--agents", type=_count, default=3, help="number of agents (default 3)")
-    p.add_argument("--port", type=port_number, default=5050,
-                   help="master port (default 5050; 0 = any)")
+    p.add_argument(
+        "--port", type=port_number, default=5050, help="master port (default 5050; 0 = any)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument(
         "--work-dir",
@@ -106,13 +107,17 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     # jobs persist under the work dir like the master's state.
     from frameworks.batch import BatchConfig, BatchDaemon
 
-    batch = BatchDaemon(BatchConfig(master=master_address, host=args.host, port=0,
-                                    state_dir=work_dir / "batch"))
+    batch = BatchDaemon(
+        BatchConfig(master=master_address, host=args.host, port=0, state_dir=work_dir / "batch")
+    )
     await batch.start()
     from frameworks.service import ServicesConfig, ServicesDaemon
 
-    services = ServicesDaemon(ServicesConfig(master=master_address, host=args.host, port=0,
-                                             state_dir=work_dir / "services"))
+    services = ServicesDaemon(
+        ServicesConfig(
+            master=master_address, host=args.host, port=0, state_dir=work_dir / "services"
+        )
+    )
     await services.start()
     print(f"master listening on {master_address}", flush=True)
     print(f"batch listening on {batch.address}", flush=True)

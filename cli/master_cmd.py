@@ -31,33 +31,78 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "a restart agents and frameworks re-register with the ids they had."
         ),
     )
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default 127.0.0.1; use the machine's address, or "
-                   "0.0.0.0, so agents on other machines can reach it)")
-    p.add_argument("--port", type=port_number, default=5050,
-                   help="port to bind (default 5050; 0 = any)")
-    p.add_argument("--state-dir", type=Path, default=None,
-                   help="directory for the SQLite state (default: in memory, lost on exit)")
-    p.add_argument("--heartbeat-interval", type=_seconds, default=5.0, metavar="SECONDS",
-                   help="heartbeat period for agents and frameworks (default 5)")
-    p.add_argument("--agent-timeout", type=_seconds, default=30.0, metavar="SECONDS",
-                   help="remove an agent silent this long: its offers are rescinded and its "
-                   "tasks reported LOST (default 30)")
-    p.add_argument("--allocation-batch", type=_seconds, default=0.002, metavar="SECONDS",
-                   help="after a change that frees resources, allocate within this window, so "
-                   "a burst of changes costs one cycle (default 0.002)")
-    p.add_argument("--allocation-interval", type=_seconds, default=1.0, metavar="SECONDS",
-                   help="periodic allocation sweep (default 1)")
-    p.add_argument("--allocation-mode", choices=["event", "interval"], default="event",
-                   help="event: allocate on every change (default); interval: only on the "
-                   "periodic timer, like Mesos' default, for comparisons")
-    p.add_argument("--offer-timeout", type=_seconds, default=None, metavar="SECONDS",
-                   help="rescind offers held longer than this (default: never)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; use the machine's address, or "
+        "0.0.0.0, so agents on other machines can reach it)",
+    )
+    p.add_argument(
+        "--port", type=port_number, default=5050, help="port to bind (default 5050; 0 = any)"
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="directory for the SQLite state (default: in memory, lost on exit)",
+    )
+    p.add_argument(
+        "--heartbeat-interval",
+        type=_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="heartbeat period for agents and frameworks (default 5)",
+    )
+    p.add_argument(
+        "--agent-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="remove an agent silent this long: its offers are rescinded and its "
+        "tasks reported LOST (default 30)",
+    )
+    p.add_argument(
+        "--allocation-batch",
+        type=_seconds,
+        default=0.002,
+        metavar="SECONDS",
+        help="after a change that frees resources, allocate within this window, so "
+        "a burst of changes costs one cycle (default 0.002)",
+    )
+    p.add_argument(
+        "--allocation-interval",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="periodic allocation sweep (default 1)",
+    )
+    p.add_argument(
+        "--allocation-mode",
+        choices=["event", "interval"],
+        default="event",
+        help="event: allocate on every change (default); interval: only on the "
+        "periodic timer, like Mesos' default, for comparisons",
+    )
+    p.add_argument(
+        "--offer-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="rescind offers held longer than this (default: never)",
+    )
     p.add_argument("--role-sorter", default="drf", help="sorter among roles: drf or random")
-    p.add_argument("--framework-sorter", default="drf",
-                   help="sorter among frameworks within a role: drf or random")
-    p.add_argument("--default-refuse-seconds", type=_seconds, default=5.0, metavar="SECONDS",
-                   help="filter for declined offers when the framework names none (default 5)")
+    p.add_argument(
+        "--framework-sorter",
+        default="drf",
+        help="sorter among frameworks within a role: drf or random",
+    )
+    p.add_argument(
+        "--default-refuse-seconds",
+        type=_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="filter for declined offers when the framework names none (default 5)",
+    )
     add_log_flags(p)
     p.set_defaults(func=run, parser=p)
 

@@ -12,11 +12,15 @@ DEFAULT_MASTER = "127.0.0.1:5050"
 
 def add_log_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
         help="log verbosity (default info)",
     )
     parser.add_argument(
-        "--log-format", default="console", choices=["console", "json"],
+        "--log-format",
+        default="console",
+        choices=["console", "json"],
         help="console lines for people, or one JSON object per line (default console)",
     )
 

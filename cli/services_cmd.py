@@ -22,8 +22,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "its running tasks back."
         ),
     )
-    add_daemon_flags(parser, api="Services", state_dir="agora-services",
-                     state_help="apps, instances and the framework id")
+    add_daemon_flags(
+        parser,
+        api="Services",
+        state_dir="agora-services",
+        state_help="apps, instances and the framework id",
+    )
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
@@ -32,7 +36,12 @@ def run(args: argparse.Namespace) -> int:
     from frameworks.service import ServicesConfig, ServicesDaemon
 
     setup_logging(args)
-    config = ServicesConfig(master=args.master, host=args.host, port=args.port,
-                            state_dir=args.state_dir, role=args.role,
-                            advertise_host=args.advertise_host)
+    config = ServicesConfig(
+        master=args.master,
+        host=args.host,
+        port=args.port,
+        state_dir=args.state_dir,
+        role=args.role,
+        advertise_host=args.advertise_host,
+    )
     return asyncio.run(serve("services", ServicesDaemon, config))

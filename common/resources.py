@@ -182,12 +182,20 @@ class Resources:
     def to_proto(self) -> list[common_pb2.Resource]:
         out = []
         for (name, role), value in sorted(self._scalars.items()):
-            out.append(common_pb2.Resource(name=name, type=common_pb2.Resource.SCALAR,
-                                           scalar=value, role=role))
+            out.append(
+                common_pb2.Resource(
+                    name=name, type=common_pb2.Resource.SCALAR, scalar=value, role=role
+                )
+            )
         for (name, role), value in sorted(self._ranges.items()):
-            out.append(common_pb2.Resource(
-                name=name, type=common_pb2.Resource.RANGES, role=role,
-                ranges=[common_pb2.Range(begin=b, end=e) for b, e in value]))
+            out.append(
+                common_pb2.Resource(
+                    name=name,
+                    type=common_pb2.Resource.RANGES,
+                    role=role,
+                    ranges=[common_pb2.Range(begin=b, end=e) for b, e in value],
+                )
+            )
         return out
 
     # reading ----------------------------------------------------------------------------

@@ -52,8 +52,9 @@ def add_standard_services(server: grpc.aio.Server, service_names: Iterable[str])
     for name in ["", *names]:
         _run_now(health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING))
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME],
-                                        server)
+    reflection.enable_server_reflection(
+        [*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+    )
 
 
 def _run_now(coroutine) -> None:

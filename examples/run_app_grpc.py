@@ -59,16 +59,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default=os.environ.get("AGORA_MASTER", "127.0.0.1:5050"))
     parser.add_argument("--id", default="hello-web", help="app id (default hello-web)")
     parser.add_argument("--instances", type=int, default=3)
-    parser.add_argument("--follow", action="store_true",
-                        help="keep printing endpoint changes until Ctrl-C")
+    parser.add_argument(
+        "--follow", action="store_true", help="keep printing endpoint changes until Ctrl-C"
+    )
     args = parser.parse_args(argv)
 
     app = services_pb2.App(
-        id=args.id, cmd="exec python3 -m http.server $PORT0", instances=args.instances,
-        cpus=0.1, mem=64, ports=1,
+        id=args.id,
+        cmd="exec python3 -m http.server $PORT0",
+        instances=args.instances,
+        cpus=0.1,
+        mem=64,
+        ports=1,
         health_check=common_pb2.HealthCheck(
-            http=common_pb2.HttpCheck(port_index=0, path="/"), grace_period_seconds=30,
-            interval_seconds=1, timeout_seconds=2, max_consecutive_failures=3))
+            http=common_pb2.HttpCheck(port_index=0, path="/"),
+            grace_period_seconds=30,
+            interval_seconds=1,
+            timeout_seconds=2,
+            max_consecutive_failures=3,
+        ),
+    )
     with grpc.insecure_channel(find_services(args.master)) as channel:
         services = services_pb2_grpc.ServicesStub(channel)
         try:
@@ -76,14 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         except grpc.RpcError as e:
             print(f"PutApp failed: {e.code().name}: {e.details()}", file=sys.stderr)
             return 1
-        print(f"app {reply.app.id} {'created' if reply.created else 'updated'}, "
-              f"version {reply.app.version}", flush=True)
+        print(
+            f"app {reply.app.id} {'created' if reply.created else 'updated'}, "
+            f"version {reply.app.version}",
+            flush=True,
+        )
         watch = services_pb2.WatchEndpointsRequest(app_id=args.id)
         try:
             for endpoints in services.WatchEndpoints(watch):
                 hosts = [f"{e.host}:{e.ports[0]}" for e in endpoints.endpoints]
-                print(f"{len(hosts)}/{endpoints.instances} healthy: {' '.join(hosts)}",
-                      flush=True)
+                print(f"{len(hosts)}/{endpoints.instances} healthy: {' '.join(hosts)}", flush=True)
                 if len(hosts) == endpoints.instances and not args.follow:
                     return 0
         except KeyboardInterrupt:

@@ -49,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", type=float, default=0.1)
     parser.add_argument("--mem", type=float, default=32, help="MB per instance")
     parser.add_argument("--retries", type=int, default=0)
-    parser.add_argument("command", nargs=argparse.REMAINDER,
-                        help="after --: the command (one argument runs in /bin/sh -c)")
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="after --: the command (one argument runs in /bin/sh -c)",
+    )
     args = parser.parse_args(argv)
     command = [c for c in args.command if c != "--"] or ["echo hello from $AGORA_INSTANCE"]
 
@@ -58,11 +61,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"batch API at {address}", flush=True)
     with grpc.insecure_channel(address) as channel:
         batch = batch_pb2_grpc.BatchStub(channel)
-        info = (common_pb2.CommandInfo(shell=command[0]) if len(command) == 1
-                else common_pb2.CommandInfo(argv=command))
+        info = (
+            common_pb2.CommandInfo(shell=command[0])
+            if len(command) == 1
+            else common_pb2.CommandInfo(argv=command)
+        )
         spec = batch_pb2.JobSpec(
-            name=args.name, instances=args.instances, max_retries=args.retries,
-            task=batch_pb2.TaskTemplate(command=info, cpus=args.cpus, mem=args.mem))
+            name=args.name,
+            instances=args.instances,
+            max_retries=args.retries,
+            task=batch_pb2.TaskTemplate(command=info, cpus=args.cpus, mem=args.mem),
+        )
         try:
             submitted = batch.SubmitJob(batch_pb2.SubmitJobRequest(spec=spec), timeout=15)
         except grpc.RpcError as e:
@@ -75,9 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             job = event.job
             counts = job.counts
             state = batch_pb2.JobState.Name(job.state).removeprefix("JOB_")
-            print(f"[{state}] {counts.succeeded}/{job.spec.instances} done, "
-                  f"{counts.running} running, {counts.failed} failed: {event.description}",
-                  flush=True)
+            print(
+                f"[{state}] {counts.succeeded}/{job.spec.instances} done, "
+                f"{counts.running} running, {counts.failed} failed: {event.description}",
+                flush=True,
+            )
 
     state = batch_pb2.JobState.Name(job.state).removeprefix("JOB_")
     print(f"job {job.job_id} {state}", flush=True)

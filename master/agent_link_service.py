@@ -26,12 +26,14 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
             async with asyncio.timeout(timeout):
                 first = await anext(aiter(request_iterator))
         except (StopAsyncIteration, TimeoutError):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "send Register as the first message on the stream")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "send Register as the first message on the stream"
+            )
         if first.WhichOneof("message") != "register":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "the first message must be Register, got "
-                                f"{first.WhichOneof('message')}")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the first message must be Register, got {first.WhichOneof('message')}",
+            )
         session = Session()
         try:
             agent = self.core.register_agent(first.register, session)
@@ -60,8 +62,9 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                 if kind == "status_update":
                     self.core.status_update(agent, message.status_update)
                 elif kind == "register":
-                    log.warning("agent sent Register twice on one stream; ignored",
-                                agent_id=agent.agent_id)
+                    log.warning(
+                        "agent sent Register twice on one stream; ignored", agent_id=agent.agent_id
+                    )
         except asyncio.CancelledError:
             pass
         except Exception as e:  # the peer vanished mid-stream: same as a clean disconnect

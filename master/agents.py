@@ -33,8 +33,9 @@ _KNOWN_STATES = frozenset(common_pb2.TaskState.values()) - {common_pb2.TASK_STAT
 class AgentHandling:
     """MasterCore's agent side (a mixin: state lives on MasterCore)."""
 
-    def register_agent(self, register: agent_link_pb2.AgentMessage.Register,
-                       session: Session) -> Agent:
+    def register_agent(
+        self, register: agent_link_pb2.AgentMessage.Register, session: Session
+    ) -> Agent:
         """Registers or re-registers; sends Registered (or Shutdown) on the session."""
         info = common_pb2.AgentInfo()
         info.CopyFrom(register.info)
@@ -44,8 +45,10 @@ class AgentHandling:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"bad agent resources: {e}") from None
         agent_id = info.agent_id
         if agent_id in self.reg.removed_agents:
-            reason = (f"agent was removed ({self.reg.removed_agents[agent_id]}); "
-                      "kill all tasks and register afresh without an agent_id")
+            reason = (
+                f"agent was removed ({self.reg.removed_agents[agent_id]}); "
+                "kill all tasks and register afresh without an agent_id"
+            )
             session.send(MasterMessage(shutdown=MasterMessage.Shutdown(reason=reason)))
             session.close()
             log.info("removed agent came back: shut down", agent_id=agent_id)
@@ -66,16 +69,22 @@ class AgentHandling:
             agent.info, agent.total = info, total
             agent.attributes = attributes_from_proto(info.attributes)
         else:
-            agent = Agent(info=info, total=total, attributes=attributes_from_proto(info.attributes),
-                          registered_at=wall, last_seen=now)
+            agent = Agent(
+                info=info,
+                total=total,
+                attributes=attributes_from_proto(info.attributes),
+                registered_at=wall,
+                last_seen=now,
+            )
             self.reg.agents[agent_id] = agent
         agent.session, agent.last_seen, agent.last_heartbeat_at = session, now, wall
         agent.state = DRAINING if agent.draining else ACTIVE
 
         shutdown_frameworks = self._reconcile_agent_tasks(agent, register.tasks)
         try:
-            self.allocator.add_agent(agent_id, total, agent.attributes,
-                                     allocated=self.reg.allocated_on_agent(agent_id))
+            self.allocator.add_agent(
+                agent_id, total, agent.attributes, allocated=self.reg.allocated_on_agent(agent_id)
+            )
         except ValueError as e:
             # Its tasks use more than it now reports (resources shrank across a restart): keep
             # the tasks, offer nothing on it until they end rather than refuse the agent.
@@ -83,20 +92,37 @@ class AgentHandling:
             used = EMPTY
             for resources in self.reg.allocated_on_agent(agent_id).values():
                 used = used + resources
-            self.allocator.add_agent(agent_id, total + used, agent.attributes,
-                                     allocated=self.reg.allocated_on_agent(agent_id))
+            self.allocator.add_agent(
+                agent_id,
+                total + used,
+                agent.attributes,
+                allocated=self.reg.allocated_on_agent(agent_id),
+            )
             self.allocator.deactivate_agent(agent_id)
         if agent.draining:
             self.allocator.deactivate_agent(agent_id)
         self.store.put_agent(info, agent.registered_at)
-        session.send(MasterMessage(registered=MasterMessage.Registered(
-            agent_id=agent_id, master_id=self.master_id,
-            heartbeat_interval_seconds=self.config.heartbeat_interval_seconds)))
+        session.send(
+            MasterMessage(
+                registered=MasterMessage.Registered(
+                    agent_id=agent_id,
+                    master_id=self.master_id,
+                    heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
+                )
+            )
+        )
         for framework_id in sorted(shutdown_frameworks):
-            session.send(MasterMessage(shutdown_framework=MasterMessage.ShutdownFramework(
-                framework_id=framework_id)))
-        bound.info("agent registered", resources=str(total), tasks=len(register.tasks),
-                   reregistered=bool(register.info.agent_id))
+            session.send(
+                MasterMessage(
+                    shutdown_framework=MasterMessage.ShutdownFramework(framework_id=framework_id)
+                )
+            )
+        bound.info(
+            "agent registered",
+            resources=str(total),
+            tasks=len(register.tasks),
+            reregistered=bool(register.info.agent_id),
+        )
         self.wake_allocation(agent_id)
         return agent
 
@@ -113,8 +139,10 @@ class AgentHandling:
                 continue
             if framework_id not in self.reg.frameworks:
                 # Its record was lost: keep its tasks and wait for it like a recovered one.
-                framework = Framework(info=common_pb2.FrameworkInfo(framework_id=framework_id),
-                                      registered_at=time.time())
+                framework = Framework(
+                    info=common_pb2.FrameworkInfo(framework_id=framework_id),
+                    registered_at=time.time(),
+                )
                 self._add_framework_to_allocator(framework)
                 self.allocator.deactivate_framework(framework_id)
                 self._start_failover_timer(framework, minimum=self.config.agent_timeout_seconds)
@@ -139,15 +167,26 @@ class AgentHandling:
         for task in self.reg.tasks_of_agent(agent_id):
             if task.key not in seen:
                 # Launched but never reached the agent (the stream broke), or it was lost.
-                self._end_task(task, common_pb2.TASK_LOST, recover=False,
-                               reason="REASON_TASK_UNKNOWN",
-                               message=f"agent {agent_id} re-registered without this task")
+                self._end_task(
+                    task,
+                    common_pb2.TASK_LOST,
+                    recover=False,
+                    reason="REASON_TASK_UNKNOWN",
+                    message=f"agent {agent_id} re-registered without this task",
+                )
         return shutdown
 
-    def _end_task(self, task: Task, state: int, *, reason: str, message: str,
-                  recover: bool = True) -> None:
-        status = master_status(task.task_id, state, framework_id=task.framework_id,
-                         agent_id=task.agent_id, message=message, reason=reason)
+    def _end_task(
+        self, task: Task, state: int, *, reason: str, message: str, recover: bool = True
+    ) -> None:
+        status = master_status(
+            task.task_id,
+            state,
+            framework_id=task.framework_id,
+            agent_id=task.agent_id,
+            message=message,
+            reason=reason,
+        )
         task.state, task.last_status = state, status
         if recover:
             self._recover(task.framework_id, task.agent_id, task.resources)
@@ -177,25 +216,33 @@ class AgentHandling:
         for offer in self.reg.offers_of_agent(agent_id):
             self._rescind(offer, f"agent {agent_id} removed", recover=False)
         for task in self.reg.tasks_of_agent(agent_id):
-            self._end_task(task, common_pb2.TASK_LOST, recover=False,
-                           reason="REASON_AGENT_REMOVED",
-                           message=f"agent {agent_id} removed: {reason}")
+            self._end_task(
+                task,
+                common_pb2.TASK_LOST,
+                recover=False,
+                reason="REASON_AGENT_REMOVED",
+                message=f"agent {agent_id} removed: {reason}",
+            )
         if self._in_allocator(agent):
             self.allocator.remove_agent(agent_id)
         for framework in self.reg.frameworks.values():
             if framework.connected:
                 framework.session.send(Event(failure=Event.Failure(agent_id=agent_id)))
         if agent.session is not None:
-            agent.session.send(MasterMessage(shutdown=MasterMessage.Shutdown(
-                reason=f"agent was removed ({reason}); kill all tasks and register afresh")))
+            agent.session.send(
+                MasterMessage(
+                    shutdown=MasterMessage.Shutdown(
+                        reason=f"agent was removed ({reason}); kill all tasks and register afresh"
+                    )
+                )
+            )
             agent.session.close()
         del self.reg.agents[agent_id]
         self.reg.removed_agents[agent_id] = reason
         self.store.remove_agent(agent_id, reason)
         self.wake_allocation()
 
-    def status_update(self, agent: Agent,
-                      update: agent_link_pb2.AgentMessage.StatusUpdate) -> None:
+    def status_update(self, agent: Agent, update: agent_link_pb2.AgentMessage.StatusUpdate) -> None:
         status = common_pb2.TaskStatus()
         status.CopyFrom(update.status)
         framework_id = update.framework_id or status.framework_id
@@ -203,14 +250,22 @@ class AgentHandling:
         if not status.task_id or status.state not in _KNOWN_STATES:
             # Refuse it without breaking the stream (which made the agent reconnect and resend
             # it forever, holding back its other updates), and ack it so it is not resent.
-            log.warning("status update refused: no task_id or an unknown state",
-                        agent_id=agent.agent_id, framework_id=framework_id,
-                        task_id=status.task_id, state=status.state)
+            log.warning(
+                "status update refused: no task_id or an unknown state",
+                agent_id=agent.agent_id,
+                framework_id=framework_id,
+                task_id=status.task_id,
+                state=status.state,
+            )
             if status.uuid:
                 self._send_ack(agent, framework_id, status.task_id, status.uuid)
             return
-        bound = log.bind(agent_id=agent.agent_id, framework_id=framework_id,
-                         task_id=status.task_id, state=common_pb2.TaskState.Name(status.state))
+        bound = log.bind(
+            agent_id=agent.agent_id,
+            framework_id=framework_id,
+            task_id=status.task_id,
+            state=common_pb2.TaskState.Name(status.state),
+        )
         if framework_id not in self.reg.frameworks:
             # Nobody will acknowledge it: do so now, or the agent resends forever.
             if status.uuid:
@@ -219,9 +274,13 @@ class AgentHandling:
             return
         task = self.reg.find_task(framework_id, status.task_id)
         if task is None:
-            task = Task(framework_id, agent.agent_id,
-                        common_pb2.TaskInfo(task_id=status.task_id, agent_id=agent.agent_id),
-                        EMPTY, state=common_pb2.TASK_STATE_UNSPECIFIED)
+            task = Task(
+                framework_id,
+                agent.agent_id,
+                common_pb2.TaskInfo(task_id=status.task_id, agent_id=agent.agent_id),
+                EMPTY,
+                state=common_pb2.TASK_STATE_UNSPECIFIED,
+            )
             self.reg.add_task(task)
         if is_terminal(status.state) and status.uuid:
             task.final_uuid = status.uuid
@@ -239,8 +298,13 @@ class AgentHandling:
 
     def _send_ack(self, agent: Agent, framework_id: str, task_id: str, uuid: bytes) -> None:
         if agent.connected:
-            agent.session.send(MasterMessage(status_update_ack=MasterMessage.StatusUpdateAck(
-                framework_id=framework_id, task_id=task_id, uuid=uuid)))
+            agent.session.send(
+                MasterMessage(
+                    status_update_ack=MasterMessage.StatusUpdateAck(
+                        framework_id=framework_id, task_id=task_id, uuid=uuid
+                    )
+                )
+            )
 
     def check_agents(self) -> None:
         now = self.clock()
@@ -248,5 +312,8 @@ class AgentHandling:
             silent = now - agent.last_seen
             if silent > self.config.agent_timeout_seconds:
                 what = "did not re-register" if agent.state == RECOVERING else "silent"
-                self.remove_agent(agent, f"{what} for {silent:.1f} s "
-                                         f"(agent timeout {self.config.agent_timeout_seconds:g} s)")
+                self.remove_agent(
+                    agent,
+                    f"{what} for {silent:.1f} s "
+                    f"(agent timeout {self.config.agent_timeout_seconds:g} s)",
+                )

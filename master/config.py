@@ -57,8 +57,10 @@ class MasterConfig:
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be 0 or more seconds, got {value}")
         if self.allocation_mode not in ALLOCATION_MODES:
-            raise ValueError(f"allocation_mode must be one of {', '.join(ALLOCATION_MODES)}, "
-                             f"got {self.allocation_mode!r}")
+            raise ValueError(
+                f"allocation_mode must be one of {', '.join(ALLOCATION_MODES)}, "
+                f"got {self.allocation_mode!r}"
+            )
         if self.agent_timeout_seconds <= self.heartbeat_interval_seconds:
             raise ValueError(
                 f"agent_timeout_seconds ({self.agent_timeout_seconds}) must exceed "

@@ -43,8 +43,13 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
     """All master state and the decisions on it; the agent, framework and scheduler-call
     halves live in their own modules as mixins over this state."""
 
-    def __init__(self, config: MasterConfig, allocator, store: StateStore,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: MasterConfig,
+        allocator,
+        store: StateStore,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.allocator = allocator
         self.store = store
@@ -91,29 +96,43 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
     def _in_allocator(self, agent: Agent | None) -> bool:
         return agent is not None and agent.state != RECOVERING
 
-    def _recover(self, framework_id: str, agent_id: str, resources: Resources,
-                 refuse: float | None = None) -> None:
-        if resources and self._in_allocator(self.reg.agents.get(agent_id)) \
-                and framework_id in self.reg.frameworks:
+    def _recover(
+        self, framework_id: str, agent_id: str, resources: Resources, refuse: float | None = None
+    ) -> None:
+        if (
+            resources
+            and self._in_allocator(self.reg.agents.get(agent_id))
+            and framework_id in self.reg.frameworks
+        ):
             try:
-                self.allocator.recover(framework_id, agent_id, resources, self.clock(),
-                                       refuse_seconds=refuse)
+                self.allocator.recover(
+                    framework_id, agent_id, resources, self.clock(), refuse_seconds=refuse
+                )
             except ValueError:
                 # The books disagree (a bug): log it loudly but keep serving everyone.
-                log.exception("allocator refused to recover resources",
-                              framework_id=framework_id, agent_id=agent_id,
-                              resources=str(resources))
+                log.exception(
+                    "allocator refused to recover resources",
+                    framework_id=framework_id,
+                    agent_id=agent_id,
+                    resources=str(resources),
+                )
 
-    def _rescind(self, offer: Offer, why: str, *, notify: bool = True,
-                 recover: bool = True) -> None:
+    def _rescind(
+        self, offer: Offer, why: str, *, notify: bool = True, recover: bool = True
+    ) -> None:
         self.reg.drop_offer(offer.offer_id, why)
         if recover:
             self._recover(offer.framework_id, offer.agent_id, offer.resources)
         framework = self.reg.frameworks.get(offer.framework_id)
         if notify and framework is not None and framework.connected:
             framework.session.send(Event(rescind=Event.Rescind(offer_id=offer.offer_id)))
-        log.info("offer rescinded", offer_id=offer.offer_id, framework_id=offer.framework_id,
-                 agent_id=offer.agent_id, why=why)
+        log.info(
+            "offer rescinded",
+            offer_id=offer.offer_id,
+            framework_id=offer.framework_id,
+            agent_id=offer.agent_id,
+            why=why,
+        )
         self.wake_allocation(offer.agent_id)
 
     # --- recovery after a restart ----------------------------------------------------------
@@ -127,20 +146,31 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         for role, weight in self.store.weights().items():
             self.allocator.set_weight(role, weight)
         for role, quota in self.store.quotas().items():
-            self.allocator.set_quota(role, Resources.from_proto(quota.guarantee),
-                                     Resources.from_proto(quota.limit) if quota.limit else None)
+            self.allocator.set_quota(
+                role,
+                Resources.from_proto(quota.guarantee),
+                Resources.from_proto(quota.limit) if quota.limit else None,
+            )
         for stored in self.store.agents():
             self.reg.agents[stored.info.agent_id] = Agent(
-                info=stored.info, total=Resources.from_proto(stored.info.resources),
+                info=stored.info,
+                total=Resources.from_proto(stored.info.resources),
                 attributes=attributes_from_proto(stored.info.attributes),
-                registered_at=stored.registered_at, last_seen=now, state=RECOVERING)
+                registered_at=stored.registered_at,
+                last_seen=now,
+                state=RECOVERING,
+            )
         for stored in self.store.frameworks():
             framework = Framework(info=stored.info, registered_at=stored.registered_at)
             self._add_framework_to_allocator(framework)
             self.allocator.deactivate_framework(framework.framework_id)
             self._start_failover_timer(framework, minimum=self.config.agent_timeout_seconds)
-        log.info("state recovered", agents=len(self.reg.agents),
-                 frameworks=len(self.reg.frameworks), path=str(self.store.path))
+        log.info(
+            "state recovered",
+            agents=len(self.reg.agents),
+            frameworks=len(self.reg.frameworks),
+            path=str(self.store.path),
+        )
 
     def _add_framework_to_allocator(self, framework: Framework) -> None:
         self.reg.frameworks[framework.framework_id] = framework
@@ -148,17 +178,21 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         for task in self.reg.tasks_of_framework(framework.framework_id):
             if self._in_allocator(self.reg.agents.get(task.agent_id)):
                 allocated[task.agent_id] = allocated.get(task.agent_id, EMPTY) + task.resources
-        self.allocator.add_framework(framework.framework_id, role=framework.role,
-                                     capabilities=frozenset(framework.info.capabilities),
-                                     allocated=allocated)
+        self.allocator.add_framework(
+            framework.framework_id,
+            role=framework.role,
+            capabilities=frozenset(framework.info.capabilities),
+            allocated=allocated,
+        )
 
     # --- operator --------------------------------------------------------------------------
 
     def set_weight(self, role: str, weight: float) -> None:
         check_role(role)
         if not math.isfinite(weight) or weight <= 0:
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"weight must be a positive number, got {weight}")
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"weight must be a positive number, got {weight}"
+            )
         self.allocator.set_weight(role, weight)
         self.store.put_weight(role, weight)
         self.wake_allocation()
@@ -171,8 +205,10 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         except ResourceError as e:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"bad quota: {e}") from None
         if limit is not None and not limit.contains(guarantee):
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"quota guarantee {guarantee} exceeds its limit {limit}")
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"quota guarantee {guarantee} exceeds its limit {limit}",
+            )
         try:
             self.allocator.set_quota(role, guarantee, limit)
         except ValueError as e:
@@ -199,6 +235,8 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         if len(named) == 1:
             return named[0]
         if named:
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"{len(named)} frameworks are named {text!r}; give a framework id")
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{len(named)} frameworks are named {text!r}; give a framework id",
+            )
         raise CallError(grpc.StatusCode.NOT_FOUND, f"no framework with id or name {text!r}")

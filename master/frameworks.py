@@ -34,17 +34,21 @@ class FrameworkHandling:
         info.role = info.role or "*"
         framework_id = info.framework_id
         if framework_id in self.reg.removed_frameworks:
-            raise CallError(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"framework {framework_id} was torn down "
-                            f"({self.reg.removed_frameworks[framework_id]}); subscribe without "
-                            "a framework_id to start afresh")
+            raise CallError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"framework {framework_id} was torn down "
+                f"({self.reg.removed_frameworks[framework_id]}); subscribe without "
+                "a framework_id to start afresh",
+            )
         framework = self.reg.frameworks.get(framework_id) if framework_id else None
         if framework is not None:
             placeholder = not framework.info.name  # adopted from an agent's report
             if not placeholder and framework.role != info.role:
-                raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"framework {framework_id} has role {framework.role!r}; it "
-                                f"cannot fail over into role {info.role!r}")
+                raise CallError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"framework {framework_id} has role {framework.role!r}; it "
+                    f"cannot fail over into role {info.role!r}",
+                )
             if framework.connected:
                 framework.session.send(Event(error=Event.Error(message="framework failed over")))
                 framework.session.close()
@@ -76,14 +80,25 @@ class FrameworkHandling:
         framework.stream_id = new_id("stream")
         self.store.put_framework(info, framework.registered_at)
         self.allocator.activate_framework(framework_id)
-        session.send(Event(subscribed=Event.Subscribed(
-            framework_id=framework_id, stream_id=framework.stream_id,
-            heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
-            master_id=self.master_id)))
+        session.send(
+            Event(
+                subscribed=Event.Subscribed(
+                    framework_id=framework_id,
+                    stream_id=framework.stream_id,
+                    heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
+                    master_id=self.master_id,
+                )
+            )
+        )
         while framework.missed_updates:
             session.send(Event(update=Event.Update(status=framework.missed_updates.popleft())))
-        log.info("framework subscribed", framework_id=framework_id, name=info.name,
-                 role=info.role, failed_over=failed_over)
+        log.info(
+            "framework subscribed",
+            framework_id=framework_id,
+            name=info.name,
+            role=info.role,
+            failed_over=failed_over,
+        )
         self.wake_allocation()
         return framework, session
 
@@ -91,22 +106,28 @@ class FrameworkHandling:
         session.close()
         if self.stopping:
             return
-        if framework.session is not session or \
-                self.reg.frameworks.get(framework.framework_id) is not framework:
+        if (
+            framework.session is not session
+            or self.reg.frameworks.get(framework.framework_id) is not framework
+        ):
             return  # failed over to a newer stream, or torn down
         framework.session = None
         self.allocator.deactivate_framework(framework.framework_id)
         for offer in self.reg.offers_of_framework(framework.framework_id):
             self._rescind(offer, "framework disconnected", notify=False)
-        log.info("framework disconnected", framework_id=framework.framework_id,
-                 failover_timeout=framework.info.failover_timeout_seconds)
+        log.info(
+            "framework disconnected",
+            framework_id=framework.framework_id,
+            failover_timeout=framework.info.failover_timeout_seconds,
+        )
         self._start_failover_timer(framework)
 
     def _start_failover_timer(self, framework: Framework, minimum: float = 0.0) -> None:
         delay = max(framework.info.failover_timeout_seconds, minimum)
         loop = asyncio.get_running_loop()
-        framework.failover_timer = loop.call_later(delay, self._failover_expired,
-                                                   framework.framework_id)
+        framework.failover_timer = loop.call_later(
+            delay, self._failover_expired, framework.framework_id
+        )
 
     def _failover_expired(self, framework_id: str) -> None:
         framework = self.reg.frameworks.get(framework_id)
@@ -122,19 +143,27 @@ class FrameworkHandling:
             self.reg.drop_offer(offer.offer_id, "framework torn down")
         for agent in self.reg.agents.values():
             if agent.connected:
-                agent.session.send(MasterMessage(shutdown_framework=MasterMessage.ShutdownFramework(
-                    framework_id=framework_id)))
+                agent.session.send(
+                    MasterMessage(
+                        shutdown_framework=MasterMessage.ShutdownFramework(
+                            framework_id=framework_id
+                        )
+                    )
+                )
         for task in self.reg.tasks_of_framework(framework_id):
             task.state = common_pb2.TASK_KILLED
-            task.last_status = master_status(task.task_id, common_pb2.TASK_KILLED,
-                                       framework_id=framework_id, agent_id=task.agent_id,
-                                       message=f"framework torn down: {reason}",
-                                       reason="REASON_FRAMEWORK_REMOVED")
+            task.last_status = master_status(
+                task.task_id,
+                common_pb2.TASK_KILLED,
+                framework_id=framework_id,
+                agent_id=task.agent_id,
+                message=f"framework torn down: {reason}",
+                reason="REASON_FRAMEWORK_REMOVED",
+            )
             self.reg.complete_task(task)
         self.allocator.remove_framework(framework_id)
         if framework.connected:
-            framework.session.send(Event(error=Event.Error(
-                message=f"framework removed: {reason}")))
+            framework.session.send(Event(error=Event.Error(message=f"framework removed: {reason}")))
             framework.session.close()
         framework.session = None
         del self.reg.frameworks[framework_id]
@@ -147,12 +176,18 @@ class FrameworkHandling:
         framework = self.reg.frameworks.get(framework_id)
         if framework is None:
             if framework_id in self.reg.removed_frameworks:
-                raise CallError(grpc.StatusCode.NOT_FOUND,
-                                f"framework {framework_id} was torn down; subscribe afresh")
-            raise CallError(grpc.StatusCode.NOT_FOUND,
-                            f"framework {framework_id!r} is not subscribed; call Subscribe first")
+                raise CallError(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"framework {framework_id} was torn down; subscribe afresh",
+                )
+            raise CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"framework {framework_id!r} is not subscribed; call Subscribe first",
+            )
         if not framework.connected or stream_id != framework.stream_id:
-            raise CallError(grpc.StatusCode.PERMISSION_DENIED,
-                            f"stream {stream_id!r} is not the current subscription of framework "
-                            f"{framework_id}; use the stream_id from your latest SUBSCRIBED event")
+            raise CallError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"stream {stream_id!r} is not the current subscription of framework "
+                f"{framework_id}; use the stream_id from your latest SUBSCRIBED event",
+            )
         return framework

@@ -42,8 +42,10 @@ def refuse_seconds(filters: common_pb2.Filters, default: float) -> float:
         return default
     value = filters.refuse_seconds
     if not math.isfinite(value) or value < 0:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"filters.refuse_seconds must be 0 or more seconds, got {value}")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"filters.refuse_seconds must be 0 or more seconds, got {value}",
+        )
     return value
 
 
@@ -60,22 +62,26 @@ def check_offers(
     out = []
     for offer_id in offer_ids:
         if offer_id in seen:
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"offer {offer_id} is named twice; name each offer once")
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"offer {offer_id} is named twice; name each offer once",
+            )
         seen.add(offer_id)
         offer = offers.get(offer_id)
         if offer is None:
             if offer_id in gone:
                 raise CallError(
                     grpc.StatusCode.FAILED_PRECONDITION,
-                    f"offer {offer_id} is no longer valid ({gone[offer_id]}); "
-                    "wait for a new offer",
+                    f"offer {offer_id} is no longer valid ({gone[offer_id]}); wait for a new offer",
                 )
-            raise CallError(grpc.StatusCode.NOT_FOUND,
-                            f"offer {offer_id} is unknown; use an offer_id from an OFFERS event")
+            raise CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"offer {offer_id} is unknown; use an offer_id from an OFFERS event",
+            )
         if offer.framework_id != framework_id:
-            raise CallError(grpc.StatusCode.PERMISSION_DENIED,
-                            f"offer {offer_id} was made to another framework")
+            raise CallError(
+                grpc.StatusCode.PERMISSION_DENIED, f"offer {offer_id} was made to another framework"
+            )
         out.append(offer)
     return out
 
@@ -92,9 +98,11 @@ def plan_launch(
     chosen = check_offers(framework_id, request.offer_ids, offers, gone)
     agents = sorted({o.agent_id for o in chosen})
     if len(agents) > 1:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"offers are on different agents ({', '.join(agents)}); one Accept may "
-                        "merge offers of a single agent only")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"offers are on different agents ({', '.join(agents)}); one Accept may "
+            "merge offers of a single agent only",
+        )
     offered = EMPTY
     for offer in chosen:
         offered = offered + offer.resources
@@ -105,8 +113,10 @@ def plan_launch(
     remaining = offered
     for operation in request.operations:
         if not operation.HasField("launch"):
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                            "unsupported operation: only LAUNCH is implemented")
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "unsupported operation: only LAUNCH is implemented",
+            )
         for task in operation.launch.task_infos:
             resources = _check_task(task, ids_in_call, active_task_ids)
             ids_in_call.add(task.task_id)
@@ -118,42 +128,55 @@ def plan_launch(
                 )
             remaining = remaining - resources
             tasks.append((task, resources))
-    return LaunchPlan(agents[0], tuple(o.offer_id for o in chosen), offered, tuple(tasks),
-                      remaining, refuse)
+    return LaunchPlan(
+        agents[0], tuple(o.offer_id for o in chosen), offered, tuple(tasks), remaining, refuse
+    )
 
 
-def _check_task(task: common_pb2.TaskInfo, ids_in_call: set[str],
-                active_task_ids: Container[str]) -> Resources:
+def _check_task(
+    task: common_pb2.TaskInfo, ids_in_call: set[str], active_task_ids: Container[str]
+) -> Resources:
     if not task.task_id:
         raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "a task has an empty task_id")
     if task.task_id in ids_in_call:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"task id {task.task_id} appears twice in this Accept; ids must be unique")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"task id {task.task_id} appears twice in this Accept; ids must be unique",
+        )
     if task.task_id in active_task_ids:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"task id {task.task_id} is already used by an active task of this "
-                        "framework (or one whose final update is not acknowledged yet); "
-                        "choose another id")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"task id {task.task_id} is already used by an active task of this "
+            "framework (or one whose final update is not acknowledged yet); "
+            "choose another id",
+        )
     has_argv, has_shell = bool(task.command.argv), bool(task.command.shell)
     if not has_argv and not has_shell:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"task {task.task_id} has no command: set command.argv or command.shell")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"task {task.task_id} has no command: set command.argv or command.shell",
+        )
     if has_argv and has_shell:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"task {task.task_id} sets both command.argv and command.shell; "
-                        "set exactly one")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"task {task.task_id} sets both command.argv and command.shell; set exactly one",
+        )
     if not math.isfinite(task.kill_grace_period_seconds) or task.kill_grace_period_seconds < 0:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"task {task.task_id}: kill_grace_period_seconds must be 0 or more")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"task {task.task_id}: kill_grace_period_seconds must be 0 or more",
+        )
     try:
         resources = Resources.from_proto(task.resources)
     except ResourceError as e:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"task {task.task_id} has bad resources: {e}") from None
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT, f"task {task.task_id} has bad resources: {e}"
+        ) from None
     if not resources:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"task {task.task_id} uses no resources; give it some cpus and mem "
-                        "from the offer")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"task {task.task_id} uses no resources; give it some cpus and mem from the offer",
+        )
     return resources
 
 

@@ -26,7 +26,8 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
 
     async def ListTasks(self, request, context):
         return operator_pb2.ListTasksResponse(
-            tasks=views.task_summaries(self.core, request.framework_id, request.agent_id))
+            tasks=views.task_summaries(self.core, request.framework_id, request.agent_id)
+        )
 
     async def ListRoles(self, request, context):
         return operator_pb2.ListRolesResponse(roles=views.role_summaries(self.core))
@@ -41,14 +42,14 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
 
     async def ExplainOffers(self, request, context):
         if not request.framework:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "name a framework by id or name")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a framework by id or name")
         framework = await run_call(context, self.core.find_framework, request.framework)
         reasons = list(self.core.allocator.explain(framework.framework_id, self.core.clock()))
         if not framework.connected:
             reasons.insert(0, "disconnected: the framework has no open Subscribe stream")
-        return operator_pb2.ExplainOffersResponse(framework_id=framework.framework_id,
-                                                  reasons=reasons)
+        return operator_pb2.ExplainOffersResponse(
+            framework_id=framework.framework_id, reasons=reasons
+        )
 
     async def DrainAgent(self, request, context):
         await run_call(context, self.core.drain_agent, request.agent_id)

@@ -24,13 +24,20 @@ COMPLETED_TASKS_KEPT = 1000
 GONE_OFFERS_KEPT = 10_000
 
 
-def master_status(task_id: str, state: int, *, framework_id: str, agent_id: str, message: str,
-            reason: str) -> common_pb2.TaskStatus:
+def master_status(
+    task_id: str, state: int, *, framework_id: str, agent_id: str, message: str, reason: str
+) -> common_pb2.TaskStatus:
     """A master-generated update: no uuid, so it needs no acknowledgement."""
     return common_pb2.TaskStatus(
-        task_id=task_id, state=state, message=message, reason=reason,
-        source=common_pb2.TaskStatus.SOURCE_MASTER, agent_id=agent_id,
-        framework_id=framework_id, timestamp=time.time())
+        task_id=task_id,
+        state=state,
+        message=message,
+        reason=reason,
+        source=common_pb2.TaskStatus.SOURCE_MASTER,
+        agent_id=agent_id,
+        framework_id=framework_id,
+        timestamp=time.time(),
+    )
 
 
 class Session:
@@ -86,7 +93,8 @@ class Framework:
     # Master-generated updates (no uuid, so nobody resends them) made while disconnected,
     # delivered on re-subscription; the oldest go first past COMPLETED_TASKS_KEPT.
     missed_updates: deque[common_pb2.TaskStatus] = field(
-        default_factory=lambda: deque(maxlen=COMPLETED_TASKS_KEPT))
+        default_factory=lambda: deque(maxlen=COMPLETED_TASKS_KEPT)
+    )
 
     @property
     def framework_id(self) -> str:
@@ -149,10 +157,10 @@ class Registry:
     # and teardown look at one agent's or framework's share, not at the whole cluster's.
     _agent_offers: dict[str, dict[str, Offer]] = field(default_factory=dict, repr=False)
     _framework_offers: dict[str, dict[str, Offer]] = field(default_factory=dict, repr=False)
-    _agent_tasks: dict[str, dict[tuple[str, str], Task]] = field(default_factory=dict,
-                                                                 repr=False)
-    _framework_tasks: dict[str, dict[tuple[str, str], Task]] = field(default_factory=dict,
-                                                                     repr=False)
+    _agent_tasks: dict[str, dict[tuple[str, str], Task]] = field(default_factory=dict, repr=False)
+    _framework_tasks: dict[str, dict[tuple[str, str], Task]] = field(
+        default_factory=dict, repr=False
+    )
 
     # offers -------------------------------------------------------------------------------
 
@@ -203,7 +211,8 @@ class Registry:
 
     def find_task(self, framework_id: str, task_id: str) -> Task | None:
         return self.tasks.get((framework_id, task_id)) or self.completed.get(
-            (framework_id, task_id))
+            (framework_id, task_id)
+        )
 
     def complete_task(self, task: Task) -> None:
         """Moves an ended task out of the live table, keeping a bounded history."""

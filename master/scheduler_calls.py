@@ -36,26 +36,32 @@ class SchedulerCalls:
         for grant in self.allocator.allocate(now, agent_ids):
             framework = self.reg.frameworks.get(grant.framework_id)
             agent = self.reg.agents.get(grant.agent_id)
-            if framework is None or not framework.connected or agent is None \
-                    or not agent.connected:
+            if framework is None or not framework.connected or agent is None or not agent.connected:
                 self._recover(grant.framework_id, grant.agent_id, grant.resources)
                 continue
-            offer = Offer(new_id("offer"), grant.framework_id, grant.agent_id, grant.resources,
-                          created_at=now)
+            offer = Offer(
+                new_id("offer"), grant.framework_id, grant.agent_id, grant.resources, created_at=now
+            )
             self.reg.add_offer(offer)
             by_framework[grant.framework_id].append(self.offer_proto(offer))
         for framework_id, offers in by_framework.items():
             self.reg.frameworks[framework_id].session.send(
-                Event(offers=Event.Offers(offers=offers)))
+                Event(offers=Event.Offers(offers=offers))
+            )
             log.debug("offers sent", framework_id=framework_id, count=len(offers))
         return sum(len(o) for o in by_framework.values())
 
     def offer_proto(self, offer: Offer) -> common_pb2.Offer:
         agent = self.reg.agents[offer.agent_id]
         return common_pb2.Offer(
-            offer_id=offer.offer_id, framework_id=offer.framework_id, agent_id=offer.agent_id,
-            hostname=agent.info.hostname, resources=offer.resources.to_proto(),
-            attributes=agent.info.attributes, agent_address=agent.info.address)
+            offer_id=offer.offer_id,
+            framework_id=offer.framework_id,
+            agent_id=offer.agent_id,
+            hostname=agent.info.hostname,
+            resources=offer.resources.to_proto(),
+            attributes=agent.info.attributes,
+            agent_address=agent.info.address,
+        )
 
     def expire_offers(self) -> None:
         timeout = self.config.offer_timeout_seconds
@@ -71,8 +77,14 @@ class SchedulerCalls:
         framework_id = framework.framework_id
         # A view, not a set of every task: Accept stays O(tasks in the call).
         active = _LiveTaskIds(self.reg.tasks, self.reg.completed, framework_id)
-        plan = plan_launch(framework_id, request, self.reg.offers, self.reg.gone_offers, active,
-                           self.config.default_refuse_seconds)
+        plan = plan_launch(
+            framework_id,
+            request,
+            self.reg.offers,
+            self.reg.gone_offers,
+            active,
+            self.config.default_refuse_seconds,
+        )
         agent = self.reg.agents[plan.agent_id]
         for offer_id in plan.offer_ids:
             self.reg.drop_offer(offer_id, "already accepted")
@@ -82,17 +94,32 @@ class SchedulerCalls:
             info.CopyFrom(task_info)
             info.agent_id = plan.agent_id
             task = Task(framework_id, plan.agent_id, info, resources)
-            task.last_status = master_status(info.task_id, common_pb2.TASK_STAGING,
-                                       framework_id=framework_id, agent_id=plan.agent_id,
-                                       message="launching", reason="")
+            task.last_status = master_status(
+                info.task_id,
+                common_pb2.TASK_STAGING,
+                framework_id=framework_id,
+                agent_id=plan.agent_id,
+                message="launching",
+                reason="",
+            )
             self.reg.add_task(task)
-            agent.session.send(MasterMessage(run_task=MasterMessage.RunTask(
-                framework_id=framework_id, task=info, framework=framework.info)))
+            agent.session.send(
+                MasterMessage(
+                    run_task=MasterMessage.RunTask(
+                        framework_id=framework_id, task=info, framework=framework.info
+                    )
+                )
+            )
             launched.append(info.task_id)
         if plan.unused:
             self._recover(framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds)
-        log.info("offers accepted", framework_id=framework_id, agent_id=plan.agent_id,
-                 offers=list(plan.offer_ids), tasks=launched)
+        log.info(
+            "offers accepted",
+            framework_id=framework_id,
+            agent_id=plan.agent_id,
+            offers=list(plan.offer_ids),
+            tasks=launched,
+        )
         self.wake_allocation(plan.agent_id)
         return launched
 
@@ -105,14 +132,17 @@ class SchedulerCalls:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "no offer_ids given")
         if not live:
             return
-        offers = check_offers(framework.framework_id, live, self.reg.offers,
-                              self.reg.gone_offers)
+        offers = check_offers(framework.framework_id, live, self.reg.offers, self.reg.gone_offers)
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "declined")
             self._recover(offer.framework_id, offer.agent_id, offer.resources, refuse=refuse)
             self.wake_allocation(offer.agent_id)
-        log.info("offers declined", framework_id=framework.framework_id,
-                 offers=[o.offer_id for o in offers], refuse_seconds=refuse)
+        log.info(
+            "offers declined",
+            framework_id=framework.framework_id,
+            offers=[o.offer_id for o in offers],
+            refuse_seconds=refuse,
+        )
 
     def revive(self, request: scheduler_pb2.ReviveRequest) -> None:
         framework = self.framework_for_call(request.framework_id, request.stream_id)
@@ -131,8 +161,10 @@ class SchedulerCalls:
         framework = self.framework_for_call(request.framework_id, request.stream_id)
         grace = request.grace_period_seconds
         if not math.isfinite(grace) or grace < 0:
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"grace_period_seconds must be 0 or more, got {grace}")
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"grace_period_seconds must be 0 or more, got {grace}",
+            )
         if not request.task_id:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "task_id is empty")
         task = self.reg.tasks.get((framework.framework_id, request.task_id))
@@ -143,38 +175,62 @@ class SchedulerCalls:
             self._send_update(framework.framework_id, self._reconciled(ended))
             return
         if task is None and self._may_be_recovering(request.agent_id):
-            raise CallError(grpc.StatusCode.UNAVAILABLE,
-                            f"task {request.task_id} may run on an agent that has not "
-                            "re-registered since the master restarted; retry the kill later")
+            raise CallError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"task {request.task_id} may run on an agent that has not "
+                "re-registered since the master restarted; retry the kill later",
+            )
         if task is None:
-            self._send_update(framework.framework_id, master_status(
-                request.task_id, common_pb2.TASK_LOST, framework_id=framework.framework_id,
-                agent_id=request.agent_id, reason="REASON_RECONCILIATION",
-                message=f"kill of task {request.task_id}: the master knows no such active task"))
+            self._send_update(
+                framework.framework_id,
+                master_status(
+                    request.task_id,
+                    common_pb2.TASK_LOST,
+                    framework_id=framework.framework_id,
+                    agent_id=request.agent_id,
+                    reason="REASON_RECONCILIATION",
+                    message=f"kill of task {request.task_id}: the master knows no such active task",
+                ),
+            )
             return
         agent = self.reg.agents.get(task.agent_id)
         if agent is None or not agent.connected:
-            raise CallError(grpc.StatusCode.UNAVAILABLE,
-                            f"agent {task.agent_id} of task {task.task_id} is disconnected; "
-                            "retry the kill later")
-        agent.session.send(MasterMessage(kill_task=MasterMessage.KillTask(
-            framework_id=framework.framework_id, task_id=task.task_id,
-            grace_period_seconds=grace)))
-        log.info("kill sent", framework_id=framework.framework_id, task_id=task.task_id,
-                 agent_id=task.agent_id)
+            raise CallError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"agent {task.agent_id} of task {task.task_id} is disconnected; "
+                "retry the kill later",
+            )
+        agent.session.send(
+            MasterMessage(
+                kill_task=MasterMessage.KillTask(
+                    framework_id=framework.framework_id,
+                    task_id=task.task_id,
+                    grace_period_seconds=grace,
+                )
+            )
+        )
+        log.info(
+            "kill sent",
+            framework_id=framework.framework_id,
+            task_id=task.task_id,
+            agent_id=task.agent_id,
+        )
 
     def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> None:
         framework = self.framework_for_call(request.framework_id, request.stream_id)
         if not request.uuid:
             return  # master-generated updates need no acknowledgement
         if len(request.uuid) != 16:
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                            "uuid must be the 16 bytes of the update being acknowledged")
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "uuid must be the 16 bytes of the update being acknowledged",
+            )
         agent = self.reg.agents.get(request.agent_id)
         if agent is None:
-            raise CallError(grpc.StatusCode.NOT_FOUND,
-                            f"agent {request.agent_id!r} is not registered; the update's "
-                            "agent_id names it")
+            raise CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"agent {request.agent_id!r} is not registered; the update's agent_id names it",
+            )
         task = self.reg.find_task(framework.framework_id, request.task_id)
         if task is not None and task.final_uuid == request.uuid:
             task.final_uuid = b""  # its id may be used again
@@ -195,13 +251,18 @@ class SchedulerCalls:
             if task is not None:
                 statuses.append(self._reconciled(task))
                 continue
-            if (self._may_be_recovering(wanted.agent_id) if wanted.agent_id
-                    else anyone_recovering):
+            if self._may_be_recovering(wanted.agent_id) if wanted.agent_id else anyone_recovering:
                 continue  # its agent may still re-register with it: answer nothing yet
-            statuses.append(master_status(wanted.task_id, common_pb2.TASK_UNKNOWN,
-                                    framework_id=framework_id, agent_id=wanted.agent_id,
-                                    reason="REASON_RECONCILIATION",
-                                    message="the master knows no such task"))
+            statuses.append(
+                master_status(
+                    wanted.task_id,
+                    common_pb2.TASK_UNKNOWN,
+                    framework_id=framework_id,
+                    agent_id=wanted.agent_id,
+                    reason="REASON_RECONCILIATION",
+                    message="the master knows no such task",
+                )
+            )
         for status in statuses:
             self._send_update(framework_id, status)
         return len(statuses)
@@ -216,8 +277,14 @@ class SchedulerCalls:
 
     def _reconciled(self, task: Task) -> common_pb2.TaskStatus:
         message = task.last_status.message if task.last_status is not None else ""
-        status = master_status(task.task_id, task.state, framework_id=task.framework_id,
-                         agent_id=task.agent_id, reason="REASON_RECONCILIATION", message=message)
+        status = master_status(
+            task.task_id,
+            task.state,
+            framework_id=task.framework_id,
+            agent_id=task.agent_id,
+            reason="REASON_RECONCILIATION",
+            message=message,
+        )
         if task.last_status is not None and task.last_status.HasField("exit_code"):
             status.exit_code = task.last_status.exit_code
         # As Mesos does: a framework that lost an update still learns the health verdict.
@@ -230,8 +297,12 @@ class _LiveTaskIds:
     """`task_id in ids`: is the id in use by the framework, by a live task or by an ended one
     whose final update is not acknowledged yet (see Task.final_uuid)?"""
 
-    def __init__(self, tasks: Mapping[tuple[str, str], Task],
-                 completed: Mapping[tuple[str, str], Task], framework_id: str) -> None:
+    def __init__(
+        self,
+        tasks: Mapping[tuple[str, str], Task],
+        completed: Mapping[tuple[str, str], Task],
+        framework_id: str,
+    ) -> None:
         self.tasks, self.completed, self.framework_id = tasks, completed, framework_id
 
     def __contains__(self, task_id: object) -> bool:

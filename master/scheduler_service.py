@@ -24,8 +24,9 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     def __init__(self, core: MasterCore) -> None:
         self.core = core
 
-    async def Subscribe(self, request: scheduler_pb2.SubscribeRequest,
-                        context: grpc.aio.ServicerContext):
+    async def Subscribe(
+        self, request: scheduler_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
+    ):
         framework, session = await run_call(context, self.core.subscribe, request.framework)
         try:
             while True:

@@ -44,9 +44,13 @@ def build_allocator(config: MasterConfig):
     """The allocator the config names; ValueError (from AllocatorConfig) on bad sorter names."""
     from master.allocator import Allocator, AllocatorConfig
 
-    return Allocator(AllocatorConfig(role_sorter=config.role_sorter,
-                                     framework_sorter=config.framework_sorter,
-                                     default_refuse_seconds=config.default_refuse_seconds))
+    return Allocator(
+        AllocatorConfig(
+            role_sorter=config.role_sorter,
+            framework_sorter=config.framework_sorter,
+            default_refuse_seconds=config.default_refuse_seconds,
+        )
+    )
 
 
 class Master:
@@ -90,10 +94,16 @@ class Master:
             raise
         await server.start()
         self._server, self.port = server, port
-        self._tasks = [asyncio.create_task(self._allocation_loop(), name="allocation"),
-                       asyncio.create_task(self._tick_loop(), name="master-tick")]
-        log.info("master started", address=self.address, master_id=self.core.master_id,
-                 state=str(self.config.state_path or "memory"))
+        self._tasks = [
+            asyncio.create_task(self._allocation_loop(), name="allocation"),
+            asyncio.create_task(self._tick_loop(), name="master-tick"),
+        ]
+        log.info(
+            "master started",
+            address=self.address,
+            master_id=self.core.master_id,
+            state=str(self.config.state_path or "memory"),
+        )
         return port
 
     async def stop(self, grace: float = 1.0) -> None:
@@ -156,8 +166,9 @@ class Master:
                 # keep coming run at most one cycle per allocation_batch_seconds, so a burst
                 # still costs one cycle. Waiting a full window after every change instead put
                 # the whole window into every offer's latency.
-                await asyncio.sleep(max(0.0, last_cycle + config.allocation_batch_seconds
-                                        - loop.time()))
+                await asyncio.sleep(
+                    max(0.0, last_cycle + config.allocation_batch_seconds - loop.time())
+                )
             core.allocation_wanted.clear()
             changed = core.take_changed_agents()
             # A cycle triggered by changes looks only at the agents that changed (at 10,000

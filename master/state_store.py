@@ -72,8 +72,10 @@ class StateStore:
     # agents -------------------------------------------------------------------------------
 
     def put_agent(self, info: common_pb2.AgentInfo, registered_at: float) -> None:
-        self._write("INSERT OR REPLACE INTO agents VALUES (?, ?, ?)",
-                    (info.agent_id, info.SerializeToString(), registered_at))
+        self._write(
+            "INSERT OR REPLACE INTO agents VALUES (?, ?, ?)",
+            (info.agent_id, info.SerializeToString(), registered_at),
+        )
 
     def agents(self) -> list[StoredAgent]:
         rows = self._db.execute("SELECT info, registered_at FROM agents ORDER BY agent_id")
@@ -81,14 +83,18 @@ class StateStore:
 
     def remove_agent(self, agent_id: str, reason: str) -> None:
         self._db.execute("DELETE FROM agents WHERE agent_id = ?", (agent_id,))
-        self._write("INSERT OR REPLACE INTO removed VALUES ('agent', ?, ?, ?)",
-                    (agent_id, time.time(), reason))
+        self._write(
+            "INSERT OR REPLACE INTO removed VALUES ('agent', ?, ?, ?)",
+            (agent_id, time.time(), reason),
+        )
 
     # frameworks ---------------------------------------------------------------------------
 
     def put_framework(self, info: common_pb2.FrameworkInfo, registered_at: float) -> None:
-        self._write("INSERT OR REPLACE INTO frameworks VALUES (?, ?, ?)",
-                    (info.framework_id, info.SerializeToString(), registered_at))
+        self._write(
+            "INSERT OR REPLACE INTO frameworks VALUES (?, ?, ?)",
+            (info.framework_id, info.SerializeToString(), registered_at),
+        )
 
     def frameworks(self) -> list[StoredFramework]:
         rows = self._db.execute("SELECT info, registered_at FROM frameworks ORDER BY framework_id")
@@ -96,8 +102,10 @@ class StateStore:
 
     def remove_framework(self, framework_id: str, reason: str) -> None:
         self._db.execute("DELETE FROM frameworks WHERE framework_id = ?", (framework_id,))
-        self._write("INSERT OR REPLACE INTO removed VALUES ('framework', ?, ?, ?)",
-                    (framework_id, time.time(), reason))
+        self._write(
+            "INSERT OR REPLACE INTO removed VALUES ('framework', ?, ?, ?)",
+            (framework_id, time.time(), reason),
+        )
 
     # removals -----------------------------------------------------------------------------
 
@@ -118,8 +126,9 @@ class StateStore:
         if quota is None:
             self._write("DELETE FROM quotas WHERE role = ?", (role,))
         else:
-            self._write("INSERT OR REPLACE INTO quotas VALUES (?, ?)",
-                        (role, quota.SerializeToString()))
+            self._write(
+                "INSERT OR REPLACE INTO quotas VALUES (?, ?)", (role, quota.SerializeToString())
+            )
 
     def quotas(self) -> dict[str, operator_pb2.Quota]:
         rows = self._db.execute("SELECT role, quota FROM quotas")

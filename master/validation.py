@@ -16,8 +16,10 @@ _ROLE = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.\-/*]*")
 
 def check_role(role: str) -> None:
     if not role or not _ROLE.fullmatch(role) or role in (".", ".."):
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"role {role!r} is not valid: use letters, digits, _ . - / or '*'")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"role {role!r} is not valid: use letters, digits, _ . - / or '*'",
+        )
 
 
 def check_framework_info(info: common_pb2.FrameworkInfo) -> None:
@@ -27,8 +29,10 @@ def check_framework_info(info: common_pb2.FrameworkInfo) -> None:
         check_role(info.role)
     timeout = info.failover_timeout_seconds
     if not math.isfinite(timeout) or timeout < 0:
-        raise CallError(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"failover_timeout_seconds must be 0 or more, got {timeout}")
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"failover_timeout_seconds must be 0 or more, got {timeout}",
+        )
     if info.service_address:
         try:
             parse_address(info.service_address)

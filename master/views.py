@@ -25,10 +25,17 @@ def agent_summaries(core: MasterCore) -> list[operator_pb2.AgentSummary]:
     for agent_id, agent in sorted(reg.agents.items()):
         offered = _sum(o.resources for o in offers.get(agent_id, ()))
         used = _sum(t.resources for t in tasks.get(agent_id, ()))
-        out.append(operator_pb2.AgentSummary(
-            info=agent.info, state=agent.state, allocated=(used + offered).to_proto(),
-            offered=offered.to_proto(), task_count=len(tasks.get(agent_id, ())),
-            registered_at=agent.registered_at, last_heartbeat_at=agent.last_heartbeat_at))
+        out.append(
+            operator_pb2.AgentSummary(
+                info=agent.info,
+                state=agent.state,
+                allocated=(used + offered).to_proto(),
+                offered=offered.to_proto(),
+                task_count=len(tasks.get(agent_id, ())),
+                registered_at=agent.registered_at,
+                last_heartbeat_at=agent.last_heartbeat_at,
+            )
+        )
     return out
 
 
@@ -44,16 +51,24 @@ def framework_summaries(core: MasterCore) -> list[operator_pb2.FrameworkSummary]
             share = float(core.allocator.dominant_share(framework_id))
         except (KeyError, ValueError):
             share = 0.0
-        out.append(operator_pb2.FrameworkSummary(
-            info=framework.info, connected=framework.connected, suppressed=framework.suppressed,
-            allocated=(used + offered).to_proto(), offered=offered.to_proto(),
-            dominant_share=share, task_count=len(tasks.get(framework_id, ())),
-            registered_at=framework.registered_at))
+        out.append(
+            operator_pb2.FrameworkSummary(
+                info=framework.info,
+                connected=framework.connected,
+                suppressed=framework.suppressed,
+                allocated=(used + offered).to_proto(),
+                offered=offered.to_proto(),
+                dominant_share=share,
+                task_count=len(tasks.get(framework_id, ())),
+                registered_at=framework.registered_at,
+            )
+        )
     return out
 
 
-def task_summaries(core: MasterCore, framework_id: str = "",
-                   agent_id: str = "") -> list[operator_pb2.TaskSummary]:
+def task_summaries(
+    core: MasterCore, framework_id: str = "", agent_id: str = ""
+) -> list[operator_pb2.TaskSummary]:
     reg = core.reg
     tasks: list[Task] = [*reg.tasks.values(), *reg.completed.values()]
     out = []
@@ -64,9 +79,14 @@ def task_summaries(core: MasterCore, framework_id: str = "",
             continue
         agent = reg.agents.get(task.agent_id)
         summary = operator_pb2.TaskSummary(
-            task_id=task.task_id, name=task.info.name, framework_id=task.framework_id,
-            agent_id=task.agent_id, hostname=agent.info.hostname if agent else "",
-            state=task.state, resources=task.resources.to_proto())
+            task_id=task.task_id,
+            name=task.info.name,
+            framework_id=task.framework_id,
+            agent_id=task.agent_id,
+            hostname=agent.info.hostname if agent else "",
+            state=task.state,
+            resources=task.resources.to_proto(),
+        )
         if task.last_status is not None:
             summary.last_status.CopyFrom(task.last_status)
         out.append(summary)
@@ -78,8 +98,12 @@ def role_summaries(core: MasterCore) -> list[operator_pb2.RoleSummary]:
     out = []
     for row in core.allocator.role_summaries():
         summary = operator_pb2.RoleSummary(
-            role=row["role"], weight=row["weight"], dominant_share=row["dominant_share"],
-            framework_ids=row["frameworks"], allocated=row["allocated"].to_proto())
+            role=row["role"],
+            weight=row["weight"],
+            dominant_share=row["dominant_share"],
+            framework_ids=row["frameworks"],
+            allocated=row["allocated"].to_proto(),
+        )
         summary.quota.guarantee.extend(row["guarantee"].to_proto())
         if row["limit"] is not None:
             summary.quota.limit.extend(row["limit"].to_proto())
@@ -90,9 +114,15 @@ def role_summaries(core: MasterCore) -> list[operator_pb2.RoleSummary]:
 def cluster_state(core: MasterCore, leader: str) -> operator_pb2.ClusterState:
     total = _sum(a.total for a in core.reg.agents.values())
     return operator_pb2.ClusterState(
-        master_id=core.master_id, started_at=core.started_at, agents=agent_summaries(core),
-        frameworks=framework_summaries(core), tasks=task_summaries(core),
-        roles=role_summaries(core), total=total.to_proto(), leader=leader)
+        master_id=core.master_id,
+        started_at=core.started_at,
+        agents=agent_summaries(core),
+        frameworks=framework_summaries(core),
+        tasks=task_summaries(core),
+        roles=role_summaries(core),
+        total=total.to_proto(),
+        leader=leader,
+    )
 
 
 def _sum(values) -> Resources:
@@ -100,5 +130,3 @@ def _sum(values) -> Resources:
     for value in values:
         total = total + value
     return total
-
-

@@ -22,8 +22,9 @@ from common.rpc import insecure_channel
 from frameworks.batch import BatchConfig, BatchDaemon
 from master import Master, MasterConfig
 
-FAST_MASTER = dict(heartbeat_interval_seconds=0.2, agent_timeout_seconds=3.0,
-                   allocation_interval_seconds=0.5)
+FAST_MASTER = dict(
+    heartbeat_interval_seconds=0.2, agent_timeout_seconds=3.0, allocation_interval_seconds=0.5
+)
 
 
 @dataclass
@@ -37,8 +38,11 @@ class CliResult:
 class BatchCluster:
     root: Path
     agent_resources: list[str] = field(
-        default_factory=lambda: ["cpus:2;mem:1024;disk:1024;ports:[31000-31099]",
-                                 "cpus:2;mem:1024;disk:1024;ports:[32000-32099]"])
+        default_factory=lambda: [
+            "cpus:2;mem:1024;disk:1024;ports:[31000-31099]",
+            "cpus:2;mem:1024;disk:1024;ports:[32000-32099]",
+        ]
+    )
     batch_overrides: dict = field(default_factory=dict)
     in_process_batch: bool = True  # False: the test runs `agora batch` itself
     master: Master | None = None
@@ -47,37 +51,58 @@ class BatchCluster:
     _channel: object = None
 
     async def start(self) -> BatchCluster:
-        self.master = Master(MasterConfig(host="127.0.0.1", port=0,
-                                          state_dir=self.root / "master", **FAST_MASTER))
+        self.master = Master(
+            MasterConfig(host="127.0.0.1", port=0, state_dir=self.root / "master", **FAST_MASTER)
+        )
         await self.master.start()
         for i, resources in enumerate(self.agent_resources):
-            agent = AgentDaemon(AgentConfig(
-                master=self.master.address, host="127.0.0.1", port=0,
-                resources=Resources.parse(resources), work_dir=self.root / f"agent-{i}",
-                hostname=f"host-{i}", reconnect_backoff_initial=0.05,
-                reconnect_backoff_max=0.5, update_backoff_initial=0.2, update_backoff_max=1.0))
+            agent = AgentDaemon(
+                AgentConfig(
+                    master=self.master.address,
+                    host="127.0.0.1",
+                    port=0,
+                    resources=Resources.parse(resources),
+                    work_dir=self.root / f"agent-{i}",
+                    hostname=f"host-{i}",
+                    reconnect_backoff_initial=0.05,
+                    reconnect_backoff_max=0.5,
+                    update_backoff_initial=0.2,
+                    update_backoff_max=1.0,
+                )
+            )
             await agent.start()
             self.agents.append(agent)
         core = self.master.core
         await eventually_async(
             lambda: sum(1 for a in core.reg.agents.values() if a.connected) == len(self.agents),
-            timeout=20, message="agents registered")
+            timeout=20,
+            message="agents registered",
+        )
         if self.in_process_batch:
             await self.start_batch()
         return self
 
     def batch_config(self) -> BatchConfig:
-        values = dict(master=self.master.address, host="127.0.0.1", port=0,
-                      state_dir=self.root / "batch", retry_backoff_seconds=0.05,
-                      retry_backoff_max_seconds=0.2, decline_refuse_seconds=0.2)
+        values = dict(
+            master=self.master.address,
+            host="127.0.0.1",
+            port=0,
+            state_dir=self.root / "batch",
+            retry_backoff_seconds=0.05,
+            retry_backoff_max_seconds=0.2,
+            decline_refuse_seconds=0.2,
+        )
         values.update(self.batch_overrides)
         return BatchConfig(**values)
 
     async def start_batch(self) -> BatchDaemon:
         self.batch = BatchDaemon(self.batch_config())
         await self.batch.start()
-        await eventually_async(lambda: self.batch.driver and self.batch.driver.connected,
-                               timeout=20, message="batch framework subscribed")
+        await eventually_async(
+            lambda: self.batch.driver and self.batch.driver.connected,
+            timeout=20,
+            message="batch framework subscribed",
+        )
         if self._channel is not None:
             await self._channel.close()
         self._channel = insecure_channel(self.batch.address)
@@ -101,13 +126,27 @@ class BatchCluster:
         if self.master is not None:
             await self.master.stop()
 
-    async def submit(self, command: str | list[str], instances: int = 1, cpus: float = 0.1,
-                     mem: float = 16, **spec) -> str:
-        info = (common_pb2.CommandInfo(shell=command) if isinstance(command, str)
-                else common_pb2.CommandInfo(argv=command))
-        request = batch_pb2.SubmitJobRequest(spec=batch_pb2.JobSpec(
-            name=spec.pop("name", "test"), instances=instances,
-            task=batch_pb2.TaskTemplate(command=info, cpus=cpus, mem=mem), **spec))
+    async def submit(
+        self,
+        command: str | list[str],
+        instances: int = 1,
+        cpus: float = 0.1,
+        mem: float = 16,
+        **spec,
+    ) -> str:
+        info = (
+            common_pb2.CommandInfo(shell=command)
+            if isinstance(command, str)
+            else common_pb2.CommandInfo(argv=command)
+        )
+        request = batch_pb2.SubmitJobRequest(
+            spec=batch_pb2.JobSpec(
+                name=spec.pop("name", "test"),
+                instances=instances,
+                task=batch_pb2.TaskTemplate(command=info, cpus=cpus, mem=mem),
+                **spec,
+            )
+        )
         reply = await self.stub.SubmitJob(request)
         return reply.job_id
 
@@ -118,6 +157,7 @@ class BatchCluster:
         async def check():
             job = await self.job(job_id)
             return job if job.state == state else None
+
         name = batch_pb2.JobState.Name(state)
         return await eventually_async(check, timeout=timeout, message=f"{job_id} {name}")
 
@@ -133,7 +173,12 @@ def run_cli(*args: str) -> CliResult:
         master = argv[1:2]
         rest = argv[2:]
         head = rest[:2] if rest[:1] == ["job"] else rest[:1]
-        argv = [*head, "--master", *master, *rest[len(head):]]
-    result = subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=ROOT,
-                            capture_output=True, text=True, timeout=100)
+        argv = [*head, "--master", *master, *rest[len(head) :]]
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     return CliResult(result.returncode, result.stdout, result.stderr)

@@ -52,8 +52,9 @@ class Recorder(Framework):
         self.queue.append((spec, agent_id))
         if self.driver is not None:
             await self._launch_queued(self.driver)
-        await eventually_async(lambda: spec.task_id in self.launched, timeout=30,
-                               message=f"{spec.task_id} launched")
+        await eventually_async(
+            lambda: spec.task_id in self.launched, timeout=30, message=f"{spec.task_id} launched"
+        )
 
     async def _launch_queued(self, driver) -> None:
         for spec, agent_id in list(self.queue):
@@ -76,15 +77,23 @@ class Recorder(Framework):
         return matching[-1] if matching else None
 
     async def wait_state(self, task_id: str, state: str, timeout: float = 30.0):
-        await eventually_async(lambda: state in self.states(task_id), timeout=timeout,
-                               message=f"{task_id} {state} (saw {self.states(task_id)})")
-        return next(u for u in self.updates
-                    if u.task_id == task_id and common_pb2.TaskState.Name(u.state) == state)
+        await eventually_async(
+            lambda: state in self.states(task_id),
+            timeout=timeout,
+            message=f"{task_id} {state} (saw {self.states(task_id)})",
+        )
+        return next(
+            u
+            for u in self.updates
+            if u.task_id == task_id and common_pb2.TaskState.Name(u.state) == state
+        )
 
     async def wait_offer_from(self, agent_id: str, timeout: float = 30.0) -> common_pb2.Offer:
         return await eventually_async(
             lambda: next((o for o in self.offers.values() if o.agent_id == agent_id), None),
-            timeout=timeout, message=f"an offer from {agent_id}")
+            timeout=timeout,
+            message=f"an offer from {agent_id}",
+        )
 
 
 @contextlib.asynccontextmanager
@@ -92,8 +101,9 @@ async def running(framework: Recorder, master: str, name: str = "e2e", **kwargs)
     """Runs `framework` in the background for the duration of the block."""
     task = asyncio.create_task(run_async(framework, master=master, name=name, **kwargs))
     try:
-        await eventually_async(lambda: framework.framework_ids or task.done(), timeout=30,
-                               message="subscription")
+        await eventually_async(
+            lambda: framework.framework_ids or task.done(), timeout=30, message="subscription"
+        )
         if task.done():
             task.result()
         yield framework

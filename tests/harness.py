@@ -17,8 +17,12 @@ ROOT = Path(__file__).resolve().parents[1]
 _LISTENING = re.compile(r"listening on (\S+:\d+)")
 
 
-def eventually(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05,
-               message: str = "condition"):
+def eventually(
+    predicate: Callable[[], object],
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    message: str = "condition",
+):
     """Polls `predicate` until it returns something truthy; fails after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
@@ -34,8 +38,9 @@ def eventually(predicate: Callable[[], object], timeout: float = 30.0, interval:
     raise AssertionError(f"timed out waiting for {message}{detail}")
 
 
-async def eventually_async(predicate, timeout: float = 30.0, interval: float = 0.05,
-                           message: str = "condition"):
+async def eventually_async(
+    predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"
+):
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:
@@ -55,8 +60,13 @@ async def eventually_async(predicate, timeout: float = 30.0, interval: float = 0
 class Daemon:
     """One `agora` daemon subprocess; `address` is what it printed when it began serving."""
 
-    def __init__(self, args: list[str], log_path: Path, prefix: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        log_path: Path,
+        prefix: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.args = args
         self.log_path = log_path
         self.prefix = prefix or []
@@ -71,7 +81,10 @@ class Daemon:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [*self.prefix, sys.executable, "-m", "cli.main", *self.args],
-            stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT, env=env,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            cwd=ROOT,
+            env=env,
             start_new_session=True,
         )
         ready = threading.Event()
@@ -90,9 +103,7 @@ class Daemon:
         threading.Thread(target=pump, daemon=True).start()
         if not ready.wait(timeout) or not self.address:
             self.stop()
-            raise AssertionError(
-                f"{' '.join(self.args[:1])} did not start: {self.log_tail()}"
-            )
+            raise AssertionError(f"{' '.join(self.args[:1])} did not start: {self.log_tail()}")
         return self
 
     @property
@@ -147,9 +158,19 @@ class Cluster:
 
     def start_master(self, port: int = 0) -> Daemon:
         self.master = Daemon(
-            ["master", "--port", str(port), "--state-dir", str(self.root / "master"),
-             "--heartbeat-interval", str(self.heartbeat),
-             "--agent-timeout", str(self.agent_timeout), "--log-level", "debug"],
+            [
+                "master",
+                "--port",
+                str(port),
+                "--state-dir",
+                str(self.root / "master"),
+                "--heartbeat-interval",
+                str(self.heartbeat),
+                "--agent-timeout",
+                str(self.agent_timeout),
+                "--log-level",
+                "debug",
+            ],
             self.root / "logs" / "master.log",
         ).start()
         return self.master
@@ -158,17 +179,28 @@ class Cluster:
         assert self.master and self.master.address
         first = 31000 + index * 1000
         return [
-            "agent", "--master", self.master.address, "--port", "0",
-            "--resources", resources or f"cpus:2;mem:2048;disk:4096;ports:[{first}-{first + 999}]",
-            "--attributes", f"rack:r{index % 2}",
-            "--work-dir", str(self.root / f"agent-{index}"), "--hostname", f"host-{index}",
-            "--log-level", "debug",
+            "agent",
+            "--master",
+            self.master.address,
+            "--port",
+            "0",
+            "--resources",
+            resources or f"cpus:2;mem:2048;disk:4096;ports:[{first}-{first + 999}]",
+            "--attributes",
+            f"rack:r{index % 2}",
+            "--work-dir",
+            str(self.root / f"agent-{index}"),
+            "--hostname",
+            f"host-{index}",
+            "--log-level",
+            "debug",
         ]
 
     def start_agent(self, index: int | None = None, resources: str | None = None) -> Daemon:
         index = len(self.agents) if index is None else index
-        agent = Daemon(self.agent_args(index, resources),
-                       self.root / "logs" / f"agent-{index}.log").start()
+        agent = Daemon(
+            self.agent_args(index, resources), self.root / "logs" / f"agent-{index}.log"
+        ).start()
         if index < len(self.agents):
             self.agents[index] = agent
         else:

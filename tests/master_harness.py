@@ -29,8 +29,9 @@ AgentMessage = agent_link_pb2.AgentMessage
 MasterMessage = agent_link_pb2.MasterMessage
 Event = scheduler_pb2.Event
 
-FAST = dict(heartbeat_interval_seconds=0.2, agent_timeout_seconds=1.0,
-            allocation_interval_seconds=0.5)
+FAST = dict(
+    heartbeat_interval_seconds=0.2, agent_timeout_seconds=1.0, allocation_interval_seconds=0.5
+)
 
 
 async def start_master(state_dir: Path | None, **overrides) -> Master:
@@ -63,8 +64,9 @@ class Inbox:
     def of(self, kind: str) -> list:
         return [getattr(m, kind) for m in self.items if self.kind_of(m) == kind]
 
-    async def expect(self, kind: str, predicate=lambda m: True, timeout: float = 10.0,
-                     after: int = 0):
+    async def expect(
+        self, kind: str, predicate=lambda m: True, timeout: float = 10.0, after: int = 0
+    ):
         """The first `kind` message (from index `after`) matching predicate, waiting for it."""
         deadline = time.monotonic() + timeout
         async with self.changed:
@@ -89,8 +91,13 @@ class Inbox:
 class FakeAgent:
     """Dials AgentLink.Connect like a real agent; heartbeats unless told to go silent."""
 
-    def __init__(self, address: str, resources: str = "cpus:4;mem:4096;ports:[31000-31099]",
-                 hostname: str = "host-a", attributes: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        resources: str = "cpus:4;mem:4096;ports:[31000-31099]",
+        hostname: str = "host-a",
+        attributes: dict[str, str] | None = None,
+    ) -> None:
         self.address = address
         self.resources = Resources.parse(resources)
         self.hostname = hostname
@@ -102,23 +109,31 @@ class FakeAgent:
         self._channel = None
         self._tasks: list[asyncio.Task] = []
 
-    async def connect(self, tasks: list[agent_link_pb2.RunningTask] = (),
-                      agent_id: str | None = None, wait: bool = True):
+    async def connect(
+        self,
+        tasks: list[agent_link_pb2.RunningTask] = (),
+        agent_id: str | None = None,
+        wait: bool = True,
+    ):
         if agent_id is not None:
             self.agent_id = agent_id
         self.inbox = Inbox(lambda m: m.WhichOneof("message"))
         self._outbox = asyncio.Queue()
         self._channel = insecure_channel(self.address)
         stub = agent_link_pb2_grpc.AgentLinkStub(self._channel)
-        info = common_pb2.AgentInfo(agent_id=self.agent_id, hostname=self.hostname,
-                                    address=f"{self.hostname}:5051",
-                                    resources=self.resources.to_proto(),
-                                    attributes=[common_pb2.Attribute(name=k, text=v)
-                                                for k, v in self.attributes.items()])
+        info = common_pb2.AgentInfo(
+            agent_id=self.agent_id,
+            hostname=self.hostname,
+            address=f"{self.hostname}:5051",
+            resources=self.resources.to_proto(),
+            attributes=[common_pb2.Attribute(name=k, text=v) for k, v in self.attributes.items()],
+        )
         self.send(AgentMessage(register=AgentMessage.Register(info=info, tasks=list(tasks))))
         call = stub.Connect(self._requests())
-        self._tasks = [asyncio.create_task(self._receive(call)),
-                       asyncio.create_task(self._heartbeat())]
+        self._tasks = [
+            asyncio.create_task(self._receive(call)),
+            asyncio.create_task(self._heartbeat()),
+        ]
         if wait:
             registered = await self.inbox.expect("registered")
             self.agent_id = registered.agent_id
@@ -152,16 +167,26 @@ class FakeAgent:
             if self.heartbeating:
                 self.send(AgentMessage(heartbeat=AgentMessage.Heartbeat(timestamp=time.time())))
 
-    def status(self, framework_id: str, task_id: str, state: int, uuid: bytes | None = None,
-               **fields) -> bytes:
+    def status(
+        self, framework_id: str, task_id: str, state: int, uuid: bytes | None = None, **fields
+    ) -> bytes:
         """Sends a reliable status update; returns its uuid."""
         uuid = uuid or new_uuid()
         status = common_pb2.TaskStatus(
-            task_id=task_id, state=state, uuid=uuid, agent_id=self.agent_id,
-            framework_id=framework_id, source=common_pb2.TaskStatus.SOURCE_AGENT,
-            timestamp=time.time(), **fields)
-        self.send(AgentMessage(status_update=AgentMessage.StatusUpdate(
-            framework_id=framework_id, status=status)))
+            task_id=task_id,
+            state=state,
+            uuid=uuid,
+            agent_id=self.agent_id,
+            framework_id=framework_id,
+            source=common_pb2.TaskStatus.SOURCE_AGENT,
+            timestamp=time.time(),
+            **fields,
+        )
+        self.send(
+            AgentMessage(
+                status_update=AgentMessage.StatusUpdate(framework_id=framework_id, status=status)
+            )
+        )
         return uuid
 
     async def close(self) -> None:
@@ -178,11 +203,13 @@ class FakeAgent:
 class FakeFramework:
     """Subscribes over Scheduler.Subscribe and makes unary calls naming its stream."""
 
-    def __init__(self, address: str, name: str = "test-fw", role: str = "*",
-                 failover_timeout: float = 60.0) -> None:
+    def __init__(
+        self, address: str, name: str = "test-fw", role: str = "*", failover_timeout: float = 60.0
+    ) -> None:
         self.address = address
-        self.info = common_pb2.FrameworkInfo(name=name, role=role,
-                                             failover_timeout_seconds=failover_timeout)
+        self.info = common_pb2.FrameworkInfo(
+            name=name, role=role, failover_timeout_seconds=failover_timeout
+        )
         self.framework_id = ""
         self.stream_id = ""
         self.inbox = Inbox(lambda e: e.WhichOneof("event"))
@@ -225,8 +252,12 @@ class FakeFramework:
         deadline = time.monotonic() + timeout
         while True:
             rescinded = {r.offer_id for r in self.inbox.of("rescind")}
-            live = [o for batch in self.inbox.of("offers") for o in batch.offers
-                    if o.offer_id not in rescinded and o.offer_id not in self.used]
+            live = [
+                o
+                for batch in self.inbox.of("offers")
+                for o in batch.offers
+                if o.offer_id not in rescinded and o.offer_id not in self.used
+            ]
             if len(live) >= count:
                 return live
             remaining = deadline - time.monotonic()
@@ -240,10 +271,18 @@ class FakeFramework:
         filters = common_pb2.Filters()
         if refuse_seconds is not None:
             filters.refuse_seconds = refuse_seconds
-        response = await self.stub.Accept(scheduler_pb2.AcceptRequest(
-            **self.ids(), offer_ids=list(offer_ids), filters=filters,
-            operations=[scheduler_pb2.Operation(
-                launch=scheduler_pb2.Operation.Launch(task_infos=list(tasks)))]))
+        response = await self.stub.Accept(
+            scheduler_pb2.AcceptRequest(
+                **self.ids(),
+                offer_ids=list(offer_ids),
+                filters=filters,
+                operations=[
+                    scheduler_pb2.Operation(
+                        launch=scheduler_pb2.Operation.Launch(task_infos=list(tasks))
+                    )
+                ],
+            )
+        )
         self.used.update(offer_ids)
         return response
 
@@ -255,11 +294,16 @@ class FakeFramework:
         await self._channel.close()
 
 
-def task(task_id: str, resources: str = "cpus:1;mem:128", shell: str = "sleep 30",
-         **fields) -> common_pb2.TaskInfo:
-    return common_pb2.TaskInfo(task_id=task_id, name=task_id,
-                               resources=Resources.parse(resources).to_proto(),
-                               command=common_pb2.CommandInfo(shell=shell), **fields)
+def task(
+    task_id: str, resources: str = "cpus:1;mem:128", shell: str = "sleep 30", **fields
+) -> common_pb2.TaskInfo:
+    return common_pb2.TaskInfo(
+        task_id=task_id,
+        name=task_id,
+        resources=Resources.parse(resources).to_proto(),
+        command=common_pb2.CommandInfo(shell=shell),
+        **fields,
+    )
 
 
 def operator(address: str):

@@ -51,24 +51,45 @@ class ServiceCluster:
         self.stub: services_pb2_grpc.ServicesStub | None = None
 
     async def start_master(self) -> Master:
-        self.master = Master(MasterConfig(
-            host="127.0.0.1", port=0, state_dir=self.root / "master",
-            heartbeat_interval_seconds=0.2, agent_timeout_seconds=5.0,
-            allocation_interval_seconds=0.5))
+        self.master = Master(
+            MasterConfig(
+                host="127.0.0.1",
+                port=0,
+                state_dir=self.root / "master",
+                heartbeat_interval_seconds=0.2,
+                agent_timeout_seconds=5.0,
+                allocation_interval_seconds=0.5,
+            )
+        )
         await self.master.start()
         return self.master
 
-    async def start_agent(self, index: int, cpus: float = 2, mem: float = 2048,
-                          attributes: dict[str, str] | None = None) -> AgentDaemon:
+    async def start_agent(
+        self,
+        index: int,
+        cpus: float = 2,
+        mem: float = 2048,
+        attributes: dict[str, str] | None = None,
+    ) -> AgentDaemon:
         assert self.master is not None
         first, last = free_port_range(10)
-        agent = AgentDaemon(AgentConfig(
-            master=self.master.address, port=0, work_dir=self.root / f"agent-{index}",
-            hostname=f"host-{index}",
-            resources=Resources.parse(f"cpus:{cpus};mem:{mem};disk:1024;ports:[{first}-{last}]"),
-            attributes=attributes if attributes is not None else {"rack": f"r{index % 2}"},
-            reconnect_backoff_initial=0.05, reconnect_backoff_max=0.5,
-            update_backoff_initial=0.2, update_backoff_max=1.0, default_kill_grace=1.0))
+        agent = AgentDaemon(
+            AgentConfig(
+                master=self.master.address,
+                port=0,
+                work_dir=self.root / f"agent-{index}",
+                hostname=f"host-{index}",
+                resources=Resources.parse(
+                    f"cpus:{cpus};mem:{mem};disk:1024;ports:[{first}-{last}]"
+                ),
+                attributes=attributes if attributes is not None else {"rack": f"r{index % 2}"},
+                reconnect_backoff_initial=0.05,
+                reconnect_backoff_max=0.5,
+                update_backoff_initial=0.2,
+                update_backoff_max=1.0,
+                default_kill_grace=1.0,
+            )
+        )
         await agent.start()
         self.agents.append(agent)
         await eventually_async(lambda: agent.agent_id, timeout=20, message="agent registered")
@@ -76,9 +97,15 @@ class ServiceCluster:
 
     async def start_services(self) -> ServicesDaemon:
         assert self.master is not None
-        self.services = ServicesDaemon(ServicesConfig(
-            master=self.master.address, port=0, state_dir=self.root / "services",
-            converge_interval=0.2, catalog_interval=0.3))
+        self.services = ServicesDaemon(
+            ServicesConfig(
+                master=self.master.address,
+                port=0,
+                state_dir=self.root / "services",
+                converge_interval=0.2,
+                catalog_interval=0.3,
+            )
+        )
         await self.services.start()
         if self._channel is not None:
             await self._channel.close()
@@ -86,7 +113,9 @@ class ServiceCluster:
         self.stub = services_pb2_grpc.ServicesStub(self._channel)
         await eventually_async(
             lambda: self.services.driver is not None and self.services.driver.connected,
-            timeout=20, message="services subscribed")
+            timeout=20,
+            message="services subscribed",
+        )
         return self.services
 
     async def stop_services(self) -> None:
@@ -104,9 +133,12 @@ class ServiceCluster:
             # launcher's wait on its wrapper and leaves a pipe open (a ResourceWarning).
             with contextlib.suppress(Exception, AssertionError):
                 await eventually_async(
-                    lambda agent=agent: all(r.wrapper is not None or r.ended.is_set()
-                                            for r in agent.tasks.active_runs()),
-                    timeout=10, message="launches in flight")
+                    lambda agent=agent: all(
+                        r.wrapper is not None or r.ended.is_set() for r in agent.tasks.active_runs()
+                    ),
+                    timeout=10,
+                    message="launches in flight",
+                )
             with contextlib.suppress(Exception):
                 await agent.stop(kill_tasks=True)
         if self.master is not None:
@@ -116,8 +148,7 @@ class ServiceCluster:
 
     async def put(self, app: services_pb2.App, create_only: bool = False):
         assert self.stub is not None
-        return await self.stub.PutApp(services_pb2.PutAppRequest(app=app,
-                                                                  create_only=create_only))
+        return await self.stub.PutApp(services_pb2.PutAppRequest(app=app, create_only=create_only))
 
     async def get(self, app_id: str) -> services_pb2.AppStatus:
         assert self.stub is not None
@@ -126,15 +157,19 @@ class ServiceCluster:
     async def endpoints(self, app_id: str) -> list[str]:
         assert self.stub is not None
         reply = await self.stub.GetEndpoints(services_pb2.GetEndpointsRequest(app_id=app_id))
-        return [f"{e.host}:{e.ports[0]}" if e.ports else f"{e.host}/{e.task_id}"
-                for e in reply.endpoints]
+        return [
+            f"{e.host}:{e.ports[0]}" if e.ports else f"{e.host}/{e.task_id}"
+            for e in reply.endpoints
+        ]
 
     async def healthy_endpoints(self, app_id: str, count: int, timeout: float = 60) -> list[str]:
         async def ready():
             found = await self.endpoints(app_id)
             return found if len(found) == count else None
-        return await eventually_async(ready, timeout=timeout,
-                                      message=f"{count} healthy endpoints of {app_id}")
+
+        return await eventually_async(
+            ready, timeout=timeout, message=f"{count} healthy endpoints of {app_id}"
+        )
 
 
 def http_ok(endpoint: str) -> bool:
@@ -147,13 +182,22 @@ def web_app(app_id: str = "web", instances: int = 3, **overrides) -> services_pb
     from agora.v1 import common_pb2
 
     app = services_pb2.App(
-        id=app_id, cmd="exec python3 -m http.server $PORT0 --bind 127.0.0.1",
-        instances=instances, cpus=0.1, mem=64, ports=1,
+        id=app_id,
+        cmd="exec python3 -m http.server $PORT0 --bind 127.0.0.1",
+        instances=instances,
+        cpus=0.1,
+        mem=64,
+        ports=1,
         health_check=common_pb2.HealthCheck(
-            http=common_pb2.HttpCheck(port_index=0, path="/"), grace_period_seconds=30,
-            interval_seconds=0.2, timeout_seconds=2, max_consecutive_failures=2),
+            http=common_pb2.HttpCheck(port_index=0, path="/"),
+            grace_period_seconds=30,
+            interval_seconds=0.2,
+            timeout_seconds=2,
+            max_consecutive_failures=2,
+        ),
         backoff=services_pb2.BackoffPolicy(backoff_seconds=0.2),
-        kill_grace_period_seconds=1)
+        kill_grace_period_seconds=1,
+    )
     for key, value in overrides.items():
         field = getattr(app, key)
         if hasattr(field, "CopyFrom"):

@@ -159,7 +159,10 @@ async def test_sigkilled_agent_recovers_its_running_task(master, agent_process):
     states = master.states("long")
     assert states.count(S.TASK_FINISHED) == 1
     assert [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s] == [
-        S.TASK_STARTING, S.TASK_RUNNING, S.TASK_FINISHED]
+        S.TASK_STARTING,
+        S.TASK_RUNNING,
+        S.TASK_FINISHED,
+    ]
 
 
 async def test_sigkill_loses_no_unacknowledged_update(master, agent_process):

@@ -19,8 +19,22 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
 
 
 def test_bench_allocator_json_has_the_figures(capsys):
-    code, out = run_cli(["bench", "allocator", "--agents", "50", "--frameworks", "5", "--json",
-                         "--cycles", "2", "--reoffers", "5"], capsys)
+    code, out = run_cli(
+        [
+            "bench",
+            "allocator",
+            "--agents",
+            "50",
+            "--frameworks",
+            "5",
+            "--json",
+            "--cycles",
+            "2",
+            "--reoffers",
+            "5",
+        ],
+        capsys,
+    )
     assert code == 0
     result = json.loads(out)
     assert result["agents"] == 50 and result["frameworks"] == 5
@@ -32,9 +46,25 @@ def test_bench_allocator_json_has_the_figures(capsys):
 
 
 def test_bench_allocator_table_with_roles_and_declines(capsys):
-    code, out = run_cli(["bench", "allocator", "--agents", "50", "--frameworks", "5",
-                         "--roles", "3", "--cycles", "2", "--reoffers", "3",
-                         "--refuse-seconds", "1e9"], capsys)
+    code, out = run_cli(
+        [
+            "bench",
+            "allocator",
+            "--agents",
+            "50",
+            "--frameworks",
+            "5",
+            "--roles",
+            "3",
+            "--cycles",
+            "2",
+            "--reoffers",
+            "3",
+            "--refuse-seconds",
+            "1e9",
+        ],
+        capsys,
+    )
     assert code == 0
     assert "declined for 1e+09 s" in out
     assert "median" in out and "re-offer" in out and "peak memory" in out
@@ -47,9 +77,12 @@ def test_bench_listed_in_the_agora_command():
 
 
 def test_bench_allocator_bad_flags_exit_2(capsys):
-    for argv in (["--agents", "0", "--frameworks", "5"], ["--agents", "5", "--frameworks", "x"],
-                 ["--agents", "5", "--frameworks", "5", "--refuse-seconds", "-1"],
-                 ["--agents", "5", "--frameworks", "5", "--sorter", "fair"]):
+    for argv in (
+        ["--agents", "0", "--frameworks", "5"],
+        ["--agents", "5", "--frameworks", "x"],
+        ["--agents", "5", "--frameworks", "5", "--refuse-seconds", "-1"],
+        ["--agents", "5", "--frameworks", "5", "--sorter", "fair"],
+    ):
         with pytest.raises(SystemExit) as e:
             run_cli(["bench", "allocator", *argv], capsys)
         assert e.value.code == 2

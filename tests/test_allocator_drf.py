@@ -14,8 +14,9 @@ from master.allocator import Allocator, AllocatorConfig, OfferGrant
 GB = 1024
 
 
-def keep_accepting(alloc: Allocator, demands: dict[str, Resources], now: float = 0.0,
-                   max_cycles: int = 200) -> dict[str, int]:
+def keep_accepting(
+    alloc: Allocator, demands: dict[str, Resources], now: float = 0.0, max_cycles: int = 200
+) -> dict[str, int]:
     """Frameworks that launch one task of a fixed size per offer and return the rest at once.
 
     A framework whose offer is too small for its task declines that agent for good. Stops when
@@ -44,8 +45,9 @@ def test_drf_paper_example():
     alloc.add_agent("a1", Resources.of(cpus=9, mem=18 * GB))
     alloc.add_framework("A")
     alloc.add_framework("B")
-    tasks = keep_accepting(alloc, {"A": Resources.of(cpus=1, mem=4 * GB),
-                                   "B": Resources.of(cpus=3, mem=1 * GB)})
+    tasks = keep_accepting(
+        alloc, {"A": Resources.of(cpus=1, mem=4 * GB), "B": Resources.of(cpus=3, mem=1 * GB)}
+    )
     assert tasks == {"A": 3, "B": 2}
     assert alloc.dominant_share("A") == pytest.approx(2 / 3)
     assert alloc.dominant_share("B") == pytest.approx(2 / 3)
@@ -61,8 +63,9 @@ def test_drf_paper_example_over_three_agents():
         alloc.add_agent(f"a{i}", Resources.of(cpus=3, mem=6 * GB))
     alloc.add_framework("A")
     alloc.add_framework("B")
-    tasks = keep_accepting(alloc, {"A": Resources.of(cpus=1, mem=4 * GB),
-                                   "B": Resources.of(cpus=3, mem=1 * GB)})
+    tasks = keep_accepting(
+        alloc, {"A": Resources.of(cpus=1, mem=4 * GB), "B": Resources.of(cpus=3, mem=1 * GB)}
+    )
     # Each agent holds either one A task (4 GB leaves 2 GB, 2 CPUs: no second A, no B) or one
     # B task (all 3 CPUs). A goes first on a0 (tie by name), B on a1, A on a2.
     assert tasks == {"A": 2, "B": 1}
@@ -74,11 +77,15 @@ def test_order_by_dominant_share():
     alloc.add_framework("a")
     alloc.add_framework("b")
     alloc.add_framework("c")
-    alloc.add_agent("x", Resources.of(cpus=100, mem=100), allocated={
-        "a": Resources.of(cpus=5, mem=5),   # a: max(.05, .05) = .05
-        "b": Resources.of(cpus=6),          # b: .06
-        "c": Resources.of(cpus=1, mem=4),   # c: max(.01, .04) = .04
-    })
+    alloc.add_agent(
+        "x",
+        Resources.of(cpus=100, mem=100),
+        allocated={
+            "a": Resources.of(cpus=5, mem=5),  # a: max(.05, .05) = .05
+            "b": Resources.of(cpus=6),  # b: .06
+            "c": Resources.of(cpus=1, mem=4),  # c: max(.01, .04) = .04
+        },
+    )
     # shares: c = .04, a = .05, b = .06
     assert alloc.framework_order() == ["c", "a", "b"]
     alloc.recover("b", "x", Resources.of(cpus=3), now=0.0)
@@ -100,8 +107,11 @@ def test_adding_an_agent_changes_every_share():
     alloc = Allocator(AllocatorConfig())
     alloc.add_framework("a")
     alloc.add_framework("b")
-    alloc.add_agent("x", Resources.of(cpus=10, mem=10),
-                    allocated={"a": Resources.of(cpus=4), "b": Resources.of(mem=3)})
+    alloc.add_agent(
+        "x",
+        Resources.of(cpus=10, mem=10),
+        allocated={"a": Resources.of(cpus=4), "b": Resources.of(mem=3)},
+    )
     assert alloc.framework_order() == ["b", "a"]
     # total cpus 10, mem 100: a .4, b .03 -> still b; now cpus 100, mem 10: a .04, b .3 -> a
     alloc.add_agent("y", Resources.of(cpus=90))
@@ -116,8 +126,15 @@ def test_hierarchical_roles_before_frameworks():
     alloc.add_framework("e1", role="eng")
     alloc.add_framework("e2", role="eng")
     alloc.add_framework("o1", role="ops")
-    alloc.add_agent("x", Resources.of(cpus=100), allocated={
-        "e1": Resources.of(cpus=30), "e2": Resources.of(cpus=5), "o1": Resources.of(cpus=10)})
+    alloc.add_agent(
+        "x",
+        Resources.of(cpus=100),
+        allocated={
+            "e1": Resources.of(cpus=30),
+            "e2": Resources.of(cpus=5),
+            "o1": Resources.of(cpus=10),
+        },
+    )
     assert alloc.framework_order() == ["o1", "e2", "e1"]
     # A flat DRF would put e2 (.05) before o1 (.10): the role is what counts first.
 
@@ -127,8 +144,11 @@ def test_role_weights_divide_the_share():
     alloc = Allocator(AllocatorConfig())
     alloc.add_framework("e1", role="eng")
     alloc.add_framework("o1", role="ops")
-    alloc.add_agent("x", Resources.of(cpus=100),
-                    allocated={"e1": Resources.of(cpus=35), "o1": Resources.of(cpus=10)})
+    alloc.add_agent(
+        "x",
+        Resources.of(cpus=100),
+        allocated={"e1": Resources.of(cpus=35), "o1": Resources.of(cpus=10)},
+    )
     assert alloc.framework_order() == ["o1", "e1"]
     alloc.set_weight("eng", 4)
     assert alloc.framework_order() == ["e1", "o1"]
@@ -163,5 +183,9 @@ def test_one_cycle_spreads_agents_by_share():
     grants = alloc.allocate(0.0)
     # shares after each grant: f1 .25 | f2 .25 | f1 .5 | f2 .5
     assert [(g.framework_id, g.agent_id) for g in grants] == [
-        ("f1", "a0"), ("f2", "a1"), ("f1", "a2"), ("f2", "a3")]
+        ("f1", "a0"),
+        ("f2", "a1"),
+        ("f1", "a2"),
+        ("f2", "a3"),
+    ]
     assert all(isinstance(g, OfferGrant) for g in grants)

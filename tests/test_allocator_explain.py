@@ -69,8 +69,11 @@ def test_waiting_behind_frameworks_with_lower_shares():
     alloc = cluster(agents=1)
     alloc.add_framework("big")
     alloc.add_framework("small")
-    alloc.add_agent("x", Resources.of(cpus=4, mem=1024),
-                    allocated={"big": Resources.of(cpus=2), "small": Resources.of(cpus=1)})
+    alloc.add_agent(
+        "x",
+        Resources.of(cpus=4, mem=1024),
+        allocated={"big": Resources.of(cpus=2), "small": Resources.of(cpus=1)},
+    )
     # shares: small = 1/8, big = 2/8 -> big waits behind small for a0's free resources
     (reason,) = alloc.explain("big", 0.0)
     assert reason.startswith("waiting behind 1 framework(s) with lower shares")

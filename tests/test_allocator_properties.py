@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 from common import UNRESERVED, Resources
 from master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, sorter_names
 
-SETTINGS = settings(max_examples=80, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROLES = [UNRESERVED, "r1", "r2"]
 
 
@@ -35,17 +34,27 @@ def agents(draw):
     return Resources.parse(text)
 
 
-EVENTS = st.lists(st.one_of(
-    st.tuples(st.just("allocate")),
-    st.tuples(st.just("allocate_one"), st.integers(0, 50)),
-    st.tuples(st.just("recover"), st.integers(0, 1000), st.sampled_from(["all", "half"]),
-              st.sampled_from([None, 0.0, 1.0, 5.0])),
-    st.tuples(st.just("advance"), st.sampled_from([0.5, 1.0, 3.0])),
-    st.tuples(st.sampled_from(["suppress", "revive", "deactivate", "activate", "toggle"]),
-              st.integers(0, 50)),
-    st.tuples(st.sampled_from(["drain", "undrain", "toggle_agent"]), st.integers(0, 50)),
-    st.tuples(st.just("weight"), st.sampled_from(ROLES), st.sampled_from([0.5, 1.0, 3.0])),
-), min_size=1, max_size=40)
+EVENTS = st.lists(
+    st.one_of(
+        st.tuples(st.just("allocate")),
+        st.tuples(st.just("allocate_one"), st.integers(0, 50)),
+        st.tuples(
+            st.just("recover"),
+            st.integers(0, 1000),
+            st.sampled_from(["all", "half"]),
+            st.sampled_from([None, 0.0, 1.0, 5.0]),
+        ),
+        st.tuples(st.just("advance"), st.sampled_from([0.5, 1.0, 3.0])),
+        st.tuples(
+            st.sampled_from(["suppress", "revive", "deactivate", "activate", "toggle"]),
+            st.integers(0, 50),
+        ),
+        st.tuples(st.sampled_from(["drain", "undrain", "toggle_agent"]), st.integers(0, 50)),
+        st.tuples(st.just("weight"), st.sampled_from(ROLES), st.sampled_from([0.5, 1.0, 3.0])),
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 def _half(res: Resources) -> Resources:
@@ -179,14 +188,14 @@ class Model:
 @SETTINGS
 @given(
     cluster=st.lists(agents(), min_size=1, max_size=6),
-    frameworks=st.lists(st.tuples(st.sampled_from(ROLES), st.booleans()), min_size=1,
-                        max_size=5),
+    frameworks=st.lists(st.tuples(st.sampled_from(ROLES), st.booleans()), min_size=1, max_size=5),
     limit_r1=st.one_of(st.none(), st.integers(1, 10)),
     guarantee_r2=st.integers(0, 4),
     events=EVENTS,
 )
-def test_safety_over_random_event_sequences(sorter, cluster, frameworks, limit_r1,
-                                            guarantee_r2, events):
+def test_safety_over_random_event_sequences(
+    sorter, cluster, frameworks, limit_r1, guarantee_r2, events
+):
     alloc = Allocator(AllocatorConfig(role_sorter=sorter, framework_sorter=sorter, seed=5))
     if limit_r1 is not None:
         alloc.set_quota("r1", None, Resources.of(cpus=limit_r1))
@@ -211,8 +220,9 @@ DEMANDS = st.tuples(st.integers(1, 4), st.sampled_from([128, 256, 512, 1024]))
 
 @SETTINGS
 @given(
-    cluster=st.lists(st.tuples(st.integers(2, 12), st.sampled_from([1024, 2048, 4096])),
-                     min_size=1, max_size=4),
+    cluster=st.lists(
+        st.tuples(st.integers(2, 12), st.sampled_from([1024, 2048, 4096])), min_size=1, max_size=4
+    ),
     demands=st.lists(DEMANDS, min_size=2, max_size=5),
     order=st.randoms(use_true_random=False),
 )
@@ -240,7 +250,8 @@ def test_progressive_filling_with_equal_weights(cluster, demands, order):
                 if share < shares[g.framework_id] - 1e-12:
                     assert not g.resources.contains(need[other]), (
                         f"{g.framework_id} (share {shares[g.framework_id]:.3f}) got an offer "
-                        f"that {other} (share {share:.3f}) could use")
+                        f"that {other} (share {share:.3f}) could use"
+                    )
             if g.resources.contains(need[g.framework_id]):
                 alloc.recover(g.framework_id, agent, g.resources - need[g.framework_id], 0.0)
             else:
@@ -252,10 +263,12 @@ def test_progressive_filling_with_equal_weights(cluster, demands, order):
 
 @SETTINGS
 @given(
-    cluster=st.lists(st.tuples(st.integers(2, 12), st.sampled_from([1024, 2048, 4096])),
-                     min_size=1, max_size=4),
-    frameworks=st.lists(st.tuples(DEMANDS, st.sampled_from(["r1", "r2", "r3"])), min_size=2,
-                        max_size=6),
+    cluster=st.lists(
+        st.tuples(st.integers(2, 12), st.sampled_from([1024, 2048, 4096])), min_size=1, max_size=4
+    ),
+    frameworks=st.lists(
+        st.tuples(DEMANDS, st.sampled_from(["r1", "r2", "r3"])), min_size=2, max_size=6
+    ),
     weights=st.tuples(*[st.sampled_from([1, 2, 3])] * 3),
     order=st.randoms(use_true_random=False),
 )
@@ -285,8 +298,9 @@ def test_hierarchical_progressive_filling(cluster, frameworks, weights, order):
         for g in grants:
             j = g.framework_id
             for i in need:
-                ahead = (role_key[role_of[i]] < role_key[role_of[j]] - 1e-12
-                         or (role_of[i] == role_of[j] and shares[i] < shares[j] - 1e-12))
+                ahead = role_key[role_of[i]] < role_key[role_of[j]] - 1e-12 or (
+                    role_of[i] == role_of[j] and shares[i] < shares[j] - 1e-12
+                )
                 if ahead:
                     assert not g.resources.contains(need[i]), f"{j} got what {i} could use"
             if g.resources.contains(need[j]):

@@ -62,8 +62,10 @@ def test_headroom_is_held_back_for_a_guarantee_even_without_its_frameworks():
     alloc.add_agent("a1", Resources.of(cpus=8, mem=1024))
     grants = alloc.allocate(0.0)
     # 16 free cpus, 8 held back for prod: dev gets a0 whole and only a1's memory
-    assert grants == [OfferGrant("d1", "a0", Resources.of(cpus=8, mem=1024)),
-                      OfferGrant("d1", "a1", Resources.of(mem=1024))]
+    assert grants == [
+        OfferGrant("d1", "a0", Resources.of(cpus=8, mem=1024)),
+        OfferGrant("d1", "a1", Resources.of(mem=1024)),
+    ]
     assert "held back" in " ".join(alloc.explain("d1", 0.0))
     alloc.add_framework("p1", role="prod")
     assert alloc.allocate(0.0) == [OfferGrant("p1", "a1", Resources.of(cpus=8))]
@@ -78,7 +80,8 @@ def test_reserved_resources_go_only_to_their_role():
     assert alloc.allocate(0.0) == []  # the reservation waits for its role
     alloc.add_framework("an", role="analytics")
     assert alloc.allocate(0.0) == [
-        OfferGrant("an", "a1", Resources.parse("cpus(analytics):2;mem(analytics):1024"))]
+        OfferGrant("an", "a1", Resources.parse("cpus(analytics):2;mem(analytics):1024"))
+    ]
 
 
 def test_reserving_role_gets_reserved_and_unreserved_together():
@@ -153,7 +156,8 @@ def test_limit_counts_unallocated_reservations():
     alloc.add_agent("a1", Resources.parse("cpus(an):2;cpus:4;mem:256"))
     # consumption starts at 2 (the reservation): only 1 unreserved cpu more may be offered
     assert alloc.allocate(0.0) == [
-        OfferGrant("x", "a1", Resources.parse("cpus(an):2;cpus:1;mem:256"))]
+        OfferGrant("x", "a1", Resources.parse("cpus(an):2;cpus:1;mem:256"))
+    ]
 
 
 def test_framework_gains_the_gpu_capability_on_update():

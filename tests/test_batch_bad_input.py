@@ -19,26 +19,37 @@ async def cluster(tmp_path):
 
 def job(command=None, instances=1, cpus=0.1, mem=16.0, **task):
     command = command if command is not None else C.CommandInfo(shell="true")
-    return B.SubmitJobRequest(spec=B.JobSpec(
-        name="bad", instances=instances,
-        task=B.TaskTemplate(command=command, cpus=cpus, mem=mem, **task)))
+    return B.SubmitJobRequest(
+        spec=B.JobSpec(
+            name="bad",
+            instances=instances,
+            task=B.TaskTemplate(command=command, cpus=cpus, mem=mem, **task),
+        )
+    )
 
 
-@pytest.mark.parametrize("request_, code, says", [
-    (job(command=C.CommandInfo()), "INVALID_ARGUMENT", "no command"),
-    (job(command=C.CommandInfo(argv=[""])), "INVALID_ARGUMENT", "argv[0]"),
-    (job(command=C.CommandInfo(argv=["true"], shell="true")), "INVALID_ARGUMENT", "exactly one"),
-    (job(cpus=0), "INVALID_ARGUMENT", "cpus must be a positive number"),
-    (job(cpus=-1), "INVALID_ARGUMENT", "cpus must be a positive number"),
-    (job(mem=0), "INVALID_ARGUMENT", "mem must be a positive number"),
-    (job(cpus=float("nan")), "INVALID_ARGUMENT", "cpus"),
-    (job(disk=-5), "INVALID_ARGUMENT", "disk"),
-    (job(instances=0), "INVALID_ARGUMENT", "instances"),
-    (job(role="analytics"), "INVALID_ARGUMENT", "role"),
-    (job(cpus=64), "FAILED_PRECONDITION", "largest agent"),
-    (job(mem=4096), "FAILED_PRECONDITION", "largest agent"),
-    (job(ports=500), "FAILED_PRECONDITION", "largest agent"),
-])
+@pytest.mark.parametrize(
+    "request_, code, says",
+    [
+        (job(command=C.CommandInfo()), "INVALID_ARGUMENT", "no command"),
+        (job(command=C.CommandInfo(argv=[""])), "INVALID_ARGUMENT", "argv[0]"),
+        (
+            job(command=C.CommandInfo(argv=["true"], shell="true")),
+            "INVALID_ARGUMENT",
+            "exactly one",
+        ),
+        (job(cpus=0), "INVALID_ARGUMENT", "cpus must be a positive number"),
+        (job(cpus=-1), "INVALID_ARGUMENT", "cpus must be a positive number"),
+        (job(mem=0), "INVALID_ARGUMENT", "mem must be a positive number"),
+        (job(cpus=float("nan")), "INVALID_ARGUMENT", "cpus"),
+        (job(disk=-5), "INVALID_ARGUMENT", "disk"),
+        (job(instances=0), "INVALID_ARGUMENT", "instances"),
+        (job(role="analytics"), "INVALID_ARGUMENT", "role"),
+        (job(cpus=64), "FAILED_PRECONDITION", "largest agent"),
+        (job(mem=4096), "FAILED_PRECONDITION", "largest agent"),
+        (job(ports=500), "FAILED_PRECONDITION", "largest agent"),
+    ],
+)
 async def test_bad_submissions_are_refused_and_nothing_is_stored(cluster, request_, code, says):
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await cluster.stub.SubmitJob(request_)
@@ -48,8 +59,10 @@ async def test_bad_submissions_are_refused_and_nothing_is_stored(cluster, reques
 
 
 async def test_unknown_job_ids_are_not_found(cluster):
-    for call, request in [("GetJob", B.GetJobRequest(job_id="job-nope")),
-                          ("KillJob", B.KillJobRequest(job_id="job-nope"))]:
+    for call, request in [
+        ("GetJob", B.GetJobRequest(job_id="job-nope")),
+        ("KillJob", B.KillJobRequest(job_id="job-nope")),
+    ]:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await getattr(cluster.stub, call)(request)
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
@@ -72,16 +85,19 @@ async def test_killing_an_ended_job_is_a_failed_precondition(cluster):
     assert "already ended (SUCCEEDED)" in info.value.details()
 
 
-@pytest.mark.parametrize("args, says", [
-    (["job", "submit", "--"], "no command"),
-    (["job", "submit", "--cpus", "0", "--", "true"], "cpus must be a positive number"),
-    (["job", "submit", "--mem", "-32", "--", "true"], "mem must be a positive number"),
-    (["job", "submit", "--cpus", "100", "--", "true"], "has cpus:2;mem:1024"),
-    (["job", "submit", "--instances", "0", "--", "true"], "--instances must be at least 1"),
-    (["job", "status", "job-nope"], "no job 'job-nope'"),
-    (["job", "kill", "job-nope"], "no job 'job-nope'"),
-    (["job", "logs", "job-nope"], "no job 'job-nope'"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["job", "submit", "--"], "no command"),
+        (["job", "submit", "--cpus", "0", "--", "true"], "cpus must be a positive number"),
+        (["job", "submit", "--mem", "-32", "--", "true"], "mem must be a positive number"),
+        (["job", "submit", "--cpus", "100", "--", "true"], "has cpus:2;mem:1024"),
+        (["job", "submit", "--instances", "0", "--", "true"], "--instances must be at least 1"),
+        (["job", "status", "job-nope"], "no job 'job-nope'"),
+        (["job", "kill", "job-nope"], "no job 'job-nope'"),
+        (["job", "logs", "job-nope"], "no job 'job-nope'"),
+    ],
+)
 async def test_cli_bad_input_is_one_line_and_exit_1(cluster, args, says):
     result = await cluster.cli(*args)
     assert result.code == 1, result

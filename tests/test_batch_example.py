@@ -20,14 +20,25 @@ async def cluster(tmp_path):
 
 
 def example(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "examples" / "submit_job_grpc.py"), *args],
-                          capture_output=True, text=True, timeout=90, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "submit_job_grpc.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
+    )
 
 
 async def test_example_submits_and_watches_a_job_to_success(cluster):
     result = await asyncio.to_thread(
-        example, "--master", cluster.master.address, "--instances", "3", "--",
-        "echo hi from $AGORA_INSTANCE")
+        example,
+        "--master",
+        cluster.master.address,
+        "--instances",
+        "3",
+        "--",
+        "echo hi from $AGORA_INSTANCE",
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"batch API at {cluster.batch.address}"

@@ -26,14 +26,27 @@ async def cluster(tmp_path):
 async def master_tasks(cluster: BatchCluster) -> list:
     async with insecure_channel(cluster.master.address) as channel:
         reply = await operator_pb2_grpc.OperatorStub(channel).ListTasks(
-            operator_pb2.ListTasksRequest())
+            operator_pb2.ListTasksRequest()
+        )
     return list(reply.tasks)
 
 
 async def test_ten_instances_succeed_and_their_logs_are_readable(cluster):
     result = await cluster.cli(
-        "job", "submit", "--name", "ten", "--instances", "10", "--cpus", "0.1", "--mem", "16",
-        "--wait", "--", "echo hello from instance $AGORA_INSTANCE; echo to stderr >&2")
+        "job",
+        "submit",
+        "--name",
+        "ten",
+        "--instances",
+        "10",
+        "--cpus",
+        "0.1",
+        "--mem",
+        "16",
+        "--wait",
+        "--",
+        "echo hello from instance $AGORA_INSTANCE; echo to stderr >&2",
+    )
     assert result.code == 0, result.err
     lines = result.out.splitlines()
     job_id = lines[0]
@@ -69,8 +82,10 @@ async def test_ten_instances_succeed_and_their_logs_are_readable(cluster):
 
 async def test_instance_fails_twice_then_succeeds_within_retries(cluster, tmp_path):
     counter = tmp_path / "attempts"
-    script = (f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
-              "echo run $n; [ $n -ge 3 ] || exit 1")
+    script = (
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
+        "echo run $n; [ $n -ge 3 ] || exit 1"
+    )
     job_id = await cluster.submit(script, instances=1, max_retries=2)
     job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
     attempts = job.instances[0].attempts
@@ -85,15 +100,27 @@ async def test_instance_fails_twice_then_succeeds_within_retries(cluster, tmp_pa
 
 
 async def test_job_that_exhausts_its_retries_fails(cluster):
-    as_json = await cluster.cli("job", "submit", "--retries", "0", "--wait", "--json", "--",
-                                "exit 5")
+    as_json = await cluster.cli(
+        "job", "submit", "--retries", "0", "--wait", "--json", "--", "exit 5"
+    )
     assert as_json.code == 1
     failed = json.loads(as_json.out)
     assert failed["state"] == "JOB_FAILED" and failed["spec"]["name"] == "exit"
     assert failed["instances"][0]["attempts"][0]["exit_code"] == 5
 
-    result = await cluster.cli("job", "submit", "--name", "doomed", "--instances", "2",
-                               "--retries", "1", "--wait", "--", "echo trying; exit 3")
+    result = await cluster.cli(
+        "job",
+        "submit",
+        "--name",
+        "doomed",
+        "--instances",
+        "2",
+        "--retries",
+        "1",
+        "--wait",
+        "--",
+        "echo trying; exit 3",
+    )
     assert result.code == 1
     job_id = result.out.splitlines()[0]
     assert f"job {job_id} FAILED" in result.err
@@ -110,8 +137,10 @@ async def test_gang_that_cannot_fit_launches_nothing_and_stays_queued(cluster):
     gang = await cluster.submit("true", instances=3, cpus=1.5, gang=True)
     # Its message is set when it is passed over in a round of offers.
     job = await eventually_async(
-        lambda: _with_message(cluster, gang, "gang of 3"), timeout=30,
-        message="the gang job considered and held")
+        lambda: _with_message(cluster, gang, "gang of 3"),
+        timeout=30,
+        message="the gang job considered and held",
+    )
     assert job.state == B.JOB_QUEUED
     assert "could hold at most 2 of its 3 instances at once" in job.message
     # A small plain job behind it still runs (backfill), while the gang holds nothing.
@@ -141,8 +170,12 @@ async def test_kill_a_job_its_tasks_end_killed(cluster):
 
     async def all_running():
         job = await cluster.job(job_id)
-        return job if job.counts.running == 3 and all(
-            i.attempts[-1].state == C.TASK_RUNNING for i in job.instances) else None
+        return (
+            job
+            if job.counts.running == 3
+            and all(i.attempts[-1].state == C.TASK_RUNNING for i in job.instances)
+            else None
+        )
 
     await eventually_async(all_running, timeout=30, message="3 instances running")
     result = await cluster.cli("job", "kill", job_id)
@@ -151,8 +184,7 @@ async def test_kill_a_job_its_tasks_end_killed(cluster):
 
     async def all_killed():
         job = await cluster.job(job_id)
-        return job if all(i.attempts[-1].state == C.TASK_KILLED for i in job.instances) \
-            else None
+        return job if all(i.attempts[-1].state == C.TASK_KILLED for i in job.instances) else None
 
     job = await eventually_async(all_killed, timeout=30, message="tasks KILLED")
     assert job.state == B.JOB_KILLED and job.counts.killed == 3
@@ -178,10 +210,12 @@ async def test_queue_is_suppressed_when_idle(cluster):
     async def suppressed():
         async with insecure_channel(cluster.master.address) as channel:
             reply = await operator_pb2_grpc.OperatorStub(channel).ListFrameworks(
-                operator_pb2.ListFrameworksRequest())
+                operator_pb2.ListFrameworksRequest()
+            )
         batch = [f for f in reply.frameworks if f.info.name == "batch"]
-        return batch and batch[0].suppressed and batch[0].info.service_address == \
-            cluster.batch.address
+        return (
+            batch and batch[0].suppressed and batch[0].info.service_address == cluster.batch.address
+        )
 
     await eventually_async(suppressed, timeout=30, message="batch suppressed when idle")
     # New work revives it.
@@ -192,8 +226,9 @@ async def test_queue_is_suppressed_when_idle(cluster):
 @pytest.mark.parametrize("policy, first", [("priority", "urgent"), ("fifo", "early")])
 async def test_queue_policy_decides_who_runs_first(tmp_path, policy, first):
     # One agent with room for one task at a time: the queue order is the run order.
-    c = BatchCluster(tmp_path, agent_resources=["cpus:1;mem:256"],
-                     batch_overrides={"queue": policy})
+    c = BatchCluster(
+        tmp_path, agent_resources=["cpus:1;mem:256"], batch_overrides={"queue": policy}
+    )
     await c.start()
     try:
         gate = tmp_path / "go"
@@ -202,11 +237,15 @@ async def test_queue_policy_decides_who_runs_first(tmp_path, policy, first):
         early = await c.submit("true", cpus=1, name="early", priority=0)
         urgent = await c.submit("true", cpus=1, name="urgent", priority=10)
         gate.touch()
-        jobs = {"early": await c.wait_state(early, B.JOB_SUCCEEDED),
-                "urgent": await c.wait_state(urgent, B.JOB_SUCCEEDED)}
+        jobs = {
+            "early": await c.wait_state(early, B.JOB_SUCCEEDED),
+            "urgent": await c.wait_state(urgent, B.JOB_SUCCEEDED),
+        }
         second = "early" if first == "urgent" else "urgent"
-        assert jobs[first].instances[0].attempts[0].launched_at < \
-            jobs[second].instances[0].attempts[0].launched_at
+        assert (
+            jobs[first].instances[0].attempts[0].launched_at
+            < jobs[second].instances[0].attempts[0].launched_at
+        )
     finally:
         await c.stop()
 
@@ -219,7 +258,8 @@ async def _running(cluster, job_id):
 async def test_logs_follow_streams_until_the_task_ends(cluster, tmp_path):
     gate = tmp_path / "go"
     job_id = await cluster.submit(
-        f"echo first; while [ ! -f {gate} ]; do sleep 0.05; done; echo second")
+        f"echo first; while [ ! -f {gate} ]; do sleep 0.05; done; echo second"
+    )
     await eventually_async(lambda: _running(cluster, job_id), timeout=30, message="running")
     follow = asyncio.create_task(cluster.cli("job", "logs", job_id, "--follow"))
 
@@ -239,17 +279,20 @@ async def test_gang_launches_once_agents_freed_at_different_times_are_all_free(t
     await c.start()
     try:
         gates = [tmp_path / "a", tmp_path / "b"]
-        blockers = [await c.submit(f"while [ ! -f {gate} ]; do sleep 0.05; done", cpus=1)
-                    for gate in gates]
+        blockers = [
+            await c.submit(f"while [ ! -f {gate} ]; do sleep 0.05; done", cpus=1) for gate in gates
+        ]
         for blocker in blockers:
-            await eventually_async(lambda b=blocker: _running(c, b), timeout=30,
-                                   message="blocker running")
+            await eventually_async(
+                lambda b=blocker: _running(c, b), timeout=30, message="blocker running"
+            )
         gang = await c.submit("true", instances=2, cpus=1, gang=True)
         # One agent frees up and is declined (the gang needs two) before the other does.
         gates[0].touch()
         await c.wait_state(blockers[0], B.JOB_SUCCEEDED)
-        await eventually_async(lambda: _with_message(c, gang, "gang of 2"), timeout=30,
-                               message="gang passed over")
+        await eventually_async(
+            lambda: _with_message(c, gang, "gang of 2"), timeout=30, message="gang passed over"
+        )
         gates[1].touch()
         job = await c.wait_state(gang, B.JOB_SUCCEEDED, timeout=30)
         assert {i.attempts[0].hostname for i in job.instances} == {"host-0", "host-1"}

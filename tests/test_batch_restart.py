@@ -25,7 +25,8 @@ async def cluster(tmp_path):
 async def master_task_state(cluster, task_id):
     async with insecure_channel(cluster.master.address) as channel:
         reply = await operator_pb2_grpc.OperatorStub(channel).ListTasks(
-            operator_pb2.ListTasksRequest())
+            operator_pb2.ListTasksRequest()
+        )
     states = [t.state for t in reply.tasks if t.task_id == task_id]
     return states[0] if states else None
 
@@ -38,8 +39,11 @@ async def test_restart_mid_job_loses_nothing_and_the_job_completes(cluster, tmp_
 
     async def both_running():
         job = await cluster.job(job_id)
-        return job if all(i.attempts and i.attempts[-1].state == C.TASK_RUNNING
-                          for i in job.instances) else None
+        return (
+            job
+            if all(i.attempts and i.attempts[-1].state == C.TASK_RUNNING for i in job.instances)
+            else None
+        )
 
     before = await eventually_async(both_running, timeout=30, message="2 instances running")
     framework_id = cluster.batch.scheduler.framework_id
@@ -49,22 +53,29 @@ async def test_restart_mid_job_loses_nothing_and_the_job_completes(cluster, tmp_
     # Instance 0 ends while the daemon is away.
     (tmp_path / "go-0").touch()
     first = before.instances[0].attempts[0].task_id
-    await eventually_async(lambda: _is(master_task_state(cluster, first), C.TASK_FINISHED),
-                           timeout=30, message="instance 0 finished while batch was down")
+    await eventually_async(
+        lambda: _is(master_task_state(cluster, first), C.TASK_FINISHED),
+        timeout=30,
+        message="instance 0 finished while batch was down",
+    )
 
     await cluster.start_batch()  # same state dir
     assert cluster.batch.scheduler.framework_id == framework_id
     job = await cluster.job(job_id)  # still known after the restart
     assert job.spec.instances == 2
-    await eventually_async(lambda: _instance_state(cluster, job_id, 0, B.INSTANCE_SUCCEEDED),
-                           timeout=30, message="instance 0's end learnt after the restart")
+    await eventually_async(
+        lambda: _instance_state(cluster, job_id, 0, B.INSTANCE_SUCCEEDED),
+        timeout=30,
+        message="instance 0's end learnt after the restart",
+    )
 
     (tmp_path / "go-1").touch()
     job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
     # Neither instance was launched again: the restart cost no attempt.
     assert [len(i.attempts) for i in job.instances] == [1, 1]
-    assert [i.attempts[0].task_id for i in job.instances] == \
-        [i.attempts[0].task_id for i in before.instances]
+    assert [i.attempts[0].task_id for i in job.instances] == [
+        i.attempts[0].task_id for i in before.instances
+    ]
 
     held = await cluster.job(queued)
     assert held.state == B.JOB_QUEUED and held.spec.gang
@@ -72,7 +83,8 @@ async def test_restart_mid_job_loses_nothing_and_the_job_completes(cluster, tmp_
     # The master still has one batch framework, now pointing at the new API address.
     async with insecure_channel(cluster.master.address) as channel:
         reply = await operator_pb2_grpc.OperatorStub(channel).ListFrameworks(
-            operator_pb2.ListFrameworksRequest())
+            operator_pb2.ListFrameworksRequest()
+        )
     batch = [f for f in reply.frameworks if f.info.name == "batch"]
     assert [f.info.framework_id for f in batch] == [framework_id]
     assert batch[0].info.service_address == cluster.batch.address
@@ -96,8 +108,7 @@ async def _instance_state(cluster, job_id, index, state):
 
 async def test_instance_on_a_lost_agent_is_retried_elsewhere(cluster):
     # The first attempt hangs; any later one exits 0 at once.
-    job_id = await cluster.submit('[ "$AGORA_ATTEMPT" = 1 ] && exec sleep 60; true',
-                                  max_retries=1)
+    job_id = await cluster.submit('[ "$AGORA_ATTEMPT" = 1 ] && exec sleep 60; true', max_retries=1)
 
     async def running():
         job = await cluster.job(job_id)
@@ -117,9 +128,17 @@ async def test_instance_on_a_lost_agent_is_retried_elsewhere(cluster):
 
 async def test_job_submit_wait_follows_the_job_across_a_daemon_restart(cluster, tmp_path):
     gate = tmp_path / "go"
-    waiting = asyncio.create_task(cluster.cli(
-        "job", "submit", "--name", "gated", "--wait", "--",
-        f"while [ ! -f {gate} ]; do sleep 0.05; done"))
+    waiting = asyncio.create_task(
+        cluster.cli(
+            "job",
+            "submit",
+            "--name",
+            "gated",
+            "--wait",
+            "--",
+            f"while [ ! -f {gate} ]; do sleep 0.05; done",
+        )
+    )
 
     async def running_job():
         jobs = (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs
@@ -150,8 +169,9 @@ async def test_master_restart_mid_job_the_job_completes(cluster, tmp_path):
     port = cluster.master.port
     await cluster.master.stop()
     (tmp_path / "go-0").touch()  # ends while there is no master
-    cluster.master = Master(MasterConfig(host="127.0.0.1", port=port,
-                                         state_dir=tmp_path / "master", **FAST_MASTER))
+    cluster.master = Master(
+        MasterConfig(host="127.0.0.1", port=port, state_dir=tmp_path / "master", **FAST_MASTER)
+    )
     await cluster.master.start()
     (tmp_path / "go-1").touch()
     job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED, timeout=60)
@@ -162,8 +182,7 @@ async def test_daemon_back_after_its_failover_timeout_starts_afresh_and_retries(
     c = BatchCluster(tmp_path, batch_overrides={"failover_timeout": 0.5})
     await c.start()
     try:
-        job_id = await c.submit('[ "$AGORA_ATTEMPT" = 1 ] && exec sleep 60; true',
-                                max_retries=1)
+        job_id = await c.submit('[ "$AGORA_ATTEMPT" = 1 ] && exec sleep 60; true', max_retries=1)
 
         async def running():
             job = await c.job(job_id)
@@ -177,7 +196,8 @@ async def test_daemon_back_after_its_failover_timeout_starts_afresh_and_retries(
         async def torn_down():
             async with insecure_channel(c.master.address) as channel:
                 reply = await operator_pb2_grpc.OperatorStub(channel).ListFrameworks(
-                    operator_pb2.ListFrameworksRequest())
+                    operator_pb2.ListFrameworksRequest()
+                )
             return all(f.info.framework_id != old_id for f in reply.frameworks)
 
         await eventually_async(torn_down, timeout=30, message="framework torn down")

@@ -15,8 +15,13 @@ BACKOFF = st.Backoff(initial=1.0, factor=2.0, maximum=5.0)
 
 
 def spec(instances=2, retries=0, gang=False) -> B.JobSpec:
-    return B.JobSpec(name="t", instances=instances, max_retries=retries, gang=gang,
-                     task=B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=1, mem=64))
+    return B.JobSpec(
+        name="t",
+        instances=instances,
+        max_retries=retries,
+        gang=gang,
+        task=B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=1, mem=64),
+    )
 
 
 def launch(job, index, now=10.0):
@@ -25,8 +30,13 @@ def launch(job, index, now=10.0):
 
 def update(job, attempt, state, now=11.0, **fields):
     index = st.parse_task_id(attempt.task_id)[1]
-    return st.apply_update(job, index, C.TaskStatus(task_id=attempt.task_id, state=state,
-                                                    **fields), now=now, backoff=BACKOFF)
+    return st.apply_update(
+        job,
+        index,
+        C.TaskStatus(task_id=attempt.task_id, state=state, **fields),
+        now=now,
+        backoff=BACKOFF,
+    )
 
 
 def test_new_job_is_queued_with_pending_instances():
@@ -68,8 +78,7 @@ def test_duplicate_and_late_updates_change_nothing():
 def test_failure_retries_with_backoff_then_succeeds():
     job = st.new_job("job-1", spec(1, retries=2), 1, 0.0)
     first = launch(job, 0, now=10.0)
-    change = update(job, first, C.TASK_FAILED, now=11.0, exit_code=1,
-                    message="exited with code 1")
+    change = update(job, first, C.TASK_FAILED, now=11.0, exit_code=1, message="exited with code 1")
     # backoff: 1 s before retry 1, 2 s before retry 2
     assert change.retry_at == 12.0 and "retry 1 of 2" in change.description
     assert job.instances[0].state == B.INSTANCE_PENDING and job.state == B.JOB_RUNNING
@@ -81,8 +90,11 @@ def test_failure_retries_with_backoff_then_succeeds():
     third = launch(job, 0, now=15.0)
     update(job, third, C.TASK_FINISHED, now=16.0, exit_code=0)
     assert job.state == B.JOB_SUCCEEDED
-    assert [a.state for a in job.instances[0].attempts] == [C.TASK_FAILED, C.TASK_FAILED,
-                                                            C.TASK_FINISHED]
+    assert [a.state for a in job.instances[0].attempts] == [
+        C.TASK_FAILED,
+        C.TASK_FAILED,
+        C.TASK_FINISHED,
+    ]
 
 
 def test_exhausted_retries_fail_the_job_once_every_instance_ended():
@@ -138,13 +150,23 @@ def test_refused_launch_is_forgotten():
 
 
 def offer(agent: str, resources: str) -> C.Offer:
-    return C.Offer(offer_id=f"o-{agent}", agent_id=agent, hostname=agent,
-                   resources=Resources.parse(resources).to_proto())
+    return C.Offer(
+        offer_id=f"o-{agent}",
+        agent_id=agent,
+        hostname=agent,
+        resources=Resources.parse(resources).to_proto(),
+    )
 
 
 def wants(job_id: str, n: int, cpus: float = 1.0):
-    return [Want(job_id, i, TaskSpec(f"{job_id}-{i}", cpus=cpus, mem=64, command="true",
-                                     task_id=f"{job_id}.{i}.1")) for i in range(n)]
+    return [
+        Want(
+            job_id,
+            i,
+            TaskSpec(f"{job_id}-{i}", cpus=cpus, mem=64, command="true", task_id=f"{job_id}.{i}.1"),
+        )
+        for i in range(n)
+    ]
 
 
 def test_gang_that_does_not_fit_places_nothing_and_others_backfill():
@@ -183,8 +205,10 @@ def test_largest_fit_checks_one_agent_holds_everything():
 
 
 def test_capacity_counts_tasks_the_idle_agents_could_hold_at_once():
-    agents = [("h1", Resources.parse("cpus:2;mem:1024")),
-              ("h2", Resources.parse("cpus:2;mem:1024"))]
+    agents = [
+        ("h1", Resources.parse("cpus:2;mem:1024")),
+        ("h2", Resources.parse("cpus:2;mem:1024")),
+    ]
     spec = TaskSpec("x", cpus=1.5, mem=64, command="true")
     assert capacity(agents, spec) == 2  # one per agent: 1.5 + 1.5 > 2
     assert capacity(agents, TaskSpec("y", cpus=0.5, mem=64, command="true")) == 8

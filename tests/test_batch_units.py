@@ -57,13 +57,16 @@ def test_validate_accepts_argv_and_shell():
     validate_spec(spec(command=C.CommandInfo(argv=["echo", "hi"])))
 
 
-@pytest.mark.parametrize("task, says", [
-    (dict(command=C.CommandInfo(shell="   ")), "no command"),
-    (dict(cpus=0.0001), "at least 0.001"),
-    (dict(cpus=float("inf")), "cpus must be a positive number"),
-    (dict(env={"A=B": "x"}), "environment variable name"),
-    (dict(ports=5000), "ports"),
-])
+@pytest.mark.parametrize(
+    "task, says",
+    [
+        (dict(command=C.CommandInfo(shell="   ")), "no command"),
+        (dict(cpus=0.0001), "at least 0.001"),
+        (dict(cpus=float("inf")), "cpus must be a positive number"),
+        (dict(env={"A=B": "x"}), "environment variable name"),
+        (dict(ports=5000), "ports"),
+    ],
+)
 def test_validate_refuses(task, says):
     with pytest.raises(SpecError) as info:
         validate_spec(spec(**task))
@@ -74,10 +77,14 @@ def test_progress_line_and_bar():
     job = st.new_job("job-1", spec(), 1, 0.0)
     a0 = st.record_launch(job, 0, agent_id="a", now=1.0)
     st.record_launch(job, 1, agent_id="a", now=1.0)
-    st.apply_update(job, 0, C.TaskStatus(task_id=a0.task_id, state=C.TASK_FINISHED), now=2.0,
-                    backoff=st.Backoff())
-    assert _progress(job, bar=False) == \
-        "job-1: 1/4 done, 1 running, 0 failed, 2 pending [RUNNING]"
+    st.apply_update(
+        job,
+        0,
+        C.TaskStatus(task_id=a0.task_id, state=C.TASK_FINISHED),
+        now=2.0,
+        backoff=st.Backoff(),
+    )
+    assert _progress(job, bar=False) == "job-1: 1/4 done, 1 running, 0 failed, 2 pending [RUNNING]"
     bar = _progress(job, bar=True)
     # 30 cells: 1/4 done -> 7 '#', 1/4 running -> 8 '>' (rounded), the rest pending '.'
     assert bar.startswith("[#######>>>>>>>>...............] 1/4 done")

@@ -15,8 +15,13 @@ from common import Resources
 
 
 def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 async def run(*args: str) -> subprocess.CompletedProcess:
@@ -25,9 +30,20 @@ async def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def start_master(tmp_path, port: int = 0) -> Daemon:
-    return Daemon(["master", "--port", str(port), "--state-dir", str(tmp_path / "state"),
-                   "--heartbeat-interval", "0.5", "--agent-timeout", "5"],
-                  tmp_path / "master.log").start()
+    return Daemon(
+        [
+            "master",
+            "--port",
+            str(port),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--heartbeat-interval",
+            "0.5",
+            "--agent-timeout",
+            "5",
+        ],
+        tmp_path / "master.log",
+    ).start()
 
 
 def roles_by_name(stdout: str) -> dict[str, dict]:
@@ -42,8 +58,15 @@ async def test_weight_quota_and_why_through_the_command_line(tmp_path):
         await agent.connect()
         out = await run("cluster", "weight", "analytics", "2", "--master", master.address)
         assert out.returncode == 0, out.stderr
-        out = await run("cluster", "quota", "analytics", "--limit", "cpus:1;mem:1024",
-                        "--master", master.address)
+        out = await run(
+            "cluster",
+            "quota",
+            "analytics",
+            "--limit",
+            "cpus:1;mem:1024",
+            "--master",
+            master.address,
+        )
         assert out.returncode == 0, out.stderr
 
         await framework.subscribe()
@@ -60,20 +83,29 @@ async def test_weight_quota_and_why_through_the_command_line(tmp_path):
         assert analytics["dominant_share"] > 0
 
         # holding the offer puts the role at its limit: --why says so, by name or id
-        out = await run("cluster", "frameworks", "--why", "analytics-fw",
-                        "--master", master.address)
+        out = await run(
+            "cluster", "frameworks", "--why", "analytics-fw", "--master", master.address
+        )
         assert out.returncode == 0, out.stderr
         assert "quota limit" in out.stdout
-        out = await run("cluster", "frameworks", "--why", framework.framework_id, "--json",
-                        "--master", master.address)
+        out = await run(
+            "cluster",
+            "frameworks",
+            "--why",
+            framework.framework_id,
+            "--json",
+            "--master",
+            master.address,
+        )
         reasons = json.loads(out.stdout)["reasons"]
         assert any("quota limit" in r for r in reasons)
 
         # bad input: one line, non-zero, nothing changed
         out = await run("cluster", "weight", "analytics", "nan", "--master", master.address)
         assert out.returncode == 2 and "positive" in out.stderr
-        out = await run("cluster", "quota", "analytics", "--limit", "cpus:-1",
-                        "--master", master.address)
+        out = await run(
+            "cluster", "quota", "analytics", "--limit", "cpus:-1", "--master", master.address
+        )
         assert out.returncode == 1 and "negative" in out.stderr
         out = await run("cluster", "frameworks", "--why", "nobody", "--master", master.address)
         assert out.returncode == 1 and "nobody" in out.stderr

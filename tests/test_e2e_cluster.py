@@ -36,8 +36,13 @@ def cluster(tmp_path):
 
 
 def agora(*args: str, master: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args, "--master", master],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args, "--master", master],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def cluster_json(what: str, master: str):
@@ -66,8 +71,11 @@ async def agent_task(agent_address: str, task_id: str) -> agent_pb2.AgentTask:
 
 
 def wait_agents(c: Cluster, n: int) -> list[dict]:
-    return eventually(lambda: (a := cluster_json("agents", c.master.address)) and len(a) == n and a,
-                      timeout=30, message=f"{n} agents registered")
+    return eventually(
+        lambda: (a := cluster_json("agents", c.master.address)) and len(a) == n and a,
+        timeout=30,
+        message=f"{n} agents registered",
+    )
 
 
 def gone(pid: int) -> bool:
@@ -82,9 +90,18 @@ def test_hello_framework_runs_20_tasks_over_3_agents(cluster):
         cluster.start_agent()
     wait_agents(cluster, 3)
     result = subprocess.run(
-        [sys.executable, "examples/hello_framework.py", "--master", cluster.master.address,
-         "--tasks", "20"],
-        capture_output=True, text=True, timeout=90, cwd=ROOT,
+        [
+            sys.executable,
+            "examples/hello_framework.py",
+            "--master",
+            cluster.master.address,
+            "--tasks",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout + result.stderr + cluster.logs()
     finished = [line for line in result.stdout.splitlines() if " FINISHED on " in line]
@@ -105,8 +122,13 @@ async def test_kill_ends_the_task_and_its_children(cluster):
     agent = cluster.start_agent()
     await eventually_async(lambda: operator_agents(cluster.master.address), message="agent")
     async with running(Recorder(), cluster.master.address) as fw:
-        spec = TaskSpec("sleeper", cpus=0.1, mem=32, task_id=new_task_id("sleeper"),
-                        command='sleep 1000 & echo $! > "$AGORA_SANDBOX/child.pid"; sleep 1000')
+        spec = TaskSpec(
+            "sleeper",
+            cpus=0.1,
+            mem=32,
+            task_id=new_task_id("sleeper"),
+            command='sleep 1000 & echo $! > "$AGORA_SANDBOX/child.pid"; sleep 1000',
+        )
         await fw.launch(spec)
         await fw.wait_state(spec.task_id, "TASK_RUNNING")
         task = await agent_task(agent.address, spec.task_id)
@@ -117,24 +139,31 @@ async def test_kill_ends_the_task_and_its_children(cluster):
         # the live cluster shows the framework and its running task (the command runs in a
         # thread: blocking this loop would starve the framework's driver of its heartbeats)
         frameworks = await asyncio.to_thread(cluster_json, "frameworks", cluster.master.address)
-        assert [(f["name"], f["connected"], f["task_count"]) for f in frameworks] == \
-            [("e2e", True, 1)]
+        assert [(f["name"], f["connected"], f["task_count"]) for f in frameworks] == [
+            ("e2e", True, 1)
+        ]
         tasks = await asyncio.to_thread(cluster_json, "tasks", cluster.master.address)
         assert [(t["task_id"], t["state"]) for t in tasks] == [(spec.task_id, "TASK_RUNNING")]
 
         await fw.driver.kill(spec.task_id)
         status = await fw.wait_state(spec.task_id, "TASK_KILLED")
         assert status.agent_id == fw.launched[spec.task_id]
-        await eventually_async(lambda: all(gone(p) for p in pids), timeout=15,
-                               message="task and child processes gone")
+        await eventually_async(
+            lambda: all(gone(p) for p in pids), timeout=15, message="task and child processes gone"
+        )
 
 
 async def test_task_exiting_3_is_failed_with_its_code(cluster):
     cluster.start_agent()
     await eventually_async(lambda: operator_agents(cluster.master.address), message="agent")
     async with running(Recorder(), cluster.master.address) as fw:
-        spec = TaskSpec("three", cpus=0.1, mem=32, task_id=new_task_id("three"),
-                        command="echo about to fail; exit 3")
+        spec = TaskSpec(
+            "three",
+            cpus=0.1,
+            mem=32,
+            task_id=new_task_id("three"),
+            command="echo about to fail; exit 3",
+        )
         await fw.launch(spec)
         status = await fw.wait_state(spec.task_id, "TASK_FAILED")
         assert status.exit_code == 3
@@ -145,15 +174,17 @@ async def test_task_exiting_3_is_failed_with_its_code(cluster):
 async def test_sigkilled_agent_loses_its_tasks_and_offers(cluster):
     doomed = cluster.start_agent()
     survivor = cluster.start_agent()
-    await eventually_async(lambda: _count(operator_agents(cluster.master.address), 2),
-                           message="2 agents")
+    await eventually_async(
+        lambda: _count(operator_agents(cluster.master.address), 2), message="2 agents"
+    )
     agents = await operator_agents(cluster.master.address)
     by_address = {a.info.address: a.info.agent_id for a in agents}
     doomed_id = by_address[doomed.address]
     survivor_id = by_address[survivor.address]
     async with running(Recorder(), cluster.master.address) as fw:
-        spec = TaskSpec("victim", cpus=0.5, mem=64, task_id=new_task_id("victim"),
-                        command="sleep 1000")
+        spec = TaskSpec(
+            "victim", cpus=0.5, mem=64, task_id=new_task_id("victim"), command="sleep 1000"
+        )
         await fw.launch(spec, agent_id=doomed_id)
         await fw.wait_state(spec.task_id, "TASK_RUNNING")
         task_pid = (await agent_task(doomed.address, spec.task_id)).pid
@@ -165,8 +196,11 @@ async def test_sigkilled_agent_loses_its_tasks_and_offers(cluster):
             assert lost.agent_id == doomed_id
             await eventually_async(lambda: doomed_id in fw.lost_agents, message="FAILURE event")
             await eventually_async(lambda: held.offer_id in fw.rescinded, message="rescind")
-            remaining = [a.info.agent_id for a in await operator_agents(cluster.master.address)
-                         if a.state == "ACTIVE"]
+            remaining = [
+                a.info.agent_id
+                for a in await operator_agents(cluster.master.address)
+                if a.state == "ACTIVE"
+            ]
             assert remaining == [survivor_id]
         finally:
             # The task's process outlived its SIGKILLed agent (as in Mesos); clean it up.
@@ -180,8 +214,13 @@ async def test_master_restart_keeps_running_task_and_framework(cluster):
     port = cluster.master.port
     async with running(Recorder(), cluster.master.address, failover_timeout=120) as fw:
         gate = cluster.root / "go"
-        spec = TaskSpec("survivor", cpus=0.1, mem=32, task_id=new_task_id("survivor"),
-                        command=f'while [ ! -e "{gate}" ]; do sleep 0.05; done; echo done')
+        spec = TaskSpec(
+            "survivor",
+            cpus=0.1,
+            mem=32,
+            task_id=new_task_id("survivor"),
+            command=f'while [ ! -e "{gate}" ]; do sleep 0.05; done; echo done',
+        )
         await fw.launch(spec)
         await fw.wait_state(spec.task_id, "TASK_RUNNING")
         first_id = fw.framework_ids[0]
@@ -190,11 +229,15 @@ async def test_master_restart_keeps_running_task_and_framework(cluster):
         await asyncio.to_thread(cluster.start_master, port)
 
         # the framework re-subscribes with its id, the agent re-registers with the task
-        await eventually_async(lambda: len(fw.framework_ids) >= 2, timeout=60,
-                               message="re-subscription")
+        await eventually_async(
+            lambda: len(fw.framework_ids) >= 2, timeout=60, message="re-subscription"
+        )
         assert set(fw.framework_ids) == {first_id}
-        await eventually_async(lambda: _task_state(cluster.master.address, spec.task_id),
-                               timeout=60, message="task known to the new master")
+        await eventually_async(
+            lambda: _task_state(cluster.master.address, spec.task_id),
+            timeout=60,
+            message="task known to the new master",
+        )
         assert await _task_state(cluster.master.address, spec.task_id) == "TASK_RUNNING"
 
         gate.touch()
@@ -208,8 +251,13 @@ async def test_agent_restart_recovers_task_and_reports_final_status_once(cluster
     agent_id = (await operator_agents(cluster.master.address))[0].info.agent_id
     async with running(Recorder(), cluster.master.address) as fw:
         gate = cluster.root / "go"
-        spec = TaskSpec("patient", cpus=0.1, mem=32, task_id=new_task_id("patient"),
-                        command=f'while [ ! -e "{gate}" ]; do sleep 0.05; done; echo done')
+        spec = TaskSpec(
+            "patient",
+            cpus=0.1,
+            mem=32,
+            task_id=new_task_id("patient"),
+            command=f'while [ ! -e "{gate}" ]; do sleep 0.05; done; echo done',
+        )
         await fw.launch(spec)
         await fw.wait_state(spec.task_id, "TASK_RUNNING")
 
@@ -217,15 +265,18 @@ async def test_agent_restart_recovers_task_and_reports_final_status_once(cluster
         restarted = await asyncio.to_thread(cluster.restart_agent, 0)
         # same agent id, task recovered and still running
         await eventually_async(
-            lambda: _agent_has_task(restarted.address, spec.task_id), message="recovered task")
+            lambda: _agent_has_task(restarted.address, spec.task_id), message="recovered task"
+        )
         agents = await operator_agents(cluster.master.address)
         assert [a.info.agent_id for a in agents] == [agent_id]
 
         gate.touch()
         await fw.wait_state(spec.task_id, "TASK_FINISHED", timeout=30)
         # once acknowledged the agent stops resending: no second FINISHED ever comes
-        await eventually_async(lambda: _acknowledged(restarted.address, spec.task_id),
-                               message="final update acknowledged")
+        await eventually_async(
+            lambda: _acknowledged(restarted.address, spec.task_id),
+            message="final update acknowledged",
+        )
         assert fw.states(spec.task_id).count("TASK_FINISHED") == 1
         assert "TASK_LOST" not in fw.states(spec.task_id)
 

@@ -28,40 +28,90 @@ def test_master_and_agents_on_separate_hosts(tmp_path):
         master = None
         try:
             master = Daemon(
-                ["master", "--host", master_ip, "--port", "5050",
-                 "--state-dir", str(tmp_path / "master"), "--heartbeat-interval", "0.2"],
-                tmp_path / "master.log", prefix=hosts.exec_prefix("master"),
+                [
+                    "master",
+                    "--host",
+                    master_ip,
+                    "--port",
+                    "5050",
+                    "--state-dir",
+                    str(tmp_path / "master"),
+                    "--heartbeat-interval",
+                    "0.2",
+                ],
+                tmp_path / "master.log",
+                prefix=hosts.exec_prefix("master"),
             ).start()
             daemons.append(master)
             for host in ("a1", "a2"):
                 ip = hosts.address[host]
-                daemons.append(Daemon(
-                    ["agent", "--master", f"{master_ip}:5050", "--host", ip, "--port", "5051",
-                     "--advertise-ip", ip, "--hostname", host,
-                     "--resources", "cpus:2;mem:1024;disk:1024;ports:[31000-31999]",
-                     "--work-dir", str(tmp_path / host)],
-                    tmp_path / f"{host}.log", prefix=hosts.exec_prefix(host),
-                ).start())
+                daemons.append(
+                    Daemon(
+                        [
+                            "agent",
+                            "--master",
+                            f"{master_ip}:5050",
+                            "--host",
+                            ip,
+                            "--port",
+                            "5051",
+                            "--advertise-ip",
+                            ip,
+                            "--hostname",
+                            host,
+                            "--resources",
+                            "cpus:2;mem:1024;disk:1024;ports:[31000-31999]",
+                            "--work-dir",
+                            str(tmp_path / host),
+                        ],
+                        tmp_path / f"{host}.log",
+                        prefix=hosts.exec_prefix(host),
+                    ).start()
+                )
 
             def in_master_host(*cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
-                return subprocess.run([*hosts.exec_prefix("master"), *cmd], cwd=ROOT,
-                                      capture_output=True, text=True, timeout=timeout)
+                return subprocess.run(
+                    [*hosts.exec_prefix("master"), *cmd],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                )
 
             def agents():
-                result = in_master_host(sys.executable, "-m", "cli.main", "cluster", "agents",
-                                        "--json", "--master", f"{master_ip}:5050")
+                result = in_master_host(
+                    sys.executable,
+                    "-m",
+                    "cli.main",
+                    "cluster",
+                    "agents",
+                    "--json",
+                    "--master",
+                    f"{master_ip}:5050",
+                )
                 assert result.returncode == 0, result.stderr
                 return json.loads(result.stdout)
 
-            registered = eventually(lambda: (a := agents()) and len(a) == 2 and a, timeout=30,
-                                    message="both agents registered across the bridge")
+            registered = eventually(
+                lambda: (a := agents()) and len(a) == 2 and a,
+                timeout=30,
+                message="both agents registered across the bridge",
+            )
             addresses = sorted(a["address"].rsplit(":", 1)[0] for a in registered)
             assert addresses == sorted([hosts.address["a1"], hosts.address["a2"]])
             assert sorted(a["hostname"] for a in registered) == ["a1", "a2"]
 
-            hello = in_master_host(sys.executable, "examples/hello_framework.py",
-                                   "--master", f"{master_ip}:5050", "--tasks", "6",
-                                   "--per-agent", "1", timeout=90)
+            hello = in_master_host(
+                sys.executable,
+                "examples/hello_framework.py",
+                "--master",
+                f"{master_ip}:5050",
+                "--tasks",
+                "6",
+                "--per-agent",
+                "1",
+                timeout=90,
+            )
             logs = "\n".join(d.log_tail() for d in daemons)
             assert hello.returncode == 0, hello.stdout + hello.stderr + logs
             finished = [line for line in hello.stdout.splitlines() if " FINISHED on " in line]

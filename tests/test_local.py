@@ -16,48 +16,85 @@ pytestmark = pytest.mark.e2e
 
 
 def agora(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_local_cluster_runs_hello_and_a_batch_job(tmp_path):
-    local = Daemon(["local", "--port", "0", "--agents", "2", "--work-dir", str(tmp_path / "w")],
-                   tmp_path / "local.log").start(timeout=60)
+    local = Daemon(
+        ["local", "--port", "0", "--agents", "2", "--work-dir", str(tmp_path / "w")],
+        tmp_path / "local.log",
+    ).start(timeout=60)
     try:
         master = local.address
-        eventually(lambda: any("services listening on" in line for line in local.lines),
-                   timeout=30, message="the frameworks to start")
+        eventually(
+            lambda: any("services listening on" in line for line in local.lines),
+            timeout=30,
+            message="the frameworks to start",
+        )
         agents = json.loads(agora("cluster", "agents", "--json", "--master", master).stdout)
         assert len(agents) == 2
-        assert all(re.fullmatch(r"ports:\[\d+-\d+\]", a["resources"].split(";")[-1])
-                   for a in agents)
-        names = {f["name"] for f in
-                 json.loads(agora("cluster", "frameworks", "--json", "--master", master).stdout)}
+        assert all(
+            re.fullmatch(r"ports:\[\d+-\d+\]", a["resources"].split(";")[-1]) for a in agents
+        )
+        names = {
+            f["name"]
+            for f in json.loads(agora("cluster", "frameworks", "--json", "--master", master).stdout)
+        }
         assert {"batch", "services"} <= names
 
-        hello = subprocess.run([sys.executable, "examples/hello_framework.py", "--master", master,
-                                "--tasks", "6"], cwd=ROOT, capture_output=True, text=True,
-                               timeout=90)
+        hello = subprocess.run(
+            [sys.executable, "examples/hello_framework.py", "--master", master, "--tasks", "6"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert hello.returncode == 0, hello.stdout + hello.stderr + local.log_tail()
         assert "all 6 tasks finished" in hello.stdout
 
-        job = agora("job", "submit", "--master", master, "--name", "greet", "--instances", "3",
-                    "--cpus", "0.1", "--mem", "32", "--wait", "--", "echo", "hi")
+        job = agora(
+            "job",
+            "submit",
+            "--master",
+            master,
+            "--name",
+            "greet",
+            "--instances",
+            "3",
+            "--cpus",
+            "0.1",
+            "--mem",
+            "32",
+            "--wait",
+            "--",
+            "echo",
+            "hi",
+        )
         assert job.returncode == 0, job.stdout + job.stderr + local.log_tail()
     finally:
         local.stop()
 
 
 def test_local_rejects_bad_flags_with_exit_2_and_a_taken_port_in_one_line(tmp_path):
-    for flags, named in ((["--agents", "-1"], "--agents"), (["--port", "70000"], "--port"),
-                         (["--agent-resources", "cpus:x"], "--agent-resources")):
+    for flags, named in (
+        (["--agents", "-1"], "--agents"),
+        (["--port", "70000"], "--port"),
+        (["--agent-resources", "cpus:x"], "--agent-resources"),
+    ):
         out = agora("local", *flags, "--work-dir", str(tmp_path / "w"))
         assert out.returncode == 2 and named in out.stderr, (flags, out.stderr)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        out = agora("local", "--port", str(port), "--agents", "0",
-                    "--work-dir", str(tmp_path / "w"))
+        out = agora(
+            "local", "--port", str(port), "--agents", "0", "--work-dir", str(tmp_path / "w")
+        )
     assert out.returncode == 1
     assert "cannot start the master" in out.stderr and "Traceback" not in out.stderr

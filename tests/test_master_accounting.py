@@ -39,17 +39,36 @@ class Walk:
         self.rng = random.Random(seed)
         self.now = 0.0
         config = MasterConfig(port=0, heartbeat_interval_seconds=1, agent_timeout_seconds=5)
-        self.core = MasterCore(config, build_allocator(config), StateStore(None),
-                               clock=lambda: self.now)
+        self.core = MasterCore(
+            config, build_allocator(config), StateStore(None), clock=lambda: self.now
+        )
         self.agents: dict[str, tuple] = {}  # agent_id -> (Agent, Session) of its latest stream
         self.frameworks: dict[str, tuple] = {}
         self.launched = 0
 
     def step(self) -> None:
         core, rng = self.core, self.rng
-        op = rng.choice(["register", "register", "subscribe", "subscribe", "accept", "accept",
-                         "accept", "decline", "update", "update", "kill", "agent_gone",
-                         "framework_gone", "remove", "teardown", "allocate", "allocate"])
+        op = rng.choice(
+            [
+                "register",
+                "register",
+                "subscribe",
+                "subscribe",
+                "accept",
+                "accept",
+                "accept",
+                "decline",
+                "update",
+                "update",
+                "kill",
+                "agent_gone",
+                "framework_gone",
+                "remove",
+                "teardown",
+                "allocate",
+                "allocate",
+            ]
+        )
         try:
             getattr(self, op)(core, rng)
         except CallError:
@@ -61,12 +80,20 @@ class Walk:
         agent_id = rng.choice([*core.reg.agents, "", ""])
         if removed and rng.random() < 0.1:
             agent_id = rng.choice(removed)
-        tasks = [agent_link_pb2.RunningTask(
-                     framework_id=t.framework_id, task=t.info,
-                     state=rng.choice([common_pb2.TASK_RUNNING, common_pb2.TASK_FINISHED]))
-                 for t in core.reg.tasks_of_agent(agent_id) if rng.random() < 0.7]
-        info = common_pb2.AgentInfo(agent_id=agent_id, hostname="h", resources=Resources.parse(
-            "cpus:4;mem:1024;ports:[31000-31010]").to_proto())
+        tasks = [
+            agent_link_pb2.RunningTask(
+                framework_id=t.framework_id,
+                task=t.info,
+                state=rng.choice([common_pb2.TASK_RUNNING, common_pb2.TASK_FINISHED]),
+            )
+            for t in core.reg.tasks_of_agent(agent_id)
+            if rng.random() < 0.7
+        ]
+        info = common_pb2.AgentInfo(
+            agent_id=agent_id,
+            hostname="h",
+            resources=Resources.parse("cpus:4;mem:1024;ports:[31000-31010]").to_proto(),
+        )
         session = Session()
         agent = core.register_agent(Msg.Register(info=info, tasks=tasks), session)
         if agent is not None:
@@ -75,8 +102,11 @@ class Walk:
     def subscribe(self, core, rng) -> None:
         # A live framework fails over, or a new one comes (torn-down ids are refused).
         framework_id = rng.choice([*core.reg.frameworks, ""])
-        framework, session = core.subscribe(common_pb2.FrameworkInfo(
-            framework_id=framework_id, name="f", failover_timeout_seconds=100))
+        framework, session = core.subscribe(
+            common_pb2.FrameworkInfo(
+                framework_id=framework_id, name="f", failover_timeout_seconds=100
+            )
+        )
         self.frameworks[framework.framework_id] = (framework, session)
 
     def _offer(self, core, rng):
@@ -90,21 +120,35 @@ class Walk:
         tasks = []
         for _ in range(rng.randint(0, 2)):
             self.launched += 1
-            tasks.append(common_pb2.TaskInfo(
-                task_id=f"t{self.launched}", command=common_pb2.CommandInfo(shell="true"),
-                resources=Resources.parse(rng.choice(TASK_SHAPES)).to_proto()))
-        core.accept(scheduler_pb2.AcceptRequest(
-            framework_id=framework.framework_id, stream_id=framework.stream_id,
-            offer_ids=[offer.offer_id], operations=[scheduler_pb2.Operation(
-                launch=scheduler_pb2.Operation.Launch(task_infos=tasks))]))
+            tasks.append(
+                common_pb2.TaskInfo(
+                    task_id=f"t{self.launched}",
+                    command=common_pb2.CommandInfo(shell="true"),
+                    resources=Resources.parse(rng.choice(TASK_SHAPES)).to_proto(),
+                )
+            )
+        core.accept(
+            scheduler_pb2.AcceptRequest(
+                framework_id=framework.framework_id,
+                stream_id=framework.stream_id,
+                offer_ids=[offer.offer_id],
+                operations=[
+                    scheduler_pb2.Operation(launch=scheduler_pb2.Operation.Launch(task_infos=tasks))
+                ],
+            )
+        )
 
     def decline(self, core, rng) -> None:
         offer = self._offer(core, rng)
         if offer is not None:
             framework = core.reg.frameworks[offer.framework_id]
-            core.decline(scheduler_pb2.DeclineRequest(
-                framework_id=framework.framework_id, stream_id=framework.stream_id,
-                offer_ids=[offer.offer_id]))
+            core.decline(
+                scheduler_pb2.DeclineRequest(
+                    framework_id=framework.framework_id,
+                    stream_id=framework.stream_id,
+                    offer_ids=[offer.offer_id],
+                )
+            )
 
     def _task(self, core, rng):
         return rng.choice(list(core.reg.tasks.values())) if core.reg.tasks else None
@@ -113,19 +157,30 @@ class Walk:
         task = self._task(core, rng)
         agent = core.reg.agents.get(task.agent_id) if task else None
         if agent is not None and agent.connected:
-            state = rng.choice([common_pb2.TASK_RUNNING, common_pb2.TASK_FINISHED,
-                                common_pb2.TASK_FAILED])
-            core.status_update(agent, Msg.StatusUpdate(
-                framework_id=task.framework_id,
-                status=common_pb2.TaskStatus(task_id=task.task_id, state=state, uuid=new_uuid())))
+            state = rng.choice(
+                [common_pb2.TASK_RUNNING, common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED]
+            )
+            core.status_update(
+                agent,
+                Msg.StatusUpdate(
+                    framework_id=task.framework_id,
+                    status=common_pb2.TaskStatus(
+                        task_id=task.task_id, state=state, uuid=new_uuid()
+                    ),
+                ),
+            )
 
     def kill(self, core, rng) -> None:
         task = self._task(core, rng)
         framework = core.reg.frameworks.get(task.framework_id) if task else None
         if framework is not None and framework.connected:
-            core.kill(scheduler_pb2.KillRequest(framework_id=framework.framework_id,
-                                                stream_id=framework.stream_id,
-                                                task_id=task.task_id))
+            core.kill(
+                scheduler_pb2.KillRequest(
+                    framework_id=framework.framework_id,
+                    stream_id=framework.stream_id,
+                    task_id=task.task_id,
+                )
+            )
 
     def agent_gone(self, core, rng) -> None:
         if self.agents:

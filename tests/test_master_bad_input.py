@@ -36,13 +36,13 @@ async def rpc_error(call) -> grpc.aio.AioRpcError:
 
 
 def res(name: str, value: float, role: str = "*") -> common_pb2.Resource:
-    return common_pb2.Resource(name=name, type=common_pb2.Resource.SCALAR, scalar=value,
-                               role=role)
+    return common_pb2.Resource(name=name, type=common_pb2.Resource.SCALAR, scalar=value, role=role)
 
 
 def raw_task(task_id: str, resources, shell: str = "true") -> common_pb2.TaskInfo:
-    return common_pb2.TaskInfo(task_id=task_id, resources=resources,
-                               command=common_pb2.CommandInfo(shell=shell))
+    return common_pb2.TaskInfo(
+        task_id=task_id, resources=resources, command=common_pb2.CommandInfo(shell=shell)
+    )
 
 
 BAD_TASKS = {
@@ -52,8 +52,11 @@ BAD_TASKS = {
     "negative cpus": ([raw_task("n", [res("cpus", -1)])], "n", "negative"),
     "NaN mem": ([raw_task("nan", [res("mem", math.nan)])], "nan", "finite"),
     "unknown resource": ([raw_task("u", [res("bogons", 1)])], "u", "bogons"),
-    "no command": ([common_pb2.TaskInfo(task_id="c", resources=[res("cpus", 1)])], "c",
-                   "no command"),
+    "no command": (
+        [common_pb2.TaskInfo(task_id="c", resources=[res("cpus", 1)])],
+        "c",
+        "no command",
+    ),
     "no resources": ([raw_task("e", [])], "e", "no resources"),
     "empty task id": ([raw_task("", [res("cpus", 1)])], "", "empty task_id"),
 }
@@ -96,8 +99,9 @@ async def test_used_offer_is_a_failed_precondition(cluster):
 
 async def test_declined_offer_is_a_failed_precondition(cluster):
     master, agent, framework, offer = cluster
-    await framework.stub.Decline(scheduler_pb2.DeclineRequest(**framework.ids(),
-                                                              offer_ids=[offer.offer_id]))
+    await framework.stub.Decline(
+        scheduler_pb2.DeclineRequest(**framework.ids(), offer_ids=[offer.offer_id])
+    )
     error = await rpc_error(framework.accept([offer.offer_id], [task("t")]))
     assert error.code() == Code.FAILED_PRECONDITION and "declined" in error.details()
 
@@ -135,27 +139,44 @@ async def test_offers_on_two_agents_in_one_accept_are_invalid(cluster):
 
 async def test_calls_on_a_stale_stream_or_unknown_framework_are_refused(cluster):
     master, agent, framework, offer = cluster
-    error = await rpc_error(framework.stub.Revive(scheduler_pb2.ReviveRequest(
-        framework_id=framework.framework_id, stream_id="stream-old")))
+    error = await rpc_error(
+        framework.stub.Revive(
+            scheduler_pb2.ReviveRequest(framework_id=framework.framework_id, stream_id="stream-old")
+        )
+    )
     assert error.code() == Code.PERMISSION_DENIED and "stream_id" in error.details()
-    error = await rpc_error(framework.stub.Accept(scheduler_pb2.AcceptRequest(
-        framework_id="framework-nobody", stream_id=framework.stream_id,
-        offer_ids=[offer.offer_id])))
+    error = await rpc_error(
+        framework.stub.Accept(
+            scheduler_pb2.AcceptRequest(
+                framework_id="framework-nobody",
+                stream_id=framework.stream_id,
+                offer_ids=[offer.offer_id],
+            )
+        )
+    )
     assert error.code() == Code.NOT_FOUND
 
 
 async def test_bad_subscriptions_and_filters_are_invalid(cluster):
     master, agent, framework, offer = cluster
-    for info in [common_pb2.FrameworkInfo(name=""),
-                 common_pb2.FrameworkInfo(name="x", failover_timeout_seconds=-1),
-                 common_pb2.FrameworkInfo(name="x", role="bad role"),
-                 common_pb2.FrameworkInfo(name="x", service_address="nohostport")]:
+    for info in [
+        common_pb2.FrameworkInfo(name=""),
+        common_pb2.FrameworkInfo(name="x", failover_timeout_seconds=-1),
+        common_pb2.FrameworkInfo(name="x", role="bad role"),
+        common_pb2.FrameworkInfo(name="x", service_address="nohostport"),
+    ]:
         call = framework.stub.Subscribe(scheduler_pb2.SubscribeRequest(framework=info))
         error = await rpc_error(call.read())
         assert error.code() == Code.INVALID_ARGUMENT, info
-    error = await rpc_error(framework.stub.Decline(scheduler_pb2.DeclineRequest(
-        **framework.ids(), offer_ids=[offer.offer_id],
-        filters=common_pb2.Filters(refuse_seconds=-5))))
+    error = await rpc_error(
+        framework.stub.Decline(
+            scheduler_pb2.DeclineRequest(
+                **framework.ids(),
+                offer_ids=[offer.offer_id],
+                filters=common_pb2.Filters(refuse_seconds=-5),
+            )
+        )
+    )
     assert error.code() == Code.INVALID_ARGUMENT and "refuse_seconds" in error.details()
 
 
@@ -172,8 +193,15 @@ async def test_bad_agents_are_refused(cluster):
     async def one(message):
         yield message
 
-    call = stub.Connect(one(Msg(register=Msg.Register(info=common_pb2.AgentInfo(
-        hostname="bad", resources=[res("cpus", -2)])))))
+    call = stub.Connect(
+        one(
+            Msg(
+                register=Msg.Register(
+                    info=common_pb2.AgentInfo(hostname="bad", resources=[res("cpus", -2)])
+                )
+            )
+        )
+    )
     error = await rpc_error(call.read())
     assert error.code() == Code.INVALID_ARGUMENT and "negative" in error.details()
     call = stub.Connect(one(Msg(heartbeat=Msg.Heartbeat())))
@@ -186,16 +214,23 @@ async def test_bad_operator_calls(cluster):
     master, agent, framework, offer = cluster
     channel, ops = operator(master.address)
     async with channel:
-        error = await rpc_error(ops.UpdateWeight(operator_pb2.UpdateWeightRequest(
-            role="a", weight=-1)))
+        error = await rpc_error(
+            ops.UpdateWeight(operator_pb2.UpdateWeightRequest(role="a", weight=-1))
+        )
         assert error.code() == Code.INVALID_ARGUMENT
-        error = await rpc_error(ops.ExplainOffers(operator_pb2.ExplainOffersRequest(
-            framework="nobody")))
+        error = await rpc_error(
+            ops.ExplainOffers(operator_pb2.ExplainOffersRequest(framework="nobody"))
+        )
         assert error.code() == Code.NOT_FOUND
         error = await rpc_error(ops.DrainAgent(operator_pb2.DrainAgentRequest(agent_id="x")))
         assert error.code() == Code.NOT_FOUND
-        error = await rpc_error(ops.SetQuota(operator_pb2.SetQuotaRequest(
-            role="a", quota=operator_pb2.Quota(guarantee=[res("cpus", math.nan)]))))
+        error = await rpc_error(
+            ops.SetQuota(
+                operator_pb2.SetQuotaRequest(
+                    role="a", quota=operator_pb2.Quota(guarantee=[res("cpus", math.nan)])
+                )
+            )
+        )
         assert error.code() == Code.INVALID_ARGUMENT
 
 
@@ -207,7 +242,8 @@ async def test_master_keeps_serving_after_bad_input(cluster):
     channel = insecure_channel(master.address)
     async with channel:
         health = await health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(service="agora.v1.Scheduler"))
+            health_pb2.HealthCheckRequest(service="agora.v1.Scheduler")
+        )
         assert health.status == health_pb2.HealthCheckResponse.SERVING
     await framework.accept([offer.offer_id], [task("t")])
     await agent.inbox.expect("run_task")
@@ -228,15 +264,18 @@ async def test_bad_status_update_is_acknowledged_and_dropped_without_breaking_th
     await framework.inbox.expect("update")
     # Only the good update reached the framework.
     assert [(u.status.task_id, u.status.state) for u in framework.inbox.of("update")] == [
-        ("t", common_pb2.TASK_RUNNING)]
+        ("t", common_pb2.TASK_RUNNING)
+    ]
 
 
 async def test_a_reported_task_in_an_unknown_state_is_adopted_in_a_state_operators_can_read(
-        cluster):
+    cluster,
+):
     master, agent, framework, offer = cluster
     other = FakeAgent(master.address, hostname="odd")
-    running = agent_link_pb2.RunningTask(framework_id=framework.framework_id,
-                                         task=task("odd-task"), state=999)
+    running = agent_link_pb2.RunningTask(
+        framework_id=framework.framework_id, task=task("odd-task"), state=999
+    )
     try:
         await other.connect(tasks=[running])
         channel, ops = operator(master.address)
@@ -253,21 +292,30 @@ async def test_absurdly_large_amounts_are_invalid_not_an_internal_error(cluster)
     master, agent, framework, offer = cluster
     channel, ops = operator(master.address)
     async with channel:
-        error = await rpc_error(ops.SetQuota(operator_pb2.SetQuotaRequest(
-            role="a", quota=operator_pb2.Quota(guarantee=[res("cpus", 1e308)]))))
+        error = await rpc_error(
+            ops.SetQuota(
+                operator_pb2.SetQuotaRequest(
+                    role="a", quota=operator_pb2.Quota(guarantee=[res("cpus", 1e308)])
+                )
+            )
+        )
         assert error.code() == Code.INVALID_ARGUMENT and "at most" in error.details()
     from agora.v1 import agent_link_pb2_grpc
 
     Msg = agent_link_pb2.AgentMessage
 
     async def register():
-        yield Msg(register=Msg.Register(info=common_pb2.AgentInfo(
-            hostname="huge", resources=[res("cpus", 1e308)])))
+        yield Msg(
+            register=Msg.Register(
+                info=common_pb2.AgentInfo(hostname="huge", resources=[res("cpus", 1e308)])
+            )
+        )
 
     async with insecure_channel(master.address) as channel:
         call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(register())
         error = await rpc_error(call.read())
         assert error.code() == Code.INVALID_ARGUMENT and "at most" in error.details()
-    error = await rpc_error(framework.accept([offer.offer_id],
-                                             [raw_task("big", [res("mem", 1e308)])]))
+    error = await rpc_error(
+        framework.accept([offer.offer_id], [raw_task("big", [res("mem", 1e308)])])
+    )
     assert error.code() == Code.INVALID_ARGUMENT

@@ -12,8 +12,13 @@ from master_harness import FakeAgent, FakeFramework, task
 
 
 def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 async def run(*args: str) -> subprocess.CompletedProcess:
@@ -22,9 +27,22 @@ async def run(*args: str) -> subprocess.CompletedProcess:
 
 
 async def test_cluster_commands_show_the_live_cluster(tmp_path):
-    master = Daemon(["master", "--port", "0", "--host", "127.0.0.1",
-                     "--state-dir", str(tmp_path / "state"), "--heartbeat-interval", "0.2",
-                     "--agent-timeout", "2"], tmp_path / "master.log").start()
+    master = Daemon(
+        [
+            "master",
+            "--port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--heartbeat-interval",
+            "0.2",
+            "--agent-timeout",
+            "2",
+        ],
+        tmp_path / "master.log",
+    ).start()
     agent = FakeAgent(master.address, hostname="cli-host")
     framework = FakeFramework(master.address, name="cli-fw")
     try:
@@ -48,8 +66,15 @@ async def test_cluster_commands_show_the_live_cluster(tmp_path):
         assert "job-1" in out.stdout and "TASK_STAGING" in out.stdout
         out = await run("cluster", "state", "--master", master.address)
         assert out.returncode == 0 and "1 agents, 1 frameworks, 1 tasks" in out.stdout
-        out = await run("cluster", "tasks", "--json", "--master", master.address,
-                        "--framework", "framework-none")
+        out = await run(
+            "cluster",
+            "tasks",
+            "--json",
+            "--master",
+            master.address,
+            "--framework",
+            "framework-none",
+        )
         assert json.loads(out.stdout) == []
         out = await run("cluster", "frameworks", "--json", "--master", master.address)
         [fw] = json.loads(out.stdout)

@@ -31,7 +31,8 @@ async def test_silent_agent_is_removed_with_rescind_lost_and_failure(tmp_path):
         rescind = await framework.inbox.expect("rescind")
         assert rescind.offer_id == rest.offer_id
         lost = await framework.inbox.expect(
-            "update", lambda u: u.status.state == common_pb2.TASK_LOST)
+            "update", lambda u: u.status.state == common_pb2.TASK_LOST
+        )
         assert lost.status.task_id == "t1"
         assert lost.status.reason == "REASON_AGENT_REMOVED"
         assert lost.status.source == common_pb2.TaskStatus.SOURCE_MASTER
@@ -61,9 +62,12 @@ async def test_removed_agent_coming_back_is_shut_down_and_may_register_afresh(tm
         await agent.close()  # stream broken and not back within the agent timeout
         channel, ops = operator(master.address)
         async with channel:
+
             async def agents():
                 return (await ops.ListAgents(operator_pb2.ListAgentsRequest())).agents
+
             from harness import eventually_async
+
             await eventually_async(lambda: _empty(agents()), timeout=10, message="removal")
         await agent.connect(agent_id=old_id, wait=False)
         shutdown = await agent.inbox.expect("shutdown")
@@ -145,25 +149,29 @@ async def test_master_restart_recovers_framework_agent_and_running_task(tmp_path
         subscribed = await framework.subscribe(framework_id=framework_id)
         assert subscribed.framework_id == framework_id
         # Reconciling a task whose agent has not re-registered yet gets no answer (not UNKNOWN).
-        await framework.stub.Reconcile(scheduler_pb2.ReconcileRequest(
-            **framework.ids(), tasks=[scheduler_pb2.ReconcileRequest.Task(
-                task_id="t1", agent_id=agent_id)]))
+        await framework.stub.Reconcile(
+            scheduler_pb2.ReconcileRequest(
+                **framework.ids(),
+                tasks=[scheduler_pb2.ReconcileRequest.Task(task_id="t1", agent_id=agent_id)],
+            )
+        )
         # Nor is a kill of it answered TASK_LOST: the framework is told to retry.
         for named in (agent_id, ""):
             with pytest.raises(grpc.aio.AioRpcError) as e:
-                await framework.stub.Kill(scheduler_pb2.KillRequest(
-                    **framework.ids(), task_id="t1", agent_id=named))
+                await framework.stub.Kill(
+                    scheduler_pb2.KillRequest(**framework.ids(), task_id="t1", agent_id=named)
+                )
             assert e.value.code() == grpc.StatusCode.UNAVAILABLE
-        running = agent_link_pb2.RunningTask(framework_id=framework_id, task=task("t1"),
-                                             state=common_pb2.TASK_RUNNING)
+        running = agent_link_pb2.RunningTask(
+            framework_id=framework_id, task=task("t1"), state=common_pb2.TASK_RUNNING
+        )
         running.task.agent_id = agent_id
         registered = await agent.connect(tasks=[running], agent_id=agent_id)
         assert registered.agent_id == agent_id
         channel, ops = operator(master.address)
         async with channel:
             [t1] = (await ops.ListTasks(operator_pb2.ListTasksRequest())).tasks
-            assert (t1.task_id, t1.agent_id, t1.state) == ("t1", agent_id,
-                                                           common_pb2.TASK_RUNNING)
+            assert (t1.task_id, t1.agent_id, t1.state) == ("t1", agent_id, common_pb2.TASK_RUNNING)
             [summary] = (await ops.ListFrameworks(operator_pb2.ListFrameworksRequest())).frameworks
             assert summary.connected and summary.task_count == 1
         assert not [u for u in framework.inbox.of("update") if u.status.task_id == "t1"]
@@ -183,8 +191,9 @@ async def test_master_restart_recovers_framework_agent_and_running_task(tmp_path
 async def test_restarted_master_without_state_adopts_reported_tasks(tmp_path):
     master = await start_master(None)
     agent = FakeAgent(master.address)
-    running = agent_link_pb2.RunningTask(framework_id="framework-lost", task=task("t9"),
-                                         state=common_pb2.TASK_RUNNING)
+    running = agent_link_pb2.RunningTask(
+        framework_id="framework-lost", task=task("t9"), state=common_pb2.TASK_RUNNING
+    )
     try:
         await agent.connect(tasks=[running], agent_id="agent-from-before")
         framework = FakeFramework(master.address)
@@ -202,9 +211,11 @@ async def test_restarted_master_without_state_adopts_reported_tasks(tmp_path):
 async def test_agent_reporting_less_than_its_tasks_use_is_kept_without_offers(tmp_path):
     master = await start_master(None)
     agent = FakeAgent(master.address, resources="cpus:1;mem:256")
-    running = agent_link_pb2.RunningTask(framework_id="framework-x",
-                                         task=task("big", "cpus:3;mem:128"),
-                                         state=common_pb2.TASK_RUNNING)
+    running = agent_link_pb2.RunningTask(
+        framework_id="framework-x",
+        task=task("big", "cpus:3;mem:128"),
+        state=common_pb2.TASK_RUNNING,
+    )
     framework = FakeFramework(master.address)
     try:
         await agent.connect(tasks=[running], agent_id="agent-shrunk")

@@ -51,7 +51,8 @@ async def test_subscribed_event_carries_ids_and_heartbeats_follow(master, framew
 
 
 async def test_accept_sends_run_task_to_the_agent_and_relays_update_and_ack(
-        master, agent, framework):
+    master, agent, framework
+):
     [offer] = await framework.offers()
     await framework.accept([offer.offer_id], [task("t1", "cpus:1;mem:128;ports:[31000-31000]")])
 
@@ -67,8 +68,11 @@ async def test_accept_sends_run_task_to_the_agent_and_relays_update_and_ack(
     assert update.status.uuid == uuid
     assert update.status.agent_id == agent.agent_id
 
-    await framework.stub.Acknowledge(scheduler_pb2.AcknowledgeRequest(
-        **framework.ids(), agent_id=agent.agent_id, task_id="t1", uuid=uuid))
+    await framework.stub.Acknowledge(
+        scheduler_pb2.AcknowledgeRequest(
+            **framework.ids(), agent_id=agent.agent_id, task_id="t1", uuid=uuid
+        )
+    )
     ack = await agent.inbox.expect("status_update_ack")
     assert (ack.framework_id, ack.task_id, ack.uuid) == (framework.framework_id, "t1", uuid)
 
@@ -81,7 +85,8 @@ async def test_accept_sends_run_task_to_the_agent_and_relays_update_and_ack(
 
 
 async def test_unused_part_of_an_accepted_offer_and_ended_tasks_are_offered_again(
-        master, agent, framework):
+    master, agent, framework
+):
     [offer] = await framework.offers()
     await framework.accept([offer.offer_id], [task("t1", "cpus:1;mem:128")], refuse_seconds=0)
     await agent.inbox.expect("run_task")
@@ -95,16 +100,22 @@ async def test_unused_part_of_an_accepted_offer_and_ended_tasks_are_offered_agai
     # The finished task's resources are offered again.
     n = len(framework.inbox.items)
     freed = await framework.inbox.expect(
-        "offers", lambda b: any(Resources.from_proto(o.resources).scalar("cpus") == 1
-                                for o in b.offers), after=n)
+        "offers",
+        lambda b: any(Resources.from_proto(o.resources).scalar("cpus") == 1 for o in b.offers),
+        after=n,
+    )
     assert freed
 
 
 async def test_decline_filter_hides_the_agent_until_revive(master, agent, framework):
     [offer] = await framework.offers()
-    await framework.stub.Decline(scheduler_pb2.DeclineRequest(
-        **framework.ids(), offer_ids=[offer.offer_id],
-        filters=common_pb2.Filters(refuse_seconds=3600)))
+    await framework.stub.Decline(
+        scheduler_pb2.DeclineRequest(
+            **framework.ids(),
+            offer_ids=[offer.offer_id],
+            filters=common_pb2.Filters(refuse_seconds=3600),
+        )
+    )
     channel, ops = operator(master.address)
     async with channel:
         state = await ops.GetState(operator_pb2.GetStateRequest())
@@ -136,8 +147,9 @@ async def test_kill_reaches_the_agent_and_unknown_task_is_lost(master, agent, fr
     [offer] = await framework.offers()
     await framework.accept([offer.offer_id], [task("t1")])
     await agent.inbox.expect("run_task")
-    await framework.stub.Kill(scheduler_pb2.KillRequest(**framework.ids(), task_id="t1",
-                                                        grace_period_seconds=2))
+    await framework.stub.Kill(
+        scheduler_pb2.KillRequest(**framework.ids(), task_id="t1", grace_period_seconds=2)
+    )
     kill = await agent.inbox.expect("kill_task")
     assert (kill.task_id, kill.grace_period_seconds) == ("t1", 2)
 
@@ -155,9 +167,15 @@ async def test_reconcile_explicit_and_implicit(master, agent, framework):
     await framework.inbox.expect("update", lambda u: u.status.task_id == "a")
 
     n = len(framework.inbox.items)
-    await framework.stub.Reconcile(scheduler_pb2.ReconcileRequest(
-        **framework.ids(), tasks=[scheduler_pb2.ReconcileRequest.Task(task_id="a"),
-                                  scheduler_pb2.ReconcileRequest.Task(task_id="ghost")]))
+    await framework.stub.Reconcile(
+        scheduler_pb2.ReconcileRequest(
+            **framework.ids(),
+            tasks=[
+                scheduler_pb2.ReconcileRequest.Task(task_id="a"),
+                scheduler_pb2.ReconcileRequest.Task(task_id="ghost"),
+            ],
+        )
+    )
     a = await framework.inbox.expect("update", lambda u: u.status.task_id == "a", after=n)
     ghost = await framework.inbox.expect("update", lambda u: u.status.task_id == "ghost", after=n)
     assert a.status.state == common_pb2.TASK_RUNNING
@@ -206,8 +224,7 @@ async def test_drf_spreads_agents_over_two_frameworks(master):
             await c.close()
 
 
-async def test_kill_of_a_task_that_already_finished_reports_how_it_ended(
-        master, agent, framework):
+async def test_kill_of_a_task_that_already_finished_reports_how_it_ended(master, agent, framework):
     [offer] = await framework.offers()
     await framework.accept([offer.offer_id], [task("t1")])
     await agent.inbox.expect("run_task")
@@ -233,7 +250,8 @@ async def test_reconcile_answers_carry_the_last_health_verdict(master, agent, fr
     await framework.stub.Reconcile(scheduler_pb2.ReconcileRequest(**framework.ids()))
     sick = await framework.inbox.expect("update", lambda u: u.status.task_id == "sick", after=n)
     unchecked = await framework.inbox.expect(
-        "update", lambda u: u.status.task_id == "unchecked", after=n)
+        "update", lambda u: u.status.task_id == "unchecked", after=n
+    )
     assert sick.status.reason == "REASON_RECONCILIATION"
     assert sick.status.HasField("healthy") and sick.status.healthy is False
     # No health check reported: the answer says nothing about health, rather than "unhealthy".
@@ -241,7 +259,8 @@ async def test_reconcile_answers_carry_the_last_health_verdict(master, agent, fr
 
 
 async def test_a_task_id_is_reusable_only_once_its_final_update_is_acknowledged(
-        master, agent, framework):
+    master, agent, framework
+):
     [offer] = await framework.offers()
     await framework.accept([offer.offer_id], [task("t1")], refuse_seconds=0)
     await agent.inbox.expect("run_task")
@@ -253,8 +272,11 @@ async def test_a_task_id_is_reusable_only_once_its_final_update_is_acknowledged(
         await framework.accept([offer.offer_id], [task("t1")])
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "not acknowledged" in e.value.details()
-    await framework.stub.Acknowledge(scheduler_pb2.AcknowledgeRequest(
-        **framework.ids(), agent_id=agent.agent_id, task_id="t1", uuid=uuid))
+    await framework.stub.Acknowledge(
+        scheduler_pb2.AcknowledgeRequest(
+            **framework.ids(), agent_id=agent.agent_id, task_id="t1", uuid=uuid
+        )
+    )
     await agent.inbox.expect("status_update_ack")
     seen = len(agent.inbox.items)
     await framework.accept([offer.offer_id], [task("t1")])

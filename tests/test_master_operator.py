@@ -14,8 +14,12 @@ async def test_weight_and_quota_persist_across_a_restart(tmp_path):
     channel, ops = operator(master.address)
     async with channel:
         await ops.UpdateWeight(operator_pb2.UpdateWeightRequest(role="analytics", weight=3))
-        await ops.SetQuota(operator_pb2.SetQuotaRequest(role="analytics", quota=operator_pb2.Quota(
-            guarantee=Resources.parse("cpus:2;mem:512").to_proto())))
+        await ops.SetQuota(
+            operator_pb2.SetQuotaRequest(
+                role="analytics",
+                quota=operator_pb2.Quota(guarantee=Resources.parse("cpus:2;mem:512").to_proto()),
+            )
+        )
     await master.stop(0)
 
     master = await start_master(state)
@@ -25,8 +29,9 @@ async def test_weight_and_quota_persist_across_a_restart(tmp_path):
             reply = await ops.ListRoles(operator_pb2.ListRolesRequest())
             roles = {r.role: r for r in reply.roles}
             assert roles["analytics"].weight == 3
-            assert Resources.from_proto(roles["analytics"].quota.guarantee) == \
-                Resources.parse("cpus:2;mem:512")
+            assert Resources.from_proto(roles["analytics"].quota.guarantee) == Resources.parse(
+                "cpus:2;mem:512"
+            )
     finally:
         await master.stop(0)
 
@@ -48,8 +53,9 @@ async def test_drained_agent_gets_no_new_offers(tmp_path):
             assert summary.state == "DRAINING"
             n = len(framework.inbox.items)
             await framework.stub.Revive(scheduler_pb2.ReviveRequest(**framework.ids()))
-            explained = await ops.ExplainOffers(operator_pb2.ExplainOffersRequest(
-                framework="test-fw"))
+            explained = await ops.ExplainOffers(
+                operator_pb2.ExplainOffersRequest(framework="test-fw")
+            )
             assert explained.framework_id == framework.framework_id
         assert not [e for e in framework.inbox.items[n:] if e.WhichOneof("event") == "offers"]
     finally:
@@ -66,8 +72,9 @@ async def test_explain_names_suppression(tmp_path):
         await framework.stub.Suppress(scheduler_pb2.SuppressRequest(**framework.ids()))
         channel, ops = operator(master.address)
         async with channel:
-            explained = await ops.ExplainOffers(operator_pb2.ExplainOffersRequest(
-                framework=framework.framework_id))
+            explained = await ops.ExplainOffers(
+                operator_pb2.ExplainOffersRequest(framework=framework.framework_id)
+            )
         assert any("suppress" in reason for reason in explained.reasons)
     finally:
         await framework.close()
@@ -96,8 +103,9 @@ async def test_unanswered_offers_are_rescinded_after_the_offer_timeout(tmp_path)
 
 async def test_get_state_totals_and_health(tmp_path):
     master = await start_master(None)
-    agents = [FakeAgent(master.address, hostname=f"h{i}", resources="cpus:2;mem:1024")
-              for i in range(2)]
+    agents = [
+        FakeAgent(master.address, hostname=f"h{i}", resources="cpus:2;mem:1024") for i in range(2)
+    ]
     try:
         for a in agents:
             await a.connect()
@@ -124,8 +132,10 @@ async def test_list_roles_shows_frameworks_allocation_and_quota(tmp_path):
         await framework.offers()
         channel, ops = operator(master.address)
         async with channel:
-            quota = operator_pb2.Quota(guarantee=Resources.parse("cpus:1").to_proto(),
-                                       limit=Resources.parse("cpus:4;mem:1024").to_proto())
+            quota = operator_pb2.Quota(
+                guarantee=Resources.parse("cpus:1").to_proto(),
+                limit=Resources.parse("cpus:4;mem:1024").to_proto(),
+            )
             await ops.SetQuota(operator_pb2.SetQuotaRequest(role="analytics", quota=quota))
             reply = await ops.ListRoles(operator_pb2.ListRolesRequest())
         analytics = {r.role: r for r in reply.roles}["analytics"]

@@ -13,8 +13,12 @@ from master.registry import Offer, Registry, Task
 from master.state_store import StateStore
 
 
-def offer(offer_id: str, agent_id: str = "a1", framework_id: str = "f1",
-          resources: str = "cpus:2;mem:1024;ports:[31000-31009]") -> Offer:
+def offer(
+    offer_id: str,
+    agent_id: str = "a1",
+    framework_id: str = "f1",
+    resources: str = "cpus:2;mem:1024;ports:[31000-31009]",
+) -> Offer:
     return Offer(offer_id, framework_id, agent_id, Resources.parse(resources), created_at=0.0)
 
 
@@ -23,21 +27,35 @@ def accept(offer_ids, *tasks, refuse=None) -> scheduler_pb2.AcceptRequest:
     if refuse is not None:
         filters.refuse_seconds = refuse
     return scheduler_pb2.AcceptRequest(
-        framework_id="f1", offer_ids=offer_ids, filters=filters,
-        operations=[scheduler_pb2.Operation(launch=scheduler_pb2.Operation.Launch(
-            task_infos=list(tasks)))])
+        framework_id="f1",
+        offer_ids=offer_ids,
+        filters=filters,
+        operations=[
+            scheduler_pb2.Operation(launch=scheduler_pb2.Operation.Launch(task_infos=list(tasks)))
+        ],
+    )
 
 
 def task(task_id: str, resources: str) -> common_pb2.TaskInfo:
-    return common_pb2.TaskInfo(task_id=task_id, resources=Resources.parse(resources).to_proto(),
-                               command=common_pb2.CommandInfo(argv=["true"]))
+    return common_pb2.TaskInfo(
+        task_id=task_id,
+        resources=Resources.parse(resources).to_proto(),
+        command=common_pb2.CommandInfo(argv=["true"]),
+    )
 
 
 def test_tasks_spanning_two_offers_of_one_agent_are_merged():
     offers = {"o1": offer("o1", resources="cpus:1;mem:512"), "o2": offer("o2")}
-    plan = plan_launch("f1", accept(["o1", "o2"], task("t1", "cpus:2;mem:1024"),
-                                    task("t2", "cpus:1;ports:[31000-31000]")),
-                       offers, {}, set(), 5.0)
+    plan = plan_launch(
+        "f1",
+        accept(
+            ["o1", "o2"], task("t1", "cpus:2;mem:1024"), task("t2", "cpus:1;ports:[31000-31000]")
+        ),
+        offers,
+        {},
+        set(),
+        5.0,
+    )
     assert plan.agent_id == "a1" and [t.task_id for t, _ in plan.tasks] == ["t1", "t2"]
     assert plan.unused == Resources.parse("mem:512;ports:[31001-31009]")
     assert plan.refuse_seconds == 5.0
@@ -60,8 +78,9 @@ def test_state_store_round_trips_and_remembers_removals(tmp_path):
     path = tmp_path / "s" / "master.sqlite3"
     store = StateStore(path)
     store.put_agent(common_pb2.AgentInfo(agent_id="a1", hostname="h"), 1.0)
-    store.put_framework(common_pb2.FrameworkInfo(framework_id="f1", name="n",
-                                                 failover_timeout_seconds=60), 2.0)
+    store.put_framework(
+        common_pb2.FrameworkInfo(framework_id="f1", name="n", failover_timeout_seconds=60), 2.0
+    )
     store.put_framework(common_pb2.FrameworkInfo(framework_id="f2", name="m"), 3.0)
     store.remove_framework("f2", "torn down")
     store.put_weight("r", 2.5)
@@ -78,10 +97,16 @@ def test_state_store_round_trips_and_remembers_removals(tmp_path):
     store.close()
 
 
-@pytest.mark.parametrize("field, value", [
-    ("heartbeat_interval_seconds", 0), ("agent_timeout_seconds", 0.1), ("port", 70000),
-    ("allocation_batch_seconds", -1), ("offer_timeout_seconds", 0),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("heartbeat_interval_seconds", 0),
+        ("agent_timeout_seconds", 0.1),
+        ("port", 70000),
+        ("allocation_batch_seconds", -1),
+        ("offer_timeout_seconds", 0),
+    ],
+)
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError, match=field.split("_")[0]):
         MasterConfig(**{field: value}).validate()
@@ -89,8 +114,11 @@ def test_config_rejects_bad_values(field, value):
 
 def test_registry_indexes_follow_offers_and_tasks_through_every_change():
     reg = Registry()
-    for offer_id, agent_id, framework_id in (("o1", "a1", "f1"), ("o2", "a1", "f2"),
-                                             ("o3", "a2", "f1")):
+    for offer_id, agent_id, framework_id in (
+        ("o1", "a1", "f1"),
+        ("o2", "a1", "f2"),
+        ("o3", "a2", "f1"),
+    ):
         reg.add_offer(offer(offer_id, agent_id, framework_id))
     reg.drop_offer("o1", "declined")
     assert [o.offer_id for o in reg.offers_of_agent("a1")] == ["o2"]

@@ -36,17 +36,24 @@ def app(**fields) -> S.App:
     return S.App(**base)
 
 
-@pytest.mark.parametrize("fields,words", [
-    (dict(cmd=""), ["has no command"]),
-    (dict(cpus=0), ["cpus must be more than 0"]),
-    (dict(mem=-1), ["mem must be more than 0"]),
-    (dict(instances=-2), ["instances must be 0 or more"]),
-    (dict(id="Not OK"), ["app id 'Not OK' is not valid"]),
-    (dict(constraints=[S.Constraint(field="hostname", operator="CLOSE_TO")]),
-     ["unknown operator 'CLOSE_TO'", "UNIQUE"]),
-    (dict(health_check=common_pb2.HealthCheck(tcp=common_pb2.TcpCheck(port_index=0))),
-     ["PORT0", "0 port(s)"]),
-])
+@pytest.mark.parametrize(
+    "fields,words",
+    [
+        (dict(cmd=""), ["has no command"]),
+        (dict(cpus=0), ["cpus must be more than 0"]),
+        (dict(mem=-1), ["mem must be more than 0"]),
+        (dict(instances=-2), ["instances must be 0 or more"]),
+        (dict(id="Not OK"), ["app id 'Not OK' is not valid"]),
+        (
+            dict(constraints=[S.Constraint(field="hostname", operator="CLOSE_TO")]),
+            ["unknown operator 'CLOSE_TO'", "UNIQUE"],
+        ),
+        (
+            dict(health_check=common_pb2.HealthCheck(tcp=common_pb2.TcpCheck(port_index=0))),
+            ["PORT0", "0 port(s)"],
+        ),
+    ],
+)
 async def test_invalid_apps_are_invalid_argument_and_not_stored(cluster, fields, words):
     await refused(cluster.put(app(**fields)), grpc.StatusCode.INVALID_ARGUMENT, *words)
     listed = await cluster.stub.ListApps(S.ListAppsRequest())
@@ -54,16 +61,23 @@ async def test_invalid_apps_are_invalid_argument_and_not_stored(cluster, fields,
 
 
 async def test_more_than_any_agent_has_is_failed_precondition(cluster):
-    await refused(cluster.put(app(cpus=64)), grpc.StatusCode.FAILED_PRECONDITION,
-                  "more than any agent has", "host-0")
+    await refused(
+        cluster.put(app(cpus=64)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "more than any agent has",
+        "host-0",
+    )
     assert list((await cluster.stub.ListApps(S.ListAppsRequest())).apps) == []
 
 
 async def test_duplicate_create_is_already_exists_and_leaves_the_app_alone(cluster):
     first = await cluster.put(app(), create_only=True)
     assert first.created
-    await refused(cluster.put(app(cmd="sleep 200"), create_only=True),
-                  grpc.StatusCode.ALREADY_EXISTS, "already exists")
+    await refused(
+        cluster.put(app(cmd="sleep 200"), create_only=True),
+        grpc.StatusCode.ALREADY_EXISTS,
+        "already exists",
+    )
     status = await cluster.get("bad")
     assert status.app.cmd == "sleep 100" and status.app.version == first.app.version
     # Without create_only the same call updates.
@@ -81,10 +95,12 @@ async def test_same_definition_keeps_its_version_and_scale_does_too(cluster):
 
 async def test_unknown_app_is_not_found(cluster):
     stub = cluster.stub
-    for call in (stub.GetApp(S.GetAppRequest(id="nope")),
-                 stub.ScaleApp(S.ScaleAppRequest(id="nope", instances=1)),
-                 stub.DeleteApp(S.DeleteAppRequest(id="nope")),
-                 stub.GetEndpoints(S.GetEndpointsRequest(app_id="nope"))):
+    for call in (
+        stub.GetApp(S.GetAppRequest(id="nope")),
+        stub.ScaleApp(S.ScaleAppRequest(id="nope", instances=1)),
+        stub.DeleteApp(S.DeleteAppRequest(id="nope")),
+        stub.GetEndpoints(S.GetEndpointsRequest(app_id="nope")),
+    ):
         await refused(call, grpc.StatusCode.NOT_FOUND, "no app 'nope'")
     stream = stub.WatchEndpoints(S.WatchEndpointsRequest(app_id="nope"))
     with pytest.raises(grpc.aio.AioRpcError) as e:
@@ -95,8 +111,11 @@ async def test_unknown_app_is_not_found(cluster):
 
 async def test_negative_scale_is_refused(cluster):
     await cluster.put(app())
-    await refused(cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=-1)),
-                  grpc.StatusCode.INVALID_ARGUMENT, "0 or more")
+    await refused(
+        cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=-1)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "0 or more",
+    )
     assert (await cluster.get("bad")).app.instances == 0
 
 

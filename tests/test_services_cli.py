@@ -27,8 +27,18 @@ async def agora(cluster: ServiceCluster, *argv: str) -> tuple[int, str, str]:
     """`agora app ACTION --master ... REST` as a process of its own: (exit code, out, err)."""
     action, *rest = argv
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli.main", "app", action, "--master", cluster.master.address,
-        *rest, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "cli.main",
+        "app",
+        action,
+        "--master",
+        cluster.master.address,
+        *rest,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await proc.communicate()
     return proc.returncode, out.decode(), err.decode()
 
@@ -58,6 +68,7 @@ async def test_put_list_get_endpoints_scale_delete(cluster, tmp_path):
         code, out, _ = await agora(cluster, "endpoints", "web")
         lines = out.split()
         return lines if code == 0 and len(lines) == 2 else None
+
     endpoints = await eventually_async(two_endpoints, timeout=60, message="2 endpoints")
     for endpoint in endpoints:
         assert await asyncio.to_thread(http_ok, endpoint)
@@ -82,8 +93,11 @@ async def test_put_list_get_endpoints_scale_delete(cluster, tmp_path):
     code, out, _ = await agora(cluster, "delete", "web")
     assert code == 0 and "deleted" in out
     code, out, err = await agora(cluster, "get", "web")
-    assert code == 1 and out == "" and err.strip() == \
-        "agora app: no app 'web'; `agora app list` shows the apps"
+    assert (
+        code == 1
+        and out == ""
+        and err.strip() == "agora app: no app 'web'; `agora app list` shows the apps"
+    )
 
 
 async def _count(cluster, app_id, n):
@@ -92,27 +106,43 @@ async def _count(cluster, app_id, n):
 
 async def test_get_says_why_instances_wait(cluster, tmp_path):
     path = tmp_path / "uniq.json"
-    path.write_text(json.dumps({
-        "id": "uniq", "cmd": "sleep 1000", "instances": 2, "cpus": 0.1, "mem": 32,
-        "constraints": [["hostname", "UNIQUE"]]}))
+    path.write_text(
+        json.dumps(
+            {
+                "id": "uniq",
+                "cmd": "sleep 1000",
+                "instances": 2,
+                "cpus": 0.1,
+                "mem": 32,
+                "constraints": [["hostname", "UNIQUE"]],
+            }
+        )
+    )
     assert (await agora(cluster, "put", str(path)))[0] == 0
 
     async def waiting():
         code, out, _ = await agora(cluster, "get", "uniq")
         return out if "waiting:" in out else None
+
     out = await eventually_async(waiting, timeout=30, message="a waiting reason")
     assert "1 instance(s) cannot be placed" in out and "[hostname, UNIQUE]" in out
     assert "host-0" in out
 
 
-@pytest.mark.parametrize("name,text,words", [
-    ("bad.json", '{"id": "web", "cmd": "x", "instances": }', ["bad.json", "line 1"]),
-    ("bad.yaml", "id: web\ncmd: [unclosed\n", ["bad.yaml", "not valid YAML", "line"]),
-    ("typo.yaml", "id: web\ncommand: x\n", ["typo.yaml", "command"]),
-    ("neg.yaml", "id: web\ncmd: x\ncpus: -1\nmem: 1\n", ["cpus must be more than 0"]),
-    ("op.yaml", "id: web\ncmd: x\ncpus: 1\nmem: 1\nconstraints: [[hostname, NEAR, x]]\n",
-     ["unknown operator 'NEAR'"]),
-])
+@pytest.mark.parametrize(
+    "name,text,words",
+    [
+        ("bad.json", '{"id": "web", "cmd": "x", "instances": }', ["bad.json", "line 1"]),
+        ("bad.yaml", "id: web\ncmd: [unclosed\n", ["bad.yaml", "not valid YAML", "line"]),
+        ("typo.yaml", "id: web\ncommand: x\n", ["typo.yaml", "command"]),
+        ("neg.yaml", "id: web\ncmd: x\ncpus: -1\nmem: 1\n", ["cpus must be more than 0"]),
+        (
+            "op.yaml",
+            "id: web\ncmd: x\ncpus: 1\nmem: 1\nconstraints: [[hostname, NEAR, x]]\n",
+            ["unknown operator 'NEAR'"],
+        ),
+    ],
+)
 async def test_bad_app_files_fail_with_one_line(cluster, tmp_path, name, text, words):
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
@@ -145,13 +175,25 @@ async def test_no_services_framework_is_a_clear_error(tmp_path):
 
 async def test_endpoints_watch_prints_each_change_until_the_app_is_deleted(cluster, tmp_path):
     path = tmp_path / "w.yaml"
-    path.write_text(WEB_YAML.replace("instances: 2", "instances: 1").replace("id: web",
-                                                                            "id: watched"))
+    path.write_text(
+        WEB_YAML.replace("instances: 2", "instances: 1").replace("id: web", "id: watched")
+    )
     assert (await agora(cluster, "put", str(path)))[0] == 0
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli.main", "app", "endpoints", "watched", "--watch", "--json",
-        "--master", cluster.master.address, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "cli.main",
+        "app",
+        "endpoints",
+        "watched",
+        "--watch",
+        "--json",
+        "--master",
+        cluster.master.address,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         seen: list[int] = []
         while not seen or seen[-1] < 1:
@@ -172,9 +214,16 @@ async def test_endpoints_watch_prints_each_change_until_the_app_is_deleted(clust
 
 async def test_the_plain_grpc_example_runs_an_app_until_it_is_healthy(cluster):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "examples" / "run_app_grpc.py"), "--master",
-        cluster.master.address, "--instances", "2", cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        str(ROOT / "examples" / "run_app_grpc.py"),
+        "--master",
+        cluster.master.address,
+        "--instances",
+        "2",
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 90)
     lines = out.decode().splitlines()
     assert proc.returncode == 0, err.decode()

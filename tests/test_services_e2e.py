@@ -58,9 +58,11 @@ async def test_three_http_servers_answer_and_a_killed_one_is_replaced(cluster):
         reply = await cluster.stub.GetEndpoints(S.GetEndpointsRequest(app_id="web"))
         ids = {e.task_id for e in reply.endpoints}
         return victim.task_id not in ids and len(ids) == 3 and reply
+
     reply = await eventually_async(replaced, timeout=60, message="a replacement")
-    assert {t.task_id for t in (await cluster.get("web")).tasks} == \
-        {e.task_id for e in reply.endpoints}
+    assert {t.task_id for t in (await cluster.get("web")).tasks} == {
+        e.task_id for e in reply.endpoints
+    }
     for e in reply.endpoints:
         assert await asyncio.to_thread(http_ok, f"{e.host}:{e.ports[0]}")
 
@@ -74,6 +76,7 @@ async def test_unique_hostname_places_two_and_says_why_the_third_waits(cluster):
     async def waiting():
         status = await cluster.get("uniq")
         return status if status.waiting_reason and status.unplaceable else None
+
     status = await eventually_async(waiting, timeout=30, message="a waiting reason")
     assert status.running == 2 and status.state == "WAITING"
     assert "1 instance(s) cannot be placed" in status.waiting_reason
@@ -101,6 +104,7 @@ async def test_rolling_update_never_drops_below_minimum_health_capacity(cluster)
     async def record():
         async for endpoints in stream:
             seen.append(len(endpoints.endpoints))
+
     recorder = asyncio.create_task(record())
     await eventually_async(lambda: seen, message="the first watch message")
 
@@ -112,8 +116,13 @@ async def test_rolling_update_never_drops_below_minimum_health_capacity(cluster)
     async def rolled():
         status = await cluster.get("roll")
         ids = {t.task_id for t in status.tasks}
-        return (status.healthy == 3 and not ids & old_ids and not status.deployments
-                and all(t.version == reply.app.version for t in status.tasks))
+        return (
+            status.healthy == 3
+            and not ids & old_ids
+            and not status.deployments
+            and all(t.version == reply.app.version for t in status.tasks)
+        )
+
     await eventually_async(rolled, timeout=90, message="all instances replaced")
     stream.cancel()
     await asyncio.gather(recorder, return_exceptions=True)
@@ -138,11 +147,13 @@ async def test_scale_up_and_down_keeps_the_oldest(cluster):
     async def scaled_down():
         status = await cluster.get("sc")
         return [t.task_id for t in status.tasks] == [oldest] and status.healthy == 1
+
     await eventually_async(scaled_down, timeout=30, message="scaled down to the oldest")
 
     await cluster.stub.ScaleApp(S.ScaleAppRequest(id="sc", instances=0))
-    await eventually_async(lambda: _state(cluster, "sc", "SUSPENDED"), timeout=30,
-                           message="suspended")
+    await eventually_async(
+        lambda: _state(cluster, "sc", "SUSPENDED"), timeout=30, message="suspended"
+    )
 
 
 async def _state(cluster, app_id, state):
@@ -183,18 +194,21 @@ async def test_delete_kills_the_instances(cluster):
             except ProcessLookupError:
                 pass
         return True
+
     await eventually_async(all_dead, timeout=30, message="instances killed")
 
 
 async def test_an_app_no_agent_can_host_says_so(cluster):
     await two_agents(cluster)
-    app = web_app("nowhere", 2, constraints=[
-        S.Constraint(field="rack", operator="CLUSTER", value="r9")])
+    app = web_app(
+        "nowhere", 2, constraints=[S.Constraint(field="rack", operator="CLUSTER", value="r9")]
+    )
     await cluster.put(app)
 
     async def reason():
         status = await cluster.get("nowhere")
         return status if status.unplaceable else None
+
     status = await eventually_async(reason, timeout=30, message="unplaceable")
     assert "[rack, CLUSTER, r9]" in status.waiting_reason
     assert "2 instance(s) cannot be placed" in status.waiting_reason

@@ -36,6 +36,7 @@ async def test_instances_of_a_lost_agent_are_replaced_on_another(cluster):
         current = await cluster.get("ha")
         ids = {t.task_id for t in current.tasks}
         return not ids & on_lost and current.healthy == 2 and len(ids) == 2
+
     await eventually_async(replaced, timeout=60, message="replacements on the other agent")
     assert {t.hostname for t in (await cluster.get("ha")).tasks} == {"host-1"}
     for endpoint in await cluster.endpoints("ha"):
@@ -46,10 +47,14 @@ async def test_instances_of_a_lost_agent_are_replaced_on_another(cluster):
     back = AgentDaemon(lost.config)
     cluster.agents[cluster.agents.index(lost)] = back
     await back.start()
-    await eventually_async(lambda: back.agent_id and back.agent_id != lost.agent_id,
-                           timeout=30, message="the agent registered afresh")
-    await eventually_async(lambda: not back.tasks.active_runs(), timeout=30,
-                           message="old tasks killed")
+    await eventually_async(
+        lambda: back.agent_id and back.agent_id != lost.agent_id,
+        timeout=30,
+        message="the agent registered afresh",
+    )
+    await eventually_async(
+        lambda: not back.tasks.active_runs(), timeout=30, message="old tasks killed"
+    )
     current = await cluster.get("ha")
     assert len(current.tasks) == 2 and current.healthy == 2
 
@@ -66,19 +71,31 @@ async def test_master_restart_keeps_the_instances(cluster):
     await cluster.master.stop(0)
     from master import Master, MasterConfig
 
-    cluster.master = Master(MasterConfig(
-        host="127.0.0.1", port=port, state_dir=cluster.root / "master",
-        heartbeat_interval_seconds=0.2, agent_timeout_seconds=5.0,
-        allocation_interval_seconds=0.5))
+    cluster.master = Master(
+        MasterConfig(
+            host="127.0.0.1",
+            port=port,
+            state_dir=cluster.root / "master",
+            heartbeat_interval_seconds=0.2,
+            agent_timeout_seconds=5.0,
+            allocation_interval_seconds=0.5,
+        )
+    )
     await cluster.master.start()
 
-    await eventually_async(lambda: cluster.services.driver.connected
-                           and cluster.services.driver.master_id == cluster.master.master_id,
-                           timeout=30, message="services re-subscribed")
+    await eventually_async(
+        lambda: (
+            cluster.services.driver.connected
+            and cluster.services.driver.master_id == cluster.master.master_id
+        ),
+        timeout=30,
+        message="services re-subscribed",
+    )
     await cluster.healthy_endpoints("steady", 2)
     # Give reconciliation its say, then check nothing was relaunched.
-    await eventually_async(lambda: _all_agents_back(cluster), timeout=30,
-                           message="agents re-registered")
+    await eventually_async(
+        lambda: _all_agents_back(cluster), timeout=30, message="agents re-registered"
+    )
     status = await cluster.get("steady")
     assert {t.task_id for t in status.tasks} == before and status.healthy == 2
     for endpoint in await cluster.endpoints("steady"):

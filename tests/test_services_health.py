@@ -29,12 +29,22 @@ STUBBORN = "trap '' TERM; while true; do sleep 0.1; done"
 
 def checked_app(app_id: str, instances: int, check: str, **fields) -> S.App:
     return S.App(
-        id=app_id, cmd=STUBBORN, instances=instances, cpus=0.1, mem=32,
+        id=app_id,
+        cmd=STUBBORN,
+        instances=instances,
+        cpus=0.1,
+        mem=32,
         health_check=common_pb2.HealthCheck(
-            command=common_pb2.CommandInfo(shell=check), grace_period_seconds=30,
-            interval_seconds=0.1, timeout_seconds=2, max_consecutive_failures=2),
+            command=common_pb2.CommandInfo(shell=check),
+            grace_period_seconds=30,
+            interval_seconds=0.1,
+            timeout_seconds=2,
+            max_consecutive_failures=2,
+        ),
         backoff=S.BackoffPolicy(backoff_seconds=0.1, backoff_factor=1.0),
-        kill_grace_period_seconds=1.0, **fields)
+        kill_grace_period_seconds=1.0,
+        **fields,
+    )
 
 
 def sandbox(cluster: ServiceCluster, task_id: str):
@@ -56,6 +66,7 @@ async def test_an_unhealthy_instance_is_killed_and_replaced(cluster):
         current = await cluster.get("doc")
         ids = {t.task_id for t in current.tasks}
         return sick.task_id not in ids and current.healthy == 3 and len(ids) == 3
+
     await eventually_async(replaced, timeout=60, message="the sick instance replaced")
     ids = {t.task_id for t in (await cluster.get("doc")).tasks}
     assert {t.task_id for t in well} <= ids  # the healthy ones were left alone
@@ -64,8 +75,11 @@ async def test_an_unhealthy_instance_is_killed_and_replaced(cluster):
 async def test_a_health_check_storm_kills_at_most_what_may_be_down(cluster, tmp_path):
     flag = tmp_path / "dependency-down"
     strategy = S.UpgradeStrategy(minimum_health_capacity=0.5, maximum_over_capacity=0.5)
-    await cluster.put(checked_app("storm", 4, 'test ! -e "$FLAG"', env={"FLAG": str(flag)},
-                                  upgrade_strategy=strategy))
+    await cluster.put(
+        checked_app(
+            "storm", 4, 'test ! -e "$FLAG"', env={"FLAG": str(flag)}, upgrade_strategy=strategy
+        )
+    )
     await cluster.healthy_endpoints("storm", 4)
     first = {t.task_id for t in (await cluster.get("storm")).tasks}
     flag.touch()  # every instance fails its check at once
@@ -77,8 +91,10 @@ async def test_a_health_check_storm_kills_at_most_what_may_be_down(cluster, tmp_
         status = await cluster.get("storm")
         most_killing = max(most_killing, sum(1 for t in status.tasks if t.killing))
         return len(first - {t.task_id for t in status.tasks}) >= 3
-    await eventually_async(some_replaced, timeout=90, interval=0.02,
-                           message="instances replaced during the storm")
+
+    await eventually_async(
+        some_replaced, timeout=90, interval=0.02, message="instances replaced during the storm"
+    )
     # 4 instances, at least 2 must stay healthy: at most 2 may be down, so at most 2 killed
     # at a time.
     assert 1 <= most_killing <= 2

@@ -35,11 +35,19 @@ async def master():
 @pytest.fixture
 async def agent(master, tmp_path):
     port = free_port()
-    daemon = AgentDaemon(AgentConfig(
-        master=master.address, port=0, work_dir=tmp_path / "agent", hostname="host-a",
-        resources=Resources.parse(f"cpus:2;mem:1024;ports:[{port}-{port}]"),
-        reconnect_backoff_initial=0.05, reconnect_backoff_max=0.5,
-        update_backoff_initial=0.2, update_backoff_max=1.0))
+    daemon = AgentDaemon(
+        AgentConfig(
+            master=master.address,
+            port=0,
+            work_dir=tmp_path / "agent",
+            hostname="host-a",
+            resources=Resources.parse(f"cpus:2;mem:1024;ports:[{port}-{port}]"),
+            reconnect_backoff_initial=0.05,
+            reconnect_backoff_max=0.5,
+            update_backoff_initial=0.2,
+            update_backoff_max=1.0,
+        )
+    )
     await daemon.start()
     daemon.test_port = port
     await eventually_async(lambda: master.connected, timeout=20, message="registration")
@@ -72,13 +80,17 @@ def verdicts(master: FakeMaster, task_id: str) -> list[bool]:
 async def test_http_check_reports_healthy_then_unhealthy_when_the_server_stops(master, agent):
     port = agent.test_port
     # The server runs until a file appears in its sandbox, then the task lives on without it.
-    script = ("python3 -m http.server $PORT0 --bind 127.0.0.1 & pid=$!; "
-              "while [ ! -e stop ]; do sleep 0.05; done; kill $pid; sleep 100")
-    task = with_check(shell_task("web", script, ports=[(port, port)]),
-                      http=S.HttpCheck(port_index=0, path="/"), grace_period_seconds=60)
+    script = (
+        "python3 -m http.server $PORT0 --bind 127.0.0.1 & pid=$!; "
+        "while [ ! -e stop ]; do sleep 0.05; done; kill $pid; sleep 100"
+    )
+    task = with_check(
+        shell_task("web", script, ports=[(port, port)]),
+        http=S.HttpCheck(port_index=0, path="/"),
+        grace_period_seconds=60,
+    )
     master.run_task(FW, task)
-    await eventually_async(lambda: verdicts(master, "web") == [True], timeout=30,
-                           message="healthy")
+    await eventually_async(lambda: verdicts(master, "web") == [True], timeout=30, message="healthy")
     first = health_updates(master, "web")[0]
     assert first.state == S.TASK_RUNNING and len(first.uuid) == 16
     assert first.reason == "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
@@ -86,8 +98,11 @@ async def test_http_check_reports_healthy_then_unhealthy_when_the_server_stops(m
 
     run = agent.tasks.find(FW, "web")
     (run.sandbox / "stop").touch()
-    await eventually_async(lambda: verdicts(master, "web") == [True, False], timeout=30,
-                           message="unhealthy after the server stopped")
+    await eventually_async(
+        lambda: verdicts(master, "web") == [True, False],
+        timeout=30,
+        message="unhealthy after the server stopped",
+    )
     assert "2 consecutive failure(s)" in health_updates(master, "web")[-1].message
     # Still running: the agent reports, the framework decides what to kill.
     assert master.terminal("web") is None
@@ -95,56 +110,83 @@ async def test_http_check_reports_healthy_then_unhealthy_when_the_server_stops(m
 
 async def test_tcp_check_reports_healthy_while_something_listens(master, agent):
     port = agent.test_port
-    script = ("python3 -c 'import os,socket,time; s=socket.socket(); "
-              "s.bind((\"127.0.0.1\", int(os.environ[\"PORT0\"]))); s.listen(); time.sleep(100)'")
-    task = with_check(shell_task("tcp", script, ports=[(port, port)]),
-                      tcp=S.TcpCheck(port_index=0), grace_period_seconds=60)
+    script = (
+        "python3 -c 'import os,socket,time; s=socket.socket(); "
+        's.bind(("127.0.0.1", int(os.environ["PORT0"]))); s.listen(); time.sleep(100)\''
+    )
+    task = with_check(
+        shell_task("tcp", script, ports=[(port, port)]),
+        tcp=S.TcpCheck(port_index=0),
+        grace_period_seconds=60,
+    )
     master.run_task(FW, task)
-    await eventually_async(lambda: verdicts(master, "tcp") == [True], timeout=30,
-                           message="healthy over TCP")
+    await eventually_async(
+        lambda: verdicts(master, "tcp") == [True], timeout=30, message="healthy over TCP"
+    )
 
 
 async def test_command_check_runs_in_the_sandbox_and_flips_on_exit_code(master, agent):
-    task = with_check(shell_task("cmd", "sleep 100"),
-                      command=S.CommandInfo(shell='test ! -e "$AGORA_SANDBOX/sick"'))
+    task = with_check(
+        shell_task("cmd", "sleep 100"),
+        command=S.CommandInfo(shell='test ! -e "$AGORA_SANDBOX/sick"'),
+    )
     master.run_task(FW, task)
-    await eventually_async(lambda: verdicts(master, "cmd") == [True], timeout=30,
-                           message="healthy command check")
+    await eventually_async(
+        lambda: verdicts(master, "cmd") == [True], timeout=30, message="healthy command check"
+    )
     (agent.tasks.find(FW, "cmd").sandbox / "sick").touch()
-    await eventually_async(lambda: verdicts(master, "cmd") == [True, False], timeout=30,
-                           message="unhealthy after the command started failing")
+    await eventually_async(
+        lambda: verdicts(master, "cmd") == [True, False],
+        timeout=30,
+        message="unhealthy after the command started failing",
+    )
     (agent.tasks.find(FW, "cmd").sandbox / "sick").unlink()
-    await eventually_async(lambda: verdicts(master, "cmd") == [True, False, True], timeout=30,
-                           message="healthy again")
+    await eventually_async(
+        lambda: verdicts(master, "cmd") == [True, False, True], timeout=30, message="healthy again"
+    )
 
 
 async def test_failures_within_the_grace_period_are_not_reported(master, agent):
     # The check fails until the file exists; a long grace period hides those failures.
-    task = with_check(shell_task("slow", "sleep 100"), grace_period_seconds=60,
-                      command=S.CommandInfo(shell='test -e "$AGORA_SANDBOX/ready"'))
+    task = with_check(
+        shell_task("slow", "sleep 100"),
+        grace_period_seconds=60,
+        command=S.CommandInfo(shell='test -e "$AGORA_SANDBOX/ready"'),
+    )
     master.run_task(FW, task)
     run = await eventually_async(lambda: agent.tasks.find(FW, "slow"), message="the run")
     await eventually_async(lambda: agent.health.checking(FW, "slow"), message="checks started")
     verdict = agent.health._verdicts[(FW, "slow")]
-    await eventually_async(lambda: verdict.consecutive_failures == 0 and not verdict.ever_healthy
-                           and verdict.healthy is None, message="still in grace")
+    await eventually_async(
+        lambda: (
+            verdict.consecutive_failures == 0
+            and not verdict.ever_healthy
+            and verdict.healthy is None
+        ),
+        message="still in grace",
+    )
     (run.sandbox / "ready").touch()
-    await eventually_async(lambda: verdicts(master, "slow") == [True], timeout=30,
-                           message="healthy once ready")
+    await eventually_async(
+        lambda: verdicts(master, "slow") == [True], timeout=30, message="healthy once ready"
+    )
 
 
 async def test_checker_stops_when_the_task_ends(master, agent):
-    task = with_check(shell_task("brief", 'while [ ! -e "$AGORA_SANDBOX/end" ]; do sleep 0.05;'
-                                 " done"), command=S.CommandInfo(shell="true"))
+    task = with_check(
+        shell_task("brief", 'while [ ! -e "$AGORA_SANDBOX/end" ]; do sleep 0.05; done'),
+        command=S.CommandInfo(shell="true"),
+    )
     master.run_task(FW, task)
     await eventually_async(lambda: verdicts(master, "brief") == [True], message="healthy")
     (agent.tasks.find(FW, "brief").sandbox / "end").touch()
     await eventually_async(lambda: master.terminal("brief"), message="finished")
-    await eventually_async(lambda: not agent.health.checking(FW, "brief"),
-                           message="checker stopped")
+    await eventually_async(
+        lambda: not agent.health.checking(FW, "brief"), message="checker stopped"
+    )
 
 
 # --- the pure part --------------------------------------------------------------------------
+
 
 def spec(**kw) -> CheckSpec:
     return CheckSpec("tcp", port=1, **kw)
@@ -190,9 +232,17 @@ async def test_http_probe_counts_error_statuses_as_failures(tmp_path):
 
     port = free_port()
     server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-        "--directory", str(tmp_path), stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL)
+        sys.executable,
+        "-m",
+        "http.server",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--directory",
+        str(tmp_path),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     try:
         (tmp_path / "ok.txt").write_text("ok")
         good = CheckSpec("http", port=port, path="/ok.txt", timeout=2)

@@ -34,8 +34,13 @@ health_check:
 
 
 def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture
@@ -51,9 +56,20 @@ def cluster(tmp_path):
 
 def services(cluster: Cluster, tmp_path, name: str) -> Daemon:
     assert cluster.master and cluster.master.address
-    return Daemon(["services", "--master", cluster.master.address, "--port", "0",
-                   "--state-dir", str(tmp_path / "services-state"), "--log-level", "debug"],
-                  tmp_path / "logs" / f"{name}.log").start()
+    return Daemon(
+        [
+            "services",
+            "--master",
+            cluster.master.address,
+            "--port",
+            "0",
+            "--state-dir",
+            str(tmp_path / "services-state"),
+            "--log-level",
+            "debug",
+        ],
+        tmp_path / "logs" / f"{name}.log",
+    ).start()
 
 
 def published(master: str) -> str:
@@ -61,7 +77,8 @@ def published(master: str) -> str:
 
     with grpc.insecure_channel(master, options=CHANNEL_OPTIONS) as channel:
         reply = operator_pb2_grpc.OperatorStub(channel).ListFrameworks(
-            operator_pb2.ListFrameworksRequest(), timeout=5)
+            operator_pb2.ListFrameworksRequest(), timeout=5
+        )
     live = [f for f in reply.frameworks if f.info.name == "services" and f.connected]
     return live[0].info.service_address if live else ""
 
@@ -71,7 +88,8 @@ def running_tasks(master: str) -> list:
 
     with grpc.insecure_channel(master, options=CHANNEL_OPTIONS) as channel:
         reply = operator_pb2_grpc.OperatorStub(channel).ListTasks(
-            operator_pb2.ListTasksRequest(), timeout=5)
+            operator_pb2.ListTasksRequest(), timeout=5
+        )
     return [t for t in reply.tasks if t.state == common_pb2.TASK_RUNNING]
 
 
@@ -86,8 +104,11 @@ def test_processes_end_to_end_with_a_crash_of_the_services_daemon(cluster, tmp_p
     first = services(cluster, tmp_path, "services-1")
     try:
         assert first.lines[0].startswith(f"services listening on {first.address}")
-        eventually(lambda: published(master) == first.address, timeout=30,
-                   message="address published to the master")
+        eventually(
+            lambda: published(master) == first.address,
+            timeout=30,
+            message="address published to the master",
+        )
         app_file = tmp_path / "web.yaml"
         app_file.write_text(APP)
         put = agora("app", "put", str(app_file), "--master", master)
@@ -97,6 +118,7 @@ def test_processes_end_to_end_with_a_crash_of_the_services_daemon(cluster, tmp_p
             result = agora("app", "endpoints", "web", "--master", master)
             lines = result.stdout.split()
             return lines if len(lines) == 2 else None
+
         for endpoint in eventually(two_endpoints, timeout=60, message="2 endpoints"):
             assert http_ok(endpoint)
         before = {t["task_id"] for t in app_status(master)["tasks"]}
@@ -107,12 +129,16 @@ def test_processes_end_to_end_with_a_crash_of_the_services_daemon(cluster, tmp_p
 
     second = services(cluster, tmp_path, "services-2")
     try:
-        eventually(lambda: published(master) == second.address, timeout=30,
-                   message="the new address published")
+        eventually(
+            lambda: published(master) == second.address,
+            timeout=30,
+            message="the new address published",
+        )
 
         def adopted():
             status = app_status(master)
             return status if status.get("healthy") == 2 else None
+
         status = eventually(adopted, timeout=60, message="tasks adopted and healthy")
         assert {t["task_id"] for t in status["tasks"]} == before  # nothing relaunched
 
@@ -131,15 +157,28 @@ def test_bad_master_address_is_one_line(tmp_path):
 
 
 def test_agora_local_runs_the_services_daemon(tmp_path):
-    local = Daemon(["local", "--agents", "1", "--port", "0", "--work-dir", str(tmp_path / "w")],
-                   tmp_path / "logs" / "local.log").start()
+    local = Daemon(
+        ["local", "--agents", "1", "--port", "0", "--work-dir", str(tmp_path / "w")],
+        tmp_path / "logs" / "local.log",
+    ).start()
     try:
         address = eventually(
-            lambda: next((line.split()[3] for line in local.lines
-                          if line.startswith("services listening on ")), None),
-            timeout=30, message="the services line")
-        eventually(lambda: published(local.address) == address, timeout=30,
-                   message="services registered with the local master")
+            lambda: next(
+                (
+                    line.split()[3]
+                    for line in local.lines
+                    if line.startswith("services listening on ")
+                ),
+                None,
+            ),
+            timeout=30,
+            message="the services line",
+        )
+        eventually(
+            lambda: published(local.address) == address,
+            timeout=30,
+            message="services registered with the local master",
+        )
         listed = agora("app", "list", "--json", "--master", local.address)
         assert listed.returncode == 0 and json.loads(listed.stdout) == []
     finally:

@@ -35,8 +35,9 @@ async def world():
     running = asyncio.create_task(driver.run())
     stream = await transport.next_stream()
     stream.send(subscribed("fw-1"))
-    await eventually_async(lambda: scheduler.driver is not None and driver.connected,
-                           message="subscribed")
+    await eventually_async(
+        lambda: scheduler.driver is not None and driver.connected, message="subscribed"
+    )
     yield scheduler, transport, stream, clock
     driver.stop()
     await running
@@ -47,8 +48,9 @@ def app(app_id="web", instances=2, **fields) -> S.App:
     return S.App(id=app_id, cmd="sleep 100", instances=instances, cpus=1, mem=128, **fields)
 
 
-def update(task_id: str, state: int, agent_id: str = "a1", healthy: bool | None = None,
-           uuid: bytes = b"") -> common_pb2.TaskStatus:
+def update(
+    task_id: str, state: int, agent_id: str = "a1", healthy: bool | None = None, uuid: bytes = b""
+) -> common_pb2.TaskStatus:
     status = common_pb2.TaskStatus(task_id=task_id, state=state, agent_id=agent_id, uuid=uuid)
     if healthy is not None:
         status.healthy = healthy
@@ -67,9 +69,11 @@ async def test_launches_spread_over_agents_with_ports_and_the_app_env(world):
     scheduler, transport, stream, _ = world
     await scheduler.put_app(app(ports=1, env={"A": "1"}))
     calls = await offer_round(
-        transport, stream,
+        transport,
+        stream,
         make_offer("o1", "a1", "cpus:4;mem:1024;ports:[31000-31009]"),
-        make_offer("o2", "a2", "cpus:4;mem:1024;ports:[32000-32009]"))
+        make_offer("o2", "a2", "cpus:4;mem:1024;ports:[32000-32009]"),
+    )
     accepts = [r for m, r in calls if m == "Accept"]
     assert len(accepts) == 2  # one instance on each agent
     for accept in accepts:
@@ -137,12 +141,14 @@ async def test_health_changes_drive_endpoints_and_watchers(world):
     assert len(queue.get_nowait().endpoints) == 0
     await scheduler.on_update(scheduler.driver, update(instance.task_id, common_pb2.TASK_RUNNING))
     assert len(scheduler.endpoints("web").endpoints) == 0  # running, health not known yet
-    await scheduler.on_update(scheduler.driver,
-                              update(instance.task_id, common_pb2.TASK_RUNNING, healthy=True))
+    await scheduler.on_update(
+        scheduler.driver, update(instance.task_id, common_pb2.TASK_RUNNING, healthy=True)
+    )
     endpoints = queue.get_nowait()
     assert [(e.task_id, list(e.ports)) for e in endpoints.endpoints] == [(instance.task_id, [5])]
-    await scheduler.on_update(scheduler.driver,
-                              update(instance.task_id, common_pb2.TASK_RUNNING, healthy=False))
+    await scheduler.on_update(
+        scheduler.driver, update(instance.task_id, common_pb2.TASK_RUNNING, healthy=False)
+    )
     assert len(queue.get_nowait().endpoints) == 0
     await scheduler.delete_app("web")
     assert queue.get_nowait() is None  # the watch ends with the app
@@ -154,9 +160,20 @@ async def test_restart_reloads_apps_and_instances_with_their_health(tmp_path):
     await scheduler.put_app(app(instances=1))
     from frameworks.service.instances import Instance
 
-    instance = Instance("web-1", "web", scheduler.apps["web"].app.version, "a1", "h1",
-                        "10.0.0.1", [8080], {}, 1.0, has_check=True,
-                        state=common_pb2.TASK_RUNNING, healthy=True)
+    instance = Instance(
+        "web-1",
+        "web",
+        scheduler.apps["web"].app.version,
+        "a1",
+        "h1",
+        "10.0.0.1",
+        [8080],
+        {},
+        1.0,
+        has_check=True,
+        state=common_pb2.TASK_RUNNING,
+        healthy=True,
+    )
     store.put_instance(instance)
     store.set_framework_id("fw-9")
     store.close()
@@ -192,15 +209,22 @@ async def test_old_instances_holding_unique_places_are_a_wait_not_unplaceable(wo
     from frameworks.service.placement import AgentSlot
 
     scheduler, transport, stream, _ = world
-    scheduler.catalog = [AgentSlot(AgentFacts(a, f"{a}.local"), Resources.parse("cpus:4;mem:1024"))
-                         for a in ("a1", "a2")]
+    scheduler.catalog = [
+        AgentSlot(AgentFacts(a, f"{a}.local"), Resources.parse("cpus:4;mem:1024"))
+        for a in ("a1", "a2")
+    ]
     unique = [S.Constraint(field="hostname", operator="UNIQUE")]
     await scheduler.put_app(app(constraints=unique))
-    await offer_round(transport, stream, make_offer("o1", "a1", "cpus:4;mem:1024"),
-                      make_offer("o2", "a2", "cpus:4;mem:1024"))
+    await offer_round(
+        transport,
+        stream,
+        make_offer("o1", "a1", "cpus:4;mem:1024"),
+        make_offer("o2", "a2", "cpus:4;mem:1024"),
+    )
     for instance in scheduler.instances_of("web"):
-        await scheduler.on_update(scheduler.driver,
-                                  update(instance.task_id, common_pb2.TASK_RUNNING))
+        await scheduler.on_update(
+            scheduler.driver, update(instance.task_id, common_pb2.TASK_RUNNING)
+        )
     await scheduler.put_app(app(constraints=unique, env={"V": "2"}))
     await scheduler.converge()
     status = scheduler.status("web")

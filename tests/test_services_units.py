@@ -21,6 +21,7 @@ C = AgentFacts("a3", "host-c", {"rack": "r2"})
 
 # --- constraints ------------------------------------------------------------------------------
 
+
 def ok(constraint: Constraint, agent: AgentFacts, placed=(), values=()) -> bool:
     return constraint.violation(agent, list(placed), values) is None
 
@@ -61,14 +62,17 @@ def test_max_per_and_group_by():
     assert not ok(g3, C, [A, C], values)
 
 
-@pytest.mark.parametrize("args,message", [
-    (("hostname", "NEAR", ""), "unknown operator 'NEAR'; use one of UNIQUE, CLUSTER"),
-    (("", "UNIQUE", ""), "field is empty"),
-    (("rack", "CLUSTER", ""), "CLUSTER needs a value"),
-    (("rack", "MAX_PER", "x"), "whole number"),
-    (("rack", "LIKE", "("), "bad regular expression"),
-    (("rack", "UNIQUE", "1"), "UNIQUE takes no value"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("hostname", "NEAR", ""), "unknown operator 'NEAR'; use one of UNIQUE, CLUSTER"),
+        (("", "UNIQUE", ""), "field is empty"),
+        (("rack", "CLUSTER", ""), "CLUSTER needs a value"),
+        (("rack", "MAX_PER", "x"), "whole number"),
+        (("rack", "LIKE", "("), "bad regular expression"),
+        (("rack", "UNIQUE", "1"), "UNIQUE takes no value"),
+    ],
+)
 def test_bad_constraints_say_what_to_write(args, message):
     with pytest.raises(ConstraintError, match=message.replace("(", r"\(").replace("[", r"\[")):
         Constraint.parse(*args)
@@ -76,12 +80,13 @@ def test_bad_constraints_say_what_to_write(args, message):
 
 # --- backoff ----------------------------------------------------------------------------------
 
+
 def test_backoff_grows_by_the_factor_up_to_the_cap_and_resets():
     b = RestartBackoff(1.0, 1.15, 300.0)
     assert b.ready(0) and b.delay() == 0
     assert b.failed(10.0) == pytest.approx(11.0)
     assert b.failed(20.0) == pytest.approx(21.15)
-    assert b.failed(30.0) == pytest.approx(30 + 1.15 ** 2)
+    assert b.failed(30.0) == pytest.approx(30 + 1.15**2)
     assert not b.ready(30.5) and b.ready(40)
     for _ in range(5000):  # a long crash loop neither overflows nor passes the cap
         b.failed(0)
@@ -103,23 +108,37 @@ def test_backoff_is_monotonic_and_capped(initial, factor, cap, failures):
 
 # --- the planner ------------------------------------------------------------------------------
 
-def inst(task_id, version="v2", running=True, healthy=True, launched_at=0.0, killing=False,
-         has_check=True) -> InstanceView:
+
+def inst(
+    task_id,
+    version="v2",
+    running=True,
+    healthy=True,
+    launched_at=0.0,
+    killing=False,
+    has_check=True,
+) -> InstanceView:
     return InstanceView(task_id, version, running, healthy, has_check, launched_at, killing)
 
 
 def test_launches_missing_instances_and_scales_down_youngest_first():
     assert plan(3, "v1", [], Strategy()).launch == 3
-    instances = [inst("a", "v1", launched_at=1), inst("b", "v1", launched_at=3),
-                 inst("c", "v1", launched_at=2)]
+    instances = [
+        inst("a", "v1", launched_at=1),
+        inst("b", "v1", launched_at=3),
+        inst("c", "v1", launched_at=2),
+    ]
     p = plan(1, "v1", instances, Strategy())
     assert p.launch == 0
     assert [t for t, _ in p.kill] == ["b", "c"]
 
 
 def test_scale_down_kills_instances_not_serving_first():
-    instances = [inst("old-ok", "v1", launched_at=1), inst("young-ok", "v1", launched_at=5),
-                 inst("staging", "v1", running=False, healthy=None, launched_at=2)]
+    instances = [
+        inst("old-ok", "v1", launched_at=1),
+        inst("young-ok", "v1", launched_at=5),
+        inst("staging", "v1", running=False, healthy=None, launched_at=2),
+    ]
     assert [t for t, _ in plan(2, "v1", instances).kill] == ["staging"]
 
 
@@ -129,8 +148,10 @@ def test_rolling_update_with_no_extra_capacity_kills_then_launches():
     p = plan(3, "v2", old, strategy)
     # floor = 2: one old may go; no room to launch until it is gone
     assert len(p.kill) == 1 and p.launch == 0
-    killing = [inst(t.task_id, t.version, killing=t.task_id == p.kill[0][0],
-                    launched_at=t.launched_at) for t in old]
+    killing = [
+        inst(t.task_id, t.version, killing=t.task_id == p.kill[0][0], launched_at=t.launched_at)
+        for t in old
+    ]
     assert plan(3, "v2", killing, strategy).launch == 0
     survivors = [i for i in old if i.task_id != p.kill[0][0]]
     assert plan(3, "v2", survivors, strategy).launch == 1
@@ -154,8 +175,7 @@ def test_health_check_storm_kills_no_more_than_may_be_down():
     p = plan(5, "v1", sick, strategy)
     # floor = 3, so 2 may be down at once
     assert len(p.kill) == 2 and all(why == "unhealthy" for _, why in p.kill)
-    after = [inst(i.task_id, "v1", healthy=False, killing=i.task_id in dict(p.kill))
-             for i in sick]
+    after = [inst(i.task_id, "v1", healthy=False, killing=i.task_id in dict(p.kill)) for i in sick]
     assert plan(5, "v1", after, strategy).kill == ()  # wait for those two first
     # Even when no instance may be down, a broken one is replaced, one at a time.
     strict = Strategy(1.0, 1.0)
@@ -185,8 +205,9 @@ def _simulate(target, n_old, strategy, order_seed):
         p = plan(target, "v2", views, strategy)
         for task_id, _ in p.kill:
             v = instances[task_id]
-            instances[task_id] = InstanceView(v.task_id, v.version, v.running, v.healthy,
-                                              v.has_check, v.launched_at, True)
+            instances[task_id] = InstanceView(
+                v.task_id, v.version, v.running, v.healthy, v.has_check, v.launched_at, True
+            )
         serving_after = sum(v.serving for v in instances.values())
         observed.append((serving_before, serving_after))
         assert serving_after >= min(floor, serving_before)
@@ -198,8 +219,7 @@ def _simulate(target, n_old, strategy, order_seed):
         # the world moves: one random event
         pending = [v for v in instances.values() if v.killing or not v.serving]
         if not pending:
-            if all(v.version == "v2" for v in instances.values()) and \
-                    len(instances) == target:
+            if all(v.version == "v2" for v in instances.values()) and len(instances) == target:
                 return observed
             continue
         v = rng.choice(pending)
@@ -211,8 +231,13 @@ def _simulate(target, n_old, strategy, order_seed):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 8), st.integers(0, 8), st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]),
-       st.sampled_from([0.0, 0.2, 0.5, 1.0]), st.integers(0, 1000))
+@given(
+    st.integers(1, 8),
+    st.integers(0, 8),
+    st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]),
+    st.sampled_from([0.0, 0.2, 0.5, 1.0]),
+    st.integers(0, 1000),
+)
 def test_rolling_update_converges_and_keeps_the_floor(target, n_old, m, o, seed):
     if m == 1.0 and o == 0.0:
         return  # rejected by app validation
@@ -220,6 +245,7 @@ def test_rolling_update_converges_and_keeps_the_floor(target, n_old, m, o, seed)
 
 
 # --- placement explanations -------------------------------------------------------------------
+
 
 def slot(facts: AgentFacts, text: str = "cpus:2;mem:1024;ports:[31000-31009]") -> AgentSlot:
     return AgentSlot(facts, Resources.parse(text))
@@ -240,8 +266,10 @@ def test_explain_too_big_constraints_and_no_agents():
 
 # --- app definitions and files ----------------------------------------------------------------
 
+
 def test_app_file_yaml_with_conveniences():
-    app = parse_app_text("""
+    app = parse_app_text(
+        """
 id: web
 cmd: [python3, -m, http.server]
 instances: 2
@@ -254,11 +282,15 @@ constraints:
   - [rack, CLUSTER, r1]
 health_check:
   http: {path: /health}
-""", "web.yaml")
+""",
+        "web.yaml",
+    )
     app = normalize(app)
     assert list(app.args) == ["python3", "-m", "http.server"] and app.env["A"] == "1"
     assert [(c.field, c.operator, c.value) for c in app.constraints] == [
-        ("hostname", "UNIQUE", ""), ("rack", "CLUSTER", "r1")]
+        ("hostname", "UNIQUE", ""),
+        ("rack", "CLUSTER", "r1"),
+    ]
     assert app.health_check.http.path == "/health"
     assert app.health_check.interval_seconds > 0 and app.health_check.max_consecutive_failures
     assert app.backoff.backoff_seconds == 1 and app.backoff.backoff_factor == 1.15
@@ -267,33 +299,50 @@ health_check:
     assert app.upgrade_strategy.maximum_over_capacity == 1
 
 
-@pytest.mark.parametrize("text,source,message", [
-    ('{"id": "web", "cmd": "x",', "a.json", "a.json: not valid JSON at line 1"),
-    ("id: [unclosed", "a.yaml", "a.yaml: not valid YAML"),
-    ("- just a list", "a.yaml", "expected an object"),
-    ('{"id": "web", "instances": "three"}', "a.json", "a.json: .*instances"),
-    ('{"id": "web", "colour": "red"}', "a.json", "a.json: .*colour"),
-    ('{"id": "web", "constraints": [["hostname"]]}', "a.json", r"constraints\[0\]"),
-])
+@pytest.mark.parametrize(
+    "text,source,message",
+    [
+        ('{"id": "web", "cmd": "x",', "a.json", "a.json: not valid JSON at line 1"),
+        ("id: [unclosed", "a.yaml", "a.yaml: not valid YAML"),
+        ("- just a list", "a.yaml", "expected an object"),
+        ('{"id": "web", "instances": "three"}', "a.json", "a.json: .*instances"),
+        ('{"id": "web", "colour": "red"}', "a.json", "a.json: .*colour"),
+        ('{"id": "web", "constraints": [["hostname"]]}', "a.json", r"constraints\[0\]"),
+    ],
+)
 def test_malformed_app_files_say_where(text, source, message):
     with pytest.raises(AppError, match=message):
         parse_app_text(text, source)
 
 
-@pytest.mark.parametrize("fields,message", [
-    (dict(id="Web!", cmd="x", cpus=1, mem=1), "app id 'Web!' is not valid"),
-    (dict(id="web", cpus=1, mem=1), "has no command"),
-    (dict(id="web", cmd="x", cpus=0, mem=1), "cpus must be more than 0"),
-    (dict(id="web", cmd="x", cpus=1, mem=-5), "mem must be more than 0"),
-    (dict(id="web", cmd="x", cpus=1, mem=1, instances=-1), "instances must be 0 or more"),
-    (dict(id="web", cmd="x", cpus=1, mem=1, constraints=[["hostname", "NEAR", "x"]]),
-     "unknown operator 'NEAR'"),
-    (dict(id="web", cmd="x", cpus=1, mem=1, health_check={"http": {"port_index": 0}}),
-     "uses PORT0 but the app has 0 port"),
-    (dict(id="web", cmd="x", cpus=1, mem=1,
-          upgrade_strategy={"minimum_health_capacity": 1, "maximum_over_capacity": 0}),
-     "can never replace"),
-])
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        (dict(id="Web!", cmd="x", cpus=1, mem=1), "app id 'Web!' is not valid"),
+        (dict(id="web", cpus=1, mem=1), "has no command"),
+        (dict(id="web", cmd="x", cpus=0, mem=1), "cpus must be more than 0"),
+        (dict(id="web", cmd="x", cpus=1, mem=-5), "mem must be more than 0"),
+        (dict(id="web", cmd="x", cpus=1, mem=1, instances=-1), "instances must be 0 or more"),
+        (
+            dict(id="web", cmd="x", cpus=1, mem=1, constraints=[["hostname", "NEAR", "x"]]),
+            "unknown operator 'NEAR'",
+        ),
+        (
+            dict(id="web", cmd="x", cpus=1, mem=1, health_check={"http": {"port_index": 0}}),
+            "uses PORT0 but the app has 0 port",
+        ),
+        (
+            dict(
+                id="web",
+                cmd="x",
+                cpus=1,
+                mem=1,
+                upgrade_strategy={"minimum_health_capacity": 1, "maximum_over_capacity": 0},
+            ),
+            "can never replace",
+        ),
+    ],
+)
 def test_invalid_apps_are_refused_with_a_reason(fields, message):
     from frameworks.service.apps import app_from_mapping
 
@@ -317,6 +366,7 @@ def test_the_example_app_file_is_valid():
 
 # --- placing into offers and the words for waiting ----------------------------------------------
 
+
 def _offer(offer_id, agent_id, text, attrs=None):
     from agora.v1 import common_pb2
 
@@ -333,23 +383,35 @@ def _request(app_id, count, constraints=(), placed=(), ports=1):
     from frameworks.sdk import TaskSpec
     from frameworks.service.placement import Request
 
-    return Request(app_id, count, Needs(1, 64, 0, ports), list(constraints), list(placed),
-                   lambda: TaskSpec(app_id, cpus=1, mem=64, ports=ports, command="true"))
+    return Request(
+        app_id,
+        count,
+        Needs(1, 64, 0, ports),
+        list(constraints),
+        list(placed),
+        lambda: TaskSpec(app_id, cpus=1, mem=64, ports=ports, command="true"),
+    )
 
 
 def test_place_spreads_honours_constraints_and_never_gives_a_port_twice():
     from frameworks.service.placement import offer_host, place
 
-    offers = [_offer("o1", "a1", "cpus:8;mem:1024;ports:[100-102]", {"rack": "r1"}),
-              _offer("o2", "a2", "cpus:8;mem:1024;ports:[200-201]", {"rack": "r2"})]
+    offers = [
+        _offer("o1", "a1", "cpus:8;mem:1024;ports:[100-102]", {"rack": "r1"}),
+        _offer("o2", "a2", "cpus:8;mem:1024;ports:[200-201]", {"rack": "r2"}),
+    ]
     rack = [Constraint.parse("rack", "CLUSTER", "r1")]
     result = place(offers, [_request("web", 2), _request("db", 2, rack)])
     assert result.placed == {"web": 2, "db": 2}
-    by_agent = {launch.agent_id: [app for app, _, _ in launch.tasks]
-                for launch in result.launches}
+    by_agent = {launch.agent_id: [app for app, _, _ in launch.tasks] for launch in result.launches}
     assert sorted(by_agent["a1"]) == ["db", "db", "web"] and by_agent["a2"] == ["web"]
-    ports = [r.ranges[0].begin for launch in result.launches for _, t, _ in launch.tasks
-             for r in t.resources if r.name == "ports"]
+    ports = [
+        r.ranges[0].begin
+        for launch in result.launches
+        for _, t, _ in launch.tasks
+        for r in t.resources
+        if r.name == "ports"
+    ]
     assert len(ports) == len(set(ports)) == 4 and set(ports) <= {100, 101, 102, 200, 201}
     assert offer_host(offers[0]) == "10.0.0.1"
     # Out of ports on a1: a fourth db instance cannot go anywhere, and we hear why.
@@ -373,8 +435,7 @@ def test_why_waiting_orders_its_reasons():
     assert not never and "restart backoff after 1 failure(s): next launch in 4.0s" in reason
     reason, _ = why_waiting(app, 1, 0, [], agents, RestartBackoff(), "", 0)
     assert "upgrade strategy" in reason
-    reason, _ = why_waiting(app, 1, 1, [], agents, RestartBackoff(), "offer of host-a too small",
-                            0)
+    reason, _ = why_waiting(app, 1, 1, [], agents, RestartBackoff(), "offer of host-a too small", 0)
     assert "waiting for offers" in reason and "last offers: offer of host-a too small" in reason
     reason, never = why_waiting(app, 1, 1, [], [], RestartBackoff(), "", 0)
     assert never and "no agents" in reason

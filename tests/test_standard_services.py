@@ -32,20 +32,40 @@ def health(address: str, service: str) -> int:
 
 
 def test_every_server_serves_health_and_reflection(tmp_path):
-    local = Daemon(["local", "--port", "0", "--agents", "1", "--work-dir", str(tmp_path / "w")],
-                   tmp_path / "local.log").start(timeout=60)
+    local = Daemon(
+        ["local", "--port", "0", "--agents", "1", "--work-dir", str(tmp_path / "w")],
+        tmp_path / "local.log",
+    ).start(timeout=60)
     try:
-        eventually(lambda: any("services listening on" in line for line in local.lines),
-                   timeout=30, message="the frameworks to start")
+        eventually(
+            lambda: any("services listening on" in line for line in local.lines),
+            timeout=30,
+            message="the frameworks to start",
+        )
         addresses = {}
         for line in local.lines:
             match = re.match(r"(\w+) listening on (\S+)", line)
             if match:
                 addresses[match.group(1)] = match.group(2)
-        agents = json.loads(subprocess.run(
-            [sys.executable, "-m", "cli.main", "cluster", "agents", "--json",
-             "--master", addresses["master"]],
-            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout)
+        agents = json.loads(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "cli.main",
+                    "cluster",
+                    "agents",
+                    "--json",
+                    "--master",
+                    addresses["master"],
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
         addresses["agent"] = agents[0]["address"]
 
         expected = {
@@ -58,7 +78,8 @@ def test_every_server_serves_health_and_reflection(tmp_path):
             listed = reflected_services(addresses[server])
             assert services | {"grpc.health.v1.Health"} <= listed, (server, listed)
             for service in ["", *services]:
-                assert health(addresses[server], service) == \
-                    health_pb2.HealthCheckResponse.SERVING, (server, service)
+                assert (
+                    health(addresses[server], service) == health_pb2.HealthCheckResponse.SERVING
+                ), (server, service)
     finally:
         local.stop()

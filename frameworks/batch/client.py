@@ -12,5 +12,10 @@ class BatchNotFound(FrameworkNotFound):
 def find_batch_address(master: str, name: str = "batch", timeout: float = 5.0) -> str:
     """The service_address of the framework called `name`: a connected one first, then the
     most recently registered."""
-    return find_framework_api(master, name, timeout=timeout, error=BatchNotFound,
-                              hint=f"start one with `agora batch --master {master}`")
+    return find_framework_api(
+        master,
+        name,
+        timeout=timeout,
+        error=BatchNotFound,
+        hint=f"start one with `agora batch --master {master}`",
+    )

@@ -47,8 +47,13 @@ class BatchConfig:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
         get_policy(self.queue)
-        for name in ("failover_timeout", "retry_backoff_seconds", "retry_backoff_max_seconds",
-                     "decline_refuse_seconds", "idle_refuse_seconds"):
+        for name in (
+            "failover_timeout",
+            "retry_backoff_seconds",
+            "retry_backoff_max_seconds",
+            "decline_refuse_seconds",
+            "idle_refuse_seconds",
+        ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be 0 or more seconds, got {value}")
@@ -76,16 +81,20 @@ class BatchDaemon(FrameworkDaemon):
         config = self.config
         self.store = JobStore(config.state_path)
         self.scheduler = BatchScheduler(
-            self.store, policy=config.queue, role=config.role,
+            self.store,
+            policy=config.queue,
+            role=config.role,
             backoff=Backoff(config.retry_backoff_seconds, 2.0, config.retry_backoff_max_seconds),
             decline_refuse_seconds=config.decline_refuse_seconds,
-            idle_refuse_seconds=config.idle_refuse_seconds)
+            idle_refuse_seconds=config.idle_refuse_seconds,
+        )
         self._operator = operator_pb2_grpc.OperatorStub(master)
 
     def _add_services(self, server: grpc.aio.Server) -> None:
         assert self.scheduler is not None and self._operator is not None
         batch_pb2_grpc.add_BatchServicer_to_server(
-            BatchService(self.scheduler, self._operator), server)
+            BatchService(self.scheduler, self._operator), server
+        )
 
     def _summary(self) -> dict:
         assert self.scheduler is not None

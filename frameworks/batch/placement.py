@@ -52,8 +52,9 @@ class Plan:
     waiting: list[str] = field(default_factory=list)  # job ids with instances left unplaced
 
 
-def plan(offers: Sequence[common_pb2.Offer], groups: Sequence[Group],
-         role: str = UNRESERVED) -> Plan:
+def plan(
+    offers: Sequence[common_pb2.Offer], groups: Sequence[Group], role: str = UNRESERVED
+) -> Plan:
     """Places the groups into the offers; agents take turns so that a job spreads out."""
     by_agent: dict[str, list[common_pb2.Offer]] = {}
     for offer in offers:
@@ -66,8 +67,7 @@ def plan(offers: Sequence[common_pb2.Offer], groups: Sequence[Group],
         if not packers:
             waiting.append(group.job_id)
             continue
-        saved = [(p.remaining, len(p.tasks), len(w)) for p, w in zip(packers, placed,
-                                                                       strict=True)]
+        saved = [(p.remaining, len(p.tasks), len(w)) for p, w in zip(packers, placed, strict=True)]
         saved_start = start
         left = False
         for want in group.wants:
@@ -84,8 +84,9 @@ def plan(offers: Sequence[common_pb2.Offer], groups: Sequence[Group],
         if left:
             waiting.append(group.job_id)
             if group.gang:
-                for packer, wants, (remaining, tasks, count) in zip(packers, placed, saved,
-                                                                    strict=True):
+                for packer, wants, (remaining, tasks, count) in zip(
+                    packers, placed, saved, strict=True
+                ):
                     packer.remaining = remaining
                     del packer.tasks[tasks:]
                     del wants[count:]
@@ -93,32 +94,38 @@ def plan(offers: Sequence[common_pb2.Offer], groups: Sequence[Group],
     launches, unused = [], []
     for packer, wants in zip(packers, placed, strict=True):
         if packer.tasks:
-            launches.append(AgentLaunch(packer.agent_id, packer.offers, list(packer.tasks),
-                                        wants))
+            launches.append(AgentLaunch(packer.agent_id, packer.offers, list(packer.tasks), wants))
         else:
             unused.extend(packer.offers)
     return Plan(launches, unused, sum(len(w) for w in placed), waiting)
 
 
-def largest_fit(agent_totals: Sequence[tuple[str, Resources]], spec: TaskSpec,
-                role: str = UNRESERVED) -> bool:
+def largest_fit(
+    agent_totals: Sequence[tuple[str, Resources]], spec: TaskSpec, role: str = UNRESERVED
+) -> bool:
     """True if some agent, when empty, could hold one task of `spec`."""
     for _, total in agent_totals:
-        offer = common_pb2.Offer(offer_id="probe", agent_id="probe",
-                                 resources=total.allocatable_to(role).to_proto())
+        offer = common_pb2.Offer(
+            offer_id="probe", agent_id="probe", resources=total.allocatable_to(role).to_proto()
+        )
         if OfferPacker(offer, role).fits(spec):
             return True
     return False
 
 
-def capacity(agent_totals: Sequence[tuple[str, Resources]], spec: TaskSpec,
-             role: str = UNRESERVED, limit: int | None = None) -> int:
+def capacity(
+    agent_totals: Sequence[tuple[str, Resources]],
+    spec: TaskSpec,
+    role: str = UNRESERVED,
+    limit: int | None = None,
+) -> int:
     """How many tasks of `spec` the agents could hold at once when idle (counting stops at
     `limit`)."""
     count = 0
     for _, total in agent_totals:
-        offer = common_pb2.Offer(offer_id="probe", agent_id="probe",
-                                 resources=total.allocatable_to(role).to_proto())
+        offer = common_pb2.Offer(
+            offer_id="probe", agent_id="probe", resources=total.allocatable_to(role).to_proto()
+        )
         packer = OfferPacker(offer, role)
         while (limit is None or count < limit) and packer.pack(spec) is not None:
             count += 1

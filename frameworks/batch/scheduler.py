@@ -29,9 +29,15 @@ from frameworks.sdk import Driver, Framework, SchedulerError, TaskSpec, describe
 log = structlog.get_logger(__name__)
 
 # Accept failed without saying whether the master acted on it.
-_OUTCOME_UNKNOWN = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE,
-                              grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN,
-                              grpc.StatusCode.INTERNAL})
+_OUTCOME_UNKNOWN = frozenset(
+    {
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+    }
+)
 
 
 class UnknownJob(KeyError):
@@ -43,10 +49,17 @@ class JobEnded(ValueError):
 
 
 class BatchScheduler(Framework):
-    def __init__(self, store: JobStore, *, policy: str = "fifo", role: str = UNRESERVED,
-                 backoff: st.Backoff | None = None, decline_refuse_seconds: float = 1.0,
-                 idle_refuse_seconds: float = 15.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        *,
+        policy: str = "fifo",
+        role: str = UNRESERVED,
+        backoff: st.Backoff | None = None,
+        decline_refuse_seconds: float = 1.0,
+        idle_refuse_seconds: float = 15.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.policy_name = policy
         self.sort_key = get_policy(policy)  # ValueError on a bad name, at start-up
@@ -88,8 +101,14 @@ class BatchScheduler(Framework):
             job.message = f"{job.message}; {note}"
         self.store.put_job(job)
         self.jobs[job.job_id] = job
-        self._log.info("job submitted", job_id=job.job_id, name=spec_copy.name,
-                       instances=spec.instances, needs=describe_needs(spec), gang=spec.gang)
+        self._log.info(
+            "job submitted",
+            job_id=job.job_id,
+            name=spec_copy.name,
+            instances=spec.instances,
+            needs=describe_needs(spec),
+            gang=spec.gang,
+        )
         self._publish(job, description=f"submitted ({spec.instances} instances)")
         self._want_offers()
         return job
@@ -132,8 +151,14 @@ class BatchScheduler(Framework):
             if not watchers:
                 del self._watchers[job_id]
 
-    def _publish(self, job: batch_pb2.Job, *, index: int | None = None,
-                 attempt: batch_pb2.Attempt | None = None, description: str = "") -> None:
+    def _publish(
+        self,
+        job: batch_pb2.Job,
+        *,
+        index: int | None = None,
+        attempt: batch_pb2.Attempt | None = None,
+        description: str = "",
+    ) -> None:
         watchers = self._watchers.get(job.job_id)
         if not watchers:
             return
@@ -154,8 +179,12 @@ class BatchScheduler(Framework):
     def _queue(self) -> list[batch_pb2.Job]:
         """Jobs that may launch something, in the order the policy serves them."""
         jobs = [j for j in self.jobs.values() if not st.is_ended(j)]
-        return sorted(jobs, key=lambda j: self.sort_key(QueuedJob(
-            j.job_id, j.sequence, j.spec.priority, j.spec.duration_seconds)))
+        return sorted(
+            jobs,
+            key=lambda j: self.sort_key(
+                QueuedJob(j.job_id, j.sequence, j.spec.priority, j.spec.duration_seconds)
+            ),
+        )
 
     def has_ready_work(self, now: float | None = None) -> bool:
         now = self.clock() if now is None else now
@@ -189,8 +218,7 @@ class BatchScheduler(Framework):
             return
         delay = max(0.0, min(times) - self.clock())
         loop = asyncio.get_running_loop()
-        self._wakeup = loop.call_later(
-            delay, self._want_offers)
+        self._wakeup = loop.call_later(delay, self._want_offers)
 
     def _want_offers(self) -> None:
         """Work arrived (a submission, a retry due): revive, which also clears our decline
@@ -267,10 +295,10 @@ class BatchScheduler(Framework):
         more = bool(result.waiting)
         for launch in result.launches:
             await self._launch(driver, launch, more)
-        await self._decline(driver, result.unused,
-                            self.decline_refuse_seconds if more else self.idle_refuse_seconds)
-        if any(self.jobs[j].spec.gang and st.never_launched(self.jobs[j])
-               for j in result.waiting):
+        await self._decline(
+            driver, result.unused, self.decline_refuse_seconds if more else self.idle_refuse_seconds
+        )
+        if any(self.jobs[j].spec.gang and st.never_launched(self.jobs[j]) for j in result.waiting):
             self._arm_realign()
 
     def _arm_realign(self) -> None:
@@ -291,8 +319,7 @@ class BatchScheduler(Framework):
         offer = launch.offers[0]
         now = self.clock()
         # A kill may have come in while an earlier launch of this round was awaited.
-        wants = [w for w in launch.wants
-                 if w.index in st.ready_instances(self.jobs[w.job_id], now)]
+        wants = [w for w in launch.wants if w.index in st.ready_instances(self.jobs[w.job_id], now)]
         if len(wants) != len(launch.wants):
             keep = {w.spec.task_id for w in wants}
             launch.wants = wants
@@ -303,31 +330,45 @@ class BatchScheduler(Framework):
         touched: dict[str, list[int]] = {}  # job id -> instances launched
         for want in launch.wants:
             job = self.jobs[want.job_id]
-            attempt = st.record_launch(job, want.index, agent_id=launch.agent_id,
-                                       hostname=offer.hostname,
-                                       agent_address=offer.agent_address,
-                                       framework_id=self.framework_id, now=now)
+            attempt = st.record_launch(
+                job,
+                want.index,
+                agent_id=launch.agent_id,
+                hostname=offer.hostname,
+                agent_address=offer.agent_address,
+                framework_id=self.framework_id,
+                now=now,
+            )
             touched.setdefault(job.job_id, []).append(want.index)
-            self._publish(job, index=want.index, attempt=attempt,
-                          description=f"instance {want.index} attempt {attempt.attempt} "
-                                      f"launching on {offer.hostname or launch.agent_id}")
+            self._publish(
+                job,
+                index=want.index,
+                attempt=attempt,
+                description=f"instance {want.index} attempt {attempt.attempt} "
+                f"launching on {offer.hostname or launch.agent_id}",
+            )
         # Recorded before the launch: if we stop right after it, reconciliation finds the task.
         for job_id, indices in touched.items():
             self.store.put_job(self.jobs[job_id], indices)
         try:
-            await driver.launch(launch.offers, launch.tasks,
-                                refuse_seconds=0 if more_waiting else None)
+            await driver.launch(
+                launch.offers, launch.tasks, refuse_seconds=0 if more_waiting else None
+            )
         except SchedulerError as e:
             if e.code in _OUTCOME_UNKNOWN:
                 # The master may have launched them: keep the attempts and ask. A task it
                 # does not know comes back TASK_UNKNOWN and is launched again.
-                self._log.warning("launch outcome unknown; reconciling",
-                                  agent_id=launch.agent_id, error=str(e))
+                self._log.warning(
+                    "launch outcome unknown; reconciling", agent_id=launch.agent_id, error=str(e)
+                )
                 with contextlib.suppress(SchedulerError):
                     await driver.reconcile([(t.task_id, launch.agent_id) for t in launch.tasks])
                 return
-            self._log.warning("launch refused; instances wait for the next offers",
-                              agent_id=launch.agent_id, error=str(e))
+            self._log.warning(
+                "launch refused; instances wait for the next offers",
+                agent_id=launch.agent_id,
+                error=str(e),
+            )
             now = self.clock()
             for want in launch.wants:
                 st.unrecord_launch(self.jobs[want.job_id], want.index, want.spec.task_id, now)
@@ -335,8 +376,9 @@ class BatchScheduler(Framework):
                 self.store.put_job(self.jobs[job_id], indices)
                 self._publish(self.jobs[job_id], description=f"launch refused: {e.message}")
             return
-        self._log.info("launched", agent_id=launch.agent_id,
-                       tasks=[t.task_id for t in launch.tasks])
+        self._log.info(
+            "launched", agent_id=launch.agent_id, tasks=[t.task_id for t in launch.tasks]
+        )
         for want in launch.wants:  # killed while we were launching
             if self.jobs[want.job_id].state == batch_pb2.JOB_KILLED:
                 await self._kill_task(want.spec.task_id, launch.agent_id)
@@ -351,8 +393,10 @@ class BatchScheduler(Framework):
 
     def _note_waiting(self, job: batch_pb2.Job) -> None:
         if job.spec.gang and st.never_launched(job):
-            message = (f"waiting: gang of {job.spec.instances} launches only when all "
-                       f"instances ({describe_needs(job.spec)} each) fit in one round of offers")
+            message = (
+                f"waiting: gang of {job.spec.instances} launches only when all "
+                f"instances ({describe_needs(job.spec)} each) fit in one round of offers"
+            )
         else:
             message = f"waiting for offers with room for {describe_needs(job.spec)}"
         if job.job_id in self._notes:
@@ -366,14 +410,19 @@ class BatchScheduler(Framework):
         task = job.spec.task
         number = len(job.instances[index].attempts) + 1
         env = dict(task.env)
-        env.update(AGORA_JOB_ID=job.job_id, AGORA_INSTANCE=str(index),
-                   AGORA_ATTEMPT=str(number))
+        env.update(AGORA_JOB_ID=job.job_id, AGORA_INSTANCE=str(index), AGORA_ATTEMPT=str(number))
         return TaskSpec(
-            name=f"{job.spec.name}-{index}", cpus=task.cpus, mem=task.mem, disk=task.disk,
-            ports=task.ports, command=task.command, env=env,
+            name=f"{job.spec.name}-{index}",
+            cpus=task.cpus,
+            mem=task.mem,
+            disk=task.disk,
+            ports=task.ports,
+            command=task.command,
+            env=env,
             task_id=st.task_id_for(job.job_id, index, number),
             labels={"job_id": job.job_id, "instance": str(index)},
-            kill_grace_period_seconds=task.kill_grace_period_seconds)
+            kill_grace_period_seconds=task.kill_grace_period_seconds,
+        )
 
     async def on_update(self, driver: Driver, status: common_pb2.TaskStatus) -> None:
         parsed = st.parse_task_id(status.task_id)
@@ -394,10 +443,13 @@ class BatchScheduler(Framework):
         change = st.apply_update(job, index, status, now=self.clock(), backoff=self.backoff)
         if change.changed:
             self.store.put_job(job, [index])  # before the (implicit) acknowledgement
-            self._log.info("task update", job_id=job.job_id, status=describe_status(status),
-                           job_state=st.job_state_name(job.state))
-            attempt = next(a for a in job.instances[index].attempts
-                           if a.task_id == status.task_id)
+            self._log.info(
+                "task update",
+                job_id=job.job_id,
+                status=describe_status(status),
+                job_state=st.job_state_name(job.state),
+            )
+            attempt = next(a for a in job.instances[index].attempts if a.task_id == status.task_id)
             self._publish(job, index=index, attempt=attempt, description=change.description)
         if job.state == batch_pb2.JOB_KILLED and not st.is_terminal_task(status.state):
             await self._kill_task(status.task_id, status.agent_id)
@@ -419,8 +471,9 @@ class BatchScheduler(Framework):
         now = self.clock()
         for job in self.jobs.values():
             for index, attempt in st.active_attempts(job):
-                status = common_pb2.TaskStatus(task_id=attempt.task_id,
-                                               state=common_pb2.TASK_LOST, message=reason)
+                status = common_pb2.TaskStatus(
+                    task_id=attempt.task_id, state=common_pb2.TASK_LOST, message=reason
+                )
                 st.apply_update(job, index, status, now=now, backoff=self.backoff)
                 self.store.put_job(job, [index])
                 self._publish(job, index=index, attempt=attempt, description=reason)

@@ -18,8 +18,9 @@ OPERATOR_TIMEOUT = 5.0
 
 
 class BatchService(batch_pb2_grpc.BatchServicer):
-    def __init__(self, scheduler: BatchScheduler,
-                 operator: operator_pb2_grpc.OperatorStub | None) -> None:
+    def __init__(
+        self, scheduler: BatchScheduler, operator: operator_pb2_grpc.OperatorStub | None
+    ) -> None:
         self.scheduler = scheduler
         self.operator = operator
 
@@ -40,8 +41,10 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             # Accepted (agents may be added), but say so now rather than wait in silence.
             fits = capacity(totals, probe, role, limit=spec.instances)
             if fits < spec.instances:
-                note = (f"the {len(totals)} agent(s) registered now could hold at most {fits} "
-                        f"of its {spec.instances} instances at once, even when idle")
+                note = (
+                    f"the {len(totals)} agent(s) registered now could hold at most {fits} "
+                    f"of its {spec.instances} instances at once, even when idle"
+                )
         job = self.scheduler.submit(spec, note=note)
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
 
@@ -51,13 +54,16 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         if self.operator is None:
             return []
         try:
-            reply = await self.operator.ListAgents(operator_pb2.ListAgentsRequest(),
-                                                   timeout=OPERATOR_TIMEOUT)
+            reply = await self.operator.ListAgents(
+                operator_pb2.ListAgentsRequest(), timeout=OPERATOR_TIMEOUT
+            )
         except grpc.aio.AioRpcError as e:
             log.warning("cannot ask the master for agent sizes", error=e.details())
             return []
-        return [(a.info.hostname or a.info.agent_id, Resources.from_proto(a.info.resources))
-                for a in reply.agents]
+        return [
+            (a.info.hostname or a.info.agent_id, Resources.from_proto(a.info.resources))
+            for a in reply.agents
+        ]
 
     def _too_big(self, spec: batch_pb2.JobSpec, probe, totals, role: str) -> str:
         """Why no agent could ever run one instance, or "" if one could (or we cannot tell)."""
@@ -65,13 +71,16 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             return ""
         name, total = max(totals, key=lambda t: (t[1].scalar("cpus"), t[1].scalar("mem")))
         usable = total.allocatable_to(role)
-        has = ";".join(f"{r}:{usable.scalar(r):g}" for r in ("cpus", "mem", "disk")
-                       if usable.scalar(r))
+        has = ";".join(
+            f"{r}:{usable.scalar(r):g}" for r in ("cpus", "mem", "disk") if usable.scalar(r)
+        )
         if spec.task.ports:
             has += f";ports:{sum(e - b + 1 for b, e in usable.port_ranges())}"
-        return (f"each instance needs {describe_needs(spec)} but no agent has that much; the "
-                f"largest agent ({name}) has {has or 'nothing'}: ask for less, or add a "
-                "bigger agent")
+        return (
+            f"each instance needs {describe_needs(spec)} but no agent has that much; the "
+            f"largest agent ({name}) has {has or 'nothing'}: ask for less, or add a "
+            "bigger agent"
+        )
 
     async def GetJob(self, request: batch_pb2.GetJobRequest, context):
         return await self._job(request.job_id, context)
@@ -96,8 +105,10 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         job = await self._job(request.job_id, context)
         queue = self.scheduler.watch(job.job_id)
         try:
-            first = batch_pb2.JobEvent(timestamp=self.scheduler.clock(),
-                                       description=f"job is {st.job_state_name(job.state)}")
+            first = batch_pb2.JobEvent(
+                timestamp=self.scheduler.clock(),
+                description=f"job is {st.job_state_name(job.state)}",
+            )
             first.job.CopyFrom(job)
             yield first
             if st.is_finished(job):
@@ -116,5 +127,6 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         try:
             return self.scheduler.get(job_id)
         except UnknownJob:
-            await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"no job {job_id!r}; `agora job list` shows the jobs")
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}; `agora job list` shows the jobs"
+            )

@@ -17,16 +17,26 @@ Job = batch_pb2.Job
 Instance = batch_pb2.Instance
 Attempt = batch_pb2.Attempt
 
-TERMINAL_JOB_STATES = frozenset({batch_pb2.JOB_SUCCEEDED, batch_pb2.JOB_FAILED,
-                                 batch_pb2.JOB_KILLED})
-TERMINAL_INSTANCE_STATES = frozenset({batch_pb2.INSTANCE_SUCCEEDED, batch_pb2.INSTANCE_FAILED,
-                                      batch_pb2.INSTANCE_KILLED})
+TERMINAL_JOB_STATES = frozenset(
+    {batch_pb2.JOB_SUCCEEDED, batch_pb2.JOB_FAILED, batch_pb2.JOB_KILLED}
+)
+TERMINAL_INSTANCE_STATES = frozenset(
+    {batch_pb2.INSTANCE_SUCCEEDED, batch_pb2.INSTANCE_FAILED, batch_pb2.INSTANCE_KILLED}
+)
 ACTIVE_INSTANCE_STATES = frozenset({batch_pb2.INSTANCE_LAUNCHED, batch_pb2.INSTANCE_RUNNING})
-TERMINAL_TASK_STATES = frozenset({
-    common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED,
-    common_pb2.TASK_ERROR, common_pb2.TASK_LOST, common_pb2.TASK_DROPPED, common_pb2.TASK_GONE,
-    common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE,
-})
+TERMINAL_TASK_STATES = frozenset(
+    {
+        common_pb2.TASK_FINISHED,
+        common_pb2.TASK_FAILED,
+        common_pb2.TASK_KILLED,
+        common_pb2.TASK_ERROR,
+        common_pb2.TASK_LOST,
+        common_pb2.TASK_DROPPED,
+        common_pb2.TASK_GONE,
+        common_pb2.TASK_UNKNOWN,
+        common_pb2.TASK_UNREACHABLE,
+    }
+)
 # The master never saw the task (we stopped between recording and launching it): launching it
 # again is not the task's fault, so it does not use up a retry.
 _NOT_COUNTED = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_DROPPED})
@@ -72,8 +82,13 @@ def parse_task_id(task_id: str) -> tuple[str, int, int] | None:
 
 
 def new_job(job_id: str, spec: batch_pb2.JobSpec, sequence: int, now: float) -> Job:
-    job = Job(job_id=job_id, state=batch_pb2.JOB_QUEUED, submitted_at=now, sequence=sequence,
-              message="waiting for offers")
+    job = Job(
+        job_id=job_id,
+        state=batch_pb2.JOB_QUEUED,
+        submitted_at=now,
+        sequence=sequence,
+        message="waiting for offers",
+    )
     job.spec.CopyFrom(spec)
     for index in range(spec.instances):
         job.instances.add(index=index, state=batch_pb2.INSTANCE_PENDING)
@@ -104,16 +119,22 @@ def ready_instances(job: Job, now: float) -> list[int]:
     """Indices of instances to launch now (pending and past their retry backoff)."""
     if is_ended(job):
         return []
-    return [i.index for i in job.instances
-            if i.state == batch_pb2.INSTANCE_PENDING and i.not_before <= now]
+    return [
+        i.index
+        for i in job.instances
+        if i.state == batch_pb2.INSTANCE_PENDING and i.not_before <= now
+    ]
 
 
 def next_retry_at(job: Job) -> float | None:
     """The earliest time a pending instance in backoff becomes ready, if any."""
     if is_ended(job):
         return None
-    times = [i.not_before for i in job.instances
-             if i.state == batch_pb2.INSTANCE_PENDING and i.not_before > 0]
+    times = [
+        i.not_before
+        for i in job.instances
+        if i.state == batch_pb2.INSTANCE_PENDING and i.not_before > 0
+    ]
     return min(times) if times else None
 
 
@@ -121,17 +142,31 @@ def never_launched(job: Job) -> bool:
     return all(not i.attempts for i in job.instances)
 
 
-def record_launch(job: Job, index: int, *, agent_id: str, hostname: str = "",
-                  agent_address: str = "", framework_id: str = "", now: float) -> Attempt:
+def record_launch(
+    job: Job,
+    index: int,
+    *,
+    agent_id: str,
+    hostname: str = "",
+    agent_address: str = "",
+    framework_id: str = "",
+    now: float,
+) -> Attempt:
     """A new attempt of instance `index`, about to be launched; its task id is set."""
     instance = job.instances[index]
     if instance.state != batch_pb2.INSTANCE_PENDING or is_ended(job):
         raise ValueError(f"instance {index} of {job.job_id} is not pending")
     number = len(instance.attempts) + 1
     attempt = instance.attempts.add(
-        attempt=number, task_id=task_id_for(job.job_id, index, number), agent_id=agent_id,
-        hostname=hostname, agent_address=agent_address, state=common_pb2.TASK_STAGING,
-        launched_at=now, framework_id=framework_id)
+        attempt=number,
+        task_id=task_id_for(job.job_id, index, number),
+        agent_id=agent_id,
+        hostname=hostname,
+        agent_address=agent_address,
+        state=common_pb2.TASK_STAGING,
+        launched_at=now,
+        framework_id=framework_id,
+    )
     instance.state = batch_pb2.INSTANCE_LAUNCHED
     instance.not_before = 0
     if not job.started_at:
@@ -152,8 +187,9 @@ def unrecord_launch(job: Job, index: int, task_id: str, now: float) -> None:
     refresh(job, now)
 
 
-def apply_update(job: Job, index: int, status: common_pb2.TaskStatus, *, now: float,
-                 backoff: Backoff) -> Change:
+def apply_update(
+    job: Job, index: int, status: common_pb2.TaskStatus, *, now: float, backoff: Backoff
+) -> Change:
     """Applies a task status to the attempt it names. Updates arrive at least once and a
     reconciliation may repeat a state, so a state already recorded, or any state after a
     terminal one, changes nothing."""
@@ -172,8 +208,10 @@ def apply_update(job: Job, index: int, status: common_pb2.TaskStatus, *, now: fl
         attempt.exit_code = status.exit_code
     if state == common_pb2.TASK_RUNNING and not attempt.started_at:
         attempt.started_at = now
-    what = (f"instance {index} attempt {attempt.attempt} "
-            f"{common_pb2.TaskState.Name(state).removeprefix('TASK_')}")
+    what = (
+        f"instance {index} attempt {attempt.attempt} "
+        f"{common_pb2.TaskState.Name(state).removeprefix('TASK_')}"
+    )
     if attempt.hostname:
         what += f" on {attempt.hostname}"
     if status.message:
@@ -182,8 +220,11 @@ def apply_update(job: Job, index: int, status: common_pb2.TaskStatus, *, now: fl
     retry_at = None
     if state not in TERMINAL_TASK_STATES:
         if latest and instance.state in ACTIVE_INSTANCE_STATES:
-            instance.state = (batch_pb2.INSTANCE_RUNNING if state == common_pb2.TASK_RUNNING
-                              else batch_pb2.INSTANCE_LAUNCHED)
+            instance.state = (
+                batch_pb2.INSTANCE_RUNNING
+                if state == common_pb2.TASK_RUNNING
+                else batch_pb2.INSTANCE_LAUNCHED
+            )
         refresh(job, now)
         return Change(True, what)
     attempt.ended_at = now
@@ -203,24 +244,32 @@ def apply_update(job: Job, index: int, status: common_pb2.TaskStatus, *, now: fl
                 delay = backoff.delay(instance.failures) if instance.failures else 0.0
                 instance.not_before = retry_at = now + delay
                 if instance.failures:
-                    what += (f" (retry {instance.failures} of {job.spec.max_retries} "
-                             f"in {delay:g} s)")
+                    what += f" (retry {instance.failures} of {job.spec.max_retries} in {delay:g} s)"
             else:
                 instance.state = batch_pb2.INSTANCE_FAILED
                 instance_ended = True
                 what += f" (no retries left of {job.spec.max_retries})"
-                job.message = (f"instance {index} failed {instance.failures} time(s): "
-                               f"{status.message or common_pb2.TaskState.Name(state)}")
+                job.message = (
+                    f"instance {index} failed {instance.failures} time(s): "
+                    f"{status.message or common_pb2.TaskState.Name(state)}"
+                )
     refresh(job, now)
-    return Change(True, what, retry_at=retry_at, instance_ended=instance_ended,
-                  job_ended=is_ended(job) and not was_ended)
+    return Change(
+        True,
+        what,
+        retry_at=retry_at,
+        instance_ended=instance_ended,
+        job_ended=is_ended(job) and not was_ended,
+    )
 
 
 def kill_job(job: Job, now: float) -> list[tuple[int, Attempt]]:
     """Marks the job KILLED (pending instances with it); returns the tasks to kill."""
     if is_ended(job):
-        raise ValueError(f"job {job.job_id} has already ended "
-                         f"({batch_pb2.JobState.Name(job.state).removeprefix('JOB_')})")
+        raise ValueError(
+            f"job {job.job_id} has already ended "
+            f"({batch_pb2.JobState.Name(job.state).removeprefix('JOB_')})"
+        )
     job.state = batch_pb2.JOB_KILLED
     job.ended_at = now
     job.message = "killed by request"

@@ -44,9 +44,11 @@ class JobStore(StateStore):
         try:
             self._db.execute(
                 "INSERT OR REPLACE INTO jobs (job_id, sequence, state, data) VALUES (?, ?, ?, ?)",
-                (job.job_id, job.sequence, job.state, header.SerializeToString()))
+                (job.job_id, job.sequence, job.state, header.SerializeToString()),
+            )
             self._db.executemany(
-                "INSERT OR REPLACE INTO instances (job_id, idx, data) VALUES (?, ?, ?)", rows)
+                "INSERT OR REPLACE INTO instances (job_id, idx, data) VALUES (?, ?, ?)", rows
+            )
         except BaseException:
             self._db.execute("ROLLBACK")
             raise

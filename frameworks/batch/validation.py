@@ -33,9 +33,11 @@ def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> 
     for name, value in (("cpus", task.cpus), ("mem", task.mem)):
         if not math.isfinite(value) or value <= 0:
             raise SpecError(f"{name} must be a positive number, got {value:g}")
-    for name, value in (("disk", task.disk),
-                        ("kill_grace_period_seconds", task.kill_grace_period_seconds),
-                        ("duration_seconds", spec.duration_seconds)):
+    for name, value in (
+        ("disk", task.disk),
+        ("kill_grace_period_seconds", task.kill_grace_period_seconds),
+        ("duration_seconds", spec.duration_seconds),
+    ):
         if not math.isfinite(value) or value < 0:
             raise SpecError(f"{name} must be 0 or a positive number, got {value:g}")
     if round(task.cpus, 3) <= 0 or round(task.mem, 3) <= 0:
@@ -48,8 +50,10 @@ def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> 
         if not key or "=" in key or "\0" in key:
             raise SpecError(f"environment variable name {key!r} is not valid")
     if task.role not in ("", UNRESERVED, framework_role):
-        raise SpecError(f"role {task.role!r}: the batch framework runs in role "
-                        f"{framework_role!r}; a job may use that role or '*'")
+        raise SpecError(
+            f"role {task.role!r}: the batch framework runs in role "
+            f"{framework_role!r}; a job may use that role or '*'"
+        )
 
 
 def needs(spec: batch_pb2.JobSpec) -> Resources:

@@ -53,8 +53,10 @@ def normalize(app: App) -> App:
     out = App()
     out.CopyFrom(app)
     if not _ID.match(out.id):
-        raise AppError(f"app id {out.id!r} is not valid: use 1-63 lower-case letters, digits, "
-                       "'-', '_' or '.', starting with a letter or digit")
+        raise AppError(
+            f"app id {out.id!r} is not valid: use 1-63 lower-case letters, digits, "
+            "'-', '_' or '.', starting with a letter or digit"
+        )
     app_id = out.id
     if out.cmd and out.args:
         raise AppError(f"app {app_id}: give cmd (a shell line) or args (argv), not both")
@@ -65,11 +67,9 @@ def normalize(app: App) -> App:
     _positive("cpus", out.cpus, app_id)
     _positive("mem", out.mem, app_id)
     _positive("disk", out.disk, app_id, allow_zero=True)
-    _positive("kill_grace_period_seconds", out.kill_grace_period_seconds, app_id,
-              allow_zero=True)
+    _positive("kill_grace_period_seconds", out.kill_grace_period_seconds, app_id, allow_zero=True)
     if not 0 <= out.ports <= MAX_PORTS:
-        raise AppError(f"app {app_id}: ports is a count of ports in 0-{MAX_PORTS}, "
-                       f"got {out.ports}")
+        raise AppError(f"app {app_id}: ports is a count of ports in 0-{MAX_PORTS}, got {out.ports}")
     out.role = out.role or "*"
     for i, c in enumerate(out.constraints):
         try:
@@ -86,11 +86,13 @@ def normalize(app: App) -> App:
     if not b.HasField("max_launch_delay_seconds"):
         b.max_launch_delay_seconds = DEFAULT_MAX_LAUNCH_DELAY
     _positive("backoff.backoff_seconds", b.backoff_seconds, app_id, allow_zero=True)
-    _positive("backoff.max_launch_delay_seconds", b.max_launch_delay_seconds, app_id,
-              allow_zero=True)
+    _positive(
+        "backoff.max_launch_delay_seconds", b.max_launch_delay_seconds, app_id, allow_zero=True
+    )
     if not (math.isfinite(b.backoff_factor) and b.backoff_factor >= 1):
-        raise AppError(f"app {app_id}: backoff.backoff_factor must be 1 or more, "
-                       f"got {b.backoff_factor:g}")
+        raise AppError(
+            f"app {app_id}: backoff.backoff_factor must be 1 or more, got {b.backoff_factor:g}"
+        )
     s = out.upgrade_strategy
     if not s.HasField("minimum_health_capacity"):
         s.minimum_health_capacity = 1.0
@@ -99,12 +101,15 @@ def normalize(app: App) -> App:
     for name in ("minimum_health_capacity", "maximum_over_capacity"):
         value = getattr(s, name)
         if not (math.isfinite(value) and 0 <= value <= 1):
-            raise AppError(f"app {app_id}: upgrade_strategy.{name} must be in [0, 1], "
-                           f"got {value:g}")
+            raise AppError(
+                f"app {app_id}: upgrade_strategy.{name} must be in [0, 1], got {value:g}"
+            )
     if s.minimum_health_capacity == 1 and s.maximum_over_capacity == 0:
-        raise AppError(f"app {app_id}: upgrade_strategy with minimum_health_capacity 1 and "
-                       "maximum_over_capacity 0 can never replace an instance; lower the first "
-                       "or raise the second")
+        raise AppError(
+            f"app {app_id}: upgrade_strategy with minimum_health_capacity 1 and "
+            "maximum_over_capacity 0 can never replace an instance; lower the first "
+            "or raise the second"
+        )
     return out
 
 
@@ -118,8 +123,10 @@ def _normalize_health(app: App) -> None:
     if kind in ("http", "tcp"):
         index = getattr(hc, kind).port_index
         if index >= app.ports:
-            raise AppError(f"app {app.id}: the {kind} health check uses PORT{index} but the app "
-                           f"has {app.ports} port(s); set ports to at least {index + 1}")
+            raise AppError(
+                f"app {app.id}: the {kind} health check uses PORT{index} but the app "
+                f"has {app.ports} port(s); set ports to at least {index + 1}"
+            )
         if kind == "http" and not hc.http.path:
             hc.http.path = "/"
         if kind == "http" and not hc.http.path.startswith("/"):
@@ -158,8 +165,10 @@ def new_version(now: float | None = None) -> str:
     """A sortable version string: UTC time with microseconds, as Marathon's."""
     now = time.time() if now is None else now
     micros = int(round(now * 1_000_000))
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(micros // 1_000_000)) + \
-        f".{micros % 1_000_000:06d}Z"
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(micros // 1_000_000))
+        + f".{micros % 1_000_000:06d}Z"
+    )
 
 
 def command_of(app: App) -> common_pb2.CommandInfo:
@@ -173,6 +182,7 @@ def command_of(app: App) -> common_pb2.CommandInfo:
 
 # --- app files ---------------------------------------------------------------------------------
 
+
 def parse_app_text(text: str, source: str = "app file") -> App:
     """An App from JSON or YAML text; AppError saying where the file is wrong."""
     try:
@@ -183,13 +193,16 @@ def parse_app_text(text: str, source: str = "app file") -> App:
 
             data = yaml.safe_load(text)
     except json.JSONDecodeError as e:
-        raise AppError(f"{source}: not valid JSON at line {e.lineno} column {e.colno}: "
-                       f"{e.msg}") from None
+        raise AppError(
+            f"{source}: not valid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
     except Exception as e:  # yaml.YAMLError: its str() names the line and column
         raise AppError(f"{source}: not valid YAML: {' '.join(str(e).split())}") from None
     if not isinstance(data, Mapping):
-        raise AppError(f"{source}: expected an object of app fields (id, cmd, instances...), "
-                       f"got {type(data).__name__}")
+        raise AppError(
+            f"{source}: expected an object of app fields (id, cmd, instances...), "
+            f"got {type(data).__name__}"
+        )
     return app_from_mapping(data, source)
 
 
@@ -207,13 +220,20 @@ def app_from_mapping(data: Mapping[str, Any], source: str = "app") -> App:
         out = []
         for i, c in enumerate(constraints):
             if isinstance(c, list | tuple) and 2 <= len(c) <= 3:
-                out.append({"field": str(c[0]), "operator": str(c[1]),
-                            "value": "" if len(c) < 3 else str(c[2])})
+                out.append(
+                    {
+                        "field": str(c[0]),
+                        "operator": str(c[1]),
+                        "value": "" if len(c) < 3 else str(c[2]),
+                    }
+                )
             elif isinstance(c, Mapping):
                 out.append(dict(c))
             else:
-                raise AppError(f"{source}: constraints[{i}] must be [field, OPERATOR] or "
-                               f"[field, OPERATOR, value], got {c!r}")
+                raise AppError(
+                    f"{source}: constraints[{i}] must be [field, OPERATOR] or "
+                    f"[field, OPERATOR, value], got {c!r}"
+                )
         fields["constraints"] = out
     health = fields.get("health_check")
     if isinstance(health, Mapping):

@@ -12,5 +12,10 @@ class ServicesNotFound(FrameworkNotFound):
 def find_services_address(master: str, name: str = "services", timeout: float = 5.0) -> str:
     """The service_address of the framework called `name`: a connected one first, then the
     most recently registered."""
-    return find_framework_api(master, name, timeout=timeout, error=ServicesNotFound,
-                              hint=f"start one with `agora services --master {master}`")
+    return find_framework_api(
+        master,
+        name,
+        timeout=timeout,
+        error=ServicesNotFound,
+        hint=f"start one with `agora services --master {master}`",
+    )

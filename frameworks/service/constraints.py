@@ -49,7 +49,8 @@ class Constraint:
             raise ConstraintError(f"{where}: the field is empty (use hostname or an attribute)")
         if op not in OPERATORS:
             raise ConstraintError(
-                f"{where}: unknown operator {operator!r}; use one of {', '.join(OPERATORS)}")
+                f"{where}: unknown operator {operator!r}; use one of {', '.join(OPERATORS)}"
+            )
         if op in ("CLUSTER", "LIKE", "UNLIKE") and not value:
             raise ConstraintError(f"{where}: {op} needs a value")
         if op in ("LIKE", "UNLIKE"):
@@ -67,8 +68,9 @@ class Constraint:
     def describe(self) -> str:
         return f"[{self.field}, {self.operator}{', ' + self.value if self.value else ''}]"
 
-    def violation(self, agent: AgentFacts, placed: Sequence[AgentFacts],
-                  known_values: Iterable[str] = ()) -> str | None:
+    def violation(
+        self, agent: AgentFacts, placed: Sequence[AgentFacts], known_values: Iterable[str] = ()
+    ) -> str | None:
         """Why `agent` cannot take one more instance, or None if it can.
 
         `placed` are the agents of the app's instances (one entry per instance); `known_values`
@@ -85,8 +87,10 @@ class Constraint:
                 return f"{self.describe()}: {self.field}={mine} already runs an instance"
         elif self.operator == "MAX_PER":
             if counts[mine] >= int(self.value):
-                return (f"{self.describe()}: {self.field}={mine} already runs "
-                        f"{counts[mine]} instance(s)")
+                return (
+                    f"{self.describe()}: {self.field}={mine} already runs "
+                    f"{counts[mine]} instance(s)"
+                )
         elif self.operator == "CLUSTER":
             if mine != self.value:
                 return f"{self.describe()}: {self.field}={mine}"
@@ -102,14 +106,19 @@ class Constraint:
             if self.value and len(values) < int(self.value):
                 least = 0  # groups not seen yet count as empty
             if counts[mine] > least:
-                return (f"{self.describe()}: {self.field}={mine} has {counts[mine]} instance(s), "
-                        f"another value has {least}")
+                return (
+                    f"{self.describe()}: {self.field}={mine} has {counts[mine]} instance(s), "
+                    f"another value has {least}"
+                )
         return None
 
 
-def first_violation(constraints: Sequence[Constraint], agent: AgentFacts,
-                    placed: Sequence[AgentFacts],
-                    known_values: Mapping[str, set[str]] | None = None) -> str | None:
+def first_violation(
+    constraints: Sequence[Constraint],
+    agent: AgentFacts,
+    placed: Sequence[AgentFacts],
+    known_values: Mapping[str, set[str]] | None = None,
+) -> str | None:
     """The first constraint `agent` breaks for one more instance, or None."""
     for constraint in constraints:
         values = (known_values or {}).get(constraint.field, set())

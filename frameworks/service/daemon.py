@@ -47,8 +47,7 @@ class ServicesConfig:
         parse_address(self.master)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
-        for name in ("failover_timeout", "converge_interval", "catalog_interval",
-                     "launch_timeout"):
+        for name in ("failover_timeout", "converge_interval", "catalog_interval", "launch_timeout"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value}")
@@ -75,8 +74,12 @@ class ServicesDaemon(FrameworkDaemon):
         """Loads the apps."""
         self.store = ServiceStore(self.config.state_path)
         self._operator = operator_pb2_grpc.OperatorStub(master)
-        self.scheduler = ServiceScheduler(self.store, role=self.config.role, catalog=self._catalog,
-                                          launch_timeout=self.config.launch_timeout)
+        self.scheduler = ServiceScheduler(
+            self.store,
+            role=self.config.role,
+            catalog=self._catalog,
+            launch_timeout=self.config.launch_timeout,
+        )
 
     def _add_services(self, server: grpc.aio.Server) -> None:
         assert self.scheduler is not None
@@ -84,9 +87,12 @@ class ServicesDaemon(FrameworkDaemon):
 
     def _start_background(self) -> list[asyncio.Task]:
         assert self.scheduler is not None
-        return [asyncio.create_task(self.scheduler.run(self.config.converge_interval,
-                                                       self.config.catalog_interval),
-                                    name="services-converge")]
+        return [
+            asyncio.create_task(
+                self.scheduler.run(self.config.converge_interval, self.config.catalog_interval),
+                name="services-converge",
+            )
+        ]
 
     def _summary(self) -> dict:
         assert self.scheduler is not None
@@ -105,7 +111,6 @@ class ServicesDaemon(FrameworkDaemon):
             if agent.state == "DRAINING":
                 continue
             info = agent.info
-            facts = AgentFacts(info.agent_id, info.hostname,
-                               attributes_from_proto(info.attributes))
+            facts = AgentFacts(info.agent_id, info.hostname, attributes_from_proto(info.attributes))
             slots.append(AgentSlot(facts, Resources.from_proto(info.resources)))
         return slots

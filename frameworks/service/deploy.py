@@ -76,8 +76,9 @@ def _kill_order(instances: Iterable[InstanceView]) -> list[InstanceView]:
     return sorted(instances, key=lambda i: (i.serving, -i.launched_at))
 
 
-def plan(target: int, version: str, instances: Sequence[InstanceView],
-         strategy: Strategy = Strategy()) -> Plan:
+def plan(
+    target: int, version: str, instances: Sequence[InstanceView], strategy: Strategy = Strategy()
+) -> Plan:
     """What to do now to reach `target` serving instances of `version`."""
     live = [i for i in instances if not i.killing]
     in_flight = len(instances) - len(live)  # kills already under way
@@ -103,7 +104,7 @@ def plan(target: int, version: str, instances: Sequence[InstanceView],
     old = [i for i in remaining if i.version != version]
 
     # 2. Too many of the wanted version (scaled down): the extra ones go now.
-    for instance in _kill_order(new)[:max(0, len(new) - target)]:
+    for instance in _kill_order(new)[: max(0, len(new) - target)]:
         kill(instance, f"scaled down to {target}")
     new = [i for i in new if i.task_id not in killed]
 

@@ -41,8 +41,15 @@ class Instance:
         return is_terminal(self.state)
 
     def view(self) -> InstanceView:
-        return InstanceView(self.task_id, self.version, self.running, self.healthy,
-                            self.has_check, self.launched_at, self.killing)
+        return InstanceView(
+            self.task_id,
+            self.version,
+            self.running,
+            self.healthy,
+            self.has_check,
+            self.launched_at,
+            self.killing,
+        )
 
     @property
     def serving(self) -> bool:
@@ -53,18 +60,30 @@ class Instance:
 
     def to_proto(self) -> services_pb2.AppTask:
         task = services_pb2.AppTask(
-            task_id=self.task_id, agent_id=self.agent_id, hostname=self.hostname,
-            host=self.host, ports=self.ports, state=self.state, version=self.version,
-            launched_at=self.launched_at, killing=self.killing,
-            message=self.kill_reason or self.message)
+            task_id=self.task_id,
+            agent_id=self.agent_id,
+            hostname=self.hostname,
+            host=self.host,
+            ports=self.ports,
+            state=self.state,
+            version=self.version,
+            launched_at=self.launched_at,
+            killing=self.killing,
+            message=self.kill_reason or self.message,
+        )
         if self.healthy is not None:
             task.healthy = self.healthy
         return task
 
     def endpoint(self) -> services_pb2.Endpoint:
-        return services_pb2.Endpoint(task_id=self.task_id, host=self.host, ports=self.ports,
-                                     hostname=self.hostname, agent_id=self.agent_id,
-                                     version=self.version)
+        return services_pb2.Endpoint(
+            task_id=self.task_id,
+            host=self.host,
+            ports=self.ports,
+            hostname=self.hostname,
+            agent_id=self.agent_id,
+            version=self.version,
+        )
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -96,8 +96,7 @@ class Placement:
 
 
 def offer_facts(offer: Offer) -> AgentFacts:
-    return AgentFacts(offer.agent_id, offer.hostname,
-                      {a.name: a.text for a in offer.attributes})
+    return AgentFacts(offer.agent_id, offer.hostname, {a.name: a.text for a in offer.attributes})
 
 
 def offer_host(offer: Offer) -> str:
@@ -106,8 +105,12 @@ def offer_host(offer: Offer) -> str:
     return host or offer.hostname
 
 
-def place(offers: Sequence[Offer], requests: Sequence[Request], role: str = "*",
-          all_agents: Sequence[AgentFacts] = ()) -> Placement:
+def place(
+    offers: Sequence[Offer],
+    requests: Sequence[Request],
+    role: str = "*",
+    all_agents: Sequence[AgentFacts] = (),
+) -> Placement:
     by_agent: dict[str, list[Offer]] = {}
     for offer in offers:
         by_agent.setdefault(offer.agent_id, []).append(offer)
@@ -161,9 +164,14 @@ def place(offers: Sequence[Offer], requests: Sequence[Request], role: str = "*",
     return result
 
 
-def explain(missing: int, needs: Needs, constraints: Sequence[Constraint],
-            placed: Sequence[AgentFacts], agents: Sequence[AgentSlot],
-            role: str = "*") -> tuple[str, bool]:
+def explain(
+    missing: int,
+    needs: Needs,
+    constraints: Sequence[Constraint],
+    placed: Sequence[AgentFacts],
+    agents: Sequence[AgentSlot],
+    role: str = "*",
+) -> tuple[str, bool]:
     """(why `missing` instances wait, whether they can never be placed on these agents)."""
     what = f"{missing} instance(s) cannot be placed"
     if not agents:
@@ -177,8 +185,10 @@ def explain(missing: int, needs: Needs, constraints: Sequence[Constraint],
         else:
             too_small.append(f"{slot.facts.hostname} ({short})")
     if not big_enough:
-        return (f"{what}: each needs {needs.describe()}, more than any of the {len(agents)} "
-                f"agent(s) has: {'; '.join(too_small[:5])}"), True
+        return (
+            f"{what}: each needs {needs.describe()}, more than any of the {len(agents)} "
+            f"agent(s) has: {'; '.join(too_small[:5])}"
+        ), True
     values = known_values([s.facts for s in agents], {c.field for c in constraints})
     ruled_out = []
     allowed = 0
@@ -190,7 +200,11 @@ def explain(missing: int, needs: Needs, constraints: Sequence[Constraint],
             ruled_out.append(f"{slot.facts.hostname}: {why}")
     if allowed == 0:
         extra = f" ({len(too_small)} more too small)" if too_small else ""
-        return (f"{what}: the constraints rule out every agent big enough{extra}: "
-                f"{'; '.join(ruled_out[:5])}"), True
-    return (f"{what} yet: waiting for offers with {needs.describe()} free on one of "
-            f"{allowed} suitable agent(s)"), False
+        return (
+            f"{what}: the constraints rule out every agent big enough{extra}: "
+            f"{'; '.join(ruled_out[:5])}"
+        ), True
+    return (
+        f"{what} yet: waiting for offers with {needs.describe()} free on one of "
+        f"{allowed} suitable agent(s)"
+    ), False

@@ -74,9 +74,14 @@ def _backoff_for(app: App) -> RestartBackoff:
 
 
 class ServiceScheduler(Framework):
-    def __init__(self, store: ServiceStore, role: str = "*", catalog: CatalogFn | None = None,
-                 clock: Callable[[], float] = time.time,
-                 launch_timeout: float = LAUNCH_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        store: ServiceStore,
+        role: str = "*",
+        catalog: CatalogFn | None = None,
+        clock: Callable[[], float] = time.time,
+        launch_timeout: float = LAUNCH_TIMEOUT_SECONDS,
+    ) -> None:
         self.store = store
         self.launch_timeout = launch_timeout
         self.role = role
@@ -106,8 +111,14 @@ class ServiceScheduler(Framework):
 
     def status(self, app_id: str) -> services_pb2.AppStatus:
         record = self.apps[app_id]
-        return views.app_status(record.app, self.instances_of(app_id), record.backoff,
-                                record.waiting_reason, record.unplaceable, self.clock())
+        return views.app_status(
+            record.app,
+            self.instances_of(app_id),
+            record.backoff,
+            record.waiting_reason,
+            record.unplaceable,
+            self.clock(),
+        )
 
     # --- API operations (called by the gRPC servicer) ----------------------------------------
 
@@ -115,31 +126,45 @@ class ServiceScheduler(Framework):
         """Creates or updates an app; returns (stored app, created, deploying)."""
         app = appdefs.normalize(app)
         if app.role not in ("*", self.role):
-            raise appdefs.AppError(f"app {app.id}: role {app.role!r} is not usable; the "
-                                   f"service framework runs as role {self.role!r}")
+            raise appdefs.AppError(
+                f"app {app.id}: role {app.role!r} is not usable; the "
+                f"service framework runs as role {self.role!r}"
+            )
         await self.refresh_catalog()
         self._check_fits_somewhere(app)
         existing = self.apps.get(app.id)
         if existing is not None and create_only:
-            raise appdefs.AppError(f"app {app.id} already exists; update it without "
-                                   "create-only, or delete it first", "ALREADY_EXISTS")
-        if existing is not None and \
-                appdefs.definition_key(existing.app) == appdefs.definition_key(app):
+            raise appdefs.AppError(
+                f"app {app.id} already exists; update it without create-only, or delete it first",
+                "ALREADY_EXISTS",
+            )
+        if existing is not None and appdefs.definition_key(existing.app) == appdefs.definition_key(
+            app
+        ):
             app.version = existing.app.version  # only the instance count (if anything) changed
         else:
             app.version = appdefs.new_version(self.clock())
             if existing is not None and app.version <= existing.app.version:
                 app.version = existing.app.version + "+"  # same microsecond: keep it sortable
         self.store.put_app(app)
-        deploying = existing is not None and app.version != existing.app.version and any(
-            not i.ended for i in self.instances_of(app.id))
+        deploying = (
+            existing is not None
+            and app.version != existing.app.version
+            and any(not i.ended for i in self.instances_of(app.id))
+        )
         if existing is None:
             self.apps[app.id] = AppRecord(app, _backoff_for(app))
         else:
             existing.app = app
             existing.backoff = _backoff_for(app)
-        log.info("app stored", app_id=app.id, version=app.version, instances=app.instances,
-                 created=existing is None, deploying=deploying)
+        log.info(
+            "app stored",
+            app_id=app.id,
+            version=app.version,
+            instances=app.instances,
+            created=existing is None,
+            deploying=deploying,
+        )
         self.wake()
         return app, existing is None, deploying
 
@@ -192,8 +217,9 @@ class ServiceScheduler(Framework):
     def _record(self, app_id: str) -> AppRecord:
         record = self.apps.get(app_id)
         if record is None:
-            raise appdefs.AppError(f"no app {app_id!r}; `agora app list` shows the apps",
-                                   "NOT_FOUND")
+            raise appdefs.AppError(
+                f"no app {app_id!r}; `agora app list` shows the apps", "NOT_FOUND"
+            )
         return record
 
     def _check_fits_somewhere(self, app: App) -> None:
@@ -205,7 +231,8 @@ class ServiceScheduler(Framework):
             raise appdefs.AppError(
                 f"app {app.id}: each instance needs {needs.describe()}, more than any agent "
                 f"has (largest: {largest.facts.hostname} with {largest.total.format()})",
-                "FAILED_PRECONDITION")
+                "FAILED_PRECONDITION",
+            )
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -216,8 +243,9 @@ class ServiceScheduler(Framework):
         """Converges after every wake-up and at least every `interval` seconds, and refreshes
         the list of agents every `catalog_every` seconds (apart, so that a master slow to
         answer never holds up kills and launches)."""
-        catalog = asyncio.create_task(self._refresh_catalog_every(catalog_every),
-                                      name="services-catalog")
+        catalog = asyncio.create_task(
+            self._refresh_catalog_every(catalog_every), name="services-catalog"
+        )
         try:
             while True:
                 try:
@@ -260,40 +288,52 @@ class ServiceScheduler(Framework):
         for record in list(self.apps.values()):
             app = record.app
             mine = [i for i in self.instances_of(app.id) if not i.ended]
-            decision = plan(app.instances, app.version, [i.view() for i in mine],
-                            appdefs.strategy_of(app))
+            decision = plan(
+                app.instances, app.version, [i.view() for i in mine], appdefs.strategy_of(app)
+            )
             for task_id, why in decision.kill:
                 instance = self.instances.get(task_id)  # may have ended meanwhile
                 if instance is not None and not instance.ended:
                     await self._kill(instance, why)
             if record.backoff.failures and any(
-                    i.serving and i.running_since and now - i.running_since >= STABLE_SECONDS
-                    for i in mine):
+                i.serving and i.running_since and now - i.running_since >= STABLE_SECONDS
+                for i in mine
+            ):
                 record.backoff.reset()
             missing = app.instances - sum(
-                1 for i in mine if i.version == app.version and not i.killing)
+                1 for i in mine if i.version == app.version and not i.killing
+            )
             record.waiting_reason, record.unplaceable = self._why_waiting(
-                record, missing, decision.launch, now)
+                record, missing, decision.launch, now
+            )
             if decision.launch > 0 and record.backoff.ready(now) and not record.unplaceable:
                 wants_offers = True
         for instance in list(self.instances.values()):
             if instance.app_id not in self.apps and not instance.ended:
                 await self._kill(instance, "its app was deleted")
-            elif not instance.running and not instance.killing and not instance.ended and \
-                    now - instance.launched_at > self.launch_timeout:
+            elif (
+                not instance.running
+                and not instance.killing
+                and not instance.ended
+                and now - instance.launched_at > self.launch_timeout
+            ):
                 await self._kill(instance, f"not running {self.launch_timeout:g}s after launch")
-            elif instance.killing and not instance.ended and \
-                    time.monotonic() - self._kill_sent.get(instance.task_id, 0) > \
-                    KILL_RETRY_SECONDS:
+            elif (
+                instance.killing
+                and not instance.ended
+                and time.monotonic() - self._kill_sent.get(instance.task_id, 0) > KILL_RETRY_SECONDS
+            ):
                 await self._send_kill(instance)
         await self._offers_wanted(wants_offers)
         self._notify_watchers()
 
-    def _why_waiting(self, record: AppRecord, missing: int, launch: int,
-                     now: float) -> tuple[str, bool]:
+    def _why_waiting(
+        self, record: AppRecord, missing: int, launch: int, now: float
+    ) -> tuple[str, bool]:
         live = [i for i in self.instances_of(record.app.id) if not i.ended and not i.killing]
-        return why_waiting(record.app, missing, launch, live, self.catalog, record.backoff,
-                           record.offer_note, now)
+        return why_waiting(
+            record.app, missing, launch, live, self.catalog, record.backoff, record.offer_note, now
+        )
 
     async def _offers_wanted(self, wanted: bool) -> None:
         driver = self.driver
@@ -318,8 +358,7 @@ class ServiceScheduler(Framework):
             instance.killing = True
             instance.kill_reason = why
             self.store.put_instance(instance)
-            log.info("killing instance", app_id=instance.app_id, task_id=instance.task_id,
-                     why=why)
+            log.info("killing instance", app_id=instance.app_id, task_id=instance.task_id, why=why)
         await self._send_kill(instance)
 
     async def _send_kill(self, instance: Instance) -> None:
@@ -349,8 +388,12 @@ class ServiceScheduler(Framework):
         self._wanted_before = False
         if self.store.framework_id() != framework_id:
             self.store.set_framework_id(framework_id)
-        log.info("subscribed", framework_id=framework_id, apps=len(self.apps),
-                 instances=len(self.instances))
+        log.info(
+            "subscribed",
+            framework_id=framework_id,
+            apps=len(self.apps),
+            instances=len(self.instances),
+        )
         # Ask about every task we know: one the master has never heard of comes back UNKNOWN
         # (e.g. launched just before a crash, and the launch never arrived).
         known = [(i.task_id, i.agent_id) for i in self.instances.values() if not i.ended]
@@ -388,13 +431,19 @@ class ServiceScheduler(Framework):
             del self.instances[instance.task_id]
             self._kill_sent.pop(instance.task_id, None)
             self.store.delete_instance(instance.task_id)
-            failed = not instance.killing or instance.kill_reason == "unhealthy" or \
-                instance.kill_reason.startswith("not running")
+            failed = (
+                not instance.killing
+                or instance.kill_reason == "unhealthy"
+                or instance.kill_reason.startswith("not running")
+            )
             if record is not None and failed:
                 until = record.backoff.failed(now)
-                bound.warning("instance ended; replacing it after backoff",
-                              app_id=instance.app_id, message=status.message,
-                              backoff=round(until - now, 3))
+                bound.warning(
+                    "instance ended; replacing it after backoff",
+                    app_id=instance.app_id,
+                    message=status.message,
+                    backoff=round(until - now, 3),
+                )
             else:
                 bound.info("instance ended", app_id=instance.app_id)
         else:
@@ -403,8 +452,9 @@ class ServiceScheduler(Framework):
                 instance.running_since = now
                 self.store.put_instance(instance)
             if instance.healthy != before:
-                bound.info("instance health changed", app_id=instance.app_id,
-                           healthy=instance.healthy)
+                bound.info(
+                    "instance health changed", app_id=instance.app_id, healthy=instance.healthy
+                )
         self.wake()
         self._notify_watchers()
 
@@ -419,16 +469,22 @@ class ServiceScheduler(Framework):
         for record in self.apps.values():
             app = record.app
             mine = [i for i in self.instances_of(app.id) if not i.ended]
-            launch = plan(app.instances, app.version, [i.view() for i in mine],
-                          appdefs.strategy_of(app)).launch
+            launch = plan(
+                app.instances, app.version, [i.view() for i in mine], appdefs.strategy_of(app)
+            ).launch
             if launch <= 0 or not record.backoff.ready(now) or record.unplaceable:
                 continue
             versions[app.id] = app.version
-            requests.append(Request(
-                app_id=app.id, count=launch, needs=needs_of(app),
-                constraints=appdefs.constraints_of(app),
-                placed=[i.facts() for i in mine if not i.killing],
-                make_spec=lambda app=app: _task_spec(app)))
+            requests.append(
+                Request(
+                    app_id=app.id,
+                    count=launch,
+                    needs=needs_of(app),
+                    constraints=appdefs.constraints_of(app),
+                    placed=[i.facts() for i in mine if not i.killing],
+                    make_spec=lambda app=app: _task_spec(app),
+                )
+            )
         if not requests:
             await self._decline(driver, offers, IDLE_REFUSE_SECONDS)
             return
@@ -439,27 +495,39 @@ class ServiceScheduler(Framework):
             created = []
             for app_id, task, agent in launch.tasks:
                 instance = Instance(
-                    task_id=task.task_id, app_id=app_id, version=versions[app_id],
-                    agent_id=agent.agent_id, hostname=agent.hostname, host=host,
-                    ports=_ports(task), attributes=dict(agent.attributes), launched_at=now,
-                    has_check=task.HasField("health_check"))
+                    task_id=task.task_id,
+                    app_id=app_id,
+                    version=versions[app_id],
+                    agent_id=agent.agent_id,
+                    hostname=agent.hostname,
+                    host=host,
+                    ports=_ports(task),
+                    attributes=dict(agent.attributes),
+                    launched_at=now,
+                    has_check=task.HasField("health_check"),
+                )
                 # Stored before the launch leaves: a crash in between is reconciled later.
                 self.store.put_instance(instance)
                 self.instances[instance.task_id] = instance
                 created.append(instance)
             try:
-                await driver.launch(launch.offers, [t for _, t, _ in launch.tasks],
-                                    refuse_seconds=0)
+                await driver.launch(
+                    launch.offers, [t for _, t, _ in launch.tasks], refuse_seconds=0
+                )
             except SchedulerError as e:
-                log.warning("launch refused; will retry", agent_id=launch.agent_id,
-                            error=str(e))
+                log.warning("launch refused; will retry", agent_id=launch.agent_id, error=str(e))
                 for instance in created:
                     del self.instances[instance.task_id]
                     self.store.delete_instance(instance.task_id)
                 continue
             for instance in created:
-                log.info("launched instance", app_id=instance.app_id, task_id=instance.task_id,
-                         hostname=instance.hostname, ports=instance.ports)
+                log.info(
+                    "launched instance",
+                    app_id=instance.app_id,
+                    task_id=instance.task_id,
+                    hostname=instance.hostname,
+                    ports=instance.ports,
+                )
         for request in requests:
             record = self.apps.get(request.app_id)
             if record is None:
@@ -469,8 +537,9 @@ class ServiceScheduler(Framework):
         await self._decline(driver, result.unused, WAITING_REFUSE_SECONDS)
         self.wake()
 
-    async def _decline(self, driver: Driver, offers: Sequence[common_pb2.Offer],
-                       refuse: float) -> None:
+    async def _decline(
+        self, driver: Driver, offers: Sequence[common_pb2.Offer], refuse: float
+    ) -> None:
         if not offers:
             return
         try:
@@ -481,11 +550,17 @@ class ServiceScheduler(Framework):
 
 def _task_spec(app: App) -> TaskSpec:
     return TaskSpec(
-        name=app.id, cpus=app.cpus, mem=app.mem, disk=app.disk, ports=app.ports,
-        command=appdefs.command_of(app), task_id=new_task_id(app.id),
+        name=app.id,
+        cpus=app.cpus,
+        mem=app.mem,
+        disk=app.disk,
+        ports=app.ports,
+        command=appdefs.command_of(app),
+        task_id=new_task_id(app.id),
         labels={"app": app.id, "version": app.version, **dict(app.labels)},
         kill_grace_period_seconds=app.kill_grace_period_seconds,
-        health_check=app.health_check if app.HasField("health_check") else None)
+        health_check=app.health_check if app.HasField("health_check") else None,
+    )
 
 
 def _ports(task: common_pb2.TaskInfo) -> list[int]:

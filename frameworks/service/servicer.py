@@ -22,8 +22,7 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
 
     async def PutApp(self, request, context):
         try:
-            app, created, deploying = await self.scheduler.put_app(request.app,
-                                                                   request.create_only)
+            app, created, deploying = await self.scheduler.put_app(request.app, request.create_only)
         except AppError as e:
             await _abort(context, e)
         return services_pb2.PutAppResponse(app=app, created=created, deploying=deploying)
@@ -37,7 +36,8 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
 
     async def ListApps(self, request, context):
         return services_pb2.ListAppsResponse(
-            apps=[self.scheduler.status(app_id) for app_id in sorted(self.scheduler.apps)])
+            apps=[self.scheduler.status(app_id) for app_id in sorted(self.scheduler.apps)]
+        )
 
     async def ScaleApp(self, request, context):
         try:

@@ -36,8 +36,10 @@ class ServiceStore(StateStore):
         return [services_pb2.App.FromString(row[0]) for row in rows]
 
     def put_app(self, app: services_pb2.App) -> None:
-        self._write("INSERT OR REPLACE INTO apps (id, data) VALUES (?, ?)",
-                    (app.id, app.SerializeToString()))
+        self._write(
+            "INSERT OR REPLACE INTO apps (id, data) VALUES (?, ?)",
+            (app.id, app.SerializeToString()),
+        )
 
     def delete_app(self, app_id: str) -> None:
         self._write("DELETE FROM apps WHERE id = ?", (app_id,))
@@ -49,8 +51,10 @@ class ServiceStore(StateStore):
         return [Instance.loads(row[0]) for row in rows]
 
     def put_instance(self, instance: Instance) -> None:
-        self._write("INSERT OR REPLACE INTO instances (task_id, app_id, data) VALUES (?, ?, ?)",
-                    (instance.task_id, instance.app_id, instance.dumps()))
+        self._write(
+            "INSERT OR REPLACE INTO instances (task_id, app_id, data) VALUES (?, ?, ?)",
+            (instance.task_id, instance.app_id, instance.dumps()),
+        )
 
     def delete_instance(self, task_id: str) -> None:
         self._write("DELETE FROM instances WHERE task_id = ?", (task_id,))

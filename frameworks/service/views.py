@@ -17,18 +17,24 @@ def _by_age(instances: Sequence[Instance]) -> list[Instance]:
 
 def endpoints(app: services_pb2.App, instances: Sequence[Instance]) -> services_pb2.Endpoints:
     serving = [i for i in _by_age(instances) if i.serving]
-    return services_pb2.Endpoints(app_id=app.id, endpoints=[i.endpoint() for i in serving],
-                                  instances=app.instances)
+    return services_pb2.Endpoints(
+        app_id=app.id, endpoints=[i.endpoint() for i in serving], instances=app.instances
+    )
 
 
 def endpoints_key(reply: services_pb2.Endpoints) -> tuple:
     """Equal for endpoint lists a watcher need not hear about twice."""
-    return (tuple((e.task_id, e.host, tuple(e.ports)) for e in reply.endpoints),
-            reply.instances)
+    return (tuple((e.task_id, e.host, tuple(e.ports)) for e in reply.endpoints), reply.instances)
 
 
-def app_status(app: services_pb2.App, instances: Sequence[Instance], backoff: RestartBackoff,
-               waiting_reason: str, unplaceable: bool, now: float) -> services_pb2.AppStatus:
+def app_status(
+    app: services_pb2.App,
+    instances: Sequence[Instance],
+    backoff: RestartBackoff,
+    waiting_reason: str,
+    unplaceable: bool,
+    now: float,
+) -> services_pb2.AppStatus:
     mine = _by_age(instances)
     out = services_pb2.AppStatus(app=app, tasks=[i.to_proto() for i in mine])
     out.staged = sum(1 for i in mine if not i.running and not i.ended)
@@ -40,8 +46,11 @@ def app_status(app: services_pb2.App, instances: Sequence[Instance], backoff: Re
     if old:
         out.deployments.add(
             from_versions=",".join(sorted({i.version for i in old})),
-            to_version=app.version, old_instances=len(old), new_instances=len(new),
-            new_healthy=sum(1 for i in new if i.serving))
+            to_version=app.version,
+            old_instances=len(old),
+            new_instances=len(new),
+            new_healthy=sum(1 for i in new if i.serving),
+        )
     out.waiting_reason = waiting_reason
     out.unplaceable = unplaceable
     if not backoff.ready(now):

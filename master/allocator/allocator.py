@@ -35,8 +35,17 @@ GPU_CAPABILITY = "GPU_RESOURCES"
 
 
 class _Agent:
-    __slots__ = ("agent_id", "total", "attributes", "active", "allocated", "free", "free_vec",
-                 "reserved", "gpus")
+    __slots__ = (
+        "agent_id",
+        "total",
+        "attributes",
+        "active",
+        "allocated",
+        "free",
+        "free_vec",
+        "reserved",
+        "gpus",
+    )
 
     def __init__(self, agent_id: str, total: Resources, attributes: Mapping[str, str]) -> None:
         self.agent_id = agent_id
@@ -53,8 +62,16 @@ class _Agent:
 
 
 class _Framework:
-    __slots__ = ("framework_id", "role", "capabilities", "gpu", "active", "suppressed",
-                 "allocated", "vec")
+    __slots__ = (
+        "framework_id",
+        "role",
+        "capabilities",
+        "gpu",
+        "active",
+        "suppressed",
+        "allocated",
+        "vec",
+    )
 
     def __init__(self, framework_id: str, role: str, capabilities: frozenset[str]) -> None:
         self.framework_id = framework_id
@@ -109,9 +126,13 @@ class Allocator:
 
     # agents ---------------------------------------------------------------------------------
 
-    def add_agent(self, agent_id: str, total: Resources,
-                  attributes: Mapping[str, str] | None = None,
-                  allocated: Mapping[str, Resources] | None = None) -> None:
+    def add_agent(
+        self,
+        agent_id: str,
+        total: Resources,
+        attributes: Mapping[str, str] | None = None,
+        allocated: Mapping[str, Resources] | None = None,
+    ) -> None:
         """Adds an agent; `allocated` is what its running tasks use (framework_id -> resources).
 
         Adding a known agent id replaces it (re-registration with a fresh report).
@@ -175,10 +196,14 @@ class Allocator:
 
     # frameworks -----------------------------------------------------------------------------
 
-    def add_framework(self, framework_id: str, role: str = UNRESERVED,
-                      capabilities: Iterable[str] = frozenset(),
-                      allocated: Mapping[str, Resources] | None = None,
-                      suppressed: bool = False) -> None:
+    def add_framework(
+        self,
+        framework_id: str,
+        role: str = UNRESERVED,
+        capabilities: Iterable[str] = frozenset(),
+        allocated: Mapping[str, Resources] | None = None,
+        suppressed: bool = False,
+    ) -> None:
         """Adds a framework; `allocated` (agent_id -> resources) is what its tasks already use.
 
         Allocations on agents not added yet are ignored: the agent reports them when it comes.
@@ -253,8 +278,14 @@ class Allocator:
 
     # resources back -------------------------------------------------------------------------
 
-    def recover(self, framework_id: str, agent_id: str, resources: Resources, now: float,
-                refuse_seconds: float | None = None) -> None:
+    def recover(
+        self,
+        framework_id: str,
+        agent_id: str,
+        resources: Resources,
+        now: float,
+        refuse_seconds: float | None = None,
+    ) -> None:
         """Resources allocated to a framework on an agent become free again.
 
         refuse_seconds > 0 also hides the agent from the framework until now + refuse_seconds
@@ -284,8 +315,14 @@ class Allocator:
                 until = now + min(float(refuse_seconds), MAX_REFUSE_SECONDS)
                 self._filters.add(framework_id, agent_id, until)
 
-    def decline(self, framework_id: str, agent_id: str, resources: Resources, now: float,
-                refuse_seconds: float | None = None) -> None:
+    def decline(
+        self,
+        framework_id: str,
+        agent_id: str,
+        resources: Resources,
+        now: float,
+        refuse_seconds: float | None = None,
+    ) -> None:
         """recover() for a declined offer: None means the configured default (Mesos' 5 s)."""
         if refuse_seconds is None:
             refuse_seconds = self.config.default_refuse_seconds
@@ -300,8 +337,9 @@ class Allocator:
         r.weight = self._role_sorter.weight(role)
         self._maybe_drop_role(r)
 
-    def set_quota(self, role: str, guarantee: Resources | None,
-                  limit: Resources | None = None) -> None:
+    def set_quota(
+        self, role: str, guarantee: Resources | None, limit: Resources | None = None
+    ) -> None:
         """Sets a role's quota; an empty guarantee and no limit clears it."""
         quota = make_quota(guarantee, limit)
         r = self._role(role)
@@ -376,18 +414,23 @@ class Allocator:
         for name in sorted(self._roles):
             r = self._roles[name]
             share = dominant_share(r.vec, self._inv_total)
-            out.append({
-                "role": name,
-                "weight": r.weight,
-                "guarantee": vector_resources(r.quota.guarantee) if r.quota else EMPTY,
-                "limit": (vector_resources(r.quota.limit)
-                          if r.quota is not None and r.quota.limit is not None else None),
-                "allocated": vector_resources(r.vec),
-                "consumed": vector_resources(self._consumption(r)),
-                "dominant_share": share,
-                "weighted_share": share / r.weight,
-                "frameworks": sorted(r.frameworks),
-            })
+            out.append(
+                {
+                    "role": name,
+                    "weight": r.weight,
+                    "guarantee": vector_resources(r.quota.guarantee) if r.quota else EMPTY,
+                    "limit": (
+                        vector_resources(r.quota.limit)
+                        if r.quota is not None and r.quota.limit is not None
+                        else None
+                    ),
+                    "allocated": vector_resources(r.vec),
+                    "consumed": vector_resources(self._consumption(r)),
+                    "dominant_share": share,
+                    "weighted_share": share / r.weight,
+                    "frameworks": sorted(r.frameworks),
+                }
+            )
         return out
 
     def explain(self, framework_id: str, now: float) -> list[str]:
@@ -508,8 +551,9 @@ class Allocator:
             finally:
                 fw_iter.close()
 
-    def _role_offer(self, agent: _Agent, role: _Role,
-                    guarantee_stage: bool) -> tuple[Resources | None, Vector]:
+    def _role_offer(
+        self, agent: _Agent, role: _Role, guarantee_stage: bool
+    ) -> tuple[Resources | None, Vector]:
         """What the agent may offer any framework of `role` now, or None if below the minimum."""
         offer = agent.free.allocatable_to(role.name) if agent.reserved else agent.free
         if self._quota_roles:
@@ -527,19 +571,23 @@ class Allocator:
         consumed = self._consumption(role) if quota is not None else {}
         bounds = []
         if quota is not None and quota.limit is not None:
-            bounds.append({n: max(0, cap - consumed.get(n, 0))
-                           for n, cap in quota.limit.items()})
+            bounds.append({n: max(0, cap - consumed.get(n, 0)) for n, cap in quota.limit.items()})
         if guarantee_stage:
             if quota is not None:
-                bounds.append({n: max(0, g - consumed.get(n, 0))
-                               for n, g in quota.guarantee.items()})
+                bounds.append(
+                    {n: max(0, g - consumed.get(n, 0)) for n, g in quota.guarantee.items()}
+                )
         else:
             own = quota.unmet(consumed) if quota is not None else {}
             required = self._required_headroom()
             if required:
                 # A role below its guarantee may use what is held back for it.
-                bounds.append({n: max(0, self._free_unreserved.get(n, 0) - req + own.get(n, 0))
-                               for n, req in required.items()})
+                bounds.append(
+                    {
+                        n: max(0, self._free_unreserved.get(n, 0) - req + own.get(n, 0))
+                        for n, req in required.items()
+                    }
+                )
         return min_caps(*bounds)
 
     def _required_headroom(self) -> Vector:
@@ -578,8 +626,15 @@ class Allocator:
                 return True
         return False
 
-    def _grant(self, fw: _Framework, role: _Role, agent: _Agent, offer: Resources, vec: Vector,
-               grants: list[OfferGrant]) -> None:
+    def _grant(
+        self,
+        fw: _Framework,
+        role: _Role,
+        agent: _Agent,
+        offer: Resources,
+        vec: Vector,
+        grants: list[OfferGrant],
+    ) -> None:
         fid = fw.framework_id
         agent_id = agent.agent_id
         prev = agent.allocated.get(fid)
@@ -674,8 +729,9 @@ class Allocator:
         for agent in self._agents.values():
             self._free_contribution(agent, 1)
 
-    def _account(self, fw: _Framework, vec: Mapping[str, int], sign: int,
-                 role: _Role | None = None) -> None:
+    def _account(
+        self, fw: _Framework, vec: Mapping[str, int], sign: int, role: _Role | None = None
+    ) -> None:
         """Adds an allocation change to the framework's and role's totals and their shares."""
         if role is None:
             role = self._roles[fw.role]

@@ -18,13 +18,17 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
     role = alloc._roles[fw.role]
     reasons: list[str] = []
     if not fw.active:
-        reasons.append("inactive: the framework is disconnected; offers resume when it "
-                       "re-subscribes")
+        reasons.append(
+            "inactive: the framework is disconnected; offers resume when it re-subscribes"
+        )
     if fw.suppressed:
         reasons.append("suppressed: the framework asked for no offers; Revive resumes them")
 
-    filtered = {a: until for a, until in alloc._filters.active(framework_id, now).items()
-                if a in alloc._agents}
+    filtered = {
+        a: until
+        for a, until in alloc._filters.active(framework_id, now).items()
+        if a in alloc._agents
+    }
     if filtered:
         # `now` is the master's monotonic clock, meaningless to a reader: say how long is left.
         soonest, latest = min(filtered.values()) - now, max(filtered.values()) - now
@@ -44,8 +48,9 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
             reasons.append(f"role {role.name} at quota limit ({detail})")
 
     # What could it be offered on the agents it may use right now?
-    usable = [a for a in alloc._agents.values()
-              if a.active and a.free and a.agent_id not in filtered]
+    usable = [
+        a for a in alloc._agents.values() if a.active and a.free and a.agent_id not in filtered
+    ]
     if not fw.gpu:
         gpu_agents = [a for a in usable if a.gpus]
         if gpu_agents and alloc._fits_min(scalar_vector(gpu_agents[0].free)):

@@ -23,9 +23,7 @@ def sorter_names() -> list[str]:
 
 def check_sorter_name(kind: str, name: str) -> None:
     if name not in SORTERS:
-        raise ValueError(
-            f"unknown {kind} {name!r}; valid sorters: {', '.join(sorter_names())}"
-        )
+        raise ValueError(f"unknown {kind} {name!r}; valid sorters: {', '.join(sorter_names())}")
 
 
 def make_sorter(name: str, seed: int | None = None) -> Sorter:
