@@ -57,6 +57,23 @@ async def eventually_async(
     raise AssertionError(f"timed out waiting for {message}{detail}")
 
 
+def agora(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Runs the `agora` command as a user would, capturing its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+async def agora_async(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`agora` from an async test: in a thread, so the test's event loop (and the daemons or
+    frameworks running on it) keeps going meanwhile."""
+    return await asyncio.to_thread(agora, *args, timeout=timeout)
+
+
 class Daemon:
     """One `agora` daemon subprocess; `address` is what it printed when it began serving."""
 

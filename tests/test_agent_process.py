@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from agent_fake_master import FakeMaster, shell_task
 from agora.v1 import common_pb2 as S
-from harness import ROOT, Daemon, eventually_async
+from harness import Daemon, agora, eventually_async
 
 from agent.launcher import Wrapper
 
 FW = "fw-1"
-
-
-def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.mark.parametrize(

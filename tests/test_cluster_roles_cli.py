@@ -5,28 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 
-from harness import ROOT, Daemon
+from harness import Daemon, agora_async
 from master_harness import FakeAgent, FakeFramework
 
 from common import Resources
-
-
-def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-async def run(*args: str) -> subprocess.CompletedProcess:
-    # In a thread: the fake agent and framework keep heartbeating while the command runs.
-    return await asyncio.to_thread(agora, *args)
 
 
 def start_master(tmp_path, port: int = 0) -> Daemon:
@@ -56,9 +39,9 @@ async def test_weight_quota_and_why_through_the_command_line(tmp_path):
     framework = FakeFramework(master.address, name="analytics-fw", role="analytics")
     try:
         await agent.connect()
-        out = await run("cluster", "weight", "analytics", "2", "--master", master.address)
+        out = await agora_async("cluster", "weight", "analytics", "2", "--master", master.address)
         assert out.returncode == 0, out.stderr
-        out = await run(
+        out = await agora_async(
             "cluster",
             "quota",
             "analytics",
@@ -75,7 +58,7 @@ async def test_weight_quota_and_why_through_the_command_line(tmp_path):
         offered = Resources.from_proto(offer.resources)
         assert offered.scalar("cpus") <= 1 and offered.scalar("mem") <= 1024
 
-        out = await run("cluster", "roles", "--json", "--master", master.address)
+        out = await agora_async("cluster", "roles", "--json", "--master", master.address)
         analytics = roles_by_name(out.stdout)["analytics"]
         assert analytics["weight"] == 2
         assert Resources.parse(analytics["limit"]) == Resources.parse("cpus:1;mem:1024")
@@ -83,12 +66,12 @@ async def test_weight_quota_and_why_through_the_command_line(tmp_path):
         assert analytics["dominant_share"] > 0
 
         # holding the offer puts the role at its limit: --why says so, by name or id
-        out = await run(
+        out = await agora_async(
             "cluster", "frameworks", "--why", "analytics-fw", "--master", master.address
         )
         assert out.returncode == 0, out.stderr
         assert "quota limit" in out.stdout
-        out = await run(
+        out = await agora_async(
             "cluster",
             "frameworks",
             "--why",
@@ -101,15 +84,17 @@ async def test_weight_quota_and_why_through_the_command_line(tmp_path):
         assert any("quota limit" in r for r in reasons)
 
         # bad input: one line, non-zero, nothing changed
-        out = await run("cluster", "weight", "analytics", "nan", "--master", master.address)
+        out = await agora_async("cluster", "weight", "analytics", "nan", "--master", master.address)
         assert out.returncode == 2 and "positive" in out.stderr
-        out = await run(
+        out = await agora_async(
             "cluster", "quota", "analytics", "--limit", "cpus:-1", "--master", master.address
         )
         assert out.returncode == 1 and "negative" in out.stderr
-        out = await run("cluster", "frameworks", "--why", "nobody", "--master", master.address)
+        out = await agora_async(
+            "cluster", "frameworks", "--why", "nobody", "--master", master.address
+        )
         assert out.returncode == 1 and "nobody" in out.stderr
-        out = await run("cluster", "roles", "--json", "--master", master.address)
+        out = await agora_async("cluster", "roles", "--json", "--master", master.address)
         assert roles_by_name(out.stdout)["analytics"]["weight"] == 2
     finally:
         await framework.close()
@@ -119,7 +104,7 @@ async def test_weight_quota_and_why_through_the_command_line(tmp_path):
     # weights and quota are in the state store: a restarted master still has them
     master = await asyncio.to_thread(start_master, tmp_path)
     try:
-        out = await run("cluster", "roles", "--json", "--master", master.address)
+        out = await agora_async("cluster", "roles", "--json", "--master", master.address)
         analytics = roles_by_name(out.stdout)["analytics"]
         assert analytics["weight"] == 2
         assert Resources.parse(analytics["limit"]) == Resources.parse("cpus:1;mem:1024")

@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-import sys
 
-from harness import ROOT, Daemon
+from harness import Daemon, agora, agora_async
 from master_harness import FakeAgent, FakeFramework, task
-
-
-def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-async def run(*args: str) -> subprocess.CompletedProcess:
-    # In a thread: the fake agent must keep heartbeating while the command runs.
-    return await asyncio.to_thread(agora, *args)
 
 
 async def test_cluster_commands_show_the_live_cluster(tmp_path):
@@ -52,21 +34,21 @@ async def test_cluster_commands_show_the_live_cluster(tmp_path):
         await framework.accept([offer.offer_id], [task("job-1")])
         await agent.inbox.expect("run_task")
 
-        out = await run("cluster", "agents", "--json", "--master", master.address)
+        out = await agora_async("cluster", "agents", "--json", "--master", master.address)
         assert out.returncode == 0, out.stderr
         [row] = json.loads(out.stdout)
         assert row["agent_id"] == agent.agent_id and row["task_count"] == 1
         assert row["hostname"] == "cli-host" and row["state"] == "ACTIVE"
 
-        out = await run("cluster", "agents", "--master", master.address)
+        out = await agora_async("cluster", "agents", "--master", master.address)
         assert "cli-host" in out.stdout and "ACTIVE" in out.stdout
-        out = await run("cluster", "frameworks", "--master", master.address)
+        out = await agora_async("cluster", "frameworks", "--master", master.address)
         assert "cli-fw" in out.stdout and framework.framework_id in out.stdout
-        out = await run("cluster", "tasks", "--master", master.address)
+        out = await agora_async("cluster", "tasks", "--master", master.address)
         assert "job-1" in out.stdout and "TASK_STAGING" in out.stdout
-        out = await run("cluster", "state", "--master", master.address)
+        out = await agora_async("cluster", "state", "--master", master.address)
         assert out.returncode == 0 and "1 agents, 1 frameworks, 1 tasks" in out.stdout
-        out = await run(
+        out = await agora_async(
             "cluster",
             "tasks",
             "--json",
@@ -76,7 +58,7 @@ async def test_cluster_commands_show_the_live_cluster(tmp_path):
             "framework-none",
         )
         assert json.loads(out.stdout) == []
-        out = await run("cluster", "frameworks", "--json", "--master", master.address)
+        out = await agora_async("cluster", "frameworks", "--json", "--master", master.address)
         [fw] = json.loads(out.stdout)
         assert (fw["name"], fw["connected"], fw["task_count"]) == ("cli-fw", True, 1)
     finally:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 
 import pytest
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
-from harness import ROOT, Cluster, Daemon, eventually
+from harness import Cluster, Daemon, agora, eventually
 from services_cluster import free_port_range, http_ok
 
 from common.rpc import CHANNEL_OPTIONS
@@ -31,16 +29,6 @@ health_check:
   interval_seconds: 0.2
   max_consecutive_failures: 2
 """
-
-
-def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.fixture

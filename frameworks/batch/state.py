@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from agora.v1 import batch_pb2, common_pb2
 
+from common.task_states import TERMINAL_STATES
+
 Job = batch_pb2.Job
 Instance = batch_pb2.Instance
 Attempt = batch_pb2.Attempt
@@ -24,19 +26,9 @@ TERMINAL_INSTANCE_STATES = frozenset(
     {batch_pb2.INSTANCE_SUCCEEDED, batch_pb2.INSTANCE_FAILED, batch_pb2.INSTANCE_KILLED}
 )
 ACTIVE_INSTANCE_STATES = frozenset({batch_pb2.INSTANCE_LAUNCHED, batch_pb2.INSTANCE_RUNNING})
-TERMINAL_TASK_STATES = frozenset(
-    {
-        common_pb2.TASK_FINISHED,
-        common_pb2.TASK_FAILED,
-        common_pb2.TASK_KILLED,
-        common_pb2.TASK_ERROR,
-        common_pb2.TASK_LOST,
-        common_pb2.TASK_DROPPED,
-        common_pb2.TASK_GONE,
-        common_pb2.TASK_UNKNOWN,
-        common_pb2.TASK_UNREACHABLE,
-    }
-)
+# For a batch attempt, a task the master does not know or cannot reach is over too: the
+# instance is retried rather than waited for.
+TERMINAL_TASK_STATES = TERMINAL_STATES | {common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE}
 # The master never saw the task (we stopped between recording and launching it): launching it
 # again is not the task's fault, so it does not use up a retry.
 _NOT_COUNTED = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_DROPPED})
