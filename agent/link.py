@@ -17,7 +17,7 @@ import structlog
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
 
 from agent.aio_util import cancel_and_wait
-from common.rpc import insecure_channel
+from common.rpc import describe_rpc_error, drain_queue, insecure_channel
 
 log = structlog.get_logger(__name__)
 
@@ -116,11 +116,11 @@ class MasterLink:
                     return
                 self._failures += 1
                 if self.registrations and backoff == 0.0:
-                    attempt_log.warning("lost the master", error=_describe(e))
+                    attempt_log.warning("lost the master", error=describe_rpc_error(e))
                 backoff = next_backoff(backoff, self._backoff_initial, self._backoff_max)
                 attempt_log.info(
                     "cannot reach the master; retrying",
-                    error=_describe(e),
+                    error=describe_rpc_error(e),
                     retry_in=round(backoff, 2),
                 )
                 await asyncio.sleep(backoff)
@@ -154,7 +154,9 @@ class MasterLink:
             )
             outbox.put_nowait(AgentMessage(register=register))
             self._outbox = outbox
-            call = self._call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(_drain(outbox))
+            call = self._call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(
+                drain_queue(outbox)
+            )
             interval = self._default_heartbeat
             silence = _Silence(self._clock, self._register_timeout)
             watchdog = asyncio.create_task(silence.watch(call))
@@ -238,17 +240,3 @@ class _Silence:
 def _being_cancelled() -> bool:
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-async def _drain(outbox: asyncio.Queue):
-    while True:
-        message = await outbox.get()
-        if message is None:
-            return
-        yield message
-
-
-def _describe(error: Exception) -> str:
-    if isinstance(error, grpc.aio.AioRpcError):
-        return f"{error.code().name}: {error.details()}"
-    return str(error) or type(error).__name__

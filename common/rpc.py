@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import AsyncIterator, Iterable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -90,3 +91,19 @@ def parse_address(text: str, default_port: int | None = None) -> tuple[str, int]
     if not 0 <= number <= 65535 or not host:
         raise ValueError(f"{text!r} is not HOST:PORT with a port in 0-65535")
     return host.strip("[]"), number
+
+
+async def drain_queue(outbox: asyncio.Queue) -> AsyncIterator:
+    """The request iterator of a client stream: what is put on `outbox`, until None."""
+    while True:
+        message = await outbox.get()
+        if message is None:
+            return
+        yield message
+
+
+def describe_rpc_error(error: Exception) -> str:
+    """One line for a log: `UNAVAILABLE: Socket closed`, or the exception's own text."""
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    return str(error) or type(error).__name__

@@ -27,6 +27,7 @@ from agora.v1 import agent_link_pb2, agent_link_pb2_grpc, common_pb2
 from agent.emulated.tasks import Sampler, declared_duration, exit_code, has_command
 from agent.update_queue import UpdateQueue
 from common import Resources, attributes_to_proto
+from common.rpc import describe_rpc_error, drain_queue
 from common.task_states import TERMINAL_STATES
 
 log = structlog.get_logger(__name__)
@@ -154,7 +155,7 @@ class EmulatedAgent:
             except _Silent:
                 self._log.info("the master fell silent; dialling again")
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
-                self._log.debug("agent link failed", error=_describe(e))
+                self._log.debug("agent link failed", error=describe_rpc_error(e))
             self.stats.reconnects += 1
             backoff = (
                 self.spec.reconnect_backoff_initial
@@ -169,7 +170,7 @@ class EmulatedAgent:
         outbox.put_nowait(AgentMessage(register=self._build_register()))
         self.register_sent_at = self.clock()
         self._outbox = outbox
-        call = agent_link_pb2_grpc.AgentLinkStub(self.channel).Connect(_drain(outbox))
+        call = agent_link_pb2_grpc.AgentLinkStub(self.channel).Connect(drain_queue(outbox))
         self._call = call
         self._last_heard = self.clock()
         # Until Registered arrives, the heartbeat timer only watches for silence.
@@ -429,17 +430,3 @@ class _Reregister(Exception):
 
 class _Silent(Exception):
     """We dropped a stream on which the master had fallen silent."""
-
-
-async def _drain(outbox: asyncio.Queue):
-    while True:
-        message = await outbox.get()
-        if message is None:
-            return
-        yield message
-
-
-def _describe(error: Exception) -> str:
-    if isinstance(error, grpc.aio.AioRpcError):
-        return f"{error.code().name}: {error.details()}"
-    return str(error) or type(error).__name__

@@ -20,7 +20,12 @@ from pathlib import Path
 from agent.emulated import EmulatedFleet, FleetConfig
 from cli.experiments import plots
 from cli.experiments.frameworks import FrameworkSet
-from cli.experiments.processes import CpuMeter, MasterOptions, start_fleet, start_master
+from cli.experiments.processes import (
+    CpuMeter,
+    MasterOptions,
+    start_fleets,
+    start_master,
+)
 from cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
 from common import Resources
 from frameworks.load import LoadConfig, Recorder, TraceTask, exponential, tasks_for_rate
@@ -33,7 +38,6 @@ METRICS = (
     "subscribe_to_first_offer",
     "accept_to_running",
 )
-AGENTS_PER_FLEET_PROCESS = 5000
 
 
 @dataclass
@@ -101,24 +105,8 @@ async def _one_run(
     joiner_fleet = None
     try:
         meter = CpuMeter(master.pid)
-        processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS))
         started = time.monotonic()
-        per = [agents // processes + (1 if i < agents % processes else 0) for i in range(processes)]
-        ready = await asyncio.gather(
-            *(
-                start_fleet(
-                    master.address,
-                    n,
-                    logs,
-                    name=f"fleet-{i}",
-                    prefix=f"emu{i}",
-                    resources=cfg.agent_resources,
-                )
-                for i, n in enumerate(per)
-                if n
-            )
-        )
-        fleets = [daemon for daemon, _ in ready]
+        fleets = await start_fleets(master.address, agents, logs, cfg.agent_resources)
         register_seconds = time.monotonic() - started
         progress.show(
             f"{label}: {agents} agents registered in {register_seconds:.1f} s", force=True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -192,6 +193,29 @@ async def start_fleet(
         await daemon.stop()
         raise ProcessFailed(f"{name}: {info.get('message')}")
     return daemon, info
+
+
+# One fleet process keeps up with this many agents' heartbeats on one core.
+AGENTS_PER_FLEET_PROCESS = 5000
+
+
+async def start_fleets(
+    master: str, agents: int, log_dir: Path, resources: str | None = None
+) -> list[Daemon]:
+    """`agents` emulated agents split evenly over as few fleet processes as can carry them,
+    started in parallel; returns once every agent registered."""
+    processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS))
+    sizes = [agents // processes + (1 if i < agents % processes else 0) for i in range(processes)]
+    ready = await asyncio.gather(
+        *(
+            start_fleet(
+                master, n, log_dir, name=f"fleet-{i}", prefix=f"emu{i}", resources=resources
+            )
+            for i, n in enumerate(sizes)
+            if n
+        )
+    )
+    return [daemon for daemon, _ in ready]
 
 
 def agora_argv(command: str, *args: str) -> list[str]:

@@ -13,18 +13,22 @@ is given alongside.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cli.experiments import plots
 from cli.experiments.frameworks import FrameworkSet
-from cli.experiments.processes import CpuMeter, MasterOptions, start_fleet, start_master
+from cli.experiments.processes import (
+    AGENTS_PER_FLEET_PROCESS,
+    CpuMeter,
+    MasterOptions,
+    start_fleets,
+    start_master,
+)
 from cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
 from frameworks.load import LoadConfig, Recorder
 
-AGENTS_PER_FLEET_PROCESS = 5000
 HEARTBEAT_INTERVAL = 5.0  # the master's default; agents follow what it says in Registered
 
 
@@ -45,25 +49,9 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
     try:
         meter = CpuMeter(master.pid)
         rss_empty = meter.rss_mb()
-        processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS))
-        per = [agents // processes + (1 if i < agents % processes else 0) for i in range(processes)]
         started = time.monotonic()
-        progress.show(f"{agents} agents: registering ({processes} fleet process(es))", force=True)
-        ready = await asyncio.gather(
-            *(
-                start_fleet(
-                    master.address,
-                    n,
-                    logs,
-                    name=f"fleet-{i}",
-                    prefix=f"emu{i}",
-                    resources=cfg.agent_resources,
-                )
-                for i, n in enumerate(per)
-                if n
-            )
-        )
-        fleets = [daemon for daemon, _ in ready]
+        progress.show(f"{agents} agents: registering", force=True)
+        fleets = await start_fleets(master.address, agents, logs, cfg.agent_resources)
         register_seconds = time.monotonic() - started
         register_cpu = meter.cpu_seconds()
         await asyncio.sleep(min(cfg.settle_seconds, cfg.idle_seconds))
@@ -120,7 +108,7 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
     bench = run_allocator_bench(agents, 1, cycles=3, reoffers=50)
     result = {
         "agents": agents,
-        "fleet_processes": processes,
+        "fleet_processes": len(fleets),
         "register_seconds": round(register_seconds, 3),
         "register_master_cpu_seconds": round(register_cpu, 3),
         "idle_window_seconds": cfg.idle_seconds,
