@@ -158,18 +158,30 @@ class KillResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class AcknowledgeRequest(_message.Message):
-    __slots__ = ("framework_id", "stream_id", "agent_id", "task_id", "uuid")
+    __slots__ = ("framework_id", "stream_id", "agent_id", "task_id", "uuid", "acknowledgements")
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     UUID_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGEMENTS_FIELD_NUMBER: _ClassVar[int]
     framework_id: str
     stream_id: str
     agent_id: str
     task_id: str
     uuid: bytes
-    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., task_id: _Optional[str] = ..., uuid: _Optional[bytes] = ...) -> None: ...
+    acknowledgements: _containers.RepeatedCompositeFieldContainer[Acknowledgement]
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., task_id: _Optional[str] = ..., uuid: _Optional[bytes] = ..., acknowledgements: _Optional[_Iterable[_Union[Acknowledgement, _Mapping]]] = ...) -> None: ...
+
+class Acknowledgement(_message.Message):
+    __slots__ = ("agent_id", "task_id", "uuid")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    task_id: str
+    uuid: bytes
+    def __init__(self, agent_id: _Optional[str] = ..., task_id: _Optional[str] = ..., uuid: _Optional[bytes] = ...) -> None: ...
 
 class AcknowledgeResponse(_message.Message):
     __slots__ = ()

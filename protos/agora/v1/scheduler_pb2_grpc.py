@@ -125,7 +125,9 @@ class SchedulerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Acknowledge(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Acknowledges status updates so that their agents stop resending them; one call may carry
+        many (see AcknowledgeRequest).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
