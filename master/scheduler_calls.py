@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
+from dataclasses import dataclass
 
 import grpc
 import structlog
@@ -216,26 +217,19 @@ class SchedulerCalls:
             agent_id=task.agent_id,
         )
 
-    def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> None:
+    def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> int:
+        """Applies every acknowledgement of the call, or none if any is invalid; returns how
+        many were sent on to agents."""
         framework = self.framework_for_call(request.framework_id, request.stream_id)
-        if not request.uuid:
-            return  # master-generated updates need no acknowledgement
-        if len(request.uuid) != 16:
-            raise CallError(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "uuid must be the 16 bytes of the update being acknowledged",
-            )
-        agent = self.reg.agents.get(request.agent_id)
-        if agent is None:
-            raise CallError(
-                grpc.StatusCode.NOT_FOUND,
-                f"agent {request.agent_id!r} is not registered; the update's agent_id names it",
-            )
-        task = self.reg.find_task(framework.framework_id, request.task_id)
-        if task is not None and task.final_uuid == request.uuid:
-            task.final_uuid = b""  # its id may be used again
-        # A disconnected agent resends the update when it is back; the framework acks again.
-        self._send_ack(agent, framework.framework_id, request.task_id, request.uuid)
+        framework_id = framework.framework_id
+        acks = check_acknowledgements(request, self.reg.agents)
+        for ack in acks:
+            task = self.reg.find_task(framework_id, ack.task_id)
+            if task is not None and task.final_uuid == ack.uuid:
+                task.final_uuid = b""  # its id may be used again
+            # A disconnected agent resends the update when it is back; the framework acks again.
+            self._send_ack(self.reg.agents[ack.agent_id], framework_id, ack.task_id, ack.uuid)
+        return len(acks)
 
     def reconcile(self, request: scheduler_pb2.ReconcileRequest) -> int:
         framework = self.framework_for_call(request.framework_id, request.stream_id)
@@ -291,6 +285,67 @@ class SchedulerCalls:
         if task.last_status is not None and task.last_status.HasField("healthy"):
             status.healthy = task.last_status.healthy
         return status
+
+
+@dataclass(frozen=True)
+class Ack:
+    """One acknowledgement of an AcknowledgeRequest, checked and ready to send to its agent."""
+
+    agent_id: str
+    task_id: str
+    uuid: bytes
+
+
+def check_acknowledgements(
+    request: scheduler_pb2.AcknowledgeRequest, agents: Container[str]
+) -> list[Ack]:
+    """The acknowledgements a request carries (the singular fields first, then the list), less
+    those of master-generated updates (empty uuid), which need none.
+
+    Every entry is checked before any is applied, so that a refused call leaves nothing
+    half-done: the error names the first bad entry, and the client fixes it and resends.
+    """
+    entries: list[tuple[str, str, str, bytes]] = []  # (name in errors, agent_id, task_id, uuid)
+    if request.agent_id or request.task_id or request.uuid:
+        name = "the acknowledgement in agent_id/task_id/uuid"
+        entries.append((name, request.agent_id, request.task_id, request.uuid))
+    for i, entry in enumerate(request.acknowledgements):
+        entries.append((f"acknowledgements[{i}]", entry.agent_id, entry.task_id, entry.uuid))
+    if not entries:
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "no acknowledgement given: set agent_id, task_id and uuid to those of the update "
+            "(and add any more updates to acknowledgements)",
+        )
+    acks = []
+    for name, agent_id, task_id, uuid in entries:
+        if not uuid:
+            continue  # master-generated updates need no acknowledgement
+        error = _ack_error(agent_id, uuid, agents)
+        if error is not None:
+            more = ""
+            if len(entries) > 1:
+                more = (
+                    f"; none of the call's {len(entries)} acknowledgements was applied: "
+                    "fix or drop that entry and send the call again"
+                )
+            raise CallError(error.code, f"{name} (task {task_id!r}): {error.message}{more}")
+        acks.append(Ack(agent_id, task_id, uuid))
+    return acks
+
+
+def _ack_error(agent_id: str, uuid: bytes, agents: Container[str]) -> CallError | None:
+    if len(uuid) != 16:
+        return CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"uuid must be the 16 bytes of the update being acknowledged, got {len(uuid)}",
+        )
+    if agent_id not in agents:
+        return CallError(
+            grpc.StatusCode.NOT_FOUND,
+            f"agent {agent_id!r} is not registered; the update's agent_id names it",
+        )
+    return None
 
 
 class _LiveTaskIds:

@@ -319,3 +319,86 @@ async def test_absurdly_large_amounts_are_invalid_not_an_internal_error(cluster)
         framework.accept([offer.offer_id], [raw_task("big", [res("mem", 1e308)])])
     )
     assert error.code() == Code.INVALID_ARGUMENT
+
+
+BAD_ACKS = {
+    "short uuid": (dict(uuid=b"\x01" * 3), Code.INVALID_ARGUMENT, "16 bytes"),
+    "unknown agent": (dict(agent_id="agent-nobody"), Code.NOT_FOUND, "agent-nobody"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ACKS))
+async def test_one_bad_acknowledgement_in_a_batch_refuses_the_call_and_applies_none(cluster, case):
+    master, agent, framework, offer = cluster
+    await framework.accept([offer.offer_id], [task("a"), task("b")], refuse_seconds=0)
+    fid = framework.framework_id
+    uuid_a = agent.status(fid, "a", common_pb2.TASK_FINISHED)
+    uuid_b = agent.status(fid, "b", common_pb2.TASK_RUNNING)
+    await framework.inbox.expect("update", lambda u: u.status.task_id == "b")
+    Ack = scheduler_pb2.Acknowledgement
+    good_b = Ack(agent_id=agent.agent_id, task_id="b", uuid=uuid_b)
+    fields, code, words = BAD_ACKS[case]
+    bad = Ack(**{**dict(agent_id=agent.agent_id, task_id="x", uuid=b"\x02" * 16), **fields})
+    ack_a = dict(agent_id=agent.agent_id, task_id="a", uuid=uuid_a)
+
+    error = await rpc_error(
+        framework.stub.Acknowledge(
+            scheduler_pb2.AcknowledgeRequest(
+                **framework.ids(), **ack_a, acknowledgements=[good_b, bad]
+            )
+        )
+    )
+    assert error.code() == code
+    # It names the entry (its index in the list and its task) and says what to do.
+    assert "acknowledgements[1] (task 'x')" in error.details() and words in error.details()
+    assert "none of the call's 3 acknowledgements was applied" in error.details()
+
+    # Nothing applied. The final update of "a" still holds its task id...
+    rest = (await framework.offers())[0]
+    refused = await rpc_error(framework.accept([rest.offer_id], [task("a")]))
+    assert "not acknowledged" in refused.details()
+    # ...and no ack reached the agent: acks go down one ordered stream, so any from the refused
+    # call would have arrived before this later one.
+    marker = agent.status(fid, "b", common_pb2.TASK_RUNNING)
+    await framework.inbox.expect("update", lambda u: u.status.uuid == marker)
+    await framework.stub.Acknowledge(
+        scheduler_pb2.AcknowledgeRequest(
+            **framework.ids(), agent_id=agent.agent_id, task_id="b", uuid=marker
+        )
+    )
+    await agent.inbox.expect("status_update_ack", lambda a: a.uuid == marker)
+    assert [a.uuid for a in agent.inbox.of("status_update_ack")] == [marker]
+
+    # Fixed (the bad entry dropped) and sent again: all applied.
+    await framework.stub.Acknowledge(
+        scheduler_pb2.AcknowledgeRequest(**framework.ids(), **ack_a, acknowledgements=[good_b])
+    )
+    await agent.inbox.expect("status_update_ack", lambda a: a.uuid == uuid_a)
+    await agent.inbox.expect("status_update_ack", lambda a: a.uuid == uuid_b)
+    await framework.accept([rest.offer_id], [task("a")])
+
+
+async def test_an_acknowledgement_with_nothing_to_acknowledge_is_invalid(cluster):
+    master, agent, framework, offer = cluster
+    error = await rpc_error(
+        framework.stub.Acknowledge(scheduler_pb2.AcknowledgeRequest(**framework.ids()))
+    )
+    assert error.code() == Code.INVALID_ARGUMENT
+    assert "set agent_id, task_id and uuid" in error.details()
+    # Master-generated updates (no uuid) need no ack: acknowledging one is accepted and ignored.
+    await framework.stub.Acknowledge(
+        scheduler_pb2.AcknowledgeRequest(
+            **framework.ids(),
+            acknowledgements=[scheduler_pb2.Acknowledgement(agent_id="a", task_id="t-lost")],
+        )
+    )
+    # A bad singular acknowledgement is named as such.
+    error = await rpc_error(
+        framework.stub.Acknowledge(
+            scheduler_pb2.AcknowledgeRequest(
+                **framework.ids(), agent_id=agent.agent_id, task_id="t", uuid=b"\x01"
+            )
+        )
+    )
+    assert error.code() == Code.INVALID_ARGUMENT
+    assert "agent_id/task_id/uuid (task 't')" in error.details() and "16 bytes" in error.details()

@@ -282,3 +282,40 @@ async def test_a_task_id_is_reusable_only_once_its_final_update_is_acknowledged(
     await framework.accept([offer.offer_id], [task("t1")])
     run = await agent.inbox.expect("run_task", after=seen)
     assert run.task.task_id == "t1"
+
+
+async def test_one_acknowledge_call_acknowledges_every_update_it_carries(master, agent, framework):
+    [offer] = await framework.offers()
+    await framework.accept([offer.offer_id], [task(f"t{i}") for i in (1, 2, 3)], refuse_seconds=0)
+    uuids = {
+        "t1": agent.status(framework.framework_id, "t1", common_pb2.TASK_RUNNING),
+        "t2": agent.status(framework.framework_id, "t2", common_pb2.TASK_RUNNING),
+        "t3": agent.status(framework.framework_id, "t3", common_pb2.TASK_FINISHED),
+    }
+    await framework.inbox.expect("update", lambda u: u.status.task_id == "t3")
+    Ack = scheduler_pb2.Acknowledgement
+    await framework.stub.Acknowledge(
+        scheduler_pb2.AcknowledgeRequest(
+            **framework.ids(),
+            agent_id=agent.agent_id,
+            task_id="t1",
+            uuid=uuids["t1"],
+            acknowledgements=[
+                Ack(agent_id=agent.agent_id, task_id="t2", uuid=uuids["t2"]),
+                Ack(agent_id=agent.agent_id, task_id="t-lost"),  # master-generated: ignored
+                Ack(agent_id=agent.agent_id, task_id="t3", uuid=uuids["t3"]),
+            ],
+        )
+    )
+    for uuid in uuids.values():
+        await agent.inbox.expect("status_update_ack", lambda a, u=uuid: a.uuid == u)
+    acks = agent.inbox.of("status_update_ack")
+    assert sorted((a.framework_id, a.task_id, a.uuid) for a in acks) == sorted(
+        (framework.framework_id, task_id, uuid) for task_id, uuid in uuids.items()
+    )
+    # The final update of t3 is acknowledged too, so its id may be launched again.
+    rest = (await framework.offers())[0]
+    seen = len(agent.inbox.items)
+    await framework.accept([rest.offer_id], [task("t3")])
+    run = await agent.inbox.expect("run_task", after=seen)
+    assert run.task.task_id == "t3"
