@@ -38,9 +38,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 from agent.atomic_files import atomic_write_json
+from agent.proc_stat import start_time
 
 # Reports longer than this are cut: a pipe write up to PIPE_BUF (4096 on Linux) is atomic.
 MAX_REPORT = 3000
@@ -101,16 +100,16 @@ def _launch(run_dir: Path) -> int:
             pass
 
     signal.signal(signal.SIGTERM, forward)
-    me = psutil.Process()
-    start = me.create_time()
+    me = os.getpid()
+    start = start_time(me)
     # The report carries what wrapper.json does, so the agent need not wait for the file
     # (only a restarted agent reads it, long after it is written).
-    _report(f"started {proc.pid} {me.pid} {start!r}")
+    _report(f"started {proc.pid} {me} {start!r}")
     # Not fsync'd: it only matters while this process lives, and a crash of the machine that
     # loses it ends the task too (the agent then reports the launch as interrupted).
     atomic_write_json(
         run_dir / "wrapper.json",
-        {"wrapper_pid": me.pid, "wrapper_start": start, "task_pid": proc.pid},
+        {"wrapper_pid": me, "wrapper_start": start, "task_pid": proc.pid},
         durable=False,
     )
 
@@ -166,7 +165,7 @@ def _fork_wrapper(run_dir: Path) -> None:
 
     Unlike the one-shot wrapper this one needs no second fork: it is the launcher's child,
     not the agent's, and the launcher ignores SIGCHLD so the kernel reaps it when it ends (no
-    zombie for a pidfd or psutil to mistake). When the launcher exits, init adopts it.
+    zombie for a pidfd or a /proc check to mistake). When the launcher exits, init adopts it.
     """
     if os.fork() > 0:
         return

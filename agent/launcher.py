@@ -18,18 +18,19 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import structlog
 from agora.v1 import common_pb2
 
 from agent.atomic_files import atomic_write_json
 from agent.checkpoint import read_json
+from agent.proc_stat import is_running
 from common import ResourceError, Resources
 
 log = structlog.get_logger(__name__)
 
 POLL_SECONDS = 0.25
-# How closely a recorded start time must match psutil's (both derive from boot time + ticks).
+# How closely a recorded start time must match /proc's: the same formula gives the same value,
+# but wrappers of older agents recorded psutil's (also boot time + ticks, rounded otherwise).
 START_TIME_SLACK = 0.05
 
 
@@ -59,13 +60,7 @@ class Wrapper:
 
     def alive(self) -> bool:
         """True while the very process we started runs (not a zombie, not a reused pid)."""
-        try:
-            proc = psutil.Process(self.wrapper_pid)
-            if abs(proc.create_time() - self.wrapper_start) > START_TIME_SLACK:
-                return False
-            return proc.status() != psutil.STATUS_ZOMBIE
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            return False
+        return is_running(self.wrapper_pid, self.wrapper_start, START_TIME_SLACK)
 
     def signal_group(self, signum: int) -> bool:
         """Signals the task's whole process group; False if it no longer exists."""

@@ -1,13 +1,15 @@
-"""The status-update manager: checkpoint every update before sending, resend until acknowledged.
+"""The status-update manager: log every update before sending, resend until acknowledged.
 
-Updates are appended to `meta/updates.jsonl` and fsync'd before they leave the agent, so an
-agent restarted at any point resends every update not yet acknowledged. The sender fsyncs once
-for all the updates appended since its last round (a group commit), in a worker thread so
-the event loop keeps launching tasks meanwhile; an update appended during that fsync waits
-for the next one. Acknowledgements are
-appended without an fsync: one lost in a machine crash only makes the agent resend an update
-the master already has, and the master takes duplicates. The log is compacted to the pending
-updates on every start.
+Updates are appended to `meta/updates.jsonl` (written to the OS, so an agent process that
+crashes at any point resends every update not yet acknowledged) before they leave the agent.
+The log is fsync'd in the background, once for everything appended since the last fsync (a
+group commit in a worker thread), and sending does not wait for it: an fsync before sending
+would only delay the update. After a crash of the machine, an update that had not reached the
+disk is gone whether or not it was sent; if the master had it, it has the task's latest state
+already, and the agent, which lost the task with the machine, re-registers without it.
+Acknowledgements are appended without an fsync: one lost in a machine crash only makes the
+agent resend an update the master already has, and the master takes duplicates. The log is
+compacted to the pending updates on every start.
 """
 
 from __future__ import annotations
@@ -147,8 +149,10 @@ class StatusUpdateManager:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._appended = 0  # lines appended since the log was last rewritten
-        # uuid -> the update's number in the log, until it is acknowledged.
-        self._numbers: dict[bytes, int] = {}
+        self._sync_wanted = asyncio.Event()
+        # When the sender loop's timer fires (None: it waits for a wake-up only).
+        self._sleeping_until: float | None = None
+        self._syncer: asyncio.Task | None = None
 
     def recover(self) -> list[tuple[str, common_pb2.TaskStatus]]:
         """Loads the unacknowledged updates of a previous run; call once, before `start`."""
@@ -162,22 +166,21 @@ class StatusUpdateManager:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="status-update-resender")
+        self._syncer = asyncio.create_task(self._sync_loop(), name="status-update-log-fsync")
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._task)
-        self._task = None
-        self._log.close()
+        await cancel_and_wait(self._task, self._syncer)
+        self._task = self._syncer = None
+        self._log.close()  # fsyncs whatever the background fsync had not covered yet
 
     def update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
-        """Checkpoints the update, then queues it for (reliable) delivery.
-
-        The sender fsyncs the log before it sends anything, once for every update appended
-        since its last round, so no update leaves the agent before it is on disk.
-        """
-        self._numbers[status.uuid] = self._log.append_update(framework_id, status)
+        """Logs the update (to the OS at once, to the disk soon after), then queues it for
+        (reliable) delivery."""
+        self._log.append_update(framework_id, status)
         self._queue.add(framework_id, status)
         self._appended += 1
-        self._wake.set()
+        self._sync_wanted.set()
+        self._send_head_now(framework_id, status.task_id)
 
     def _maybe_compact(self) -> None:
         """Rewrites the log to the pending updates once it is mostly acknowledged history."""
@@ -198,12 +201,24 @@ class StatusUpdateManager:
                 uuid=uuid.hex(),
             )
             return None
-        self._numbers.pop(uuid, None)
         self._log.append_ack(framework_id, task_id, uuid)
         self._appended += 1
         self._maybe_compact()
-        self._wake.set()
+        self._send_head_now(framework_id, task_id)
         return status
+
+    def _send_head_now(self, framework_id: str, task_id: str) -> None:
+        """Sends the task's oldest pending update if it is due, without waiting for the sender
+        loop (a wake-up and a scan of every stream per update); the loop does the resends."""
+        now = self._clock()
+        status = self._queue.due_head(framework_id, task_id, now)
+        if status is None or not self._send(framework_id, status):
+            # Not due (the loop's timer covers it) or not registered (re-registering resends).
+            return
+        self._queue.mark_sent(framework_id, task_id, now)
+        resend_at = self._queue.next_attempt(framework_id, task_id)
+        if self._sleeping_until is None or resend_at < self._sleeping_until:
+            self._wake.set()  # the loop's timer must cover this resend too
 
     def resend_all_now(self) -> None:
         """After (re-)registering: every task's oldest pending update goes out at once."""
@@ -215,7 +230,6 @@ class StatusUpdateManager:
         for framework_id, status in self._queue.all_pending():
             self._log.append_ack(framework_id, status.task_id, status.uuid)
         self._queue.drop_all()
-        self._numbers.clear()
 
     async def wait_acknowledged(self, timeout: float) -> bool:
         """Waits up to `timeout` for every pending update to be acknowledged."""
@@ -230,13 +244,8 @@ class StatusUpdateManager:
     async def _run(self) -> None:
         while True:
             self._wake.clear()
-            if self._log.unsynced:
-                await self._log.sync_in_thread()
             now = self._clock()
             for framework_id, status in self._queue.due(now):
-                if self._numbers.get(status.uuid, 0) > self._log.synced:
-                    # Appended while the fsync ran (its append set _wake): the next round.
-                    continue
                 if not self._send(framework_id, status):
                     # Not registered: wait for the link to come back (it calls resend_all_now).
                     break
@@ -249,11 +258,20 @@ class StatusUpdateManager:
                 )
                 self._queue.mark_sent(framework_id, status.task_id, now)
             else:
-                next_due = self._queue.next_due()
+                next_due = self._sleeping_until = self._queue.next_due()
                 timeout = None if next_due is None else max(next_due - self._clock(), 0.0)
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 except TimeoutError:
                     pass
                 continue
+            self._sleeping_until = None
             await self._wake.wait()
+
+    async def _sync_loop(self) -> None:
+        """Group commit: one fsync for every update appended while the previous one ran."""
+        while True:
+            await self._sync_wanted.wait()
+            self._sync_wanted.clear()
+            if self._log.unsynced:
+                await self._log.sync_in_thread()

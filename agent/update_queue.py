@@ -71,6 +71,11 @@ class UpdateQueue:
         """The head of every stream whose (re)send time has come, as (framework_id, status)."""
         return [(s.framework_id, s.updates[0]) for s in self._streams.values() if s.due(now)]
 
+    def due_head(self, framework_id: str, task_id: str, now: float) -> common_pb2.TaskStatus | None:
+        """The head of one task's stream if its (re)send time has come, else None."""
+        stream = self._streams.get((framework_id, task_id))
+        return stream.updates[0] if stream is not None and stream.due(now) else None
+
     def mark_sent(self, framework_id: str, task_id: str, now: float) -> None:
         """Schedules the next resend of the head: 0.5 s, 1 s, 2 s ... capped."""
         stream = self._streams.get((framework_id, task_id))
@@ -82,6 +87,13 @@ class UpdateQueue:
             else min(stream.backoff * 2, self.max_backoff)
         )
         stream.next_attempt = now + stream.backoff
+
+    def next_attempt(self, framework_id: str, task_id: str) -> float:
+        """When the head of this (sent) stream is due again; inf for no stream."""
+        stream = self._streams.get((framework_id, task_id))
+        if stream is None or stream.next_attempt is None:
+            return float("inf")
+        return stream.next_attempt
 
     def reset(self) -> None:
         """After (re-)registering: every head is due at once, with a fresh backoff."""

@@ -1,4 +1,5 @@
-"""The status-update log's group commit: no update is sent before an fsync covered it."""
+"""The status-update log: every update is in the log before it is sent, and fsync'd soon after
+in group commits that sending never waits for."""
 
 from __future__ import annotations
 
@@ -18,33 +19,38 @@ def status(task_id: str) -> common_pb2.TaskStatus:
     return common_pb2.TaskStatus(task_id=task_id, state=common_pb2.TASK_RUNNING, uuid=new_uuid())
 
 
-async def test_every_update_is_fsynced_before_it_is_sent(tmp_path, monkeypatch):
+async def test_updates_are_logged_before_sent_and_fsynced_in_group_commits(tmp_path, monkeypatch):
     path = tmp_path / "updates.jsonl"
-    durable: set[bytes] = set()  # uuids in the log at some completed fsync
     lock = threading.Lock()
     real_fsync = os.fsync
+    durable: set[bytes] = set()  # uuids in the log at some completed fsync
     fsyncs = 0
+    # The first fsync hangs until released: updates must keep leaving meanwhile.
+    release = threading.Event()
 
-    def recording_fsync(fd: int) -> None:
+    def slow_fsync(fd: int) -> None:
         nonlocal fsyncs
-        # What the file holds now is what this fsync makes durable.
         on_disk = {s.uuid for _, s in UpdateLog(path).replay()}
+        release.wait(timeout=60)
         real_fsync(fd)
         with lock:
             durable.update(on_disk)
             fsyncs += 1
 
-    monkeypatch.setattr(status_updates.os, "fsync", recording_fsync)
+    monkeypatch.setattr(status_updates.os, "fsync", slow_fsync)
     sent: list[bytes] = []
 
     def send(framework_id: str, s: common_pb2.TaskStatus) -> bool:
-        with lock:
-            assert s.uuid in durable, f"{s.task_id} sent before it was fsync'd"
+        # What a restarted agent would replay: the update must be there already.
+        assert s.uuid in {u.uuid for _, u in UpdateLog(path).replay()}, f"{s.task_id} not logged"
         sent.append(s.uuid)
         return True
 
     manager = StatusUpdateManager(path, send)
+    release.set()  # recover() rewrites the log with an fsync of its own
     manager.recover()
+    release.clear()
+    fsyncs = 0
     manager.start()
     try:
         made = []
@@ -53,11 +59,36 @@ async def test_every_update_is_fsynced_before_it_is_sent(tmp_path, monkeypatch):
                 s = status(f"t{burst}-{i}")
                 made.append(s.uuid)
                 manager.update("fw", s)
-            await asyncio.sleep(0)  # let the sender run between bursts, mid-fsync or not
+            await asyncio.sleep(0)  # let the background fsync start between bursts
         await eventually_async(
             lambda: set(made) <= set(sent), timeout=30, message="every update sent"
         )
+        assert fsyncs == 0, "sent while the first fsync still hung"
+        release.set()
+        await eventually_async(
+            lambda: set(made) <= durable, timeout=30, message="every update fsync'd"
+        )
         # A group commit: far fewer fsyncs than updates.
         assert fsyncs < len(made)
+    finally:
+        release.set()
+        await manager.stop()
+
+
+async def test_unacknowledged_update_is_resent_after_a_direct_send(tmp_path):
+    """An update sent at once (not by the sender loop) still gets its timed resend."""
+    sent: list[str] = []
+    manager = StatusUpdateManager(
+        tmp_path / "updates.jsonl",
+        lambda fw, s: sent.append(s.task_id) or True,
+        initial_backoff=0.05,
+        max_backoff=0.1,
+    )
+    manager.recover()
+    manager.start()
+    try:
+        manager.update("fw", status("t"))
+        assert sent == ["t"]  # at once, from update()
+        await eventually_async(lambda: sent.count("t") >= 3, timeout=30, message="resent")
     finally:
         await manager.stop()
