@@ -463,3 +463,161 @@ async def test_stop_from_outside_a_callback_ends_run_while_a_callback_is_busy():
     await asyncio.wait_for(blocked.wait(), TIMEOUT)
     await finish(driver, task)
     assert transport.closed
+
+
+# --- coalesced acknowledgements -------------------------------------------------------------
+
+
+class GatedTransport(MemoryTransport):
+    """Holds every Acknowledge call in flight until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout=TIMEOUT)
+        self.gate = asyncio.Event()
+        self.started: list[scheduler_pb2.AcknowledgeRequest] = []  # acks whose call began
+
+    async def call(self, method, request):
+        if method == "Acknowledge":
+            self.started.append(request)
+            await self.gate.wait()
+        return await super().call(method, request)
+
+
+async def start_gated(framework):
+    transport = GatedTransport()
+    driver = Driver(framework, transport, framework_info("test"), backoff=fast_backoff())
+    task = asyncio.create_task(driver.run())
+    stream = await transport.next_stream()
+    stream.send(subscribed("fw-1", stream_id="s-1"))
+    await framework.next("on_subscribed")
+    return transport, driver, task, stream
+
+
+def acked(request: scheduler_pb2.AcknowledgeRequest) -> list[tuple[str, str, bytes]]:
+    """Every (agent_id, task_id, uuid) a request acknowledges: the singular fields, the list."""
+    entries = [(request.agent_id, request.task_id, request.uuid)] if request.uuid else []
+    return entries + [(a.agent_id, a.task_id, a.uuid) for a in request.acknowledgements]
+
+
+def uuid_of(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+async def test_acks_queued_while_a_call_is_in_flight_go_out_together_in_the_next_call():
+    fw = Recorder()
+    transport, driver, task, stream = await start_gated(fw)
+    stream.send(update_event("t-0", common_pb2.TASK_RUNNING, uuid=uuid_of(0)))
+    # Idle: the first ack goes out at once, alone.
+    await eventually_async(lambda: transport.started, timeout=TIMEOUT)
+    assert [acked(r) for r in transport.started] == [[("agent-1", "t-0", uuid_of(0))]]
+    # While it is in flight, nine more updates come in; their acks wait for it...
+    for n in range(1, 10):
+        stream.send(update_event(f"t-{n}", common_pb2.TASK_RUNNING, uuid=uuid_of(n)))
+    stream.send(rescind_event("o-9"))  # a later event: every on_update before it is done
+    await fw.next("on_rescind")
+    assert len(transport.started) == 1
+    # ...and go out together, in order, in one call naming the current stream.
+    transport.gate.set()
+    await eventually_async(lambda: len(transport.calls_of("Acknowledge")) == 2, timeout=TIMEOUT)
+    second = transport.calls_of("Acknowledge")[1]
+    assert (second.framework_id, second.stream_id) == ("fw-1", "s-1")
+    assert acked(second) == [("agent-1", f"t-{n}", uuid_of(n)) for n in range(1, 10)]
+    await finish(driver, task)
+    assert len(transport.calls_of("Acknowledge")) == 2
+
+
+async def test_a_burst_of_updates_is_acknowledged_in_fewer_calls_than_updates():
+    fw = Recorder()
+    transport, driver, task, stream = await start(fw)
+    stream.send(subscribed("fw-1"))
+    sent = [("agent-1", f"t-{n}", uuid_of(n)) for n in range(50)]
+    stream.send(*(update_event(t, common_pb2.TASK_RUNNING, uuid=u) for _, t, u in sent))
+
+    def all_acked():
+        done = [e for r in transport.calls_of("Acknowledge") for e in acked(r)]
+        return sorted(done) == sorted(sent)
+
+    await eventually_async(all_acked, timeout=TIMEOUT)
+    assert len(transport.calls_of("Acknowledge")) < len(sent)
+    await finish(driver, task)
+
+
+async def test_a_lone_update_is_acknowledged_without_waiting_for_more():
+    fw = Recorder()
+    transport, driver, task, stream = await start(fw)
+    stream.send(subscribed("fw-1"), update_event("t-1", common_pb2.TASK_RUNNING, uuid=UUID))
+    # No other event follows: a batcher waiting to fill up would never send it.
+    _, ack = await transport.next_call("Acknowledge")
+    assert (ack.task_id, ack.uuid, list(ack.acknowledgements)) == ("t-1", UUID, [])
+    await finish(driver, task)
+
+
+async def test_stop_waits_for_acks_queued_behind_a_call_in_flight():
+    fw = Recorder()
+    transport, driver, task, stream = await start_gated(fw)
+    for n in range(5):
+        stream.send(update_event(f"t-{n}", common_pb2.TASK_RUNNING, uuid=uuid_of(n)))
+    stream.send(rescind_event("o-1"))
+    await fw.next("on_rescind")
+    await eventually_async(lambda: transport.started, timeout=TIMEOUT)
+    driver.stop()
+    # Let the driver run as far as it can with the first call still in flight (loop turns,
+    # not time): without the wait for the acks, run would be over long before this.
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not task.done() and not stream.cancelled.is_set()
+    transport.gate.set()
+    await asyncio.wait_for(task, TIMEOUT)
+    done = [e for r in transport.calls_of("Acknowledge") for e in acked(r)]
+    assert done == [("agent-1", f"t-{n}", uuid_of(n)) for n in range(5)]
+
+
+async def test_a_batch_refused_for_one_bad_entry_is_sent_again_one_by_one():
+    fw = Recorder()
+    transport, driver, task, stream = await start_gated(fw)
+
+    def master(method, request):
+        # Like the master: a batch with a bad entry is refused whole, nothing applied.
+        if method == "Acknowledge" and any(t == "bad" for _, t, _ in acked(request)):
+            raise SchedulerError(
+                grpc.StatusCode.NOT_FOUND,
+                "acknowledgements[0] (task 'bad'): agent 'agent-gone' is not registered",
+            )
+        applied.extend(acked(request))
+
+    applied = []
+    transport.handler = master
+    stream.send(update_event("t-0", common_pb2.TASK_RUNNING, uuid=uuid_of(0)))
+    await eventually_async(lambda: transport.started, timeout=TIMEOUT)
+    stream.send(update_event("t-1", common_pb2.TASK_RUNNING, uuid=uuid_of(1)))
+    stream.send(
+        update_event("bad", common_pb2.TASK_RUNNING, uuid=uuid_of(2), agent_id="agent-gone")
+    )
+    stream.send(update_event("t-3", common_pb2.TASK_RUNNING, uuid=uuid_of(3)))
+    stream.send(rescind_event("o-1"))
+    await fw.next("on_rescind")
+    transport.gate.set()
+    good = [("agent-1", f"t-{n}", uuid_of(n)) for n in (0, 1, 3)]
+    await eventually_async(lambda: sorted(applied) == good, timeout=TIMEOUT)
+    # Refused as a batch of three, then one call each: only the bad one failed.
+    assert [len(acked(r)) for r in transport.calls_of("Acknowledge")] == [1, 3, 1, 1, 1]
+    assert driver.connected  # an entry-level error is not a stale stream
+    await finish(driver, task)
+
+
+async def test_an_explicit_acknowledge_raises_when_the_master_refuses_it():
+    class Manual(Recorder):
+        implicit_acknowledgements = False
+
+    fw = Manual()
+    transport, driver, task, stream = await start(fw)
+    stream.send(subscribed("fw-1"), update_event("t-1", common_pb2.TASK_FINISHED, uuid=UUID))
+    status = await fw.next("on_update")
+    transport.fail_next("Acknowledge", grpc.StatusCode.INVALID_ARGUMENT, "uuid must be 16 bytes")
+    with pytest.raises(SchedulerError) as caught:
+        await driver.acknowledge(status)
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    await driver.acknowledge(status)  # fixed and sent again: one call, the update's own
+    ack = transport.calls_of("Acknowledge")[-1]
+    assert acked(ack) == [("agent-1", "t-1", UUID)]
+    await finish(driver, task)

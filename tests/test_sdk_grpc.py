@@ -3,7 +3,8 @@
 FakeMaster below is a real grpc.aio server that plays the master's side of the Scheduler
 contract (notes/contracts.md) closely enough to drive the SDK: it checks framework and stream
 ids on every call, fails over old streams, offers its agents, and can "run" launched tasks by
-sending their updates with uuids. End-to-end tests with the real master live elsewhere.
+sending their updates with uuids. One test (acknowledgements in bursts) runs the real master
+with a raw-gRPC agent instead; end-to-end tests with real processes live elsewhere.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 import grpc
 import pytest
 from agora.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+from harness import eventually_async
+from master_harness import FakeAgent, start_master
 
 from common import Resources, new_id, new_uuid
 from frameworks.sdk import (
@@ -185,7 +188,9 @@ class FakeMaster(scheduler_pb2_grpc.SchedulerServicer):
 
     async def Acknowledge(self, request, context):
         await self._check("Acknowledge", request, context)
+        # The singular fields and the list are all applied (see scheduler.proto).
         self.acked.add((request.task_id, request.uuid))
+        self.acked.update((a.task_id, a.uuid) for a in request.acknowledgements)
         return scheduler_pb2.AcknowledgeResponse()
 
     async def Reconcile(self, request, context):
@@ -366,6 +371,65 @@ async def test_failing_over_to_a_second_scheduler_ends_the_first(master):
         await asyncio.wait_for(run_first, TIMEOUT)
     second.driver.stop()
     await asyncio.wait_for(run_second, TIMEOUT)
+
+
+class CountingTransport(GrpcSchedulerTransport):
+    """The real transport, keeping every Acknowledge request it sends."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(address)
+        self.acks: list[scheduler_pb2.AcknowledgeRequest] = []
+
+    async def call(self, method, request):
+        if method == "Acknowledge":
+            self.acks.append(request)
+        return await super().call(method, request)
+
+
+async def test_a_burst_of_updates_reaches_the_agent_as_acks_in_fewer_calls(tmp_path):
+    master = await start_master(tmp_path / "state")
+    agent = FakeAgent(master.address, resources="cpus:32;mem:4096")
+    await agent.connect()
+    tasks = 20
+
+    class Launcher(Framework):
+        launched = False
+
+        async def on_offers(self, driver, offers):
+            if self.launched:
+                await driver.decline(offers)
+                return
+            specs = [TaskSpec(f"t{i}", cpus=1, mem=32, command="true") for i in range(tasks)]
+            (placement,) = fit(offers, specs).placements
+            await driver.launch(placement.offers, placement.tasks)
+            self.launched = True
+
+    transport = CountingTransport(master.address)
+    driver = Driver(Launcher(), transport, framework_info("bursty"))
+    run = asyncio.create_task(driver.run())
+    try:
+        await eventually_async(lambda: len(agent.inbox.of("run_task")) == tasks, timeout=TIMEOUT)
+        runs = agent.inbox.of("run_task")
+        sent = set()
+        # As a real agent does (one pending update per task at a time): every task's RUNNING
+        # at once, then, once those are acknowledged, every task's FINISHED at once.
+        for state in (common_pb2.TASK_RUNNING, common_pb2.TASK_FINISHED):
+            batch = {
+                (r.task.task_id, agent.status(r.framework_id, r.task.task_id, state)) for r in runs
+            }
+            sent |= batch
+            for _, uuid in batch:
+                await agent.inbox.expect("status_update_ack", lambda a, u=uuid: a.uuid == u)
+        acks = {(a.task_id, a.uuid) for a in agent.inbox.of("status_update_ack")}
+        assert acks == sent and len(agent.inbox.of("status_update_ack")) == 2 * tasks
+        # The master applied every entry of every call; there were fewer calls than updates.
+        assert sum(1 + len(r.acknowledgements) for r in transport.acks) == 2 * tasks
+        assert len(transport.acks) < 2 * tasks
+    finally:
+        driver.stop()
+        await asyncio.wait_for(run, TIMEOUT)
+        await agent.close()
+        await master.stop(0)
 
 
 # --- examples/hello_framework.py as a real process --------------------------------------------

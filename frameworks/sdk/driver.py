@@ -21,6 +21,7 @@ import structlog
 from agora.v1 import common_pb2, scheduler_pb2
 from google.protobuf.message import Message
 
+from frameworks.sdk.acks import AckBatcher, acknowledge_request
 from frameworks.sdk.backoff import Backoff
 from frameworks.sdk.framework import Framework
 from frameworks.sdk.transport import GrpcSchedulerTransport, SchedulerError, SchedulerTransport
@@ -113,7 +114,8 @@ class Driver:
         self._ended: str | None = None
         self._tearing_down = False
         self._pending_ack: common_pb2.TaskStatus | None = None
-        self._acks: set[asyncio.Task] = set()
+        # Implicit acks, coalesced: one Acknowledge call per burst of updates, not per update.
+        self._acks = AckBatcher(self._send_acks)
         self._running = False
         self._log = log.bind(framework=info.name)
 
@@ -196,8 +198,10 @@ class Driver:
                 # Let the last acknowledgements reach the master, or the agents resend them.
                 await self._flush_acks()
         finally:
-            for ack in list(self._acks):  # on a broken stream they cannot succeed
-                ack.cancel()
+            # On a broken stream they cannot succeed; the agents resend those updates.
+            dropped = self._acks.discard()
+            if dropped:
+                self._log.debug("acknowledgements dropped with the stream", count=dropped)
             session.ended = True
             if not dispatcher.done():
                 dispatcher.cancel()
@@ -333,20 +337,40 @@ class Driver:
         if ok and pending is not None:
             # In the background: the next event need not wait for this round trip, and the
             # agent (which resends after 0.5 s) hears back sooner when updates come in bursts.
-            ack = asyncio.create_task(self._acknowledge_quietly(pending))
-            self._acks.add(ack)
-            ack.add_done_callback(self._acks.discard)
+            self._acks.add(pending)
 
     async def _flush_acks(self) -> None:
-        if self._acks:
-            await asyncio.gather(*self._acks, return_exceptions=True)
+        await self._acks.drain()
 
-    async def _acknowledge_quietly(self, status: common_pb2.TaskStatus) -> None:
+    async def _send_acks(self, statuses: Sequence[common_pb2.TaskStatus]) -> None:
+        """Sends one batch of implicit acks. A failure is harmless: the agent resends an
+        unacknowledged update and we acknowledge it then."""
         try:
-            await self.acknowledge(status)
+            await self._call(
+                "Acknowledge", acknowledge_request(self.framework_id, self.stream_id, statuses)
+            )
+            return
         except SchedulerError as e:
-            # Harmless: the agent resends an unacknowledged update and we acknowledge it then.
-            self._log.warning("acknowledgement failed", task_id=status.task_id, error=str(e))
+            error = e
+        if len(statuses) > 1 and not error.transient and self.connected:
+            # The master refused the whole call for one bad entry and applied none: send them
+            # one by one so that the good ones still count and only the bad one fails.
+            self._log.warning(
+                "acknowledgements refused; sending them one by one",
+                count=len(statuses),
+                error=str(error),
+            )
+            for status in statuses:
+                if not self.connected:
+                    break  # the stream is gone: the agents resend the rest
+                await self._send_acks([status])
+            return
+        self._log.warning(
+            "acknowledgement failed",
+            count=len(statuses),
+            task_ids=[s.task_id for s in statuses[:10]],
+            error=str(error),
+        )
 
     async def _end(self, message: str) -> None:
         self._log.error("the master ended the subscription", message=message)
@@ -471,9 +495,8 @@ class Driver:
         `implicit_acknowledgements = False`. Updates without a uuid need none (a no-op)."""
         if not status.uuid:
             return
-        request = scheduler_pb2.AcknowledgeRequest(
-            **self._ids(), agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
-        )
+        # A call of its own, not the batcher's: an error here is about this update alone.
+        request = acknowledge_request(self.framework_id, self.stream_id, [status])
         await self._call("Acknowledge", request)
 
     async def teardown(self) -> None:
@@ -483,7 +506,7 @@ class Driver:
         if asyncio.current_task() is self._dispatcher:  # called from on_update
             pending, self._pending_ack = self._pending_ack, None
             if pending is not None:
-                await self._acknowledge_quietly(pending)
+                self._acks.add(pending)
         await self._flush_acks()
         self._tearing_down = True
         try:
