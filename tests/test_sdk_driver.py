@@ -19,6 +19,7 @@ from frameworks.sdk import (
     framework_info,
     is_stale_stream_error,
 )
+from frameworks.sdk.acks import AckBatcher
 from frameworks.sdk.testing import (
     MemoryTransport,
     error_event,
@@ -621,3 +622,18 @@ async def test_an_explicit_acknowledge_raises_when_the_master_refuses_it():
     ack = transport.calls_of("Acknowledge")[-1]
     assert acked(ack) == [("agent-1", "t-1", UUID)]
     await finish(driver, task)
+
+
+async def test_a_backlog_is_sent_in_calls_of_bounded_size_in_order():
+    calls = []
+
+    async def send(statuses):
+        calls.append([s.task_id for s in statuses])
+
+    batcher = AckBatcher(send, max_per_call=2)
+    for n in range(5):
+        batcher.add(common_pb2.TaskStatus(task_id=f"t-{n}", uuid=uuid_of(n)))
+    await batcher.drain()
+    assert calls == [["t-0", "t-1"], ["t-2", "t-3"], ["t-4"]]
+    with pytest.raises(ValueError):
+        AckBatcher(send, max_per_call=0)

@@ -57,11 +57,6 @@ class AckBatcher:
         self._queue: list[common_pb2.TaskStatus] = []
         self._flusher: asyncio.Task | None = None
 
-    @property
-    def pending(self) -> int:
-        """Acks queued and not yet handed to a call."""
-        return len(self._queue)
-
     def add(self, status: common_pb2.TaskStatus) -> None:
         self._queue.append(status)
         if self._flusher is None or self._flusher.done():
