@@ -7,6 +7,47 @@ from experiments_helpers import assert_stats, load_results, run_experiment
 
 pytestmark = pytest.mark.e2e
 
+# ("interrupts" too where the kernel accounts them apart from the processes' times)
+NAMED_ALWAYS = {"master", "runner", "kernel_threads", "outside", "other"}
+
+
+def assert_cpu_account(cpu: dict, unit: str, count: int, named: set[str]) -> None:
+    """Every component present, nothing negative, and each per-unit figure consistent with
+    its cores: ms per unit = cores x window / count (within the rounding of the figures)."""
+    assert cpu["unit"] == unit and cpu["count"] == count and cpu["window_seconds"] > 0
+    machine = cpu["machine"]["cores"]
+    assert all(v >= 0 for v in machine.values()), machine
+    assert machine["busy"] > 0
+    # The machine's categories cover its cores (jiffies: to within a few percent).
+    accounted = sum(v for k, v in machine.items() if k != "busy")
+    assert accounted == pytest.approx(cpu["cpus"], rel=0.1)
+    assert named <= set(cpu["components"]), sorted(cpu["components"])
+    per = f"ms_per_{unit}"
+    window = cpu["window_seconds"]
+    for name, c in cpu["components"].items():
+        for key in ("cpu_seconds", "cores", "user_cores", "system_cores", per, "share"):
+            assert c[key] >= 0, (name, key, c)
+        assert c["cores"] == pytest.approx(c["user_cores"] + c["system_cores"], abs=2e-4)
+        assert c["cores"] == pytest.approx(c["cpu_seconds"] / window, rel=1e-3, abs=2e-4)
+        assert c[per] == pytest.approx(c["cpu_seconds"] * 1000 / count, rel=1e-3, abs=1e-3)
+        assert c[per] == pytest.approx(c["cores"] * window * 1000 / count, rel=2e-3, abs=0.01)
+    busy = cpu["machine"]["busy_cpu_seconds"]
+    outside = cpu["components"]["outside"]["cpu_seconds"]
+    experiment = cpu["experiment"]
+    assert 0 <= experiment["cpu_seconds"] <= busy
+    if busy >= outside:
+        assert experiment["cpu_seconds"] == pytest.approx(busy - outside, abs=1e-3)
+    assert experiment[per] == pytest.approx(
+        experiment["cpu_seconds"] * 1000 / count, rel=1e-3, abs=1e-3
+    )
+    shares = sum(c["share"] for c in cpu["components"].values())
+    total = sum(c["cpu_seconds"] for c in cpu["components"].values())
+    if cpu["residual_cores"] >= 0:  # else other is 0 and the named ones overshoot a little
+        assert total == pytest.approx(busy, abs=1e-3) and shares == pytest.approx(1, abs=2e-3)
+        assert cpu["machine"][f"busy_{per}"] == pytest.approx(
+            sum(c[per] for c in cpu["components"].values()), rel=1e-3, abs=1e-3
+        )
+
 
 def test_launch_on_emulated_agents(tmp_path):
     out = tmp_path / "launch"
@@ -32,6 +73,12 @@ def test_launch_on_emulated_agents(tmp_path):
     assert_stats(run["figures_ms"]["accept_to_running_loaded"])
     assert run["raw_spawn"] is None
     assert all(t["met"] is None for t in data["targets"])  # they need real agents
+    cpu = run["cpu"]
+    assert_cpu_account(cpu, "task", run["tasks_finished"], NAMED_ALWAYS | {"fleet"})
+    assert cpu["components"]["fleet"]["kind"] == "agents"
+    assert not any(c["kind"] == "launchers" for c in cpu["components"].values())
+    assert "Where the CPU goes" in (out / "summary.md").read_text()
+    assert "launch_cpu.png" in data["plots"]
 
 
 def test_launch_on_real_agents_reports_the_spawn_ratio(tmp_path):
@@ -62,3 +109,16 @@ def test_launch_on_real_agents_reports_the_spawn_ratio(tmp_path):
     assert_stats(run["figures_ms"]["accept_to_running"])
     assert_stats(run["figures_ms"]["accept_to_starting"])
     assert all(t["met"] is not None for t in data["targets"])
+    cpu = run["cpu"]
+    assert_cpu_account(cpu, "task", run["tasks_finished"], NAMED_ALWAYS | {"agent-0", "launcher-0"})
+    assert cpu["notes"] == [] or all("launcher" not in n for n in cpu["notes"]), cpu["notes"]
+    assert run["master_cpu_cores"] == pytest.approx(cpu["components"]["master"]["cores"], abs=1e-3)
+    for spawn in (run["raw_spawn"], run["raw_python_spawn"]):
+        assert_cpu_account(
+            spawn["cpu"], "process", spawn["processes"], {"runner", "spawned", "other"}
+        )
+        assert spawn["cpu_ms_per_process"] == spawn["cpu"]["experiment"]["ms_per_process"] > 0
+        assert spawn["machine_cpu_ms_per_process"] >= spawn["cpu_ms_per_process"]
+    summary = (out / "summary.md").read_text()
+    assert "| launcher-0 |" in summary and "CPU ms per task" in summary
+    assert "launch_cpu.png" in data["plots"]

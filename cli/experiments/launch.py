@@ -6,12 +6,14 @@ On emulated agents this is the master + protocol limit; with --real-agents N it 
 a real process on real `agora agent` processes (each task in its sandbox, under the agent's
 task wrapper), and the same run first measures how fast this machine can spawn `true` (and a
 bare `python -c pass`, for comparison with a Python process per task) with asyncio
-subprocesses.
+subprocesses. Both the throughput window and each spawn loop get a CPU account
+(cli/experiments/launch_cpu.py): where the machine's CPU went, per component and per task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
@@ -22,9 +24,10 @@ from pathlib import Path
 import psutil
 
 from cli.experiments import plots
+from cli.experiments.cpu_account import Component, CpuWindow
 from cli.experiments.frameworks import FrameworkSet
+from cli.experiments.launch_cpu import ThroughputCpu, cpu_md, cpu_plot
 from cli.experiments.processes import (
-    CpuMeter,
     MasterOptions,
     start_fleet,
     start_master,
@@ -69,9 +72,23 @@ async def spawn_rate(argv: list[str], seconds: float, workers: int) -> dict:
             latencies.append((time.monotonic() - started) * 1000)
             done += 1
 
-    started = time.monotonic()
+    runner = os.getpid()
+    cpu = CpuWindow(
+        [
+            Component("runner", "runner", runner, "this process: the spawning asyncio loops"),
+            Component(
+                "spawned",
+                "spawned",
+                runner,
+                "the spawned processes themselves (their CPU as reaped by this process)",
+                reaped_children=True,
+            ),
+        ]
+    )
+    started = cpu.begin()
     await asyncio.gather(*(worker() for _ in range(workers)))
-    elapsed = time.monotonic() - started
+    elapsed = cpu.end() - started
+    account = cpu.account(done, unit="process")
     return {
         "argv": argv,
         "workers": workers,
@@ -79,6 +96,12 @@ async def spawn_rate(argv: list[str], seconds: float, workers: int) -> dict:
         "processes": done,
         "per_second": round(done / elapsed, 2),
         "spawn_and_wait_ms": summarize(latencies),
+        # CPU per process spawned over the spawn loop: what one bare process costs, beside a
+        # task's cost in the throughput phase; the machine's busy time less what long-lived
+        # processes outside the experiment spent (the machine is shared), and all of it.
+        "cpu_ms_per_process": account["experiment"]["ms_per_process"],
+        "machine_cpu_ms_per_process": account["machine"]["busy_ms_per_process"],
+        "cpu": account,
     }
 
 
@@ -90,7 +113,7 @@ async def _phase(
     cfg: LaunchConfig,
     real: bool,
     progress: Progress,
-    meters: list[CpuMeter],
+    cpu: ThroughputCpu | None,
 ) -> dict:
     """One load framework keeping `concurrency` tasks in flight for `seconds` (after warm-up)."""
     recorder = Recorder()
@@ -112,9 +135,7 @@ async def _phase(
         await framework_set.wait_subscribed()
         await asyncio.sleep(cfg.warmup)
         recorder.recording = True
-        for meter in meters:
-            meter.reset()
-        start = time.monotonic()
+        start = cpu.begin() if cpu else time.monotonic()
         while (now := time.monotonic()) < start + seconds:
             ended = sum(1 for t in recorder.finished_at if t >= start)
             progress.show(
@@ -122,9 +143,9 @@ async def _phase(
                 f"({ended / max(now - start, 1e-9):.0f}/s)"
             )
             await asyncio.sleep(0.25)
+        end = cpu.end() if cpu else time.monotonic()
         recorder.recording = False
-        window = time.monotonic() - start
-        cores = [m.cores() for m in meters]
+        window = end - start
     finally:
         await framework_set.stop(teardown=True)
     return {
@@ -132,7 +153,6 @@ async def _phase(
         "recorder": recorder,
         "start": start,
         "window": window,
-        "cores": cores,
         "failed": framework_set.frameworks[0].failed,
     }
 
@@ -158,7 +178,6 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
     master = await start_master(MasterOptions(), logs)
     agents = []
     try:
-        meter = CpuMeter(master.pid)
         if real:
             agents = await asyncio.gather(
                 *(
@@ -174,17 +193,11 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
             )
             agents = [fleet]
         latency = await _phase(
-            master.address, "latency", 1, cfg.latency_seconds, cfg, real, progress, []
+            master.address, "latency", 1, cfg.latency_seconds, cfg, real, progress, None
         )
+        cpu = ThroughputCpu(master, agents, real)
         throughput_phase = await _phase(
-            master.address,
-            "throughput",
-            cfg.concurrency,
-            cfg.seconds,
-            cfg,
-            real,
-            progress,
-            [meter, *(CpuMeter(a.pid) for a in agents)],
+            master.address, "throughput", cfg.concurrency, cfg.seconds, cfg, real, progress, cpu
         )
     finally:
         for agent in agents:
@@ -199,7 +212,8 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
     )
     ended = [t for t in recorder.finished_at if start <= t <= start + window]
     throughput = len(ended) / window
-    master_cores, *agent_cores = throughput_phase["cores"]
+    cpu_account = cpu.account(len(ended))
+    components = cpu_account["components"]
     figures = {
         "accept_to_running": summarize(latency["recorder"].values("accept_to_running")),
         "accept_to_starting": summarize(latency["recorder"].values("accept_to_starting")),
@@ -215,8 +229,11 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
         "tasks_finished": len(ended),
         "tasks_per_second": round(throughput, 2),
         "failed_tasks": throughput_phase["failed"] + latency["failed"],
-        "master_cpu_cores": round(master_cores, 3),
-        "agents_cpu_cores": round(sum(agent_cores), 3),
+        "master_cpu_cores": round(components["master"]["cores"], 3),
+        "agents_cpu_cores": round(
+            sum(c["cores"] for c in components.values() if c["kind"] == "agents"), 3
+        ),
+        "cpu": cpu_account,
         "raw_spawn": raw,
         "raw_python_spawn": python,
         "throughput_vs_raw_spawn": round(throughput / raw["per_second"], 4) if raw else None,
@@ -312,6 +329,7 @@ def _plots(
             styles=["o-", "--", ":"],
         )
     )
+    names.append(cpu_plot(out, run))
     return names
 
 
@@ -366,4 +384,5 @@ Throughput: {run["tasks_per_second"]} tasks/s ({run["tasks_finished"]} finished 
 {run["window_seconds"]} s, {run["failed_tasks"]} not FINISHED). Master CPU
 {run["master_cpu_cores"]} cores, agents' CPU {run["agents_cpu_cores"]} cores (their own process
 only; task wrappers are separate processes).
-"""
+
+{cpu_md(run)}"""

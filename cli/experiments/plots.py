@@ -96,3 +96,34 @@ def bars(
     fig.savefig(path)
     plt.close(fig)
     return path.name
+
+
+def stacked_bars(
+    path: Path,
+    title: str,
+    xlabel: str,
+    bars: Sequence[str],
+    series: Sequence[tuple[str, Sequence[float]]],
+) -> str:
+    """Horizontal bars, one per label in `bars`, each stacked from `series` (label, one value
+    per bar); series that are zero on every bar are left out of the legend."""
+    fig, ax = plt.subplots(figsize=(8, 1.8 + 0.7 * len(bars)), dpi=110)
+    ys = list(range(len(bars)))
+    left = [0.0] * len(bars)
+    for label, values in series:
+        if not any(values):
+            continue
+        ax.barh(ys, values, 0.6, left=left, label=label)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    for y, total in zip(ys, left, strict=True):
+        ax.text(total, y, f" {total:.3g}", va="center", fontsize=8)
+    ax.set_yticks(ys, bars, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.grid(True, axis="x", alpha=0.3)
+    # Below the axes: inside, it would hide the end of the longest bar.
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path.name

@@ -266,3 +266,20 @@ class CpuMeter:
 
     def rss_mb(self) -> float:
         return self.proc.memory_info().rss / (1024 * 1024)
+
+
+def launcher_pids(agent_pid: int) -> list[int]:
+    """The agent's task launchers (`python -m agent.executor --serve`, its children) now."""
+    found = []
+    try:
+        children = psutil.Process(agent_pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    for child in children:
+        try:
+            cmdline = child.cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if "agent.executor" in cmdline and "--serve" in cmdline:
+            found.append(child.pid)
+    return found
