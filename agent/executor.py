@@ -2,14 +2,17 @@
 
 Two modes:
     python -m agent.executor --serve    the launcher ("zygote"): started once by the agent,
-                                        already imported, it forks a wrapper per run dir path
-                                        read from stdin (one per line), so a launch costs a
-                                        fork instead of a Python start-up.
-    python -m agent.executor RUN_DIR    one wrapper for one run (the fallback).
+                                        already imported; it reads one launch per line on
+                                        stdin ("RUN_DIR<TAB>SPEC_JSON") and hands it to a
+                                        wrapper it forked ahead of time, so a launch costs
+                                        neither a Python start-up nor a fork on its way.
+    python -m agent.executor RUN_DIR    one wrapper for one run, reading RUN_DIR/spec.json
+                                        (the fallback).
 
-A wrapper forked by the launcher gets a session of its own, like the one-shot one; it is the
-launcher's child (not the agent's), reaped by the kernel since the launcher ignores SIGCHLD,
-and adopted by init when the launcher exits, so it outlives both. The launcher's stdout is
+A wrapper forked by the launcher (a "spare", forked before its launch arrives and replaced as
+soon as it gets one) has a session of its own, like the one-shot one; it is the launcher's
+child (not the agent's), reaped by the kernel since the launcher ignores SIGCHLD, and adopted
+by init when the launcher exits, so it outlives both. The launcher's stdout is
 shared by every wrapper it forks; each reports with ONE write shorter than PIPE_BUF
 ("RUN_ID started TASK_PID WRAPPER_PID WRAPPER_START" or "RUN_ID error MESSAGE"), which the
 kernel never interleaves with another. Nothing here uses threads, so forking is safe.
@@ -23,7 +26,8 @@ to RUN_DIR/exit.json. It reports "started TASK_PID WRAPPER_PID WRAPPER_START" or
 without polling.
 
 Files in RUN_DIR:
-    spec.json     written by the agent: argv, cwd, env, stdout, stderr
+    spec.json     argv, cwd, env, stdout, stderr, cgroups: written by the agent for the
+                  one-shot wrapper only (the launcher's wrappers get it on the pipe)
     wrapper.json  written here once the command runs: wrapper_pid, wrapper_start, task_pid
     exit.json     written here at the end: {"exit_code": N} | {"signal": N} | {"error": "..."}
 """
@@ -59,8 +63,9 @@ def _report(line: str) -> None:
     os.close(devnull)
 
 
-def _launch(run_dir: Path) -> int:
-    spec = json.loads((run_dir / "spec.json").read_text())
+def _launch(run_dir: Path, spec: dict | None) -> int:
+    if spec is None:
+        spec = json.loads((run_dir / "spec.json").read_text())
     cgroups = spec.get("cgroups", [])
 
     def join_cgroups() -> None:
@@ -149,10 +154,11 @@ def _empty_cgroups(cgroups: list[str]) -> None:
             pass
 
 
-def _wrap(run_dir: Path) -> int:
-    """The wrapper's life, in the process that has already detached."""
+def _wrap(run_dir: Path, spec: dict | None = None) -> int:
+    """The wrapper's life, in the process that has already detached; `spec` None: read
+    RUN_DIR/spec.json."""
     try:
-        return _launch(run_dir)
+        return _launch(run_dir, spec)
     except BaseException as e:  # noqa: BLE001 - the agent must learn of any failure
         if not (run_dir / "exit.json").exists():
             atomic_write_json(run_dir / "exit.json", {"error": f"executor failed: {e!r}"})
@@ -160,29 +166,50 @@ def _wrap(run_dir: Path) -> int:
         raise
 
 
-def _fork_wrapper(run_dir: Path) -> None:
-    """In the launcher: forks the run's wrapper, in a session of its own, and returns at once.
+def _become_wrapper() -> None:
+    """In a freshly forked child of the launcher: a session and dispositions of its own."""
+    # The launcher's dispositions are not the wrapper's: it waits for its command (an
+    # ignored SIGCHLD would make that fail) and the command inherits what it has.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.setsid()
+    # The wrapper needs none of the launcher's input: only its stdout, until it reports.
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
 
-    Unlike the one-shot wrapper this one needs no second fork: it is the launcher's child,
-    not the agent's, and the launcher ignores SIGCHLD so the kernel reaps it when it ends (no
-    zombie for a pidfd or a /proc check to mistake). When the launcher exits, init adopts it.
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _fork_spare() -> tuple[int, int]:
+    """In the launcher: forks the next run's wrapper ahead of time; returns (pid, fd).
+
+    The spare has its session set up and waits for one launch line on the pipe behind `fd`,
+    so a launch costs a pipe write instead of a fork. Unlike the one-shot wrapper it needs no
+    second fork: it is the launcher's child, not the agent's, and the launcher ignores SIGCHLD
+    so the kernel reaps it when it ends (no zombie for a pidfd or a /proc check to mistake).
+    When the launcher exits, init adopts it; a spare still waiting reads EOF and exits.
     """
-    if os.fork() > 0:
-        return
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid > 0:
+        os.close(read_fd)
+        return pid, write_fd
     code = 1
     try:
-        global _report_prefix
-        _report_prefix = run_dir.name + " "
-        # The launcher's dispositions are not the wrapper's: it waits for its command (an
-        # ignored SIGCHLD would make that fail) and the command inherits what it has.
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.setsid()
-        # The wrapper needs none of the launcher's input: only its stdout, until it reports.
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        code = _wrap(run_dir)
+        os.close(write_fd)
+        _become_wrapper()
+        line = _read_all(read_fd)
+        os.close(read_fd)
+        if line:
+            code = _run_line(line)
+        else:
+            code = 0  # the launcher ended: nothing to run
     except BaseException as e:  # noqa: BLE001 - never return into the launcher's loop
         try:
             _report(f"error executor failed: {e!r}")
@@ -192,32 +219,95 @@ def _fork_wrapper(run_dir: Path) -> None:
         os._exit(code)
 
 
+def _run_line(line: bytes) -> int:
+    """One launch line: "RUN_DIR\tSPEC_JSON", or "RUN_DIR" alone to read RUN_DIR/spec.json."""
+    global _report_prefix
+    raw_dir, _, raw_spec = line.partition(b"\t")
+    run_dir = Path(os.fsdecode(raw_dir))
+    _report_prefix = run_dir.name + " "
+    return _wrap(run_dir, json.loads(raw_spec) if raw_spec else None)
+
+
+class _Spares:
+    """The launcher's one spare wrapper, replaced as soon as it is handed a launch."""
+
+    def __init__(self) -> None:
+        self._spare: tuple[int, int] | None = None
+
+    def refill(self) -> None:
+        if self._spare is None:
+            try:
+                self._spare = _fork_spare()
+            except OSError:
+                pass  # no process to spare now (EAGAIN, ENOMEM): the next launch forks
+
+    def launch(self, line: bytes) -> int:
+        """Hands the line to the spare (forking one if none is ready) and returns its pid;
+        OSError if impossible."""
+        for _ in range(2):
+            if self._spare is None:
+                self._spare = _fork_spare()
+            pid, fd = self._spare
+            self._spare = None
+            try:
+                _write_all(fd, line)
+                return pid
+            except BrokenPipeError:
+                continue  # the spare died before its launch (killed?): fork another
+            finally:
+                os.close(fd)
+        raise OSError("the task wrapper died before it could start the command")
+
+    def close(self) -> None:
+        if self._spare is not None:
+            os.close(self._spare[1])  # the spare reads EOF and exits
+            self._spare = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def serve() -> int:
-    """The launcher: one run dir path per line on stdin; exits at EOF (the agent is gone)."""
+    """The launcher: one launch line per line on stdin; exits at EOF (the agent is gone)."""
     # Ctrl-C in the agent's terminal is the agent's business; it closes our stdin when done.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Wrappers are reaped by the kernel as they end: the launcher never waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    spares = _Spares()
+    spares.refill()
     pending = b""
-    while True:
-        try:
-            chunk = os.read(0, 65536)
-        except InterruptedError:
-            continue
-        if not chunk:
-            return 0
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            run_dir = Path(os.fsdecode(line.strip()))
+    try:
+        while True:
             try:
-                _fork_wrapper(run_dir)
-            except OSError as e:
-                # No process to spare (EAGAIN, ENOMEM): this launch fails, the launcher lives.
-                message = f"{run_dir.name} error cannot fork the task wrapper: {e}\n"
-                os.write(1, message.encode(errors="replace")[:MAX_REPORT])
+                chunk = os.read(0, 65536)
+            except InterruptedError:
+                continue
+            if not chunk:
+                return 0
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                run_id = Path(os.fsdecode(line.partition(b"\t")[0].strip())).name
+                try:
+                    pid = spares.launch(line.strip())
+                except OSError as e:
+                    # No process to spare (EAGAIN, ENOMEM): this launch fails, the launcher
+                    # lives.
+                    message = f"{run_id} error cannot fork the task wrapper: {e}\n"
+                    os.write(1, message.encode(errors="replace")[:MAX_REPORT])
+                    continue
+                # Lets the agent watch the wrapper until it reports: one that dies before
+                # that (killed) would otherwise leave the launch waiting for ever.
+                os.write(1, f"{run_id} handed {pid}\n".encode(errors="replace"))
+            # Off the launch's path: the next spare is forked while this one starts its command.
+            spares.refill()
+    finally:
+        spares.close()
 
 
 def main(argv: list[str]) -> int:

@@ -12,6 +12,8 @@ decision against pid reuse.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import signal
 import sys
@@ -163,6 +165,15 @@ class LauncherDied(Exception):
     """The launcher process ended before any wrapper reported on this run."""
 
 
+class WrapperDied(Exception):
+    """The wrapper handed this run ended without reporting on it."""
+
+
+# After a wrapper dies, how long its report (written before it died, if at all) may take to
+# come through the launcher's pipe.
+REPORT_GRACE = 1.0
+
+
 class Launcher:
     """The agent's end of `python -m agent.executor --serve`, the wrapper-forking launcher.
 
@@ -176,7 +187,7 @@ class Launcher:
     def __init__(self, log_path: Path | None = None) -> None:
         self._log_path = log_path
         self._proc: asyncio.subprocess.Process | None = None
-        self._pending: dict[str, asyncio.Future[str]] = {}
+        self._pending: dict[str, _Launch] = {}
         # Every launcher process not yet reaped, with its reader task.
         self._generations: list[tuple[asyncio.subprocess.Process, asyncio.Task]] = []
         self._starting = asyncio.Lock()
@@ -214,47 +225,64 @@ class Launcher:
             finally:
                 if self._log_path:
                     stderr.close()
-            pending: dict[str, asyncio.Future[str]] = {}
+            pending: dict[str, _Launch] = {}
             reader = asyncio.create_task(self._read(proc, pending), name="task-launcher-reader")
             self._proc, self._pending = proc, pending
             self._generations.append((proc, reader))
 
-    async def launch(self, run_dir: Path) -> str:
+    async def launch(self, run_dir: Path, spec: dict | None = None) -> str:
         """The wrapper's report on run_dir: "started TASK_PID WRAPPER_PID WRAPPER_START" or
-        "error MESSAGE"."""
+        "error MESSAGE". The spec goes down the pipe with the run dir (None: the wrapper reads
+        RUN_DIR/spec.json). Raises LauncherDied, or WrapperDied when the wrapper handed the
+        run died before reporting."""
         await self.start()
         if not self._usable():
             raise LauncherDied("the task launcher is not running")
         assert self._proc is not None and self._proc.stdin is not None
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        launch = _Launch(asyncio.get_running_loop())
         pending = self._pending
-        pending[run_dir.name] = future
+        pending[run_dir.name] = launch
         try:
-            self._proc.stdin.write(os.fsencode(str(run_dir)) + b"\n")
-            return await future
+            line = os.fsencode(str(run_dir))
+            if spec is not None:
+                # JSON holds no raw newline or tab: one line, split at the first tab.
+                line += b"\t" + json.dumps(spec, separators=(",", ":")).encode()
+            self._proc.stdin.write(line + b"\n")
+            await asyncio.wait({launch.report, launch.handed}, return_when=asyncio.FIRST_COMPLETED)
+            if not launch.report.done():
+                await _report_or_death(launch.report, launch.handed.result())
+            return launch.report.result()
         finally:
-            if pending.get(run_dir.name) is future:
+            launch.handed.cancel()
+            if pending.get(run_dir.name) is launch:
                 del pending[run_dir.name]
 
-    async def _read(
-        self, proc: asyncio.subprocess.Process, pending: dict[str, asyncio.Future[str]]
-    ) -> None:
+    async def _read(self, proc: asyncio.subprocess.Process, pending: dict[str, _Launch]) -> None:
         assert proc.stdout is not None
         try:
             while line := await proc.stdout.readline():
                 run_id, _, report = line.decode(errors="replace").rstrip("\n").partition(" ")
-                future = pending.pop(run_id, None)
-                if future is not None and not future.done():
-                    future.set_result(report)
+                launch = pending.get(run_id)
+                if launch is None:
+                    continue  # a "handed" line after the wrapper's own report
+                if report.startswith("handed "):
+                    with contextlib.suppress(ValueError, asyncio.InvalidStateError):
+                        launch.handed.set_result(int(report.split()[1]))
+                    continue
+                del pending[run_id]
+                if not launch.report.done():
+                    launch.report.set_result(report)
         except asyncio.CancelledError:
-            for future in pending.values():
-                future.cancel()
+            for launch in pending.values():
+                launch.report.cancel()
             raise
         except (OSError, ValueError) as e:
             log.warning("cannot read the task launcher's reports", error=str(e))
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(LauncherDied("the task launcher ended before reporting"))
+        for launch in pending.values():
+            if not launch.report.done():
+                launch.report.set_exception(
+                    LauncherDied("the task launcher ended before reporting")
+                )
         pending.clear()
         await self._reap(proc)
 
@@ -288,6 +316,47 @@ class Launcher:
         return self._proc.pid if self._proc is not None else None
 
 
+class _Launch:
+    """One launch in flight: the wrapper's report, and the pid of the wrapper handed it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.report: asyncio.Future[str] = loop.create_future()
+        self.handed: asyncio.Future[int] = loop.create_future()
+
+
+async def _report_or_death(report: asyncio.Future[str], wrapper_pid: int) -> None:
+    """Waits for the report; raises WrapperDied if the wrapper ends without one.
+
+    Without this a wrapper killed between taking the run and reporting (the OOM killer, an
+    operator) would leave the launch waiting for ever while the launcher lives on.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        fd = os.pidfd_open(wrapper_pid)
+    except ProcessLookupError:
+        fd = None
+    except OSError:
+        await report  # no pidfds (Linux < 5.3): the launcher's own end is the only guard
+        return
+    try:
+        if fd is not None:
+            died = loop.create_future()
+            loop.add_reader(fd, lambda: died.done() or died.set_result(None))
+            try:
+                await asyncio.wait({report, died}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                loop.remove_reader(fd)
+                died.cancel()
+        if not report.done():
+            # A report written just before the end may still be in the pipe.
+            await asyncio.wait({report}, timeout=REPORT_GRACE)
+        if not report.done():
+            raise WrapperDied(f"the task wrapper (pid {wrapper_pid}) ended without reporting")
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 async def start_wrapper(
     run_dir: Path,
     argv: list[str],
@@ -302,25 +371,20 @@ async def start_wrapper(
     launcher died before starting this run, with `python -m agent.executor RUN_DIR`.
     Raises LaunchError when the command could not be started.
     """
-    # Not fsync'd: the wrapper reads it at once, and a machine crash ends the run anyway.
-    atomic_write_json(
-        run_dir / "spec.json",
-        {
-            "argv": argv,
-            "env": env,
-            "cwd": str(sandbox),
-            "stdout": str(sandbox / "stdout"),
-            "stderr": str(sandbox / "stderr"),
-            "cgroups": cgroups or [],
-        },
-        durable=False,
-    )
+    spec = {
+        "argv": argv,
+        "env": env,
+        "cwd": str(sandbox),
+        "stdout": str(sandbox / "stdout"),
+        "stderr": str(sandbox / "stderr"),
+        "cgroups": cgroups or [],
+    }
     line = None
     # A second try goes to a restarted launcher: the first may have died before reading us.
     for _ in range(2 if launcher is not None else 0):
         assert launcher is not None
         try:
-            line = await launcher.launch(run_dir)
+            line = await launcher.launch(run_dir, spec)
             break
         except LauncherDied:
             # No process can report on this run any more: its files say what happened.
@@ -330,9 +394,18 @@ async def start_wrapper(
             result = read_exit(run_dir)
             if result is not None:
                 raise LaunchError(str(result.get("error", "the task wrapper failed"))) from None
+        except WrapperDied as e:
+            # Not retried: the command may have started before the wrapper died.
+            wrapper = Wrapper.load(run_dir)
+            if wrapper is not None:
+                return wrapper  # it ran: watching it reports how it ended
+            result = read_exit(run_dir) or {}
+            raise LaunchError(str(result.get("error", e))) from None
     if line is None and launcher is not None:
         log.warning("the task launcher is failing: starting the run with a one-shot wrapper")
     if line is None:
+        # Not fsync'd: the wrapper reads it at once, and a machine crash ends the run anyway.
+        atomic_write_json(run_dir / "spec.json", spec, durable=False)
         line, returncode = await _start_one_shot(run_dir)
     else:
         returncode = None

@@ -157,3 +157,84 @@ async def test_launches_in_flight_when_the_launcher_dies_still_end_cleanly(zygot
         except LaunchError:
             continue
         assert await finished(wrapper, run_dir) == {"exit_code": 0}
+
+
+def spares_of(launcher_pid: int) -> list[int]:
+    """The launcher's children that have not been handed a launch yet (no task child)."""
+    return [
+        c.pid
+        for c in psutil.Process(launcher_pid).children()
+        if c.status() != psutil.STATUS_ZOMBIE and not c.children()
+    ]
+
+
+async def test_a_launch_goes_to_a_wrapper_forked_ahead_of_time(zygote, tmp_path):
+    await eventually_async(lambda: len(spares_of(zygote.pid)) == 1, timeout=10)
+    [spare] = spares_of(zygote.pid)
+    run_dir, sandbox = new_run(tmp_path, "sleeper")
+    wrapper = await start_wrapper(
+        run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=zygote
+    )
+    try:
+        assert wrapper.wrapper_pid == spare
+        # The spec travelled on the pipe: nothing with the task's environment on disk.
+        assert not (run_dir / "spec.json").exists()
+        await eventually_async(
+            lambda: [p for p in spares_of(zygote.pid) if p != wrapper.wrapper_pid] != [],
+            timeout=10,
+            message="a new spare is forked",
+        )
+    finally:
+        wrapper.signal_group(signal.SIGKILL)
+    assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
+
+
+async def test_a_dead_spare_is_replaced_and_the_launch_still_runs(zygote, tmp_path):
+    await eventually_async(lambda: len(spares_of(zygote.pid)) == 1, timeout=10)
+    [spare] = spares_of(zygote.pid)
+    os.kill(spare, signal.SIGKILL)
+    await eventually_async(lambda: spare not in spares_of(zygote.pid), timeout=10)
+    run_dir, sandbox = new_run(tmp_path, "after-dead-spare")
+    wrapper = await start_wrapper(
+        run_dir, ["/bin/sh", "-c", "exit 5"], dict(os.environ), sandbox, launcher=zygote
+    )
+    assert wrapper.wrapper_pid != spare
+    assert await finished(wrapper, run_dir) == {"exit_code": 5}
+
+
+async def test_the_waiting_spare_exits_with_the_launcher(zygote, tmp_path):
+    await eventually_async(lambda: len(spares_of(zygote.pid)) == 1, timeout=10)
+    [spare] = spares_of(zygote.pid)
+    await zygote.stop()
+
+    def gone() -> bool:
+        try:
+            return psutil.Process(spare).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    await eventually_async(gone, timeout=10, message="the spare exited")
+
+
+async def test_a_wrapper_killed_before_it_reports_fails_the_launch_instead_of_hanging(
+    zygote, tmp_path
+):
+    await eventually_async(lambda: len(spares_of(zygote.pid)) == 1, timeout=10)
+    [spare] = spares_of(zygote.pid)
+    # Stopped, the spare takes the launch line into its pipe but cannot act on it.
+    os.kill(spare, signal.SIGSTOP)
+    run_dir, sandbox = new_run(tmp_path, "killed-before-report")
+    launch = asyncio.create_task(
+        start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    )
+    # Once the launcher forked the next spare, it has handed this launch to the stopped one.
+    await eventually_async(
+        lambda: len(spares_of(zygote.pid)) == 2, timeout=10, message="launch handed"
+    )
+    os.kill(spare, signal.SIGKILL)
+    with pytest.raises(LaunchError, match="ended without reporting"):
+        await asyncio.wait_for(launch, 60)
+    # The launcher lives on and serves the next launch.
+    run_dir, sandbox = new_run(tmp_path, "next")
+    wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    assert await finished(wrapper, run_dir) == {"exit_code": 0}
