@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,7 @@ class TaskManager:
         self._cpu_hard_limit = cpu_hard_limit
         self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
         self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
+        self._completed: deque[str] = deque()  # run ids of completed runs, oldest first
         self._bg: set[asyncio.Task] = set()
         # Forks wrappers from an already-running Python (None: one `python -m` per task).
         self._launcher = launcher.Launcher(work_dir.meta / "launcher.log") if use_launcher else None
@@ -344,6 +346,7 @@ class TaskManager:
             return
         del self._active[(framework_id, task_id)]
         run.record.completed = True
+        self._completed.append(run.record.run_id)
         # A terminal run needs no save: a restarted agent marks a terminal run with no pending
         # update completed (recover), which this one is now that its ack is logged.
         if run.forgotten:
@@ -423,10 +426,12 @@ class TaskManager:
             run = TaskRun(record=record, task=task)
             self._runs[record.run_id] = run
             if record.completed:
+                self._completed.append(record.run_id)
                 continue
             if is_terminal(record.state) and not has_pending(record.framework_id, task.task_id):
                 # Acknowledged just before the last agent stopped.
                 record.completed = True
+                self._completed.append(record.run_id)
                 self._work.save_record(record)
                 continue
             self._active[run.key] = run
@@ -465,10 +470,10 @@ class TaskManager:
 
     def _trim_history(self) -> None:
         """Forgets the oldest completed runs beyond COMPLETED_HISTORY (their sandboxes stay)."""
-        completed = [r for r in self._runs.values() if r.record.completed]
-        for run in completed[: max(len(completed) - COMPLETED_HISTORY, 0)]:
-            del self._runs[run.record.run_id]
-            shutil.rmtree(self._work.run_dir(run.record.run_id), ignore_errors=True)
+        while len(self._completed) > COMPLETED_HISTORY:
+            run_id = self._completed.popleft()
+            self._runs.pop(run_id, None)
+            shutil.rmtree(self._work.run_dir(run_id), ignore_errors=True)
 
     # plumbing ---------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from agent_fake_master import FakeMaster, MasterMessage, shell_task
 from agora.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from harness import eventually_async
 
-from agent import AgentConfig, AgentDaemon
+from agent import AgentConfig, AgentDaemon, task_manager
 from common import Resources, attributes_from_proto
 from common.rpc import insecure_channel
 
@@ -509,3 +509,22 @@ async def test_advertised_address_and_detected_resources(master, agents):
     detected = Resources.from_proto(reg.info.resources)
     assert detected.scalar("cpus") >= 1 and detected.scalar("mem") > 0
     assert detected.port_ranges() == ((31000, 32000),)
+
+
+async def test_only_the_newest_completed_runs_are_kept(master, agents, monkeypatch):
+    """Completed runs beyond the history limit lose their run dir (not their sandbox)."""
+    monkeypatch.setattr(task_manager, "COMPLETED_HISTORY", 2)
+    daemon = await agents.start()
+    await registered(master)
+    names = [f"h{i}" for i in range(4)]
+    for name in names:
+        master.run_task(FW, shell_task(name, "true"))
+        await terminal(master, name)
+        # Acknowledged (the fake master acks every update): the run is completed.
+        await eventually_async(lambda n=name: daemon.tasks.find(FW, n).record.completed)
+    runs = {r.task.task_id: r for r in daemon.tasks.runs()}
+    assert sorted(runs) == ["h2", "h3"]
+    run_dirs = sorted(p.name for p in daemon.work.runs.iterdir())
+    assert run_dirs == sorted(r.record.run_id for r in runs.values())
+    sandboxes = sorted(p.name for p in (daemon.work.sandboxes / FW).iterdir())
+    assert sandboxes == names
