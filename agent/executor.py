@@ -67,26 +67,36 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     if spec is None:
         spec = json.loads((run_dir / "spec.json").read_text())
     cgroups = spec.get("cgroups", [])
-
-    def join_cgroups() -> None:
-        # Runs in the child between fork and exec: everything the task forks stays inside.
-        for path in cgroups:
-            with open(os.path.join(path, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-
+    # The wrapper steps into the task's cgroups just for the spawn, so the command starts
+    # inside (and all it forks stays there) without a preexec_fn: that would make Popen fork
+    # this process and run Python in the child instead of a vfork (~1 ms of CPU a task).
+    # agent.isolation puts a task's cgroup at <the agent's own cgroup>/agora/<run>, and the
+    # wrapper started in the agent's own cgroup: that is where it goes back to.
+    homes = [os.path.dirname(os.path.dirname(path)) for path in cgroups]
     try:
         with open(spec["stdout"], "ab") as out, open(spec["stderr"], "ab") as err:
-            proc = subprocess.Popen(
-                spec["argv"],
-                cwd=spec["cwd"],
-                env=spec["env"],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                close_fds=True,
-                process_group=0,
-                preexec_fn=join_cgroups if cgroups else None,
-            )
+            try:
+                _move_self_to(cgroups)
+            except OSError as e:
+                raise _NoCgroup(f"cannot put the task in its cgroup: {e}") from e
+            try:
+                proc = subprocess.Popen(
+                    spec["argv"],
+                    cwd=spec["cwd"],
+                    env=spec["env"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    close_fds=True,
+                    process_group=0,
+                )
+            finally:
+                _move_self_to(homes, quiet=True)
+    except _NoCgroup as e:
+        message = str(e)
+        atomic_write_json(run_dir / "exit.json", {"error": message})
+        _report(f"error {message}")
+        return 1
     except OSError as e:
         what = e.strerror or str(e)
         if isinstance(e, FileNotFoundError):
@@ -132,6 +142,22 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     return 0
 
 
+class _NoCgroup(Exception):
+    """The wrapper could not enter the task's cgroup: the task is not started."""
+
+
+def _move_self_to(cgroups: list[str], quiet: bool = False) -> None:
+    """Moves this process into each cgroup; OSError unless `quiet` (then it just says so)."""
+    for path in cgroups:
+        try:
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as e:
+            if not quiet:
+                raise
+            print(f"cannot move the task wrapper to {path}: {e}", file=sys.stderr)
+
+
 def _empty_cgroups(cgroups: list[str]) -> None:
     """Kills what escaped the process group (setsid) but not the cgroup, then removes it."""
     for _ in range(50):
@@ -141,6 +167,7 @@ def _empty_cgroups(cgroups: list[str]) -> None:
                 pids.update(int(p) for p in Path(path, "cgroup.procs").read_text().split())
             except (OSError, ValueError):
                 pass
+        pids.discard(os.getpid())  # still inside only if it could not step out after the spawn
         if not pids:
             break
         for pid in pids:

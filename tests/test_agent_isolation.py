@@ -49,6 +49,13 @@ async def test_task_runs_in_a_cgroup_with_its_memory_limit(cluster):
             if (cgroup / name).exists():
                 limits[name] = int((cgroup / name).read_text())
     assert list(limits.values()) == [32 * 1024 * 1024]  # shell_task asks for mem:32
+    # The task is inside; its wrapper (which waits for it and writes its exit status) is not,
+    # so killing whatever is left in the cgroup never takes the wrapper with it.
+    inside = set()
+    for cgroup in map(Path, run.record.cgroups):
+        inside |= {int(p) for p in (cgroup / "cgroup.procs").read_text().split()}
+    assert run.wrapper.task_pid in inside
+    assert run.wrapper.wrapper_pid not in inside
     (run.sandbox / "go").touch()
     assert (await eventually_async(lambda: master.terminal("mem"))).state == S.TASK_FINISHED
     assert run.record.run_id in (run.sandbox / "stdout").read_text()
