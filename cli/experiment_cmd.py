@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -190,6 +191,15 @@ def register(subparsers) -> None:
     p.add_argument(
         "--warmup", type=float, default=2.0, help="seconds before each measured phase (default 2)"
     )
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="put the real agents' work dirs (sandboxes, checkpoints) under DIR; the run "
+        "reports how fast DIR creates files, which the per-task cost depends on "
+        "(default: $TMPDIR or /tmp)",
+    )
     _common(p)
 
     p = sub.add_parser(
@@ -309,6 +319,11 @@ def _build(args: argparse.Namespace):
     if args.experiment == "launch":
         from cli.experiments import launch
 
+        if args.work_dir is not None and not os.access(args.work_dir, os.W_OK | os.X_OK):
+            raise CommandError(
+                f"--work-dir {args.work_dir}: not a directory this user can write to; "
+                "create it or pick another"
+            )
         cfg = launch.LaunchConfig(
             agents=args.agents,
             real_agents=args.real_agents,
@@ -317,6 +332,7 @@ def _build(args: argparse.Namespace):
             spawn_seconds=args.spawn_seconds,
             latency_seconds=args.latency_seconds,
             warmup=args.warmup,
+            work_dir=str(args.work_dir) if args.work_dir else None,
         )
         return lambda out, command: launch.run(cfg, out, command, quiet)
     if args.experiment == "scale":

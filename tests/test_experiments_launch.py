@@ -18,19 +18,28 @@ def assert_cpu_account(cpu: dict, unit: str, count: int, named: set[str]) -> Non
     machine = cpu["machine"]["cores"]
     assert all(v >= 0 for v in machine.values()), machine
     assert machine["busy"] > 0
-    # The machine's categories cover its cores (jiffies: to within a few percent).
+    # The machine's categories cover its cores. They are counted in clock ticks, which this
+    # VM's kernel under-counts by up to ~15% over a 2 s window (hence busy from cpuacct).
     accounted = sum(v for k, v in machine.items() if k != "busy")
-    assert accounted == pytest.approx(cpu["cpus"], rel=0.1)
+    assert accounted == pytest.approx(cpu["cpus"], rel=0.25)
     assert named <= set(cpu["components"]), sorted(cpu["components"])
     per = f"ms_per_{unit}"
     window = cpu["window_seconds"]
+    # Figures are rounded (cpu_seconds and cores to 1e-4, the window to 1 ms), so one derived
+    # from others matches to within that rounding: 1% here, or the 0.1 ms of a cpu_seconds.
+    slack = 0.05 / count + 1e-4
+    window_rel = 0.01
     for name, c in cpu["components"].items():
         for key in ("cpu_seconds", "cores", "user_cores", "system_cores", per, "share"):
             assert c[key] >= 0, (name, key, c)
         assert c["cores"] == pytest.approx(c["user_cores"] + c["system_cores"], abs=2e-4)
-        assert c["cores"] == pytest.approx(c["cpu_seconds"] / window, rel=1e-3, abs=2e-4)
-        assert c[per] == pytest.approx(c["cpu_seconds"] * 1000 / count, rel=1e-3, abs=1e-3)
-        assert c[per] == pytest.approx(c["cores"] * window * 1000 / count, rel=2e-3, abs=0.01)
+        assert c["cores"] == pytest.approx(
+            c["cpu_seconds"] / window, rel=window_rel, abs=5e-5 / window + 1e-4
+        )
+        assert c[per] == pytest.approx(c["cpu_seconds"] * 1000 / count, rel=1e-3, abs=slack)
+        assert c[per] == pytest.approx(
+            c["cores"] * window * 1000 / count, rel=window_rel, abs=0.05 * window / count
+        )
     busy = cpu["machine"]["busy_cpu_seconds"]
     outside = cpu["components"]["outside"]["cpu_seconds"]
     experiment = cpu["experiment"]
@@ -38,7 +47,7 @@ def assert_cpu_account(cpu: dict, unit: str, count: int, named: set[str]) -> Non
     if busy >= outside:
         assert experiment["cpu_seconds"] == pytest.approx(busy - outside, abs=1e-3)
     assert experiment[per] == pytest.approx(
-        experiment["cpu_seconds"] * 1000 / count, rel=1e-3, abs=1e-3
+        experiment["cpu_seconds"] * 1000 / count, rel=1e-3, abs=slack
     )
     shares = sum(c["share"] for c in cpu["components"].values())
     total = sum(c["cpu_seconds"] for c in cpu["components"].values())
@@ -97,11 +106,18 @@ def test_launch_on_real_agents_reports_the_spawn_ratio(tmp_path):
         "2",
         "--spawn-seconds",
         "0.5",
+        "--work-dir",
+        str(tmp_path),
         "--out",
         str(out),
     )
     data = load_results(out, "launch")
     (run,) = data["runs"]
+    fs = run["work_dir_filesystem"]
+    assert fs["path"] == str(tmp_path) and data["config"]["work_dir"] == str(tmp_path)
+    assert_stats(fs["sandbox_create_ms"])
+    # The agents' work dirs are removed with the run; only what the test made is left.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["launch-real"]
     assert run["real_agents"] is True and run["tasks_finished"] > 0 and run["failed_tasks"] == 0
     assert run["raw_spawn"]["processes"] > 0 and run["raw_python_spawn"]["processes"] > 0
     assert_stats(run["raw_spawn"]["spawn_and_wait_ms"])

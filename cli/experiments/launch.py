@@ -50,6 +50,27 @@ class LaunchConfig:
     real_resources: str = "cpus:8;mem:8192;disk:8192"
     cpus: float = 0.1
     mem: float = 16.0
+    # Where the real agents' work dirs go (None: the system temp dir, $TMPDIR or /tmp).
+    work_dir: str | None = None
+
+
+def probe_filesystem(parent: Path, count: int = 200) -> dict:
+    """What creating a sandbox costs in `parent`: a directory and two empty files, the agent's
+    per-task metadata work. Disks differ by an order of magnitude here (on the machine this
+    was written on, /tmp took 12 times as long as /var/tmp on the same ext4 volume)."""
+    probe = Path(tempfile.mkdtemp(prefix="agora-fs-probe-", dir=parent))
+    times = []
+    try:
+        for i in range(count):
+            started = time.perf_counter()
+            sandbox = probe / f"s{i}"
+            sandbox.mkdir()
+            (sandbox / "stdout").touch()
+            (sandbox / "stderr").touch()
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return {"path": str(parent), "sandbox_create_ms": summarize(times)}
 
 
 async def spawn_rate(argv: list[str], seconds: float, workers: int) -> dict:
@@ -174,7 +195,8 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
         )
 
     logs = out / "logs"
-    work = Path(tempfile.mkdtemp(prefix="agora-launch-"))
+    work = Path(tempfile.mkdtemp(prefix="agora-launch-", dir=cfg.work_dir))
+    filesystem = probe_filesystem(work.parent) if real else None
     master = await start_master(MasterOptions(), logs)
     agents = []
     try:
@@ -234,6 +256,7 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
             sum(c["cores"] for c in components.values() if c["kind"] == "agents"), 3
         ),
         "cpu": cpu_account,
+        "work_dir_filesystem": filesystem,
         "raw_spawn": raw,
         "raw_python_spawn": python,
         "throughput_vs_raw_spawn": round(throughput / raw["per_second"], 4) if raw else None,
@@ -346,6 +369,13 @@ def _summary(cfg: LaunchConfig, results: Results, run: dict) -> str:
             f"{run['throughput_vs_python_spawn']:.1%} of the bare-Python rate (each task's "
             f"wrapper is forked from the agent's long-lived launcher, "
             f"`python -m agent.executor --serve`, not started afresh).\n"
+        )
+        fs = run["work_dir_filesystem"]
+        spawn += (
+            f"\nThe agents' work dirs were under `{fs['path']}`, where creating a sandbox (a "
+            f"directory and two empty files, the agent's metadata work per task) took p50 "
+            f"{fs['sandbox_create_ms']['p50']} ms (p90 {fs['sandbox_create_ms']['p90']} ms) "
+            f"just before the run.\n"
         )
     return f"""# launch
 
