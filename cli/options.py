@@ -26,7 +26,7 @@ def add_log_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_logging(args: argparse.Namespace) -> None:
-    configure_logging(level=args.log_level, fmt=args.log_format)
+    configure_logging(level=args.log_level, fmt=args.log_format, final=True)
 
 
 def add_master_flag(parser: argparse.ArgumentParser) -> None:

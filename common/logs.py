@@ -11,8 +11,15 @@ import sys
 import structlog
 
 
-def configure_logging(level: str = "info", fmt: str = "console", stream=None) -> None:
-    """Routes structlog to `stream` (stderr) as human-readable lines or JSON objects."""
+def configure_logging(
+    level: str = "info", fmt: str = "console", stream=None, final: bool = False
+) -> None:
+    """Routes structlog to `stream` (stderr) as human-readable lines or JSON objects.
+
+    `final`: the process never configures logging again (a daemon's entry point), so each
+    logger may keep what it resolved on first use; without it every `log.bind()` builds its
+    logger afresh, ~3% of a busy master's CPU. Tests and embedders that reconfigure leave it.
+    """
     stream = stream or sys.stderr
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
@@ -32,5 +39,5 @@ def configure_logging(level: str = "info", fmt: str = "console", stream=None) ->
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(stream),
-        cache_logger_on_first_use=False,
+        cache_logger_on_first_use=final,
     )

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     if args.agents < 0 or args.agents_per_channel < 1 or args.register_wave < 1:
         parser.error("--agents must be >= 0, --agents-per-channel and --register-wave >= 1")
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, final=True)
     config = FleetConfig(
         master=args.master,
         agents=args.agents,
