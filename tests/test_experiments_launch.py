@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from experiments_helpers import assert_stats, load_results, run_experiment
+
+from cli.experiments import report
 
 pytestmark = pytest.mark.e2e
 
@@ -138,3 +142,11 @@ def test_launch_on_real_agents_reports_the_spawn_ratio(tmp_path):
     summary = (out / "summary.md").read_text()
     assert "| launcher-0 |" in summary and "CPU ms per task" in summary
     assert "launch_cpu.png" in data["plots"]
+    # docs/experiments.md's generated section shows the same account.
+    docs = tmp_path / "docs"
+    (docs / "figures" / "launch").mkdir(parents=True)
+    shutil.copy(out / "results.json", docs / "figures" / "launch" / "results.json")
+    text = report.section(docs, docs / "figures")
+    assert "| where (throughput window) | cores | CPU ms per task | share |" in text
+    assert "| launcher-0 |" in text and "raw spawn of `true`, per process" in text
+    assert f"work dirs under `{tmp_path}`" in text
