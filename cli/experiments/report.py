@@ -35,8 +35,8 @@ FULL = {
         lambda: launch.LaunchConfig(real_agents=2, seconds=10.0, work_dir="/var/tmp"),
     ),
     "scale": (
-        ["--agents", "100,1000,5000,10000", "--seconds", "15"],
-        lambda: scale.ScaleConfig(agents=[100, 1000, 5000, 10000], idle_seconds=15.0),
+        ["--agents", "100,1000,5000,10000,20000", "--seconds", "15"],
+        lambda: scale.ScaleConfig(agents=[100, 1000, 5000, 10000, 20000], idle_seconds=15.0),
     ),
     "fairness": (
         ["--agents", "20", "--seconds", "60"],

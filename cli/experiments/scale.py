@@ -30,6 +30,7 @@ from cli.experiments.results import Progress, Results, stats_table, summarize, t
 from frameworks.load import LoadConfig, Recorder
 
 HEARTBEAT_INTERVAL = 5.0  # the master's default; agents follow what it says in Registered
+TARGET_AGENTS = 10000  # where issue 5 sets the idle-master target
 
 
 @dataclass
@@ -156,15 +157,18 @@ async def run(cfg: ScaleConfig, out: Path, command: list[str], quiet: bool = Fal
                 if isinstance(value, int | float)
             ]
         )
-    biggest = max(results.runs, key=lambda r: r["agents"])
+    # The issue's target is set at 10,000 agents; bigger steps are measured and plotted, not
+    # held to it.
+    at_target = [r for r in results.runs if r["agents"] == TARGET_AGENTS]
+    run = at_target[0] if at_target else None
     results.target(
-        f"idle master CPU with {biggest['agents']} agents heartbeating",
-        biggest["idle_master_cpu_cores"] if biggest["agents"] >= 10000 else None,
+        f"idle master CPU with {TARGET_AGENTS} agents heartbeating",
+        run["idle_master_cpu_cores"] if run else None,
         0.5,
         "cores",
-        measured_in=f"{biggest['agents']} emulated agents, heartbeat every {HEARTBEAT_INTERVAL:g} s"
-        if biggest["agents"] >= 10000
-        else "needs a 10000-agent step",
+        measured_in=f"{TARGET_AGENTS} emulated agents, heartbeat every {HEARTBEAT_INTERVAL:g} s"
+        if run
+        else f"needs a {TARGET_AGENTS}-agent step",
     )
     names = _plots(results, out)
     results.write(_summary(cfg, results), names)
