@@ -56,8 +56,9 @@ class LaunchConfig:
 
 def probe_filesystem(parent: Path, count: int = 200) -> dict:
     """What creating a sandbox costs in `parent`: a directory and two empty files, the agent's
-    per-task metadata work. Disks differ by an order of magnitude here (on the machine this
-    was written on, /tmp took 12 times as long as /var/tmp on the same ext4 volume)."""
+    per-task metadata work. It varies by an order of magnitude: on the machine this was
+    written on, the same ext4 volume took 0.05 ms or 0.6-1.4 ms, the latter for minutes after
+    heavy file churn in the same directory tree."""
     probe = Path(tempfile.mkdtemp(prefix="agora-fs-probe-", dir=parent))
     times = []
     try:
