@@ -107,7 +107,7 @@ class AgentDaemon:
             self.work.unlock()
             raise
         pending = self.updates.recover()
-        self.tasks.recover(lambda fw, task_id: bool(self.updates.pending(fw, task_id)))
+        self.tasks.recover(self.updates.pending)
         self._drop_updates_of_unknown_runs(pending)
         for run in self.tasks.active_runs():  # re-attached tasks are checked again
             if run.state == common_pb2.TASK_RUNNING:

@@ -14,21 +14,24 @@ soon as it gets one) has a session of its own, like the one-shot one; it is the 
 child (not the agent's), reaped by the kernel since the launcher ignores SIGCHLD, and adopted
 by init when the launcher exits, so it outlives both. The launcher's stdout is
 shared by every wrapper it forks; each reports with ONE write shorter than PIPE_BUF
-("RUN_ID started TASK_PID WRAPPER_PID WRAPPER_START" or "RUN_ID error MESSAGE"), which the
-kernel never interleaves with another. Nothing here uses threads, so forking is safe.
+("RUN_ID started TASK_PID WRAPPER_PID WRAPPER_START START_TICKS" or "RUN_ID error MESSAGE"),
+which the kernel never interleaves with another; the launcher's own line after a hand-off,
+"RUN_ID handed PID START_TICKS", names the wrapper that took the run. Nothing here uses
+threads, so forking is safe.
 
 The one-shot wrapper: the agent starts this in a new session. It forks once so that it is no
 longer the agent's child (a restarted agent re-attaches to it through its pid), starts the
 task's command in a process group of its own with stdout and stderr in the sandbox, waits for
 it, kills whatever the command left behind in its group, and writes the exit status atomically
-to RUN_DIR/exit.json. It reports "started TASK_PID WRAPPER_PID WRAPPER_START" or
+to RUN_DIR/exit.json. It reports "started TASK_PID WRAPPER_PID WRAPPER_START START_TICKS" or
 "error MESSAGE" on its stdout, then closes it, so the agent learns the outcome of the launch
 without polling.
 
 Files in RUN_DIR:
     spec.json     argv, cwd, env, stdout, stderr, cgroups: written by the agent for the
                   one-shot wrapper only (the launcher's wrappers get it on the pipe)
-    wrapper.json  written here once the command runs: wrapper_pid, wrapper_start, task_pid
+    wrapper.json  written here once the command runs: wrapper_pid, wrapper_start (wall clock),
+                  wrapper_start_ticks (since boot: the pid-reuse guard), task_pid
     exit.json     written here at the end: {"exit_code": N} | {"signal": N} | {"error": "..."}
 """
 
@@ -43,7 +46,7 @@ import time
 from pathlib import Path
 
 from agent.atomic_files import atomic_write_json
-from agent.proc_stat import start_time
+from agent.proc_stat import start_ticks, ticks_to_time
 
 # Reports longer than this are cut: a pipe write up to PIPE_BUF (4096 on Linux) is atomic.
 MAX_REPORT = 3000
@@ -75,11 +78,12 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     homes = [os.path.dirname(os.path.dirname(path)) for path in cgroups]
     try:
         with open(spec["stdout"], "ab") as out, open(spec["stderr"], "ab") as err:
+            proc = None
             try:
-                _move_self_to(cgroups)
-            except OSError as e:
-                raise _NoCgroup(f"cannot put the task in its cgroup: {e}") from e
-            try:
+                try:
+                    _move_self_to(cgroups)
+                except OSError as e:
+                    raise _NoCgroup(f"cannot put the task in its cgroup: {e}") from e
                 proc = subprocess.Popen(
                     spec["argv"],
                     cwd=spec["cwd"],
@@ -91,8 +95,17 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
                     process_group=0,
                 )
             finally:
-                _move_self_to(homes, quiet=True)
+                try:
+                    _move_self_to(homes)
+                except OSError as e:
+                    # Left inside, the wrapper would count against the task's limits and die
+                    # in its kills, losing the exit status: the task does not run instead.
+                    if proc is not None:
+                        _kill_group(proc.pid)
+                        proc.wait()
+                    raise _NoCgroup(f"cannot take the task wrapper out of its cgroup: {e}") from e
     except _NoCgroup as e:
+        _empty_cgroups(cgroups)
         message = str(e)
         atomic_write_json(run_dir / "exit.json", {"error": message})
         _report(f"error {message}")
@@ -116,24 +129,27 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     me = os.getpid()
-    start = start_time(me)
+    ticks = start_ticks(me)
+    start = ticks_to_time(ticks)
     # The report carries what wrapper.json does, so the agent need not wait for the file
     # (only a restarted agent reads it, long after it is written).
-    _report(f"started {proc.pid} {me} {start!r}")
+    _report(f"started {proc.pid} {me} {start!r} {ticks}")
     # Not fsync'd: it only matters while this process lives, and a crash of the machine that
     # loses it ends the task too (the agent then reports the launch as interrupted).
     atomic_write_json(
         run_dir / "wrapper.json",
-        {"wrapper_pid": me, "wrapper_start": start, "task_pid": proc.pid},
+        {
+            "wrapper_pid": me,
+            "wrapper_start": start,
+            "wrapper_start_ticks": ticks,
+            "task_pid": proc.pid,
+        },
         durable=False,
     )
 
     returncode = proc.wait()
     # The command is gone; so must be anything it left running in its group.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
+    _kill_group(proc.pid)
     _empty_cgroups(cgroups)
     result = {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
     # Not fsync'd (0.5 ms of CPU a task): the agent reads it as soon as this process ends and
@@ -146,16 +162,18 @@ class _NoCgroup(Exception):
     """The wrapper could not enter the task's cgroup: the task is not started."""
 
 
-def _move_self_to(cgroups: list[str], quiet: bool = False) -> None:
-    """Moves this process into each cgroup; OSError unless `quiet` (then it just says so)."""
+def _move_self_to(cgroups: list[str]) -> None:
+    """Moves this process into each cgroup; OSError from the first that refuses it."""
     for path in cgroups:
-        try:
-            with open(os.path.join(path, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-        except OSError as e:
-            if not quiet:
-                raise
-            print(f"cannot move the task wrapper to {path}: {e}", file=sys.stderr)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _empty_cgroups(cgroups: list[str]) -> None:
@@ -225,7 +243,12 @@ def _fork_spare() -> tuple[int, int]:
     When the launcher exits, init adopts it; a spare still waiting reads EOF and exits.
     """
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
     if pid > 0:
         os.close(read_fd)
         return pid, write_fd
@@ -331,8 +354,10 @@ def serve() -> int:
                     os.write(1, message.encode(errors="replace")[:MAX_REPORT])
                     continue
                 # Lets the agent watch the wrapper until it reports: one that dies before
-                # that (killed) would otherwise leave the launch waiting for ever.
-                os.write(1, f"{run_id} handed {pid}\n".encode(errors="replace"))
+                # that (killed) would otherwise leave the launch waiting for ever. The start
+                # ticks let it tell that process from a later one with the same pid.
+                ticks = start_ticks(pid)
+                os.write(1, f"{run_id} handed {pid} {ticks}\n".encode(errors="replace"))
             # Off the launch's path: the next spare is forked while this one starts its command.
             spares.refill()
     finally:

@@ -3,8 +3,9 @@
 Uses cgroups v2 (memory.max, cpu.max) when /sys/fs/cgroup is the unified hierarchy, else v1
 (memory.limit_in_bytes, cpu.cfs_quota_us), nested under the agent's own cgroup. Where the agent
 may not create cgroups (no permission, a v2 parent that holds processes) it logs at debug level
-and tasks run with process-group isolation only. The task wrapper joins the task to its cgroups
-before exec, so every process the task forks is inside them.
+and tasks run with process-group isolation only. The task wrapper steps into the task's cgroups
+to spawn the command and straight back out to the agent's own cgroup (the task's grandparent
+here), so the command and every process it forks are inside them and the wrapper is not.
 """
 
 from __future__ import annotations

@@ -31,8 +31,7 @@ from common import ResourceError, Resources
 log = structlog.get_logger(__name__)
 
 POLL_SECONDS = 0.25
-# How closely a recorded start time must match /proc's: the same formula gives the same value,
-# but wrappers of older agents recorded psutil's (also boot time + ticks, rounded otherwise).
+# For records of older agents, which hold only a wall-clock start: how closely it must match.
 START_TIME_SLACK = 0.05
 
 
@@ -45,8 +44,9 @@ class Wrapper:
     """A running task wrapper: enough to re-find it after an agent restart."""
 
     wrapper_pid: int
-    wrapper_start: float
+    wrapper_start: float  # wall clock, for people (and the only guard in older records)
     task_pid: int  # also the task's process group id
+    start_ticks: int | None = None  # clock ticks since boot: what guards against pid reuse
 
     @classmethod
     def load(cls, run_dir: Path) -> Wrapper | None:
@@ -54,15 +54,19 @@ class Wrapper:
         if data is None:
             return None
         try:
+            ticks = data.get("wrapper_start_ticks")
             return cls(
-                int(data["wrapper_pid"]), float(data["wrapper_start"]), int(data["task_pid"])
+                int(data["wrapper_pid"]),
+                float(data["wrapper_start"]),
+                int(data["task_pid"]),
+                None if ticks is None else int(ticks),
             )
         except (KeyError, TypeError, ValueError):
             return None
 
     def alive(self) -> bool:
         """True while the very process we started runs (not a zombie, not a reused pid)."""
-        return is_running(self.wrapper_pid, self.wrapper_start, START_TIME_SLACK)
+        return is_running(self.wrapper_pid, self.start_ticks, self.wrapper_start, START_TIME_SLACK)
 
     def signal_group(self, signum: int) -> bool:
         """Signals the task's whole process group; False if it no longer exists."""
@@ -231,10 +235,10 @@ class Launcher:
             self._generations.append((proc, reader))
 
     async def launch(self, run_dir: Path, spec: dict | None = None) -> str:
-        """The wrapper's report on run_dir: "started TASK_PID WRAPPER_PID WRAPPER_START" or
-        "error MESSAGE". The spec goes down the pipe with the run dir (None: the wrapper reads
-        RUN_DIR/spec.json). Raises LauncherDied, or WrapperDied when the wrapper handed the
-        run died before reporting."""
+        """The wrapper's report on run_dir: "started TASK_PID WRAPPER_PID WRAPPER_START
+        START_TICKS" or "error MESSAGE". The spec goes down the pipe with the run dir (None:
+        the wrapper reads RUN_DIR/spec.json). Raises LauncherDied, or WrapperDied when the
+        wrapper handed the run died before reporting."""
         await self.start()
         if not self._usable():
             raise LauncherDied("the task launcher is not running")
@@ -250,7 +254,7 @@ class Launcher:
             self._proc.stdin.write(line + b"\n")
             await asyncio.wait({launch.report, launch.handed}, return_when=asyncio.FIRST_COMPLETED)
             if not launch.report.done():
-                await _report_or_death(launch.report, launch.handed.result())
+                await _report_or_death(launch.report, *launch.handed.result())
             return launch.report.result()
         finally:
             launch.handed.cancel()
@@ -266,8 +270,9 @@ class Launcher:
                 if launch is None:
                     continue  # a "handed" line after the wrapper's own report
                 if report.startswith("handed "):
-                    with contextlib.suppress(ValueError, asyncio.InvalidStateError):
-                        launch.handed.set_result(int(report.split()[1]))
+                    with contextlib.suppress(ValueError, IndexError, asyncio.InvalidStateError):
+                        _, pid, ticks = report.split()
+                        launch.handed.set_result((int(pid), int(ticks)))
                     continue
                 del pending[run_id]
                 if not launch.report.done():
@@ -321,10 +326,11 @@ class _Launch:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.report: asyncio.Future[str] = loop.create_future()
-        self.handed: asyncio.Future[int] = loop.create_future()
+        # (pid, start ticks) of the wrapper that took the run.
+        self.handed: asyncio.Future[tuple[int, int]] = loop.create_future()
 
 
-async def _report_or_death(report: asyncio.Future[str], wrapper_pid: int) -> None:
+async def _report_or_death(report: asyncio.Future[str], wrapper_pid: int, ticks: int) -> None:
     """Waits for the report; raises WrapperDied if the wrapper ends without one.
 
     Without this a wrapper killed between taking the run and reporting (the OOM killer, an
@@ -336,10 +342,14 @@ async def _report_or_death(report: asyncio.Future[str], wrapper_pid: int) -> Non
     except ProcessLookupError:
         fd = None
     except OSError:
-        await report  # no pidfds (Linux < 5.3): the launcher's own end is the only guard
-        return
+        fd = None
+        # No pidfd (Linux < 5.3, or no fd to spare): poll instead.
+        while not report.done() and is_running(wrapper_pid, ticks):
+            await asyncio.wait({report}, timeout=POLL_SECONDS)
     try:
-        if fd is not None:
+        # Checked after opening the pidfd: a pid already taken by another process means ours
+        # is gone, and the pidfd would watch the wrong one.
+        if fd is not None and is_running(wrapper_pid, ticks):
             died = loop.create_future()
             loop.add_reader(fd, lambda: died.done() or died.set_result(None))
             try:
@@ -426,10 +436,10 @@ async def start_wrapper(
 
 
 def _reported_wrapper(line: str) -> Wrapper | None:
-    """The Wrapper in a "started TASK_PID WRAPPER_PID WRAPPER_START" report, if it has one."""
+    """The Wrapper in a "started TASK_PID WRAPPER_PID WRAPPER_START START_TICKS" report."""
     try:
-        task_pid, wrapper_pid, start = line.split()[1:4]
-        return Wrapper(int(wrapper_pid), float(start), int(task_pid))
+        task_pid, wrapper_pid, start, ticks = line.split()[1:5]
+        return Wrapper(int(wrapper_pid), float(start), int(task_pid), int(ticks))
     except ValueError:
         return None
 

@@ -5,8 +5,8 @@ crashes at any point resends every update not yet acknowledged) before they leav
 The log is fsync'd in the background, once for everything appended since the last fsync (a
 group commit in a worker thread), and sending does not wait for it: an fsync before sending
 would only delay the update. After a crash of the machine, an update that had not reached the
-disk is gone whether or not it was sent; if the master had it, it has the task's latest state
-already, and the agent, which lost the task with the machine, re-registers without it.
+disk is gone whether or not it was sent, and the agent, which lost the task with the machine,
+re-registers without it (or, with a terminal update on disk, reports how it ended).
 Acknowledgements are appended without an fsync: one lost in a machine crash only makes the
 agent resend an update the master already has, and the master takes duplicates. The log is
 compacted to the pending updates on every start.
@@ -273,5 +273,12 @@ class StatusUpdateManager:
         while True:
             await self._sync_wanted.wait()
             self._sync_wanted.clear()
-            if self._log.unsynced:
+            if not self._log.unsynced:
+                continue
+            try:
                 await self._log.sync_in_thread()
+            except OSError as e:
+                # A full or failing disk: keep trying (the updates still go out meanwhile).
+                log.error("cannot fsync the status-update log", error=str(e))
+                self._sync_wanted.set()
+                await asyncio.sleep(1.0)

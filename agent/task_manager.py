@@ -208,11 +208,11 @@ class TaskManager:
                 run_dir, argv, env, run.sandbox, run.record.cgroups, self._launcher
             )
         except launcher.LaunchError as e:
-            self._isolator.cleanup(run.record.cgroups)
+            await self._empty_cgroups(run.record.cgroups)
             self._end(run, common_pb2.TASK_ERROR, str(e), "REASON_CONTAINER_LAUNCH_FAILED")
             return
         except OSError as e:
-            self._isolator.cleanup(run.record.cgroups)
+            await self._empty_cgroups(run.record.cgroups)
             self._end(
                 run,
                 common_pb2.TASK_ERROR,
@@ -246,6 +246,21 @@ class TaskManager:
         self._isolator.cleanup(run.record.cgroups)
         state, message, reason, exit_code = launcher.exit_outcome(result, run.record.killing)
         self._end(run, state, message, reason, exit_code)
+
+    async def _empty_cgroups(self, cgroups: list[str]) -> None:
+        """After a failed launch: whatever did start (a wrapper can die between starting the
+        command and reporting it) is killed, then the cgroups are removed."""
+        for _ in range(50):
+            pids = self._isolator.pids(cgroups)
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            await asyncio.sleep(0.02)
+        self._isolator.cleanup(cgroups)
 
     async def _kill_when_asked(self, run: TaskRun) -> None:
         await run.kill_requested.wait()
@@ -414,8 +429,11 @@ class TaskManager:
 
     # recovery ---------------------------------------------------------------------------
 
-    def recover(self, has_pending: Callable[[str, str], bool]) -> None:
-        """Re-attaches to the runs of a previous agent; call after status updates recovered."""
+    def recover(self, pending: Callable[[str, str], list[common_pb2.TaskStatus]]) -> None:
+        """Re-attaches to the runs of a previous agent; call after status updates recovered.
+
+        `pending(framework_id, task_id)`: the task's updates still to be acknowledged.
+        """
         records = sorted(self._work.load_records(), key=lambda r: r.launched_at)
         for record in records:
             try:
@@ -428,7 +446,15 @@ class TaskManager:
             if record.completed:
                 self._completed.append(record.run_id)
                 continue
-            if is_terminal(record.state) and not has_pending(record.framework_id, task.task_id):
+            queued = pending(record.framework_id, task.task_id)
+            final = next((u for u in queued if is_terminal(u.state)), None)
+            if final is not None and not is_terminal(record.state):
+                # The terminal update reached the disk (the log is fsync'd) and the record's
+                # last rewrite did not (it is not): a machine crash. The log is right, and no
+                # second terminal update may follow the one the master may already have.
+                record.state = final.state
+                self._work.save_record(record, durable=False)
+            if is_terminal(record.state) and not queued:
                 # Acknowledged just before the last agent stopped.
                 record.completed = True
                 self._completed.append(record.run_id)

@@ -319,7 +319,9 @@ def _build(args: argparse.Namespace):
     if args.experiment == "launch":
         from cli.experiments import launch
 
-        if args.work_dir is not None and not os.access(args.work_dir, os.W_OK | os.X_OK):
+        if args.work_dir is not None and not (
+            args.work_dir.is_dir() and os.access(args.work_dir, os.W_OK | os.X_OK)
+        ):
             raise CommandError(
                 f"--work-dir {args.work_dir}: not a directory this user can write to; "
                 "create it or pick another"

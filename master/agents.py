@@ -291,6 +291,13 @@ class AgentHandling:
                 self._recover(framework_id, task.agent_id, task.resources)
                 self.reg.complete_task(task)
                 self.wake_allocation(task.agent_id)
+        elif not is_terminal(status.state):
+            # Older than the terminal state the task ended in: an agent that lost the ack of
+            # an earlier update in a machine crash resends it. Nobody needs it any more.
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            bound.info("stale status update of an ended task acknowledged, not forwarded")
+            return
         else:
             task.last_status = status
         bound.info("status update")

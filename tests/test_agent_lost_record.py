@@ -3,6 +3,7 @@ the restarted agent drops that update instead of resending a task it knows nothi
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -68,5 +69,38 @@ async def test_updates_of_a_run_whose_record_was_lost_are_dropped(master, tmp_pa
         assert [u.state for u in daemon.updates.pending(FW, "bad/id")] == [S.TASK_ERROR]
         await eventually_async(lambda: len(master.registrations) >= 2, timeout=20)
         assert list(master.registrations[-1].tasks) == []
+    finally:
+        await daemon.stop()
+
+
+async def test_a_logged_terminal_update_wins_over_a_record_that_lost_it(master, tmp_path):
+    """The machine crashed after the task's FINISHED reached the (fsync'd) update log but
+    before the record's rewrite and exit.json (neither fsync'd) did: the restarted agent
+    keeps FINISHED and adds no second, contradictory terminal update."""
+    daemon = AgentDaemon(config(master, tmp_path))
+    await daemon.start()
+    try:
+        await eventually_async(lambda: master.connected, timeout=20, message="registered")
+        master.run_task(FW, shell_task("done", "true"))
+        run = await eventually_async(lambda: daemon.tasks.find(FW, "done"), timeout=20)
+        await eventually_async(
+            lambda: S.TASK_FINISHED in [u.state for u in daemon.updates.pending(FW, "done")],
+            timeout=20,
+            message="FINISHED logged (nothing is acknowledged)",
+        )
+    finally:
+        await daemon.stop(kill_tasks=False)
+    run_dir = daemon.work.run_dir(run.record.run_id)
+    (run_dir / "exit.json").unlink()
+    record = json.loads((run_dir / "task.json").read_text())
+    record["state"] = S.TASK_RUNNING
+    (run_dir / "task.json").write_text(json.dumps(record))
+
+    daemon = AgentDaemon(config(master, tmp_path))
+    await daemon.start()
+    try:
+        states = [u.state for u in daemon.updates.pending(FW, "done")]
+        assert states == [S.TASK_STARTING, S.TASK_RUNNING, S.TASK_FINISHED]
+        assert daemon.tasks.find(FW, "done").state == S.TASK_FINISHED
     finally:
         await daemon.stop()

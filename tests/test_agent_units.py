@@ -1,13 +1,15 @@
 """Pure pieces of the agent: resource detection arithmetic, the update queue and its log,
 sandbox path confinement, exit outcomes and the task environment."""
 
+import os
 from pathlib import Path
 
 import pytest
 from agora.v1 import common_pb2
 
+from agent import executor, proc_stat
 from agent.files_service import resolve_in_sandbox
-from agent.launcher import command_argv, exit_outcome, task_environment
+from agent.launcher import Wrapper, command_argv, exit_outcome, task_environment
 from agent.resources_detect import default_resources, detect_resources
 from agent.status_updates import UpdateLog
 from agent.update_queue import UpdateQueue
@@ -192,3 +194,33 @@ async def test_update_log_is_compacted_once_mostly_acknowledged(tmp_path, monkey
     await manager.stop()
     assert len((tmp_path / "u.jsonl").read_text().splitlines()) < 20
     assert [s.uuid for _, s in UpdateLog(tmp_path / "u.jsonl").replay()] == [keep.uuid]
+
+
+def test_a_wrapper_is_recognised_by_its_start_ticks_even_after_a_clock_step(monkeypatch):
+    me = os.getpid()
+    ticks = proc_stat.start_ticks(me)
+    start = proc_stat.ticks_to_time(ticks)
+    assert Wrapper(me, start, me, ticks).alive()
+    assert not Wrapper(me, start, me, ticks + 1).alive()  # another process on the same pid
+    # The wall clock is stepped by a second: boot time moves, start ticks do not.
+    real_boot_time = proc_stat.boot_time
+    monkeypatch.setattr(proc_stat, "boot_time", lambda: real_boot_time() + 1.0)
+    assert Wrapper(me, start, me, ticks).alive()
+    # A record from an older agent (no ticks) falls back to the wall-clock start.
+    monkeypatch.undo()
+    assert Wrapper(me, start, me).alive()
+    assert not Wrapper(me, start - 5, me).alive()
+
+
+def test_the_launcher_keeps_no_pipe_when_it_cannot_fork(monkeypatch):
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(executor.os, "fork", no_fork)
+    spares = executor._Spares()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        spares.refill()
+        with pytest.raises(OSError):
+            spares.launch(b"/nonexistent/run\t{}")
+    assert len(os.listdir("/proc/self/fd")) == before

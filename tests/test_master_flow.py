@@ -319,3 +319,25 @@ async def test_one_acknowledge_call_acknowledges_every_update_it_carries(master,
     await framework.accept([rest.offer_id], [task("t3")])
     run = await agent.inbox.expect("run_task", after=seen)
     assert run.task.task_id == "t3"
+
+
+async def test_a_stale_update_after_the_final_one_is_acked_but_not_forwarded(
+    master, agent, framework
+):
+    """An agent that lost an ack in a machine crash resends an older update: the framework,
+    which already has the task's final state, never sees the task 'running' again."""
+    [offer] = await framework.offers()
+    await framework.accept([offer.offer_id], [task("t1")])
+    await agent.inbox.expect("run_task")
+    agent.status(framework.framework_id, "t1", common_pb2.TASK_FINISHED)
+    await framework.inbox.expect("update", lambda u: u.status.state == common_pb2.TASK_FINISHED)
+    seen = len(framework.inbox.items)
+    stale = agent.status(framework.framework_id, "t1", common_pb2.TASK_RUNNING)
+    ack = await agent.inbox.expect("status_update_ack", lambda a: a.uuid == stale)
+    assert ack.task_id == "t1"
+    # A duplicate of the final update still goes through (the framework may need it again).
+    agent.status(framework.framework_id, "t1", common_pb2.TASK_FAILED)
+    late = await framework.inbox.expect("update", after=seen)
+    assert late.status.state == common_pb2.TASK_FAILED
+    since = [m.update for m in framework.inbox.items[seen:] if m.HasField("update")]
+    assert [u.status.state for u in since] == [common_pb2.TASK_FAILED]

@@ -237,8 +237,11 @@ def _cpu_table(run: dict) -> list[str]:
         f"| **machine busy** | {machine['busy_cores']:.3f} | {machine['busy_ms_per_task']:.2f} | |"
     )
     raw = run.get("raw_spawn") or {}
-    if raw.get("cpu_ms_per_process") is not None:
-        rows.append(f"| raw spawn of `true`, per process | | {raw['cpu_ms_per_process']:.2f} | |")
+    if raw.get("machine_cpu_ms_per_process") is not None:
+        # The machine's busy time per process, the same basis as the rows above.
+        rows.append(
+            f"| raw spawn of `true`, per process | | {raw['machine_cpu_ms_per_process']:.2f} | |"
+        )
     return [*rows, ""]
 
 
