@@ -45,6 +45,7 @@ import sys
 import time
 from pathlib import Path
 
+from agent import cgroup_members
 from agent.atomic_files import atomic_write_json
 from agent.proc_stat import start_ticks, ticks_to_time
 
@@ -179,20 +180,9 @@ def _kill_group(pgid: int) -> None:
 def _empty_cgroups(cgroups: list[str]) -> None:
     """Kills what escaped the process group (setsid) but not the cgroup, then removes it."""
     for _ in range(50):
-        pids = set()
-        for path in cgroups:
-            try:
-                pids.update(int(p) for p in Path(path, "cgroup.procs").read_text().split())
-            except (OSError, ValueError):
-                pass
-        pids.discard(os.getpid())  # still inside only if it could not step out after the spawn
-        if not pids:
+        # This process is still inside only if it could not step out after the spawn.
+        if not cgroup_members.kill(cgroups, spare=os.getpid()):
             break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         time.sleep(0.02)
     for path in cgroups:
         try:

@@ -149,16 +149,6 @@ class Isolator:
                 (path / "cpu.cfs_quota_us").write_text(str(limits.cpu_quota_us))
 
     @staticmethod
-    def pids(cgroups: list[str]) -> set[int]:
-        out: set[int] = set()
-        for path in cgroups:
-            try:
-                out.update(int(p) for p in Path(path, "cgroup.procs").read_text().split())
-            except (OSError, ValueError):
-                pass
-        return out
-
-    @staticmethod
     def cleanup(cgroups: list[str]) -> None:
         for path in cgroups:
             try:

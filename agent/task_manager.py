@@ -21,7 +21,7 @@ from pathlib import Path
 import structlog
 from agora.v1 import common_pb2
 
-from agent import launcher
+from agent import cgroup_members, launcher
 from agent.aio_util import cancel_and_wait
 from agent.checkpoint import TaskRecord, WorkDir, b64
 from agent.isolation import Isolator, task_limits
@@ -251,14 +251,8 @@ class TaskManager:
         """After a failed launch: whatever did start (a wrapper can die between starting the
         command and reporting it) is killed, then the cgroups are removed."""
         for _ in range(50):
-            pids = self._isolator.pids(cgroups)
-            if not pids:
+            if not cgroup_members.kill(cgroups):
                 break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
             await asyncio.sleep(0.02)
         self._isolator.cleanup(cgroups)
 
@@ -283,11 +277,7 @@ class TaskManager:
                 task_id=run.task.task_id,
             )
         # Processes that left the group (setsid) but not the task's cgroup die too.
-        for pid in self._isolator.pids(run.record.cgroups):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        cgroup_members.kill(run.record.cgroups)
 
     # killing ----------------------------------------------------------------------------
 
