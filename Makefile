@@ -8,7 +8,7 @@ PROTOS  = $(wildcard protos/agora/v1/*.proto)
 .PHONY: install run test protos lint system-deps clean experiments
 
 # An editable install maps the packages that exist when it runs: adding one reinstalls.
-$(STAMP): pyproject.toml $(wildcard */__init__.py)
+$(STAMP): pyproject.toml setup.py $(wildcard */__init__.py)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=lenient
@@ -33,11 +33,12 @@ protos: install
 # Runs every experiment at its documented size (about 20 minutes on 2 cores) and regenerates
 # docs/figures/ and the results section of docs/experiments.md.
 experiments: install
-	$(PY) -m cli.experiments.report --docs docs
+	$(PY) -m agora.cli.experiments.report --docs docs
 
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	sh scripts/typecheck.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

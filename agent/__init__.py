@@ -1,7 +1,7 @@
 """The Agora agent: runs tasks in sandboxes and reports their status reliably to the master.
 
 `AgentDaemon` and `AgentConfig` are imported lazily, so the small task wrapper
-(`python -m agent.executor`) starts without loading gRPC.
+(`python -m agora.agent.executor`) starts without loading gRPC.
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.daemon import AgentConfig, AgentDaemon
+    from agora.agent.daemon import AgentConfig, AgentDaemon
 
 __all__ = ["AgentConfig", "AgentDaemon"]
 
 
 def __getattr__(name: str):
     if name in __all__:
-        from agent import daemon
+        from agora.agent import daemon
 
         return getattr(daemon, name)
     raise AttributeError(f"module 'agent' has no attribute {name!r}")

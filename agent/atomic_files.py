@@ -1,6 +1,6 @@
 """Whole-file JSON writes that a crash cannot tear: temp file, fsync, rename.
 
-Kept free of heavy imports: the task wrapper (agent.executor) uses it and starts per task.
+Kept free of heavy imports: the task wrapper (agora.agent.executor) uses it and starts per task.
 """
 
 from __future__ import annotations

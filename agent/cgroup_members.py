@@ -1,7 +1,8 @@
 """The processes in a task's cgroups, and killing them, with nothing but `os`.
 
-Shared by the agent (agent.task_manager) and the task wrapper (agent.executor), which is forked
-per task from a small launcher and so keeps its imports to the standard library's core.
+Shared by the agent (agora.agent.task_manager) and the task wrapper (agora.agent.executor),
+which is forked per task from a small launcher and so keeps its imports to the standard
+library's core.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Layout under the work dir:
     meta/agent_id                 the id the master gave this agent
     meta/updates.jsonl            status updates and acknowledgements, append-only
     meta/runs/<run_id>/task.json  one task run: its TaskInfo, sandbox, state, wrapper pid
-    meta/runs/<run_id>/...        the wrapper's spec, pid and exit files (see agent.executor)
+    meta/runs/<run_id>/...        the wrapper's spec, pid and exit files (see agora.agent.executor)
     sandboxes/<framework_id>/<task_id>/   the task's working directory, stdout and stderr
 Every whole-file write is atomic (temp file, fsync, rename), so a crash leaves the old or the
 new version, never half of one.
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
-from agora.v1 import common_pb2
 
-from agent.atomic_files import atomic_write_json, overwrite_json
+from agora.agent.atomic_files import atomic_write_json, overwrite_json
+from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +62,7 @@ class TaskRecord:
     kill_grace: float = 0.0
     # Set once the terminal update is acknowledged: kept only so its files can still be read.
     completed: bool = False
-    # The task's cgroup directories (agent.isolation); empty without cgroups.
+    # The task's cgroup directories (agora.agent.isolation); empty without cgroups.
     cgroups: list[str] = field(default_factory=list)
 
     def task_info(self) -> common_pb2.TaskInfo:

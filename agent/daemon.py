@@ -8,18 +8,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
-from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 
-from agent.checkpoint import WorkDir
-from agent.files_service import AgentFilesService
-from agent.health_checks import HealthCheckManager
-from agent.isolation import Isolator
-from agent.link import MasterLink
-from agent.resources_detect import detect_resources
-from agent.status_updates import StatusUpdateManager
-from agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
-from common import Resources, attributes_to_proto
-from common.rpc import add_standard_services, bind, new_server, parse_address, service_name
+from agora.agent.checkpoint import WorkDir
+from agora.agent.files_service import AgentFilesService
+from agora.agent.health_checks import HealthCheckManager
+from agora.agent.isolation import Isolator
+from agora.agent.link import MasterLink
+from agora.agent.resources_detect import detect_resources
+from agora.agent.status_updates import StatusUpdateManager
+from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
+from agora.common import Resources, attributes_to_proto
+from agora.common.rpc import add_standard_services, bind, new_server, parse_address, service_name
+from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 
 log = structlog.get_logger(__name__)
 

@@ -1,12 +1,12 @@
 """The task wrapper: one per task, outliving the agent; and the launcher that forks wrappers.
 
 Two modes:
-    python -m agent.executor --serve    the launcher ("zygote"): started once by the agent,
+    python -m agora.agent.executor --serve    the launcher ("zygote"): started once by the agent,
                                         already imported; it reads one launch per line on
                                         stdin ("RUN_DIR<TAB>SPEC_JSON") and hands it to a
                                         wrapper it forked ahead of time, so a launch costs
                                         neither a Python start-up nor a fork on its way.
-    python -m agent.executor RUN_DIR    one wrapper for one run, reading RUN_DIR/spec.json
+    python -m agora.agent.executor RUN_DIR    one wrapper for one run, reading RUN_DIR/spec.json
                                         (the fallback).
 
 A wrapper forked by the launcher (a "spare", forked before its launch arrives and replaced as
@@ -45,9 +45,9 @@ import sys
 import time
 from pathlib import Path
 
-from agent import cgroup_members
-from agent.atomic_files import atomic_write_json
-from agent.proc_stat import start_ticks, ticks_to_time
+from agora.agent import cgroup_members
+from agora.agent.atomic_files import atomic_write_json
+from agora.agent.proc_stat import start_ticks, ticks_to_time
 
 # Reports longer than this are cut: a pipe write up to PIPE_BUF (4096 on Linux) is atomic.
 MAX_REPORT = 3000
@@ -74,7 +74,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # The wrapper steps into the task's cgroups just for the spawn, so the command starts
     # inside (and all it forks stays there) without a preexec_fn: that would make Popen fork
     # this process and run Python in the child instead of a vfork (~1 ms of CPU a task).
-    # agent.isolation puts a task's cgroup at <the agent's own cgroup>/agora/<run>, and the
+    # agora.agent.isolation puts a task's cgroup at <the agent's own cgroup>/agora/<run>, and the
     # wrapper started in the agent's own cgroup: that is where it goes back to.
     homes = [os.path.dirname(os.path.dirname(path)) for path in cgroups]
     try:
@@ -358,7 +358,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[1] == "--serve":
         return serve()
     if len(argv) != 2:
-        print("usage: python -m agent.executor RUN_DIR | --serve", file=sys.stderr)
+        print("usage: python -m agora.agent.executor RUN_DIR | --serve", file=sys.stderr)
         return 2
     run_dir = Path(argv[1])
     if os.fork() > 0:

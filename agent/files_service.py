@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 import grpc
-from agora.v1 import agent_pb2, agent_pb2_grpc
 
-from agent.task_manager import TaskManager, TaskRun, is_terminal
+from agora.agent.task_manager import TaskManager, TaskRun, is_terminal
+from agora.v1 import agent_pb2, agent_pb2_grpc
 
 MAX_READ = 1024 * 1024
 FOLLOW_POLL_SECONDS = 0.2

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
-from agora.v1 import common_pb2
 
-from common import new_uuid
+from agora.common import new_uuid
+from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
 
@@ -72,7 +72,7 @@ class CheckSpec:
                 )
             path = check.http.path if kind == "http" else "/"
             return cls(kind, port=ports[index], path=path or "/", **timing)
-        from agent.launcher import command_argv
+        from agora.agent.launcher import command_argv
 
         argv = tuple(command_argv(check.command))
         return cls(
@@ -252,8 +252,8 @@ class HealthCheckManager:
         """Starts checking a TaskManager run (a TaskRun, or None: nothing to do)."""
         if run is None or not run.task.HasField("health_check"):
             return
-        from agent import launcher
-        from agent.task_manager import is_terminal
+        from agora.agent import launcher
+        from agora.agent.task_manager import is_terminal
 
         framework_id = run.record.framework_id
         env = launcher.task_environment(

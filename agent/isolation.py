@@ -16,7 +16,7 @@ from pathlib import Path
 
 import structlog
 
-from common import Resources
+from agora.common import Resources
 
 log = structlog.get_logger(__name__)
 

@@ -1,7 +1,7 @@
-"""Starting, watching and killing one task's wrapper process (see agent.executor).
+"""Starting, watching and killing one task's wrapper process (see agora.agent.executor).
 
 Wrappers are forked by one long-lived launcher process (`Launcher`), so a launch costs a fork
-rather than a Python start-up; `python -m agent.executor RUN_DIR` per task is the fallback.
+rather than a Python start-up; `python -m agora.agent.executor RUN_DIR` per task is the fallback.
 
 Watching works the same for a wrapper this agent started and for one a previous agent left
 behind: through a pidfd (Linux >= 5.3), which reports the exit of any process, not only of a
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
-from agora.v1 import common_pb2
 
-from agent.atomic_files import atomic_write_json
-from agent.checkpoint import read_json
-from agent.proc_stat import is_running
-from common import ResourceError, Resources
+from agora.agent.atomic_files import atomic_write_json
+from agora.agent.checkpoint import read_json
+from agora.agent.proc_stat import is_running
+from agora.common import ResourceError, Resources
+from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
 
@@ -157,14 +157,6 @@ def task_environment(
     return env
 
 
-def _wrapper_env() -> dict[str, str]:
-    """The agent's environment, with its package importable wherever the agent runs from."""
-    package_root = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
 class LauncherDied(Exception):
     """The launcher process ended before any wrapper reported on this run."""
 
@@ -179,7 +171,7 @@ REPORT_GRACE = 1.0
 
 
 class Launcher:
-    """The agent's end of `python -m agent.executor --serve`, the wrapper-forking launcher.
+    """The agent's end of `python -m agora.agent.executor --serve`, the wrapper-forking launcher.
 
     One line per launch goes to its stdin (the run dir); one reader task reads the reports
     that the forked wrappers write to the shared stdout pipe and resolves each run's future.
@@ -218,13 +210,12 @@ class Launcher:
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
-                    "agent.executor",
+                    "agora.agent.executor",
                     "--serve",
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=stderr,
                     start_new_session=True,
-                    env=_wrapper_env(),
                 )
             finally:
                 if self._log_path:
@@ -378,7 +369,7 @@ async def start_wrapper(
     """Starts the task's wrapper and returns once the command runs.
 
     Through `launcher` when given (a fork of an already-running Python), else, or when the
-    launcher died before starting this run, with `python -m agent.executor RUN_DIR`.
+    launcher died before starting this run, with `python -m agora.agent.executor RUN_DIR`.
     Raises LaunchError when the command could not be started.
     """
     spec = {
@@ -445,18 +436,17 @@ def _reported_wrapper(line: str) -> Wrapper | None:
 
 
 async def _start_one_shot(run_dir: Path) -> tuple[str, int | None]:
-    """Runs `python -m agent.executor RUN_DIR`: (its report line, the first process's code)."""
+    """Runs `python -m agora.agent.executor RUN_DIR`: (its report line, the first exit code)."""
     with open(run_dir / "executor.log", "ab") as executor_log:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "agent.executor",
+            "agora.agent.executor",
             str(run_dir),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=executor_log,
             start_new_session=True,
-            env=_wrapper_env(),
         )
         # EOF comes once the wrapper has started the command (or failed to) and let go of
         # the pipe; the intermediate process exits at once.

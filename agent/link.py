@@ -14,10 +14,10 @@ from typing import Protocol
 
 import grpc
 import structlog
-from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
 
-from agent.aio_util import cancel_and_wait
-from common.rpc import describe_rpc_error, drain_queue, insecure_channel
+from agora.agent.aio_util import cancel_and_wait
+from agora.common.rpc import describe_rpc_error, drain_queue, insecure_channel
+from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
 
 log = structlog.get_logger(__name__)
 

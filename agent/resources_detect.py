@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 
-from common import Resources
+from agora.common import Resources
 
 MB = 1024 * 1024
 # Mesos (src/slave/containerizer/containerizer.cpp) leaves the host this much of its memory

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import structlog
-from agora.v1 import common_pb2
 
-from agent.aio_util import cancel_and_wait
-from agent.checkpoint import b64, unb64
-from agent.update_queue import UpdateQueue
+from agora.agent.aio_util import cancel_and_wait
+from agora.agent.checkpoint import b64, unb64
+from agora.agent.update_queue import UpdateQueue
+from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """The agent's tasks: launch, watch, kill, and recover them after a restart.
 
-Every task run has a record in the work dir (agent.checkpoint) written before its wrapper
+Every task run has a record in the work dir (agora.agent.checkpoint) written before its wrapper
 starts, so a restarted agent knows each task it was running: still-running wrappers are
 re-attached, and tasks that ended meanwhile get their terminal update from the exit file.
 Status updates leave through `emit`, which checkpoints them for reliable delivery.
@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
-from agora.v1 import common_pb2
 
-from agent import cgroup_members, launcher
-from agent.aio_util import cancel_and_wait
-from agent.checkpoint import TaskRecord, WorkDir, b64
-from agent.isolation import Isolator, task_limits
-from common import ResourceError, Resources, new_id, new_uuid
-from common.task_states import TERMINAL_STATES
+from agora.agent import cgroup_members, launcher
+from agora.agent.aio_util import cancel_and_wait
+from agora.agent.checkpoint import TaskRecord, WorkDir, b64
+from agora.agent.isolation import Isolator, task_limits
+from agora.common import ResourceError, Resources, new_id, new_uuid
+from agora.common.task_states import TERMINAL_STATES
+from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
 

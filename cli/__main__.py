@@ -1,5 +1,5 @@
 import sys
 
-from cli.main import main
+from agora.cli.main import main
 
 sys.exit(main())

@@ -8,9 +8,10 @@ import os
 import signal
 from pathlib import Path
 
-from cli.options import add_log_flags, port_number, setup_logging
-from common import AttributeParseError, ResourceError, Resources, parse_attributes
-from common.rpc import parse_address
+from agora.cli.errors import CommandError
+from agora.cli.options import add_log_flags, port_number, setup_logging
+from agora.common import AttributeParseError, ResourceError, Resources, parse_attributes
+from agora.common.rpc import parse_address
 
 
 def _resources(text: str) -> Resources:
@@ -133,7 +134,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent import AgentConfig
+    from agora.agent import AgentConfig
 
     setup_logging(args)
     work_dir = args.work_dir or Path(f"agora-agent-{args.port}")
@@ -153,8 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config) -> int:
-    from agent import AgentDaemon
-    from cli.main import CommandError
+    from agora.agent import AgentDaemon
 
     try:
         daemon = AgentDaemon(config)

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from cli.options import add_json_flag, add_master_flag
+from agora.cli.errors import CommandError
+from agora.cli.options import add_json_flag, add_master_flag
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -68,11 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _stub(args: argparse.Namespace):
     import grpc
-    from agora.v1 import services_pb2_grpc
 
-    from cli.main import CommandError
-    from common.rpc import CHANNEL_OPTIONS
-    from frameworks.service.client import ServicesNotFound, find_services_address
+    from agora.common.rpc import CHANNEL_OPTIONS
+    from agora.frameworks.service.client import ServicesNotFound, find_services_address
+    from agora.v1 import services_pb2_grpc
 
     address = args.services
     if not address:
@@ -86,8 +86,6 @@ def _stub(args: argparse.Namespace):
 
 def _call(args: argparse.Namespace, method: str, request):
     import grpc
-
-    from cli.main import CommandError
 
     channel, stub = _stub(args)
     with channel:
@@ -111,10 +109,8 @@ def _print_json(message) -> None:
 
 
 def _put(args: argparse.Namespace) -> int:
+    from agora.frameworks.service.apps import AppError, parse_app_text
     from agora.v1 import services_pb2
-
-    from cli.main import CommandError
-    from frameworks.service.apps import AppError, parse_app_text
 
     try:
         text = args.file.read_text()
@@ -160,9 +156,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _get(args: argparse.Namespace) -> int:
+    from agora.frameworks.sdk import state_name
     from agora.v1 import services_pb2
-
-    from frameworks.sdk import state_name
 
     status = _call(args, "GetApp", services_pb2.GetAppRequest(id=args.id))
     if args.json:
@@ -253,9 +248,8 @@ def _endpoints(args: argparse.Namespace) -> int:
 
 def _watch_endpoints(args: argparse.Namespace) -> int:
     import grpc
-    from agora.v1 import services_pb2
 
-    from cli.main import CommandError
+    from agora.v1 import services_pb2
 
     channel, stub = _stub(args)
     with channel:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from cli.framework_daemon import add_daemon_flags, serve
-from cli.options import add_log_flags, setup_logging
+from agora.cli.framework_daemon import add_daemon_flags, serve
+from agora.cli.options import add_log_flags, setup_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from frameworks.batch.queue import POLICIES
+    from agora.frameworks.batch.queue import POLICIES
 
     parser = subparsers.add_parser(
         "batch",
@@ -55,7 +55,7 @@ def _seconds(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from frameworks.batch import BatchConfig, BatchDaemon
+    from agora.frameworks.batch import BatchConfig, BatchDaemon
 
     setup_logging(args)
     config = BatchConfig(

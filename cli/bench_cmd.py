@@ -10,6 +10,8 @@ import statistics
 import sys
 import time
 
+from agora.cli.errors import CommandError
+
 AGENT_RESOURCES = "cpus:24;mem:4096;disk:4096;ports:[31000-32000]"  # Mesos' benchmark agents
 
 
@@ -45,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument(
         "--reoffers", type=_positive, default=200, help="timed one-agent re-offers (default 200)"
     )
-    from master.allocator import sorter_names
+    from agora.master.allocator import sorter_names
 
     a.add_argument(
         "--sorter",
@@ -108,9 +110,8 @@ def run_allocator_bench(
     refuse_seconds: float = 0.0,
 ) -> dict:
     """Builds the cluster, runs the cycles, returns the figures (see the command's help)."""
-    from cli.main import CommandError
-    from common import Resources
-    from master.allocator import Allocator, AllocatorConfig
+    from agora.common import Resources
+    from agora.master.allocator import Allocator, AllocatorConfig
 
     try:
         config = AllocatorConfig(role_sorter=sorter, framework_sorter=sorter, seed=1)

@@ -9,10 +9,11 @@ import math
 import time
 
 import grpc
-from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 
-from cli.options import add_json_flag, add_master_flag
-from common import ResourceError, Resources, attributes_from_proto
+from agora.cli.errors import CommandError
+from agora.cli.options import add_json_flag, add_master_flag
+from agora.common import ResourceError, Resources, attributes_from_proto
+from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -89,8 +90,6 @@ def _positive_number(text: str) -> float:
 
 
 def _run(func, args: argparse.Namespace) -> int:
-    from cli.main import CommandError
-
     try:
         return asyncio.run(_call(func, args))
     except grpc.aio.AioRpcError as e:
@@ -107,8 +106,6 @@ async def _call(func, args: argparse.Namespace) -> int:
         try:
             await asyncio.wait_for(channel.channel_ready(), args.timeout)
         except TimeoutError:
-            from cli.main import CommandError
-
             raise CommandError(
                 f"cannot reach the master at {args.master} within "
                 f"{args.timeout:g}s: is it running? (set --master or "
@@ -346,8 +343,6 @@ async def _weight(stub, args) -> None:
 
 
 async def _quota(stub, args) -> None:
-    from cli.main import CommandError
-
     try:
         guarantee = Resources.parse(args.guarantee)
         limit = Resources.parse(args.limit)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
-from cli.options import add_log_flags, setup_logging
+from agora.cli.errors import CommandError
+from agora.cli.options import add_log_flags, setup_logging
 
 
 def _ints(text: str) -> list[int]:
@@ -252,6 +254,11 @@ def register(subparsers) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args)
+    if importlib.util.find_spec("matplotlib") is None:
+        # Plotting is an optional extra, so agents and frameworks never install a plot stack.
+        raise CommandError(
+            "the experiments draw plots with matplotlib: pip install 'agora[experiments]'"
+        )
     argv = sys.argv[1:]
     command = (
         ["agora", *argv[argv.index("experiment") :]]
@@ -276,8 +283,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _trace(path: Path | None):
-    from cli.main import CommandError
-    from frameworks.load import load_trace
+    from agora.frameworks.load import load_trace
 
     if path is None:
         return None
@@ -288,11 +294,9 @@ def _trace(path: Path | None):
 
 
 def _build(args: argparse.Namespace):
-    from cli.main import CommandError
-
     quiet = args.quiet
     if args.experiment == "offer-latency":
-        from cli.experiments import offer_latency
+        from agora.cli.experiments import offer_latency
 
         modes = [m.strip() for m in args.modes.split(",") if m.strip()]
         if not modes or set(modes) - {"event", "interval"}:
@@ -317,7 +321,7 @@ def _build(args: argparse.Namespace):
         )
         return lambda out, command: offer_latency.run(cfg, out, command, quiet)
     if args.experiment == "launch":
-        from cli.experiments import launch
+        from agora.cli.experiments import launch
 
         if args.work_dir is not None and not (
             args.work_dir.is_dir() and os.access(args.work_dir, os.W_OK | os.X_OK)
@@ -338,11 +342,11 @@ def _build(args: argparse.Namespace):
         )
         return lambda out, command: launch.run(cfg, out, command, quiet)
     if args.experiment == "scale":
-        from cli.experiments import scale
+        from agora.cli.experiments import scale
 
         cfg = scale.ScaleConfig(agents=args.agents, idle_seconds=args.seconds or args.idle_seconds)
         return lambda out, command: scale.run(cfg, out, command, quiet)
-    from cli.experiments import fairness
+    from agora.cli.experiments import fairness
 
     cfg = fairness.FairnessConfig(
         agents=args.agents,

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cli.options import port_number
+from agora.cli.errors import CommandError
+from agora.cli.options import port_number
 
 
 def add_daemon_flags(
@@ -56,8 +57,6 @@ def add_daemon_flags(
 async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> int:
     """Starts the daemon, prints "KIND listening on HOST:PORT ..." once it serves (what
     tests/harness.py waits for), and stops it on SIGTERM or SIGINT."""
-    from cli.main import CommandError
-
     try:
         daemon = make_daemon(config)
         await daemon.start()

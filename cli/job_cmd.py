@@ -8,7 +8,8 @@ import sys
 import time
 from collections.abc import Iterator
 
-from cli.options import add_json_flag, add_master_flag
+from agora.cli.errors import CommandError
+from agora.cli.options import add_json_flag, add_master_flag
 
 CALL_TIMEOUT = 15.0
 
@@ -78,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="show progress until the job ends; exit 0 only if it SUCCEEDED",
     )
     add_json_flag(submit)
-    # dest is not "command": cli.main reads args.command (the subcommand) for its messages.
+    # dest is not "command": agora.cli.main reads args.command (the subcommand) for its messages.
     submit.add_argument(
         "argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
     )
@@ -129,8 +130,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _error(e) -> Exception:
-    from cli.main import CommandError
-
     return CommandError(e.details() or e.code().name)
 
 
@@ -145,11 +144,10 @@ class _Batch:
     def connect(self) -> None:
         """(Re)finds the Batch API through the master: after a restart it may have moved."""
         import grpc
-        from agora.v1 import batch_pb2_grpc
 
-        from cli.main import CommandError
-        from common.rpc import CHANNEL_OPTIONS
-        from frameworks.batch.client import BatchNotFound, find_batch_address
+        from agora.common.rpc import CHANNEL_OPTIONS
+        from agora.frameworks.batch.client import BatchNotFound, find_batch_address
+        from agora.v1 import batch_pb2_grpc
 
         try:
             self.address = find_batch_address(self.master)
@@ -173,8 +171,6 @@ class _Batch:
             return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNAVAILABLE:
-                from cli.main import CommandError
-
                 raise CommandError(
                     f"the batch daemon at {self.address} (as published to the master) does not "
                     f"answer; is `agora batch` running? ({e.details() or 'unavailable'})"
@@ -201,8 +197,6 @@ def _when(seconds: float) -> str:
 
 def _spec(args: argparse.Namespace):
     from agora.v1 import batch_pb2, common_pb2
-
-    from cli.main import CommandError
 
     command = list(args.argv)
     if command and command[0] == "--":
@@ -272,9 +266,8 @@ def _events(batch: _Batch, job_id: str, patience: float = 60.0) -> Iterator:
     """The job's events; if the batch daemon goes away meanwhile (a restart), finds it again
     through the master and watches on, for up to `patience` seconds without it."""
     import grpc
-    from agora.v1 import batch_pb2
 
-    from cli.main import CommandError
+    from agora.v1 import batch_pb2
 
     gone_since = None
     while True:
@@ -300,7 +293,7 @@ def _events(batch: _Batch, job_id: str, patience: float = 60.0) -> Iterator:
 
 def _wait(batch: _Batch, job_id: str, quiet: bool = False):
     """Follows the job to its end, drawing progress; returns the final Job."""
-    from frameworks.batch.state import job_state_name
+    from agora.frameworks.batch.state import job_state_name
 
     tty = sys.stdout.isatty() and not quiet
     last_line = ""
@@ -319,8 +312,6 @@ def _wait(batch: _Batch, job_id: str, quiet: bool = False):
             print(line, flush=True)
         last_line = line
     if job is None:
-        from cli.main import CommandError
-
         raise CommandError(f"the batch daemon ended the watch of {job_id} early")
     if tty:
         sys.stdout.write("\n")
@@ -333,7 +324,7 @@ def _wait(batch: _Batch, job_id: str, quiet: bool = False):
 
 
 def _progress(job, bar: bool) -> str:
-    from frameworks.batch.state import job_state_name
+    from agora.frameworks.batch.state import job_state_name
 
     total = job.spec.instances or 1
     c = job.counts
@@ -374,8 +365,8 @@ def _command_text(command) -> str:
 
 
 def _describe(job) -> str:
-    from frameworks.batch.state import job_state_name
-    from frameworks.batch.validation import describe_needs
+    from agora.frameworks.batch.state import job_state_name
+    from agora.frameworks.batch.validation import describe_needs
 
     spec, c = job.spec, job.counts
     lines = [
@@ -401,8 +392,8 @@ def _describe(job) -> str:
 
 
 def _instance_rows(job) -> list[list[str]]:
-    from frameworks.batch.state import instance_state_name
-    from frameworks.sdk import state_name
+    from agora.frameworks.batch.state import instance_state_name
+    from agora.frameworks.sdk import state_name
 
     rows = []
     for instance in job.instances:
@@ -431,9 +422,8 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from agora.frameworks.batch.state import job_state_name
     from agora.v1 import batch_pb2
-
-    from frameworks.batch.state import job_state_name
 
     states = [batch_pb2.JobState.Value(f"JOB_{s.upper()}") for s in args.state]
     with _Batch(args.master) as batch:
@@ -481,10 +471,9 @@ def _kill(args: argparse.Namespace) -> int:
 
 def _logs(args: argparse.Namespace) -> int:
     import grpc
-    from agora.v1 import agent_pb2, agent_pb2_grpc, batch_pb2
 
-    from cli.main import CommandError
-    from common.rpc import CHANNEL_OPTIONS
+    from agora.common.rpc import CHANNEL_OPTIONS
+    from agora.v1 import agent_pb2, agent_pb2_grpc, batch_pb2
 
     with _Batch(args.master) as batch:
         job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))

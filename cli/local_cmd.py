@@ -9,8 +9,9 @@ import signal
 import tempfile
 from pathlib import Path
 
-from cli.options import add_log_flags, port_number, setup_logging
-from common import Resources
+from agora.cli.errors import CommandError
+from agora.cli.options import add_log_flags, port_number, setup_logging
+from agora.common import Resources
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,9 +79,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
-    from agent import AgentConfig, AgentDaemon
-    from cli.main import CommandError
-    from master import Master, MasterConfig
+    from agora.agent import AgentConfig, AgentDaemon
+    from agora.master import Master, MasterConfig
 
     master = Master(MasterConfig(host=args.host, port=args.port, state_dir=work_dir / "master"))
     try:
@@ -105,13 +105,13 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         agents.append(agent)
     # The batch framework, after the agents so its first offers have somewhere to run; its
     # jobs persist under the work dir like the master's state.
-    from frameworks.batch import BatchConfig, BatchDaemon
+    from agora.frameworks.batch import BatchConfig, BatchDaemon
 
     batch = BatchDaemon(
         BatchConfig(master=master_address, host=args.host, port=0, state_dir=work_dir / "batch")
     )
     await batch.start()
-    from frameworks.service import ServicesConfig, ServicesDaemon
+    from agora.frameworks.service import ServicesConfig, ServicesDaemon
 
     services = ServicesDaemon(
         ServicesConfig(

@@ -10,23 +10,21 @@ import argparse
 import importlib
 import sys
 
+from agora.cli.errors import CommandError
+
 # (module, summary) in the order `agora --help` lists them.
 COMMAND_MODULES = [
-    "cli.local_cmd",
-    "cli.master_cmd",
-    "cli.agent_cmd",
-    "cli.cluster_cmd",
-    "cli.bench_cmd",
-    "cli.batch_cmd",
-    "cli.job_cmd",
-    "cli.services_cmd",
-    "cli.app_cmd",
-    "cli.experiment_cmd",
+    "agora.cli.local_cmd",
+    "agora.cli.master_cmd",
+    "agora.cli.agent_cmd",
+    "agora.cli.cluster_cmd",
+    "agora.cli.bench_cmd",
+    "agora.cli.batch_cmd",
+    "agora.cli.job_cmd",
+    "agora.cli.services_cmd",
+    "agora.cli.app_cmd",
+    "agora.cli.experiment_cmd",
 ]
-
-
-class CommandError(Exception):
-    """A failure to report as one line on stderr with exit code 1 (no traceback)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,8 +52,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m cli.main` runs this file as __main__, a second copy of the module: delegate to
-    # the real `cli.main`, whose CommandError is the one the commands raise.
-    from cli.main import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

@@ -7,7 +7,8 @@ import asyncio
 import signal
 from pathlib import Path
 
-from cli.options import add_log_flags, port_number, setup_logging
+from agora.cli.errors import CommandError
+from agora.cli.options import add_log_flags, port_number, setup_logging
 
 
 def _seconds(text: str) -> float:
@@ -108,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from master import Master, MasterConfig
+    from agora.master import Master, MasterConfig
 
     config = MasterConfig(
         host=args.host,
@@ -134,8 +135,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(master) -> int:
-    from cli.main import CommandError
-
     try:
         await master.start()
     except (OSError, RuntimeError) as e:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from common import configure_logging
+from agora.common import configure_logging
 
 DEFAULT_MASTER = "127.0.0.1:5050"
 

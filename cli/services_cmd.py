@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from cli.framework_daemon import add_daemon_flags, serve
-from cli.options import add_log_flags, setup_logging
+from agora.cli.framework_daemon import add_daemon_flags, serve
+from agora.cli.options import add_log_flags, setup_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from frameworks.service import ServicesConfig, ServicesDaemon
+    from agora.frameworks.service import ServicesConfig, ServicesDaemon
 
     setup_logging(args)
     config = ServicesConfig(

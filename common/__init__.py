@@ -1,15 +1,15 @@
 """Shared value code for every component: resources, attributes, ids, logging, gRPC plumbing."""
 
-from common.attributes import (
+from agora.common.attributes import (
     AttributeParseError,
     attributes_from_proto,
     attributes_to_proto,
     format_attributes,
     parse_attributes,
 )
-from common.ids import new_id, new_uuid
-from common.logs import configure_logging
-from common.resources import EMPTY, UNRESERVED, ResourceError, Resources
+from agora.common.ids import new_id, new_uuid
+from agora.common.logs import configure_logging
+from agora.common.resources import EMPTY, UNRESERVED, ResourceError, Resources
 
 __all__ = [
     "EMPTY",

@@ -13,8 +13,8 @@ import argparse
 import os
 import sys
 
-from common import configure_logging
-from frameworks.sdk import (
+from agora.common import configure_logging
+from agora.sdk import (
     Framework,
     SchedulerError,
     SubscriptionEnded,

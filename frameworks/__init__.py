@@ -1,3 +1,3 @@
-"""Frameworks built on Agora: the SDK (`frameworks.sdk`) and the frameworks that ship with it."""
+"""Frameworks on Agora: the SDK (`agora.frameworks.sdk`) and the frameworks that ship with it."""
 
 __all__: list[str] = []

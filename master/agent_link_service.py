@@ -6,11 +6,11 @@ import asyncio
 
 import grpc
 import structlog
-from agora.v1 import agent_link_pb2_grpc
 
-from master.core import MasterCore
-from master.offers import CallError
-from master.registry import Agent, Session
+from agora.master.core import MasterCore
+from agora.master.offers import CallError
+from agora.master.registry import Agent, Session
+from agora.v1 import agent_link_pb2_grpc
 
 log = structlog.get_logger(__name__)
 

@@ -6,12 +6,11 @@ import time
 
 import grpc
 import structlog
-from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
-from common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
-from common.task_states import is_terminal
-from master.offers import CallError
-from master.registry import (
+from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
+from agora.common.task_states import is_terminal
+from agora.master.offers import CallError
+from agora.master.registry import (
     ACTIVE,
     DISCONNECTED,
     DRAINING,
@@ -22,6 +21,7 @@ from master.registry import (
     Task,
     master_status,
 )
+from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 

@@ -14,14 +14,13 @@ from collections.abc import Callable
 
 import grpc
 import structlog
-from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
 
-from common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
-from master.agents import AgentHandling
-from master.config import MasterConfig
-from master.frameworks import FrameworkHandling
-from master.offers import CallError
-from master.registry import (
+from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
+from agora.master.agents import AgentHandling
+from agora.master.config import MasterConfig
+from agora.master.frameworks import FrameworkHandling
+from agora.master.offers import CallError
+from agora.master.registry import (
     DRAINING,
     RECOVERING,
     Agent,
@@ -29,9 +28,10 @@ from master.registry import (
     Offer,
     Registry,
 )
-from master.scheduler_calls import SchedulerCalls
-from master.state_store import StateStore
-from master.validation import check_role
+from agora.master.scheduler_calls import SchedulerCalls
+from agora.master.state_store import StateStore
+from agora.master.validation import check_role
+from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 

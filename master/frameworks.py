@@ -7,16 +7,16 @@ import time
 
 import grpc
 import structlog
-from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
-from common import new_id
-from master.offers import CallError
-from master.registry import (
+from agora.common import new_id
+from agora.master.offers import CallError
+from agora.master.registry import (
     Framework,
     Session,
     master_status,
 )
-from master.validation import check_framework_info
+from agora.master.validation import check_framework_info
+from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 

@@ -11,11 +11,11 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
-from agora.v1 import common_pb2, scheduler_pb2
 
-from common import EMPTY, ResourceError, Resources
-from common.resources import ranges_subtract
-from master.registry import Offer
+from agora.common import EMPTY, ResourceError, Resources
+from agora.common.resources import ranges_subtract
+from agora.master.registry import Offer
+from agora.v1 import common_pb2, scheduler_pb2
 
 
 class CallError(Exception):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import grpc
-from agora.v1 import operator_pb2, operator_pb2_grpc
 
-from master import views
-from master.core import MasterCore
-from master.scheduler_service import run_call
+from agora.master import views
+from agora.master.core import MasterCore
+from agora.master.scheduler_service import run_call
+from agora.v1 import operator_pb2, operator_pb2_grpc
 
 
 class OperatorService(operator_pb2_grpc.OperatorServicer):

@@ -7,9 +7,8 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from agora.common import EMPTY, Resources
 from agora.v1 import common_pb2
-
-from common import EMPTY, Resources
 
 # Agent states as the Operator API reports them.
 ACTIVE = "ACTIVE"

@@ -9,16 +9,16 @@ from dataclasses import dataclass
 
 import grpc
 import structlog
-from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
-from common import new_id
-from master.offers import CallError, check_offers, plan_launch, refuse_seconds
-from master.registry import (
+from agora.common import new_id
+from agora.master.offers import CallError, check_offers, plan_launch, refuse_seconds
+from agora.master.registry import (
     RECOVERING,
     Offer,
     Task,
     master_status,
 )
+from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import grpc
 import structlog
-from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
-from master.core import MasterCore
-from master.offers import CallError
+from agora.master.core import MasterCore
+from agora.master.offers import CallError
+from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 log = structlog.get_logger(__name__)
 

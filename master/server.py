@@ -8,6 +8,14 @@ import time
 
 import grpc
 import structlog
+
+from agora.common.rpc import add_standard_services, bind, new_server, service_name
+from agora.master.agent_link_service import AgentLinkService
+from agora.master.config import MasterConfig
+from agora.master.core import MasterCore
+from agora.master.operator_service import OperatorService
+from agora.master.scheduler_service import SchedulerService
+from agora.master.state_store import StateStore
 from agora.v1 import (
     agent_link_pb2,
     agent_link_pb2_grpc,
@@ -16,14 +24,6 @@ from agora.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
-
-from common.rpc import add_standard_services, bind, new_server, service_name
-from master.agent_link_service import AgentLinkService
-from master.config import MasterConfig
-from master.core import MasterCore
-from master.operator_service import OperatorService
-from master.scheduler_service import SchedulerService
-from master.state_store import StateStore
 
 log = structlog.get_logger(__name__)
 MasterMessage = agent_link_pb2.MasterMessage
@@ -42,7 +42,7 @@ SERVICE_NAMES = [
 
 def build_allocator(config: MasterConfig):
     """The allocator the config names; ValueError (from AllocatorConfig) on bad sorter names."""
-    from master.allocator import Allocator, AllocatorConfig
+    from agora.master.allocator import Allocator, AllocatorConfig
 
     return Allocator(
         AllocatorConfig(

@@ -6,10 +6,10 @@ import math
 import re
 
 import grpc
-from agora.v1 import common_pb2
 
-from common.rpc import parse_address
-from master.offers import CallError
+from agora.common.rpc import parse_address
+from agora.master.offers import CallError
+from agora.v1 import common_pb2
 
 _ROLE = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.\-/*]*")
 

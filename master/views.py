@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from agora.common import EMPTY, Resources
+from agora.master.core import MasterCore
+from agora.master.registry import Task
 from agora.v1 import operator_pb2
-
-from common import EMPTY, Resources
-from master.core import MasterCore
-from master.registry import Task
 
 
 def _by(items, key) -> dict[str, list]:

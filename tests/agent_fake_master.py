@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc, common_pb2
 
 MasterMessage = agent_link_pb2.MasterMessage

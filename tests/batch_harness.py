@@ -13,14 +13,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agora.v1 import batch_pb2, batch_pb2_grpc, common_pb2
 from harness import ROOT, eventually_async
 
-from agent import AgentConfig, AgentDaemon
-from common import Resources
-from common.rpc import insecure_channel
-from frameworks.batch import BatchConfig, BatchDaemon
-from master import Master, MasterConfig
+from agora.agent import AgentConfig, AgentDaemon
+from agora.common import Resources
+from agora.common.rpc import insecure_channel
+from agora.frameworks.batch import BatchConfig, BatchDaemon
+from agora.master import Master, MasterConfig
+from agora.v1 import batch_pb2, batch_pb2_grpc, common_pb2
 
 FAST_MASTER = dict(
     heartbeat_interval_seconds=0.2, agent_timeout_seconds=3.0, allocation_interval_seconds=0.5
@@ -175,7 +175,7 @@ def run_cli(*args: str) -> CliResult:
         head = rest[:2] if rest[:1] == ["job"] else rest[:1]
         argv = [*head, "--master", *master, *rest[len(head) :]]
     result = subprocess.run(
-        [sys.executable, "-m", "cli.main", *argv],
+        [sys.executable, "-m", "agora.cli.main", *argv],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from agora.v1 import common_pb2
 from harness import eventually_async
 
-from frameworks.sdk import Framework, TaskSpec, fit, run_async
+from agora.frameworks.sdk import Framework, TaskSpec, fit, run_async
+from agora.v1 import common_pb2
 
 
 class Recorder(Framework):

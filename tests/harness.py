@@ -60,7 +60,7 @@ async def eventually_async(
 def agora(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """Runs the `agora` command as a user would, capturing its output."""
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "agora.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -97,7 +97,7 @@ class Daemon:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [*self.prefix, sys.executable, "-m", "cli.main", *self.args],
+            [*self.prefix, sys.executable, "-m", "agora.cli.main", *self.args],
             stdout=subprocess.PIPE,
             stderr=self._log,
             cwd=ROOT,

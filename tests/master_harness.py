@@ -12,6 +12,10 @@ import time
 from pathlib import Path
 
 import grpc
+
+from agora.common import Resources, new_uuid
+from agora.common.rpc import insecure_channel
+from agora.master import Master, MasterConfig
 from agora.v1 import (
     agent_link_pb2,
     agent_link_pb2_grpc,
@@ -20,10 +24,6 @@ from agora.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
-
-from common import Resources, new_uuid
-from common.rpc import insecure_channel
-from master import Master, MasterConfig
 
 AgentMessage = agent_link_pb2.AgentMessage
 MasterMessage = agent_link_pb2.MasterMessage

@@ -8,14 +8,14 @@ import socket
 import urllib.request
 from pathlib import Path
 
-from agora.v1 import services_pb2, services_pb2_grpc
 from harness import eventually_async
 
-from agent import AgentConfig, AgentDaemon
-from common import Resources
-from common.rpc import insecure_channel
-from frameworks.service import ServicesConfig, ServicesDaemon
-from master import Master, MasterConfig
+from agora.agent import AgentConfig, AgentDaemon
+from agora.common import Resources
+from agora.common.rpc import insecure_channel
+from agora.frameworks.service import ServicesConfig, ServicesDaemon
+from agora.master import Master, MasterConfig
+from agora.v1 import services_pb2, services_pb2_grpc
 
 
 def free_port_range(count: int) -> tuple[int, int]:

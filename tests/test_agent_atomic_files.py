@@ -1,11 +1,11 @@
-"""In-place rewrites of small checkpoint files (agent.atomic_files.overwrite_json)."""
+"""In-place rewrites of small checkpoint files (agora.agent.atomic_files.overwrite_json)."""
 
 from __future__ import annotations
 
 import json
 
-from agent.atomic_files import IN_PLACE_MAX, atomic_write_json, overwrite_json
-from agent.checkpoint import TaskRecord, WorkDir
+from agora.agent.atomic_files import IN_PLACE_MAX, atomic_write_json, overwrite_json
+from agora.agent.checkpoint import TaskRecord, WorkDir
 
 
 def test_overwrite_json_replaces_longer_and_shorter_content(tmp_path):

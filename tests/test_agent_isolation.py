@@ -10,11 +10,11 @@ from pathlib import Path
 import psutil
 import pytest
 from agent_fake_master import FakeMaster, shell_task
-from agora.v1 import common_pb2 as S
 from harness import eventually_async
 
-from agent import AgentConfig, AgentDaemon
-from agent.isolation import Isolator
+from agora.agent import AgentConfig, AgentDaemon
+from agora.agent.isolation import Isolator
+from agora.v1 import common_pb2 as S
 
 FW = "fw-1"
 

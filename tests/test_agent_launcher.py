@@ -1,5 +1,5 @@
-"""The wrapper launcher (`python -m agent.executor --serve`): concurrent launches, launch errors,
-detaching like the one-shot wrapper, and a killed launcher replaced on the next launch."""
+"""The wrapper launcher (`python -m agora.agent.executor --serve`): concurrent launches, launch
+errors, detaching like the one-shot wrapper, and a killed launcher replaced on the next launch."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import psutil
 import pytest
 from harness import eventually_async
 
-from agent import launcher
-from agent.launcher import Launcher, LaunchError, Wrapper, start_wrapper
+from agora.agent import launcher
+from agora.agent.launcher import Launcher, LaunchError, Wrapper, start_wrapper
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from agent_fake_master import FakeMaster, shell_task
-from agora.v1 import common_pb2 as S
 from harness import eventually_async
 
-from agent import AgentConfig, AgentDaemon
-from common import Resources
+from agora.agent import AgentConfig, AgentDaemon
+from agora.common import Resources
+from agora.v1 import common_pb2 as S
 
 FW = "fw-1"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from agent_fake_master import FakeMaster, shell_task
-from agora.v1 import common_pb2 as S
 from harness import Daemon, agora, eventually_async
 
-from agent.launcher import Wrapper
+from agora.agent.launcher import Wrapper
+from agora.v1 import common_pb2 as S
 
 FW = "fw-1"
 

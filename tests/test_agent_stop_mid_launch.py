@@ -12,8 +12,8 @@ import pytest
 from agent_fake_master import FakeMaster, shell_task
 from harness import eventually, eventually_async
 
-from agent import AgentConfig, AgentDaemon
-from common import Resources
+from agora.agent import AgentConfig, AgentDaemon
+from agora.common import Resources
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def pipe_inodes(pid: int) -> set[str]:
 async def test_stopping_the_agent_mid_launch_closes_the_launch_pipe(
     master, tmp_path: Path, monkeypatch
 ):
-    # Stands in for `python -m agent.executor RUN_DIR`: like it, the first process exits at
+    # Stands in for `python -m agora.agent.executor RUN_DIR`: like it, the first process exits at
     # once and leaves a "wrapper" holding the agent's pipe; this one reports nothing until
     # the test opens the gate, so the agent is stopped while it waits for the report.
     gate, pid_file = tmp_path / "gate", tmp_path / "wrapper.pid"

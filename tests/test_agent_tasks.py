@@ -9,12 +9,12 @@ import grpc
 import psutil
 import pytest
 from agent_fake_master import FakeMaster, MasterMessage, shell_task
-from agora.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from harness import eventually_async
 
-from agent import AgentConfig, AgentDaemon, task_manager
-from common import Resources, attributes_from_proto
-from common.rpc import insecure_channel
+from agora.agent import AgentConfig, AgentDaemon, task_manager
+from agora.common import Resources, attributes_from_proto
+from agora.common.rpc import insecure_channel
+from agora.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
 FW = "fw-1"
 S = common_pb2

@@ -5,15 +5,15 @@ import os
 from pathlib import Path
 
 import pytest
-from agora.v1 import common_pb2
 
-from agent import executor, proc_stat
-from agent.files_service import resolve_in_sandbox
-from agent.launcher import Wrapper, command_argv, exit_outcome, task_environment
-from agent.resources_detect import default_resources, detect_resources
-from agent.status_updates import UpdateLog
-from agent.update_queue import UpdateQueue
-from common import Resources, new_uuid
+from agora.agent import executor, proc_stat
+from agora.agent.files_service import resolve_in_sandbox
+from agora.agent.launcher import Wrapper, command_argv, exit_outcome, task_environment
+from agora.agent.resources_detect import default_resources, detect_resources
+from agora.agent.status_updates import UpdateLog
+from agora.agent.update_queue import UpdateQueue
+from agora.common import Resources, new_uuid
+from agora.v1 import common_pb2
 
 
 def status(task_id: str, state: int = common_pb2.TASK_RUNNING) -> common_pb2.TaskStatus:
@@ -165,7 +165,7 @@ def test_command_argv_and_environment():
 
 
 def test_task_limits_follow_mesos():
-    from agent.isolation import task_limits
+    from agora.agent.isolation import task_limits
 
     limits = task_limits(Resources.parse("cpus:0.5;mem:64"))
     assert limits.memory_bytes == 64 * 1024 * 1024
@@ -180,7 +180,7 @@ def test_task_limits_follow_mesos():
 
 
 async def test_update_log_is_compacted_once_mostly_acknowledged(tmp_path, monkeypatch):
-    from agent import status_updates
+    from agora.agent import status_updates
 
     monkeypatch.setattr(status_updates, "COMPACT_AFTER", 20)
     manager = status_updates.StatusUpdateManager(tmp_path / "u.jsonl", send=lambda fw, s: True)

@@ -7,12 +7,12 @@ import asyncio
 import os
 import threading
 
-from agora.v1 import common_pb2
 from harness import eventually_async
 
-from agent import status_updates
-from agent.status_updates import StatusUpdateManager, UpdateLog
-from common import new_uuid
+from agora.agent import status_updates
+from agora.agent.status_updates import StatusUpdateManager, UpdateLog
+from agora.common import new_uuid
+from agora.v1 import common_pb2
 
 
 def status(task_id: str) -> common_pb2.TaskStatus:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common import Resources
-from master.allocator import Allocator, AllocatorConfig, OfferGrant
+from agora.common import Resources
+from agora.master.allocator import Allocator, AllocatorConfig, OfferGrant
 
 AGENT = Resources.parse("cpus:4;mem:4096;ports:[31000-31009]")
 
@@ -179,10 +179,10 @@ def test_allocator_package_is_pure():
     import ast
     from pathlib import Path
 
-    import master.allocator
+    import agora.master.allocator
 
     forbidden = {"grpc", "asyncio", "time", "datetime", "threading", "socket"}
-    for path in Path(master.allocator.__file__).parent.glob("*.py"):
+    for path in Path(agora.master.allocator.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -196,7 +196,7 @@ def test_allocator_package_is_pure():
 
 
 def test_filters_are_indexed_by_agent_and_expire_from_both_sides():
-    from master.allocator.filters import DeclineFilters
+    from agora.master.allocator.filters import DeclineFilters
 
     f = DeclineFilters()
     f.add("f1", "a1", 10.0)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cli import bench_cmd
+from agora.cli import bench_cmd
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
@@ -71,9 +71,9 @@ def test_bench_allocator_table_with_roles_and_declines(capsys):
 
 
 def test_bench_listed_in_the_agora_command():
-    from cli.main import COMMAND_MODULES
+    from agora.cli.main import COMMAND_MODULES
 
-    assert "cli.bench_cmd" in COMMAND_MODULES
+    assert "agora.cli.bench_cmd" in COMMAND_MODULES
 
 
 def test_bench_allocator_bad_flags_exit_2(capsys):

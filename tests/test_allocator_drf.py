@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from common import Resources
-from master.allocator import Allocator, AllocatorConfig, OfferGrant
+from agora.common import Resources
+from agora.master.allocator import Allocator, AllocatorConfig, OfferGrant
 
 GB = 1024
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from common import Resources
-from master.allocator import Allocator, AllocatorConfig
+from agora.common import Resources
+from agora.master.allocator import Allocator, AllocatorConfig
 
 AGENT = Resources.of(cpus=4, mem=1024)
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common import UNRESERVED, Resources
-from master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, sorter_names
+from agora.common import UNRESERVED, Resources
+from agora.master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, sorter_names
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROLES = [UNRESERVED, "r1", "r2"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common import Resources
-from master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, OfferGrant
+from agora.common import Resources
+from agora.master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, OfferGrant
 
 
 def offered(grants, framework_id: str) -> Resources:

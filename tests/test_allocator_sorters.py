@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common import Resources
-from master.allocator import Allocator, AllocatorConfig, make_sorter, sorter_names
+from agora.common import Resources
+from agora.master.allocator import Allocator, AllocatorConfig, make_sorter, sorter_names
 
 SORTERS = sorter_names()
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from batch_harness import BatchCluster, run_cli
+
 from agora.v1 import batch_pb2 as B
 from agora.v1 import common_pb2 as C
-from batch_harness import BatchCluster, run_cli
 
 
 @pytest.fixture

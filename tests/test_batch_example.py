@@ -7,9 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from agora.v1 import batch_pb2 as B
 from batch_harness import BatchCluster
 from harness import ROOT
+
+from agora.v1 import batch_pb2 as B
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ import asyncio
 import json
 
 import pytest
-from agora.v1 import batch_pb2 as B
-from agora.v1 import common_pb2 as C
-from agora.v1 import operator_pb2, operator_pb2_grpc
 from batch_harness import BatchCluster
 from harness import eventually_async
 
-from common.rpc import insecure_channel
+from agora.common.rpc import insecure_channel
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+from agora.v1 import operator_pb2, operator_pb2_grpc
 
 
 @pytest.fixture

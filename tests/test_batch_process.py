@@ -87,7 +87,7 @@ def _agora(*args: str):
     from harness import ROOT
 
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "agora.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
+from agora.frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
 
 A = QueuedJob("a", sequence=1, priority=0, duration_seconds=300)
 B = QueuedJob("b", sequence=2, priority=5, duration_seconds=10)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agora.v1 import batch_pb2 as B
-from agora.v1 import common_pb2 as C
-from agora.v1 import operator_pb2, operator_pb2_grpc
 from batch_harness import BatchCluster
 from harness import eventually_async
 
-from common.rpc import insecure_channel
+from agora.common.rpc import insecure_channel
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+from agora.v1 import operator_pb2, operator_pb2_grpc
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ async def test_job_submit_wait_follows_the_job_across_a_daemon_restart(cluster, 
 async def test_master_restart_mid_job_the_job_completes(cluster, tmp_path):
     from batch_harness import FAST_MASTER
 
-    from master import Master, MasterConfig
+    from agora.master import Master, MasterConfig
 
     wait_for_go = f"while [ ! -f {tmp_path}/go-$AGORA_INSTANCE ]; do sleep 0.05; done"
     job_id = await cluster.submit(wait_for_go, instances=2)

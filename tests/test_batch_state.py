@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+
+from agora.common import Resources
+from agora.frameworks.batch import state as st
+from agora.frameworks.batch.placement import Group, Want, capacity, largest_fit, plan
+from agora.frameworks.sdk import TaskSpec
 from agora.v1 import batch_pb2 as B
 from agora.v1 import common_pb2 as C
-
-from common import Resources
-from frameworks.batch import state as st
-from frameworks.batch.placement import Group, Want, capacity, largest_fit, plan
-from frameworks.sdk import TaskSpec
 
 BACKOFF = st.Backoff(initial=1.0, factor=2.0, maximum=5.0)
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
+from agora.cli.job_cmd import _progress
+from agora.frameworks.batch import JobStore, SpecError, validate_spec
+from agora.frameworks.batch import state as st
 from agora.v1 import batch_pb2 as B
 from agora.v1 import common_pb2 as C
-
-from cli.job_cmd import _progress
-from frameworks.batch import JobStore, SpecError, validate_spec
-from frameworks.batch import state as st
 
 
 def spec(**task) -> B.JobSpec:

@@ -9,7 +9,7 @@ import json
 from harness import Daemon, agora_async
 from master_harness import FakeAgent, FakeFramework
 
-from common import Resources
+from agora.common import Resources
 
 
 def start_master(tmp_path, port: int = 0) -> Daemon:

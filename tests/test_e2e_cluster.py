@@ -18,11 +18,11 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
-from agora.v1 import agent_pb2, agent_pb2_grpc, operator_pb2, operator_pb2_grpc
 from e2e_framework import Recorder, running
 from harness import ROOT, Cluster, eventually, eventually_async
 
-from frameworks.sdk import TaskSpec, new_task_id
+from agora.frameworks.sdk import TaskSpec, new_task_id
+from agora.v1 import agent_pb2, agent_pb2_grpc, operator_pb2, operator_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +37,7 @@ def cluster(tmp_path):
 
 def agora(*args: str, master: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--master", master],
+        [sys.executable, "-m", "agora.cli.main", *args, "--master", master],
         capture_output=True,
         text=True,
         timeout=timeout,

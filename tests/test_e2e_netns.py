@@ -82,7 +82,7 @@ def test_master_and_agents_on_separate_hosts(tmp_path):
                 result = in_master_host(
                     sys.executable,
                     "-m",
-                    "cli.main",
+                    "agora.cli.main",
                     "cluster",
                     "agents",
                     "--json",

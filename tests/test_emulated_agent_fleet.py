@@ -6,17 +6,17 @@ import asyncio
 import json
 import sys
 
-from agora.v1 import operator_pb2, operator_pb2_grpc
 from harness import eventually_async
 
-from agent.emulated import EmulatedFleet, FleetConfig, constant
-from common import Resources, attributes_from_proto
-from common.rpc import insecure_channel
-from frameworks.load import LoadConfig, Recorder, load_trace
-from frameworks.load.framework import LoadFramework
-from frameworks.load.timing import TimedTransport
-from frameworks.sdk import Driver, framework_info
-from master import Master, MasterConfig
+from agora.agent.emulated import EmulatedFleet, FleetConfig, constant
+from agora.common import Resources, attributes_from_proto
+from agora.common.rpc import insecure_channel
+from agora.frameworks.load import LoadConfig, Recorder, load_trace
+from agora.frameworks.load.framework import LoadFramework
+from agora.frameworks.load.timing import TimedTransport
+from agora.frameworks.sdk import Driver, framework_info
+from agora.master import Master, MasterConfig
+from agora.v1 import operator_pb2, operator_pb2_grpc
 
 
 async def _agents(address: str):
@@ -117,7 +117,7 @@ async def test_fleet_process_prints_ready_then_stops_on_sigterm():
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "agent.emulated",
+            "agora.agent.emulated",
             "--master",
             master.address,
             "--agents",

@@ -10,12 +10,12 @@ from __future__ import annotations
 import grpc
 import pytest
 from agent_fake_master import FakeMaster, shell_task
-from agora.v1 import agent_link_pb2_grpc, common_pb2
 from harness import eventually_async
 
-from agent.emulated import AgentSpec, EmulatedAgent, constant
-from common import Resources, attributes_from_proto
-from common.rpc import CHANNEL_OPTIONS
+from agora.agent.emulated import AgentSpec, EmulatedAgent, constant
+from agora.common import Resources, attributes_from_proto
+from agora.common.rpc import CHANNEL_OPTIONS
+from agora.v1 import agent_link_pb2_grpc, common_pb2
 
 FW = "fw-1"
 S = common_pb2
@@ -30,7 +30,7 @@ class RealKind:
         self.master, self.tmp_path, self.running = master, tmp_path, []
 
     async def start(self, update_backoff: float = 0.2, update_backoff_max: float = 1.0):
-        from agent import AgentConfig, AgentDaemon
+        from agora.agent import AgentConfig, AgentDaemon
 
         daemon = AgentDaemon(
             AgentConfig(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.experiments.cpu_account import (
+from agora.cli.experiments.cpu_account import (
     TASK_RUNTIME,
     Component,
     ProcTimes,
@@ -126,7 +126,8 @@ def test_a_process_gone_before_the_end_is_a_note_and_other_never_goes_negative()
 def test_short_command_names_a_process_without_its_options():
     assert short_command(["/usr/bin/python", "/tmp/bench.py"]) == "python /tmp/bench.py"
     assert (
-        short_command(["python", "-m", "agent.executor", "--serve"]) == "python -m agent.executor"
+        short_command(["python", "-m", "agora.agent.executor", "--serve"])
+        == "python -m agora.agent.executor"
     )
     assert short_command(["tool", "--token", "secret"]) == "tool"
     assert short_command(["tool", "X=secret"]) == "tool"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from agora.v1 import common_pb2
 
-from agent.emulated.tasks import declared_duration
-from cli.experiments.results import percentile, summarize
-from frameworks.load import Recorder, load_trace, parse_duration
+from agora.agent.emulated.tasks import declared_duration
+from agora.cli.experiments.results import percentile, summarize
+from agora.frameworks.load import Recorder, load_trace, parse_duration
+from agora.v1 import common_pb2
 
 
 def test_durations_parse():

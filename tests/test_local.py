@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 
 def agora(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "agora.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

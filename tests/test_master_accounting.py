@@ -9,15 +9,15 @@ from __future__ import annotations
 import random
 
 import pytest
-from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
-from common import EMPTY, Resources, new_uuid
-from master.config import MasterConfig
-from master.core import MasterCore
-from master.offers import CallError
-from master.registry import RECOVERING, Session
-from master.server import build_allocator
-from master.state_store import StateStore
+from agora.common import EMPTY, Resources, new_uuid
+from agora.master.config import MasterConfig
+from agora.master.core import MasterCore
+from agora.master.offers import CallError
+from agora.master.registry import RECOVERING, Session
+from agora.master.server import build_allocator
+from agora.master.state_store import StateStore
+from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 Msg = agent_link_pb2.AgentMessage
 TASK_SHAPES = ["cpus:1;mem:100", "cpus:0.5;mem:10;ports:[31000-31000]", "cpus:9"]

@@ -6,11 +6,11 @@ import math
 
 import grpc
 import pytest
-from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from master_harness import FakeAgent, FakeFramework, operator, start_master, task
 
-from common.rpc import insecure_channel
+from agora.common.rpc import insecure_channel
+from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
 
 Code = grpc.StatusCode
 

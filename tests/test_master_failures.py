@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
 from master_harness import FakeAgent, FakeFramework, operator, start_master, task
+
+from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
 
 
 async def launch_one(framework: FakeFramework, agent: FakeAgent, task_id: str = "t1"):

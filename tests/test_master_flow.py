@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from agora.v1 import common_pb2, operator_pb2, scheduler_pb2
 from master_harness import FakeAgent, FakeFramework, operator, start_master, task
 
-from common import Resources
+from agora.common import Resources
+from agora.v1 import common_pb2, operator_pb2, scheduler_pb2
 
 
 @pytest.fixture

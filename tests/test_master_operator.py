@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agora.v1 import operator_pb2, scheduler_pb2
 from master_harness import FakeAgent, FakeFramework, operator, start_master
 
-from common import Resources
+from agora.common import Resources
+from agora.v1 import operator_pb2, scheduler_pb2
 
 
 async def test_weight_and_quota_persist_across_a_restart(tmp_path):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from agora.v1 import common_pb2, operator_pb2, scheduler_pb2
 
-from common import Resources
-from master.config import MasterConfig
-from master.offers import CallError, plan_launch, shortfall
-from master.registry import Offer, Registry, Task
-from master.state_store import StateStore
+from agora.common import Resources
+from agora.master.config import MasterConfig
+from agora.master.offers import CallError, plan_launch, shortfall
+from agora.master.registry import Offer, Registry, Task
+from agora.master.state_store import StateStore
+from agora.v1 import common_pb2, operator_pb2, scheduler_pb2
 
 
 def offer(

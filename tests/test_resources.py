@@ -3,9 +3,9 @@
 import math
 
 import pytest
-from agora.v1 import common_pb2
 
-from common import ResourceError, Resources
+from agora.common import ResourceError, Resources
+from agora.v1 import common_pb2
 
 
 def test_parse_and_format_round_trip():

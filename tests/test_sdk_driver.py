@@ -5,10 +5,9 @@ import random
 
 import grpc
 import pytest
-from agora.v1 import common_pb2, scheduler_pb2
 from harness import eventually_async
 
-from frameworks.sdk import (
+from agora.frameworks.sdk import (
     Backoff,
     Driver,
     Framework,
@@ -19,8 +18,8 @@ from frameworks.sdk import (
     framework_info,
     is_stale_stream_error,
 )
-from frameworks.sdk.acks import AckBatcher
-from frameworks.sdk.testing import (
+from agora.frameworks.sdk.acks import AckBatcher
+from agora.frameworks.sdk.testing import (
     MemoryTransport,
     error_event,
     failure_event,
@@ -31,6 +30,7 @@ from frameworks.sdk.testing import (
     subscribed,
     update_event,
 )
+from agora.v1 import common_pb2, scheduler_pb2
 
 TIMEOUT = 10.0
 UUID = b"\x01" * 16

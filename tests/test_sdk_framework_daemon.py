@@ -11,7 +11,7 @@ import pytest
 from harness import eventually_async
 from master_harness import start_master
 
-from frameworks.sdk import (
+from agora.frameworks.sdk import (
     Framework,
     FrameworkDaemon,
     FrameworkNotFound,

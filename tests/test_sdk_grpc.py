@@ -16,12 +16,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from agora.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 from harness import eventually_async
 from master_harness import FakeAgent, start_master
 
-from common import Resources, new_id, new_uuid
-from frameworks.sdk import (
+from agora.common import Resources, new_id, new_uuid
+from agora.frameworks.sdk import (
     Backoff,
     Driver,
     Framework,
@@ -31,8 +30,9 @@ from frameworks.sdk import (
     fit,
     run_async,
 )
-from frameworks.sdk.driver import framework_info
-from frameworks.sdk.transport import GrpcSchedulerTransport
+from agora.frameworks.sdk.driver import framework_info
+from agora.frameworks.sdk.transport import GrpcSchedulerTransport
+from agora.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 20.0

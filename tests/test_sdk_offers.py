@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common import Resources
-from frameworks.sdk import OfferPacker, TaskSpec, fit, offer_resources
-from frameworks.sdk.testing import make_offer
+from agora.common import Resources
+from agora.frameworks.sdk import OfferPacker, TaskSpec, fit, offer_resources
+from agora.frameworks.sdk.testing import make_offer
 
 
 def spec(name="t", cpus=0.5, mem=64, **kw):

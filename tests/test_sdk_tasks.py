@@ -1,9 +1,8 @@
 """Task helpers: ids, commands and readable status lines."""
 
 import pytest
-from agora.v1 import common_pb2
 
-from frameworks.sdk import (
+from agora.frameworks.sdk import (
     argv_command,
     as_command,
     describe_status,
@@ -12,6 +11,7 @@ from frameworks.sdk import (
     shell_command,
     state_name,
 )
+from agora.v1 import common_pb2
 
 
 def test_task_ids_are_unique_and_safe_in_file_names():

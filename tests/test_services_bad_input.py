@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from agora.v1 import common_pb2, services_pb2
 from services_cluster import ServiceCluster, web_app
+
+from agora.v1 import common_pb2, services_pb2
 
 S = services_pb2
 

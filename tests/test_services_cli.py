@@ -29,7 +29,7 @@ async def agora(cluster: ServiceCluster, *argv: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cli.main",
+        "agora.cli.main",
         "app",
         action,
         "--master",
@@ -182,7 +182,7 @@ async def test_endpoints_watch_prints_each_change_until_the_app_is_deleted(clust
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cli.main",
+        "agora.cli.main",
         "app",
         "endpoints",
         "watched",

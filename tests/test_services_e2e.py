@@ -10,9 +10,10 @@ import signal
 
 import grpc
 import pytest
-from agora.v1 import services_pb2
 from harness import eventually_async
 from services_cluster import ServiceCluster, http_ok, web_app
+
+from agora.v1 import services_pb2
 
 S = services_pb2
 

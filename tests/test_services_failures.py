@@ -9,7 +9,7 @@ import pytest
 from harness import eventually_async
 from services_cluster import ServiceCluster, http_ok, web_app
 
-from agent import AgentDaemon
+from agora.agent import AgentDaemon
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ async def test_master_restart_keeps_the_instances(cluster):
 
     port = cluster.master.port
     await cluster.master.stop(0)
-    from master import Master, MasterConfig
+    from agora.master import Master, MasterConfig
 
     cluster.master = Master(
         MasterConfig(

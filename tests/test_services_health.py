@@ -4,9 +4,10 @@ instances at once than the upgrade strategy allows to be down."""
 from __future__ import annotations
 
 import pytest
-from agora.v1 import common_pb2, services_pb2
 from harness import eventually_async
 from services_cluster import ServiceCluster
+
+from agora.v1 import common_pb2, services_pb2
 
 S = services_pb2
 

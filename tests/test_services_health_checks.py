@@ -7,12 +7,12 @@ import socket
 
 import pytest
 from agent_fake_master import FakeMaster, shell_task
-from agora.v1 import common_pb2
 from harness import eventually_async
 
-from agent import AgentConfig, AgentDaemon
-from agent.health_checks import CheckSpec, HealthVerdict, probe
-from common import Resources
+from agora.agent import AgentConfig, AgentDaemon
+from agora.agent.health_checks import CheckSpec, HealthVerdict, probe
+from agora.common import Resources
+from agora.v1 import common_pb2
 
 FW = "fw-health"
 S = common_pb2

@@ -9,11 +9,11 @@ import json
 import signal
 
 import pytest
-from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 from harness import Cluster, Daemon, agora, eventually
 from services_cluster import free_port_range, http_ok
 
-from common.rpc import CHANNEL_OPTIONS
+from agora.common.rpc import CHANNEL_OPTIONS
+from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 
 APP = """\
 id: web

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agora.v1 import common_pb2, services_pb2
 from harness import eventually_async
 
-from frameworks.sdk import Driver, framework_info
-from frameworks.sdk.testing import MemoryTransport, make_offer, offers_event, subscribed
-from frameworks.service.scheduler import ServiceScheduler
-from frameworks.service.store import ServiceStore
+from agora.frameworks.sdk import Driver, framework_info
+from agora.frameworks.sdk.testing import MemoryTransport, make_offer, offers_event, subscribed
+from agora.frameworks.service.scheduler import ServiceScheduler
+from agora.frameworks.service.store import ServiceStore
+from agora.v1 import common_pb2, services_pb2
 
 S = services_pb2
 
@@ -158,7 +158,7 @@ async def test_restart_reloads_apps_and_instances_with_their_health(tmp_path):
     store = ServiceStore(tmp_path / "s.sqlite3")
     scheduler = ServiceScheduler(store)
     await scheduler.put_app(app(instances=1))
-    from frameworks.service.instances import Instance
+    from agora.frameworks.service.instances import Instance
 
     instance = Instance(
         "web-1",
@@ -204,9 +204,9 @@ async def test_backoff_starts_over_once_an_instance_has_served_a_while(world):
 
 
 async def test_old_instances_holding_unique_places_are_a_wait_not_unplaceable(world):
-    from common import Resources
-    from frameworks.service.constraints import AgentFacts
-    from frameworks.service.placement import AgentSlot
+    from agora.common import Resources
+    from agora.frameworks.service.constraints import AgentFacts
+    from agora.frameworks.service.placement import AgentSlot
 
     scheduler, transport, stream, _ = world
     scheduler.catalog = [

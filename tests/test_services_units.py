@@ -7,12 +7,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common import Resources
-from frameworks.service.apps import AppError, normalize, parse_app_text
-from frameworks.service.backoff import RestartBackoff
-from frameworks.service.constraints import AgentFacts, Constraint, ConstraintError
-from frameworks.service.deploy import InstanceView, Plan, Strategy, max_total, min_healthy, plan
-from frameworks.service.placement import AgentSlot, Needs, explain
+from agora.common import Resources
+from agora.frameworks.service.apps import AppError, normalize, parse_app_text
+from agora.frameworks.service.backoff import RestartBackoff
+from agora.frameworks.service.constraints import AgentFacts, Constraint, ConstraintError
+from agora.frameworks.service.deploy import (
+    InstanceView,
+    Plan,
+    Strategy,
+    max_total,
+    min_healthy,
+    plan,
+)
+from agora.frameworks.service.placement import AgentSlot, Needs, explain
 
 A = AgentFacts("a1", "host-a", {"rack": "r1", "zone": "z1"})
 B = AgentFacts("a2", "host-b", {"rack": "r1", "zone": "z2"})
@@ -344,14 +351,14 @@ def test_malformed_app_files_say_where(text, source, message):
     ],
 )
 def test_invalid_apps_are_refused_with_a_reason(fields, message):
-    from frameworks.service.apps import app_from_mapping
+    from agora.frameworks.service.apps import app_from_mapping
 
     with pytest.raises(AppError, match=message.replace("(", r"\(")):
         normalize(app_from_mapping(fields))
 
 
 def test_versions_sort_in_time_order():
-    from frameworks.service.apps import new_version
+    from agora.frameworks.service.apps import new_version
 
     assert new_version(1.5) < new_version(2.0) < new_version(1e9)
 
@@ -368,9 +375,8 @@ def test_the_example_app_file_is_valid():
 
 
 def _offer(offer_id, agent_id, text, attrs=None):
+    from agora.frameworks.sdk.testing import make_offer
     from agora.v1 import common_pb2
-
-    from frameworks.sdk.testing import make_offer
 
     offer = make_offer(offer_id, agent_id, text)
     offer.agent_address = f"10.0.0.{agent_id[-1]}:5051"
@@ -380,8 +386,8 @@ def _offer(offer_id, agent_id, text, attrs=None):
 
 
 def _request(app_id, count, constraints=(), placed=(), ports=1):
-    from frameworks.sdk import TaskSpec
-    from frameworks.service.placement import Request
+    from agora.frameworks.sdk import TaskSpec
+    from agora.frameworks.service.placement import Request
 
     return Request(
         app_id,
@@ -394,7 +400,7 @@ def _request(app_id, count, constraints=(), placed=(), ports=1):
 
 
 def test_place_spreads_honours_constraints_and_never_gives_a_port_twice():
-    from frameworks.service.placement import offer_host, place
+    from agora.frameworks.service.placement import offer_host, place
 
     offers = [
         _offer("o1", "a1", "cpus:8;mem:1024;ports:[100-102]", {"rack": "r1"}),
@@ -422,9 +428,8 @@ def test_place_spreads_honours_constraints_and_never_gives_a_port_twice():
 
 
 def test_why_waiting_orders_its_reasons():
+    from agora.frameworks.service.waiting import why_waiting
     from agora.v1 import services_pb2
-
-    from frameworks.service.waiting import why_waiting
 
     app = normalize(services_pb2.App(id="w", cmd="x", cpus=1, mem=64, instances=2))
     agents = [slot(A), slot(B)]

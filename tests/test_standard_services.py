@@ -52,7 +52,7 @@ def test_every_server_serves_health_and_reflection(tmp_path):
                 [
                     sys.executable,
                     "-m",
-                    "cli.main",
+                    "agora.cli.main",
                     "cluster",
                     "agents",
                     "--json",

@@ -19,16 +19,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from agora.cli.experiments import plots
+from agora.cli.experiments.drf import progressive_filling
+from agora.cli.experiments.frameworks import FrameworkSet
+from agora.cli.experiments.processes import MasterOptions, start_fleet, start_master
+from agora.cli.experiments.results import Progress, Results, targets_md
+from agora.common import Resources
+from agora.common.rpc import insecure_channel
+from agora.frameworks.load import LoadConfig, Recorder, exponential
 from agora.v1 import operator_pb2, operator_pb2_grpc
-
-from cli.experiments import plots
-from cli.experiments.drf import progressive_filling
-from cli.experiments.frameworks import FrameworkSet
-from cli.experiments.processes import MasterOptions, start_fleet, start_master
-from cli.experiments.results import Progress, Results, targets_md
-from common import Resources
-from common.rpc import insecure_channel
-from frameworks.load import LoadConfig, Recorder, exponential
 
 
 @dataclass

@@ -8,9 +8,9 @@ import time
 
 import structlog
 
-from frameworks.load import LoadConfig, LoadFramework, Recorder
-from frameworks.load.timing import TimedTransport
-from frameworks.sdk import Driver, SchedulerError, framework_info
+from agora.frameworks.load import LoadConfig, LoadFramework, Recorder
+from agora.frameworks.load.timing import TimedTransport
+from agora.frameworks.sdk import Driver, SchedulerError, framework_info
 
 log = structlog.get_logger(__name__)
 

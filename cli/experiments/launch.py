@@ -23,18 +23,18 @@ from pathlib import Path
 
 import psutil
 
-from cli.experiments import plots
-from cli.experiments.cpu_account import Component, CpuWindow
-from cli.experiments.frameworks import FrameworkSet
-from cli.experiments.launch_cpu import ThroughputCpu, cpu_md, cpu_plot
-from cli.experiments.processes import (
+from agora.cli.experiments import plots
+from agora.cli.experiments.cpu_account import Component, CpuWindow
+from agora.cli.experiments.frameworks import FrameworkSet
+from agora.cli.experiments.launch_cpu import ThroughputCpu, cpu_md, cpu_plot
+from agora.cli.experiments.processes import (
     MasterOptions,
     start_fleet,
     start_master,
     start_real_agent,
 )
-from cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
-from frameworks.load import LoadConfig, Recorder, constant
+from agora.cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
+from agora.frameworks.load import LoadConfig, Recorder, constant
 
 
 @dataclass
@@ -369,7 +369,7 @@ def _summary(cfg: LaunchConfig, results: Results, run: dict) -> str:
             f"{run['throughput_vs_raw_spawn']:.1%} of the `true` rate and "
             f"{run['throughput_vs_python_spawn']:.1%} of the bare-Python rate (each task's "
             f"wrapper is forked from the agent's long-lived launcher, "
-            f"`python -m agent.executor --serve`, not started afresh).\n"
+            f"`python -m agora.agent.executor --serve`, not started afresh).\n"
         )
         fs = run["work_dir_filesystem"]
         spawn += (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cli.experiments import plots
-from cli.experiments.cpu_account import Component, CpuWindow
-from cli.experiments.processes import Daemon, launcher_pids
+from agora.cli.experiments import plots
+from agora.cli.experiments.cpu_account import Component, CpuWindow
+from agora.cli.experiments.processes import Daemon, launcher_pids
 
 # Plot segments, in stacking order; "kernel" is kernel threads plus interrupts. The long-lived
 # processes outside the experiment are left out: the bars are what the experiment cost.
@@ -57,7 +57,7 @@ class ThroughputCpu:
         for agent, pids in self.launchers.items():
             for k, pid in enumerate(pids):
                 name = agent.replace("agent", "launcher") + (f".{k}" if k else "")
-                what = f"{agent}'s task launcher (`python -m agent.executor --serve`)"
+                what = f"{agent}'s task launcher (`python -m agora.agent.executor --serve`)"
                 components.append(Component(name, "launchers", pid, what))
         components.append(
             Component(

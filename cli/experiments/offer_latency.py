@@ -17,18 +17,18 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agent.emulated import EmulatedFleet, FleetConfig
-from cli.experiments import plots
-from cli.experiments.frameworks import FrameworkSet
-from cli.experiments.processes import (
+from agora.agent.emulated import EmulatedFleet, FleetConfig
+from agora.cli.experiments import plots
+from agora.cli.experiments.frameworks import FrameworkSet
+from agora.cli.experiments.processes import (
     CpuMeter,
     MasterOptions,
     start_fleets,
     start_master,
 )
-from cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
-from common import Resources
-from frameworks.load import LoadConfig, Recorder, TraceTask, exponential, tasks_for_rate
+from agora.cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
+from agora.common import Resources
+from agora.frameworks.load import LoadConfig, Recorder, TraceTask, exponential, tasks_for_rate
 
 METRICS = (
     "task_end_to_offer",

@@ -138,7 +138,7 @@ class MasterOptions:
 
 
 def master_argv(options: MasterOptions) -> list[str]:
-    """`python -m cli.main master --port 0 ...` for these options."""
+    """`python -m agora.cli.main master --port 0 ...` for these options."""
     args = [
         "--port", "0",
         "--allocation-mode", options.allocation_mode,
@@ -149,7 +149,7 @@ def master_argv(options: MasterOptions) -> list[str]:
         args += ["--state-dir", str(options.state_dir)]
     if options.allocation_batch is not None:
         args += ["--allocation-batch", str(options.allocation_batch)]
-    return python_m("cli.main", "master", *args)
+    return python_m("agora.cli.main", "master", *args)
 
 
 async def start_master(options: MasterOptions, log_dir: Path, name: str = "master") -> Daemon:
@@ -173,7 +173,7 @@ async def start_fleet(
     """An emulated fleet process; returns it once every agent registered, with its ready
     line (registration seconds and counters)."""
     argv = python_m(
-        "agent.emulated",
+        "agora.agent.emulated",
         "--master",
         master,
         "--agents",
@@ -219,8 +219,8 @@ async def start_fleets(
 
 
 def agora_argv(command: str, *args: str) -> list[str]:
-    """`python -m cli.main COMMAND ARGS`."""
-    return python_m("cli.main", command, *args)
+    """`python -m agora.cli.main COMMAND ARGS`."""
+    return python_m("agora.cli.main", command, *args)
 
 
 async def start_real_agent(
@@ -269,7 +269,7 @@ class CpuMeter:
 
 
 def launcher_pids(agent_pid: int) -> list[int]:
-    """The agent's task launchers (`python -m agent.executor --serve`, its children) now."""
+    """The agent's task launchers (`python -m agora.agent.executor --serve`, its children) now."""
     found = []
     try:
         children = psutil.Process(agent_pid).children()
@@ -280,6 +280,6 @@ def launcher_pids(agent_pid: int) -> list[int]:
             cmdline = child.cmdline()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        if "agent.executor" in cmdline and "--serve" in cmdline:
+        if "agora.agent.executor" in cmdline and "--serve" in cmdline:
             found.append(child.pid)
     return found

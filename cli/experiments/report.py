@@ -1,4 +1,4 @@
-"""`python -m cli.experiments.report`: run every experiment at the documented size and rewrite
+"""`python -m agora.cli.experiments.report`: run every experiment at the documented size and rewrite
 the results section of docs/experiments.md (`make experiments`).
 
 Each experiment writes into docs/figures/NAME/ (results.json, summary.md, samples.csv, PNGs);
@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from cli.experiments import fairness, launch, offer_latency, scale
-from cli.experiments.results import fmt_ms
+from agora.cli.experiments import fairness, launch, offer_latency, scale
+from agora.cli.experiments.results import fmt_ms
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -255,7 +255,7 @@ def rewrite(doc: Path, figures: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cli.experiments.report", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m agora.cli.experiments.report", description=__doc__)
     p.add_argument("--docs", type=Path, default=Path("docs"), help="docs directory (docs)")
     p.add_argument(
         "--only",
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown experiment(s): {', '.join(sorted(unknown))}")
     if not args.no_run:
-        from common import configure_logging
+        from agora.common import configure_logging
 
         configure_logging("error")
         asyncio.run(run_all(names, figures, QUICK if args.quick else FULL))

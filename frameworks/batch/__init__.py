@@ -4,12 +4,12 @@
 `agora batch` is its command line and `agora job` its client.
 """
 
-from frameworks.batch.client import find_batch_address
-from frameworks.batch.daemon import BatchConfig, BatchDaemon
-from frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
-from frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
-from frameworks.batch.store import JobStore
-from frameworks.batch.validation import SpecError, validate_spec
+from agora.frameworks.batch.client import find_batch_address
+from agora.frameworks.batch.daemon import BatchConfig, BatchDaemon
+from agora.frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
+from agora.frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
+from agora.frameworks.batch.store import JobStore
+from agora.frameworks.batch.validation import SpecError, validate_spec
 
 __all__ = [
     "DEFAULT_POLICY",

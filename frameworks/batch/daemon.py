@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2_grpc
 
-from common import UNRESERVED
-from common.rpc import parse_address, service_name
-from frameworks.batch.queue import DEFAULT_POLICY, get_policy
-from frameworks.batch.scheduler import BatchScheduler
-from frameworks.batch.service import BatchService
-from frameworks.batch.state import Backoff
-from frameworks.batch.store import JobStore
-from frameworks.sdk import FrameworkDaemon
+from agora.common import UNRESERVED
+from agora.common.rpc import parse_address, service_name
+from agora.frameworks.batch.queue import DEFAULT_POLICY, get_policy
+from agora.frameworks.batch.scheduler import BatchScheduler
+from agora.frameworks.batch.service import BatchService
+from agora.frameworks.batch.state import Backoff
+from agora.frameworks.batch.store import JobStore
+from agora.frameworks.sdk import FrameworkDaemon
+from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2_grpc
 
 SERVICE_NAMES = [service_name(batch_pb2, "Batch")]
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from agora.common import UNRESERVED, Resources
+from agora.frameworks.sdk import OfferPacker, TaskSpec
 from agora.v1 import common_pb2
-
-from common import UNRESERVED, Resources
-from frameworks.sdk import OfferPacker, TaskSpec
 
 
 @dataclass(frozen=True)

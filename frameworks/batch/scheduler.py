@@ -16,15 +16,15 @@ from collections.abc import Callable, Sequence
 
 import grpc
 import structlog
-from agora.v1 import batch_pb2, common_pb2
 
-from common import UNRESERVED, new_id
-from frameworks.batch import state as st
-from frameworks.batch.placement import Group, Want, plan
-from frameworks.batch.queue import QueuedJob, get_policy
-from frameworks.batch.store import JobStore
-from frameworks.batch.validation import describe_needs
-from frameworks.sdk import Driver, Framework, SchedulerError, TaskSpec, describe_status
+from agora.common import UNRESERVED, new_id
+from agora.frameworks.batch import state as st
+from agora.frameworks.batch.placement import Group, Want, plan
+from agora.frameworks.batch.queue import QueuedJob, get_policy
+from agora.frameworks.batch.store import JobStore
+from agora.frameworks.batch.validation import describe_needs
+from agora.frameworks.sdk import Driver, Framework, SchedulerError, TaskSpec, describe_status
+from agora.v1 import batch_pb2, common_pb2
 
 log = structlog.get_logger(__name__)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import grpc
 import structlog
-from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
 
-from common import Resources
-from frameworks.batch import state as st
-from frameworks.batch.placement import capacity, largest_fit
-from frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
-from frameworks.batch.validation import SpecError, describe_needs, validate_spec
+from agora.common import Resources
+from agora.frameworks.batch import state as st
+from agora.frameworks.batch.placement import capacity, largest_fit
+from agora.frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
+from agora.frameworks.batch.validation import SpecError, describe_needs, validate_spec
+from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
 
 log = structlog.get_logger(__name__)
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agora.common.task_states import TERMINAL_STATES
 from agora.v1 import batch_pb2, common_pb2
-
-from common.task_states import TERMINAL_STATES
 
 Job = batch_pb2.Job
 Instance = batch_pb2.Instance

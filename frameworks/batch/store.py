@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agora.frameworks.sdk import StateStore
 from agora.v1 import batch_pb2
-
-from frameworks.sdk import StateStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
+from agora.common import UNRESERVED, Resources
 from agora.v1 import batch_pb2
-
-from common import UNRESERVED, Resources
 
 MAX_INSTANCES = 10_000
 MAX_RETRIES = 1_000

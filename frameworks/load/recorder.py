@@ -25,9 +25,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from agora.common.task_states import TERMINAL_STATES
 from agora.v1 import common_pb2
-
-from common.task_states import TERMINAL_STATES
 
 TERMINAL = TERMINAL_STATES
 METRICS = (

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from agora.frameworks.load.recorder import Recorder
+from agora.frameworks.sdk import EventStream, GrpcSchedulerTransport
 from agora.v1 import scheduler_pb2
-
-from frameworks.load.recorder import Recorder
-from frameworks.sdk import EventStream, GrpcSchedulerTransport
 
 
 class _TimedStream(EventStream):

@@ -10,14 +10,14 @@
     run(Hello(), master="127.0.0.1:5050", name="hello")
 
 The driver reconnects, re-subscribes with the same framework id, reconciles, and acknowledges
-updates. `frameworks.sdk.testing` has an in-memory transport for unit tests of a framework.
+updates. `agora.frameworks.sdk.testing` has an in-memory transport for unit tests of a framework.
 """
 
-from common.task_states import TERMINAL_STATES, is_terminal
-from frameworks.sdk.backoff import Backoff
-from frameworks.sdk.daemon import DaemonConfig, FrameworkDaemon
-from frameworks.sdk.discovery import FrameworkNotFound, find_framework_api
-from frameworks.sdk.driver import (
+from agora.common.task_states import TERMINAL_STATES, is_terminal
+from agora.frameworks.sdk.backoff import Backoff
+from agora.frameworks.sdk.daemon import DaemonConfig, FrameworkDaemon
+from agora.frameworks.sdk.discovery import FrameworkNotFound, find_framework_api
+from agora.frameworks.sdk.driver import (
     Driver,
     SubscriptionEnded,
     framework_info,
@@ -25,10 +25,10 @@ from frameworks.sdk.driver import (
     run,
     run_async,
 )
-from frameworks.sdk.framework import Framework
-from frameworks.sdk.offers import Fit, OfferPacker, Placement, TaskSpec, fit, offer_resources
-from frameworks.sdk.state_store import StateStore
-from frameworks.sdk.tasks import (
+from agora.frameworks.sdk.framework import Framework
+from agora.frameworks.sdk.offers import Fit, OfferPacker, Placement, TaskSpec, fit, offer_resources
+from agora.frameworks.sdk.state_store import StateStore
+from agora.frameworks.sdk.tasks import (
     argv_command,
     as_command,
     describe_status,
@@ -36,7 +36,7 @@ from frameworks.sdk.tasks import (
     shell_command,
     state_name,
 )
-from frameworks.sdk.transport import (
+from agora.frameworks.sdk.transport import (
     EventStream,
     GrpcSchedulerTransport,
     SchedulerError,

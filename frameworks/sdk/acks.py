@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
+
 from agora.v1 import common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)

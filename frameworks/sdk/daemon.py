@@ -10,12 +10,12 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
-from common.rpc import add_standard_services, bind, insecure_channel, new_server
-from frameworks.sdk.backoff import Backoff
-from frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
-from frameworks.sdk.framework import Framework
-from frameworks.sdk.state_store import StateStore
-from frameworks.sdk.transport import GrpcSchedulerTransport
+from agora.common.rpc import add_standard_services, bind, insecure_channel, new_server
+from agora.frameworks.sdk.backoff import Backoff
+from agora.frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
+from agora.frameworks.sdk.framework import Framework
+from agora.frameworks.sdk.state_store import StateStore
+from agora.frameworks.sdk.transport import GrpcSchedulerTransport
 
 log = structlog.get_logger(__name__)
 

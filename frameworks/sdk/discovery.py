@@ -7,9 +7,9 @@ master's Operator.ListFrameworks hands it out.
 from __future__ import annotations
 
 import grpc
-from agora.v1 import operator_pb2, operator_pb2_grpc
 
-from common.rpc import CHANNEL_OPTIONS
+from agora.common.rpc import CHANNEL_OPTIONS
+from agora.v1 import operator_pb2, operator_pb2_grpc
 
 
 class FrameworkNotFound(LookupError):

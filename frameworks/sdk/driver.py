@@ -18,13 +18,17 @@ from dataclasses import dataclass, field
 
 import grpc
 import structlog
-from agora.v1 import common_pb2, scheduler_pb2
 from google.protobuf.message import Message
 
-from frameworks.sdk.acks import AckBatcher, acknowledge_request
-from frameworks.sdk.backoff import Backoff
-from frameworks.sdk.framework import Framework
-from frameworks.sdk.transport import GrpcSchedulerTransport, SchedulerError, SchedulerTransport
+from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
+from agora.frameworks.sdk.backoff import Backoff
+from agora.frameworks.sdk.framework import Framework
+from agora.frameworks.sdk.transport import (
+    GrpcSchedulerTransport,
+    SchedulerError,
+    SchedulerTransport,
+)
+from agora.v1 import common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +79,7 @@ class _Session:
 
 class Driver:
     """Connects a Framework to the master. Build it with `run`/`run_async`, or directly with a
-    transport (tests use `frameworks.sdk.testing.MemoryTransport`).
+    transport (tests use `agora.frameworks.sdk.testing.MemoryTransport`).
 
     All calls are coroutines that raise `SchedulerError` when the master refuses them (the gRPC
     code and the master's message say why), except `stop()`, which is a plain method.

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import structlog
+
+from agora.frameworks.sdk.tasks import describe_status
 from agora.v1 import common_pb2
 
-from frameworks.sdk.tasks import describe_status
-
 if TYPE_CHECKING:
-    from frameworks.sdk.driver import Driver
+    from agora.frameworks.sdk.driver import Driver
 
 log = structlog.get_logger(__name__)
 

@@ -13,10 +13,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from agora.common import UNRESERVED, Resources
+from agora.frameworks.sdk.tasks import CommandLike, as_command, new_task_id
 from agora.v1 import common_pb2
-
-from common import UNRESERVED, Resources
-from frameworks.sdk.tasks import CommandLike, as_command, new_task_id
 
 Offer = common_pb2.Offer
 TaskInfo = common_pb2.TaskInfo

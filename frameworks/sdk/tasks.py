@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from agora.common import new_id
 from agora.v1 import common_pb2
-
-from common import new_id
 
 TaskState = common_pb2.TaskState
 

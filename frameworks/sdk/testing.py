@@ -20,11 +20,11 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
-from agora.v1 import common_pb2, scheduler_pb2
 from google.protobuf.message import Message
 
-from common import Resources
-from frameworks.sdk.transport import METHODS, EventStream, SchedulerError, SchedulerTransport
+from agora.common import Resources
+from agora.frameworks.sdk.transport import METHODS, EventStream, SchedulerError, SchedulerTransport
+from agora.v1 import common_pb2, scheduler_pb2
 
 Handler = Callable[[str, Message], Message | None]
 

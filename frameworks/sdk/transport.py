@@ -2,7 +2,7 @@
 
 The driver never touches grpc directly. It opens an event stream with `subscribe()` and makes
 unary calls with `call(method, request)`; failures come back as `SchedulerError` with a gRPC
-status code. Unit tests swap in `frameworks.sdk.testing.MemoryTransport` (like httpx's
+status code. Unit tests swap in `agora.frameworks.sdk.testing.MemoryTransport` (like httpx's
 MockTransport); `GrpcSchedulerTransport` talks to a real master.
 """
 
@@ -12,10 +12,10 @@ import abc
 from collections.abc import AsyncIterator
 
 import grpc
-from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 from google.protobuf.message import Message
 
-from common.rpc import CHANNEL_OPTIONS
+from agora.common.rpc import CHANNEL_OPTIONS
+from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 # The unary methods of the Scheduler service, by their gRPC names.
 METHODS = frozenset(

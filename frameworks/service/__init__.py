@@ -5,17 +5,17 @@ constraints, restart backoff, rolling updates, endpoints, and the `Services` gRP
     await daemon.start()
 """
 
-from frameworks.service.apps import AppError, app_from_mapping, normalize, parse_app_text
-from frameworks.service.backoff import RestartBackoff
-from frameworks.service.constraints import (
+from agora.frameworks.service.apps import AppError, app_from_mapping, normalize, parse_app_text
+from agora.frameworks.service.backoff import RestartBackoff
+from agora.frameworks.service.constraints import (
     OPERATORS,
     AgentFacts,
     Constraint,
     ConstraintError,
 )
-from frameworks.service.daemon import ServicesConfig, ServicesDaemon
-from frameworks.service.deploy import InstanceView, Plan, Strategy, plan
-from frameworks.service.scheduler import ServiceScheduler
+from agora.frameworks.service.daemon import ServicesConfig, ServicesDaemon
+from agora.frameworks.service.deploy import InstanceView, Plan, Strategy, plan
+from agora.frameworks.service.scheduler import ServiceScheduler
 
 __all__ = [
     "OPERATORS",

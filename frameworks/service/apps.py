@@ -10,16 +10,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agora.v1 import common_pb2, services_pb2
 from google.protobuf import json_format
 
-from frameworks.service.backoff import (
+from agora.frameworks.service.backoff import (
     DEFAULT_BACKOFF_FACTOR,
     DEFAULT_BACKOFF_SECONDS,
     DEFAULT_MAX_LAUNCH_DELAY,
 )
-from frameworks.service.constraints import Constraint, ConstraintError
-from frameworks.service.deploy import Strategy
+from agora.frameworks.service.constraints import Constraint, ConstraintError
+from agora.frameworks.service.deploy import Strategy
+from agora.v1 import common_pb2, services_pb2
 
 App = services_pb2.App
 

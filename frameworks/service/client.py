@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frameworks.sdk import FrameworkNotFound, find_framework_api
+from agora.frameworks.sdk import FrameworkNotFound, find_framework_api
 
 
 class ServicesNotFound(FrameworkNotFound):

@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from agora.v1 import operator_pb2, operator_pb2_grpc, services_pb2, services_pb2_grpc
 
-from common import UNRESERVED, Resources, attributes_from_proto
-from common.rpc import parse_address, service_name
-from frameworks.sdk import FrameworkDaemon
-from frameworks.service.constraints import AgentFacts
-from frameworks.service.placement import AgentSlot
-from frameworks.service.scheduler import ServiceScheduler
-from frameworks.service.servicer import ServicesServicer
-from frameworks.service.store import ServiceStore
+from agora.common import UNRESERVED, Resources, attributes_from_proto
+from agora.common.rpc import parse_address, service_name
+from agora.frameworks.sdk import FrameworkDaemon
+from agora.frameworks.service.constraints import AgentFacts
+from agora.frameworks.service.placement import AgentSlot
+from agora.frameworks.service.scheduler import ServiceScheduler
+from agora.frameworks.service.servicer import ServicesServicer
+from agora.frameworks.service.store import ServiceStore
+from agora.v1 import operator_pb2, operator_pb2_grpc, services_pb2, services_pb2_grpc
 
 SERVICE_NAMES = [service_name(services_pb2, "Services")]
 

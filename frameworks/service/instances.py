@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from agora.frameworks.sdk import is_terminal
+from agora.frameworks.service.constraints import AgentFacts
+from agora.frameworks.service.deploy import InstanceView
 from agora.v1 import common_pb2, services_pb2
-
-from frameworks.sdk import is_terminal
-from frameworks.service.constraints import AgentFacts
-from frameworks.service.deploy import InstanceView
 
 
 @dataclass

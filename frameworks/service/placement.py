@@ -12,17 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agora.v1 import common_pb2
-
-from common import Resources
-from common.resources import ranges_count
-from frameworks.sdk import OfferPacker, TaskSpec
-from frameworks.service.constraints import (
+from agora.common import Resources
+from agora.common.resources import ranges_count
+from agora.frameworks.sdk import OfferPacker, TaskSpec
+from agora.frameworks.service.constraints import (
     AgentFacts,
     Constraint,
     first_violation,
     known_values,
 )
+from agora.v1 import common_pb2
 
 Offer = common_pb2.Offer
 

@@ -15,10 +15,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
-from agora.v1 import common_pb2, services_pb2
 
-from common import Resources
-from frameworks.sdk import (
+from agora.common import Resources
+from agora.frameworks.sdk import (
     Driver,
     Framework,
     SchedulerError,
@@ -27,14 +26,15 @@ from frameworks.sdk import (
     new_task_id,
     state_name,
 )
-from frameworks.service import apps as appdefs
-from frameworks.service import views
-from frameworks.service.backoff import RestartBackoff
-from frameworks.service.deploy import plan
-from frameworks.service.instances import Instance
-from frameworks.service.placement import AgentSlot, Request, offer_host, place
-from frameworks.service.store import ServiceStore
-from frameworks.service.waiting import needs_of, why_waiting
+from agora.frameworks.service import apps as appdefs
+from agora.frameworks.service import views
+from agora.frameworks.service.backoff import RestartBackoff
+from agora.frameworks.service.deploy import plan
+from agora.frameworks.service.instances import Instance
+from agora.frameworks.service.placement import AgentSlot, Request, offer_host, place
+from agora.frameworks.service.store import ServiceStore
+from agora.frameworks.service.waiting import needs_of, why_waiting
+from agora.v1 import common_pb2, services_pb2
 
 log = structlog.get_logger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import grpc
 import structlog
-from agora.v1 import services_pb2, services_pb2_grpc
 
-from frameworks.service.apps import AppError
-from frameworks.service.scheduler import ServiceScheduler
+from agora.frameworks.service.apps import AppError
+from agora.frameworks.service.scheduler import ServiceScheduler
+from agora.v1 import services_pb2, services_pb2_grpc
 
 log = structlog.get_logger(__name__)
 

@@ -7,10 +7,9 @@ task it may have started and can reconcile it with the master.
 
 from __future__ import annotations
 
+from agora.frameworks.sdk import StateStore
+from agora.frameworks.service.instances import Instance
 from agora.v1 import services_pb2
-
-from frameworks.sdk import StateStore
-from frameworks.service.instances import Instance
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS apps (id TEXT PRIMARY KEY, data BLOB NOT NULL);

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agora.frameworks.service.backoff import RestartBackoff
+from agora.frameworks.service.instances import Instance
 from agora.v1 import services_pb2
-
-from frameworks.service.backoff import RestartBackoff
-from frameworks.service.instances import Instance
 
 
 def _by_age(instances: Sequence[Instance]) -> list[Instance]:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agora.frameworks.service import apps as appdefs
+from agora.frameworks.service.backoff import RestartBackoff
+from agora.frameworks.service.instances import Instance
+from agora.frameworks.service.placement import AgentSlot, Needs, explain
 from agora.v1 import services_pb2
-
-from frameworks.service import apps as appdefs
-from frameworks.service.backoff import RestartBackoff
-from frameworks.service.instances import Instance
-from frameworks.service.placement import AgentSlot, Needs, explain
 
 
 def needs_of(app: services_pb2.App) -> Needs:

@@ -3,13 +3,13 @@
 No grpc, no asyncio, no clock: the master passes `now` in and sends the OfferGrants it gets back.
 """
 
-from master.allocator.allocator import GPU_CAPABILITY, Allocator
-from master.allocator.drf import DRFSorter, dominant_share, scalar_vector
-from master.allocator.quota import Quota
-from master.allocator.random_sorter import RandomSorter
-from master.allocator.sorter import Sorter
-from master.allocator.sorters import SORTERS, make_sorter, sorter_names
-from master.allocator.types import (
+from agora.master.allocator.allocator import GPU_CAPABILITY, Allocator
+from agora.master.allocator.drf import DRFSorter, dominant_share, scalar_vector
+from agora.master.allocator.quota import Quota
+from agora.master.allocator.random_sorter import RandomSorter
+from agora.master.allocator.sorter import Sorter
+from agora.master.allocator.sorters import SORTERS, make_sorter, sorter_names
+from agora.master.allocator.types import (
     DEFAULT_MIN_ALLOCATABLE,
     MAX_REFUSE_SECONDS,
     AllocatorConfig,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from common import EMPTY, UNRESERVED, Resources
-from master.allocator.drf import (
+from agora.common import EMPTY, UNRESERVED, Resources
+from agora.master.allocator.drf import (
     MILLI,
     Vector,
     dominant_share,
@@ -19,8 +19,8 @@ from master.allocator.drf import (
     scalar_vector,
     vector_resources,
 )
-from master.allocator.filters import DeclineFilters
-from master.allocator.quota import (
+from agora.master.allocator.filters import DeclineFilters
+from agora.master.allocator.quota import (
     Quota,
     add_into,
     cap_unreserved,
@@ -28,8 +28,8 @@ from master.allocator.quota import (
     min_caps,
     required_headroom,
 )
-from master.allocator.sorters import make_sorter
-from master.allocator.types import MAX_REFUSE_SECONDS, AllocatorConfig, OfferGrant
+from agora.master.allocator.sorters import make_sorter
+from agora.master.allocator.types import MAX_REFUSE_SECONDS, AllocatorConfig, OfferGrant
 
 GPU_CAPABILITY = "GPU_RESOURCES"
 
@@ -435,7 +435,7 @@ class Allocator:
 
     def explain(self, framework_id: str, now: float) -> list[str]:
         """Why the framework is getting no offers right now, one reason per line."""
-        from master.allocator.explain import explain
+        from agora.master.allocator.explain import explain
 
         self._refresh_shares()
         return explain(self, framework_id, now)

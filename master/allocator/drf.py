@@ -5,8 +5,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Mapping
 
-from common import UNRESERVED, Resources
-from master.allocator.sorter import Client, Sorter
+from agora.common import UNRESERVED, Resources
+from agora.master.allocator.sorter import Client, Sorter
 
 # Scalar amounts by resource name, flattened over roles, in thousandths: Resources' own
 # granularity, so integer sums are exact and millions of add/subtract never drift.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from master.allocator.drf import MILLI, dominant_share, scalar_vector
+from agora.master.allocator.drf import MILLI, dominant_share, scalar_vector
 
 if TYPE_CHECKING:
-    from master.allocator.allocator import Allocator
+    from agora.master.allocator.allocator import Allocator
 
 
 def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:

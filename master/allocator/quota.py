@@ -6,8 +6,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from common import UNRESERVED, Resources
-from master.allocator.drf import MILLI, Vector, scalar_vector
+from agora.common import UNRESERVED, Resources
+from agora.master.allocator.drf import MILLI, Vector, scalar_vector
 
 INFINITY = float("inf")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from master.allocator.sorter import Sorter
+from agora.master.allocator.sorter import Sorter
 
 
 class RandomSorter(Sorter):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from master.allocator.drf import DRFSorter
-from master.allocator.random_sorter import RandomSorter
-from master.allocator.sorter import Sorter
+from agora.master.allocator.drf import DRFSorter
+from agora.master.allocator.random_sorter import RandomSorter
+from agora.master.allocator.sorter import Sorter
 
 SorterFactory = Callable[[int | None], Sorter]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from common import Resources
+from agora.common import Resources
 
 # Mesos' --min_allocatable_resources default: a scrap smaller than both is not worth an offer.
 DEFAULT_MIN_ALLOCATABLE: tuple[Resources, ...] = (Resources.of(cpus=0.01), Resources.of(mem=32))
@@ -35,7 +35,7 @@ class AllocatorConfig:
     seed: int | None = None  # seeds the "random" sorter, so tests can repeat an order
 
     def __post_init__(self) -> None:
-        from master.allocator.sorters import check_sorter_name
+        from agora.master.allocator.sorters import check_sorter_name
 
         check_sorter_name("role_sorter", self.role_sorter)
         check_sorter_name("framework_sorter", self.framework_sorter)
