@@ -1,0 +1,46 @@
+"""One small HTTP layer for every daemon: metrics and the dashboard are routes on it.
+
+aiohttp serves on the daemon's own asyncio event loop, beside its grpc.aio server, so a page
+reads the same in-memory state the Operator service reads (never a second copy) and no thread
+touches that state. A daemon builds its routes and hands them here; this module knows nothing
+of what they serve. (aiohttp rather than a hand-written server: HTTP parsing, keep-alive and
+streaming responses are its job, and it runs on asyncio without a thread of its own.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from aiohttp import web
+
+__all__ = ["HttpServer"]
+
+
+class HttpServer:
+    """An aiohttp site on `host:port` (port 0 picks a free one) serving `routes`."""
+
+    def __init__(self, host: str, port: int, routes: Iterable[web.AbstractRouteDef]) -> None:
+        self.host = host
+        self.port = port
+        self._app = web.Application()
+        self._app.add_routes(list(routes))
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> int:
+        """Starts serving and returns the bound port."""
+        # access_log=None: a scraped or polled endpoint would fill the daemon's log otherwise.
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]  # the bound port, for port 0
+        return self.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
