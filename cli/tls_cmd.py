@@ -1,0 +1,116 @@
+"""`agora tls init DIR` and `agora tls issue ...`: a certificate authority and certificates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from agora.cli.errors import CommandError
+
+
+def _days(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"days must be at least 1, got {value}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "tls",
+        help="create a certificate authority and certificates for mutual TLS",
+        description="Creates the certificates every daemon and client presents for mutual TLS "
+        "(--tls-ca, --tls-cert, --tls-key). A certificate's common name is its holder's "
+        "principal, the name ACLs use.",
+    )
+    sub = parser.add_subparsers(dest="tls_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    p = sub.add_parser(
+        "init",
+        help="create a certificate authority in DIR",
+        description="Creates DIR/ca.pem (give it to every daemon and client as --tls-ca) and "
+        "DIR/ca-key.pem (keep it secret: it signs certificates; it is written mode 0600).",
+    )
+    p.add_argument("dir", type=Path, metavar="DIR")
+    p.add_argument("--name", default="Agora CA", help="the CA's common name (default Agora CA)")
+    p.add_argument("--days", type=_days, default=3650, help="validity (default 3650 days)")
+    p.add_argument("--force", action="store_true", help="replace an existing CA in DIR")
+    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    p.set_defaults(func=_init)
+
+    p = sub.add_parser(
+        "issue",
+        help="issue a certificate and key signed by a CA",
+        description="Writes NAME.pem and NAME-key.pem (mode 0600), signed by the CA in --ca. "
+        "Certificates for a master, agent or framework also name localhost, 127.0.0.1 and ::1, "
+        "and every --host, so clients can verify the daemon's address.",
+    )
+    p.add_argument("--ca", type=Path, required=True, metavar="DIR", help="the CA's directory")
+    p.add_argument("--name", required=True, help="the principal (the certificate's common name)")
+    p.add_argument(
+        "--for",
+        dest="kind",
+        required=True,
+        choices=["master", "agent", "framework", "client"],
+        help="who presents it: a daemon (serves and dials) or a client (a person or script)",
+    )
+    p.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a DNS name or IP address the daemon is reached at (repeat for several)",
+    )
+    p.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: the CA's)")
+    p.add_argument("--days", type=_days, default=825, help="validity (default 825 days)")
+    p.add_argument("--force", action="store_true", help="replace an existing NAME.pem")
+    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    p.set_defaults(func=_issue)
+
+
+def _report(args: argparse.Namespace, issued, hint: str) -> int:
+    if args.json:
+        print(json.dumps({"cert": str(issued.cert), "key": str(issued.key)}))
+    else:
+        print(f"wrote {issued.cert} and {issued.key}\n{hint}")
+    return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    from agora.common.certificates import CertificateError, init_ca
+
+    try:
+        issued = init_ca(args.dir, name=args.name, days=args.days, force=args.force)
+    except (CertificateError, OSError) as e:
+        raise CommandError(str(e)) from None
+    return _report(
+        args,
+        issued,
+        f"next: agora tls issue --ca {args.dir} --name master --for master --host HOST",
+    )
+
+
+def _issue(args: argparse.Namespace) -> int:
+    from agora.common.certificates import CertificateError, issue
+
+    try:
+        issued = issue(
+            args.ca,
+            args.name,
+            args.kind,
+            hosts=args.host,
+            out_dir=args.out,
+            days=args.days,
+            force=args.force,
+        )
+    except (CertificateError, OSError) as e:
+        raise CommandError(str(e)) from None
+    ca = args.ca / "ca.pem"
+    return _report(
+        args, issued, f"use: --tls-ca {ca} --tls-cert {issued.cert} --tls-key {issued.key}"
+    )

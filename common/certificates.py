@@ -1,0 +1,231 @@
+"""Issuing Agora's certificates: a certificate authority, and certificates for daemons and people.
+
+`agora tls init` and `agora tls issue` call this; nothing here opens a connection. The
+certificate's common name is its holder's principal (what ACLs name). Keys are ECDSA P-256: small,
+and the cheapest handshake gRPC's TLS offers. Written with `cryptography` (the library every
+Python TLS tool builds on) rather than by shelling out to openssl.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+__all__ = [
+    "CA_CERT",
+    "CA_KEY",
+    "KINDS",
+    "CertificateError",
+    "Issued",
+    "init_ca",
+    "issue",
+    "principal_of",
+]
+
+CA_CERT = "ca.pem"
+CA_KEY = "ca-key.pem"
+
+# Who a certificate is for -> the key usages it needs. Masters, agents and frameworks serve gRPC
+# (the Agent, Batch and Services APIs) and also dial out, so they are servers and clients; a
+# person's certificate is only ever a client's.
+KINDS = {
+    "master": (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
+    "agent": (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
+    "framework": (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
+    "client": (ExtendedKeyUsageOID.CLIENT_AUTH,),
+}
+
+# Server certificates also name the loopback host, so a daemon and its clients on one machine
+# (`agora local`, tests) verify without --host; Nomad's `tls cert create` does the same.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+class CertificateError(Exception):
+    """A bad request or unreadable CA; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Issued:
+    cert: Path
+    key: Path
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    # Created 0600 from the start: the key is never readable by others, not even for a moment.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _refuse_existing(*paths: Path) -> None:
+    existing = [str(p) for p in paths if p.exists()]
+    if existing:
+        raise CertificateError(f"{', '.join(existing)} already exist(s); use --force to replace")
+
+
+def init_ca(
+    directory: Path, name: str = "Agora CA", days: int = 3650, force: bool = False
+) -> Issued:
+    """A new certificate authority in `directory`: ca.pem (share it) and ca-key.pem (keep it)."""
+    if days < 1:
+        raise CertificateError(f"--days must be at least 1, got {days}")
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = directory / CA_CERT, directory / CA_KEY
+    if not force:
+        _refuse_existing(cert_path, key_path)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))  # tolerate small clock skew
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    _write_private(key_path, _key_pem(key))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return Issued(cert=cert_path, key=key_path)
+
+
+def _load_ca(ca_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    cert_path, key_path = ca_dir / CA_CERT, ca_dir / CA_KEY
+    try:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+    except FileNotFoundError as e:
+        raise CertificateError(
+            f"{e.filename}: not found; create a CA first with `agora tls init {ca_dir}`"
+        ) from None
+    except ValueError as e:
+        raise CertificateError(f"{ca_dir}: not a CA made by `agora tls init` ({e})") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise CertificateError(f"{key_path}: expected an ECDSA key made by `agora tls init`")
+    return cert, key
+
+
+def _subject_names(hosts: list[str]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = []
+    for host in dict.fromkeys(hosts):  # in order, once each
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            if not host or any(c in host for c in " /:@"):
+                raise CertificateError(
+                    f"--host {host!r}: give a DNS name or an IP address"
+                ) from None
+            names.append(x509.DNSName(host))
+    return names
+
+
+def issue(
+    ca_dir: Path,
+    name: str,
+    kind: str,
+    hosts: list[str] | None = None,
+    out_dir: Path | None = None,
+    days: int = 825,
+    force: bool = False,
+) -> Issued:
+    """A certificate and key for principal `name`, signed by the CA in `ca_dir`.
+
+    Written to `out_dir` (default: the CA's directory) as NAME.pem and NAME-key.pem.
+    """
+    if kind not in KINDS:
+        raise CertificateError(f"--for {kind!r}: use one of {', '.join(KINDS)}")
+    if not name or len(name) > 64 or any(c in name for c in "/\\\0\n") or name.startswith("."):
+        raise CertificateError(
+            f"--name {name[:80]!r}: use 1-64 characters, no slashes, not starting with '.'"
+        )
+    if days < 1:
+        raise CertificateError(f"--days must be at least 1, got {days}")
+    ca_cert, ca_key = _load_ca(ca_dir)
+    out = out_dir or ca_dir
+    out.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = out / f"{name}.pem", out / f"{name}-key.pem"
+    if not force:
+        _refuse_existing(cert_path, key_path)
+    all_hosts = list(hosts or [])
+    if ExtendedKeyUsageOID.SERVER_AUTH in KINDS[kind]:
+        all_hosts += LOOPBACK_HOSTS
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = _now()
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name(
+                [
+                    x509.NameAttribute(NameOID.COMMON_NAME, name),
+                    # The kind is informative (ACLs decide what a principal may do).
+                    x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, kind),
+                ]
+            )
+        )
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(min(now + datetime.timedelta(days=days), ca_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(list(KINDS[kind])), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+    )
+    if all_hosts:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName(_subject_names(all_hosts)), critical=False
+        )
+    cert = builder.sign(ca_key, hashes.SHA256())
+    _write_private(key_path, _key_pem(key))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return Issued(cert=cert_path, key=key_path)
+
+
+def principal_of(cert_pem: bytes) -> str:
+    """The principal a certificate names: its common name."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    if not names:
+        raise CertificateError("the certificate has no common name")
+    value = names[0].value
+    return value if isinstance(value, str) else value.decode()
