@@ -85,6 +85,19 @@ def test_bad_constraints_say_what_to_write(args, message):
         Constraint.parse(*args)
 
 
+def test_like_patterns_match_in_linear_time_and_refuse_what_needs_backtracking():
+    # With Python's backtracking `re` this one check takes about a minute (the test would hit
+    # its timeout); RE2 answers at once, so a hostile app cannot freeze the shared event loop.
+    hostile = Constraint.parse("hostname", "LIKE", "(?:.?){56}X")
+    long_host = AgentFacts("a", "a" * 60)
+    assert "does not match" in hostile.violation(long_host, [])
+    # RE2 has no backreferences or lookaround: refused when the app is put, saying why.
+    with pytest.raises(ConstraintError, match="RE2 syntax: no backreferences"):
+        Constraint.parse("rack", "LIKE", r"(r)\1")
+    with pytest.raises(ConstraintError, match="1001 characters; the limit is 1000"):
+        Constraint.parse("rack", "UNLIKE", "r" * 1001)
+
+
 # --- backoff ----------------------------------------------------------------------------------
 
 

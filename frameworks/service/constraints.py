@@ -3,20 +3,40 @@
 Pure: `Constraint.parse` validates one (an unknown operator is a ConstraintError naming the
 known ones), and `violation()` says why an agent cannot take one more instance given where the
 app's instances already are, or None when it can.
+
+LIKE and UNLIKE patterns are RE2 expressions (Python's `re` syntax without backreferences or
+lookaround), matched by RE2 in time linear in the attribute's length: a pattern such as
+`(?:.?){56}X` takes Python's backtracking `re` about a minute on a 60-character value, and the
+services framework shares its event loop with the master in `agora local`.
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import re2
+
 OPERATORS = ("UNIQUE", "CLUSTER", "GROUP_BY", "LIKE", "UNLIKE", "MAX_PER")
+
+
+# Longest LIKE/UNLIKE pattern accepted: room for any real host or rack pattern, and a bound on
+# the memory RE2 may spend compiling one.
+MAX_PATTERN_LENGTH = 1000
 
 
 class ConstraintError(ValueError):
     """A constraint that cannot be used; the message says what to write instead."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern(value: str) -> re2._Regexp:
+    """The compiled pattern (compiled once: placement checks it per agent and instance)."""
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is the caller's error, reported to them, not logged
+    return re2.compile(value, options)
 
 
 @dataclass(frozen=True)
@@ -54,10 +74,19 @@ class Constraint:
         if op in ("CLUSTER", "LIKE", "UNLIKE") and not value:
             raise ConstraintError(f"{where}: {op} needs a value")
         if op in ("LIKE", "UNLIKE"):
+            if len(value) > MAX_PATTERN_LENGTH:
+                raise ConstraintError(
+                    f"constraint [{field_name}, {op}]: the pattern has {len(value)} characters; "
+                    f"the limit is {MAX_PATTERN_LENGTH}"
+                )
             try:
-                re.compile(value)
-            except re.error as e:
-                raise ConstraintError(f"{where}: bad regular expression: {e}") from None
+                _pattern(value)
+            except re2.error as e:
+                reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else e
+                raise ConstraintError(
+                    f"{where}: bad regular expression (RE2 syntax: no backreferences or "
+                    f"lookaround): {reason}"
+                ) from None
         if op == "MAX_PER" or (op == "GROUP_BY" and value):
             if not value.isdigit() or int(value) < 1:
                 raise ConstraintError(f"{where}: {op} needs a whole number >= 1")
@@ -95,10 +124,10 @@ class Constraint:
             if mine != self.value:
                 return f"{self.describe()}: {self.field}={mine}"
         elif self.operator == "LIKE":
-            if not re.fullmatch(self.value, mine):
+            if not _pattern(self.value).fullmatch(mine):
                 return f"{self.describe()}: {self.field}={mine} does not match"
         elif self.operator == "UNLIKE":
-            if re.fullmatch(self.value, mine):
+            if _pattern(self.value).fullmatch(mine):
                 return f"{self.describe()}: {self.field}={mine} matches"
         elif self.operator == "GROUP_BY":
             values = set(known_values) | {mine} | {v for v in counts if v is not None}
