@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,15 +19,19 @@ pytestmark = pytest.mark.e2e
 def installed(tmp_path_factory) -> Path:
     """A plain (non-editable) install of the checkout into an empty folder."""
     target = tmp_path_factory.mktemp("site")
-    build = tmp_path_factory.mktemp("build")
+    # pip builds in the source tree (build/, *.egg-info): build from a copy, not the checkout.
+    source = tmp_path_factory.mktemp("src") / "agora"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".*", "build", "*.egg-info", "__pycache__", "results"),
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
-        + ["--target", str(target), str(ROOT)],
+        + ["--target", str(target), str(source)],
         check=True,
         capture_output=True,
         timeout=300,
-        # pip builds in a copy of the tree; keep its scratch files out of the checkout.
-        env={**os.environ, "TMPDIR": str(build)},
     )
     return target
 
