@@ -1,38 +1,24 @@
 """The `Agent` gRPC service: read, follow and list files in a task's sandbox; list tasks.
 
 Every path is relative to the task's sandbox and must stay inside it: '..' components, absolute
-paths and symlinks that lead out are refused with INVALID_ARGUMENT.
+paths and symlinks that lead out are refused with INVALID_ARGUMENT. Paths are resolved and opened
+in one step beneath the sandbox (agent.sandbox_files), so a task that swaps a directory for a
+symlink while it is read cannot lead the read out; the reads then use that descriptor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from pathlib import Path
 
 import grpc
 
+from agora.agent.sandbox_files import SandboxPathError, open_beneath, split_relative
 from agora.agent.task_manager import TaskManager, TaskRun, is_terminal
 from agora.v1 import agent_pb2, agent_pb2_grpc
 
 MAX_READ = 1024 * 1024
 FOLLOW_POLL_SECONDS = 0.2
-
-
-def resolve_in_sandbox(sandbox: Path, relative: str) -> Path:
-    """The real path of `relative` inside `sandbox`; ValueError if it would leave it."""
-    if "\0" in relative:
-        raise ValueError("the path contains a NUL byte")
-    if relative.startswith("/"):
-        raise ValueError(f"path {relative!r} must be relative to the task's sandbox")
-    parts = [p for p in relative.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise ValueError(f"path {relative!r} leaves the task's sandbox: '..' is not allowed")
-    root = sandbox.resolve()
-    target = root.joinpath(*parts).resolve()
-    if target != root and root not in target.parents:
-        raise ValueError(f"path {relative!r} leads outside the task's sandbox")
-    return target
 
 
 class AgentFilesService(agent_pb2_grpc.AgentServicer):
@@ -52,74 +38,81 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
             )
         return run
 
-    async def _path(self, run: TaskRun, relative: str, context) -> Path:
+    async def _open(self, run: TaskRun, relative: str, context, directory: bool = False) -> int:
+        """A descriptor of `relative` in the run's sandbox (the caller closes it), or an abort."""
         try:
-            return resolve_in_sandbox(run.sandbox, relative)
-        except ValueError as e:
+            return await asyncio.to_thread(open_beneath, run.sandbox, relative, directory)
+        except SandboxPathError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except FileNotFoundError:
+            kind = "a directory" if directory else "a file"
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"{relative!r} is not {kind} in the sandbox of task {run.task.task_id!r}",
+            )
+        except OSError as e:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"cannot open {relative!r}: {e.strerror}"
+            )
+        raise AssertionError("unreachable: context.abort raises")
 
-    async def _file(self, request, context) -> tuple[TaskRun, Path]:
+    async def _file(self, request, context) -> tuple[TaskRun, int]:
         run = await self._run(request, context)
         if not request.path:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "path is required, e.g. 'stdout' or 'stderr'"
             )
-        path = await self._path(run, request.path, context)
-        if not path.is_file():
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND
-                if not path.exists()
-                else grpc.StatusCode.INVALID_ARGUMENT,
-                f"{request.path!r} is not a file in the sandbox of task {run.task.task_id!r}",
-            )
-        return run, path
+        return run, await self._open(run, request.path, context)
 
     async def ReadFile(self, request, context):
-        _, path = await self._file(request, context)
-        length = request.length if request.length > 0 else MAX_READ
-        length = min(length, MAX_READ)
-        data, offset, size = await self._read(path, request.offset, length, context)
+        _, fd = await self._file(request, context)
+        try:
+            length = request.length if request.length > 0 else MAX_READ
+            length = min(length, MAX_READ)
+            data, offset, size = await self._read(fd, request.offset, length, context)
+        finally:
+            os.close(fd)
         return agent_pb2.ReadFileResponse(data=data, offset=offset, size=size)
 
     async def FollowFile(self, request, context):
-        run, path = await self._file(request, context)
-        offset = request.offset
-        if offset < 0:
-            offset = max(path.stat().st_size + offset, 0)
-        while True:
-            # Check before reading, so that everything written before the end is sent.
-            ended = is_terminal(run.state)
-            data, start, _ = await self._read(path, offset, MAX_READ, context)
-            if data:
-                yield agent_pb2.FileChunk(data=data, offset=start)
-                offset = start + len(data)
-                continue
-            if ended:
-                return
-            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        run, fd = await self._file(request, context)
+        try:
+            offset = request.offset
+            if offset < 0:
+                offset = max(os.fstat(fd).st_size + offset, 0)
+            while True:
+                # Check before reading, so that everything written before the end is sent.
+                ended = is_terminal(run.state)
+                data, start, _ = await self._read(fd, offset, MAX_READ, context)
+                if data:
+                    yield agent_pb2.FileChunk(data=data, offset=start)
+                    offset = start + len(data)
+                    continue
+                if ended:
+                    return
+                await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        finally:
+            os.close(fd)
 
     async def ListFiles(self, request, context):
         run = await self._run(request, context)
-        directory = await self._path(run, request.path, context)
-        if not directory.is_dir():
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND, f"{request.path!r} is not a directory in the sandbox"
-            )
+        fd = await self._open(run, request.path, context, directory=True)
         try:
             # In a thread: a task may leave thousands of files, and the loop serves every task.
-            entries = await asyncio.to_thread(_list, directory, run.sandbox.resolve())
+            prefix = split_relative(request.path)
+            entries = await asyncio.to_thread(_list, fd, prefix)
         except OSError as e:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION, f"cannot list {request.path!r}: {e}"
             )
+        finally:
+            os.close(fd)
         return agent_pb2.ListFilesResponse(files=entries)
 
-    async def _read(self, path: Path, offset: int, length: int, context):
-        """_read in a thread; the task owns its sandbox, so its files may vanish at any time."""
+    async def _read(self, fd: int, offset: int, length: int, context):
+        """_read in a thread; the task owns its sandbox, so its files may change at any time."""
         try:
-            return await asyncio.to_thread(_read, path, offset, length)
-        except FileNotFoundError:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"{path.name!r} is gone")
+            return await asyncio.to_thread(_read, fd, offset, length)
         except OSError as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot read it: {e}")
 
@@ -143,14 +136,16 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         return agent_pb2.ListAgentTasksResponse(tasks=out)
 
 
-def _list(directory: Path, root: Path) -> list[agent_pb2.FileEntry]:
+def _list(directory_fd: int, prefix: list[str]) -> list[agent_pb2.FileEntry]:
     entries = []
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+    # scandir of a descriptor: entries are read from the opened directory, never from a path
+    # the task could have swapped meanwhile.
+    for entry in sorted(os.scandir(directory_fd), key=lambda e: e.name):
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        relative = os.fsencode(Path(entry.path).relative_to(root))
+        relative = os.fsencode("/".join([*prefix, entry.name]))
         entries.append(
             agent_pb2.FileEntry(
                 # A task may name files in any bytes; protobuf strings must be UTF-8.
@@ -163,11 +158,9 @@ def _list(directory: Path, root: Path) -> list[agent_pb2.FileEntry]:
     return entries
 
 
-def _read(path: Path, offset: int, length: int) -> tuple[bytes, int, int]:
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if offset < 0:
-            offset = max(size + offset, 0)
-        offset = min(offset, size)
-        f.seek(offset)
-        return f.read(length), offset, size
+def _read(fd: int, offset: int, length: int) -> tuple[bytes, int, int]:
+    size = os.fstat(fd).st_size
+    if offset < 0:
+        offset = max(size + offset, 0)
+    offset = min(offset, size)
+    return os.pread(fd, length, offset), offset, size

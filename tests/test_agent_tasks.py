@@ -431,6 +431,49 @@ async def test_sandbox_escapes_and_unknown_tasks_are_refused(master, agents):
         assert note.data == b"hi\n"
 
 
+FLIP_DIRECTORY_AND_SYMLINK = """
+import os
+os.mkdir("real"); open("real/passwd", "w").write("inside"); os.symlink("/etc", "link")
+print("flipping", flush=True)
+while True:
+    for source in ("real", "link"):
+        os.rename(source, "d"); os.rename("d", source)
+"""
+
+
+async def test_a_task_swapping_a_directory_for_a_symlink_cannot_lead_reads_out(master, agents):
+    # The race a check-then-open loses: the task flips sandbox/d between a real directory and a
+    # symlink to /etc while a client reads d/passwd through the agent.
+    daemon = await agents.start()
+    await registered(master)
+    master.run_task(FW, shell_task("flip", f"python3 -c '{FLIP_DIRECTORY_AND_SYMLINK}'"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("flip"))
+    secret = Path("/etc/passwd").read_bytes()
+    codes: dict[str, int] = {}
+    async with insecure_channel(daemon.address) as channel:
+        stub = agent_pb2_grpc.AgentStub(channel)
+        await eventually_async(
+            lambda: b"flipping" in (daemon.tasks.find(FW, "flip").sandbox / "stdout").read_bytes()
+        )
+        for _ in range(500):
+            try:
+                reply = await stub.ReadFile(
+                    agent_pb2.ReadFileRequest(task_id="flip", path="d/passwd")
+                )
+            except grpc.aio.AioRpcError as e:
+                codes[e.code().name] = codes.get(e.code().name, 0) + 1
+                continue
+            assert reply.data != secret
+            assert reply.data == b"inside"
+            codes["OK"] = codes.get("OK", 0) + 1
+    master.kill_task(FW, "flip")
+    await terminal(master, "flip")
+    # Refusals are INVALID_ARGUMENT (leads outside) or NOT_FOUND (caught mid-rename), never
+    # UNKNOWN; and the race ran: some reads landed inside.
+    assert set(codes) <= {"OK", "INVALID_ARGUMENT", "NOT_FOUND"}, codes
+    assert codes.get("OK", 0) > 0, codes
+
+
 async def test_a_file_name_that_is_not_utf8_is_listed(master, agents):
     daemon = await agents.start()
     await registered(master)

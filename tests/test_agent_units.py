@@ -1,15 +1,16 @@
 """Pure pieces of the agent: resource detection arithmetic, the update queue and its log,
-sandbox path confinement, exit outcomes and the task environment."""
+sandbox path confinement (openat2 and the fallback walk), exit outcomes and the task environment."""
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from agora.agent import executor, proc_stat
-from agora.agent.files_service import resolve_in_sandbox
+from agora.agent import executor, proc_stat, sandbox_files
 from agora.agent.launcher import Wrapper, command_argv, exit_outcome, task_environment
 from agora.agent.resources_detect import default_resources, detect_resources
+from agora.agent.sandbox_files import SandboxPathError, open_beneath
 from agora.agent.status_updates import UpdateLog
 from agora.agent.update_queue import UpdateQueue
 from agora.common import Resources, new_uuid
@@ -117,19 +118,96 @@ def test_update_log_replays_what_was_not_acknowledged(tmp_path):
 # --- sandbox paths ------------------------------------------------------------------------
 
 
-def test_paths_stay_inside_the_sandbox(tmp_path):
+@pytest.fixture(params=["openat2", "nofollow-walk"])
+def beneath(request, monkeypatch):
+    """open_beneath, with the kernel's openat2 and with the fallback walk for older kernels."""
+    monkeypatch.setattr(sandbox_files, "_have_openat2", request.param == "openat2" and None)
+    return request.param
+
+
+def _read_all(fd: int) -> bytes:
+    try:
+        return os.pread(fd, 1 << 16, 0)
+    finally:
+        os.close(fd)
+
+
+def test_paths_stay_inside_the_sandbox(tmp_path, beneath):
     sandbox = tmp_path / "sb"
     (sandbox / "sub").mkdir(parents=True)
     (sandbox / "stdout").write_text("x")
-    assert resolve_in_sandbox(sandbox, "stdout") == (sandbox / "stdout").resolve()
-    assert resolve_in_sandbox(sandbox, "./sub/") == (sandbox / "sub").resolve()
-    assert resolve_in_sandbox(sandbox, "") == sandbox.resolve()
+    (sandbox / "sub" / "f").write_text("y")
+    assert _read_all(open_beneath(sandbox, "stdout")) == b"x"
+    assert _read_all(open_beneath(sandbox, "./sub//f")) == b"y"
+    os.close(open_beneath(sandbox, "", directory=True))
     for bad in ("../x", "sub/../../x", "/etc/passwd", "a\0b"):
-        with pytest.raises(ValueError):
-            resolve_in_sandbox(sandbox, bad)
+        with pytest.raises(SandboxPathError):
+            open_beneath(sandbox, bad)
     (sandbox / "link").symlink_to("/etc")
-    with pytest.raises(ValueError, match="outside"):
-        resolve_in_sandbox(sandbox, "link/passwd")
+    with pytest.raises(SandboxPathError, match="outside|symlink"):
+        open_beneath(sandbox, "link/passwd")
+    (sandbox / "up").symlink_to("../..")
+    with pytest.raises(SandboxPathError, match="outside|symlink"):
+        open_beneath(sandbox, "up/etc/passwd")
+    with pytest.raises(FileNotFoundError):
+        open_beneath(sandbox, "missing")
+    with pytest.raises(SandboxPathError, match="not a regular file"):
+        open_beneath(sandbox, "sub")
+    with pytest.raises(SandboxPathError, match="not a directory"):
+        open_beneath(sandbox, "stdout", directory=True)
+    # A FIFO named like a log would block a plain open for ever; it is refused at once.
+    os.mkfifo(sandbox / "fifo")
+    with pytest.raises(SandboxPathError, match="not a regular file"):
+        open_beneath(sandbox, "fifo")
+
+
+def test_a_symlink_that_stays_inside_is_followed_only_with_openat2(tmp_path, beneath):
+    sandbox = tmp_path / "sb"
+    (sandbox / "logs").mkdir(parents=True)
+    (sandbox / "logs" / "out").write_text("z")
+    (sandbox / "latest").symlink_to("logs")
+    if beneath == "openat2":
+        assert _read_all(open_beneath(sandbox, "latest/out")) == b"z"
+    else:  # without openat2 every symlink is refused: stricter, never less safe
+        with pytest.raises(SandboxPathError):
+            open_beneath(sandbox, "latest/out")
+
+
+def test_swapping_a_directory_for_a_symlink_during_reads_never_leads_out(tmp_path, beneath):
+    # The race a check-then-open loses: a task flips sandbox/d between a real directory and a
+    # symlink to /etc while the agent reads d/passwd.
+    sandbox = tmp_path / "sb"
+    sandbox.mkdir()
+    secret = Path("/etc/passwd").read_bytes()
+    stop = threading.Event()
+
+    def flip():
+        d, real, link = sandbox / "d", sandbox / "real", sandbox / "link"
+        real.mkdir()
+        (real / "passwd").write_bytes(b"inside")
+        link.symlink_to("/etc")
+        while not stop.is_set():
+            for source in (real, link):
+                os.rename(source, d)  # atomic: d is always one or the other
+                os.rename(d, source)
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    outcomes = set()
+    try:
+        for _ in range(3000):
+            try:
+                data = _read_all(open_beneath(sandbox, "d/passwd"))
+            except (SandboxPathError, FileNotFoundError) as e:
+                outcomes.add(type(e).__name__)
+                continue
+            assert data != secret
+            assert data == b"inside"
+            outcomes.add("read")
+    finally:
+        stop.set()
+        flipper.join()
+    assert "read" in outcomes  # the race really ran both ways
 
 
 # --- launching ------------------------------------------------------------------------------
