@@ -22,6 +22,7 @@ from pathlib import Path
 import structlog
 
 from agora.agent.atomic_files import atomic_write_json, overwrite_json
+from agora.agent.task_user import TaskUser
 from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
@@ -64,6 +65,8 @@ class TaskRecord:
     completed: bool = False
     # The task's cgroup directories (agora.agent.isolation); empty without cgroups.
     cgroups: list[str] = field(default_factory=list)
+    # The Unix user the task runs as when not the agent's own (agora.agent.task_user).
+    user: str = ""
 
     def task_info(self) -> common_pb2.TaskInfo:
         return common_pb2.TaskInfo.FromString(unb64(self.task))
@@ -81,6 +84,10 @@ class WorkDir:
         self._lock_fd: int | None = None
         for path in (self.meta, self.runs, self.sandboxes):
             path.mkdir(parents=True, exist_ok=True)
+        # Tasks may run as other users: the agent's records (task environments included) are
+        # its own, and sandboxes/ can be crossed but not listed; each sandbox is its task's.
+        os.chmod(self.meta, 0o700)
+        os.chmod(self.sandboxes, 0o711)
 
     # exclusive use ------------------------------------------------------------------------
 
@@ -133,17 +140,25 @@ class WorkDir:
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id
 
-    def new_sandbox(self, framework_id: str, task_id: str) -> Path:
-        """`sandboxes/<fw>/<task_id>/`, or `<task_id>.N/` when the id was run here before."""
+    def new_sandbox(self, framework_id: str, task_id: str, owner: TaskUser | None = None) -> Path:
+        """`sandboxes/<fw>/<task_id>/`, or `<task_id>.N/` when the id was run here before.
+
+        Mode 0700, owned by `owner` when the task runs as another user than the agent's: no
+        other task's user can read it.
+        """
         parent = self.sandboxes / framework_id
-        parent.mkdir(parents=True, exist_ok=True)
+        if not parent.is_dir():
+            parent.mkdir(mode=0o711, parents=True, exist_ok=True)
         candidate, n = parent / task_id, 1
         while True:
             try:
-                candidate.mkdir()
+                candidate.mkdir(mode=0o700)
                 # There from the start, so a client may follow them before the command runs.
                 (candidate / "stdout").touch()
                 (candidate / "stderr").touch()
+                if owner is not None:
+                    for path in (candidate, candidate / "stdout", candidate / "stderr"):
+                        os.chown(path, owner.uid, owner.gid)
                 return candidate
             except FileExistsError:
                 n += 1

@@ -225,7 +225,9 @@ class AgentDaemon:
         self.updates.resend_all_now()
 
     def on_run_task(self, msg) -> None:
-        self.tasks.run_task(msg.framework_id, msg.task)
+        self.tasks.run_task(
+            msg.framework_id, msg.task, user=msg.task.command.user or msg.framework.user
+        )
 
     def on_kill_task(self, msg) -> None:
         self.tasks.kill_task(msg.framework_id, msg.task_id, msg.grace_period_seconds)

@@ -67,6 +67,13 @@ def _report(line: str) -> None:
     os.close(devnull)
 
 
+def _as_user(user: dict | None) -> dict:
+    """Popen's arguments to start the command as the task's user (agora.agent.task_user)."""
+    if not user:
+        return {}  # the agent's own user; Popen can then vfork
+    return {"user": user["uid"], "group": user["gid"], "extra_groups": user["groups"]}
+
+
 def _launch(run_dir: Path, spec: dict | None) -> int:
     if spec is None:
         spec = json.loads((run_dir / "spec.json").read_text())
@@ -94,6 +101,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
                     stderr=err,
                     close_fds=True,
                     process_group=0,
+                    **_as_user(spec.get("user")),
                 )
             finally:
                 try:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from agora.agent.task_user import TaskUser
 from agora.common import new_uuid
 from agora.v1 import common_pb2
 
@@ -118,7 +119,10 @@ class HealthVerdict:
 
 
 async def probe(
-    spec: CheckSpec, env: dict[str, str] | None = None, cwd: str | None = None
+    spec: CheckSpec,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    user: TaskUser | None = None,
 ) -> tuple[bool, str]:
     """Runs one check within its timeout: (ok, what happened)."""
     try:
@@ -129,7 +133,7 @@ async def probe(
                 _, writer = await asyncio.open_connection(CHECK_HOST, spec.port)
                 await _close(writer)
                 return True, "connected"
-            return await _probe_command(spec, env, cwd)
+            return await _probe_command(spec, env, cwd, user)
     except TimeoutError:
         return False, f"timed out after {spec.timeout:g}s"
     except OSError as e:
@@ -159,14 +163,19 @@ async def _probe_http(spec: CheckSpec) -> tuple[bool, str]:
 
 
 async def _probe_command(
-    spec: CheckSpec, env: dict[str, str] | None, cwd: str | None
+    spec: CheckSpec, env: dict[str, str] | None, cwd: str | None, user: TaskUser | None = None
 ) -> tuple[bool, str]:
     full_env = dict(env if env is not None else os.environ)
     full_env.update(dict(spec.env))
+    # A command check runs as the task runs: as its user, never with the agent's privileges.
+    as_user = (
+        {} if user is None else {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
+    )
     proc = await asyncio.create_subprocess_exec(
         *spec.argv,
         env=full_env,
         cwd=cwd,
+        **as_user,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
@@ -200,6 +209,8 @@ class CheckedTask:
     sandbox: str
     # False once the task ended or was forgotten: the checker stops quietly.
     is_live: Callable[[], bool]
+    # The user the task runs as (None: the agent's own): command checks run as it too.
+    user: TaskUser | None = None
 
 
 # emit(framework_id, status): a reliable status update, as TaskManager's.
@@ -257,7 +268,7 @@ class HealthCheckManager:
 
         framework_id = run.record.framework_id
         env = launcher.task_environment(
-            dict(os.environ), run.task, framework_id, agent_id, run.sandbox
+            dict(os.environ), run.task, framework_id, agent_id, run.sandbox, run.user
         )
         checked = CheckedTask(
             framework_id,
@@ -265,6 +276,7 @@ class HealthCheckManager:
             env,
             str(run.sandbox),
             lambda: not run.forgotten and not is_terminal(run.state),
+            run.user,
         )
         self.start(checked, launcher.task_ports(run.task))
 
@@ -286,7 +298,7 @@ class HealthCheckManager:
         if spec.delay > 0:
             await asyncio.sleep(spec.delay)
         while checked.is_live():
-            ok, detail = await probe(spec, checked.env, checked.sandbox)
+            ok, detail = await probe(spec, checked.env, checked.sandbox, checked.user)
             if not checked.is_live():
                 return
             changed = verdict.record(ok, self._clock())

@@ -25,6 +25,7 @@ import structlog
 from agora.agent.atomic_files import atomic_write_json
 from agora.agent.checkpoint import read_json
 from agora.agent.proc_stat import is_running
+from agora.agent.task_user import TaskUser
 from agora.common import ResourceError, Resources
 from agora.v1 import common_pb2
 
@@ -134,7 +135,12 @@ def task_ports(task: common_pb2.TaskInfo) -> list[int]:
 
 
 def task_environment(
-    base: dict[str, str], task: common_pb2.TaskInfo, framework_id: str, agent_id: str, sandbox: Path
+    base: dict[str, str],
+    task: common_pb2.TaskInfo,
+    framework_id: str,
+    agent_id: str,
+    sandbox: Path,
+    user: TaskUser | None = None,
 ) -> dict[str, str]:
     """The agent's environment, then Agora's variables, then the command's own."""
     env = dict(base)
@@ -147,6 +153,8 @@ def task_environment(
             "HOME": env.get("HOME", str(sandbox)),
         }
     )
+    if user is not None:  # who the task runs as, not who the agent is
+        env.update({"USER": user.name, "LOGNAME": user.name, "HOME": user.home})
     ports = task_ports(task)
     for i, port in enumerate(ports):
         env[f"PORT{i}"] = str(port)
@@ -365,6 +373,7 @@ async def start_wrapper(
     sandbox: Path,
     cgroups: list[str] | None = None,
     launcher: Launcher | None = None,
+    user: TaskUser | None = None,
 ) -> Wrapper:
     """Starts the task's wrapper and returns once the command runs.
 
@@ -379,6 +388,7 @@ async def start_wrapper(
         "stdout": str(sandbox / "stdout"),
         "stderr": str(sandbox / "stderr"),
         "cgroups": cgroups or [],
+        "user": user.spec() if user is not None else None,
     }
     line = None
     # A second try goes to a restarted launcher: the first may have died before reading us.

@@ -24,6 +24,7 @@ from agora.agent import cgroup_members, launcher
 from agora.agent.aio_util import cancel_and_wait
 from agora.agent.checkpoint import TaskRecord, WorkDir, b64
 from agora.agent.isolation import Isolator, task_limits
+from agora.agent.task_user import TaskUser, TaskUserError, resolve_task_user
 from agora.common import ResourceError, Resources, new_id, new_uuid
 from agora.common.task_states import TERMINAL_STATES
 from agora.v1 import common_pb2
@@ -62,6 +63,8 @@ class TaskRun:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     # Set when the agent was removed: the run ends without any further update.
     forgotten: bool = False
+    # The user to switch to (None: the agent's own); resolved again when re-attaching.
+    user: TaskUser | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -144,7 +147,8 @@ class TaskManager:
 
     # launching ----------------------------------------------------------------------------
 
-    def run_task(self, framework_id: str, task: common_pb2.TaskInfo) -> None:
+    def run_task(self, framework_id: str, task: common_pb2.TaskInfo, user: str = "") -> None:
+        """Launches `task`; `user`: the Unix user to run it as (its command's or framework's)."""
         log_ = log.bind(framework_id=framework_id, task_id=task.task_id)
         key = (framework_id, task.task_id)
         if key in self._active:
@@ -157,10 +161,16 @@ class TaskManager:
             argv = launcher.command_argv(task.command)
         except ValueError as e:
             problem = problem or str(e)
+        task_user = None
+        if problem is None:
+            try:
+                task_user = resolve_task_user(user)
+            except TaskUserError as e:
+                problem = str(e)
         sandbox = None
         if problem is None:
             try:
-                sandbox = self._work.new_sandbox(framework_id, task.task_id)
+                sandbox = self._work.new_sandbox(framework_id, task.task_id, owner=task_user)
             except OSError as e:
                 problem = f"cannot create the task's sandbox: {e}"
         if problem is not None or sandbox is None:
@@ -177,8 +187,9 @@ class TaskManager:
             task=b64(task.SerializeToString()),
             sandbox=str(sandbox),
             launched_at=time.time(),
+            user=task_user.name if task_user is not None else "",
         )
-        run = TaskRun(record=record, task=task)
+        run = TaskRun(record=record, task=task, user=task_user)
         self._runs[record.run_id] = run
         self._active[key] = run
         log_.info("launching task", sandbox=str(sandbox), argv=argv)
@@ -192,7 +203,12 @@ class TaskManager:
     async def _launch(self, run: TaskRun, argv: list[str]) -> None:
         run_dir = self._work.run_dir(run.record.run_id)
         env = launcher.task_environment(
-            self._base_env, run.task, run.record.framework_id, self._agent_id(), run.sandbox
+            self._base_env,
+            run.task,
+            run.record.framework_id,
+            self._agent_id(),
+            run.sandbox,
+            run.user,
         )
         try:
             resources = Resources.from_proto(run.task.resources)
@@ -205,7 +221,7 @@ class TaskManager:
             self._work.save_record(run.record, durable=False)
         try:
             run.wrapper = await launcher.start_wrapper(
-                run_dir, argv, env, run.sandbox, run.record.cgroups, self._launcher
+                run_dir, argv, env, run.sandbox, run.record.cgroups, self._launcher, run.user
             )
         except launcher.LaunchError as e:
             await self._empty_cgroups(run.record.cgroups)
@@ -431,7 +447,7 @@ class TaskManager:
             except Exception as e:  # noqa: BLE001 - a corrupt record must not stop the agent
                 log.warning("skipping corrupt task record", run_id=record.run_id, error=str(e))
                 continue
-            run = TaskRun(record=record, task=task)
+            run = TaskRun(record=record, task=task, user=_recorded_user(record))
             self._runs[record.run_id] = run
             if record.completed:
                 self._completed.append(record.run_id)
@@ -512,3 +528,11 @@ def _log_crash(task: asyncio.Task) -> None:
         log.error(
             "task manager background task failed", name=task.get_name(), exc_info=task.exception()
         )
+
+
+def _recorded_user(record: TaskRecord) -> TaskUser | None:
+    """The user a re-attached run was started as, for its health checks; None if now unknown."""
+    try:
+        return resolve_task_user(record.user)
+    except TaskUserError:
+        return None

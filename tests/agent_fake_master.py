@@ -121,9 +121,16 @@ class FakeMaster(agent_link_pb2_grpc.AgentLinkServicer):
         if self._outbox is not None:
             self._outbox.put_nowait(None)
 
-    def run_task(self, framework_id: str, task: common_pb2.TaskInfo) -> None:
+    def run_task(
+        self, framework_id: str, task: common_pb2.TaskInfo, framework_user: str = ""
+    ) -> None:
+        framework = common_pb2.FrameworkInfo(framework_id=framework_id, user=framework_user)
         self.send(
-            MasterMessage(run_task=MasterMessage.RunTask(framework_id=framework_id, task=task))
+            MasterMessage(
+                run_task=MasterMessage.RunTask(
+                    framework_id=framework_id, task=task, framework=framework
+                )
+            )
         )
 
     def kill_task(self, framework_id: str, task_id: str, grace: float = 0.0) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 from pathlib import Path
 
 import grpc
@@ -571,3 +572,66 @@ async def test_only_the_newest_completed_runs_are_kept(master, agents, monkeypat
     assert run_dirs == sorted(r.record.run_id for r in runs.values())
     sandboxes = sorted(p.name for p in (daemon.work.sandboxes / FW).iterdir())
     assert sandboxes == names
+
+
+# --- task users -------------------------------------------------------------------------------
+
+NOBODY = pwd.getpwnam("nobody")
+
+
+def _proc_uids(pid: int) -> tuple[int, int]:
+    """(real uid, real gid) of a live process, from /proc."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(fields["Uid"].split()[0]), int(fields["Gid"].split()[0])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs an agent running as root")
+async def test_a_task_runs_as_its_user_and_cannot_read_other_sandboxes_or_the_work_dir(
+    master, agents
+):
+    daemon = await agents.start()
+    await registered(master)
+    # A task of the agent's own user (root here) leaves a secret in its sandbox.
+    master.run_task(FW, shell_task("owner", "echo s3cret > secret"))
+    await terminal(master, "owner")
+    owner_sandbox = daemon.tasks.find(FW, "owner").sandbox
+    probe = (
+        "id -u; id -g; echo HOME=$HOME USER=$USER; "
+        f"cat {owner_sandbox}/secret || echo no-secret; "
+        f"ls {daemon.work.meta} || echo no-meta; "
+        f"ls {daemon.work.sandboxes} || echo no-listing; "
+        "echo mine > mine; sleep 30"
+    )
+    task = shell_task("as-nobody", probe)
+    task.command.user = "nobody"
+    master.run_task(FW, task, framework_user="root")  # the command's user wins
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("as-nobody"))
+    run = daemon.tasks.find(FW, "as-nobody")
+    assert _proc_uids(run.wrapper.task_pid) == (NOBODY.pw_uid, NOBODY.pw_gid)
+    stdout = run.sandbox / "stdout"
+    await eventually_async(lambda: "no-listing" in stdout.read_text(), message=stdout)
+    out = stdout.read_text().splitlines()
+    assert out[:3] == [str(NOBODY.pw_uid), str(NOBODY.pw_gid), f"HOME={NOBODY.pw_dir} USER=nobody"]
+    assert "s3cret" not in stdout.read_text() and "no-secret" in out
+    assert "no-meta" in out  # the agent's records (task environments) are not the task's
+    # The sandbox and what the task writes in it are the task user's, readable by no one else.
+    st = run.sandbox.stat()
+    assert (st.st_uid, oct(st.st_mode & 0o777)) == (NOBODY.pw_uid, "0o700")
+    assert (run.sandbox / "mine").stat().st_uid == NOBODY.pw_uid
+    master.kill_task(FW, "as-nobody")
+    await terminal(master, "as-nobody")
+
+
+async def test_the_framework_user_applies_and_an_unknown_user_is_refused(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    master.run_task(FW, shell_task("mine", "id -un"), framework_user=me)
+    assert (await terminal(master, "mine")).state == S.TASK_FINISHED
+    assert (daemon.tasks.find(FW, "mine").sandbox / "stdout").read_text().strip() == me
+    master.run_task(FW, shell_task("ghost-user", "true"), framework_user="no-such-user-xyz")
+    status = await terminal(master, "ghost-user")
+    assert status.state == S.TASK_ERROR
+    assert "no Unix user 'no-such-user-xyz'" in status.message

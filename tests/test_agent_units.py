@@ -2,16 +2,18 @@
 sandbox path confinement (openat2 and the fallback walk), exit outcomes and the task environment."""
 
 import os
+import pwd
 import threading
 from pathlib import Path
 
 import pytest
 
-from agora.agent import executor, proc_stat, sandbox_files
+from agora.agent import executor, proc_stat, sandbox_files, task_user
 from agora.agent.launcher import Wrapper, command_argv, exit_outcome, task_environment
 from agora.agent.resources_detect import default_resources, detect_resources
 from agora.agent.sandbox_files import SandboxPathError, open_beneath
 from agora.agent.status_updates import UpdateLog
+from agora.agent.task_user import TaskUserError, resolve_task_user
 from agora.agent.update_queue import UpdateQueue
 from agora.common import Resources, new_uuid
 from agora.v1 import common_pb2
@@ -302,3 +304,29 @@ def test_the_launcher_keeps_no_pipe_when_it_cannot_fork(monkeypatch):
         with pytest.raises(OSError):
             spares.launch(b"/nonexistent/run\t{}")
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+# --- task users -------------------------------------------------------------------------------
+
+
+def test_task_user_resolution(monkeypatch):
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert resolve_task_user("") is None  # no user named: the agent's own
+    assert resolve_task_user(me) is None  # the agent's own: nothing to switch
+    with pytest.raises(TaskUserError, match="no Unix user 'no-such-user-xyz'"):
+        resolve_task_user("no-such-user-xyz")
+    # An agent that is not root can only run tasks as itself, and says what to do.
+    monkeypatch.setattr(task_user.os, "geteuid", lambda: pwd.getpwnam("nobody").pw_uid)
+    assert resolve_task_user("nobody") is None
+    with pytest.raises(TaskUserError, match="runs as 'nobody' and cannot start tasks as 'root'"):
+        resolve_task_user("root")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_a_root_agent_switches_to_the_user_with_its_groups():
+    nobody = pwd.getpwnam("nobody")
+    user = resolve_task_user("nobody")
+    assert user is not None
+    assert (user.uid, user.gid, user.home) == (nobody.pw_uid, nobody.pw_gid, nobody.pw_dir)
+    assert nobody.pw_gid in user.groups
+    assert user.spec() == {"uid": user.uid, "gid": user.gid, "groups": list(user.groups)}

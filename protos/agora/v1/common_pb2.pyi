@@ -136,7 +136,7 @@ class Offer(_message.Message):
     def __init__(self, offer_id: _Optional[str] = ..., framework_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., agent_address: _Optional[str] = ...) -> None: ...
 
 class CommandInfo(_message.Message):
-    __slots__ = ("argv", "shell", "environment")
+    __slots__ = ("argv", "shell", "environment", "user")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -147,10 +147,12 @@ class CommandInfo(_message.Message):
     ARGV_FIELD_NUMBER: _ClassVar[int]
     SHELL_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     argv: _containers.RepeatedScalarFieldContainer[str]
     shell: str
     environment: _containers.ScalarMap[str, str]
-    def __init__(self, argv: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    user: str
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ...) -> None: ...
 
 class HttpCheck(_message.Message):
     __slots__ = ("port_index", "path")
