@@ -1,12 +1,14 @@
 #!/bin/sh
-# Installs the Debian packages the test suite uses, when missing and when we may (root + apt).
+# Installs the Debian packages the test suite and `agora local --masters N` use, when missing and
+# when we may (root + apt): iproute2 (network namespaces), zookeeper (HA; brings a Java runtime).
 set -e
 missing=""
 command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
+[ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || missing="$missing zookeeper"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing:$missing"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
 else
-  echo "note: missing$missing; tests that need it will be skipped" >&2
+  echo "note: missing$missing; install them (apt-get install$missing) for the tests that need them" >&2
 fi

@@ -1,0 +1,122 @@
+"""A ZooKeeper server from Debian's `zookeeper` package, for `agora local --masters N` and tests.
+
+One standalone server (ZooKeeperServerMain) on loopback, its data in a directory of ours; a JVM
+of its own that we start, wait for (until "srvr" reports its mode) and stop. Production runs a ZooKeeper
+ensemble managed by its operators; this is only for trying HA on one machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+__all__ = ["ZooKeeperNotInstalled", "ZooKeeperServer", "zookeeper_classpath"]
+
+# Where Debian's package puts the server's jars.
+_JARS = (Path("/usr/share/java/zookeeper.jar"),)
+
+
+class ZooKeeperNotInstalled(RuntimeError):
+    """No ZooKeeper or Java on this machine; the message says what to install."""
+
+
+def zookeeper_classpath() -> str:
+    java = shutil.which("java")
+    missing = [str(j) for j in _JARS if not j.exists()]
+    if java is None or missing:
+        raise ZooKeeperNotInstalled(
+            "ZooKeeper is not installed: apt-get install zookeeper (it brings Java), "
+            "or run `make system-deps`"
+        )
+    return os.pathsep.join(str(j) for j in _JARS)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def four_letter_word(address: str, word: str = "ruok", timeout: float = 1.0) -> str:
+    """ZooKeeper's admin command `word` sent to `address`; "" when it does not answer."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as s:
+            s.sendall(word.encode())
+            chunks = []
+            while data := s.recv(4096):
+                chunks.append(data)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper on 127.0.0.1:`port` (a free one by default), data in `root`."""
+
+    def __init__(self, root: Path, port: int = 0, tick_ms: int = 200) -> None:
+        self.root = Path(root)
+        self.port = port or _free_port()
+        # Session timeouts a client may ask for are bounded to [2, 20] ticks: 200 ms ticks let a
+        # client choose anything from 0.4 s to 4 s, which fast failover needs.
+        self.tick_ms = tick_ms
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> ZooKeeperServer:
+        classpath = zookeeper_classpath()
+        data = self.root / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        config = self.root / "zoo.cfg"
+        config.write_text(
+            f"tickTime={self.tick_ms}\n"
+            f"dataDir={data}\n"
+            f"clientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "maxSessionTimeout=20000\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,srvr,stat\n"
+        )
+        log = open(self.root / "zookeeper.log", "ab")  # noqa: SIM115 - owned by the process
+        self.process = subprocess.Popen(
+            ["java", "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath]
+            + [f"-Dzookeeper.log.dir={self.root}", "org.apache.zookeeper.server.ZooKeeperServerMain"]
+            + [str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        # "ruok" answers before the server serves; "srvr" names its mode once it does.
+        while "Mode:" not in four_letter_word(self.address, "srvr"):
+            if self.process.poll() is not None:
+                tail = (self.root / "zookeeper.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"ZooKeeper exited with code {self.process.returncode}:\n{tail}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"ZooKeeper did not answer on {self.address} in {timeout:g}s")
+            time.sleep(0.1)
+        return self
+
+    def stop(self, kill: bool = False) -> None:
+        """Stops the server (SIGTERM, or SIGKILL with `kill`); its data stays for a restart."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None

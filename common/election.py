@@ -1,0 +1,165 @@
+"""Leader election among masters on ZooKeeper, and finding the leader from anywhere.
+
+Mesos' scheme (its contender and detector): every master creates an ephemeral, sequential znode
+under `<path>/election/` holding its MasterInfo; the lowest sequence number leads. A master that
+dies loses its session, ZooKeeper deletes its znode after the session timeout, and the next one
+in line leads. Agents, frameworks and clients read the same children to find the leader.
+
+Fencing: a contender reports the loss of leadership as soon as its connection to ZooKeeper is
+suspended, before the session can expire and a successor be elected, so two masters never act
+as leader at once (the master exits, as Mesos' does, and its supervisor restarts it).
+
+kazoo calls back on its own thread: `on_change` must hand over to the caller's event loop
+(loop.call_soon_threadsafe).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NoNodeError
+
+__all__ = ["Contender", "MasterInfo", "find_leader", "list_masters", "zk_client"]
+
+ELECTION = "election"
+PREFIX = "member_"
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    """What a master publishes about itself in its election znode."""
+
+    master_id: str
+    address: str  # host:port where it serves gRPC
+    started_at: float  # wall clock, seconds
+    elected_at: float = 0.0  # when it became leader; 0 while standing by
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> MasterInfo:
+        fields = json.loads(data)
+        return cls(**{k: fields[k] for k in cls.__dataclass_fields__ if k in fields})
+
+
+def zk_client(hosts: str, session_timeout: float) -> KazooClient:
+    """A kazoo client that keeps retrying the connection for ever (ZooKeeper may come back)."""
+    return KazooClient(
+        hosts=hosts,
+        timeout=session_timeout,
+        connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+        command_retry={"max_tries": 3, "delay": 0.05, "max_delay": 0.5},
+    )
+
+
+def _sequence(name: str) -> int:
+    return int(name.rsplit("_", 1)[-1])
+
+
+def ordered_members(children: list[str]) -> list[str]:
+    """Election znodes in line order: the first leads. Pure."""
+    return sorted((c for c in children if c.startswith(PREFIX)), key=_sequence)
+
+
+def list_masters(zk: KazooClient, path: str) -> list[MasterInfo]:
+    """Every master standing for election under `path`, the leader first."""
+    base = f"{path}/{ELECTION}"
+    try:
+        children = zk.get_children(base)
+    except NoNodeError:
+        return []
+    out = []
+    for name in ordered_members(children):
+        try:
+            data, _ = zk.get(f"{base}/{name}")
+        except NoNodeError:
+            continue  # gone between the listing and the read
+        out.append(MasterInfo.decode(data))
+    return out
+
+
+def find_leader(zk: KazooClient, path: str) -> MasterInfo | None:
+    masters = list_masters(zk, path)
+    return masters[0] if masters else None
+
+
+class Contender:
+    """One master's candidacy. `on_change(leading, reason)` is called on kazoo's thread."""
+
+    def __init__(
+        self,
+        zk: KazooClient,
+        path: str,
+        info: MasterInfo,
+        on_change: Callable[[bool, str], None],
+    ) -> None:
+        self._zk = zk
+        self._base = f"{path}/{ELECTION}"
+        self._info = info
+        self._on_change = on_change
+        self._node: str | None = None
+        self._leading = False
+        # Once leadership is lost the candidacy is spent: the master exits rather than lead
+        # again on state it may no longer hold (Mesos does the same).
+        self._spent = False
+        self._lock = threading.Lock()
+
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    def start(self) -> None:
+        """Stands for election (the client must be started); calls on_change when elected."""
+        self._zk.add_listener(self._on_state)
+        self._zk.ensure_path(self._base)
+        self._node = self._zk.create(
+            f"{self._base}/{PREFIX}", self._info.encode(), ephemeral=True, sequence=True
+        )
+        self._zk.ChildrenWatch(self._base, self._on_children)
+
+    def withdraw(self) -> None:
+        """Leaves the election (a clean shutdown): the next master leads at once."""
+        with self._lock:
+            node, self._node = self._node, None
+            self._leading = False
+        if node is not None:
+            try:
+                self._zk.delete(node)
+            except Exception:  # noqa: BLE001 - the session may be gone already; so is the node
+                pass
+
+    def _on_children(self, children: list[str]) -> bool | None:
+        with self._lock:
+            if self._node is None or self._spent:
+                return False  # withdrawn or spent: stop watching
+            line = ordered_members(children)
+            mine = self._node.rsplit("/", 1)[-1]
+            if mine not in line:
+                # Our znode is gone: the session expired. A successor may lead already.
+                self._spent = True
+                if self._leading:
+                    self._leading = False
+                    self._on_change(False, "the election znode is gone (session expired)")
+                return False
+            if line[0] == mine and not self._leading:
+                self._leading = True
+                self._info = MasterInfo(**{**asdict(self._info), "elected_at": time.time()})
+                self._zk.set_async(self._node, self._info.encode())
+                self._on_change(True, "elected")
+        return None
+
+    def _on_state(self, state: str) -> None:
+        # SUSPENDED: the connection is lost and the session may expire at any moment, after
+        # which another master is elected: stop acting now, before that can happen.
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            with self._lock:
+                was, self._leading = self._leading, False
+                self._spent = self._spent or was
+            if was:
+                self._on_change(False, f"ZooKeeper connection {state.lower()}")

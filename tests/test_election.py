@@ -1,0 +1,85 @@
+"""Leader election on a real ZooKeeper: the first contender leads, the next one follows it."""
+
+from __future__ import annotations
+
+import queue
+import time
+import uuid
+
+import pytest
+
+from agora.common.election import Contender, MasterInfo, find_leader, list_masters, zk_client
+
+
+@pytest.fixture
+def path():
+    return f"/agora-test-{uuid.uuid4().hex[:8]}"
+
+
+def started(zookeeper, timeout: float = 2.0):
+    client = zk_client(zookeeper.address, session_timeout=timeout)
+    client.start(timeout=10)
+    return client
+
+
+def done(client) -> None:
+    client.stop()
+    client.close()  # kazoo's wake-up socket pair is only closed here
+
+
+def contender(client, path, name: str) -> tuple[Contender, queue.Queue]:
+    changes: queue.Queue = queue.Queue()
+    info = MasterInfo(master_id=name, address=f"{name}:5050", started_at=time.time())
+    c = Contender(client, path, info, lambda leading, why: changes.put((leading, why)))
+    c.start()
+    return c, changes
+
+
+def test_the_first_leads_and_the_next_takes_over_when_it_withdraws(zookeeper, path):
+    a_zk, b_zk, reader = started(zookeeper), started(zookeeper), started(zookeeper)
+    try:
+        a, a_changes = contender(a_zk, path, "m1")
+        assert a_changes.get(timeout=5) == (True, "elected")
+        b, b_changes = contender(b_zk, path, "m2")
+        leader = find_leader(reader, path)
+        assert leader is not None and leader.master_id == "m1" and leader.elected_at > 0
+        assert [m.master_id for m in list_masters(reader, path)] == ["m1", "m2"]
+        assert b_changes.empty() and not b.leading
+        a.withdraw()
+        assert b_changes.get(timeout=5) == (True, "elected")
+        assert find_leader(reader, path).address == "m2:5050"
+    finally:
+        for client in (a_zk, b_zk, reader):
+            done(client)
+
+
+def test_a_leader_whose_session_dies_is_replaced_after_the_session_timeout(zookeeper, path):
+    a_zk, b_zk = started(zookeeper, timeout=1.0), started(zookeeper)
+    try:
+        a, a_changes = contender(a_zk, path, "m1")
+        assert a_changes.get(timeout=5)[0] is True
+        b, b_changes = contender(b_zk, path, "m2")
+        a_zk.stop()  # the connection closes: the leader must stop acting at once
+        assert a_changes.get(timeout=5) == (False, "ZooKeeper connection lost")
+        assert b_changes.get(timeout=10) == (True, "elected")
+    finally:
+        done(a_zk)
+        done(b_zk)
+
+
+def test_a_leader_cut_off_from_zookeeper_steps_down_before_a_successor_is_elected(tmp_path, path):
+    from agora.cli.local_zookeeper import ZooKeeperServer
+
+    # Its own server, to stop under the contenders: the leader sees its connection suspended.
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    zk = started(server, timeout=4.0)
+    try:
+        a, changes = contender(zk, path, "m1")
+        assert changes.get(timeout=5)[0] is True
+        server.stop(kill=True)
+        leading, why = changes.get(timeout=10)
+        assert (leading, why) == (False, "ZooKeeper connection suspended")
+        assert not a.leading
+    finally:
+        done(zk)
+        server.stop()
