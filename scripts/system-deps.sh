@@ -1,10 +1,13 @@
 #!/bin/sh
 # Installs the Debian packages the test suite and `agora local --masters N` use, when missing and
-# when we may (root + apt): iproute2 (network namespaces), zookeeper (HA; brings a Java runtime).
+# when we may (root + apt): iproute2 (network namespaces), zookeeper (HA; brings a Java runtime),
+# chromium (the dashboard's browser tests) and prometheus (scraping the metrics endpoints).
 set -e
 missing=""
 command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
 [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || missing="$missing zookeeper"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+command -v prometheus >/dev/null 2>&1 || missing="$missing prometheus"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing:$missing"
