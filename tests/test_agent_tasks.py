@@ -635,3 +635,45 @@ async def test_the_framework_user_applies_and_an_unknown_user_is_refused(master,
     status = await terminal(master, "ghost-user")
     assert status.state == S.TASK_ERROR
     assert "no Unix user 'no-such-user-xyz'" in status.message
+
+
+# --- usage ------------------------------------------------------------------------------------
+
+BUSY_TASK = """
+import time
+block = bytearray(60 * 1024 * 1024)
+for i in range(0, len(block), 4096): block[i] = 1
+open("data", "wb").write(b"x" * (2 * 1024 * 1024))
+end = time.process_time() + 0.3
+while time.process_time() < end: pass
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+async def test_usage_reports_cpu_memory_and_disk_of_running_tasks(master, agents):
+    daemon = await agents.start()
+    await registered(master)
+    task = shell_task("busy", f"python3 -c '{BUSY_TASK}'")
+    task.resources[1].scalar = 256  # mem, MB
+    master.run_task(FW, task)
+    master.run_task(FW, shell_task("idle", "sleep 60"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("idle"))
+    stdout = lambda: (daemon.tasks.find(FW, "busy").sandbox / "stdout").read_text()  # noqa: E731
+    await eventually_async(lambda: "ready" in stdout(), message="the busy task to warm up")
+    async with insecure_channel(daemon.address) as channel:
+        stub = agent_pb2_grpc.AgentStub(channel)
+        every = await stub.GetUsage(agent_pb2.GetUsageRequest())
+        assert {u.task_id for u in every.usage} == {"busy", "idle"}
+        [busy] = (await stub.GetUsage(agent_pb2.GetUsageRequest(task_id="busy"))).usage
+        assert busy.framework_id == FW and busy.source in ("cgroup", "proc")
+        assert busy.cpu_user_seconds + busy.cpu_system_seconds >= 0.25
+        assert 55 * 2**20 <= busy.mem_rss_bytes <= 256 * 2**20
+        assert busy.mem_limit_bytes == 256 * 2**20 and busy.cpus_allocated == pytest.approx(0.1)
+        assert busy.disk_used_bytes >= 2 * 2**20 and busy.timestamp > 0
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await stub.GetUsage(agent_pb2.GetUsageRequest(task_id="nothing"))
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    for task_id in ("busy", "idle"):
+        master.kill_task(FW, task_id)
+        await terminal(master, task_id)

@@ -330,3 +330,39 @@ def test_a_root_agent_switches_to_the_user_with_its_groups():
     assert (user.uid, user.gid, user.home) == (nobody.pw_uid, nobody.pw_gid, nobody.pw_dir)
     assert nobody.pw_gid in user.groups
     assert user.spec() == {"uid": user.uid, "gid": user.gid, "groups": list(user.groups)}
+
+
+# --- usage ------------------------------------------------------------------------------------
+
+
+def test_usage_from_proc_counts_the_process_group_and_the_sandbox(tmp_path):
+    import subprocess
+    import sys
+
+    from agora.agent.usage import task_usage
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "f").write_bytes(b"x" * 300_000)
+    (tmp_path / "link").symlink_to("/usr")  # not followed: /usr is not the sandbox's
+    code = (
+        "b = bytearray(40 << 20); b[::4096] = b'1' * len(b[::4096]); print(1, flush=True); input()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        process_group=0,
+    )
+    try:
+        assert child.stdout.readline().strip() == b"1"
+        usage = task_usage(child.pid, [], tmp_path, mem_allocated_bytes=64 << 20)
+        assert usage.source == "proc"
+        assert 40 << 20 <= usage.mem_rss_bytes < 200 << 20
+        assert usage.cpu_user_seconds + usage.cpu_system_seconds > 0
+        assert usage.mem_limit_bytes == 64 << 20  # no cgroup: the allocation holds
+        assert 300_000 <= usage.disk_used_bytes < 1 << 20
+        # Another process group is not counted.
+        assert task_usage(os.getpgid(0), [], tmp_path).mem_rss_bytes != usage.mem_rss_bytes
+    finally:
+        child.kill()
+        child.communicate()  # waits, and closes its pipes

@@ -92,3 +92,43 @@ class AgentTask(_message.Message):
     pid: int
     unacknowledged_updates: int
     def __init__(self, framework_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.TaskInfo, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., sandbox: _Optional[str] = ..., pid: _Optional[int] = ..., unacknowledged_updates: _Optional[int] = ...) -> None: ...
+
+class GetUsageRequest(_message.Message):
+    __slots__ = ("framework_id", "task_id")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    task_id: str
+    def __init__(self, framework_id: _Optional[str] = ..., task_id: _Optional[str] = ...) -> None: ...
+
+class TaskUsage(_message.Message):
+    __slots__ = ("framework_id", "task_id", "cpu_user_seconds", "cpu_system_seconds", "cpus_allocated", "mem_rss_bytes", "mem_limit_bytes", "disk_used_bytes", "disk_allocated_bytes", "source", "timestamp")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    CPU_USER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_SYSTEM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    MEM_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEM_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_ALLOCATED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    task_id: str
+    cpu_user_seconds: float
+    cpu_system_seconds: float
+    cpus_allocated: float
+    mem_rss_bytes: int
+    mem_limit_bytes: int
+    disk_used_bytes: int
+    disk_allocated_bytes: int
+    source: str
+    timestamp: float
+    def __init__(self, framework_id: _Optional[str] = ..., task_id: _Optional[str] = ..., cpu_user_seconds: _Optional[float] = ..., cpu_system_seconds: _Optional[float] = ..., cpus_allocated: _Optional[float] = ..., mem_rss_bytes: _Optional[int] = ..., mem_limit_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ..., disk_allocated_bytes: _Optional[int] = ..., source: _Optional[str] = ..., timestamp: _Optional[float] = ...) -> None: ...
+
+class GetUsageResponse(_message.Message):
+    __slots__ = ("usage",)
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    usage: _containers.RepeatedCompositeFieldContainer[TaskUsage]
+    def __init__(self, usage: _Optional[_Iterable[_Union[TaskUsage, _Mapping]]] = ...) -> None: ...

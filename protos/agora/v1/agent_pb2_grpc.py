@@ -54,6 +54,11 @@ class AgentStub:
                 request_serializer=agora_dot_v1_dot_agent__pb2.ListAgentTasksRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_agent__pb2.ListAgentTasksResponse.FromString,
                 _registered_method=True)
+        self.GetUsage = channel.unary_unary(
+                '/agora.v1.Agent/GetUsage',
+                request_serializer=agora_dot_v1_dot_agent__pb2.GetUsageRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_agent__pb2.GetUsageResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServicer:
@@ -85,6 +90,13 @@ class AgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetUsage(self, request, context):
+        """What running tasks use now (CPU time, memory, disk), like Mesos' /monitor/statistics.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -107,6 +119,11 @@ def add_AgentServicer_to_server(servicer, server):
                     servicer.ListTasks,
                     request_deserializer=agora_dot_v1_dot_agent__pb2.ListAgentTasksRequest.FromString,
                     response_serializer=agora_dot_v1_dot_agent__pb2.ListAgentTasksResponse.SerializeToString,
+            ),
+            'GetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsage,
+                    request_deserializer=agora_dot_v1_dot_agent__pb2.GetUsageRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_agent__pb2.GetUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -217,6 +234,33 @@ class Agent:
             '/agora.v1.Agent/ListTasks',
             agora_dot_v1_dot_agent__pb2.ListAgentTasksRequest.SerializeToString,
             agora_dot_v1_dot_agent__pb2.ListAgentTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Agent/GetUsage',
+            agora_dot_v1_dot_agent__pb2.GetUsageRequest.SerializeToString,
+            agora_dot_v1_dot_agent__pb2.GetUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,
