@@ -14,10 +14,14 @@ from agora.agent.files_service import AgentFilesService
 from agora.agent.health_checks import HealthCheckManager
 from agora.agent.isolation import Isolator
 from agora.agent.link import MasterLink
+from agora.agent.metrics import AgentMetrics
 from agora.agent.resources_detect import detect_resources
 from agora.agent.status_updates import StatusUpdateManager
 from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
+from agora.agent.usage import usage_report
 from agora.common import Resources, attributes_to_proto
+from agora.common.http import HttpServer
+from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, parse_address, service_name
 from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 
@@ -50,6 +54,10 @@ class AgentConfig:
     cgroups: bool = True
     # Also cap each task's CPU at its cpus with a CFS quota (Mesos' --cgroups_enable_cfs).
     cpu_hard_limit: bool = False
+    # Prometheus metrics at http://host:metrics_port/metrics; None: not served.
+    metrics_port: int | None = None
+    # How often running tasks' usage is sampled for the metrics (seconds).
+    usage_interval: float = 5.0
 
 
 class AgentDaemon:
@@ -70,6 +78,7 @@ class AgentDaemon:
         )
         self.health = HealthCheckManager(self.updates.update, lambda: self.agent_id)
         self.isolator = Isolator(enabled=config.cgroups)
+        self.metrics = AgentMetrics()
         self.tasks = TaskManager(
             self.work,
             self._emit,
@@ -77,6 +86,7 @@ class AgentDaemon:
             default_kill_grace=config.default_kill_grace,
             isolator=self.isolator,
             cpu_hard_limit=config.cpu_hard_limit,
+            metrics=self.metrics,
         )
         self.link = MasterLink(
             config.master,
@@ -88,6 +98,9 @@ class AgentDaemon:
         )
         self._server = None
         self._port = 0
+        self._metrics_server: HttpServer | None = None
+        self._usage: agent_pb2.GetUsageResponse | None = None
+        self._usage_task: asyncio.Task | None = None
         self._link_task: asyncio.Task | None = None
         self._closed = asyncio.Event()
         self._log = log.bind(work_dir=str(self.work.root))
@@ -116,6 +129,8 @@ class AgentDaemon:
         await self.tasks.start_launcher()
         self.updates.start()
         self._link_task = asyncio.create_task(self.link.run(), name="master-link")
+        if self.config.metrics_port is not None:
+            await self._start_metrics(self.config.metrics_port)
         self._log.info(
             "agent started",
             address=self.address,
@@ -126,6 +141,33 @@ class AgentDaemon:
             isolation=self.isolator.kind,
         )
         return self._port
+
+    async def _start_metrics(self, port: int) -> None:
+        self.metrics.watch(
+            registered=lambda: self.link.registered,
+            task_states=lambda: [run.state for run in self.tasks.active_runs()],
+            pending_updates=self.updates.pending_count,
+            usage=lambda: self._usage,
+        )
+        self._metrics_server = metrics_server(self.config.host, port, self.metrics.registry)
+        await self._metrics_server.start()
+        self._usage_task = asyncio.create_task(self._sample_usage(), name="usage-sampler")
+
+    @property
+    def metrics_address(self) -> str | None:
+        """host:port of /metrics, when served."""
+        return self._metrics_server.address if self._metrics_server is not None else None
+
+    async def _sample_usage(self) -> None:
+        while True:
+            running = [
+                run
+                for run in self.tasks.active_runs()
+                if run.wrapper is not None and not is_terminal(run.state)
+            ]
+            # Off the loop: usage reads /proc or cgroups and walks sandboxes.
+            self._usage = await asyncio.to_thread(usage_report, running)
+            await asyncio.sleep(self.config.usage_interval)
 
     def _drop_updates_of_unknown_runs(self, pending) -> None:
         """Forgets non-terminal updates of tasks with no run record.
@@ -180,6 +222,13 @@ class AgentDaemon:
         if self._link_task is not None:
             await self.link.stop(self._link_task)
             self._link_task = None
+        if self._usage_task is not None:
+            self._usage_task.cancel()
+            await asyncio.gather(self._usage_task, return_exceptions=True)
+            self._usage_task = None
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
+            self._metrics_server = None
         await self.tasks.stop()
         await self.health.stop_all()
         await self.updates.stop()

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 import grpc
 
 from agora.agent.sandbox_files import SandboxPathError, open_beneath, split_relative
 from agora.agent.task_manager import TaskManager, TaskRun, is_terminal
-from agora.agent.usage import task_usage
-from agora.common import ResourceError, Resources
+from agora.agent.usage import usage_report
 from agora.v1 import agent_pb2, agent_pb2_grpc
 
 MAX_READ = 1024 * 1024
-MB = 1024 * 1024
 FOLLOW_POLL_SECONDS = 0.2
 
 
@@ -135,7 +132,7 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
                 grpc.StatusCode.NOT_FOUND, f"no running task {request.task_id!r} on this agent"
             )
         # In a thread: the sandbox walks grow with the tasks' file counts.
-        return await asyncio.to_thread(_usage, runs)
+        return await asyncio.to_thread(usage_report, runs)
 
     async def ListTasks(self, request, context):
         # Every run the agent remembers: running, ended (with updates still to acknowledge),
@@ -185,36 +182,3 @@ def _read(fd: int, offset: int, length: int) -> tuple[bytes, int, int]:
         offset = max(size + offset, 0)
     offset = min(offset, size)
     return os.pread(fd, length, offset), offset, size
-
-
-def _usage(runs: list[TaskRun]) -> agent_pb2.GetUsageResponse:
-    reply = agent_pb2.GetUsageResponse()
-    for run in runs:
-        try:
-            resources = Resources.from_proto(run.task.resources)
-        except ResourceError:
-            resources = Resources()
-        assert run.wrapper is not None
-        now = time.time()
-        usage = task_usage(
-            run.wrapper.task_pid,
-            run.record.cgroups,
-            run.sandbox,
-            mem_allocated_bytes=int(resources.scalar("mem") * MB),
-        )
-        reply.usage.append(
-            agent_pb2.TaskUsage(
-                framework_id=run.record.framework_id,
-                task_id=run.task.task_id,
-                cpu_user_seconds=usage.cpu_user_seconds,
-                cpu_system_seconds=usage.cpu_system_seconds,
-                cpus_allocated=resources.scalar("cpus"),
-                mem_rss_bytes=usage.mem_rss_bytes,
-                mem_limit_bytes=usage.mem_limit_bytes,
-                disk_used_bytes=usage.disk_used_bytes,
-                disk_allocated_bytes=int(resources.scalar("disk") * MB),
-                source=usage.source,
-                timestamp=now,
-            )
-        )
-    return reply

@@ -241,6 +241,9 @@ class StatusUpdateManager:
     def pending(self, framework_id: str, task_id: str) -> list[common_pb2.TaskStatus]:
         return self._queue.pending(framework_id, task_id)
 
+    def pending_count(self) -> int:
+        return self._queue.pending_count()
+
     async def _run(self) -> None:
         while True:
             self._wake.clear()

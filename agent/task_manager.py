@@ -24,6 +24,7 @@ from agora.agent import cgroup_members, launcher
 from agora.agent.aio_util import cancel_and_wait
 from agora.agent.checkpoint import TaskRecord, WorkDir, b64
 from agora.agent.isolation import Isolator, task_limits
+from agora.agent.metrics import AgentMetrics
 from agora.agent.task_user import TaskUser, TaskUserError, resolve_task_user
 from agora.common import ResourceError, Resources, new_id, new_uuid
 from agora.common.task_states import TERMINAL_STATES
@@ -65,6 +66,8 @@ class TaskRun:
     forgotten: bool = False
     # The user to switch to (None: the agent's own); resolved again when re-attaching.
     user: TaskUser | None = None
+    # When the RunTask arrived (monotonic), for the launch-time metric.
+    received: float = field(default_factory=time.monotonic)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -90,8 +93,10 @@ class TaskManager:
         isolator: Isolator | None = None,
         cpu_hard_limit: bool = False,
         use_launcher: bool = True,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._work = work_dir
+        self._metrics = metrics
         self._emit = emit
         self._agent_id = agent_id
         self._default_grace = default_kill_grace
@@ -243,6 +248,8 @@ class TaskManager:
             pid=run.wrapper.task_pid,
         )
         self._update(run, common_pb2.TASK_RUNNING, "the command is running")
+        if self._metrics is not None:
+            self._metrics.launch_seconds.observe(time.monotonic() - run.received)
         await self._watch(run)
 
     async def _watch(self, run: TaskRun) -> None:
@@ -408,6 +415,8 @@ class TaskManager:
         )
         self._update(run, state, message, reason, exit_code)
         run.ended.set()
+        if self._metrics is not None:
+            self._metrics.task_ended(state)
 
     def _status(
         self,

@@ -110,6 +110,10 @@ class UpdateQueue:
         ]
         return min(times) if times else None
 
+    def pending_count(self) -> int:
+        """Updates not yet acknowledged, over every task."""
+        return sum(len(s.updates) for s in self._streams.values())
+
     def pending(self, framework_id: str, task_id: str) -> list[common_pb2.TaskStatus]:
         stream = self._streams.get((framework_id, task_id))
         return list(stream.updates) if stream else []

@@ -1,4 +1,4 @@
-"""What a task uses now: CPU time, memory and disk, like Mesos' /monitor/statistics. No grpc.
+"""What a task uses now: CPU time, memory and disk, like Mesos' /monitor/statistics.
 
 Read from the task's cgroups where the agent made them (exact: every process the task forked
 counts, even one that left its process group) and from /proc otherwise (the processes of the
@@ -10,10 +10,21 @@ grows (with the task's file count), and callers run it off the event loop.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["Usage", "task_usage"]
+from agora.common import ResourceError, Resources
+from agora.v1 import agent_pb2
+
+if TYPE_CHECKING:  # the task manager imports this module's callers, not the reverse
+    from agora.agent.task_manager import TaskRun
+
+__all__ = ["Usage", "task_usage", "usage_report"]
+
+MB = 1024 * 1024
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -138,3 +149,37 @@ def task_usage(
         disk_used_bytes=disk_used(sandbox),
         source="cgroup" if "rss" in cg or "cpu" in cg else "proc",
     )
+
+
+def usage_report(runs: Iterable[TaskRun]) -> agent_pb2.GetUsageResponse:
+    """The Agent service's GetUsage answer for these running runs (they have a wrapper)."""
+    reply = agent_pb2.GetUsageResponse()
+    for run in runs:
+        try:
+            resources = Resources.from_proto(run.task.resources)
+        except ResourceError:
+            resources = Resources()
+        assert run.wrapper is not None
+        now = time.time()
+        usage = task_usage(
+            run.wrapper.task_pid,
+            run.record.cgroups,
+            run.sandbox,
+            mem_allocated_bytes=int(resources.scalar("mem") * MB),
+        )
+        reply.usage.append(
+            agent_pb2.TaskUsage(
+                framework_id=run.record.framework_id,
+                task_id=run.task.task_id,
+                cpu_user_seconds=usage.cpu_user_seconds,
+                cpu_system_seconds=usage.cpu_system_seconds,
+                cpus_allocated=resources.scalar("cpus"),
+                mem_rss_bytes=usage.mem_rss_bytes,
+                mem_limit_bytes=usage.mem_limit_bytes,
+                disk_used_bytes=usage.disk_used_bytes,
+                disk_allocated_bytes=int(resources.scalar("disk") * MB),
+                source=usage.source,
+                timestamp=now,
+            )
+        )
+    return reply

@@ -123,6 +123,14 @@ def register(subparsers) -> None:
         action="store_true",
         help="also cap each task's CPU at its cpus with a CFS quota (needs --isolation cgroups)",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics, on --host (default: off; "
+        "0 picks a free port)",
+    )
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
@@ -149,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         hostname=args.hostname,
         cgroups=args.isolation == "cgroups",
         cpu_hard_limit=args.cpu_hard_limit,
+        metrics_port=args.metrics_port,
     )
     return asyncio.run(_serve(config))
 
@@ -180,6 +189,8 @@ async def _serve(config) -> int:
         f"work dir {os.path.abspath(config.work_dir)})",
         flush=True,
     )
+    if daemon.metrics_address is not None:
+        print(f"agent metrics on http://{daemon.metrics_address}/metrics", flush=True)
     await stopping.wait()
     await daemon.stop(kill_tasks=kill_tasks)
     return 0

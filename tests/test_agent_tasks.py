@@ -677,3 +677,41 @@ async def test_usage_reports_cpu_memory_and_disk_of_running_tasks(master, agents
     for task_id in ("busy", "idle"):
         master.kill_task(FW, task_id)
         await terminal(master, task_id)
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+async def test_a_real_prometheus_scrapes_the_agents_tasks_and_usage(master, agents, tmp_path):
+    from prometheus import Prometheus
+
+    daemon = await agents.start(metrics_port=0, usage_interval=0.2)
+    await registered(master)
+    for task_id in ("a", "b"):
+        master.run_task(FW, shell_task(task_id, "sleep 60"))
+    master.run_task(FW, shell_task("done", "true"))
+    await terminal(master, "done")
+    await eventually_async(lambda: master.states("b").count(S.TASK_RUNNING) == 1)
+    prometheus = Prometheus(tmp_path / "prom", {"agent": [daemon.metrics_address]}).start()
+    try:
+
+        def value(promql: str) -> float | None:
+            result = prometheus.query(promql)
+            return result[0][1] if result else None
+
+        await eventually_async(
+            lambda: value('agora_agent_tasks{state="TASK_RUNNING"}') == 2, timeout=20
+        )
+        assert value("agora_agent_registered") == 1
+        assert value('agora_agent_tasks_ended_total{state="TASK_FINISHED"}') == 1
+        assert value("agora_agent_task_launch_seconds_count") == 3
+        await eventually_async(
+            lambda: value('agora_agent_task_memory_rss_bytes{task_id="a"}') not in (None, 0.0),
+            timeout=20,
+        )
+        assert value('agora_agent_task_memory_limit_bytes{task_id="a"}') == 32 * 2**20
+    finally:
+        prometheus.stop()
+    for task_id in ("a", "b"):
+        master.kill_task(FW, task_id)
+        await terminal(master, task_id)
