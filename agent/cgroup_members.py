@@ -1,4 +1,4 @@
-"""The processes in a task's cgroups, and killing them, with nothing but `os`.
+"""The processes in a task's cgroups, killing them, and whether the OOM killer acted: `os` only.
 
 Shared by the agent (agora.agent.task_manager) and the task wrapper (agora.agent.executor),
 which is forked per task from a small launcher and so keeps its imports to the standard
@@ -32,3 +32,33 @@ def kill(cgroups: list[str], spare: int | None = None) -> bool:
         except OSError:
             pass
     return bool(found)
+
+
+def memory_limit_hit(cgroups: list[str]) -> int | None:
+    """The memory limit (bytes) if the kernel's OOM killer acted in these cgroups, else None.
+
+    Read before the cgroups are removed: v2 counts kills in memory.events, v1 in
+    memory.oom_control.
+    """
+    for directory in cgroups:
+        for events, limit in (
+            ("memory.events", "memory.max"),
+            ("memory.oom_control", "memory.limit_in_bytes"),
+        ):
+            try:
+                counts = dict(
+                    line.split() for line in _read(os.path.join(directory, events)).splitlines()
+                )
+            except (OSError, ValueError):
+                continue
+            if int(counts.get("oom_kill", "0")) > 0:
+                try:
+                    return int(_read(os.path.join(directory, limit)).strip())
+                except (OSError, ValueError):
+                    return 0
+    return None
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()

@@ -159,8 +159,11 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     returncode = proc.wait()
     # The command is gone; so must be anything it left running in its group.
     _kill_group(proc.pid)
+    memory_limit_hit = cgroup_members.memory_limit_hit(cgroups)  # before they are removed
     _empty_cgroups(cgroups)
     result = {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
+    if memory_limit_hit is not None:
+        result["memory_limit_hit"] = memory_limit_hit
     # Not fsync'd (0.5 ms of CPU a task): the agent reads it as soon as this process ends and
     # logs the terminal update; a machine crash before that ends the task's run anyway.
     atomic_write_json(run_dir / "exit.json", result, durable=False)

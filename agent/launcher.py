@@ -484,7 +484,12 @@ async def _let_go(proc: asyncio.subprocess.Process) -> None:
 
 
 def exit_outcome(result: dict | None, killed: bool) -> tuple[int, str, str, int | None]:
-    """(state, message, reason, exit_code) for what the wrapper recorded in exit.json."""
+    """(state, message, reason, exit_code) for what the wrapper recorded in exit.json.
+
+    When the kernel's OOM killer acted in the task's cgroup, the wrapper recorded the limit
+    (`memory_limit_hit`, bytes): the task failed because of its limit, which the reason and
+    message say rather than "terminated by signal SIGKILL" or "exited with code 137".
+    """
     if result is None:
         return (
             common_pb2.TASK_FAILED,
@@ -504,6 +509,15 @@ def exit_outcome(result: dict | None, killed: bool) -> tuple[int, str, str, int 
             common_pb2.TASK_KILLED,
             f"killed by the agent ({how})",
             "REASON_TASK_KILLED",
+            result.get("exit_code"),
+        )
+    memory_limit_hit = result.get("memory_limit_hit")
+    if memory_limit_hit is not None and "error" not in result:
+        limit = f"of {memory_limit_hit / (1024 * 1024):g} MB " if memory_limit_hit else ""
+        return (
+            common_pb2.TASK_FAILED,
+            f"memory limit {limit}exceeded: the kernel killed the task (ask for more mem)",
+            "REASON_CONTAINER_LIMITATION_MEMORY",
             result.get("exit_code"),
         )
     if "signal" in result:

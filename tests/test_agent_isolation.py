@@ -84,3 +84,14 @@ async def test_kill_reaches_processes_that_left_the_process_group(cluster):
             return True
 
     await eventually_async(gone, message="the escaped process killed")
+
+
+async def test_a_task_over_its_memory_limit_fails_saying_so(cluster):
+    master, daemon = cluster
+    # Asks for mem:32 (shell_task) and takes 300 MB: the kernel's OOM killer ends it.
+    hog = "python3 -c 'b = bytearray(300 * 1024 * 1024); b[::4096] = b\"1\" * len(b[::4096])'"
+    master.run_task(FW, shell_task("hog", hog))
+    status = await eventually_async(lambda: master.terminal("hog"), timeout=30)
+    assert status.state == S.TASK_FAILED
+    assert status.reason == "REASON_CONTAINER_LIMITATION_MEMORY"
+    assert "memory limit of 32 MB exceeded" in status.message

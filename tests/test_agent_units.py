@@ -366,3 +366,27 @@ def test_usage_from_proc_counts_the_process_group_and_the_sandbox(tmp_path):
     finally:
         child.kill()
         child.communicate()  # waits, and closes its pipes
+
+
+def test_a_memory_limit_hit_is_the_reason_unless_the_agent_was_killing(tmp_path):
+    from agora.agent.cgroup_members import memory_limit_hit
+
+    v1, v2, calm = tmp_path / "v1", tmp_path / "v2", tmp_path / "calm"
+    for d in (v1, v2, calm):
+        d.mkdir()
+    (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    (v1 / "memory.limit_in_bytes").write_text(str(64 * 2**20))
+    (v2 / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+    (v2 / "memory.max").write_text(str(32 * 2**20))
+    (calm / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    assert memory_limit_hit([str(v1)]) == 64 * 2**20
+    assert memory_limit_hit([str(calm), str(v2)]) == 32 * 2**20
+    assert memory_limit_hit([str(calm)]) is None
+    assert memory_limit_hit([]) is None
+    killed_by_oom = {"signal": 9, "memory_limit_hit": 32 << 20}  # as the wrapper records it
+    state, message, reason, _ = exit_outcome(killed_by_oom, killed=False)
+    assert (state, reason) == (common_pb2.TASK_FAILED, "REASON_CONTAINER_LIMITATION_MEMORY")
+    assert message.startswith("memory limit of 32 MB exceeded")
+    # The agent's own kill is a kill, whatever else happened.
+    assert exit_outcome(killed_by_oom, killed=True)[0] == common_pb2.TASK_KILLED
+    assert exit_outcome({"signal": 9}, killed=False)[2] == "REASON_COMMAND_EXITED"
