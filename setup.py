@@ -23,4 +23,7 @@ for name, folder in FOLDERS.items():
     packages.append(name)
     packages.extend(f"{name}.{sub}" for sub in find_packages(folder))
 
-setup(packages=packages, package_dir=FOLDERS)
+# Files served as they are: the dashboard's page, script and style.
+PACKAGE_DATA = {"agora.master.dashboard": ["static/*"]}
+
+setup(packages=packages, package_dir=FOLDERS, package_data=PACKAGE_DATA)

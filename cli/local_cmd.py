@@ -42,6 +42,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="resources of each agent; ports are added per agent so they never clash "
         "(default 'cpus:2;mem:2048;disk:8192')",
     )
+    p.add_argument(
+        "--http-port",
+        type=port_number,
+        default=None,
+        metavar="PORT",
+        help="the web dashboard's port (default: --port + 30, so 5080; with --port 0, any)",
+    )
     add_log_flags(p)
     p.set_defaults(func=_run)
 
@@ -82,7 +89,14 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     from agora.agent import AgentConfig, AgentDaemon
     from agora.master import Master, MasterConfig
 
-    master = Master(MasterConfig(host=args.host, port=args.port, state_dir=work_dir / "master"))
+    http_port = args.http_port
+    if http_port is None:
+        http_port = args.port + 30 if args.port else 0
+    master = Master(
+        MasterConfig(
+            host=args.host, port=args.port, state_dir=work_dir / "master", http_port=http_port
+        )
+    )
     try:
         port = await master.start()
     except OSError as e:  # e.g. the port is taken: one line, not a traceback
@@ -122,6 +136,7 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     print(f"master listening on {master_address}", flush=True)
     print(f"batch listening on {batch.address}", flush=True)
     print(f"services listening on {services.address}", flush=True)
+    print(f"dashboard on http://{master.http_address}/", flush=True)
     print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
     print(f"try: AGORA_MASTER={master_address} agora cluster agents", flush=True)
 

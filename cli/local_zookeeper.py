@@ -1,8 +1,8 @@
 """A ZooKeeper server from Debian's `zookeeper` package, for `agora local --masters N` and tests.
 
 One standalone server (ZooKeeperServerMain) on loopback, its data in a directory of ours; a JVM
-of its own that we start, wait for (until "srvr" reports its mode) and stop. Production runs a ZooKeeper
-ensemble managed by its operators; this is only for trying HA on one machine.
+of its own that we start, wait for (until "srvr" reports its mode) and stop. Production runs a
+ZooKeeper ensemble managed by its operators; this is only for trying HA on one machine.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ class ZooKeeperServer:
         log = open(self.root / "zookeeper.log", "ab")  # noqa: SIM115 - owned by the process
         self.process = subprocess.Popen(
             ["java", "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath]
-            + [f"-Dzookeeper.log.dir={self.root}", "org.apache.zookeeper.server.ZooKeeperServerMain"]
-            + [str(config)],
+            + [f"-Dzookeeper.log.dir={self.root}"]
+            + ["org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

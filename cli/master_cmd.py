@@ -104,6 +104,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="filter for declined offers when the framework names none (default 5)",
     )
+    p.add_argument(
+        "--http-port",
+        type=port_number,
+        default=None,
+        metavar="PORT",
+        help="serve the web dashboard at http://HOST:PORT/ (default: off; 0 picks a free port)",
+    )
     add_log_flags(p)
     p.set_defaults(func=run, parser=p)
 
@@ -124,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         role_sorter=args.role_sorter,
         framework_sorter=args.framework_sorter,
         default_refuse_seconds=args.default_refuse_seconds,
+        http_port=args.http_port,
     )
     try:
         config.validate()
@@ -144,6 +152,8 @@ async def _serve(master) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     print(f"master listening on {master.address}", flush=True)
+    if master.http_address is not None:
+        print(f"dashboard on http://{master.http_address}/", flush=True)
     await stopping.wait()
     await master.stop()
     return 0

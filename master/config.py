@@ -35,6 +35,8 @@ class MasterConfig:
     framework_sorter: str = "drf"
     # Filter applied to declined offers when the framework names none (Mesos: 5 s).
     default_refuse_seconds: float = 5.0
+    # The web dashboard at http://host:http_port/; None: not served.
+    http_port: int | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead."""

@@ -9,10 +9,13 @@ import time
 import grpc
 import structlog
 
+from agora.common.http import HttpServer
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
 from agora.master.agent_link_service import AgentLinkService
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
+from agora.master.dashboard import Dashboard
+from agora.master.dashboard.view import MasterView
 from agora.master.operator_service import OperatorService
 from agora.master.scheduler_service import SchedulerService
 from agora.master.state_store import StateStore
@@ -64,6 +67,8 @@ class Master:
         self.store: StateStore | None = None
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
+        self._http: HttpServer | None = None
+        self._dashboard: Dashboard | None = None
         self._tasks: list[asyncio.Task] = []
         self._closed = asyncio.Event()
 
@@ -98,6 +103,8 @@ class Master:
             asyncio.create_task(self._allocation_loop(), name="allocation"),
             asyncio.create_task(self._tick_loop(), name="master-tick"),
         ]
+        if self.config.http_port is not None:
+            await self._start_http(self.config.http_port)
         log.info(
             "master started",
             address=self.address,
@@ -106,10 +113,27 @@ class Master:
         )
         return port
 
+    async def _start_http(self, port: int) -> None:
+        """The dashboard, on the master's own event loop, reading the Operator's views."""
+        assert self.core is not None
+        self._dashboard = Dashboard(MasterView(self.core))
+        self._http = HttpServer(self.config.host, port, self._dashboard.routes())
+        await self._http.start()
+        await self._dashboard.start()
+
+    @property
+    def http_address(self) -> str | None:
+        """host:port of the dashboard, when served."""
+        return self._http.address if self._http is not None else None
+
     async def stop(self, grace: float = 1.0) -> None:
         if self._server is None:
             return
         server, self._server = self._server, None
+        if self._dashboard is not None:
+            await self._dashboard.stop()
+        if self._http is not None:
+            await self._http.stop()
         for task in self._tasks:
             task.cancel()
         # gather, not `suppress(CancelledError)`: a cancellation of stop() itself must still

@@ -61,6 +61,7 @@ def test_installed_package_imports_every_part_from_the_install(installed):
         "agora.v1.scheduler_pb2_grpc, agora.sdk\n"
         "from agora.sdk import Framework, TaskSpec, run\n"
         "assert agora.sdk.Framework is agora.frameworks.sdk.Framework\n"
+        "import agora.master.dashboard.app as d; assert (d.STATIC / 'app.js').is_file()\n"
         "print(agora.master.__file__)"
     )
     result = run_outside(installed, sys.executable, "-c", code)

@@ -1,0 +1,11 @@
+"""The master's web dashboard: pages of agents, frameworks, tasks, roles, jobs and apps.
+
+Served on the master's HTTP layer (agora.common.http, `--http-port`) from the same state the
+Operator service reads (`ClusterView`, built on master.views), never a second copy. Plain HTML,
+CSS and JavaScript in static/, committed, no build step and nothing fetched from elsewhere.
+"""
+
+from agora.master.dashboard.app import ClusterView, Dashboard
+from agora.master.dashboard.history import ShareHistory
+
+__all__ = ["ClusterView", "Dashboard", "ShareHistory"]

@@ -1,0 +1,427 @@
+"""The dashboard's HTTP routes: its page and static files, and the JSON API the page polls.
+
+The API reads a `ClusterView` (the master's state, as the Operator service shows it) and, for a
+task's sandbox and usage or the batch and service frameworks' jobs and apps, calls those daemons
+over gRPC, as `agora job logs` or `agora app list` would. Every error is a JSON object with a
+message for people and the right HTTP status (404 unknown, 502 a daemon that does not answer),
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Protocol
+
+import grpc
+import structlog
+from aiohttp import web
+from google.protobuf.json_format import MessageToDict
+
+from agora.common import ResourceError, Resources
+from agora.common.rpc import insecure_channel
+from agora.master.dashboard.history import ShareHistory
+from agora.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    batch_pb2,
+    batch_pb2_grpc,
+    common_pb2,
+    operator_pb2,
+    services_pb2,
+    services_pb2_grpc,
+)
+
+__all__ = ["ClusterView", "Dashboard"]
+
+log = structlog.get_logger(__name__)
+
+STATIC = Path(__file__).with_name("static")
+CALL_TIMEOUT = 5.0
+MAX_READ = 256 * 1024  # one file read: a page holds no more
+
+
+class ClusterView(Protocol):
+    """What the dashboard reads of the master: the Operator service's answers."""
+
+    def state(self) -> operator_pb2.ClusterState: ...
+
+    def explain(self, framework_id: str) -> list[str]: ...
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _resources(protos) -> str:
+    try:
+        return str(Resources.from_proto(protos))
+    except ResourceError:
+        return "?"
+
+
+def _scalars(protos) -> dict[str, float]:
+    """{name: amount} over every role's reservation (cpus, mem, disk, gpus)."""
+    try:
+        return _by_name(Resources.from_proto(protos))
+    except ResourceError:
+        return {}
+
+
+def _by_name(resources: Resources) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for (name, _role), amount in resources.scalars.items():
+        out[name] = out.get(name, 0.0) + amount
+    return out
+
+
+def _agent(a: operator_pb2.AgentSummary) -> dict:
+    return {
+        "agent_id": a.info.agent_id,
+        "hostname": a.info.hostname,
+        "address": a.info.address,
+        "state": a.state,
+        "total": _resources(a.info.resources),
+        "allocated": _resources(a.allocated),
+        "total_scalars": _scalars(a.info.resources),
+        "allocated_scalars": _scalars(a.allocated),
+        "attributes": {x.name: x.text for x in a.info.attributes},
+        "tasks": a.task_count,
+        "registered_at": a.registered_at,
+        "last_heartbeat_at": a.last_heartbeat_at,
+    }
+
+
+def _framework(f: operator_pb2.FrameworkSummary) -> dict:
+    return {
+        "framework_id": f.info.framework_id,
+        "name": f.info.name,
+        "role": f.info.role,
+        "user": f.info.user,
+        "connected": f.connected,
+        "suppressed": f.suppressed,
+        "allocated": _resources(f.allocated),
+        "offered": _resources(f.offered),
+        "dominant_share": f.dominant_share,
+        "tasks": f.task_count,
+        "registered_at": f.registered_at,
+    }
+
+
+def _task(t: operator_pb2.TaskSummary, frameworks: dict[str, str]) -> dict:
+    status = t.last_status
+    return {
+        "task_id": t.task_id,
+        "name": t.name,
+        "framework_id": t.framework_id,
+        "framework": frameworks.get(t.framework_id, ""),
+        "agent_id": t.agent_id,
+        "hostname": t.hostname,
+        "state": common_pb2.TaskState.Name(t.state),
+        "resources": _resources(t.resources),
+        "message": status.message,
+        "reason": status.reason,
+        "updated_at": status.timestamp,
+    }
+
+
+def _role(r: operator_pb2.RoleSummary) -> dict:
+    return {
+        "role": r.role,
+        "weight": r.weight,
+        "dominant_share": r.dominant_share,
+        "allocated": _resources(r.allocated),
+        "guarantee": _resources(r.quota.guarantee),
+        "limit": _resources(r.quota.limit) if r.quota.limit else "",
+        "frameworks": list(r.framework_ids),
+    }
+
+
+class Dashboard:
+    """The routes; `start()` begins sampling shares for the chart, `stop()` ends it."""
+
+    def __init__(self, view: ClusterView, history: ShareHistory | None = None) -> None:
+        self.view = view
+        self.history = history or ShareHistory()
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._sampler: asyncio.Task | None = None
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._sampler = asyncio.create_task(self._sample(), name="dashboard-shares")
+
+    async def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+    async def _sample(self) -> None:
+        while True:
+            state = self.view.state()
+            self.history.add(
+                time.time(),
+                {r.role: r.dominant_share for r in state.roles},
+                {f.info.name or f.info.framework_id: f.dominant_share for f in state.frameworks},
+            )
+            await asyncio.sleep(self.history.interval)
+
+    # routes -------------------------------------------------------------------------------
+
+    def routes(self) -> list[web.AbstractRouteDef]:
+        api: dict[str, Callable[[web.Request], Awaitable[object]]] = {
+            "/api/overview": self.overview,
+            "/api/agents": self.agents,
+            "/api/frameworks": self.frameworks,
+            "/api/frameworks/{framework}/why": self.why,
+            "/api/tasks": self.tasks,
+            "/api/tasks/{framework_id}/{task_id}": self.task,
+            "/api/tasks/{framework_id}/{task_id}/files": self.files,
+            "/api/tasks/{framework_id}/{task_id}/file": self.file,
+            "/api/tasks/{framework_id}/{task_id}/usage": self.usage,
+            "/api/roles": self.roles,
+            "/api/shares": self.shares,
+            "/api/jobs": self.jobs,
+            "/api/apps": self.apps,
+        }
+        routes: list[web.AbstractRouteDef] = [
+            web.get(path, self._json(handler)) for path, handler in api.items()
+        ]
+        routes += [
+            web.get("/", self.page),
+            web.get("/api/{rest:.*}", self._json(self._no_such_api)),
+            web.static("/static", STATIC, follow_symlinks=False),
+            web.get("/{rest:.*}", self.not_found),
+        ]
+        return routes
+
+    @staticmethod
+    def _json(handler):
+        async def wrapped(request: web.Request) -> web.Response:
+            try:
+                return web.json_response(await handler(request))
+            except ApiError as e:
+                return web.json_response({"error": str(e)}, status=e.status)
+            except Exception as e:  # noqa: BLE001 - a bug here must not show a traceback
+                log.exception("dashboard request failed", path=request.path)
+                return web.json_response({"error": f"internal error: {e!r}"}, status=500)
+
+        return wrapped
+
+    async def page(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATIC / "index.html")
+
+    async def not_found(self, request: web.Request) -> web.Response:
+        text = (STATIC / "404.html").read_text().replace("{path}", _html(request.path))
+        return web.Response(text=text, status=404, content_type="text/html")
+
+    async def _no_such_api(self, request: web.Request) -> object:
+        raise ApiError(404, f"no such API: {request.path}")
+
+    # the JSON API -------------------------------------------------------------------------
+
+    async def overview(self, request: web.Request) -> dict:
+        state = self.view.state()
+        by_state: dict[str, int] = {}
+        for t in state.tasks:
+            name = common_pb2.TaskState.Name(t.state)
+            by_state[name] = by_state.get(name, 0) + 1
+        allocated = Resources()
+        for a in state.agents:
+            try:
+                allocated = allocated + Resources.from_proto(a.allocated)
+            except ResourceError:
+                pass
+        return {
+            "master_id": state.master_id,
+            "leader": state.leader,
+            "started_at": state.started_at,
+            "total": _resources(state.total),
+            "total_scalars": _scalars(state.total),
+            "allocated_scalars": _by_name(allocated),
+            "agents": len(state.agents),
+            "agents_active": sum(1 for a in state.agents if a.state == "ACTIVE"),
+            "frameworks": len(state.frameworks),
+            "frameworks_connected": sum(1 for f in state.frameworks if f.connected),
+            "tasks": by_state,
+        }
+
+    async def agents(self, request: web.Request) -> list:
+        return [_agent(a) for a in self.view.state().agents]
+
+    async def frameworks(self, request: web.Request) -> list:
+        return [_framework(f) for f in self.view.state().frameworks]
+
+    async def why(self, request: web.Request) -> dict:
+        framework = self._framework(request.match_info["framework"])
+        return {
+            "framework_id": framework.info.framework_id,
+            "name": framework.info.name,
+            "reasons": self.view.explain(framework.info.framework_id),
+        }
+
+    async def tasks(self, request: web.Request) -> list:
+        state = self.view.state()
+        names = {f.info.framework_id: f.info.name for f in state.frameworks}
+        want_state = request.query.get("state", "").upper()
+        want_framework = request.query.get("framework", "")
+        want_agent = request.query.get("agent", "")
+        out = []
+        for t in state.tasks:
+            row = _task(t, names)
+            if want_state and row["state"] not in (want_state, f"TASK_{want_state}"):
+                continue
+            if want_framework and want_framework not in (t.framework_id, row["framework"]):
+                continue
+            if want_agent and want_agent not in (t.agent_id, t.hostname):
+                continue
+            out.append(row)
+        return out
+
+    async def task(self, request: web.Request) -> dict:
+        state, task = self._task(request)
+        names = {f.info.framework_id: f.info.name for f in state.frameworks}
+        agent = next((a for a in state.agents if a.info.agent_id == task.agent_id), None)
+        row = _task(task, names)
+        row["agent_address"] = agent.info.address if agent is not None else ""
+        row["agent_state"] = agent.state if agent is not None else "GONE"
+        return row
+
+    async def files(self, request: web.Request) -> dict:
+        _, task = self._task(request)
+        reply = await self._agent_call(
+            task,
+            "ListFiles",
+            agent_pb2.ListFilesRequest(
+                framework_id=task.framework_id,
+                task_id=task.task_id,
+                path=request.query.get("path", ""),
+            ),
+        )
+        return {"files": [MessageToDict(f, preserving_proto_field_name=True) for f in reply.files]}
+
+    async def file(self, request: web.Request) -> dict:
+        _, task = self._task(request)
+        try:
+            offset = int(request.query.get("offset", "0"))
+            length = min(int(request.query.get("length", str(MAX_READ))), MAX_READ)
+        except ValueError:
+            raise ApiError(400, "offset and length must be whole numbers") from None
+        reply = await self._agent_call(
+            task,
+            "ReadFile",
+            agent_pb2.ReadFileRequest(
+                framework_id=task.framework_id,
+                task_id=task.task_id,
+                path=request.query.get("path", "stdout"),
+                offset=offset,
+                length=length,
+            ),
+        )
+        return {
+            "data": reply.data.decode("utf-8", "replace"),
+            "offset": reply.offset,
+            "size": reply.size,
+        }
+
+    async def usage(self, request: web.Request) -> dict:
+        _, task = self._task(request)
+        if task.state != common_pb2.TASK_RUNNING:
+            return {"usage": None}
+        reply = await self._agent_call(
+            task,
+            "GetUsage",
+            agent_pb2.GetUsageRequest(framework_id=task.framework_id, task_id=task.task_id),
+        )
+        usage = reply.usage[0] if reply.usage else None
+        return {"usage": MessageToDict(usage, preserving_proto_field_name=True) if usage else None}
+
+    async def roles(self, request: web.Request) -> list:
+        return [_role(r) for r in self.view.state().roles]
+
+    async def shares(self, request: web.Request) -> dict:
+        return self.history.series()
+
+    async def jobs(self, request: web.Request) -> dict:
+        address = self._framework_service("batch")
+        if address is None:
+            return {"available": False, "message": "no batch framework is registered"}
+        stub = batch_pb2_grpc.BatchStub(self._channel(address))
+        reply = await self._call("the batch framework", stub.ListJobs, batch_pb2.ListJobsRequest())
+        jobs = [MessageToDict(j, preserving_proto_field_name=True) for j in reply.jobs]
+        return {"available": True, "jobs": jobs}
+
+    async def apps(self, request: web.Request) -> dict:
+        address = self._framework_service("services")
+        if address is None:
+            return {"available": False, "message": "no services framework is registered"}
+        stub = services_pb2_grpc.ServicesStub(self._channel(address))
+        reply = await self._call(
+            "the services framework", stub.ListApps, services_pb2.ListAppsRequest()
+        )
+        apps = [MessageToDict(a, preserving_proto_field_name=True) for a in reply.apps]
+        return {"available": True, "apps": apps}
+
+    # helpers ------------------------------------------------------------------------------
+
+    def _framework(self, key: str) -> operator_pb2.FrameworkSummary:
+        frameworks = self.view.state().frameworks
+        found = [f for f in frameworks if key in (f.info.framework_id, f.info.name)]
+        if not found:
+            raise ApiError(404, f"no framework {key!r}")
+        return sorted(found, key=lambda f: not f.connected)[0]
+
+    def _task(self, request: web.Request) -> tuple[operator_pb2.ClusterState, object]:
+        framework_id, task_id = request.match_info["framework_id"], request.match_info["task_id"]
+        state = self.view.state()
+        for task in state.tasks:
+            if task.framework_id == framework_id and task.task_id == task_id:
+                return state, task
+        raise ApiError(404, f"no task {task_id!r} of framework {framework_id!r}")
+
+    def _framework_service(self, name: str) -> str | None:
+        for f in sorted(self.view.state().frameworks, key=lambda f: not f.connected):
+            if f.info.name == name and f.connected and f.info.service_address:
+                return f.info.service_address
+        return None
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
+        if address not in self._channels:
+            self._channels[address] = insecure_channel(address)
+        return self._channels[address]
+
+    async def _agent_call(self, task, method: str, request):
+        state = self.view.state()
+        agent = next((a for a in state.agents if a.info.agent_id == task.agent_id), None)
+        if agent is None or not agent.info.address:
+            raise ApiError(
+                404,
+                f"the agent of task {task.task_id!r} ({task.agent_id}) is gone from the cluster",
+            )
+        stub = agent_pb2_grpc.AgentStub(self._channel(agent.info.address))
+        what = f"agent {agent.info.hostname} ({agent.info.address})"
+        return await self._call(what, getattr(stub, method), request)
+
+    @staticmethod
+    async def _call(what: str, method, request):
+        try:
+            return await method(request, timeout=CALL_TIMEOUT)
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:
+                raise ApiError(404, e.details() or "not found") from None
+            if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise ApiError(400, e.details() or "bad request") from None
+            raise ApiError(502, f"{what} did not answer: {e.details() or e.code().name}") from None
+
+
+def _html(text: str) -> str:
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )

@@ -1,0 +1,294 @@
+// The Agora dashboard: one page, routed on the URL's #fragment, refreshed every 2 s from the
+// master's JSON API (/api/...). No framework and no build step: plain DOM calls.
+"use strict";
+
+const REFRESH_MS = 2000;
+const COLORS = ["#2f6fde", "#e8590c", "#2b8a3e", "#9c36b5", "#c23b3b", "#1098ad", "#f08c00"];
+const main = document.getElementById("main");
+let timer = null;
+let tail = null; // the open log viewer: {key, path, offset}
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+async function api(path) {
+  const reply = await fetch(path, { cache: "no-store" });
+  const body = await reply.json();
+  if (!reply.ok) throw new Error(body.error || `${reply.status} ${reply.statusText}`);
+  return body;
+}
+
+function ago(t) {
+  if (!t) return "-";
+  const s = Math.max(0, Date.now() / 1000 - t);
+  return s < 90 ? `${s.toFixed(0)} s ago` : `${(s / 60).toFixed(0)} min ago`;
+}
+
+function pct(x) { return `${(100 * (x || 0)).toFixed(1)}%`; }
+
+function bar(used, total) {
+  const f = total > 0 ? Math.min(1, used / total) : 0;
+  return h("span", {}, h("span", { class: "bar" }, h("span", { style: `width:${100 * f}%` })),
+    `${+used.toFixed(2)} / ${+total.toFixed(2)}`);
+}
+
+function table(testid, columns, rows, empty) {
+  if (!rows.length) return h("p", { class: "muted", "data-testid": testid }, empty || "(none)");
+  return h("table", { "data-testid": testid },
+    h("thead", {}, h("tr", {}, columns.map(([title]) => h("th", {}, title)))),
+    h("tbody", {}, rows.map((row) => h("tr", {}, columns.map(([, cell]) => h("td", {}, cell(row)))))));
+}
+
+function stateCell(state) { return h("span", { class: `state-${state}` }, state); }
+
+function taskLink(t) {
+  return h("a", { href: `#/task/${encodeURIComponent(t.framework_id)}/${encodeURIComponent(t.task_id)}` },
+    t.task_id);
+}
+
+// --- pages -------------------------------------------------------------------------------
+
+const pages = {
+  async overview() {
+    const [o, shares] = await Promise.all([api("/api/overview"), api("/api/shares")]);
+    const t = o.tasks;
+    const card = (label, value, id) => h("div", { class: "card", "data-testid": id },
+      h("div", { class: "muted" }, label), h("div", { class: "value" }, value));
+    const res = Object.keys(o.total_scalars).map((name) =>
+      h("div", {}, h("b", {}, `${name} `), bar(o.allocated_scalars[name] || 0, o.total_scalars[name])));
+    return [
+      h("h1", {}, "Cluster"),
+      h("div", { class: "cards" },
+        card("Agents", `${o.agents_active} / ${o.agents}`, "agents-count"),
+        card("Frameworks", `${o.frameworks_connected} / ${o.frameworks}`, "frameworks-count"),
+        card("Running tasks", t.TASK_RUNNING || 0, "running-count"),
+        card("Finished", t.TASK_FINISHED || 0, "finished-count"),
+        card("Failed or lost", (t.TASK_FAILED || 0) + (t.TASK_LOST || 0) + (t.TASK_ERROR || 0), "failed-count")),
+      h("h2", {}, "Resources allocated"), h("div", {}, res),
+      h("h2", {}, "Dominant shares (DRF), last minutes"),
+      chart("roles", shares.at, shares.roles),
+      chart("frameworks", shares.at, shares.frameworks),
+      h("p", { class: "muted" }, `master ${o.master_id}${o.leader ? ", leader " + o.leader : ""}`),
+    ];
+  },
+
+  async agents() {
+    const agents = await api("/api/agents");
+    return [h("h1", {}, "Agents"), table("agents", [
+      ["Hostname", (a) => a.hostname],
+      ["State", (a) => stateCell(a.state)],
+      ["CPUs", (a) => bar(a.allocated_scalars.cpus || 0, a.total_scalars.cpus || 0)],
+      ["Memory MB", (a) => bar(a.allocated_scalars.mem || 0, a.total_scalars.mem || 0)],
+      ["Tasks", (a) => a.tasks],
+      ["Attributes", (a) => Object.entries(a.attributes).map(([k, v]) => `${k}=${v}`).join(" ")],
+      ["Last heartbeat", (a) => ago(a.last_heartbeat_at)],
+      ["Id", (a) => h("code", {}, a.agent_id)],
+    ], agents, "No agents are registered.")];
+  },
+
+  async frameworks() {
+    const frameworks = await api("/api/frameworks");
+    const why = h("div", { "data-testid": "why" });
+    const explain = async (f) => {
+      why.replaceChildren(h("p", { class: "muted" }, "asking the allocator…"));
+      try {
+        const w = await api(`/api/frameworks/${encodeURIComponent(f.framework_id)}/why`);
+        why.replaceChildren(h("h2", {}, `Why ${w.name || w.framework_id} gets no offers`),
+          h("ul", {}, (w.reasons.length ? w.reasons : ["nothing holds it back"]).map((r) => h("li", {}, r))));
+      } catch (e) { why.replaceChildren(h("p", { class: "error" }, e.message)); }
+    };
+    return [h("h1", {}, "Frameworks"), table("frameworks", [
+      ["Name", (f) => f.name],
+      ["Role", (f) => f.role],
+      ["Connected", (f) => (f.connected ? "yes" : "no") + (f.suppressed ? " (suppressed)" : "")],
+      ["Dominant share", (f) => pct(f.dominant_share)],
+      ["Tasks", (f) => f.tasks],
+      ["Allocated", (f) => h("code", {}, f.allocated)],
+      ["", (f) => h("button", { onclick: () => explain(f) }, "why no offers?")],
+      ["Id", (f) => h("code", {}, f.framework_id)],
+    ], frameworks, "No frameworks are registered."), why];
+  },
+
+  async tasks() {
+    const params = new URLSearchParams(location.hash.split("?")[1] || "");
+    const tasks = await api(`/api/tasks?${params}`);
+    const filter = (name, el) => {
+      el.value = params.get(name) || "";
+      el.addEventListener("change", () => {
+        if (el.value) params.set(name, el.value); else params.delete(name);
+        location.hash = `#/tasks?${params}`;
+      });
+      return el;
+    };
+    const states = ["", "RUNNING", "STAGING", "STARTING", "KILLING", "FINISHED", "FAILED", "KILLED",
+      "ERROR", "LOST"];
+    return [h("h1", {}, "Tasks"),
+      h("div", { class: "filters" },
+        filter("state", h("select", { "data-testid": "filter-state" },
+          states.map((s) => h("option", { value: s }, s || "any state")))),
+        filter("framework", h("input", { placeholder: "framework name or id" })),
+        filter("agent", h("input", { placeholder: "agent host or id" }))),
+      table("tasks", [
+        ["Task", taskLink],
+        ["Framework", (t) => t.framework || t.framework_id],
+        ["State", (t) => stateCell(t.state)],
+        ["Host", (t) => t.hostname],
+        ["Resources", (t) => h("code", {}, t.resources)],
+        ["Last message", (t) => t.message],
+      ], tasks.slice(-500).reverse(), "No tasks match.")];
+  },
+
+  async task(frameworkId, taskId) {
+    const base = `/api/tasks/${encodeURIComponent(frameworkId)}/${encodeURIComponent(taskId)}`;
+    const t = await api(base);
+    const parts = [h("h1", {}, `Task ${t.task_id}`), table("task", [
+      ["Framework", (x) => x.framework || x.framework_id],
+      ["State", (x) => stateCell(x.state)],
+      ["Agent", (x) => `${x.hostname} (${x.agent_state})`],
+      ["Resources", (x) => h("code", {}, x.resources)],
+      ["Last message", (x) => `${x.message}${x.reason ? " [" + x.reason + "]" : ""}`],
+    ], [t])];
+    if (t.state === "TASK_RUNNING") {
+      try {
+        const { usage } = await api(`${base}/usage`);
+        if (usage) parts.push(h("p", { "data-testid": "usage" },
+          `CPU ${((usage.cpu_user_seconds || 0) + (usage.cpu_system_seconds || 0)).toFixed(2)} s, ` +
+          `memory ${((usage.mem_rss_bytes || 0) / 1048576).toFixed(1)} MB of ` +
+          `${((usage.mem_limit_bytes || 0) / 1048576).toFixed(0)} MB, ` +
+          `disk ${((usage.disk_used_bytes || 0) / 1048576).toFixed(1)} MB`));
+      } catch (e) { parts.push(h("p", { class: "error" }, e.message)); }
+    }
+    try {
+      const { files } = await api(`${base}/files`);
+      const key = `${frameworkId}/${taskId}`;
+      const open = (path) => { tail = { key, path, offset: 0, text: "" }; route(); };
+      parts.push(h("h2", {}, "Sandbox"), table("files", [
+        ["File", (f) => (f.is_dir ? f.path + "/" : h("a", { href: "javascript:void 0", onclick: () => open(f.path) }, f.path))],
+        ["Size", (f) => f.size || 0],
+      ], files));
+      if (!tail || tail.key !== key) tail = { key, path: "stdout", offset: 0, text: "" };
+      parts.push(h("h2", {}, `${tail.path} (live)`), await follow(base));
+    } catch (e) {
+      parts.push(h("p", { class: "error", "data-testid": "sandbox-error" }, e.message));
+    }
+    return parts;
+  },
+
+  async roles() {
+    const roles = await api("/api/roles");
+    return [h("h1", {}, "Roles"), table("roles", [
+      ["Role", (r) => r.role],
+      ["Weight", (r) => r.weight],
+      ["Dominant share", (r) => pct(r.dominant_share)],
+      ["Allocated", (r) => h("code", {}, r.allocated)],
+      ["Quota guarantee", (r) => h("code", {}, r.guarantee || "-")],
+      ["Quota limit", (r) => h("code", {}, r.limit || "-")],
+      ["Frameworks", (r) => r.frameworks.length],
+    ], roles, "No roles yet.")];
+  },
+
+  async jobs() {
+    const j = await api("/api/jobs");
+    if (!j.available) return [h("h1", {}, "Batch jobs"), h("p", { class: "muted" }, j.message)];
+    return [h("h1", {}, "Batch jobs"), table("jobs", [
+      ["Job", (x) => h("code", {}, x.job_id)],
+      ["Name", (x) => (x.spec && x.spec.name) || ""],
+      ["State", (x) => stateCell(x.state)],
+      ["Instances", (x) => Object.entries(x.counts || {}).map(([k, v]) => `${k} ${v}`).join(", ")],
+      ["Message", (x) => x.message || ""],
+    ], j.jobs.slice().reverse(), "No jobs submitted.")];
+  },
+
+  async apps() {
+    const a = await api("/api/apps");
+    if (!a.available) return [h("h1", {}, "Service apps"), h("p", { class: "muted" }, a.message)];
+    return [h("h1", {}, "Service apps"), table("apps", [
+      ["App", (x) => x.app.id],
+      ["State", (x) => stateCell(x.state)],
+      ["Wanted", (x) => x.app.instances || 0],
+      ["Running", (x) => x.running || 0],
+      ["Healthy", (x) => x.healthy || 0],
+      ["Unhealthy", (x) => x.unhealthy || 0],
+      ["Waiting because", (x) => x.waiting_reason || ""],
+    ], a.apps, "No apps.")];
+  },
+};
+
+// A live tail: each refresh reads what was appended since the last one.
+async function follow(base) {
+  const read = await api(`${base}/file?path=${encodeURIComponent(tail.path)}&offset=${tail.offset}`);
+  tail.text += read.data;
+  tail.offset = read.offset + read.data.length;
+  if (tail.text.length > 200000) tail.text = tail.text.slice(-200000);
+  return h("pre", { class: "log", "data-testid": "log" }, tail.text || "(empty)");
+}
+
+// An SVG line per series: share (0..1, or the largest seen) against time.
+function chart(title, at, series) {
+  const names = Object.keys(series);
+  const W = 720, H = 160, P = 28;
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("width", W); svg.setAttribute("height", H);
+  svg.setAttribute("data-testid", `chart-${title}`);
+  const max = Math.max(0.05, ...names.flatMap((n) => series[n].filter((v) => v !== null)));
+  const t0 = at[0] || 0, t1 = at[at.length - 1] || 1;
+  const x = (t) => P + ((t - t0) / Math.max(1, t1 - t0)) * (W - 2 * P);
+  const y = (v) => H - P - (v / max) * (H - 2 * P);
+  const line = (x1, y1, x2, y2, color) => {
+    const l = document.createElementNS(svg.namespaceURI, "line");
+    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke: color })) l.setAttribute(k, v);
+    svg.append(l);
+  };
+  line(P, H - P, W - P, H - P, "#ccc");
+  names.forEach((name, i) => {
+    const pts = at.map((t, j) => (series[name][j] === null ? null : `${x(t)},${y(series[name][j])}`))
+      .filter(Boolean).join(" ");
+    const p = document.createElementNS(svg.namespaceURI, "polyline");
+    p.setAttribute("points", pts); p.setAttribute("fill", "none");
+    p.setAttribute("stroke", COLORS[i % COLORS.length]); p.setAttribute("stroke-width", "2");
+    svg.append(p);
+  });
+  const label = document.createElementNS(svg.namespaceURI, "text");
+  label.setAttribute("x", P); label.setAttribute("y", 16); label.textContent = `${title} (max ${pct(max)})`;
+  svg.append(label);
+  const legend = h("div", { class: "legend" }, names.map((n, i) =>
+    h("span", {}, h("i", { style: `background:${COLORS[i % COLORS.length]}` }), n)));
+  return h("div", {}, svg, legend);
+}
+
+// --- routing -----------------------------------------------------------------------------
+
+async function route() {
+  clearTimeout(timer);
+  const [path] = location.hash.replace(/^#\/?/, "").split("?");
+  const [name, ...args] = path.split("/").map(decodeURIComponent);
+  const page = pages[name || "overview"];
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.page === (name || "overview"));
+  }
+  const status = document.getElementById("status");
+  try {
+    if (!page) throw new Error(`no page ${location.hash}`);
+    const content = await page(...args);
+    main.replaceChildren(...content);
+    status.textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (e) {
+    main.replaceChildren(h("h1", {}, "Error"), h("p", { class: "error", "data-testid": "error" }, e.message));
+  }
+  timer = setTimeout(route, REFRESH_MS);
+}
+
+window.addEventListener("hashchange", () => { tail = null; route(); });
+route();
