@@ -49,6 +49,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PORT",
         help="the web dashboard's port (default: --port + 30, so 5080; with --port 0, any)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        metavar="PORT",
+        help="serve the master's Prometheus metrics on PORT (0 = any) and each agent's on a "
+        "free port, all printed at start (default: off)",
+    )
     add_log_flags(p)
     p.set_defaults(func=_run)
 
@@ -94,7 +102,11 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         http_port = args.port + 30 if args.port else 0
     master = Master(
         MasterConfig(
-            host=args.host, port=args.port, state_dir=work_dir / "master", http_port=http_port
+            host=args.host,
+            port=args.port,
+            state_dir=work_dir / "master",
+            http_port=http_port,
+            metrics_port=args.metrics_port,
         )
     )
     try:
@@ -113,6 +125,7 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
                 attributes={"agent": str(i)},
                 work_dir=work_dir / f"agent-{i}",
                 hostname=f"local-{i}",
+                metrics_port=0 if args.metrics_port is not None else None,
             )
         )
         await agent.start()
@@ -137,6 +150,10 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     print(f"batch listening on {batch.address}", flush=True)
     print(f"services listening on {services.address}", flush=True)
     print(f"dashboard on http://{master.http_address}/", flush=True)
+    if master.metrics_address is not None:
+        print(f"master metrics on http://{master.metrics_address}/metrics", flush=True)
+        for agent in agents:
+            print(f"agent metrics on http://{agent.metrics_address}/metrics", flush=True)
     print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
     print(f"try: AGORA_MASTER={master_address} agora cluster agents", flush=True)
 

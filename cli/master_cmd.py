@@ -111,6 +111,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PORT",
         help="serve the web dashboard at http://HOST:PORT/ (default: off; 0 picks a free port)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; 0 = any)",
+    )
     add_log_flags(p)
     p.set_defaults(func=run, parser=p)
 
@@ -132,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         framework_sorter=args.framework_sorter,
         default_refuse_seconds=args.default_refuse_seconds,
         http_port=args.http_port,
+        metrics_port=args.metrics_port,
     )
     try:
         config.validate()
@@ -154,6 +162,8 @@ async def _serve(master) -> int:
     print(f"master listening on {master.address}", flush=True)
     if master.http_address is not None:
         print(f"dashboard on http://{master.http_address}/", flush=True)
+    if master.metrics_address is not None:
+        print(f"metrics on http://{master.metrics_address}/metrics", flush=True)
     await stopping.wait()
     await master.stop()
     return 0

@@ -8,12 +8,16 @@ and histograms are updated where the event happens.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+
+import grpc
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
 from agora.common.http import HttpServer
 
-__all__ = ["metrics_server"]
+__all__ = ["GrpcMetrics", "metrics_server"]
 
 
 def metrics_server(host: str, port: int, registry: CollectorRegistry) -> HttpServer:
@@ -26,3 +30,82 @@ def metrics_server(host: str, port: int, registry: CollectorRegistry) -> HttpSer
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     return HttpServer(host, port, [web.get("/metrics", metrics)])
+
+
+class GrpcMetrics(grpc.aio.ServerInterceptor):
+    """Counts a server's gRPC calls by service, method and status code, as an interceptor.
+
+    `agora_grpc_server_handled_total` follows go-grpc-prometheus' name, so dashboards made for
+    other gRPC servers work. A stream counts once, when it ends.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.handled = Counter(
+            "agora_grpc_server_handled",
+            "gRPC calls this server completed, by service, method and status code.",
+            ["grpc_service", "grpc_method", "grpc_code"],
+            registry=registry,
+        )
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        count = self.handled.labels  # bound once per call, looked up per outcome
+
+        def done(context, error: BaseException | None) -> None:
+            code = _code_of(context, error)
+            count(service, method, code).inc()
+
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary_unary(request, context):
+                try:
+                    reply = await inner(request, context)
+                except BaseException as e:
+                    done(context, e)
+                    raise
+                done(context, None)
+                return reply
+
+            return handler._replace(unary_unary=unary_unary)
+        if handler.unary_stream is not None or handler.stream_stream is not None:
+            streaming = handler.unary_stream or handler.stream_stream
+            if inspect.isasyncgenfunction(streaming):
+
+                async def stream(request, context):
+                    try:
+                        async for reply in streaming(request, context):
+                            yield reply
+                    except BaseException as e:
+                        done(context, e)
+                        raise
+                    done(context, None)
+
+            else:  # a coroutine that writes with context.write()
+
+                async def stream(request, context):
+                    try:
+                        await streaming(request, context)
+                    except BaseException as e:
+                        done(context, e)
+                        raise
+                    done(context, None)
+
+            if handler.unary_stream is not None:
+                return handler._replace(unary_stream=stream)
+            return handler._replace(stream_stream=stream)
+        return handler  # client streaming: not used by Agora's services
+
+
+def _code_of(context, error: BaseException | None) -> str:
+    code = context.code()
+    if code is not None and code != grpc.StatusCode.OK:
+        return code.name
+    if error is None:
+        return "OK"
+    if isinstance(error, asyncio.CancelledError):
+        return "CANCELLED"
+    return "UNKNOWN"

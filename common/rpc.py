@@ -30,8 +30,8 @@ SERVER_OPTIONS = [
 ]
 
 
-def new_server() -> grpc.aio.Server:
-    return grpc.aio.server(options=SERVER_OPTIONS)
+def new_server(interceptors: Iterable[grpc.aio.ServerInterceptor] = ()) -> grpc.aio.Server:
+    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=list(interceptors) or None)
 
 
 def bind(server: grpc.aio.Server, where: str) -> int:

@@ -37,6 +37,8 @@ class MasterConfig:
     default_refuse_seconds: float = 5.0
     # The web dashboard at http://host:http_port/; None: not served.
     http_port: int | None = None
+    # Prometheus metrics at http://host:metrics_port/metrics; None: not served.
+    metrics_port: int | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead."""

@@ -10,12 +10,15 @@ import grpc
 import structlog
 
 from agora.common.http import HttpServer
+from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
+from agora.master import views
 from agora.master.agent_link_service import AgentLinkService
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
 from agora.master.dashboard import Dashboard
 from agora.master.dashboard.view import MasterView
+from agora.master.metrics import MasterMetrics
 from agora.master.operator_service import OperatorService
 from agora.master.scheduler_service import SchedulerService
 from agora.master.state_store import StateStore
@@ -68,6 +71,8 @@ class Master:
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
+        self._metrics_http: HttpServer | None = None
+        self.metrics = MasterMetrics()
         self._dashboard: Dashboard | None = None
         self._tasks: list[asyncio.Task] = []
         self._closed = asyncio.Event()
@@ -87,7 +92,7 @@ class Master:
         self.store = StateStore(self.config.state_path)
         self.core = MasterCore(self.config, self.allocator, self.store)
         self.core.recover_state()
-        server = new_server()
+        server = new_server(interceptors=[self.metrics.grpc])
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerService(self.core), server)
         agent_link_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkService(self.core), server)
         operator_pb2_grpc.add_OperatorServicer_to_server(OperatorService(self.core), server)
@@ -105,6 +110,8 @@ class Master:
         ]
         if self.config.http_port is not None:
             await self._start_http(self.config.http_port)
+        if self.config.metrics_port is not None:
+            await self._start_metrics(self.config.metrics_port)
         log.info(
             "master started",
             address=self.address,
@@ -121,6 +128,20 @@ class Master:
         await self._http.start()
         await self._dashboard.start()
 
+    async def _start_metrics(self, port: int) -> None:
+        core = self.core
+        assert core is not None
+        self.metrics.watch(
+            state=lambda: views.cluster_state(core, ""), offers=lambda: len(core.reg.offers)
+        )
+        self._metrics_http = metrics_server(self.config.host, port, self.metrics.registry)
+        await self._metrics_http.start()
+
+    @property
+    def metrics_address(self) -> str | None:
+        """host:port of /metrics, when served."""
+        return self._metrics_http.address if self._metrics_http is not None else None
+
     @property
     def http_address(self) -> str | None:
         """host:port of the dashboard, when served."""
@@ -134,6 +155,8 @@ class Master:
             await self._dashboard.stop()
         if self._http is not None:
             await self._http.stop()
+        if self._metrics_http is not None:
+            await self._metrics_http.stop()
         for task in self._tasks:
             task.cancel()
         # gather, not `suppress(CancelledError)`: a cancellation of stop() itself must still

@@ -1,0 +1,145 @@
+"""The master's Prometheus metrics (served with --metrics-port).
+
+Live figures are read when scraped from the same views the Operator service answers with (agents
+and tasks by state, per-role allocation, shares, weights and quota); gRPC calls are counted by an
+interceptor on the master's server. Names follow Prometheus' conventions: `agora_master_` prefix,
+`_total` counters, base units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from agora.common import ResourceError, Resources
+from agora.common.metrics import GrpcMetrics
+from agora.v1 import common_pb2, operator_pb2
+
+__all__ = ["MasterMetrics"]
+
+# Reported even at 0, so a query for them finds a series before the first task.
+TASK_STATES = [
+    common_pb2.TaskState.Name(s)
+    for s in (
+        common_pb2.TASK_STAGING,
+        common_pb2.TASK_STARTING,
+        common_pb2.TASK_RUNNING,
+        common_pb2.TASK_KILLING,
+        common_pb2.TASK_FINISHED,
+        common_pb2.TASK_FAILED,
+        common_pb2.TASK_KILLED,
+        common_pb2.TASK_ERROR,
+        common_pb2.TASK_LOST,
+    )
+]
+
+
+class MasterMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.grpc = GrpcMetrics(self.registry)
+
+    def watch(
+        self, state: Callable[[], operator_pb2.ClusterState], offers: Callable[[], int]
+    ) -> None:
+        """Reports the cluster through these readers, called at scrape time on the loop."""
+        self.registry.register(_Live(state, offers))
+
+
+def _by_name(protos) -> dict[str, float]:
+    try:
+        resources = Resources.from_proto(protos)
+    except ResourceError:
+        return {}
+    out: dict[str, float] = {}
+    for (name, _role), amount in resources.scalars.items():
+        out[name] = out.get(name, 0.0) + amount
+    return out
+
+
+class _Live(Collector):
+    def __init__(self, state, offers) -> None:
+        self._state = state
+        self._offers = offers
+
+    def collect(self):
+        state = self._state()
+        agents = GaugeMetricFamily("agora_master_agents", "Agents by state.", labels=["state"])
+        counts: dict[str, int] = {"ACTIVE": 0, "DISCONNECTED": 0, "DRAINING": 0}
+        for a in state.agents:
+            counts[a.state] = counts.get(a.state, 0) + 1
+        for name, n in counts.items():
+            agents.add_metric([name], n)
+        yield agents
+
+        frameworks = GaugeMetricFamily(
+            "agora_master_frameworks", "Frameworks, connected or not.", labels=["connected"]
+        )
+        connected = sum(1 for f in state.frameworks if f.connected)
+        frameworks.add_metric(["true"], connected)
+        frameworks.add_metric(["false"], len(state.frameworks) - connected)
+        yield frameworks
+
+        tasks = GaugeMetricFamily(
+            "agora_master_tasks",
+            "Tasks the master knows, by state (ended ones while it remembers them).",
+            labels=["state"],
+        )
+        by_state = dict.fromkeys(TASK_STATES, 0)
+        for t in state.tasks:
+            name = common_pb2.TaskState.Name(t.state)
+            by_state[name] = by_state.get(name, 0) + 1
+        for name, n in by_state.items():
+            tasks.add_metric([name], n)
+        yield tasks
+
+        yield GaugeMetricFamily(
+            "agora_master_offers_outstanding",
+            "Offers sent and not yet accepted, declined or rescinded.",
+            value=self._offers(),
+        )
+        total = GaugeMetricFamily(
+            "agora_master_resources_total",
+            "Resources of the registered agents.",
+            labels=["resource"],
+        )
+        for name, amount in _by_name(state.total).items():
+            total.add_metric([name], amount)
+        yield total
+
+        allocated = GaugeMetricFamily(
+            "agora_master_role_allocated",
+            "Resources allocated to a role (offered or used by its tasks).",
+            labels=["role", "resource"],
+        )
+        share = GaugeMetricFamily(
+            "agora_master_role_dominant_share", "A role's dominant share (DRF).", labels=["role"]
+        )
+        weight = GaugeMetricFamily("agora_master_role_weight", "A role's weight.", labels=["role"])
+        guarantee = GaugeMetricFamily(
+            "agora_master_role_quota_guarantee",
+            "Resources held back for a role by its quota.",
+            labels=["role", "resource"],
+        )
+        for role in state.roles:
+            share.add_metric([role.role], role.dominant_share)
+            weight.add_metric([role.role], role.weight)
+            for name, amount in _by_name(role.allocated).items():
+                allocated.add_metric([role.role, name], amount)
+            for name, amount in _by_name(role.quota.guarantee).items():
+                guarantee.add_metric([role.role, name], amount)
+        yield from (allocated, share, weight, guarantee)
+
+        framework_share = GaugeMetricFamily(
+            "agora_master_framework_dominant_share",
+            "A framework's dominant share within its role (DRF).",
+            labels=["framework_id", "framework", "role"],
+        )
+        for f in state.frameworks:
+            framework_share.add_metric(
+                [f.info.framework_id, f.info.name, f.info.role], f.dominant_share
+            )
+        yield framework_share

@@ -1,0 +1,73 @@
+"""A real Prometheus scrapes a local cluster; PromQL answers what the cluster really has."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from harness import ROOT, Daemon, eventually
+from prometheus import Prometheus
+
+pytestmark = pytest.mark.e2e
+
+
+def agora(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agora.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_prometheus_sees_agents_tasks_and_calls(tmp_path):
+    local = Daemon(
+        ["local", "--port", "0", "--agents", "2", "--metrics-port", "0"]
+        + ["--work-dir", str(tmp_path / "w")],
+        tmp_path / "local.log",
+    ).start(timeout=60)
+    prometheus = None
+    try:
+        eventually(
+            lambda: sum("agent metrics on" in line for line in local.lines) == 2,
+            timeout=30,
+            message="the metrics endpoints",
+        )
+        targets = {
+            kind: [
+                re.search(r"http://(\S+)/metrics", line).group(1)
+                for line in local.lines
+                if line.startswith(f"{kind} metrics on")
+            ]
+            for kind in ("master", "agent")
+        }
+        prometheus = Prometheus(tmp_path / "prom", targets).start()
+
+        def value(promql: str) -> float | None:
+            result = prometheus.query(promql)
+            return result[0][1] if result else None
+
+        eventually(lambda: value('agora_master_agents{state="ACTIVE"}') == 2, timeout=30)
+        assert value("agora_master_frameworks{connected='true'}") == 2  # batch and services
+        job = agora(
+            "job", "submit", "--master", local.address, "--name", "sleepers",
+            "--instances", "3", "--cpus", "0.1", "--mem", "32", "--", "sleep", "60",
+        )  # fmt: skip
+        assert job.returncode == 0, job.stderr
+        job_id = job.stdout.strip()
+        eventually(lambda: value('agora_master_tasks{state="TASK_RUNNING"}') == 3, timeout=30)
+        eventually(lambda: value('sum(agora_agent_tasks{state="TASK_RUNNING"})') == 3, timeout=30)
+        assert value('agora_master_role_allocated{role="*",resource="cpus"}') >= 0.3
+        assert (
+            value('sum(agora_grpc_server_handled_total{grpc_method="Accept",grpc_code="OK"})') >= 1
+        )
+        assert value("sum(agora_agent_task_launch_seconds_count)") == 3
+        assert agora("job", "kill", "--master", local.address, job_id).returncode == 0
+        eventually(lambda: value('agora_master_tasks{state="TASK_KILLED"}') == 3, timeout=30)
+    finally:
+        if prometheus is not None:
+            prometheus.stop()
+        local.stop()
