@@ -1,4 +1,4 @@
-"""Whole-file JSON writes that a crash cannot tear: temp file, fsync, rename.
+"""Whole-file JSON writes that a crash cannot tear: temp file, fsync, rename; or in place.
 
 Kept free of heavy imports: the task wrapper (agora.agent.executor) uses it and starts per task.
 """
@@ -25,6 +25,24 @@ def atomic_write_json(path: Path, data: object, durable: bool = True) -> None:
 # A write of at most one page at offset 0 is never split: a process killed during it leaves
 # the old content or the new, not a mix.
 IN_PLACE_MAX = 4096
+
+
+# Room reserved for a file written later in place: the largest wrapper.json or exit.json.
+PLACEHOLDER_SIZE = 512
+
+
+def reserve_json(path: Path, size: int = PLACEHOLDER_SIZE) -> None:
+    """Creates `path` as an empty JSON object padded to `size` bytes, to overwrite in place
+    later (overwrite_json). Its space is taken now, so that the later write needs none: the
+    wrapper can still record how a task ended when the task has filled the disk."""
+    with open(path, "wb") as f:
+        f.write(b"{}".ljust(size))
+
+
+def write_json_in_place(path: Path, data: object) -> None:
+    """overwrite_json where a placeholder exists (reserve_json), else atomic_write_json."""
+    if not overwrite_json(path, data):
+        atomic_write_json(path, data, durable=False)
 
 
 def overwrite_json(path: Path, data: object) -> bool:

@@ -16,12 +16,13 @@ import base64
 import fcntl
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
-from agora.agent.atomic_files import atomic_write_json, overwrite_json
+from agora.agent.atomic_files import atomic_write_json, overwrite_json, reserve_json
 from agora.agent.task_user import TaskUser
 from agora.v1 import common_pb2
 
@@ -163,6 +164,20 @@ class WorkDir:
             except FileExistsError:
                 n += 1
                 candidate = parent / f"{task_id}.{n}"
+
+    def prepare_run(self, record: TaskRecord) -> None:
+        """The run's directory with its record, and the room its wrapper writes into later."""
+        run_dir = self.run_dir(record.run_id)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(run_dir / "task.json", vars(record), durable=False)
+        for name in ("wrapper.json", "exit.json"):
+            reserve_json(run_dir / name)
+
+    def discard_run(self, record: TaskRecord) -> None:
+        """Removes what prepare_run and new_sandbox made of a run that never started."""
+        for path in (self.run_dir(record.run_id), Path(record.sandbox) if record.sandbox else None):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
 
     def save_record(self, record: TaskRecord, durable: bool = True) -> None:
         """Writes the run's record; `durable=False` may rewrite it in place (see overwrite_json)."""

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from agora.agent import cgroup_members
-from agora.agent.atomic_files import atomic_write_json
+from agora.agent.atomic_files import write_json_in_place
 from agora.agent.proc_stat import start_ticks, ticks_to_time
 
 # Reports longer than this are cut: a pipe write up to PIPE_BUF (4096 on Linux) is atomic.
@@ -116,7 +116,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     except _NoCgroup as e:
         _empty_cgroups(cgroups)
         message = str(e)
-        atomic_write_json(run_dir / "exit.json", {"error": message})
+        write_json_in_place(run_dir / "exit.json", {"error": message})
         _report(f"error {message}")
         return 1
     except OSError as e:
@@ -126,7 +126,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
         elif isinstance(e, PermissionError):
             what = "permission denied"
         message = f"cannot run {spec['argv'][0]!r}: {what}"
-        atomic_write_json(run_dir / "exit.json", {"error": message})
+        write_json_in_place(run_dir / "exit.json", {"error": message})
         _report(f"error {message}")
         return 1
 
@@ -144,8 +144,9 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # (only a restarted agent reads it, long after it is written).
     _report(f"started {proc.pid} {me} {start!r} {ticks}")
     # Not fsync'd: it only matters while this process lives, and a crash of the machine that
-    # loses it ends the task too (the agent then reports the launch as interrupted).
-    atomic_write_json(
+    # loses it ends the task too (the agent then reports the launch as interrupted). In place,
+    # into the room the agent reserved: a full disk does not stop it.
+    write_json_in_place(
         run_dir / "wrapper.json",
         {
             "wrapper_pid": me,
@@ -153,7 +154,6 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
             "wrapper_start_ticks": ticks,
             "task_pid": proc.pid,
         },
-        durable=False,
     )
 
     returncode = proc.wait()
@@ -165,8 +165,9 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     if memory_limit_hit is not None:
         result["memory_limit_hit"] = memory_limit_hit
     # Not fsync'd (0.5 ms of CPU a task): the agent reads it as soon as this process ends and
-    # logs the terminal update; a machine crash before that ends the task's run anyway.
-    atomic_write_json(run_dir / "exit.json", result, durable=False)
+    # logs the terminal update; a machine crash before that ends the task's run anyway. In
+    # place, into the room the agent reserved: the task may have filled the disk.
+    write_json_in_place(run_dir / "exit.json", result)
     return 0
 
 
@@ -208,8 +209,8 @@ def _wrap(run_dir: Path, spec: dict | None = None) -> int:
     try:
         return _launch(run_dir, spec)
     except BaseException as e:  # noqa: BLE001 - the agent must learn of any failure
-        if not (run_dir / "exit.json").exists():
-            atomic_write_json(run_dir / "exit.json", {"error": f"executor failed: {e!r}"})
+        if not read_exit_json(run_dir):
+            write_json_in_place(run_dir / "exit.json", {"error": f"executor failed: {e!r}"})
         _report(f"error executor failed: {e!r}")
         raise
 
@@ -381,3 +382,13 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
+
+
+def read_exit_json(run_dir: Path) -> dict:
+    """exit.json's content; {} while it is missing or still the agent's placeholder."""
+    try:
+        with open(run_dir / "exit.json") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -112,7 +112,9 @@ class Wrapper:
 
 
 def read_exit(run_dir: Path) -> dict | None:
-    return read_json(run_dir / "exit.json")
+    """What the wrapper recorded of the task's end; None while it has not (the file is
+    missing, or still the placeholder the agent reserved it with)."""
+    return read_json(run_dir / "exit.json") or None
 
 
 def command_argv(command: common_pb2.CommandInfo) -> list[str]:

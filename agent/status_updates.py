@@ -10,11 +10,17 @@ re-registers without it (or, with a terminal update on disk, reports how it ende
 Acknowledgements are appended without an fsync: one lost in a machine crash only makes the
 agent resend an update the master already has, and the master takes duplicates. The log is
 compacted to the pending updates on every start.
+
+A full disk must not lose an update: beside the log the agent keeps a reserve file, given up
+the moment an append finds no space (the append then goes on into the freed room) and taken
+again once there is space, so thousands of updates still fit after the disk fills.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import io
 import json
 import os
 import time
@@ -32,6 +38,10 @@ log = structlog.get_logger(__name__)
 
 # The log is rewritten to just the pending updates after this many appends.
 COMPACT_AFTER = 10_000
+# Room kept for the log on a full disk: about 3,000 updates.
+RESERVE_BYTES = 1024 * 1024
+# How often a given-up reserve is taken again (when there is space for it).
+RESERVE_RETRY_SECONDS = 5.0
 # send(framework_id, status) -> True if it went out on a registered link.
 SendFn = Callable[[str, common_pb2.TaskStatus], bool]
 
@@ -39,9 +49,11 @@ SendFn = Callable[[str, common_pb2.TaskStatus], bool]
 class UpdateLog:
     """Append-only JSON lines: {"u": fw, "s": status} and {"a": fw, "t": task, "id": uuid}."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, reserve_bytes: int = RESERVE_BYTES) -> None:
         self.path = Path(path)
-        self._file = None
+        self.reserve = self.path.with_name(f".{self.path.name}.reserve")
+        self.reserve_bytes = reserve_bytes
+        self._file: io.FileIO | None = None
         # Updates are numbered as appended; those up to `synced` are on disk.
         self.appended = 0
         self.synced = 0
@@ -69,14 +81,36 @@ class UpdateLog:
     def open(self, pending: list[tuple[str, common_pb2.TaskStatus]]) -> None:
         """Rewrites the log to hold only `pending`, then appends from there."""
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w") as f:
-            for framework_id, status in pending:
-                f.write(self._update_line(framework_id, status))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        self._file = open(self.path, "a")
+        try:
+            with open(tmp, "w") as f:
+                for framework_id, status in pending:
+                    f.write(self._update_line(framework_id, status))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            if not self.path.exists():
+                raise
+            # A full disk: the old log holds the same pending updates (and more history).
+            log.error("cannot compact the status-update log; appending to it", error=str(e))
+        self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open
         self.synced = self.appended
+        self.keep_reserve()
+
+    def keep_reserve(self) -> bool:
+        """Takes the reserve if it is not held; False if there is no space for it yet."""
+        if self.reserve.exists():
+            return True
+        try:
+            with open(self.reserve, "wb") as f:
+                f.write(bytes(self.reserve_bytes))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            self.reserve.unlink(missing_ok=True)
+            return False
+        return True
 
     @property
     def unsynced(self) -> bool:
@@ -114,10 +148,21 @@ class UpdateLog:
             self._file = None
 
     def _append(self, line: str) -> None:
+        """Writes the whole line to the OS (surviving a crash of the agent; a later sync()
+        covers the machine), giving up the reserve if the disk is full."""
         assert self._file is not None, "UpdateLog.open() first"
-        self._file.write(line)
-        # In the OS's hands: survives a crash of the agent, and a later sync() covers it.
-        self._file.flush()
+        data, done = line.encode(), 0
+        while done < len(data):
+            try:
+                done += self._file.write(data[done:]) or 0
+            except OSError as e:
+                if e.errno != errno.ENOSPC or not self.reserve.exists():
+                    raise
+                self.reserve.unlink()
+                log.error(
+                    "the agent's disk is full: using the room reserved for status updates",
+                    path=str(self.path),
+                )
 
     @staticmethod
     def _update_line(framework_id: str, status: common_pb2.TaskStatus) -> str:
@@ -153,6 +198,7 @@ class StatusUpdateManager:
         # When the sender loop's timer fires (None: it waits for a wake-up only).
         self._sleeping_until: float | None = None
         self._syncer: asyncio.Task | None = None
+        self._reserve_retry_at = 0.0
 
     def recover(self) -> list[tuple[str, common_pb2.TaskStatus]]:
         """Loads the unacknowledged updates of a previous run; call once, before `start`."""
@@ -172,6 +218,11 @@ class StatusUpdateManager:
         await cancel_and_wait(self._task, self._syncer)
         self._task = self._syncer = None
         self._log.close()  # fsyncs whatever the background fsync had not covered yet
+
+    def _retake_reserve(self) -> None:
+        now = self._clock()
+        if now >= self._reserve_retry_at and not self._log.keep_reserve():
+            self._reserve_retry_at = now + RESERVE_RETRY_SECONDS
 
     def update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
         """Logs the update (to the OS at once, to the disk soon after), then queues it for
@@ -280,6 +331,7 @@ class StatusUpdateManager:
                 continue
             try:
                 await self._log.sync_in_thread()
+                self._retake_reserve()
             except OSError as e:
                 # A full or failing disk: keep trying (the updates still go out meanwhile).
                 log.error("cannot fsync the status-update log", error=str(e))

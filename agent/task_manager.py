@@ -9,6 +9,7 @@ Status updates leave through `emit`, which checkpoints them for reliable deliver
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import signal
@@ -172,13 +173,7 @@ class TaskManager:
                 task_user = resolve_task_user(user)
             except TaskUserError as e:
                 problem = str(e)
-        sandbox = None
-        if problem is None:
-            try:
-                sandbox = self._work.new_sandbox(framework_id, task.task_id, owner=task_user)
-            except OSError as e:
-                problem = f"cannot create the task's sandbox: {e}"
-        if problem is not None or sandbox is None:
+        if problem is not None:
             log_.warning("refusing task", reason=problem)
             # Nothing was started: report the error without a run record.
             status = self._status(
@@ -190,14 +185,37 @@ class TaskManager:
             run_id=new_id("run"),
             framework_id=framework_id,
             task=b64(task.SerializeToString()),
-            sandbox=str(sandbox),
+            sandbox="",
             launched_at=time.time(),
             user=task_user.name if task_user is not None else "",
         )
+        try:
+            record.sandbox = str(self._work.new_sandbox(framework_id, task.task_id, task_user))
+            # Everything the run will write later takes its room now: on a full disk the task
+            # fails here, at once and saying why, rather than after it started.
+            self._work.prepare_run(record)
+        except OSError as e:
+            self._work.discard_run(record)
+            problem = (
+                f"cannot start the task: the agent's disk is full ({self._work.root})"
+                if e.errno == errno.ENOSPC
+                else f"cannot start the task: the agent cannot write its work dir ({e})"
+            )
+            log_.warning("refusing task", reason=problem)
+            status = self._status(
+                framework_id,
+                task.task_id,
+                common_pb2.TASK_FAILED,
+                problem,
+                "REASON_CONTAINER_LAUNCH_FAILED",
+            )
+            self._emit(framework_id, status)
+            return
+        sandbox = record.sandbox
         run = TaskRun(record=record, task=task, user=task_user)
         self._runs[record.run_id] = run
         self._active[key] = run
-        log_.info("launching task", sandbox=str(sandbox), argv=argv)
+        log_.info("launching task", sandbox=sandbox, argv=argv)
         # The record reaches the OS before the update is logged, so a restarted agent knows
         # every task whose STARTING may have left. It is not fsync'd: after a machine crash
         # that lost it, the agent drops the task's pending updates (AgentDaemon.start) and
@@ -393,7 +411,12 @@ class TaskManager:
         # Later states need no fsync of the record: the update log (fsync'd) holds them, and
         # a machine crash that loses the record's state ends the run's wrapper too.
         run.record.state = state
-        self._work.save_record(run.record, durable=durable)
+        try:
+            self._work.save_record(run.record, durable=durable)
+        except OSError as e:
+            # A full disk: the update log (which keeps a reserve) still holds the state, and a
+            # restarted agent takes the log's word over the record's.
+            log.error("cannot save the task's record", run_id=run.record.run_id, error=str(e))
         if run.forgotten:
             return
         self._emit(
