@@ -20,6 +20,7 @@ from agora.agent.status_updates import StatusUpdateManager
 from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
 from agora.agent.usage import usage_report
 from agora.common import Resources, attributes_to_proto
+from agora.common.credentials import INSECURE, Credentials, check_listen, server_ssl_context
 from agora.common.http import HttpServer
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, parse_address, service_name
@@ -58,11 +59,16 @@ class AgentConfig:
     metrics_port: int | None = None
     # How often running tasks' usage is sampled for the metrics (seconds).
     usage_interval: float = 5.0
+    # Mutual TLS to the master and on the Agent service (and HTTPS for metrics) when secure.
+    credentials: Credentials = INSECURE
+    # Listen beyond loopback without TLS anyway (the operator said --insecure).
+    insecure: bool = False
 
 
 class AgentDaemon:
     def __init__(self, config: AgentConfig) -> None:
         parse_address(config.master)  # fail early on a malformed address
+        check_listen("the agent", config.host, config.credentials, config.insecure)
         self.config = config
         self.work = WorkDir(Path(config.work_dir))
         self.resources = (
@@ -95,6 +101,7 @@ class AgentDaemon:
             backoff_max=config.reconnect_backoff_max,
             default_heartbeat=config.heartbeat_interval,
             missed_heartbeats=config.missed_heartbeats,
+            credentials=config.credentials,
         )
         self._server = None
         self._port = 0
@@ -114,7 +121,9 @@ class AgentDaemon:
             files = AgentFilesService(self.tasks, self.updates.pending)
             agent_pb2_grpc.add_AgentServicer_to_server(files, self._server)
             add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
-            self._port = bind(self._server, f"{self.config.host}:{self.config.port}")
+            self._port = bind(
+                self._server, f"{self.config.host}:{self.config.port}", self.config.credentials
+            )
         except BaseException:
             self._server = None
             self.work.unlock()
@@ -149,9 +158,20 @@ class AgentDaemon:
             pending_updates=self.updates.pending_count,
             usage=lambda: self._usage,
         )
-        self._metrics_server = metrics_server(self.config.host, port, self.metrics.registry)
+        credentials = self.config.credentials
+        self._metrics_server = metrics_server(
+            self.config.host,
+            port,
+            self.metrics.registry,
+            server_ssl_context(credentials) if credentials.secure else None,
+        )
         await self._metrics_server.start()
         self._usage_task = asyncio.create_task(self._sample_usage(), name="usage-sampler")
+
+    @property
+    def metrics_url(self) -> str | None:
+        """http(s)://host:port of /metrics, when served."""
+        return self._metrics_server.url if self._metrics_server is not None else None
 
     @property
     def metrics_address(self) -> str | None:

@@ -16,7 +16,8 @@ import grpc
 import structlog
 
 from agora.agent.aio_util import cancel_and_wait
-from agora.common.rpc import describe_rpc_error, drain_queue, insecure_channel
+from agora.common.credentials import INSECURE, Credentials
+from agora.common.rpc import describe_rpc_error, drain_queue, open_channel
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -56,8 +57,10 @@ class MasterLink:
         missed_heartbeats: int = 3,
         register_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        credentials: Credentials = INSECURE,
     ) -> None:
         self.master = master
+        self._credentials = credentials
         self._handler = handler
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -138,7 +141,7 @@ class MasterLink:
             log.warning("agent link ended with an error", error=repr(task.exception()))
 
     async def _session(self) -> None:
-        channel = insecure_channel(self.master)
+        channel = open_channel(self.master, self._credentials)
         outbox: asyncio.Queue[AgentMessage | None] = asyncio.Queue()
         heartbeat: asyncio.Task | None = None
         watchdog: asyncio.Task | None = None

@@ -9,7 +9,13 @@ import signal
 from pathlib import Path
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_log_flags, port_number, setup_logging
+from agora.cli.options import (
+    add_daemon_tls_flags,
+    add_log_flags,
+    daemon_credentials,
+    port_number,
+    setup_logging,
+)
 from agora.common import AttributeParseError, ResourceError, Resources, parse_attributes
 from agora.common.rpc import parse_address
 
@@ -131,6 +137,7 @@ def register(subparsers) -> None:
         help="serve Prometheus metrics at http://HOST:PORT/metrics, on --host (default: off; "
         "0 picks a free port)",
     )
+    add_daemon_tls_flags(parser)
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
@@ -158,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
         cgroups=args.isolation == "cgroups",
         cpu_hard_limit=args.cpu_hard_limit,
         metrics_port=args.metrics_port,
+        credentials=daemon_credentials(args),
+        insecure=args.insecure,
     )
     return asyncio.run(_serve(config))
 
@@ -189,8 +198,8 @@ async def _serve(config) -> int:
         f"work dir {os.path.abspath(config.work_dir)})",
         flush=True,
     )
-    if daemon.metrics_address is not None:
-        print(f"agent metrics on http://{daemon.metrics_address}/metrics", flush=True)
+    if daemon.metrics_url is not None:
+        print(f"agent metrics on {daemon.metrics_url}/metrics", flush=True)
     await stopping.wait()
     await daemon.stop(kill_tasks=kill_tasks)
     return 0

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_json_flag, add_master_flag
+from agora.cli.options import add_json_flag, add_master_flag, credentials_from
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -68,19 +68,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _stub(args: argparse.Namespace):
-    import grpc
 
+    from agora.common.credentials import sync_channel
     from agora.common.rpc import CHANNEL_OPTIONS
     from agora.frameworks.service.client import ServicesNotFound, find_services_address
     from agora.v1 import services_pb2_grpc
 
+    credentials = credentials_from(args)
     address = args.services
     if not address:
         try:
-            address = find_services_address(args.master)
+            address = find_services_address(args.master, credentials=credentials)
         except ServicesNotFound as e:
             raise CommandError(str(e)) from None
-    channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    channel = sync_channel(address, credentials, CHANNEL_OPTIONS)
     return channel, services_pb2_grpc.ServicesStub(channel)
 
 

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 
 from agora.cli.framework_daemon import add_daemon_flags, serve
-from agora.cli.options import add_log_flags, setup_logging
+from agora.cli.options import add_log_flags, daemon_credentials, setup_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         queue=args.queue,
         role=args.role,
         advertise_host=args.advertise_host,
+        credentials=daemon_credentials(args),
+        insecure=args.insecure,
         retry_backoff_seconds=args.retry_backoff,
         retry_backoff_max_seconds=max(60.0, args.retry_backoff),
     )

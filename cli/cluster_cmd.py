@@ -11,8 +11,9 @@ import time
 import grpc
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_json_flag, add_master_flag
+from agora.cli.options import add_json_flag, add_master_flag, credentials_from
 from agora.common import ResourceError, Resources, attributes_from_proto
+from agora.common.rpc import open_channel
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 
 
@@ -102,7 +103,7 @@ def _run(func, args: argparse.Namespace) -> int:
 
 
 async def _call(func, args: argparse.Namespace) -> int:
-    async with grpc.aio.insecure_channel(args.master) as channel:
+    async with open_channel(args.master, credentials_from(args)) as channel:
         try:
             await asyncio.wait_for(channel.channel_ready(), args.timeout)
         except TimeoutError:
@@ -230,6 +231,7 @@ async def _state(stub, args) -> None:
         "tasks": len(s.tasks),
         "running_tasks": running,
         "roles": len(s.roles),
+        "warnings": list(s.warnings),
     }
     if args.json:
         summary.update(
@@ -246,6 +248,8 @@ async def _state(stub, args) -> None:
     )
     for key in ("master_id", "uptime_seconds", "total", "roles"):
         print(f"{key.replace('_', ' ')}: {summary[key]}")
+    for warning in s.warnings:
+        print(f"WARNING: {warning}")
 
 
 async def _agents(stub, args) -> None:

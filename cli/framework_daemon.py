@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agora.cli.errors import CommandError
-from agora.cli.options import port_number
+from agora.cli.options import add_daemon_tls_flags, port_number
 
 
 def add_daemon_flags(
@@ -52,6 +52,7 @@ def add_daemon_flags(
     parser.add_argument(
         "--role", default="*", help="role the framework is allocated under (default: *)"
     )
+    add_daemon_tls_flags(parser)
 
 
 async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> int:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_json_flag, add_master_flag
+from agora.cli.options import add_json_flag, add_master_flag, credentials_from
 
 CALL_TIMEOUT = 15.0
 
@@ -136,26 +136,27 @@ def _error(e) -> Exception:
 class _Batch:
     """A Batch stub found through the master."""
 
-    def __init__(self, master: str) -> None:
+    def __init__(self, master: str, credentials) -> None:
         self.master = master
+        self.credentials = credentials
         self.channel = None
         self.connect()
 
     def connect(self) -> None:
         """(Re)finds the Batch API through the master: after a restart it may have moved."""
-        import grpc
 
+        from agora.common.credentials import sync_channel
         from agora.common.rpc import CHANNEL_OPTIONS
         from agora.frameworks.batch.client import BatchNotFound, find_batch_address
         from agora.v1 import batch_pb2_grpc
 
         try:
-            self.address = find_batch_address(self.master)
+            self.address = find_batch_address(self.master, credentials=self.credentials)
         except BatchNotFound as e:
             raise CommandError(str(e)) from None
         if self.channel is not None:
             self.channel.close()
-        self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        self.channel = sync_channel(self.address, self.credentials, CHANNEL_OPTIONS)
         self.stub = batch_pb2_grpc.BatchStub(self.channel)
 
     def __enter__(self) -> _Batch:
@@ -244,7 +245,7 @@ def _submit(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
     spec = _spec(args)
-    with _Batch(args.master) as batch:
+    with _Batch(args.master, credentials_from(args)) as batch:
         reply = batch.call("SubmitJob", batch_pb2.SubmitJobRequest(spec=spec))
         if not args.wait:
             if args.json:
@@ -349,7 +350,7 @@ def _progress(job, bar: bool) -> str:
 def _status(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
-    with _Batch(args.master) as batch:
+    with _Batch(args.master, credentials_from(args)) as batch:
         job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
     if args.json:
         _print_json(_to_dict(job))
@@ -426,7 +427,7 @@ def _list(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
     states = [batch_pb2.JobState.Value(f"JOB_{s.upper()}") for s in args.state]
-    with _Batch(args.master) as batch:
+    with _Batch(args.master, credentials_from(args)) as batch:
         reply = batch.call("ListJobs", batch_pb2.ListJobsRequest(states=states))
     if args.json:
         _print_json([_to_dict(job) for job in reply.jobs])
@@ -456,7 +457,7 @@ def _list(args: argparse.Namespace) -> int:
 def _kill(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
-    with _Batch(args.master) as batch:
+    with _Batch(args.master, credentials_from(args)) as batch:
         reply = batch.call("KillJob", batch_pb2.KillJobRequest(job_id=args.job_id))
     if args.json:
         _print_json(_to_dict(reply.job))
@@ -472,10 +473,11 @@ def _kill(args: argparse.Namespace) -> int:
 def _logs(args: argparse.Namespace) -> int:
     import grpc
 
+    from agora.common.credentials import sync_channel
     from agora.common.rpc import CHANNEL_OPTIONS
     from agora.v1 import agent_pb2, agent_pb2_grpc, batch_pb2
 
-    with _Batch(args.master) as batch:
+    with _Batch(args.master, credentials_from(args)) as batch:
         job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
     if not 0 <= args.instance < len(job.instances):
         raise CommandError(
@@ -500,7 +502,8 @@ def _logs(args: argparse.Namespace) -> int:
     )
     out = sys.stdout
     try:
-        with grpc.insecure_channel(attempt.agent_address, options=CHANNEL_OPTIONS) as channel:
+        credentials = credentials_from(args)
+        with sync_channel(attempt.agent_address, credentials, CHANNEL_OPTIONS) as channel:
             agent = agent_pb2_grpc.AgentStub(channel)
             if args.follow:
                 for chunk in agent.FollowFile(request):

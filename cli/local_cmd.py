@@ -9,8 +9,14 @@ import signal
 import tempfile
 from pathlib import Path
 
-from agora.cli.errors import CommandError
-from agora.cli.options import add_log_flags, port_number, setup_logging
+from agora.cli.errors import CommandError, UsageError
+from agora.cli.options import (
+    add_daemon_tls_flags,
+    add_log_flags,
+    daemon_credentials,
+    port_number,
+    setup_logging,
+)
 from agora.common import Resources
 
 
@@ -57,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="serve the master's Prometheus metrics on PORT (0 = any) and each agent's on a "
         "free port, all printed at start (default: off)",
     )
+    add_daemon_tls_flags(p)
     add_log_flags(p)
     p.set_defaults(func=_run)
 
@@ -100,15 +107,21 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     http_port = args.http_port
     if http_port is None:
         http_port = args.port + 30 if args.port else 0
-    master = Master(
-        MasterConfig(
-            host=args.host,
-            port=args.port,
-            state_dir=work_dir / "master",
-            http_port=http_port,
-            metrics_port=args.metrics_port,
+    # Every daemon of the local cluster presents the same certificate.
+    tls = {"credentials": daemon_credentials(args), "insecure": args.insecure}
+    try:
+        master = Master(
+            MasterConfig(
+                host=args.host,
+                port=args.port,
+                state_dir=work_dir / "master",
+                http_port=http_port,
+                metrics_port=args.metrics_port,
+                **tls,
+            )
         )
-    )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     try:
         port = await master.start()
     except OSError as e:  # e.g. the port is taken: one line, not a traceback
@@ -126,6 +139,7 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
                 work_dir=work_dir / f"agent-{i}",
                 hostname=f"local-{i}",
                 metrics_port=0 if args.metrics_port is not None else None,
+                **tls,
             )
         )
         await agent.start()
@@ -135,25 +149,31 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     from agora.frameworks.batch import BatchConfig, BatchDaemon
 
     batch = BatchDaemon(
-        BatchConfig(master=master_address, host=args.host, port=0, state_dir=work_dir / "batch")
+        BatchConfig(
+            master=master_address, host=args.host, port=0, state_dir=work_dir / "batch", **tls
+        )
     )
     await batch.start()
     from agora.frameworks.service import ServicesConfig, ServicesDaemon
 
     services = ServicesDaemon(
         ServicesConfig(
-            master=master_address, host=args.host, port=0, state_dir=work_dir / "services"
+            master=master_address,
+            host=args.host,
+            port=0,
+            state_dir=work_dir / "services",
+            **tls,
         )
     )
     await services.start()
     print(f"master listening on {master_address}", flush=True)
     print(f"batch listening on {batch.address}", flush=True)
     print(f"services listening on {services.address}", flush=True)
-    print(f"dashboard on http://{master.http_address}/", flush=True)
-    if master.metrics_address is not None:
-        print(f"master metrics on http://{master.metrics_address}/metrics", flush=True)
+    print(f"dashboard on {master.http_url}/", flush=True)
+    if master.metrics_url is not None:
+        print(f"master metrics on {master.metrics_url}/metrics", flush=True)
         for agent in agents:
-            print(f"agent metrics on http://{agent.metrics_address}/metrics", flush=True)
+            print(f"agent metrics on {agent.metrics_url}/metrics", flush=True)
     print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
     print(f"try: AGORA_MASTER={master_address} agora cluster agents", flush=True)
 

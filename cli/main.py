@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from agora.cli.errors import CommandError
+from agora.cli.errors import CommandError, UsageError
 
 # (module, summary) in the order `agora --help` lists them.
 COMMAND_MODULES = [
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except CommandError as e:
         print(f"agora {args.command}: {e}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, UsageError) else 1
     except KeyboardInterrupt:
         return 130
 

@@ -8,7 +8,13 @@ import signal
 from pathlib import Path
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_log_flags, port_number, setup_logging
+from agora.cli.options import (
+    add_daemon_tls_flags,
+    add_log_flags,
+    daemon_credentials,
+    port_number,
+    setup_logging,
+)
 
 
 def _seconds(text: str) -> float:
@@ -118,6 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; 0 = any)",
     )
+    add_daemon_tls_flags(p)
     add_log_flags(p)
     p.set_defaults(func=run, parser=p)
 
@@ -140,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         default_refuse_seconds=args.default_refuse_seconds,
         http_port=args.http_port,
         metrics_port=args.metrics_port,
+        credentials=daemon_credentials(args),
+        insecure=args.insecure,
     )
     try:
         config.validate()
@@ -160,10 +169,10 @@ async def _serve(master) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     print(f"master listening on {master.address}", flush=True)
-    if master.http_address is not None:
-        print(f"dashboard on http://{master.http_address}/", flush=True)
-    if master.metrics_address is not None:
-        print(f"metrics on http://{master.metrics_address}/metrics", flush=True)
+    if master.http_url is not None:
+        print(f"dashboard on {master.http_url}/", flush=True)
+    if master.metrics_url is not None:
+        print(f"metrics on {master.metrics_url}/metrics", flush=True)
     await stopping.wait()
     await master.stop()
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from agora.cli.errors import CommandError, UsageError
 from agora.common import configure_logging
 
 DEFAULT_MASTER = "127.0.0.1:5050"
@@ -35,6 +36,56 @@ def add_master_flag(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("AGORA_MASTER", DEFAULT_MASTER),
         help="master address HOST:PORT (default $AGORA_MASTER or 127.0.0.1:5050)",
     )
+    add_tls_flags(parser, env=True)
+
+
+def add_tls_flags(parser: argparse.ArgumentParser, env: bool = False) -> None:
+    """--tls-ca, --tls-cert, --tls-key: mutual TLS (files made by `agora tls`). A client
+    command also reads AGORA_TLS_CA, AGORA_TLS_CERT and AGORA_TLS_KEY."""
+    group = parser.add_argument_group("mutual TLS (see `agora tls`)")
+    for flag, what in (
+        ("ca", "the cluster's CA certificate"),
+        ("cert", "this side's certificate"),
+        ("key", "that certificate's key"),
+    ):
+        var = f"AGORA_TLS_{flag.upper()}"
+        group.add_argument(
+            f"--tls-{flag}",
+            default=os.environ.get(var) if env else None,
+            metavar="FILE",
+            help=f"{what} (PEM)" + (f"; default ${var}" if env else ""),
+        )
+
+
+def add_insecure_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="listen beyond loopback without TLS (anyone who reaches the port can use it)",
+    )
+
+
+def daemon_credentials(args: argparse.Namespace):
+    """A daemon's Credentials from its --tls-* flags; a bad file is a usage error (exit 2)."""
+    try:
+        return credentials_from(args)
+    except CommandError as e:
+        raise UsageError(str(e)) from None
+
+
+def add_daemon_tls_flags(parser: argparse.ArgumentParser) -> None:
+    add_tls_flags(parser)
+    add_insecure_flag(parser)
+
+
+def credentials_from(args: argparse.Namespace):
+    """The Credentials the --tls-* flags name; a bad file is a one-line error."""
+    from agora.common.credentials import Credentials, CredentialsError
+
+    try:
+        return Credentials.load(args.tls_ca, args.tls_cert, args.tls_key)
+    except CredentialsError as e:
+        raise CommandError(str(e)) from None
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 
 from agora.cli.framework_daemon import add_daemon_flags, serve
-from agora.cli.options import add_log_flags, setup_logging
+from agora.cli.options import add_log_flags, daemon_credentials, setup_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,5 +43,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         role=args.role,
         advertise_host=args.advertise_host,
+        credentials=daemon_credentials(args),
+        insecure=args.insecure,
     )
     return asyncio.run(serve("services", ServicesDaemon, config))

@@ -9,6 +9,7 @@ streaming responses are its job, and it runs on asyncio without a thread of its 
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
 
 from aiohttp import web
@@ -19,9 +20,16 @@ __all__ = ["HttpServer"]
 class HttpServer:
     """An aiohttp site on `host:port` (port 0 picks a free one) serving `routes`."""
 
-    def __init__(self, host: str, port: int, routes: Iterable[web.AbstractRouteDef]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        routes: Iterable[web.AbstractRouteDef],
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context  # None: plain HTTP
         self._app = web.Application()
         self._app.add_routes(list(routes))
         self._runner: web.AppRunner | None = None
@@ -31,7 +39,7 @@ class HttpServer:
         # access_log=None: a scraped or polled endpoint would fill the daemon's log otherwise.
         self._runner = web.AppRunner(self._app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]  # the bound port, for port 0
         return self.port
@@ -39,6 +47,10 @@ class HttpServer:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.ssl_context else 'http'}://{self.address}"
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -20,7 +20,9 @@ from agora.common.http import HttpServer
 __all__ = ["GrpcMetrics", "metrics_server"]
 
 
-def metrics_server(host: str, port: int, registry: CollectorRegistry) -> HttpServer:
+def metrics_server(
+    host: str, port: int, registry: CollectorRegistry, ssl_context=None
+) -> HttpServer:
     """An HTTP server answering GET /metrics with `registry` in Prometheus' text format."""
 
     async def metrics(request: web.Request) -> web.Response:
@@ -29,7 +31,7 @@ def metrics_server(host: str, port: int, registry: CollectorRegistry) -> HttpSer
         body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    return HttpServer(host, port, [web.get("/metrics", metrics)])
+    return HttpServer(host, port, [web.get("/metrics", metrics)], ssl_context)
 
 
 class GrpcMetrics(grpc.aio.ServerInterceptor):

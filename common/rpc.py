@@ -9,6 +9,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
+from agora.common.credentials import INSECURE, Credentials, add_port, aio_channel
+
 # Keepalives so a dead peer (a SIGKILLed agent, a partitioned master) is noticed in seconds
 # rather than at the TCP timeout, and large offers fit.
 CHANNEL_OPTIONS = [
@@ -34,16 +36,10 @@ def new_server(interceptors: Iterable[grpc.aio.ServerInterceptor] = ()) -> grpc.
     return grpc.aio.server(options=SERVER_OPTIONS, interceptors=list(interceptors) or None)
 
 
-def bind(server: grpc.aio.Server, where: str) -> int:
-    """Adds an insecure port ("host:port") and returns the port bound; OSError if it cannot
-    be (grpc says so with RuntimeError, or port 0)."""
-    try:
-        port = server.add_insecure_port(where)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        raise OSError(f"cannot bind {where}: the address is in use or not this machine's")
-    return port
+def bind(server: grpc.aio.Server, where: str, credentials: Credentials = INSECURE) -> int:
+    """Adds a port ("host:port"), with TLS when `credentials` are secure; returns the port
+    bound; OSError if it cannot be."""
+    return add_port(server, where, credentials)
 
 
 REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
@@ -107,6 +103,11 @@ def service_name(pb2_module, service: str) -> str:
 
 def insecure_channel(address: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def open_channel(address: str, credentials: Credentials = INSECURE) -> grpc.aio.Channel:
+    """A channel to an Agora daemon, with TLS when `credentials` are secure."""
+    return aio_channel(address, credentials, CHANNEL_OPTIONS)
 
 
 def parse_address(text: str, default_port: int | None = None) -> tuple[str, int]:

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from agora.common.credentials import INSECURE, Credentials, check_listen
+
 ALLOCATION_MODES = ("event", "interval")
 
 
@@ -39,11 +41,16 @@ class MasterConfig:
     http_port: int | None = None
     # Prometheus metrics at http://host:metrics_port/metrics; None: not served.
     metrics_port: int | None = None
+    # Mutual TLS on the gRPC port (and HTTPS on the HTTP ones) when secure.
+    credentials: Credentials = INSECURE
+    # Listen beyond loopback without TLS anyway (the operator said --insecure).
+    insecure: bool = False
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead."""
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
+        check_listen("the master", self.host, self.credentials, self.insecure)
         positive = {
             "heartbeat_interval_seconds": self.heartbeat_interval_seconds,
             "agent_timeout_seconds": self.agent_timeout_seconds,

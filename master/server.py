@@ -9,6 +9,7 @@ import time
 import grpc
 import structlog
 
+from agora.common.credentials import server_ssl_context
 from agora.common.http import HttpServer
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
@@ -98,7 +99,7 @@ class Master:
         operator_pb2_grpc.add_OperatorServicer_to_server(OperatorService(self.core), server)
         add_standard_services(server, SERVICE_NAMES)
         try:
-            port = bind(server, f"{self.config.host}:{self.config.port}")
+            port = bind(server, f"{self.config.host}:{self.config.port}", self.config.credentials)
         except OSError:
             self.store.close()
             raise
@@ -112,6 +113,8 @@ class Master:
             await self._start_http(self.config.http_port)
         if self.config.metrics_port is not None:
             await self._start_metrics(self.config.metrics_port)
+        for warning in views.security_warnings(self.config):
+            log.warning(warning)
         log.info(
             "master started",
             address=self.address,
@@ -123,8 +126,10 @@ class Master:
     async def _start_http(self, port: int) -> None:
         """The dashboard, on the master's own event loop, reading the Operator's views."""
         assert self.core is not None
-        self._dashboard = Dashboard(MasterView(self.core))
-        self._http = HttpServer(self.config.host, port, self._dashboard.routes())
+        self._dashboard = Dashboard(MasterView(self.core), credentials=self.config.credentials)
+        self._http = HttpServer(
+            self.config.host, port, self._dashboard.routes(), self._ssl_context()
+        )
         await self._http.start()
         await self._dashboard.start()
 
@@ -134,13 +139,30 @@ class Master:
         self.metrics.watch(
             state=lambda: views.cluster_state(core, ""), offers=lambda: len(core.reg.offers)
         )
-        self._metrics_http = metrics_server(self.config.host, port, self.metrics.registry)
+        self._metrics_http = metrics_server(
+            self.config.host, port, self.metrics.registry, self._ssl_context()
+        )
         await self._metrics_http.start()
+
+    def _ssl_context(self):
+        """HTTPS with the master's certificate when it has one: the HTTP ports follow the
+        gRPC port's rule (TLS, loopback, or --insecure)."""
+        credentials = self.config.credentials
+        return server_ssl_context(credentials) if credentials.secure else None
 
     @property
     def metrics_address(self) -> str | None:
         """host:port of /metrics, when served."""
         return self._metrics_http.address if self._metrics_http is not None else None
+
+    @property
+    def http_url(self) -> str | None:
+        """http(s)://host:port of the dashboard, when served."""
+        return self._http.url if self._http is not None else None
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self._metrics_http.url if self._metrics_http is not None else None
 
     @property
     def http_address(self) -> str | None:

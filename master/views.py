@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agora.common import EMPTY, Resources
+from agora.common.credentials import is_loopback
 from agora.master.core import MasterCore
 from agora.master.registry import Task
 from agora.v1 import operator_pb2
@@ -121,7 +122,18 @@ def cluster_state(core: MasterCore, leader: str) -> operator_pb2.ClusterState:
         roles=role_summaries(core),
         total=total.to_proto(),
         leader=leader,
+        warnings=security_warnings(core.config),
     )
+
+
+def security_warnings(config) -> list[str]:
+    """What `cluster state` and the master's log warn about the master's own exposure."""
+    if config.credentials.secure or is_loopback(config.host):
+        return []
+    return [
+        f"the master listens on {config.host}:{config.port} without TLS (--insecure): anyone "
+        "who reaches it can launch tasks; see `agora tls`"
+    ]
 
 
 def _sum(values) -> Resources:

@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 
 from agora.common import UNRESERVED
+from agora.common.credentials import INSECURE, Credentials, check_listen
 from agora.common.rpc import parse_address, service_name
 from agora.frameworks.batch.queue import DEFAULT_POLICY, get_policy
 from agora.frameworks.batch.scheduler import BatchScheduler
@@ -36,6 +37,10 @@ class BatchConfig:
     # The address published to the master for clients; defaults to host (or this machine's
     # name when bound to all interfaces).
     advertise_host: str | None = None
+    # Mutual TLS to the master and on the API when secure; --insecure to listen beyond
+    # loopback without it.
+    credentials: Credentials = INSECURE
+    insecure: bool = False
     retry_backoff_seconds: float = 1.0  # before the first retry; doubles up to the max
     retry_backoff_max_seconds: float = 60.0
     decline_refuse_seconds: float = 1.0  # unusable offers while work waits
@@ -44,6 +49,7 @@ class BatchConfig:
 
     def validate(self) -> None:
         parse_address(self.master)
+        check_listen("the batch framework", self.host, self.credentials, self.insecure)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
         get_policy(self.queue)

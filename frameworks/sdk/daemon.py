@@ -10,7 +10,8 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
-from agora.common.rpc import add_standard_services, bind, insecure_channel, new_server
+from agora.common.credentials import INSECURE, Credentials
+from agora.common.rpc import add_standard_services, bind, new_server, open_channel
 from agora.frameworks.sdk.backoff import Backoff
 from agora.frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
 from agora.frameworks.sdk.framework import Framework
@@ -30,6 +31,8 @@ class DaemonConfig(Protocol):
     name: str  # the framework's name at the master (clients look it up by it)
     role: str
     failover_timeout: float  # how long the master keeps our tasks while we are away
+    # Optional: `credentials` (agora.common.credentials.Credentials), mutual TLS to the master
+    # and on the API; a config without it runs in plaintext.
 
     @property
     def state_path(self) -> Any: ...  # the SQLite file, or None to keep state in memory
@@ -106,6 +109,10 @@ class FrameworkDaemon:
         return f"{self.config.host}:{self.port}"
 
     @property
+    def credentials(self) -> Credentials:
+        return getattr(self.config, "credentials", INSECURE)
+
+    @property
     def service_address(self) -> str:
         """What clients dial, as published to the master."""
         host = self.config.advertise_host or self.config.host
@@ -116,14 +123,14 @@ class FrameworkDaemon:
     async def start(self) -> int:
         """Loads the state, binds the API, and subscribes to the master."""
         config = self.config
-        self._channel = insecure_channel(config.master)
+        self._channel = open_channel(config.master, self.credentials)
         self._open(self._channel)
         assert self.store is not None and self.scheduler is not None
         server = new_server()
         self._add_services(server)
         add_standard_services(server, self.service_names)
         try:
-            port = bind(server, f"{config.host}:{config.port}")
+            port = bind(server, f"{config.host}:{config.port}", self.credentials)
         except OSError:
             self.store.close()
             await self._channel.close()
@@ -156,7 +163,8 @@ class FrameworkDaemon:
                 service_address=self.service_address,
                 framework_id=self.store.framework_id(),
             )
-            self.driver = Driver(self.scheduler, GrpcSchedulerTransport(self.config.master), info)
+            transport = GrpcSchedulerTransport(self.config.master, credentials=self.credentials)
+            self.driver = Driver(self.scheduler, transport, info)
             try:
                 await self.driver.run()
                 return

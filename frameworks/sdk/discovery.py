@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 
+from agora.common.credentials import INSECURE, Credentials, sync_channel
 from agora.common.rpc import CHANNEL_OPTIONS
 from agora.v1 import operator_pb2, operator_pb2_grpc
 
@@ -23,6 +24,7 @@ def find_framework_api(
     timeout: float = 5.0,
     hint: str = "",
     error: type[FrameworkNotFound] = FrameworkNotFound,
+    credentials: Credentials = INSECURE,
 ) -> str:
     """The service_address of the framework called `name`: a connected one first, then the
     most recently registered.
@@ -30,7 +32,7 @@ def find_framework_api(
     Raises `error` when the master cannot be reached or no such framework has published an
     address; `hint` (say, how to start one) ends the second message.
     """
-    with grpc.insecure_channel(master, options=CHANNEL_OPTIONS) as channel:
+    with sync_channel(master, credentials, CHANNEL_OPTIONS) as channel:
         stub = operator_pb2_grpc.OperatorStub(channel)
         try:
             reply = stub.ListFrameworks(operator_pb2.ListFrameworksRequest(), timeout=timeout)

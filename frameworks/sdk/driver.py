@@ -20,6 +20,7 @@ import grpc
 import structlog
 from google.protobuf.message import Message
 
+from agora.common.credentials import Credentials
 from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
 from agora.frameworks.sdk.backoff import Backoff
 from agora.frameworks.sdk.framework import Framework
@@ -588,12 +589,14 @@ async def run_async(
     framework_id: str = "",
     labels: Mapping[str, str] | None = None,
     transport: SchedulerTransport | None = None,
+    credentials: Credentials | None = None,
 ) -> None:
     """Runs `framework` against the master at `master` until it calls `driver.stop()`.
 
     `failover_timeout` is how long (seconds) the master keeps the framework and its tasks while
     it is disconnected; the driver re-subscribes with the same id within it. Pass the
-    `framework_id` of an earlier run to take over from it (failover).
+    `framework_id` of an earlier run to take over from it (failover). `credentials`: mutual
+    TLS (`Credentials.load(ca, cert, key)`); by default from AGORA_TLS_CA/CERT/KEY, else none.
     """
     info = framework_info(
         name or type(framework).__name__,
@@ -604,7 +607,9 @@ async def run_async(
         framework_id=framework_id,
         labels=labels,
     )
-    driver = Driver(framework, transport or GrpcSchedulerTransport(master), info)
+    if transport is None:
+        transport = GrpcSchedulerTransport(master, credentials=credentials)
+    driver = Driver(framework, transport, info)
     await driver.run()
 
 

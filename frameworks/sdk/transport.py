@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import grpc
 from google.protobuf.message import Message
 
+from agora.common.credentials import Credentials, aio_channel
 from agora.common.rpc import CHANNEL_OPTIONS
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -110,8 +111,12 @@ class _GrpcEventStream(EventStream):
 class GrpcSchedulerTransport(SchedulerTransport):
     """The real transport: a gRPC channel to the master's Scheduler service."""
 
-    def __init__(self, address: str, call_timeout: float = 15.0) -> None:
+    def __init__(
+        self, address: str, call_timeout: float = 15.0, credentials: Credentials | None = None
+    ) -> None:
         self.address = address
+        # None: AGORA_TLS_CA/CERT/KEY from the environment (plaintext when unset).
+        self.credentials = Credentials.from_env() if credentials is None else credentials
         # A bound on each unary call, so a hung master cannot hang a framework's callback.
         self.call_timeout = call_timeout
         self._channel: grpc.aio.Channel | None = None
@@ -119,7 +124,7 @@ class GrpcSchedulerTransport(SchedulerTransport):
 
     def _get_stub(self) -> scheduler_pb2_grpc.SchedulerStub:
         if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+            self._channel = aio_channel(self.address, self.credentials, _CHANNEL_OPTIONS)
             self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
         return self._stub
 

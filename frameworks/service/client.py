@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agora.common.credentials import INSECURE, Credentials
 from agora.frameworks.sdk import FrameworkNotFound, find_framework_api
 
 
@@ -9,13 +10,16 @@ class ServicesNotFound(FrameworkNotFound):
     """No service framework has published its address to the master (or it is unreachable)."""
 
 
-def find_services_address(master: str, name: str = "services", timeout: float = 5.0) -> str:
+def find_services_address(
+    master: str, name: str = "services", timeout: float = 5.0, credentials: Credentials = INSECURE
+) -> str:
     """The service_address of the framework called `name`: a connected one first, then the
     most recently registered."""
     return find_framework_api(
         master,
         name,
         timeout=timeout,
+        credentials=credentials,
         error=ServicesNotFound,
         hint=f"start one with `agora services --master {master}`",
     )

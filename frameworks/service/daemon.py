@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 
 from agora.common import UNRESERVED, Resources, attributes_from_proto
+from agora.common.credentials import INSECURE, Credentials, check_listen
 from agora.common.rpc import parse_address, service_name
 from agora.frameworks.sdk import FrameworkDaemon
 from agora.frameworks.service.constraints import AgentFacts
@@ -36,6 +37,10 @@ class ServicesConfig:
     # The host published to the master for clients; defaults to host (or this machine's name
     # when bound to all interfaces).
     advertise_host: str | None = None
+    # Mutual TLS to the master and on the API when secure; --insecure to listen beyond
+    # loopback without it.
+    credentials: Credentials = INSECURE
+    insecure: bool = False
     # Converge at least this often (it also runs after every change).
     converge_interval: float = 1.0
     # How often the list of agents (for placement explanations) is refreshed.
@@ -45,6 +50,7 @@ class ServicesConfig:
 
     def validate(self) -> None:
         parse_address(self.master)
+        check_listen("the services framework", self.host, self.credentials, self.insecure)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
         for name in ("failover_timeout", "converge_interval", "catalog_interval", "launch_timeout"):

@@ -21,7 +21,8 @@ from aiohttp import web
 from google.protobuf.json_format import MessageToDict
 
 from agora.common import ResourceError, Resources
-from agora.common.rpc import insecure_channel
+from agora.common.credentials import INSECURE, Credentials
+from agora.common.rpc import open_channel
 from agora.master.dashboard.history import ShareHistory
 from agora.v1 import (
     agent_pb2,
@@ -144,8 +145,15 @@ def _role(r: operator_pb2.RoleSummary) -> dict:
 class Dashboard:
     """The routes; `start()` begins sampling shares for the chart, `stop()` ends it."""
 
-    def __init__(self, view: ClusterView, history: ShareHistory | None = None) -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        history: ShareHistory | None = None,
+        credentials: Credentials = INSECURE,
+    ) -> None:
         self.view = view
+        # For the calls to agents and frameworks (sandbox files, usage, jobs, apps).
+        self.credentials = credentials
         self.history = history or ShareHistory()
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._sampler: asyncio.Task | None = None
@@ -394,7 +402,7 @@ class Dashboard:
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         if address not in self._channels:
-            self._channels[address] = insecure_channel(address)
+            self._channels[address] = open_channel(address, self.credentials)
         return self._channels[address]
 
     async def _agent_call(self, task, method: str, request):

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agora.v1 import common_pb2 as agora_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gora/v1/operator.proto\x12\x08\x61gora.v1\x1a\x15\x61gora/v1/common.proto\"\xd2\x01\n\x0c\x41gentSummary\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agora.v1.AgentInfo\x12\r\n\x05state\x18\x02 \x01(\t\x12%\n\tallocated\x18\x03 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x12\n\ntask_count\x18\x05 \x01(\x05\x12\x15\n\rregistered_at\x18\x06 \x01(\x01\x12\x19\n\x11last_heartbeat_at\x18\x07 \x01(\x01\"\xef\x01\n\x10\x46rameworkSummary\x12%\n\x04info\x18\x01 \x01(\x0b\x32\x17.agora.v1.FrameworkInfo\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x12\n\nsuppressed\x18\x03 \x01(\x08\x12%\n\tallocated\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x05 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x16\n\x0e\x64ominant_share\x18\x06 \x01(\x01\x12\x12\n\ntask_count\x18\x07 \x01(\x05\x12\x15\n\rregistered_at\x18\x08 \x01(\x01\"\xdc\x01\n\x0bTaskSummary\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x03 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x04 \x01(\t\x12\x10\n\x08hostname\x18\x05 \x01(\t\x12\"\n\x05state\x18\x06 \x01(\x0e\x32\x13.agora.v1.TaskState\x12%\n\tresources\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12)\n\x0blast_status\x18\x08 \x01(\x0b\x32\x14.agora.v1.TaskStatus\"Q\n\x05Quota\x12%\n\tguarantee\x18\x01 \x03(\x0b\x32\x12.agora.v1.Resource\x12!\n\x05limit\x18\x02 \x03(\x0b\x32\x12.agora.v1.Resource\"\xa1\x01\n\x0bRoleSummary\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\x12\x1e\n\x05quota\x18\x03 \x01(\x0b\x32\x0f.agora.v1.Quota\x12%\n\tallocated\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x16\n\x0e\x64ominant_share\x18\x05 \x01(\x01\x12\x15\n\rframework_ids\x18\x06 \x03(\t\"\x11\n\x0fGetStateRequest\"\x8c\x02\n\x0c\x43lusterState\x12\x11\n\tmaster_id\x18\x01 \x01(\t\x12\x12\n\nstarted_at\x18\x02 \x01(\x01\x12&\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x16.agora.v1.AgentSummary\x12.\n\nframeworks\x18\x04 \x03(\x0b\x32\x1a.agora.v1.FrameworkSummary\x12$\n\x05tasks\x18\x05 \x03(\x0b\x32\x15.agora.v1.TaskSummary\x12$\n\x05roles\x18\x06 \x03(\x0b\x32\x15.agora.v1.RoleSummary\x12!\n\x05total\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x0e\n\x06leader\x18\x08 \x01(\t\"\x13\n\x11ListAgentsRequest\"<\n\x12ListAgentsResponse\x12&\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x16.agora.v1.AgentSummary\"\x17\n\x15ListFrameworksRequest\"H\n\x16ListFrameworksResponse\x12.\n\nframeworks\x18\x01 \x03(\x0b\x32\x1a.agora.v1.FrameworkSummary\":\n\x10ListTasksRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"9\n\x11ListTasksResponse\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.agora.v1.TaskSummary\"\x12\n\x10ListRolesRequest\"9\n\x11ListRolesResponse\x12$\n\x05roles\x18\x01 \x03(\x0b\x32\x15.agora.v1.RoleSummary\"3\n\x13UpdateWeightRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"\x16\n\x14UpdateWeightResponse\"?\n\x0fSetQuotaRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x1e\n\x05quota\x18\x02 \x01(\x0b\x32\x0f.agora.v1.Quota\"\x12\n\x10SetQuotaResponse\")\n\x14\x45xplainOffersRequest\x12\x11\n\tframework\x18\x01 \x01(\t\">\n\x15\x45xplainOffersResponse\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07reasons\x18\x02 \x03(\t\"%\n\x11\x44rainAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x14\n\x12\x44rainAgentResponse2\xa0\x05\n\x08Operator\x12=\n\x08GetState\x12\x19.agora.v1.GetStateRequest\x1a\x16.agora.v1.ClusterState\x12G\n\nListAgents\x12\x1b.agora.v1.ListAgentsRequest\x1a\x1c.agora.v1.ListAgentsResponse\x12S\n\x0eListFrameworks\x12\x1f.agora.v1.ListFrameworksRequest\x1a .agora.v1.ListFrameworksResponse\x12\x44\n\tListTasks\x12\x1a.agora.v1.ListTasksRequest\x1a\x1b.agora.v1.ListTasksResponse\x12\x44\n\tListRoles\x12\x1a.agora.v1.ListRolesRequest\x1a\x1b.agora.v1.ListRolesResponse\x12M\n\x0cUpdateWeight\x12\x1d.agora.v1.UpdateWeightRequest\x1a\x1e.agora.v1.UpdateWeightResponse\x12\x41\n\x08SetQuota\x12\x19.agora.v1.SetQuotaRequest\x1a\x1a.agora.v1.SetQuotaResponse\x12P\n\rExplainOffers\x12\x1e.agora.v1.ExplainOffersRequest\x1a\x1f.agora.v1.ExplainOffersResponse\x12G\n\nDrainAgent\x12\x1b.agora.v1.DrainAgentRequest\x1a\x1c.agora.v1.DrainAgentResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gora/v1/operator.proto\x12\x08\x61gora.v1\x1a\x15\x61gora/v1/common.proto\"\xd2\x01\n\x0c\x41gentSummary\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agora.v1.AgentInfo\x12\r\n\x05state\x18\x02 \x01(\t\x12%\n\tallocated\x18\x03 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x12\n\ntask_count\x18\x05 \x01(\x05\x12\x15\n\rregistered_at\x18\x06 \x01(\x01\x12\x19\n\x11last_heartbeat_at\x18\x07 \x01(\x01\"\xef\x01\n\x10\x46rameworkSummary\x12%\n\x04info\x18\x01 \x01(\x0b\x32\x17.agora.v1.FrameworkInfo\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x12\n\nsuppressed\x18\x03 \x01(\x08\x12%\n\tallocated\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x05 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x16\n\x0e\x64ominant_share\x18\x06 \x01(\x01\x12\x12\n\ntask_count\x18\x07 \x01(\x05\x12\x15\n\rregistered_at\x18\x08 \x01(\x01\"\xdc\x01\n\x0bTaskSummary\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x03 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x04 \x01(\t\x12\x10\n\x08hostname\x18\x05 \x01(\t\x12\"\n\x05state\x18\x06 \x01(\x0e\x32\x13.agora.v1.TaskState\x12%\n\tresources\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12)\n\x0blast_status\x18\x08 \x01(\x0b\x32\x14.agora.v1.TaskStatus\"Q\n\x05Quota\x12%\n\tguarantee\x18\x01 \x03(\x0b\x32\x12.agora.v1.Resource\x12!\n\x05limit\x18\x02 \x03(\x0b\x32\x12.agora.v1.Resource\"\xa1\x01\n\x0bRoleSummary\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\x12\x1e\n\x05quota\x18\x03 \x01(\x0b\x32\x0f.agora.v1.Quota\x12%\n\tallocated\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x16\n\x0e\x64ominant_share\x18\x05 \x01(\x01\x12\x15\n\rframework_ids\x18\x06 \x03(\t\"\x11\n\x0fGetStateRequest\"\x9e\x02\n\x0c\x43lusterState\x12\x11\n\tmaster_id\x18\x01 \x01(\t\x12\x12\n\nstarted_at\x18\x02 \x01(\x01\x12&\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x16.agora.v1.AgentSummary\x12.\n\nframeworks\x18\x04 \x03(\x0b\x32\x1a.agora.v1.FrameworkSummary\x12$\n\x05tasks\x18\x05 \x03(\x0b\x32\x15.agora.v1.TaskSummary\x12$\n\x05roles\x18\x06 \x03(\x0b\x32\x15.agora.v1.RoleSummary\x12!\n\x05total\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x0e\n\x06leader\x18\x08 \x01(\t\x12\x10\n\x08warnings\x18\t \x03(\t\"\x13\n\x11ListAgentsRequest\"<\n\x12ListAgentsResponse\x12&\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x16.agora.v1.AgentSummary\"\x17\n\x15ListFrameworksRequest\"H\n\x16ListFrameworksResponse\x12.\n\nframeworks\x18\x01 \x03(\x0b\x32\x1a.agora.v1.FrameworkSummary\":\n\x10ListTasksRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"9\n\x11ListTasksResponse\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.agora.v1.TaskSummary\"\x12\n\x10ListRolesRequest\"9\n\x11ListRolesResponse\x12$\n\x05roles\x18\x01 \x03(\x0b\x32\x15.agora.v1.RoleSummary\"3\n\x13UpdateWeightRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"\x16\n\x14UpdateWeightResponse\"?\n\x0fSetQuotaRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x1e\n\x05quota\x18\x02 \x01(\x0b\x32\x0f.agora.v1.Quota\"\x12\n\x10SetQuotaResponse\")\n\x14\x45xplainOffersRequest\x12\x11\n\tframework\x18\x01 \x01(\t\">\n\x15\x45xplainOffersResponse\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07reasons\x18\x02 \x03(\t\"%\n\x11\x44rainAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x14\n\x12\x44rainAgentResponse2\xa0\x05\n\x08Operator\x12=\n\x08GetState\x12\x19.agora.v1.GetStateRequest\x1a\x16.agora.v1.ClusterState\x12G\n\nListAgents\x12\x1b.agora.v1.ListAgentsRequest\x1a\x1c.agora.v1.ListAgentsResponse\x12S\n\x0eListFrameworks\x12\x1f.agora.v1.ListFrameworksRequest\x1a .agora.v1.ListFrameworksResponse\x12\x44\n\tListTasks\x12\x1a.agora.v1.ListTasksRequest\x1a\x1b.agora.v1.ListTasksResponse\x12\x44\n\tListRoles\x12\x1a.agora.v1.ListRolesRequest\x1a\x1b.agora.v1.ListRolesResponse\x12M\n\x0cUpdateWeight\x12\x1d.agora.v1.UpdateWeightRequest\x1a\x1e.agora.v1.UpdateWeightResponse\x12\x41\n\x08SetQuota\x12\x19.agora.v1.SetQuotaRequest\x1a\x1a.agora.v1.SetQuotaResponse\x12P\n\rExplainOffers\x12\x1e.agora.v1.ExplainOffersRequest\x1a\x1f.agora.v1.ExplainOffersResponse\x12G\n\nDrainAgent\x12\x1b.agora.v1.DrainAgentRequest\x1a\x1c.agora.v1.DrainAgentResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,39 +45,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATEREQUEST']._serialized_start=985
   _globals['_GETSTATEREQUEST']._serialized_end=1002
   _globals['_CLUSTERSTATE']._serialized_start=1005
-  _globals['_CLUSTERSTATE']._serialized_end=1273
-  _globals['_LISTAGENTSREQUEST']._serialized_start=1275
-  _globals['_LISTAGENTSREQUEST']._serialized_end=1294
-  _globals['_LISTAGENTSRESPONSE']._serialized_start=1296
-  _globals['_LISTAGENTSRESPONSE']._serialized_end=1356
-  _globals['_LISTFRAMEWORKSREQUEST']._serialized_start=1358
-  _globals['_LISTFRAMEWORKSREQUEST']._serialized_end=1381
-  _globals['_LISTFRAMEWORKSRESPONSE']._serialized_start=1383
-  _globals['_LISTFRAMEWORKSRESPONSE']._serialized_end=1455
-  _globals['_LISTTASKSREQUEST']._serialized_start=1457
-  _globals['_LISTTASKSREQUEST']._serialized_end=1515
-  _globals['_LISTTASKSRESPONSE']._serialized_start=1517
-  _globals['_LISTTASKSRESPONSE']._serialized_end=1574
-  _globals['_LISTROLESREQUEST']._serialized_start=1576
-  _globals['_LISTROLESREQUEST']._serialized_end=1594
-  _globals['_LISTROLESRESPONSE']._serialized_start=1596
-  _globals['_LISTROLESRESPONSE']._serialized_end=1653
-  _globals['_UPDATEWEIGHTREQUEST']._serialized_start=1655
-  _globals['_UPDATEWEIGHTREQUEST']._serialized_end=1706
-  _globals['_UPDATEWEIGHTRESPONSE']._serialized_start=1708
-  _globals['_UPDATEWEIGHTRESPONSE']._serialized_end=1730
-  _globals['_SETQUOTAREQUEST']._serialized_start=1732
-  _globals['_SETQUOTAREQUEST']._serialized_end=1795
-  _globals['_SETQUOTARESPONSE']._serialized_start=1797
-  _globals['_SETQUOTARESPONSE']._serialized_end=1815
-  _globals['_EXPLAINOFFERSREQUEST']._serialized_start=1817
-  _globals['_EXPLAINOFFERSREQUEST']._serialized_end=1858
-  _globals['_EXPLAINOFFERSRESPONSE']._serialized_start=1860
-  _globals['_EXPLAINOFFERSRESPONSE']._serialized_end=1922
-  _globals['_DRAINAGENTREQUEST']._serialized_start=1924
-  _globals['_DRAINAGENTREQUEST']._serialized_end=1961
-  _globals['_DRAINAGENTRESPONSE']._serialized_start=1963
-  _globals['_DRAINAGENTRESPONSE']._serialized_end=1983
-  _globals['_OPERATOR']._serialized_start=1986
-  _globals['_OPERATOR']._serialized_end=2658
+  _globals['_CLUSTERSTATE']._serialized_end=1291
+  _globals['_LISTAGENTSREQUEST']._serialized_start=1293
+  _globals['_LISTAGENTSREQUEST']._serialized_end=1312
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=1314
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=1374
+  _globals['_LISTFRAMEWORKSREQUEST']._serialized_start=1376
+  _globals['_LISTFRAMEWORKSREQUEST']._serialized_end=1399
+  _globals['_LISTFRAMEWORKSRESPONSE']._serialized_start=1401
+  _globals['_LISTFRAMEWORKSRESPONSE']._serialized_end=1473
+  _globals['_LISTTASKSREQUEST']._serialized_start=1475
+  _globals['_LISTTASKSREQUEST']._serialized_end=1533
+  _globals['_LISTTASKSRESPONSE']._serialized_start=1535
+  _globals['_LISTTASKSRESPONSE']._serialized_end=1592
+  _globals['_LISTROLESREQUEST']._serialized_start=1594
+  _globals['_LISTROLESREQUEST']._serialized_end=1612
+  _globals['_LISTROLESRESPONSE']._serialized_start=1614
+  _globals['_LISTROLESRESPONSE']._serialized_end=1671
+  _globals['_UPDATEWEIGHTREQUEST']._serialized_start=1673
+  _globals['_UPDATEWEIGHTREQUEST']._serialized_end=1724
+  _globals['_UPDATEWEIGHTRESPONSE']._serialized_start=1726
+  _globals['_UPDATEWEIGHTRESPONSE']._serialized_end=1748
+  _globals['_SETQUOTAREQUEST']._serialized_start=1750
+  _globals['_SETQUOTAREQUEST']._serialized_end=1813
+  _globals['_SETQUOTARESPONSE']._serialized_start=1815
+  _globals['_SETQUOTARESPONSE']._serialized_end=1833
+  _globals['_EXPLAINOFFERSREQUEST']._serialized_start=1835
+  _globals['_EXPLAINOFFERSREQUEST']._serialized_end=1876
+  _globals['_EXPLAINOFFERSRESPONSE']._serialized_start=1878
+  _globals['_EXPLAINOFFERSRESPONSE']._serialized_end=1940
+  _globals['_DRAINAGENTREQUEST']._serialized_start=1942
+  _globals['_DRAINAGENTREQUEST']._serialized_end=1979
+  _globals['_DRAINAGENTRESPONSE']._serialized_start=1981
+  _globals['_DRAINAGENTRESPONSE']._serialized_end=2001
+  _globals['_OPERATOR']._serialized_start=2004
+  _globals['_OPERATOR']._serialized_end=2676
 # @@protoc_insertion_point(module_scope)

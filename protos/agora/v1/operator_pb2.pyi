@@ -94,7 +94,7 @@ class GetStateRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ClusterState(_message.Message):
-    __slots__ = ("master_id", "started_at", "agents", "frameworks", "tasks", "roles", "total", "leader")
+    __slots__ = ("master_id", "started_at", "agents", "frameworks", "tasks", "roles", "total", "leader", "warnings")
     MASTER_ID_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     AGENTS_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +103,7 @@ class ClusterState(_message.Message):
     ROLES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     master_id: str
     started_at: float
     agents: _containers.RepeatedCompositeFieldContainer[AgentSummary]
@@ -111,7 +112,8 @@ class ClusterState(_message.Message):
     roles: _containers.RepeatedCompositeFieldContainer[RoleSummary]
     total: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
     leader: str
-    def __init__(self, master_id: _Optional[str] = ..., started_at: _Optional[float] = ..., agents: _Optional[_Iterable[_Union[AgentSummary, _Mapping]]] = ..., frameworks: _Optional[_Iterable[_Union[FrameworkSummary, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskSummary, _Mapping]]] = ..., roles: _Optional[_Iterable[_Union[RoleSummary, _Mapping]]] = ..., total: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., leader: _Optional[str] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, master_id: _Optional[str] = ..., started_at: _Optional[float] = ..., agents: _Optional[_Iterable[_Union[AgentSummary, _Mapping]]] = ..., frameworks: _Optional[_Iterable[_Union[FrameworkSummary, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskSummary, _Mapping]]] = ..., roles: _Optional[_Iterable[_Union[RoleSummary, _Mapping]]] = ..., total: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., leader: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListAgentsRequest(_message.Message):
     __slots__ = ()

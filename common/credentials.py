@@ -1,0 +1,214 @@
+"""Credentials for every gRPC connection: the one place servers and channels are made secure.
+
+Every daemon and client builds its server port (`add_port`) and its channels (`aio_channel`,
+`sync_channel`) here, from a `Credentials` value: mutual TLS from a CA, a certificate and a key
+(`agora tls` makes them), or none (plaintext, for loopback or an explicit --insecure). With TLS,
+each side proves itself with a certificate of the cluster's CA, and a caller's principal is its
+certificate's common name (`caller_principal`), which ACLs name.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+__all__ = [
+    "INSECURE",
+    "Credentials",
+    "CredentialsError",
+    "add_port",
+    "aio_channel",
+    "caller_principal",
+    "check_listen",
+    "is_loopback",
+    "server_ssl_context",
+    "sync_channel",
+]
+
+
+class CredentialsError(ValueError):
+    """Unusable credential files; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """PEM bytes of the CA, this side's certificate and its key; all None: plaintext."""
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+    principal: str = ""  # this side's own name (its certificate's common name)
+
+    @property
+    def secure(self) -> bool:
+        return self.ca is not None
+
+    @classmethod
+    def load(
+        cls, ca: str | Path | None, cert: str | Path | None, key: str | Path | None
+    ) -> Credentials:
+        """Reads and checks the three files (all or none): readable, PEM, in date, matching."""
+        given = {"--tls-ca": ca, "--tls-cert": cert, "--tls-key": key}
+        if not any(given.values()):
+            return INSECURE
+        missing = [flag for flag, path in given.items() if not path]
+        if missing:
+            raise CredentialsError(
+                f"mutual TLS needs --tls-ca, --tls-cert and --tls-key together: "
+                f"{', '.join(missing)} missing"
+            )
+        data = {}
+        for flag, path in given.items():
+            try:
+                data[flag] = Path(str(path)).read_bytes()
+            except OSError as e:
+                raise CredentialsError(f"{flag} {path}: {e.strerror or e}") from None
+        ca_cert = _certificate(data["--tls-ca"], f"--tls-ca {ca}")
+        own = _certificate(data["--tls-cert"], f"--tls-cert {cert}")
+        try:
+            private = serialization.load_pem_private_key(data["--tls-key"], password=None)
+        except (ValueError, TypeError) as e:
+            raise CredentialsError(f"--tls-key {key}: not an unencrypted PEM key ({e})") from None
+        if private.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        ) != own.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        ):
+            raise CredentialsError(f"--tls-key {key} is not the key of --tls-cert {cert}")
+        try:
+            own.verify_directly_issued_by(ca_cert)
+        except (ValueError, TypeError, Exception) as e:  # noqa: BLE001 - any failure: not ours
+            raise CredentialsError(
+                f"--tls-cert {cert} is not signed by the CA in --tls-ca {ca} ({type(e).__name__})"
+            ) from None
+        names = own.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+        principal = str(names[0].value) if names else ""
+        return cls(
+            ca=data["--tls-ca"], cert=data["--tls-cert"], key=data["--tls-key"], principal=principal
+        )
+
+    @classmethod
+    def from_env(cls) -> Credentials:
+        """From AGORA_TLS_CA, AGORA_TLS_CERT and AGORA_TLS_KEY (for the SDK and scripts)."""
+        return cls.load(
+            os.environ.get("AGORA_TLS_CA") or None,
+            os.environ.get("AGORA_TLS_CERT") or None,
+            os.environ.get("AGORA_TLS_KEY") or None,
+        )
+
+    def server_credentials(self) -> grpc.ServerCredentials:
+        assert self.secure and self.key is not None and self.cert is not None
+        # Mutual: a caller without a certificate of this CA does not get past the handshake.
+        return grpc.ssl_server_credentials(
+            [(self.key, self.cert)], root_certificates=self.ca, require_client_auth=True
+        )
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        assert self.secure
+        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+
+
+INSECURE = Credentials()
+
+
+def _certificate(data: bytes, what: str) -> x509.Certificate:
+    try:
+        cert = x509.load_pem_x509_certificate(data)
+    except ValueError as e:
+        raise CredentialsError(f"{what}: not a PEM certificate ({e})") from None
+    now = datetime.datetime.now(datetime.UTC)
+    if cert.not_valid_after_utc < now:
+        raise CredentialsError(f"{what}: expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC")
+    if cert.not_valid_before_utc > now:
+        raise CredentialsError(
+            f"{what}: not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"
+        )
+    return cert
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine reaches (127.0.0.0/8, ::1, localhost)."""
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen(what: str, host: str, credentials: Credentials, insecure: bool) -> None:
+    """ValueError unless `what` may listen on `host`: loopback, TLS, or an explicit --insecure."""
+    if credentials.secure or insecure or is_loopback(host):
+        return
+    raise ValueError(
+        f"{what} would listen on {host} without TLS, so anyone who reaches it could use it: "
+        f"give --tls-ca, --tls-cert and --tls-key (see `agora tls`), or --insecure to accept that"
+    )
+
+
+def server_ssl_context(credentials: Credentials):
+    """An ssl.SSLContext serving HTTPS with the daemon's certificate (for its HTTP layer)."""
+    import ssl
+    import tempfile
+
+    assert credentials.secure and credentials.cert is not None and credentials.key is not None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    # load_cert_chain reads files only: write them to a private temporary directory.
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+        cert.write_bytes(credentials.cert)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(credentials.key)
+        context.load_cert_chain(cert, key)
+    return context
+
+
+def add_port(server: grpc.aio.Server, where: str, credentials: Credentials = INSECURE) -> int:
+    """Binds "host:port" with TLS when `credentials` are secure; returns the port bound.
+
+    OSError if it cannot be bound (grpc says so with RuntimeError, or port 0).
+    """
+    try:
+        if credentials.secure:
+            port = server.add_secure_port(where, credentials.server_credentials())
+        else:
+            port = server.add_insecure_port(where)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise OSError(f"cannot bind {where}: the address is in use or not this machine's")
+    return port
+
+
+def aio_channel(
+    address: str, credentials: Credentials = INSECURE, options: Iterable = ()
+) -> grpc.aio.Channel:
+    options = list(options)
+    if credentials.secure:
+        return grpc.aio.secure_channel(address, credentials.channel_credentials(), options)
+    return grpc.aio.insecure_channel(address, options)
+
+
+def sync_channel(
+    address: str, credentials: Credentials = INSECURE, options: Iterable = ()
+) -> grpc.Channel:
+    options = list(options)
+    if credentials.secure:
+        return grpc.secure_channel(address, credentials.channel_credentials(), options)
+    return grpc.insecure_channel(address, options)
+
+
+def caller_principal(context) -> str:
+    """The calling peer's principal: its certificate's common name; "" without TLS."""
+    names = context.auth_context().get("x509_common_name") or []
+    return names[0].decode() if names else ""

@@ -1,0 +1,158 @@
+"""A whole local cluster over mutual TLS: every client command and both frameworks work with
+certificates made by `agora tls`, and callers without the cluster's certificates are refused."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from harness import ROOT, Daemon, eventually
+
+pytestmark = pytest.mark.e2e
+
+
+def run(*argv: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def agora(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return run("-m", "agora.cli.main", *args, env=env)
+
+
+def issue(certs: Path, name: str, kind: str, ca: Path | None = None) -> dict[str, str]:
+    ca = ca or certs
+    made = agora(
+        "tls", "issue", "--ca", str(ca), "--name", name, "--for", kind, "--out", str(certs)
+    )
+    assert made.returncode == 0, made.stderr
+    return {
+        "AGORA_TLS_CA": str(certs / "ca.pem"),
+        "AGORA_TLS_CERT": str(certs / f"{name}.pem"),
+        "AGORA_TLS_KEY": str(certs / f"{name}-key.pem"),
+    }
+
+
+def no_tls_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGORA_TLS")}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tls")
+    certs = root / "certs"
+    assert agora("tls", "init", str(certs)).returncode == 0
+    daemon = issue(certs, "local", "master")
+    flags = ["--tls-ca", daemon["AGORA_TLS_CA"], "--tls-cert", daemon["AGORA_TLS_CERT"]]
+    flags += ["--tls-key", daemon["AGORA_TLS_KEY"]]
+    local = Daemon(
+        ["local", "--port", "0", "--agents", "2", "--work-dir", str(root / "w"), *flags],
+        root / "local.log",
+    ).start(timeout=60)
+    eventually(
+        lambda: any("services listening on" in line for line in local.lines),
+        timeout=30,
+        message="the frameworks to start",
+    )
+    client = {**no_tls_env(), **issue(certs, "alice", "client"), "AGORA_MASTER": local.address}
+    yield local, certs, client
+    local.stop()
+
+
+def test_every_client_command_works_over_mutual_tls(cluster):
+    local, _, env = cluster
+    agents = json.loads(agora("cluster", "agents", "--json", env=env).stdout)
+    assert len(agents) == 2
+    state = agora("cluster", "state", env=env)
+    assert state.returncode == 0 and "WARNING" not in state.stdout  # TLS: nothing to warn of
+    job = agora(
+        "job", "submit", "--name", "tls-job", "--instances", "2", "--cpus", "0.1",
+        "--mem", "32", "--wait", "--", "sh", "-c", "echo over-tls", env=env,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr + local.log_tail()
+    job_id = next(line for line in job.stdout.splitlines() if line.startswith("job-"))
+    job_id = job_id.split()[0]
+    logs = agora("job", "logs", job_id, "--instance", "0", env=env)  # through the agent, TLS
+    assert logs.returncode == 0 and "over-tls" in logs.stdout, logs.stderr
+    assert "tls-job" in agora("job", "list", env=env).stdout
+    assert agora("app", "list", env=env).returncode == 0
+    tasks = json.loads(agora("cluster", "tasks", "--json", env=env).stdout)
+    assert sum(t["state"] == "TASK_FINISHED" for t in tasks) >= 2
+    # A framework written with the SDK takes its credentials from the same variables.
+    hello = run("examples/hello_framework.py", "--tasks", "4", env=env, timeout=90)
+    assert hello.returncode == 0, hello.stdout + hello.stderr + local.log_tail()
+
+
+def test_callers_without_the_clusters_certificate_are_refused(cluster, tmp_path):
+    local, certs, env = cluster
+    anonymous = {**no_tls_env(), "AGORA_MASTER": local.address}
+    refused = agora("cluster", "agents", "--timeout", "3", env=anonymous)
+    assert refused.returncode == 1 and "cannot reach the master" in refused.stderr
+    # A certificate from another CA: refused in the handshake, before any call.
+    other = tmp_path / "other"
+    assert agora("tls", "init", str(other)).returncode == 0
+    stranger = {**no_tls_env(), **issue(other, "mallory", "client"), "AGORA_MASTER": local.address}
+    stranger["AGORA_TLS_CA"] = env["AGORA_TLS_CA"]  # trusts the cluster, is not trusted by it
+    refused = agora("cluster", "agents", "--timeout", "3", env=stranger)
+    assert refused.returncode == 1, refused.stdout
+    # Files that cannot work are named before anything is dialled.
+    expired = _expired_certificate(certs, tmp_path)
+    bad = {**env, "AGORA_TLS_CERT": str(expired), "AGORA_TLS_KEY": str(tmp_path / "old-key.pem")}
+    result = agora("cluster", "agents", env=bad)
+    assert result.returncode == 1 and "expired on" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    mismatched = {**env, "AGORA_TLS_KEY": str(certs / "local-key.pem")}
+    result = agora("cluster", "agents", env=mismatched)
+    assert result.returncode == 1 and "is not the key of" in result.stderr
+
+
+def test_a_daemon_with_a_bad_certificate_file_exits_2_in_one_line(cluster, tmp_path):
+    _, certs, _ = cluster
+    (tmp_path / "junk.pem").write_text("not a certificate")
+    result = agora(
+        "master", "--port", "0", "--tls-ca", str(certs / "ca.pem"),
+        "--tls-cert", str(tmp_path / "junk.pem"), "--tls-key", str(certs / "local-key.pem"),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--tls-cert" in result.stderr and "not a PEM certificate" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    half = agora("agent", "--master", "127.0.0.1:1", "--tls-ca", str(certs / "ca.pem"))
+    assert half.returncode == 2 and "--tls-cert, --tls-key missing" in half.stderr
+
+
+def _expired_certificate(certs: Path, tmp_path: Path) -> Path:
+    """A client certificate of the cluster's CA that expired yesterday."""
+    ca_cert = x509.load_pem_x509_certificate((certs / "ca.pem").read_bytes())
+    ca_key = serialization.load_pem_private_key((certs / "ca-key.pem").read_bytes(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "old")]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=10))
+        .not_valid_after(now - datetime.timedelta(days=1))
+        .sign(ca_key, hashes.SHA256())
+    )
+    (tmp_path / "old-key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    path = tmp_path / "old.pem"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
