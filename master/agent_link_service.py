@@ -8,7 +8,7 @@ import grpc
 import structlog
 
 from agora.master.core import MasterCore
-from agora.master.offers import CallError
+from agora.master.errors import CallError, abort
 from agora.master.registry import Agent, Session
 from agora.v1 import agent_link_pb2_grpc
 
@@ -38,7 +38,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
         try:
             agent = self.core.register_agent(first.register, session)
         except CallError as e:
-            await context.abort(e.code, e.message)
+            await abort(context, e)
         reader = asyncio.create_task(self._read(agent, session, request_iterator))
         try:
             while True:

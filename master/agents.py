@@ -9,7 +9,7 @@ import structlog
 
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
 from agora.common.task_states import is_terminal
-from agora.master.offers import CallError
+from agora.master.errors import CallError
 from agora.master.registry import (
     ACTIVE,
     DISCONNECTED,

@@ -18,8 +18,8 @@ import structlog
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
 from agora.master.agents import AgentHandling
 from agora.master.config import MasterConfig
+from agora.master.errors import CallError, Reason
 from agora.master.frameworks import FrameworkHandling
-from agora.master.offers import CallError
 from agora.master.registry import (
     DRAINING,
     RECOVERING,
@@ -219,7 +219,11 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
     def drain_agent(self, agent_id: str) -> None:
         agent = self.reg.agents.get(agent_id)
         if agent is None:
-            raise CallError(grpc.StatusCode.NOT_FOUND, f"agent {agent_id!r} is not registered")
+            raise CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"agent {agent_id!r} is not registered",
+                Reason.AGENT_UNKNOWN,
+            )
         agent.draining = True
         if self._in_allocator(agent):
             self.allocator.deactivate_agent(agent_id)

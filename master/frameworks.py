@@ -9,7 +9,7 @@ import grpc
 import structlog
 
 from agora.common import new_id
-from agora.master.offers import CallError
+from agora.master.errors import CallError, Reason
 from agora.master.registry import (
     Framework,
     Session,
@@ -36,7 +36,8 @@ class FrameworkHandling:
         if framework_id in self.reg.removed_frameworks:
             raise CallError(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"framework {framework_id} was torn down "
+                reason=Reason.FRAMEWORK_REMOVED,
+                message=f"framework {framework_id} was torn down "
                 f"({self.reg.removed_frameworks[framework_id]}); subscribe without "
                 "a framework_id to start afresh",
             )
@@ -48,6 +49,7 @@ class FrameworkHandling:
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"framework {framework_id} has role {framework.role!r}; it "
                     f"cannot fail over into role {info.role!r}",
+                    Reason.ROLE_MISMATCH,
                 )
             if framework.connected:
                 framework.session.send(Event(error=Event.Error(message="framework failed over")))
@@ -179,15 +181,18 @@ class FrameworkHandling:
                 raise CallError(
                     grpc.StatusCode.NOT_FOUND,
                     f"framework {framework_id} was torn down; subscribe afresh",
+                    Reason.FRAMEWORK_REMOVED,
                 )
             raise CallError(
                 grpc.StatusCode.NOT_FOUND,
                 f"framework {framework_id!r} is not subscribed; call Subscribe first",
+                Reason.FRAMEWORK_UNKNOWN,
             )
         if not framework.connected or stream_id != framework.stream_id:
             raise CallError(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"stream {stream_id!r} is not the current subscription of framework "
                 f"{framework_id}; use the stream_id from your latest SUBSCRIBED event",
+                Reason.STREAM_STALE,
             )
         return framework

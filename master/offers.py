@@ -14,17 +14,9 @@ import grpc
 
 from agora.common import EMPTY, ResourceError, Resources
 from agora.common.resources import ranges_subtract
+from agora.master.errors import CallError, Reason
 from agora.master.registry import Offer
 from agora.v1 import common_pb2, scheduler_pb2
-
-
-class CallError(Exception):
-    """A refused call: `code` is the gRPC status, the message says what to change."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -73,14 +65,18 @@ def check_offers(
                 raise CallError(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"offer {offer_id} is no longer valid ({gone[offer_id]}); wait for a new offer",
+                    Reason.OFFER_GONE,
                 )
             raise CallError(
                 grpc.StatusCode.NOT_FOUND,
                 f"offer {offer_id} is unknown; use an offer_id from an OFFERS event",
+                Reason.OFFER_UNKNOWN,
             )
         if offer.framework_id != framework_id:
             raise CallError(
-                grpc.StatusCode.PERMISSION_DENIED, f"offer {offer_id} was made to another framework"
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"offer {offer_id} was made to another framework",
+                Reason.OFFER_NOT_YOURS,
             )
         out.append(offer)
     return out
@@ -125,6 +121,7 @@ def plan_launch(
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"task {task.task_id} needs {resources} but the offers have only "
                     f"{remaining} left: short of {shortfall(remaining, resources)}",
+                    Reason.INSUFFICIENT_RESOURCES,
                 )
             remaining = remaining - resources
             tasks.append((task, resources))

@@ -11,7 +11,8 @@ import grpc
 import structlog
 
 from agora.common import new_id
-from agora.master.offers import CallError, check_offers, plan_launch, refuse_seconds
+from agora.master.errors import CallError, Reason
+from agora.master.offers import check_offers, plan_launch, refuse_seconds
 from agora.master.registry import (
     RECOVERING,
     Offer,
@@ -329,7 +330,9 @@ def check_acknowledgements(
                     f"; none of the call's {len(entries)} acknowledgements was applied: "
                     "fix or drop that entry and send the call again"
                 )
-            raise CallError(error.code, f"{name} (task {task_id!r}): {error.message}{more}")
+            raise CallError(
+                error.code, f"{name} (task {task_id!r}): {error.message}{more}", error.reason
+            )
         acks.append(Ack(agent_id, task_id, uuid))
     return acks
 
@@ -344,6 +347,7 @@ def _ack_error(agent_id: str, uuid: bytes, agents: Container[str]) -> CallError 
         return CallError(
             grpc.StatusCode.NOT_FOUND,
             f"agent {agent_id!r} is not registered; the update's agent_id names it",
+            Reason.AGENT_UNKNOWN,
         )
     return None
 

@@ -6,7 +6,7 @@ import grpc
 import structlog
 
 from agora.master.core import MasterCore
-from agora.master.offers import CallError
+from agora.master.errors import CallError, abort
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -17,7 +17,7 @@ async def run_call(context: grpc.aio.ServicerContext, call, *args):
     try:
         return call(*args)
     except CallError as e:
-        await context.abort(e.code, e.message)
+        await abort(context, e)
 
 
 class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):

@@ -8,7 +8,7 @@ import re
 import grpc
 
 from agora.common.rpc import parse_address
-from agora.master.offers import CallError
+from agora.master.errors import CallError
 from agora.v1 import common_pb2
 
 _ROLE = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.\-/*]*")

@@ -13,7 +13,7 @@ import pytest
 from agora.common import EMPTY, Resources, new_uuid
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
-from agora.master.offers import CallError
+from agora.master.errors import CallError
 from agora.master.registry import RECOVERING, Session
 from agora.master.server import build_allocator
 from agora.master.state_store import StateStore

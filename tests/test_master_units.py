@@ -7,7 +7,8 @@ import pytest
 
 from agora.common import Resources
 from agora.master.config import MasterConfig
-from agora.master.offers import CallError, plan_launch, shortfall
+from agora.master.errors import CallError
+from agora.master.offers import plan_launch, shortfall
 from agora.master.registry import Offer, Registry, Task
 from agora.master.state_store import StateStore
 from agora.v1 import common_pb2, operator_pb2, scheduler_pb2

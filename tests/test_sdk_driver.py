@@ -7,6 +7,7 @@ import grpc
 import pytest
 from harness import eventually_async
 
+from agora.common.errors import Reason
 from agora.frameworks.sdk import (
     Backoff,
     Driver,
@@ -16,7 +17,6 @@ from agora.frameworks.sdk import (
     TaskSpec,
     fit,
     framework_info,
-    is_stale_stream_error,
 )
 from agora.frameworks.sdk.acks import AckBatcher
 from agora.frameworks.sdk.testing import (
@@ -304,13 +304,18 @@ async def test_a_call_refused_as_stale_resubscribes():
     transport, driver, task, stream = await start(fw)
     stream.send(subscribed("fw-1", stream_id="s-1"))
     await fw.next("on_subscribed")
-    transport.fail_next("Decline", grpc.StatusCode.NOT_FOUND, "offer o1 is unknown or rescinded")
+    transport.fail_next(
+        "Decline", grpc.StatusCode.NOT_FOUND, "offer o1 is unknown", Reason.OFFER_UNKNOWN
+    )
     stream.send(offers_event(make_offer("o1", "a", "cpus:1;mem:1")))
     # An unknown offer is an ordinary race: the stream stays.
     assert await asyncio.wait_for(outcome.get(), TIMEOUT) == (grpc.StatusCode.NOT_FOUND, True)
 
     transport.fail_next(
-        "Decline", grpc.StatusCode.PERMISSION_DENIED, "stream s-1 is not the current stream"
+        "Decline",
+        grpc.StatusCode.PERMISSION_DENIED,
+        "stream s-1 is not the current stream",
+        Reason.STREAM_STALE,
     )
     stream.send(offers_event(make_offer("o2", "a", "cpus:1;mem:1")))
     assert await asyncio.wait_for(outcome.get(), TIMEOUT) == (
@@ -323,22 +328,7 @@ async def test_a_call_refused_as_stale_resubscribes():
     await finish(driver, task)
 
 
-@pytest.mark.parametrize(
-    "code, message, stale",
-    [
-        (grpc.StatusCode.PERMISSION_DENIED, "stream s-1 is not the framework's stream", True),
-        (grpc.StatusCode.NOT_FOUND, "framework fw-1 is not subscribed", True),
-        (grpc.StatusCode.NOT_FOUND, "offer o-1 is unknown, rescinded or used", False),
-        (grpc.StatusCode.PERMISSION_DENIED, "offer o-1 belongs to another framework", False),
-        (grpc.StatusCode.NOT_FOUND, "task t-1 is unknown", False),
-        (grpc.StatusCode.INVALID_ARGUMENT, "duplicate task id t-1", False),
-        (grpc.StatusCode.NOT_FOUND, "agent 'a-1' is not registered", False),
-        (grpc.StatusCode.NOT_FOUND, "framework fw-1 was torn down; subscribe afresh", True),
-        (grpc.StatusCode.PERMISSION_DENIED, "no", False),
-    ],
-)
-def test_which_errors_mean_a_stale_stream(code, message, stale):
-    assert is_stale_stream_error(SchedulerError(code, message)) is stale
+# Which of the real master's refusals mean "subscribe again": tests/test_sdk_master_errors.py.
 
 
 async def test_an_error_event_ends_the_driver_without_reconnecting():

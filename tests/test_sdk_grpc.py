@@ -20,6 +20,7 @@ from harness import eventually_async
 from master_harness import FakeAgent, start_master
 
 from agora.common import Resources, new_id, new_uuid
+from agora.common.errors import Reason, rich_status
 from agora.frameworks.sdk import (
     Backoff,
     Driver,
@@ -128,14 +129,22 @@ class FakeMaster(scheduler_pb2_grpc.SchedulerServicer):
         self.log.append((method, request))
         self.calls.put_nowait((method, request))
         if request.framework_id not in self.current:
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND, f"framework {request.framework_id!r} is not subscribed"
+            # With the reason the real master gives (the SDK acts on the reason, not the text).
+            await context.abort_with_status(
+                rich_status(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"framework {request.framework_id!r} is not subscribed",
+                    Reason.FRAMEWORK_UNKNOWN,
+                )
             )
         if self.current[request.framework_id] != request.stream_id:
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"stream {request.stream_id!r} is not the current subscription "
-                f"of framework {request.framework_id}",
+            await context.abort_with_status(
+                rich_status(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"stream {request.stream_id!r} is not the current subscription "
+                    f"of framework {request.framework_id}",
+                    Reason.STREAM_STALE,
+                )
             )
 
     async def Accept(self, request, context):

@@ -21,6 +21,7 @@ import structlog
 from google.protobuf.message import Message
 
 from agora.common.credentials import Credentials
+from agora.common.errors import Reason
 from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
 from agora.frameworks.sdk.backoff import Backoff
 from agora.frameworks.sdk.framework import Framework
@@ -46,20 +47,15 @@ class SubscriptionEnded(Exception):
         self.message = message
 
 
-def is_stale_stream_error(error: SchedulerError) -> bool:
-    """True when a call failed because the master no longer honours our framework or stream.
+# The master's reasons (ErrorInfo) for "your framework or stream is not mine": subscribe again.
+STALE_REASONS = frozenset({Reason.FRAMEWORK_UNKNOWN, Reason.FRAMEWORK_REMOVED, Reason.STREAM_STALE})
 
-    The master answers PERMISSION_DENIED for a stream_id that is not the framework's current
-    subscription and NOT_FOUND for a framework it does not know (e.g. after it restarted). The
-    same codes also mean "that offer is not yours" or "unknown offer, task or agent"; those
-    messages name the offer, task or agent, and need no re-sync.
-    """
-    if error.code not in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND):
-        return False
-    text = error.message.lower()
-    if any(word in text for word in ("offer", "task", "agent")):
-        return False
-    return "framework" in text or "stream" in text
+
+def is_stale_stream_error(error: SchedulerError) -> bool:
+    """True when a call failed because the master no longer honours our framework or stream
+    (e.g. after it restarted), as the reason in the master's error says. An unknown offer, task
+    or agent has a reason of its own and needs no re-sync."""
+    return error.reason in STALE_REASONS
 
 
 @dataclass

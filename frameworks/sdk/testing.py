@@ -99,9 +99,11 @@ class MemoryTransport(SchedulerTransport):
         response = self.handler(method, request) if self.handler else None
         return response or getattr(scheduler_pb2, f"{method}Response")()
 
-    def fail_next(self, method: str, code: grpc.StatusCode, message: str) -> None:
-        """The next `method` call fails with this status."""
-        self._failures.append((method, SchedulerError(code, message)))
+    def fail_next(
+        self, method: str, code: grpc.StatusCode, message: str, reason: str | None = None
+    ) -> None:
+        """The next `method` call fails with this status (and the master's `reason`)."""
+        self._failures.append((method, SchedulerError(code, message, reason)))
 
     async def reset(self) -> None:
         self.resets += 1

@@ -15,6 +15,7 @@ import grpc
 from google.protobuf.message import Message
 
 from agora.common.credentials import Credentials, aio_channel
+from agora.common.errors import reason_of
 from agora.common.rpc import CHANNEL_OPTIONS
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -47,12 +48,19 @@ _CHANNEL_OPTIONS = [
 
 
 class SchedulerError(Exception):
-    """A call to the master failed; `code` is the gRPC status code, `message` says why."""
+    """A call to the master failed; `code` is the gRPC status code, `message` says why (for
+    people), `reason` what it is (for programs: a Reason from agora.common.errors, or None
+    when the failure did not come from the master, e.g. a lost connection)."""
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    def __init__(self, code: grpc.StatusCode, message: str, reason: str | None = None) -> None:
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
+        self.reason = reason
+
+    @classmethod
+    def from_rpc(cls, error: grpc.aio.AioRpcError) -> SchedulerError:
+        return cls(error.code(), error.details() or "", reason_of(error))
 
     @property
     def transient(self) -> bool:
@@ -99,7 +107,7 @@ class _GrpcEventStream(EventStream):
             async for event in self._call:
                 yield event
         except grpc.aio.AioRpcError as e:
-            raise SchedulerError(e.code(), e.details() or "") from None
+            raise SchedulerError.from_rpc(e) from None
 
     def __aiter__(self) -> AsyncIterator[scheduler_pb2.Event]:
         return self._events()
@@ -138,7 +146,7 @@ class GrpcSchedulerTransport(SchedulerTransport):
         try:
             return await rpc(request, timeout=self.call_timeout)
         except grpc.aio.AioRpcError as e:
-            raise SchedulerError(e.code(), e.details() or "") from None
+            raise SchedulerError.from_rpc(e) from None
 
     async def reset(self) -> None:
         await self.close()

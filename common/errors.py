@@ -1,0 +1,78 @@
+"""Why the master refused a call, in a form programs can act on: google.rpc.ErrorInfo.
+
+Every refusal carries a `Reason` in its status details (gRPC's rich error model, domain
+"agora.v1"), beside the message for people. Frameworks decide on the reason, never on the
+wording of the message, so a message can be reworded without breaking any framework. Shared by
+the master (which sets reasons) and the SDK and CLI (which read them); no grpc server code here.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+__all__ = ["DOMAIN", "Reason", "reason_of", "rich_status"]
+
+DOMAIN = "agora.v1"
+
+
+class Reason(enum.StrEnum):
+    # The caller's framework or subscription is not (or no longer) the master's: subscribe again.
+    FRAMEWORK_UNKNOWN = "FRAMEWORK_UNKNOWN"
+    FRAMEWORK_REMOVED = "FRAMEWORK_REMOVED"
+    STREAM_STALE = "STREAM_STALE"
+    # Something the call names is not there (or not the caller's): re-plan, no re-subscribe.
+    OFFER_UNKNOWN = "OFFER_UNKNOWN"
+    OFFER_GONE = "OFFER_GONE"
+    OFFER_NOT_YOURS = "OFFER_NOT_YOURS"
+    TASK_UNKNOWN = "TASK_UNKNOWN"
+    AGENT_UNKNOWN = "AGENT_UNKNOWN"
+    ROLE_MISMATCH = "ROLE_MISMATCH"
+    # The request itself is wrong or cannot be met; the message says what to change.
+    INVALID_REQUEST = "INVALID_REQUEST"
+    INSUFFICIENT_RESOURCES = "INSUFFICIENT_RESOURCES"
+    NOT_FOUND = "NOT_FOUND"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    PRECONDITION_FAILED = "PRECONDITION_FAILED"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+# The reason a refusal has when its raiser names none.
+DEFAULT_REASONS = {
+    grpc.StatusCode.INVALID_ARGUMENT: Reason.INVALID_REQUEST,
+    grpc.StatusCode.NOT_FOUND: Reason.NOT_FOUND,
+    grpc.StatusCode.PERMISSION_DENIED: Reason.PERMISSION_DENIED,
+    grpc.StatusCode.FAILED_PRECONDITION: Reason.PRECONDITION_FAILED,
+    grpc.StatusCode.UNAVAILABLE: Reason.UNAVAILABLE,
+}
+
+
+def rich_status(
+    code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None
+) -> grpc.Status:
+    """A status whose details carry ErrorInfo(reason, domain "agora.v1", metadata)."""
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    return rpc_status.to_status(
+        status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    )
+
+
+def reason_of(error: grpc.RpcError) -> str | None:
+    """The ErrorInfo reason of a refusal from an Agora daemon, or None if it has none."""
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    except ValueError:  # details that do not match the code or message: not ours
+        return None
+    if status is None:
+        return None
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info) and info.domain == DOMAIN:
+            return info.reason
+    return None

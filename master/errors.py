@@ -1,0 +1,29 @@
+"""The master's refusals: one exception for every call, turned into a rich gRPC status.
+
+Core code raises `CallError(code, message, reason)`; the service layer (`abort`) sends it with
+the reason in google.rpc.ErrorInfo (agora.common.errors), which frameworks act on.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from agora.common.errors import DEFAULT_REASONS, Reason, rich_status
+
+__all__ = ["CallError", "Reason", "abort"]
+
+
+class CallError(Exception):
+    """A refused call: `code` is the gRPC status, the message says what to change, `reason`
+    (a Reason) says what it is to a program."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or DEFAULT_REASONS.get(code, Reason.INVALID_REQUEST)
+
+
+async def abort(context: grpc.aio.ServicerContext, error: CallError) -> None:
+    """Ends the call with `error` (raises, as context.abort does)."""
+    await context.abort_with_status(rich_status(error.code, error.message, error.reason))
