@@ -16,6 +16,7 @@ import grpc
 import structlog
 
 from agora.agent.aio_util import cancel_and_wait
+from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.rpc import describe_rpc_error, drain_queue, open_channel
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
@@ -41,10 +42,6 @@ class _Reconnect(Exception):
     """End this stream and dial again at once (the master told us to start afresh)."""
 
 
-def next_backoff(current: float, initial: float, maximum: float) -> float:
-    return initial if current <= 0 else min(current * 2, maximum)
-
-
 class MasterLink:
     def __init__(
         self,
@@ -63,7 +60,9 @@ class MasterLink:
         self._credentials = credentials
         self._handler = handler
         self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
+        # Jittered, so that the agents cut off by one master restart do not all come back in
+        # the same instant.
+        self._backoff = Backoff(initial=backoff_initial, cap=backoff_max)
         self._default_heartbeat = default_heartbeat
         self._missed = missed_heartbeats
         self._register_timeout = register_timeout
@@ -94,33 +93,32 @@ class MasterLink:
 
     async def run(self) -> None:
         """Keeps a registered stream to the master until `stop`."""
-        backoff = 0.0
+        self._backoff.reset()
         while not self._stopping:
             attempt_log = log.bind(master=self.master)
             try:
                 await self._session()
                 if self._stopping:
                     return
-                backoff = 0.0
+                self._backoff.reset()
                 self._failures = 0
                 attempt_log.info("master closed the agent link; reconnecting")
             except _Reconnect:
-                backoff = 0.0
+                self._backoff.reset()
                 continue
             except asyncio.CancelledError:
                 if self._stopping or _being_cancelled():
                     raise
                 # The call was cancelled under us (grpc reports it so): treat as a failure.
-                backoff = next_backoff(backoff, self._backoff_initial, self._backoff_max)
-                await asyncio.sleep(backoff)
+                await asyncio.sleep(self._backoff.next_delay())
                 continue
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
                 if self._stopping:
                     return
                 self._failures += 1
-                if self.registrations and backoff == 0.0:
+                if self.registrations and self._backoff.attempts == 0:
                     attempt_log.warning("lost the master", error=describe_rpc_error(e))
-                backoff = next_backoff(backoff, self._backoff_initial, self._backoff_max)
+                backoff = self._backoff.next_delay()
                 attempt_log.info(
                     "cannot reach the master; retrying",
                     error=describe_rpc_error(e),

@@ -28,7 +28,7 @@ from agora.agent.isolation import Isolator, task_limits
 from agora.agent.metrics import AgentMetrics
 from agora.agent.task_user import TaskUser, TaskUserError, resolve_task_user
 from agora.common import ResourceError, Resources, new_id, new_uuid
-from agora.common.task_states import TERMINAL_STATES
+from agora.common.task_states import is_terminal
 from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
@@ -39,10 +39,6 @@ COMPLETED_HISTORY = 1000
 
 # emit(framework_id, status): checkpoint and deliver a reliable status update.
 EmitFn = Callable[[str, common_pb2.TaskStatus], None]
-
-
-def is_terminal(state: int) -> bool:
-    return state in TERMINAL_STATES
 
 
 def bad_id_reason(value: str, what: str) -> str | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agora.cli.errors import CommandError
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from
+from agora.cli.tables import format_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -152,7 +153,7 @@ def _list(args: argparse.Namespace) -> int:
                 _short(status.waiting_reason),
             )
         )
-    _table(rows)
+    print(format_table(rows[0], rows[1:]))
     return 0
 
 
@@ -203,7 +204,7 @@ def _get(args: argparse.Namespace) -> int:
                 )
             )
         print()
-        _table(rows)
+        print(format_table(rows[0], rows[1:]))
     return 0
 
 
@@ -270,11 +271,3 @@ def _watch_endpoints(args: argparse.Namespace) -> int:
 
 def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _table(rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )

@@ -12,6 +12,7 @@ import grpc
 
 from agora.cli.errors import CommandError
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from
+from agora.cli.tables import format_table
 from agora.common import ResourceError, Resources, attributes_from_proto
 from agora.common.rpc import open_channel
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
@@ -190,10 +191,7 @@ def print_table(rows: list[dict], columns: list[tuple[str, str]]) -> None:
         print("(none)")
         return
     cells = [[_cell(row[key]) for key, _ in columns] for row in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (_, h) in enumerate(columns)]
-    print("  ".join(h.ljust(w) for (_, h), w in zip(columns, widths, strict=True)).rstrip())
-    for line in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    print(format_table([heading for _, heading in columns], cells))
 
 
 def _cell(value) -> str:

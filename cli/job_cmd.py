@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from agora.cli.errors import CommandError
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from
+from agora.cli.tables import format_table
 
 CALL_TIMEOUT = 15.0
 
@@ -384,7 +385,7 @@ def _describe(job) -> str:
         lines.append(f"  message    {job.message}")
     lines.append("")
     lines.append(
-        _table(
+        format_table(
             ["INSTANCE", "STATE", "ATTEMPTS", "HOST", "TASK", "EXIT", "MESSAGE"],
             _instance_rows(job),
         )
@@ -411,15 +412,6 @@ def _instance_rows(job) -> list[list[str]]:
             ]
         )
     return rows
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
-    return "\n".join(lines)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -449,7 +441,9 @@ def _list(args: argparse.Namespace) -> int:
         for job in reply.jobs
     ]
     print(
-        _table(["ID", "NAME", "STATE", "DONE", "RUNNING", "FAILED", "PRIORITY", "SUBMITTED"], rows)
+        format_table(
+            ["ID", "NAME", "STATE", "DONE", "RUNNING", "FAILED", "PRIORITY", "SUBMITTED"], rows
+        )
     )
     return 0
 

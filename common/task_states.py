@@ -1,4 +1,4 @@
-"""Task states every component agrees on: which ones are final."""
+"""Task states every component agrees on: which ones are final, and which mean "gone"."""
 
 from __future__ import annotations
 
@@ -19,5 +19,18 @@ TERMINAL_STATES = frozenset(
 )
 
 
+# What the master answers for a task it no longer has (or cannot reach): for a framework that
+# tracks the task, it is gone, though it never ended as far as anyone saw.
+GONE_STATES = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE})
+
+# From a framework's side a task is over when it ended or is gone: it will launch it again.
+OVER_STATES = TERMINAL_STATES | GONE_STATES
+
+
 def is_terminal(state: int) -> bool:
     return state in TERMINAL_STATES
+
+
+def is_over(state: int) -> bool:
+    """Ended or gone (see OVER_STATES)."""
+    return state in OVER_STATES

@@ -627,3 +627,18 @@ async def test_a_backlog_is_sent_in_calls_of_bounded_size_in_order():
     assert calls == [["t-0", "t-1"], ["t-2", "t-3"], ["t-4"]]
     with pytest.raises(ValueError):
         AckBatcher(send, max_per_call=0)
+
+
+def test_one_backoff_serves_retries_restarts_and_reconnects():
+    from agora.common.backoff import exponential
+    from agora.frameworks.batch.state import Backoff as RetryBackoff
+    from agora.frameworks.service.backoff import RestartBackoff
+
+    assert [exponential(n, 1.0, 2.0, 5.0) for n in range(5)] == [0.0, 1.0, 2.0, 4.0, 5.0]
+    assert exponential(10**6, 1.0, 1.15, 300.0) == 300.0  # no overflow after a long crash loop
+    # The batch retry and the service restart delays are that function, with their parameters.
+    assert [RetryBackoff(1.0, 2.0, 5.0).delay(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 5.0]
+    restart = RestartBackoff(1.0, 2.0, 5.0)
+    restart.failed(0.0)
+    restart.failed(0.0)
+    assert restart.delay() == exponential(2, 1.0, 2.0, 5.0) == 2.0

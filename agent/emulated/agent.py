@@ -26,6 +26,7 @@ import structlog
 from agora.agent.emulated.tasks import Sampler, declared_duration, exit_code, has_command
 from agora.agent.update_queue import UpdateQueue
 from agora.common import Resources, attributes_to_proto
+from agora.common.backoff import Backoff
 from agora.common.rpc import describe_rpc_error, drain_queue
 from agora.common.task_states import TERMINAL_STATES
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc, common_pb2
@@ -36,7 +37,6 @@ AgentMessage = agent_link_pb2.AgentMessage
 MasterMessage = agent_link_pb2.MasterMessage
 VERSION = "0.1.0-emulated"
 MIN_SILENCE_SECONDS = 3.0
-TERMINAL = TERMINAL_STATES
 
 
 @dataclass
@@ -143,11 +143,15 @@ class EmulatedAgent:
     # the link ---------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        backoff = 0.0
+        backoff = Backoff(
+            initial=self.spec.reconnect_backoff_initial,
+            cap=self.spec.reconnect_backoff_max,
+            rng=self._rng,
+        )
         while True:
             try:
                 await self._session()
-                backoff = 0.0
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except _Reregister:
@@ -157,13 +161,8 @@ class EmulatedAgent:
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
                 self._log.debug("agent link failed", error=describe_rpc_error(e))
             self.stats.reconnects += 1
-            backoff = (
-                self.spec.reconnect_backoff_initial
-                if backoff == 0.0
-                else min(backoff * 2, self.spec.reconnect_backoff_max)
-            )
-            # Jitter, so a fleet that lost its master does not come back in one wave.
-            await asyncio.sleep(backoff * (1 + self._rng.random()))
+            # Jittered, so a fleet that lost its master does not come back in one wave.
+            await asyncio.sleep(backoff.next_delay())
 
     async def _session(self) -> None:
         outbox: asyncio.Queue = asyncio.Queue()
@@ -314,7 +313,7 @@ class EmulatedAgent:
 
     def _finish(self, task: EmulatedTask) -> None:
         task.end_timer = None
-        if task.state in TERMINAL:
+        if task.state in TERMINAL_STATES:
             return
         code = exit_code(task.info)
         self.stats.tasks_finished += 1
@@ -350,7 +349,7 @@ class EmulatedAgent:
         self._kill(task)
 
     def _kill(self, task: EmulatedTask) -> None:
-        if task.state in TERMINAL:
+        if task.state in TERMINAL_STATES:
             return  # already ended: its final update is on its way or acknowledged
         if task.end_timer is not None:
             task.end_timer.cancel()
@@ -390,7 +389,9 @@ class EmulatedAgent:
         if status is None:
             return  # a duplicate acknowledgement
         self._sent.discard(status.uuid)
-        if status.state in TERMINAL and not self.updates.pending(msg.framework_id, msg.task_id):
+        if status.state in TERMINAL_STATES and not self.updates.pending(
+            msg.framework_id, msg.task_id
+        ):
             task = self.tasks.pop((msg.framework_id, msg.task_id), None)
             if task is not None:
                 task.completed = True

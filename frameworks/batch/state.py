@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agora.common.task_states import TERMINAL_STATES
+from agora.common.backoff import exponential
+from agora.common.task_states import OVER_STATES
 from agora.v1 import batch_pb2, common_pb2
 
 Job = batch_pb2.Job
@@ -27,7 +28,6 @@ TERMINAL_INSTANCE_STATES = frozenset(
 ACTIVE_INSTANCE_STATES = frozenset({batch_pb2.INSTANCE_LAUNCHED, batch_pb2.INSTANCE_RUNNING})
 # For a batch attempt, a task the master does not know or cannot reach is over too: the
 # instance is retried rather than waited for.
-TERMINAL_TASK_STATES = TERMINAL_STATES | {common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE}
 # The master never saw the task (we stopped between recording and launching it): launching it
 # again is not the task's fault, so it does not use up a retry.
 _NOT_COUNTED = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_DROPPED})
@@ -42,7 +42,7 @@ class Backoff:
     maximum: float = 60.0
 
     def delay(self, failures: int) -> float:
-        return min(self.maximum, self.initial * self.factor ** max(0, failures - 1))
+        return exponential(max(1, failures), self.initial, self.factor, self.maximum)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def active_attempts(job: Job) -> list[tuple[int, Attempt]]:
     out = []
     for instance in job.instances:
         for attempt in instance.attempts:
-            if attempt.state not in TERMINAL_TASK_STATES:
+            if attempt.state not in OVER_STATES:
                 out.append((instance.index, attempt))
     return out
 
@@ -186,7 +186,7 @@ def apply_update(
     terminal one, changes nothing."""
     instance = job.instances[index]
     attempt = next((a for a in instance.attempts if a.task_id == status.task_id), None)
-    if attempt is None or attempt.state in TERMINAL_TASK_STATES or attempt.state == status.state:
+    if attempt is None or attempt.state in OVER_STATES or attempt.state == status.state:
         return Change(False)
     was_ended = is_ended(job)
     state = status.state
@@ -209,7 +209,7 @@ def apply_update(
         what += f": {status.message}"
     latest = instance.attempts[-1].task_id == attempt.task_id
     retry_at = None
-    if state not in TERMINAL_TASK_STATES:
+    if state not in OVER_STATES:
         if latest and instance.state in ACTIVE_INSTANCE_STATES:
             instance.state = (
                 batch_pb2.INSTANCE_RUNNING
@@ -317,4 +317,4 @@ def instance_state_name(state: int) -> str:
 
 
 def is_terminal_task(state: int) -> bool:
-    return state in TERMINAL_TASK_STATES
+    return state in OVER_STATES

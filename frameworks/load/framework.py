@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from agora.frameworks.load.recorder import TERMINAL, Recorder
+from agora.common.task_states import TERMINAL_STATES
+from agora.frameworks.load.recorder import Recorder
 from agora.frameworks.load.workload import Sampler, TraceTask, constant
 from agora.frameworks.sdk import Framework, OfferPacker, SchedulerError, TaskSpec, new_task_id
 from agora.v1 import common_pb2
@@ -129,7 +130,7 @@ class LoadFramework(Framework):
         self._spawn(self._decide(driver, list(offers)))
 
     async def on_update(self, driver, status):
-        if status.state in TERMINAL and status.task_id in self.running:
+        if status.state in TERMINAL_STATES and status.task_id in self.running:
             del self.running[status.task_id]
             self.ended += 1
             if status.state != common_pb2.TASK_FINISHED:

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from agora.common.task_states import TERMINAL_STATES
 from agora.v1 import common_pb2
 
-TERMINAL = TERMINAL_STATES
 METRICS = (
     "task_end_to_offer",
     "task_end_agent_to_offer",
@@ -126,7 +125,7 @@ class Recorder:
             if accepted is not None:
                 self.running_at.append(now)
                 self._add("accept_to_running", now - accepted, now, framework, status.agent_id)
-        elif status.state in TERMINAL and status.uuid:  # a real end, not a reconciliation
+        elif status.state in TERMINAL_STATES and status.uuid:  # a real end, not a reconciliation
             self._accepted.pop(status.task_id, None)
             self._starting.discard(status.task_id)
             self.counts["terminal"] += 1

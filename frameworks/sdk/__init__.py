@@ -13,8 +13,8 @@ The driver reconnects, re-subscribes with the same framework id, reconciles, and
 updates. `agora.frameworks.sdk.testing` has an in-memory transport for unit tests of a framework.
 """
 
+from agora.common.backoff import Backoff
 from agora.common.task_states import TERMINAL_STATES, is_terminal
-from agora.frameworks.sdk.backoff import Backoff
 from agora.frameworks.sdk.daemon import DaemonConfig, FrameworkDaemon
 from agora.frameworks.sdk.discovery import FrameworkNotFound, find_framework_api
 from agora.frameworks.sdk.driver import (

@@ -10,9 +10,9 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
+from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.rpc import add_standard_services, bind, new_server, open_channel
-from agora.frameworks.sdk.backoff import Backoff
 from agora.frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
 from agora.frameworks.sdk.framework import Framework
 from agora.frameworks.sdk.state_store import StateStore

@@ -20,10 +20,10 @@ import grpc
 import structlog
 from google.protobuf.message import Message
 
+from agora.common.backoff import Backoff
 from agora.common.credentials import Credentials
 from agora.common.errors import Reason
 from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
-from agora.frameworks.sdk.backoff import Backoff
 from agora.frameworks.sdk.framework import Framework
 from agora.frameworks.sdk.transport import (
     GrpcSchedulerTransport,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agora.common.backoff import exponential
+
 DEFAULT_BACKOFF_SECONDS = 1.0
 DEFAULT_BACKOFF_FACTOR = 1.15
 DEFAULT_MAX_LAUNCH_DELAY = 300.0
@@ -22,10 +24,7 @@ class RestartBackoff:
 
     def delay(self) -> float:
         """The wait after the failures so far (0 before any)."""
-        if self.failures == 0:
-            return 0.0
-        # The exponent is bounded so that a long crash loop cannot overflow the power.
-        return min(self.cap, self.initial * self.factor ** min(self.failures - 1, 1000))
+        return exponential(self.failures, self.initial, self.factor, self.cap)
 
     def failed(self, now: float) -> float:
         """Records a failure at `now`; returns the time before which nothing is launched."""

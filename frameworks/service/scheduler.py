@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 import structlog
 
 from agora.common import Resources
+from agora.common.task_states import is_over
 from agora.frameworks.sdk import (
     Driver,
     Framework,
     SchedulerError,
     TaskSpec,
-    is_terminal,
     new_task_id,
     state_name,
 )
@@ -50,8 +50,6 @@ LAUNCH_TIMEOUT_SECONDS = 300.0
 # An instance serving this long ends a crash loop: the app's restart backoff starts over. (Not
 # at once: a task that passes one health check and then dies is still crash-looping.)
 STABLE_SECONDS = 30.0
-# The master reports these for tasks it no longer has: for us they are gone.
-GONE_STATES = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE})
 
 CatalogFn = Callable[[], Awaitable[list[AgentSlot]]]
 
@@ -411,7 +409,7 @@ class ServiceScheduler(Framework):
         instance = self.instances.get(status.task_id)
         bound = log.bind(task_id=status.task_id, state=state_name(status.state))
         if instance is None:
-            if status.state not in GONE_STATES and not is_terminal(status.state):
+            if not is_over(status.state):
                 bound.info("killing a task no app owns")
                 try:
                     await driver.kill(status.task_id, status.agent_id or None)
@@ -427,7 +425,7 @@ class ServiceScheduler(Framework):
             instance.healthy = status.healthy
         if status.agent_id:
             instance.agent_id = status.agent_id
-        if is_terminal(status.state) or status.state in GONE_STATES:
+        if is_over(status.state):
             del self.instances[instance.task_id]
             self._kill_sent.pop(instance.task_id, None)
             self.store.delete_instance(instance.task_id)

@@ -1,9 +1,26 @@
-"""Jittered exponential backoff for reconnecting: pure, with the randomness injected."""
+"""Exponential backoff, the one used everywhere: pure, with the randomness injected.
+
+`exponential(n, ...)` is the plain delay before attempt n (a batch retry, a service restart);
+`Backoff` draws jittered delays for reconnecting (the SDK's driver, the agent's link to the
+master, the emulated agents), so that clients cut off by one master restart do not all dial it
+again in the same instant.
+"""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+
+__all__ = ["Backoff", "exponential"]
+
+
+def exponential(attempt: int, initial: float, factor: float, cap: float) -> float:
+    """The delay before attempt `attempt` (1-based): initial * factor**(attempt - 1), at most
+    `cap`; 0 for attempt 0 (nothing has failed yet)."""
+    if attempt <= 0:
+        return 0.0
+    # Bounding the exponent keeps the power from overflowing after a long run of failures.
+    return min(cap, initial * factor ** min(attempt - 1, 1000))
 
 
 @dataclass
@@ -28,10 +45,8 @@ class Backoff:
             raise ValueError("backoff needs factor >= 1 and 0 <= jitter < 1")
 
     def next_delay(self) -> float:
-        # Bounding the exponent keeps the power from overflowing after many attempts.
-        exponent = min(self.attempts + 1, 64)
         self.attempts += 1
-        high = min(self.cap, self.initial * self.factor**exponent)
+        high = exponential(self.attempts + 1, self.initial, self.factor, self.cap)
         low = max(self.initial, high * (1 - self.jitter))
         return low + (high - low) * self.rng.random()
 
