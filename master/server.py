@@ -248,11 +248,13 @@ class Master:
                 changed = None
             if changed is None:
                 next_sweep = loop.time() + config.allocation_interval_seconds
+            started = time.perf_counter()
             try:
                 core.allocate(changed)
             except Exception:  # a bug in one cycle must not stop offers for good
                 log.exception("allocation failed")
                 await asyncio.sleep(config.allocation_interval_seconds)
+            self.metrics.allocation_seconds.observe(time.perf_counter() - started)
             last_cycle = loop.time()
 
     async def _periodic_allocation_loop(self) -> None:
@@ -268,10 +270,12 @@ class Master:
             next_cycle = max(next_cycle + period, loop.time())
             core.allocation_wanted.clear()
             core.take_changed_agents()
+            started = time.perf_counter()
             try:
                 core.allocate()
             except Exception:  # a bug in one cycle must not stop offers for good
                 log.exception("allocation failed")
+            self.metrics.allocation_seconds.observe(time.perf_counter() - started)
 
     async def _tick_loop(self) -> None:
         """Heartbeats to agents and frameworks; removes silent agents; expires offers.

@@ -151,9 +151,14 @@ def test_recover_on_removed_agent_or_framework_is_a_no_op():
     alloc.add_framework("f1")
     (grant,) = alloc.allocate(0.0)
     alloc.remove_framework("f1")
+    assert alloc.free("a1") == AGENT  # the framework's removal gave everything back
     alloc.recover("f1", "a1", grant.resources, now=0.0)
+    assert alloc.free("a1") == AGENT  # not twice: the agent has no more than it has
+    alloc.add_framework("f2")
+    assert [g.resources for g in alloc.allocate(0.0)] == [AGENT]
     alloc.remove_agent("a1")
-    alloc.recover("f1", "a1", grant.resources, now=0.0)
+    alloc.recover("f2", "a1", AGENT, now=0.0)
+    assert alloc.allocate(0.0) == []  # the removed agent did not come back
 
 
 def test_recovering_more_than_allocated_is_an_error():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from harness import eventually_async
 from master_harness import FakeAgent, FakeFramework, operator, start_master, task
 
 from agora.common import Resources
@@ -109,6 +110,7 @@ async def test_unused_part_of_an_accepted_offer_and_ended_tasks_are_offered_agai
 
 async def test_decline_filter_hides_the_agent_until_revive(master, agent, framework):
     [offer] = await framework.offers()
+    cycles = master.metrics.cycles()
     await framework.stub.Decline(
         scheduler_pb2.DeclineRequest(
             **framework.ids(),
@@ -116,6 +118,9 @@ async def test_decline_filter_hides_the_agent_until_revive(master, agent, framew
             filters=common_pb2.Filters(refuse_seconds=3600),
         )
     )
+    # A cycle has run since the decline gave the agent's resources back, so "not offered"
+    # below is the filter at work, not a cycle that has not happened yet.
+    await eventually_async(lambda: master.metrics.cycles() > cycles, message="a cycle")
     channel, ops = operator(master.address)
     async with channel:
         state = await ops.GetState(operator_pb2.GetStateRequest())
@@ -130,8 +135,11 @@ async def test_decline_filter_hides_the_agent_until_revive(master, agent, framew
 async def test_suppress_stops_offers_and_revive_restores_them(master, framework):
     await framework.stub.Suppress(scheduler_pb2.SuppressRequest(**framework.ids()))
     agent = FakeAgent(master.address)
+    cycles = master.metrics.cycles()
     await agent.connect()
     try:
+        # A cycle has run with the agent's resources free: a suppressed framework gets none.
+        await eventually_async(lambda: master.metrics.cycles() > cycles, message="a cycle")
         channel, ops = operator(master.address)
         async with channel:
             frameworks = (await ops.ListFrameworks(operator_pb2.ListFrameworksRequest())).frameworks

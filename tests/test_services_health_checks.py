@@ -147,24 +147,26 @@ async def test_command_check_runs_in_the_sandbox_and_flips_on_exit_code(master, 
 
 
 async def test_failures_within_the_grace_period_are_not_reported(master, agent):
-    # The check fails until the file exists; a long grace period hides those failures.
+    # The check fails until the file exists (and notes each run); a long grace period hides
+    # those failures.
     task = with_check(
         shell_task("slow", "sleep 100"),
         grace_period_seconds=60,
-        command=S.CommandInfo(shell='test -e "$AGORA_SANDBOX/ready"'),
+        command=S.CommandInfo(
+            shell='echo ran >> "$AGORA_SANDBOX/checks"; test -e "$AGORA_SANDBOX/ready"'
+        ),
     )
     master.run_task(FW, task)
     run = await eventually_async(lambda: agent.tasks.find(FW, "slow"), message="the run")
-    await eventually_async(lambda: agent.health.checking(FW, "slow"), message="checks started")
-    verdict = agent.health._verdicts[(FW, "slow")]
+    checks = run.sandbox / "checks"
     await eventually_async(
-        lambda: (
-            verdict.consecutive_failures == 0
-            and not verdict.ever_healthy
-            and verdict.healthy is None
-        ),
-        message="still in grace",
+        lambda: checks.exists() and len(checks.read_text().splitlines()) >= 2,
+        timeout=30,
+        message="two failed checks within the grace period",
     )
+    verdict = agent.health._verdicts[(FW, "slow")]
+    assert verdict.consecutive_failures == 0 and verdict.healthy is None
+    assert verdicts(master, "slow") == []  # nothing reported while starting
     (run.sandbox / "ready").touch()
     await eventually_async(
         lambda: verdicts(master, "slow") == [True], timeout=30, message="healthy once ready"
