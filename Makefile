@@ -33,7 +33,7 @@ protos: install
 # Runs every experiment at its documented size (about 20 minutes on 2 cores) and regenerates
 # docs/figures/ and the results section of docs/experiments.md.
 experiments: install
-	$(PY) -m agora.cli.experiments.report --docs docs
+	$(PY) -m agora.experiments.report --docs docs
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -16,6 +16,7 @@ FOLDERS = {
     "agora.agent": "agent",
     "agora.frameworks": "frameworks",
     "agora.cli": "cli",
+    "agora.experiments": "experiments",
 }
 
 packages = []

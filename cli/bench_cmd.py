@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import resource
-import statistics
-import sys
-import time
 
 from agora.cli.errors import CommandError
-
-AGENT_RESOURCES = "cpus:24;mem:4096;disk:4096;ports:[31000-32000]"  # Mesos' benchmark agents
+from agora.experiments.bench import AGENT_RESOURCES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -87,113 +81,21 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _rss_mb() -> float:
-    # ru_maxrss is in KiB on Linux: the peak resident set of this process so far.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _summary(samples_ms: list[float]) -> dict[str, float]:
-    return {
-        "min": round(min(samples_ms), 3),
-        "median": round(statistics.median(samples_ms), 3),
-        "max": round(max(samples_ms), 3),
-    }
-
-
-def run_allocator_bench(
-    agents: int,
-    frameworks: int,
-    roles: int = 1,
-    cycles: int = 5,
-    reoffers: int = 200,
-    sorter: str = "drf",
-    refuse_seconds: float = 0.0,
-) -> dict:
-    """Builds the cluster, runs the cycles, returns the figures (see the command's help)."""
-    from agora.common import Resources
-    from agora.master.allocator import Allocator, AllocatorConfig
+def _run(args: argparse.Namespace) -> int:
+    from agora.experiments.bench import BenchError, run_allocator_bench
 
     try:
-        config = AllocatorConfig(role_sorter=sorter, framework_sorter=sorter, seed=1)
-    except ValueError as e:
+        result = run_allocator_bench(
+            args.agents,
+            args.frameworks,
+            args.roles,
+            args.cycles,
+            args.reoffers,
+            args.sorter,
+            args.refuse_seconds,
+        )
+    except BenchError as e:
         raise CommandError(str(e)) from None
-    baseline_mb = _rss_mb()
-    total = Resources.parse(AGENT_RESOURCES)
-    now = 0.0
-
-    started = time.perf_counter()
-    alloc = Allocator(config)
-    role_names = ["*"] if roles == 1 else [f"role{i}" for i in range(roles)]
-    for i in range(frameworks):
-        alloc.add_framework(f"framework-{i}", role=role_names[i % len(role_names)])
-    for i in range(agents):
-        alloc.add_agent(f"agent-{i}", total, {"rack": f"r{i % 40}"})
-    setup_ms = (time.perf_counter() - started) * 1000
-
-    started = time.perf_counter()
-    grants = alloc.allocate(now)
-    first_ms = (time.perf_counter() - started) * 1000
-    if len(grants) != agents:  # a benchmark checks its set-up before it times anything
-        raise CommandError(f"first cycle offered {len(grants)} of {agents} agents; expected all")
-
-    gc.collect()
-    cycle_ms = []
-    cycle_offers = []
-    refuse = refuse_seconds or None
-    for _ in range(cycles):
-        for g in grants:
-            alloc.recover(g.framework_id, g.agent_id, g.resources, now, refuse_seconds=refuse)
-        started = time.perf_counter()
-        grants = alloc.allocate(now)
-        cycle_ms.append((time.perf_counter() - started) * 1000)
-        cycle_offers.append(len(grants))
-        if not grants:
-            raise CommandError("a timed cycle offered nothing (fewer frameworks than cycles?)")
-
-    # One freed agent at a time: recover its offer and allocate over just that agent.
-    reoffer_ms = []
-    by_agent = {g.agent_id: g for g in grants}
-    agent_ids = list(by_agent)
-    for k in range(reoffers):
-        agent_id = agent_ids[(k * 7919) % len(agent_ids)]
-        g = by_agent[agent_id]
-        started = time.perf_counter()
-        alloc.recover(g.framework_id, agent_id, g.resources, now)
-        (again,) = alloc.allocate(now, agent_ids=[agent_id])
-        reoffer_ms.append((time.perf_counter() - started) * 1000)
-        by_agent[agent_id] = again
-
-    return {
-        "agents": agents,
-        "frameworks": frameworks,
-        "roles": roles,
-        "sorter": sorter,
-        "agent_resources": AGENT_RESOURCES,
-        "setup_ms": round(setup_ms, 1),
-        "first_cycle_offers": agents,
-        "first_cycle_ms": round(first_ms, 3),
-        "refuse_seconds": refuse_seconds,
-        "cycles": cycles,
-        "cycle_offers": cycle_offers,
-        "cycle_ms": _summary(cycle_ms),
-        "reoffers": reoffers,
-        "reoffer_ms": _summary(reoffer_ms),
-        "baseline_rss_mb": round(baseline_mb, 1),
-        "peak_rss_mb": round(_rss_mb(), 1),
-        "python": sys.version.split()[0],
-    }
-
-
-def _run(args: argparse.Namespace) -> int:
-    result = run_allocator_bench(
-        args.agents,
-        args.frameworks,
-        args.roles,
-        args.cycles,
-        args.reoffers,
-        args.sorter,
-        args.refuse_seconds,
-    )
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -1,61 +1,19 @@
-"""`agora experiment offer-latency|launch|scale|fairness [options] --out DIR`."""
+"""`agora experiment NAME [options] --out DIR`: the experiments of agora.experiments.registry."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import importlib.util
-import os
 import sys
-from pathlib import Path
 
 from agora.cli.errors import CommandError
 from agora.cli.options import add_log_flags, setup_logging
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: write whole numbers, e.g. 10,100,1000"
-        ) from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give one or more numbers >= 1")
-    return values
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text.rstrip("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
-    return value
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="directory for results.json, samples.csv, the plots and summary.md",
-    )
-    p.add_argument("--seconds", type=_positive, help="measured window of each run (seconds)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    add_log_flags(p)
-    p.set_defaults(func=_run, log_level="error")
-
-
 def register(subparsers) -> None:
+    from agora.experiments.registry import EXPERIMENTS, add_common_arguments
+
     parser = subparsers.add_parser(
         "experiment",
         help="measure the real master against emulated agents (results + plots)",
@@ -66,193 +24,19 @@ def register(subparsers) -> None:
     )
     sub = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT")
     sub.required = True
-
-    p = sub.add_parser(
-        "offer-latency",
-        help="freed resources -> offer, event-driven vs 1 s timer",
-        description="Time from resources becoming free (task end, decline, agent "
-        "join, subscribe) to the offer reaching a framework, sweeping "
-        "agents and frameworks, in event-driven mode and Mesos' "
-        "fixed-interval mode.",
-    )
-    p.add_argument(
-        "--agents",
-        type=_ints,
-        default=[10, 100, 1000],
-        help="emulated agent counts to sweep (default 10,100,1000)",
-    )
-    p.add_argument(
-        "--frameworks", type=_ints, default=[1, 10], help="framework counts to sweep (default 1,10)"
-    )
-    p.add_argument(
-        "--grid",
-        choices=["cross", "full"],
-        default="cross",
-        help="cross: agents at a fixed framework count and frameworks at a fixed "
-        "agent count (default); full: every combination",
-    )
-    p.add_argument(
-        "--fixed-agents",
-        type=int,
-        default=1000,
-        help="agent count of the frameworks sweep (default 1000)",
-    )
-    p.add_argument(
-        "--fixed-frameworks",
-        type=int,
-        default=10,
-        help="framework count of the agents sweep (default 10)",
-    )
-    p.add_argument(
-        "--allocation-interval",
-        type=_positive,
-        default=1.0,
-        help="period of the Mesos-style interval runs, seconds (default 1)",
-    )
-    p.add_argument(
-        "--allocation-batch",
-        type=float,
-        default=None,
-        help="the master's event batching window, seconds (default: its own, 0.002)",
-    )
-    p.add_argument(
-        "--modes",
-        default="event,interval",
-        help="event (Agora), interval (Mesos' timer) or both (default event,interval)",
-    )
-    p.add_argument(
-        "--rate",
-        type=_positive,
-        default=40.0,
-        help="tasks ending per second over the cluster (default 40)",
-    )
-    p.add_argument(
-        "--mean-duration",
-        type=_positive,
-        default=1.0,
-        help="mean task duration, exponential (default 1 s)",
-    )
-    p.add_argument(
-        "--decline-fraction",
-        type=_fraction,
-        default=0.05,
-        help="offers declined with refuse_seconds=0 to time re-offers (default 0.05)",
-    )
-    p.add_argument(
-        "--decision-delay",
-        type=float,
-        default=0.0,
-        help="seconds each framework takes to answer an offer (default 0)",
-    )
-    p.add_argument(
-        "--trace",
-        type=Path,
-        default=None,
-        help="CSV trace (submit_time,duration,cpus,mem) dealt out to the frameworks instead "
-        "of the closed loop",
-    )
-    p.add_argument(
-        "--joiners", type=int, default=5, help="agents that join during each window (default 5)"
-    )
-    p.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring (3)")
-    _common(p)
-
-    p = sub.add_parser(
-        "launch",
-        help="accept -> RUNNING latency and tasks per second",
-        description="Accept -> TASK_RUNNING latency and task throughput, on "
-        "emulated agents or (--real-agents N) real agent processes "
-        "running real processes, against the machine's raw process "
-        "spawn rate measured in the same run.",
-    )
-    p.add_argument("--agents", type=int, default=10, help="emulated agents (default 10)")
-    p.add_argument(
-        "--real-agents",
-        type=int,
-        default=0,
-        help="use N real `agora agent` processes instead of emulated agents",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        default=32,
-        help="tasks the framework keeps in flight (default 32)",
-    )
-    p.add_argument(
-        "--spawn-seconds",
-        type=_positive,
-        default=3.0,
-        help="how long to measure the raw spawn rate (default 3 s)",
-    )
-    p.add_argument(
-        "--latency-seconds",
-        type=_positive,
-        default=4.0,
-        help="one-task-at-a-time phase for accept -> RUNNING (default 4 s)",
-    )
-    p.add_argument(
-        "--warmup", type=float, default=2.0, help="seconds before each measured phase (default 2)"
-    )
-    p.add_argument(
-        "--work-dir",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="put the real agents' work dirs (sandboxes, checkpoints) under DIR; the run "
-        "reports how fast DIR creates files, which the per-task cost depends on "
-        "(default: $TMPDIR or /tmp)",
-    )
-    _common(p)
-
-    p = sub.add_parser(
-        "scale",
-        help="master CPU, memory, heartbeats, allocation vs agents",
-        description="Master CPU and RSS while idle with N emulated agents "
-        "heartbeating, CPU per heartbeat, and allocation time "
-        "(full cycle and one re-offer), as N grows.",
-    )
-    p.add_argument(
-        "--agents",
-        type=_ints,
-        default=[100, 1000, 5000, 10000],
-        help="agent counts (default 100,1000,5000,10000)",
-    )
-    p.add_argument(
-        "--idle-seconds",
-        type=_positive,
-        default=10.0,
-        help="idle window per step (default 10 s; >= 2 heartbeat intervals is best)",
-    )
-    _common(p)
-
-    p = sub.add_parser(
-        "fairness",
-        help="DRF shares over time against the DRF optimum",
-        description="Three frameworks with different task shapes arrive and "
-        "leave; samples each dominant share from the Operator API "
-        "and compares the allocation while all three run with the "
-        "DRF optimum by progressive filling.",
-    )
-    p.add_argument("--agents", type=int, default=20, help="emulated agents (default 20)")
-    p.add_argument(
-        "--agent-resources", default="cpus:4;mem:8192", help="each agent (default cpus:4;mem:8192)"
-    )
-    p.add_argument(
-        "--mean-duration",
-        type=_positive,
-        default=2.0,
-        help="mean task duration, exponential (default 2 s)",
-    )
-    p.add_argument(
-        "--sample-interval",
-        type=_positive,
-        default=0.25,
-        help="seconds between ListFrameworks samples (default 0.25)",
-    )
-    _common(p)
+    for experiment in EXPERIMENTS.values():
+        p = sub.add_parser(
+            experiment.name, help=experiment.help, description=experiment.description
+        )
+        experiment.add_arguments(p)
+        add_common_arguments(p)
+        add_log_flags(p)
+        p.set_defaults(func=_run, log_level="error")
 
 
 def _run(args: argparse.Namespace) -> int:
+    from agora.experiments.registry import EXPERIMENTS, ExperimentError
+
     setup_logging(args)
     if importlib.util.find_spec("matplotlib") is None:
         # Plotting is an optional extra, so agents and frameworks never install a plot stack.
@@ -265,7 +49,10 @@ def _run(args: argparse.Namespace) -> int:
         if "experiment" in argv
         else ["agora", "experiment", args.experiment]
     )
-    runner = _build(args)
+    try:
+        runner = EXPERIMENTS[args.experiment].build(args)
+    except ExperimentError as e:
+        raise CommandError(str(e)) from None
     results = asyncio.run(runner(args.out, command))
     print(
         f"{args.experiment}: wrote {args.out / 'results.json'}, {args.out / 'summary.md'} "
@@ -280,79 +67,3 @@ def _run(args: argparse.Namespace) -> int:
             flush=True,
         )
     return 0
-
-
-def _trace(path: Path | None):
-    from agora.frameworks.load import load_trace
-
-    if path is None:
-        return None
-    try:
-        return load_trace(path)
-    except (OSError, ValueError) as e:
-        raise CommandError(f"--trace: {e}") from None
-
-
-def _build(args: argparse.Namespace):
-    quiet = args.quiet
-    if args.experiment == "offer-latency":
-        from agora.cli.experiments import offer_latency
-
-        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-        if not modes or set(modes) - {"event", "interval"}:
-            raise CommandError(f"--modes {args.modes!r}: use event, interval or both")
-        cfg = offer_latency.OfferLatencyConfig(
-            agents=args.agents,
-            frameworks=args.frameworks,
-            grid=args.grid,
-            fixed_agents=args.fixed_agents,
-            fixed_frameworks=args.fixed_frameworks,
-            modes=modes,
-            allocation_interval=args.allocation_interval,
-            allocation_batch=args.allocation_batch,
-            rate=args.rate,
-            mean_duration=args.mean_duration,
-            probe_decline_fraction=args.decline_fraction,
-            joiners=args.joiners,
-            warmup=args.warmup,
-            seconds=args.seconds or 10.0,
-            decision_delay=args.decision_delay,
-            trace=_trace(args.trace),
-        )
-        return lambda out, command: offer_latency.run(cfg, out, command, quiet)
-    if args.experiment == "launch":
-        from agora.cli.experiments import launch
-
-        if args.work_dir is not None and not (
-            args.work_dir.is_dir() and os.access(args.work_dir, os.W_OK | os.X_OK)
-        ):
-            raise CommandError(
-                f"--work-dir {args.work_dir}: not a directory this user can write to; "
-                "create it or pick another"
-            )
-        cfg = launch.LaunchConfig(
-            agents=args.agents,
-            real_agents=args.real_agents,
-            concurrency=args.concurrency,
-            seconds=args.seconds or 10.0,
-            spawn_seconds=args.spawn_seconds,
-            latency_seconds=args.latency_seconds,
-            warmup=args.warmup,
-            work_dir=str(args.work_dir) if args.work_dir else None,
-        )
-        return lambda out, command: launch.run(cfg, out, command, quiet)
-    if args.experiment == "scale":
-        from agora.cli.experiments import scale
-
-        cfg = scale.ScaleConfig(agents=args.agents, idle_seconds=args.seconds or args.idle_seconds)
-        return lambda out, command: scale.run(cfg, out, command, quiet)
-    from agora.cli.experiments import fairness
-
-    cfg = fairness.FairnessConfig(
-        agents=args.agents,
-        agent_resources=args.agent_resources,
-        mean_duration=args.mean_duration,
-        sample_interval=args.sample_interval,
-        seconds=args.seconds or 30.0,
-    )
-    return lambda out, command: fairness.run(cfg, out, command, quiet)

@@ -7,5 +7,5 @@ tree="$root/build/typecheck"
 rm -rf "$tree" && mkdir -p "$tree/agora"
 for f in "$root"/agora/*.py; do ln -s "$f" "$tree/agora/"; done
 ln -s "$root/protos/agora/v1" "$tree/agora/v1"
-for d in common master agent frameworks cli; do ln -s "$root/$d" "$tree/agora/$d"; done
+for d in common master agent frameworks cli experiments; do ln -s "$root/$d" "$tree/agora/$d"; done
 cd "$tree" && exec "$root/.venv/bin/mypy" --config-file "$root/pyproject.toml" -p agora

@@ -7,8 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from agora.cli.experiments.processes import ROOT, agora_argv
-from agora.cli.experiments.results import STAT_KEYS
+from agora.experiments.processes import ROOT, agora_argv
+from agora.experiments.results import STAT_KEYS
 
 MACHINE_KEYS = {"cpu_model", "cores", "memory_mb", "python"}
 

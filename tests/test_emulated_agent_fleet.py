@@ -8,12 +8,12 @@ import sys
 
 from harness import eventually_async
 
-from agora.agent.emulated import EmulatedFleet, FleetConfig, constant
 from agora.common import Resources, attributes_from_proto
 from agora.common.rpc import insecure_channel
-from agora.frameworks.load import LoadConfig, Recorder, load_trace
-from agora.frameworks.load.framework import LoadFramework
-from agora.frameworks.load.timing import TimedTransport
+from agora.experiments.emulated import EmulatedFleet, FleetConfig, constant
+from agora.experiments.load import LoadConfig, Recorder, load_trace
+from agora.experiments.load.framework import LoadFramework
+from agora.experiments.load.timing import TimedTransport
 from agora.frameworks.sdk import Driver, framework_info
 from agora.master import Master, MasterConfig
 from agora.v1 import operator_pb2, operator_pb2_grpc
@@ -117,7 +117,7 @@ async def test_fleet_process_prints_ready_then_stops_on_sigterm():
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "agora.agent.emulated",
+            "agora.experiments.emulated",
             "--master",
             master.address,
             "--agents",

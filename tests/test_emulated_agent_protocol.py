@@ -12,9 +12,9 @@ import pytest
 from agent_fake_master import FakeMaster, shell_task
 from harness import eventually_async
 
-from agora.agent.emulated import AgentSpec, EmulatedAgent, constant
 from agora.common import Resources, attributes_from_proto
 from agora.common.rpc import CHANNEL_OPTIONS
+from agora.experiments.emulated import AgentSpec, EmulatedAgent, constant
 from agora.v1 import agent_link_pb2_grpc, common_pb2
 
 FW = "fw-1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agora.cli.experiments.cpu_account import (
+from agora.experiments.cpu_account import (
     TASK_RUNTIME,
     Component,
     ProcTimes,

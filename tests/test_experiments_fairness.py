@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from experiments_helpers import load_results, run_experiment
 
-from agora.cli.experiments.drf import progressive_filling
+from agora.experiments.drf import progressive_filling
 
 
 def test_drf_paper_example():

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from experiments_helpers import assert_stats, load_results, run_experiment
 
-from agora.cli.experiments import report
+from agora.experiments import report
 
 pytestmark = pytest.mark.e2e
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from experiments_helpers import assert_stats, load_results, run_experiment
 
-from agora.cli.experiments.offer_latency import METRICS
+from agora.experiments.offer_latency import METRICS
 
 pytestmark = pytest.mark.e2e
 
@@ -58,7 +58,7 @@ def test_offer_latency_writes_every_figure_for_both_modes(tmp_path):
 def test_bad_flag_values_are_usage_errors(tmp_path):
     import subprocess
 
-    from agora.cli.experiments.processes import ROOT, agora_argv
+    from agora.experiments.processes import ROOT, agora_argv
 
     proc = subprocess.run(
         agora_argv("experiment", "offer-latency", "--agents", "ten", "--out", str(tmp_path)),

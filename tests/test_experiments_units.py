@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from agora.agent.emulated.tasks import declared_duration
-from agora.cli.experiments.results import percentile, summarize
-from agora.frameworks.load import Recorder, load_trace, parse_duration
+from agora.experiments.emulated.tasks import declared_duration
+from agora.experiments.load import Recorder, load_trace, parse_duration
+from agora.experiments.results import percentile, summarize
 from agora.v1 import common_pb2
 
 
@@ -156,3 +156,21 @@ def test_reconciliation_answers_are_not_task_ends():
     )  # no uuid: from the master
     rec.offers("a", [_offer("x")])
     assert rec.values("task_end_to_offer") == []
+
+
+def test_the_registry_is_the_one_list_of_experiments_and_their_sizes():
+    import argparse
+
+    from agora.cli import experiment_cmd
+    from agora.experiments.registry import EXPERIMENTS, parse
+
+    assert list(EXPERIMENTS) == ["offer-latency", "launch", "scale", "fairness"]
+    parser = argparse.ArgumentParser()
+    experiment_cmd.register(parser.add_subparsers(dest="command"))
+    for name, experiment in EXPERIMENTS.items():
+        # `make experiments` runs exactly what the command line would parse from these sizes.
+        for size in (experiment.full, experiment.quick):
+            args = parse(name, [*size, "--out", "x"])
+            cli = parser.parse_args(["experiment", name, *size, "--out", "x"])
+            assert {k: v for k, v in vars(cli).items() if k in vars(args)} == vars(args)
+            assert callable(experiment.build(args))

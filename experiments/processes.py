@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 _LISTENING = re.compile(rb"listening on (\S+:\d+)")
 
 
@@ -173,7 +173,7 @@ async def start_fleet(
     """An emulated fleet process; returns it once every agent registered, with its ready
     line (registration seconds and counters)."""
     argv = python_m(
-        "agora.agent.emulated",
+        "agora.experiments.emulated",
         "--master",
         master,
         "--agents",

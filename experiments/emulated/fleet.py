@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from agora.agent.emulated.agent import AgentSpec, AgentStats, EmulatedAgent
-from agora.agent.emulated.tasks import Sampler, constant
 from agora.common import Resources
 from agora.common.rpc import CHANNEL_OPTIONS
+from agora.experiments.emulated.agent import AgentSpec, AgentStats, EmulatedAgent
+from agora.experiments.emulated.tasks import Sampler, constant
 
 DEFAULT_RESOURCES = "cpus:4;mem:4096;disk:4096;ports:[31000-31099]"
 

@@ -9,7 +9,7 @@ task duration without use it gives back. They arrive at 0, 20% and 40% of
 the run; the small one leaves at 80%. The runner samples ListFrameworks on the Operator API
 every --sample-interval and plots each framework's dominant_share (as the master computes it,
 offered + used); the mean over the second half of the all-three period is compared with the DRF
-optimum from progressive filling over the pooled resources (cli/experiments/drf.py).
+optimum from progressive filling over the pooled resources (experiments/drf.py).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agora.cli.experiments import plots
-from agora.cli.experiments.drf import progressive_filling
-from agora.cli.experiments.frameworks import FrameworkSet
-from agora.cli.experiments.processes import MasterOptions, start_fleet, start_master
-from agora.cli.experiments.results import Progress, Results, targets_md
 from agora.common import Resources
 from agora.common.rpc import insecure_channel
-from agora.frameworks.load import LoadConfig, Recorder, exponential
+from agora.experiments import plots
+from agora.experiments.drf import progressive_filling
+from agora.experiments.frameworks import FrameworkSet
+from agora.experiments.load import LoadConfig, Recorder, exponential
+from agora.experiments.processes import MasterOptions, start_fleet, start_master
+from agora.experiments.results import Progress, Results, targets_md
 from agora.v1 import operator_pb2, operator_pb2_grpc
 
 

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 import grpc
 import structlog
 
-from agora.agent.emulated.tasks import Sampler, declared_duration, exit_code, has_command
 from agora.agent.update_queue import UpdateQueue
 from agora.common import Resources, attributes_to_proto
 from agora.common.backoff import Backoff
 from agora.common.rpc import describe_rpc_error, drain_queue
 from agora.common.task_states import TERMINAL_STATES
+from agora.experiments.emulated.tasks import Sampler, declared_duration, exit_code, has_command
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc, common_pb2
 
 log = structlog.get_logger(__name__)

@@ -7,14 +7,14 @@ await run_async(framework, master=address, name="load-0")
 recorder.values("task_end_to_offer")   # milliseconds
 """
 
-from agora.frameworks.load.framework import (
+from agora.experiments.load.framework import (
     DURATION_LABEL,
     LoadConfig,
     LoadFramework,
     tasks_for_rate,
 )
-from agora.frameworks.load.recorder import METRICS, Recorder, Sample
-from agora.frameworks.load.workload import (
+from agora.experiments.load.recorder import METRICS, Recorder, Sample
+from agora.experiments.load.workload import (
     TraceTask,
     constant,
     exponential,

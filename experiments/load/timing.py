@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from agora.frameworks.load.recorder import Recorder
+from agora.experiments.load.recorder import Recorder
 from agora.frameworks.sdk import EventStream, GrpcSchedulerTransport
 from agora.v1 import scheduler_pb2
 

@@ -7,7 +7,7 @@ a real process on real `agora agent` processes (each task in its sandbox, under 
 task wrapper), and the same run first measures how fast this machine can spawn `true` (and a
 bare `python -c pass`, for comparison with a Python process per task) with asyncio
 subprocesses. Both the throughput window and each spawn loop get a CPU account
-(cli/experiments/launch_cpu.py): where the machine's CPU went, per component and per task.
+(experiments/launch_cpu.py): where the machine's CPU went, per component and per task.
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from pathlib import Path
 
 import psutil
 
-from agora.cli.experiments import plots
-from agora.cli.experiments.cpu_account import Component, CpuWindow
-from agora.cli.experiments.frameworks import FrameworkSet
-from agora.cli.experiments.launch_cpu import ThroughputCpu, cpu_md, cpu_plot
-from agora.cli.experiments.processes import (
+from agora.experiments import plots
+from agora.experiments.cpu_account import Component, CpuWindow
+from agora.experiments.frameworks import FrameworkSet
+from agora.experiments.launch_cpu import ThroughputCpu, cpu_md, cpu_plot
+from agora.experiments.load import LoadConfig, Recorder, constant
+from agora.experiments.processes import (
     MasterOptions,
     start_fleet,
     start_master,
     start_real_agent,
 )
-from agora.cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
-from agora.frameworks.load import LoadConfig, Recorder, constant
+from agora.experiments.results import Progress, Results, stats_table, summarize, targets_md
 
 
 @dataclass

@@ -8,7 +8,7 @@ refuse_seconds=0 to time how fast declined resources come back.
 
 Offers are answered off the event path (in a background task, after `decision_delay`), so a
 slow decision never delays the next event. Events are timed as they are read off the stream by
-`agora.frameworks.load.timing.TimedTransport`: run the framework with it.
+`agora.experiments.load.timing.TimedTransport`: run the framework with it.
 """
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ from dataclasses import dataclass, field
 import structlog
 
 from agora.common.task_states import TERMINAL_STATES
-from agora.frameworks.load.recorder import Recorder
-from agora.frameworks.load.workload import Sampler, TraceTask, constant
+from agora.experiments.load.recorder import Recorder
+from agora.experiments.load.workload import Sampler, TraceTask, constant
 from agora.frameworks.sdk import Framework, OfferPacker, SchedulerError, TaskSpec, new_task_id
 from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
 
-DURATION_LABEL = "agora.emulated/duration"  # read by agora.agent.emulated; real agents run `sleep`
+DURATION_LABEL = (
+    "agora.emulated/duration"  # read by agora.experiments.emulated; real agents run `sleep`
+)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""`python -m agora.cli.experiments.report`: run every experiment at the documented size and rewrite
+"""`python -m agora.experiments.report`: run every experiment at the documented size and rewrite
 the results section of docs/experiments.md (`make experiments`).
 
 Each experiment writes into docs/figures/NAME/ (results.json, summary.md, samples.csv, PNGs);
@@ -15,66 +15,23 @@ import sys
 import time
 from pathlib import Path
 
-from agora.cli.experiments import fairness, launch, offer_latency, scale
-from agora.cli.experiments.results import fmt_ms
+from agora.experiments.registry import EXPERIMENTS, parse
+from agora.experiments.results import fmt_ms
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
-# The documented full-size runs, as `agora experiment` command lines would give them.
-FULL = {
-    "offer-latency": (
-        ["--agents", "10,100,1000,10000", "--frameworks", "1,10,100", "--seconds", "15"],
-        lambda: offer_latency.OfferLatencyConfig(
-            agents=[10, 100, 1000, 10000], frameworks=[1, 10, 100], seconds=15.0
-        ),
-    ),
-    # Work dirs on tmpfs: on the machine this was written on, creating files on the disk got
-    # 10-30 times slower for minutes after heavy file churn in the same place (the run
-    # reports the speed it found), which made the figures depend on the previous run.
-    "launch": (
-        ["--real-agents", "2", "--seconds", "10", "--work-dir", "/dev/shm"],
-        lambda: launch.LaunchConfig(real_agents=2, seconds=10.0, work_dir="/dev/shm"),
-    ),
-    "scale": (
-        ["--agents", "100,1000,5000,10000,20000", "--seconds", "15"],
-        lambda: scale.ScaleConfig(agents=[100, 1000, 5000, 10000, 20000], idle_seconds=15.0),
-    ),
-    "fairness": (
-        ["--agents", "20", "--seconds", "60"],
-        lambda: fairness.FairnessConfig(agents=20, seconds=60.0),
-    ),
-}
-QUICK = {
-    "offer-latency": (
-        ["--agents", "10,100", "--frameworks", "1,10", "--fixed-agents", "100", "--seconds", "5"],
-        lambda: offer_latency.OfferLatencyConfig(
-            agents=[10, 100], frameworks=[1, 10], fixed_agents=100, seconds=5.0
-        ),
-    ),
-    "launch": (
-        ["--real-agents", "1", "--seconds", "4"],
-        lambda: launch.LaunchConfig(real_agents=1, seconds=4.0),
-    ),
-    "scale": (
-        ["--agents", "100,1000", "--seconds", "5"],
-        lambda: scale.ScaleConfig(agents=[100, 1000], idle_seconds=5.0),
-    ),
-    "fairness": (
-        ["--agents", "10", "--seconds", "20"],
-        lambda: fairness.FairnessConfig(agents=10, seconds=20.0),
-    ),
-}
-MODULES = {"offer-latency": offer_latency, "launch": launch, "scale": scale, "fairness": fairness}
 
-
-async def run_all(names: list[str], figures: Path, sizes: dict) -> None:
+async def run_all(names: list[str], figures: Path, quick: bool) -> None:
     for name in names:
-        flags, make_config = sizes[name]
+        experiment = EXPERIMENTS[name]
         out = figures / name
-        command = ["agora", "experiment", name, *flags, "--out", str(out)]
+        flags = [*(experiment.quick if quick else experiment.full), "--out", str(out)]
+        command = ["agora", "experiment", name, *flags]
         print(f"== {' '.join(command)}", flush=True)
         started = time.monotonic()
-        await MODULES[name].run(make_config(), out, command)
+        # Exactly what `agora experiment NAME FLAGS` would run (quiet: the log is the report).
+        runner = experiment.build(parse(name, [*flags, "--quiet"]))
+        await runner(out, command)
         print(f"== {name} took {time.monotonic() - started:.0f} s", flush=True)
 
 
@@ -103,7 +60,7 @@ def _images(docs: Path, figures: Path, data: dict, name: str) -> list[str]:
 
 
 def section(docs: Path, figures: Path) -> str:
-    found = {name: _load(figures, name) for name in MODULES}
+    found = {name: _load(figures, name) for name in EXPERIMENTS}
     present = [d for d in found.values() if d]
     if not present:
         return "No results yet: run `make experiments`.\n"
@@ -255,11 +212,11 @@ def rewrite(doc: Path, figures: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m agora.cli.experiments.report", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m agora.experiments.report", description=__doc__)
     p.add_argument("--docs", type=Path, default=Path("docs"), help="docs directory (docs)")
     p.add_argument(
         "--only",
-        default=",".join(MODULES),
+        default=",".join(EXPERIMENTS),
         help="experiments to run, comma-separated (default: all four)",
     )
     p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
@@ -271,14 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     figures = args.docs / "figures"
     names = [n.strip() for n in args.only.split(",") if n.strip()]
-    unknown = set(names) - set(MODULES)
+    unknown = set(names) - set(EXPERIMENTS)
     if unknown:
         p.error(f"unknown experiment(s): {', '.join(sorted(unknown))}")
     if not args.no_run:
         from agora.common import configure_logging
 
         configure_logging("error")
-        asyncio.run(run_all(names, figures, QUICK if args.quick else FULL))
+        asyncio.run(run_all(names, figures, args.quick))
     rewrite(args.docs / "experiments.md", figures)
     print(f"rewrote {args.docs / 'experiments.md'}", flush=True)
     return 0

@@ -1,4 +1,4 @@
-"""`python -m agora.agent.emulated --master HOST:PORT --agents N`: an emulated fleet as a process.
+"""`python -m agora.experiments.emulated --master HOST:PORT --agents N`: a fleet as a process.
 
 It prints one JSON object per line on stdout: {"event": "ready", ...} once every agent has
 registered, {"event": "stats", ...} every --stats-interval seconds, and {"event": "stopped",
@@ -15,9 +15,9 @@ import signal
 import sys
 import time
 
-from agora.agent.emulated.fleet import DEFAULT_RESOURCES, EmulatedFleet, FleetConfig
-from agora.agent.emulated.tasks import constant, exponential
 from agora.common import ResourceError, Resources, configure_logging, parse_attributes
+from agora.experiments.emulated.fleet import DEFAULT_RESOURCES, EmulatedFleet, FleetConfig
+from agora.experiments.emulated.tasks import constant, exponential
 
 
 def duration_sampler(text: str):
@@ -36,7 +36,7 @@ def duration_sampler(text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m agora.agent.emulated",
+        prog="python -m agora.experiments.emulated",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

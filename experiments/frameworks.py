@@ -8,8 +8,8 @@ import time
 
 import structlog
 
-from agora.frameworks.load import LoadConfig, LoadFramework, Recorder
-from agora.frameworks.load.timing import TimedTransport
+from agora.experiments.load import LoadConfig, LoadFramework, Recorder
+from agora.experiments.load.timing import TimedTransport
 from agora.frameworks.sdk import Driver, SchedulerError, framework_info
 
 log = structlog.get_logger(__name__)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agora.cli.experiments import plots
-from agora.cli.experiments.cpu_account import Component, CpuWindow
-from agora.cli.experiments.processes import Daemon, launcher_pids
+from agora.experiments import plots
+from agora.experiments.cpu_account import Component, CpuWindow
+from agora.experiments.processes import Daemon, launcher_pids
 
 # Plot segments, in stacking order; "kernel" is kernel threads plus interrupts. The long-lived
 # processes outside the experiment are left out: the bars are what the experiment cost.

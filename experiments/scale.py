@@ -17,17 +17,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agora.cli.experiments import plots
-from agora.cli.experiments.frameworks import FrameworkSet
-from agora.cli.experiments.processes import (
+from agora.experiments import plots
+from agora.experiments.frameworks import FrameworkSet
+from agora.experiments.load import LoadConfig, Recorder
+from agora.experiments.processes import (
     AGENTS_PER_FLEET_PROCESS,
     CpuMeter,
     MasterOptions,
     start_fleets,
     start_master,
 )
-from agora.cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
-from agora.frameworks.load import LoadConfig, Recorder
+from agora.experiments.results import Progress, Results, stats_table, summarize, targets_md
 
 HEARTBEAT_INTERVAL = 5.0  # the master's default; agents follow what it says in Registered
 TARGET_AGENTS = 10000  # where issue 5 sets the idle-master target
@@ -104,7 +104,7 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
             await fleet.stop()
         await master.stop()
 
-    from agora.cli.bench_cmd import run_allocator_bench
+    from agora.experiments.bench import run_allocator_bench
 
     bench = run_allocator_bench(agents, 1, cycles=3, reoffers=50)
     result = {

@@ -2,13 +2,13 @@
 
 Each speaks AgentLink to the real master over real gRPC but runs no processes: a task "runs"
 for the duration it declares (label `agora.emulated/duration`, or a `sleep N` command) or the
-fleet's default, with reliable STARTING/RUNNING/FINISHED updates. `python -m agora.agent.emulated`
-runs a fleet as its own process.
+fleet's default, with reliable STARTING/RUNNING/FINISHED updates.
+`python -m agora.experiments.emulated` runs a fleet as its own process.
 """
 
-from agora.agent.emulated.agent import AgentSpec, AgentStats, EmulatedAgent, EmulatedTask
-from agora.agent.emulated.fleet import DEFAULT_RESOURCES, EmulatedFleet, FleetConfig
-from agora.agent.emulated.tasks import (
+from agora.experiments.emulated.agent import AgentSpec, AgentStats, EmulatedAgent, EmulatedTask
+from agora.experiments.emulated.fleet import DEFAULT_RESOURCES, EmulatedFleet, FleetConfig
+from agora.experiments.emulated.tasks import (
     DURATION_LABEL,
     EXIT_CODE_LABEL,
     constant,

@@ -6,7 +6,7 @@ frameworks in this process. The frameworks keep `rate * mean duration` tasks run
 when a task ends, so an idle cluster stays quiet (no decline storms) at any size. A fraction of
 offers is declined with refuse_seconds=0 to time re-offers, and a few agents join during the
 measured window. Timing is done by the Recorder inside this process
-(frameworks/load/recorder.py says what each figure is).
+(experiments/load/recorder.py says what each figure is).
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agora.agent.emulated import EmulatedFleet, FleetConfig
-from agora.cli.experiments import plots
-from agora.cli.experiments.frameworks import FrameworkSet
-from agora.cli.experiments.processes import (
+from agora.common import Resources
+from agora.experiments import plots
+from agora.experiments.emulated import EmulatedFleet, FleetConfig
+from agora.experiments.frameworks import FrameworkSet
+from agora.experiments.load import LoadConfig, Recorder, TraceTask, exponential, tasks_for_rate
+from agora.experiments.processes import (
     CpuMeter,
     MasterOptions,
     start_fleets,
     start_master,
 )
-from agora.cli.experiments.results import Progress, Results, stats_table, summarize, targets_md
-from agora.common import Resources
-from agora.frameworks.load import LoadConfig, Recorder, TraceTask, exponential, tasks_for_rate
+from agora.experiments.results import Progress, Results, stats_table, summarize, targets_md
 
 METRICS = (
     "task_end_to_offer",
@@ -348,7 +348,7 @@ tasks running (closed loop, {cfg.cpus:g} cpus / {cfg.mem:g} MB tasks, exponentia
 mean {cfg.mean_duration:g} s): about {cfg.rate:g} tasks/s ending in total, more when there are
 more frameworks than that (each runs at least one). Frameworks hold the offers they cannot use
 yet and launch on them when a task ends. Every time stamp is `time.monotonic()` taken in the
-frameworks' process as the event is read off its Subscribe stream (frameworks/load/timing.py),
+frameworks' process as the event is read off its Subscribe stream (experiments/load/timing.py),
 before the driver hands it on. The figures, in milliseconds:
 
 - **task_end_to_offer** (the headline "offer latency"): a framework receives the terminal

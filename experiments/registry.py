@@ -1,0 +1,394 @@
+"""The experiments, by name: each one's command-line arguments, its runner, and its sizes.
+
+`agora experiment NAME` (agora.cli.experiment_cmd) and `make experiments`
+(agora.experiments.report) both read this registry, so an experiment's arguments, defaults
+and documented size are written once. Adding an experiment is one `Experiment` entry here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["EXPERIMENTS", "Experiment", "ExperimentError", "parse"]
+
+# A runner: (out dir, the command line to record) -> Results.
+Runner = Callable[[Path, list[str]], Awaitable]
+
+
+class ExperimentError(ValueError):
+    """Arguments that cannot make a run; the message names the flag and what to write."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    help: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    build: Callable[[argparse.Namespace], Runner]
+    # The documented full-size run (`make experiments`) and a quick one (`--quick`), as
+    # `agora experiment NAME` arguments.
+    full: tuple[str, ...]
+    quick: tuple[str, ...]
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: write whole numbers, e.g. 10,100,1000"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more numbers >= 1")
+    return values
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text.rstrip("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
+
+
+def _offer_latency_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--agents",
+        type=_ints,
+        default=[10, 100, 1000],
+        help="emulated agent counts to sweep (default 10,100,1000)",
+    )
+    p.add_argument(
+        "--frameworks", type=_ints, default=[1, 10], help="framework counts to sweep (default 1,10)"
+    )
+    p.add_argument(
+        "--grid",
+        choices=["cross", "full"],
+        default="cross",
+        help="cross: agents at a fixed framework count and frameworks at a fixed "
+        "agent count (default); full: every combination",
+    )
+    p.add_argument(
+        "--fixed-agents",
+        type=int,
+        default=1000,
+        help="agent count of the frameworks sweep (default 1000)",
+    )
+    p.add_argument(
+        "--fixed-frameworks",
+        type=int,
+        default=10,
+        help="framework count of the agents sweep (default 10)",
+    )
+    p.add_argument(
+        "--allocation-interval",
+        type=_positive,
+        default=1.0,
+        help="period of the Mesos-style interval runs, seconds (default 1)",
+    )
+    p.add_argument(
+        "--allocation-batch",
+        type=float,
+        default=None,
+        help="the master's event batching window, seconds (default: its own, 0.002)",
+    )
+    p.add_argument(
+        "--modes",
+        default="event,interval",
+        help="event (Agora), interval (Mesos' timer) or both (default event,interval)",
+    )
+    p.add_argument(
+        "--rate",
+        type=_positive,
+        default=40.0,
+        help="tasks ending per second over the cluster (default 40)",
+    )
+    p.add_argument(
+        "--mean-duration",
+        type=_positive,
+        default=1.0,
+        help="mean task duration, exponential (default 1 s)",
+    )
+    p.add_argument(
+        "--decline-fraction",
+        type=_fraction,
+        default=0.05,
+        help="offers declined with refuse_seconds=0 to time re-offers (default 0.05)",
+    )
+    p.add_argument(
+        "--decision-delay",
+        type=float,
+        default=0.0,
+        help="seconds each framework takes to answer an offer (default 0)",
+    )
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="CSV trace (submit_time,duration,cpus,mem) dealt out to the frameworks instead "
+        "of the closed loop",
+    )
+    p.add_argument(
+        "--joiners", type=int, default=5, help="agents that join during each window (default 5)"
+    )
+    p.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring (3)")
+
+
+def _launch_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agents", type=int, default=10, help="emulated agents (default 10)")
+    p.add_argument(
+        "--real-agents",
+        type=int,
+        default=0,
+        help="use N real `agora agent` processes instead of emulated agents",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=32,
+        help="tasks the framework keeps in flight (default 32)",
+    )
+    p.add_argument(
+        "--spawn-seconds",
+        type=_positive,
+        default=3.0,
+        help="how long to measure the raw spawn rate (default 3 s)",
+    )
+    p.add_argument(
+        "--latency-seconds",
+        type=_positive,
+        default=4.0,
+        help="one-task-at-a-time phase for accept -> RUNNING (default 4 s)",
+    )
+    p.add_argument(
+        "--warmup", type=float, default=2.0, help="seconds before each measured phase (default 2)"
+    )
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="put the real agents' work dirs (sandboxes, checkpoints) under DIR; the run "
+        "reports how fast DIR creates files, which the per-task cost depends on "
+        "(default: $TMPDIR or /tmp)",
+    )
+
+
+def _scale_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--agents",
+        type=_ints,
+        default=[100, 1000, 5000, 10000],
+        help="agent counts (default 100,1000,5000,10000)",
+    )
+    p.add_argument(
+        "--idle-seconds",
+        type=_positive,
+        default=10.0,
+        help="idle window per step (default 10 s; >= 2 heartbeat intervals is best)",
+    )
+
+
+def _fairness_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agents", type=int, default=20, help="emulated agents (default 20)")
+    p.add_argument(
+        "--agent-resources", default="cpus:4;mem:8192", help="each agent (default cpus:4;mem:8192)"
+    )
+    p.add_argument(
+        "--mean-duration",
+        type=_positive,
+        default=2.0,
+        help="mean task duration, exponential (default 2 s)",
+    )
+    p.add_argument(
+        "--sample-interval",
+        type=_positive,
+        default=0.25,
+        help="seconds between ListFrameworks samples (default 0.25)",
+    )
+
+
+def _build_offer_latency(args: argparse.Namespace) -> Runner:
+    quiet = args.quiet
+    from agora.experiments import offer_latency
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - {"event", "interval"}:
+        raise ExperimentError(f"--modes {args.modes!r}: use event, interval or both")
+    cfg = offer_latency.OfferLatencyConfig(
+        agents=args.agents,
+        frameworks=args.frameworks,
+        grid=args.grid,
+        fixed_agents=args.fixed_agents,
+        fixed_frameworks=args.fixed_frameworks,
+        modes=modes,
+        allocation_interval=args.allocation_interval,
+        allocation_batch=args.allocation_batch,
+        rate=args.rate,
+        mean_duration=args.mean_duration,
+        probe_decline_fraction=args.decline_fraction,
+        joiners=args.joiners,
+        warmup=args.warmup,
+        seconds=args.seconds or 10.0,
+        decision_delay=args.decision_delay,
+        trace=_trace(args.trace),
+    )
+    return lambda out, command: offer_latency.run(cfg, out, command, quiet)
+
+
+def _build_launch(args: argparse.Namespace) -> Runner:
+    quiet = args.quiet
+    from agora.experiments import launch
+
+    if args.work_dir is not None and not (
+        args.work_dir.is_dir() and os.access(args.work_dir, os.W_OK | os.X_OK)
+    ):
+        raise ExperimentError(
+            f"--work-dir {args.work_dir}: not a directory this user can write to; "
+            "create it or pick another"
+        )
+    cfg = launch.LaunchConfig(
+        agents=args.agents,
+        real_agents=args.real_agents,
+        concurrency=args.concurrency,
+        seconds=args.seconds or 10.0,
+        spawn_seconds=args.spawn_seconds,
+        latency_seconds=args.latency_seconds,
+        warmup=args.warmup,
+        work_dir=str(args.work_dir) if args.work_dir else None,
+    )
+    return lambda out, command: launch.run(cfg, out, command, quiet)
+
+
+def _build_scale(args: argparse.Namespace) -> Runner:
+    quiet = args.quiet
+    from agora.experiments import scale
+
+    cfg = scale.ScaleConfig(agents=args.agents, idle_seconds=args.seconds or args.idle_seconds)
+    return lambda out, command: scale.run(cfg, out, command, quiet)
+
+
+def _build_fairness(args: argparse.Namespace) -> Runner:
+    quiet = args.quiet
+    from agora.experiments import fairness
+
+    cfg = fairness.FairnessConfig(
+        agents=args.agents,
+        agent_resources=args.agent_resources,
+        mean_duration=args.mean_duration,
+        sample_interval=args.sample_interval,
+        seconds=args.seconds or 30.0,
+    )
+    return lambda out, command: fairness.run(cfg, out, command, quiet)
+
+
+def _trace(path: Path | None):
+    from agora.experiments.load import load_trace
+
+    if path is None:
+        return None
+    try:
+        return load_trace(path)
+    except (OSError, ValueError) as e:
+        raise ExperimentError(f"--trace: {e}") from None
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        Experiment(
+            name="offer-latency",
+            help="freed resources -> offer, event-driven vs 1 s timer",
+            description="Time from resources becoming free (task end, decline, agent "
+            "join, subscribe) to the offer reaching a framework, sweeping "
+            "agents and frameworks, in event-driven mode and Mesos' "
+            "fixed-interval mode.",
+            add_arguments=_offer_latency_arguments,
+            build=_build_offer_latency,
+            full=("--agents", "10,100,1000,10000", "--frameworks", "1,10,100", "--seconds", "15"),
+            quick=(
+                "--agents",
+                "10,100",
+                "--frameworks",
+                "1,10",
+                "--fixed-agents",
+                "100",
+                "--seconds",
+                "5",
+            ),
+        ),
+        Experiment(
+            name="launch",
+            help="accept -> RUNNING latency and tasks per second",
+            description="Accept -> TASK_RUNNING latency and task throughput, on "
+            "emulated agents or (--real-agents N) real agent processes "
+            "running real processes, against the machine's raw process "
+            "spawn rate measured in the same run.",
+            add_arguments=_launch_arguments,
+            build=_build_launch,
+            # Work dirs on tmpfs: on the machine this was written on, creating files on the disk
+            # got 10-30 times slower for minutes after heavy file churn in the same place (the run
+            # reports the speed it found), which made the figures depend on the previous run.
+            full=("--real-agents", "2", "--seconds", "10", "--work-dir", "/dev/shm"),
+            quick=("--real-agents", "1", "--seconds", "4"),
+        ),
+        Experiment(
+            name="scale",
+            help="master CPU, memory, heartbeats, allocation vs agents",
+            description="Master CPU and RSS while idle with N emulated agents "
+            "heartbeating, CPU per heartbeat, and allocation time "
+            "(full cycle and one re-offer), as N grows.",
+            add_arguments=_scale_arguments,
+            build=_build_scale,
+            full=("--agents", "100,1000,5000,10000,20000", "--seconds", "15"),
+            quick=("--agents", "100,1000", "--seconds", "5"),
+        ),
+        Experiment(
+            name="fairness",
+            help="DRF shares over time against the DRF optimum",
+            description="Three frameworks with different task shapes arrive and "
+            "leave; samples each dominant share from the Operator API "
+            "and compares the allocation while all three run with the "
+            "DRF optimum by progressive filling.",
+            add_arguments=_fairness_arguments,
+            build=_build_fairness,
+            full=("--agents", "20", "--seconds", "60"),
+            quick=("--agents", "10", "--seconds", "20"),
+        ),
+    )
+}
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """What every experiment takes: where to write, how long to measure, quiet."""
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="directory for results.json, samples.csv, the plots and summary.md",
+    )
+    p.add_argument("--seconds", type=_positive, help="measured window of each run (seconds)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def parse(name: str, argv: list[str]) -> argparse.Namespace:
+    """`agora experiment NAME ARGV` parsed as the command line would (report.py's sizes)."""
+    experiment = EXPERIMENTS[name]
+    p = argparse.ArgumentParser(prog=f"agora experiment {name}")
+    experiment.add_arguments(p)
+    add_common_arguments(p)
+    return p.parse_args(argv)
