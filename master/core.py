@@ -28,8 +28,8 @@ from agora.master.registry import (
     Offer,
     Registry,
 )
+from agora.master.registry_store import RegistryStore
 from agora.master.scheduler_calls import SchedulerCalls
-from agora.master.state_store import StateStore
 from agora.master.validation import check_role
 from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
 
@@ -47,7 +47,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         self,
         config: MasterConfig,
         allocator,
-        store: StateStore,
+        store: RegistryStore,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
@@ -169,7 +169,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
             "state recovered",
             agents=len(self.reg.agents),
             frameworks=len(self.reg.frameworks),
-            path=str(self.store.path),
+            store=self.store.describe(),
         )
 
     def _add_framework_to_allocator(self, framework: Framework) -> None:

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import grpc
 
+from agora.common.credentials import caller_principal
 from agora.master import views
+from agora.master.authz import Action, AllowAll, Authorizer, check
 from agora.master.core import MasterCore
 from agora.master.scheduler_service import run_call
 from agora.v1 import operator_pb2, operator_pb2_grpc
 
 
 class OperatorService(operator_pb2_grpc.OperatorServicer):
-    def __init__(self, core: MasterCore, leader: str = "") -> None:
+    def __init__(
+        self, core: MasterCore, leader: str = "", authorizer: Authorizer | None = None
+    ) -> None:
         self.core = core
+        self.authorizer = authorizer or AllowAll()
         self.leader = leader
+
+    def _check(self, context, action: Action, obj: str) -> None:
+        check(self.authorizer, caller_principal(context), action, obj)
 
     async def GetState(self, request, context):
         return views.cluster_state(self.core, self.leader)
@@ -33,10 +41,12 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
         return operator_pb2.ListRolesResponse(roles=views.role_summaries(self.core))
 
     async def UpdateWeight(self, request, context):
+        await run_call(context, self._check, context, Action.SET_WEIGHT, request.role)
         await run_call(context, self.core.set_weight, request.role, request.weight)
         return operator_pb2.UpdateWeightResponse()
 
     async def SetQuota(self, request, context):
+        await run_call(context, self._check, context, Action.SET_QUOTA, request.role)
         await run_call(context, self.core.set_quota, request.role, request.quota)
         return operator_pb2.SetQuotaResponse()
 
@@ -52,5 +62,6 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
         )
 
     async def DrainAgent(self, request, context):
+        await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)
         await run_call(context, self.core.drain_agent, request.agent_id)
         return operator_pb2.DrainAgentResponse()

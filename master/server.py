@@ -15,14 +15,15 @@ from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
 from agora.master import views
 from agora.master.agent_link_service import AgentLinkService
+from agora.master.authz import AllowAll, Authorizer
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
 from agora.master.dashboard import Dashboard
 from agora.master.dashboard.view import MasterView
 from agora.master.metrics import MasterMetrics
 from agora.master.operator_service import OperatorService
+from agora.master.registry_store import RegistryStore, open_store
 from agora.master.scheduler_service import SchedulerService
-from agora.master.state_store import StateStore
 from agora.v1 import (
     agent_link_pb2,
     agent_link_pb2_grpc,
@@ -63,12 +64,16 @@ def build_allocator(config: MasterConfig):
 class Master:
     """The master daemon. `allocator` may be given (benchmarks, tests); else built from config."""
 
-    def __init__(self, config: MasterConfig, allocator=None) -> None:
+    def __init__(
+        self, config: MasterConfig, allocator=None, authorizer: Authorizer | None = None
+    ) -> None:
         config.validate()
         self.config = config
+        # Every authorization decision of the master (agora.master.authz); AllowAll by default.
+        self.authorizer = authorizer or AllowAll()
         self.allocator = allocator if allocator is not None else build_allocator(config)
         self.core: MasterCore | None = None
-        self.store: StateStore | None = None
+        self.store: RegistryStore | None = None
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
@@ -90,13 +95,15 @@ class Master:
 
     async def start(self) -> int:
         """Recovers state, binds, starts allocation and heartbeats; returns the bound port."""
-        self.store = StateStore(self.config.state_path)
+        self.store = open_store(self.config.state_path)
         self.core = MasterCore(self.config, self.allocator, self.store)
         self.core.recover_state()
         server = new_server(interceptors=[self.metrics.grpc])
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerService(self.core), server)
         agent_link_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkService(self.core), server)
-        operator_pb2_grpc.add_OperatorServicer_to_server(OperatorService(self.core), server)
+        operator_pb2_grpc.add_OperatorServicer_to_server(
+            OperatorService(self.core, authorizer=self.authorizer), server
+        )
         add_standard_services(server, SERVICE_NAMES)
         try:
             port = bind(server, f"{self.config.host}:{self.config.port}", self.config.credentials)

@@ -1,4 +1,5 @@
-"""The master's durable registry: agents, frameworks, removals, weights and quota in SQLite.
+"""The master's durable registry in SQLite (a RegistryStore): agents, frameworks, removals,
+weights and quota.
 
 Tasks are not stored: agents report what they run when they re-register, as in Mesos. What is
 stored tells a restarted master whom to expect (agents and frameworks keep their ids) and whom to
@@ -9,9 +10,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from agora.master.registry_store import StoredAgent, StoredFramework
 from agora.v1 import common_pb2, operator_pb2
 
 _SCHEMA = """
@@ -27,20 +28,8 @@ CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, quota BLOB NOT NULL);
 """
 
 
-@dataclass(frozen=True)
-class StoredAgent:
-    info: common_pb2.AgentInfo
-    registered_at: float
-
-
-@dataclass(frozen=True)
-class StoredFramework:
-    info: common_pb2.FrameworkInfo
-    registered_at: float
-
-
 class StateStore:
-    """SQLite at `path`, or an in-memory database when path is None (nothing survives)."""
+    """The SQLite RegistryStore: at `path`, or in memory when path is None (nothing survives)."""
 
     def __init__(self, path: Path | None) -> None:
         if path is not None:
@@ -61,6 +50,9 @@ class StateStore:
             self._db.close()
             # An OSError, which the commands report in one line: not a database, or not ours.
             raise OSError(f"cannot use the state store {path}: {e}") from None
+
+    def describe(self) -> str:
+        return str(self.path) if self.path is not None else "memory"
 
     def close(self) -> None:
         self._db.close()

@@ -153,3 +153,93 @@ def test_a_state_store_that_cannot_be_used_is_an_oserror(tmp_path):
     garbage.write_bytes(b"this is not sqlite " * 300)
     with pytest.raises(OSError, match="not a database"):
         StateStore(garbage)
+
+
+# --- the registry store seam: every implementation passes the same contract -------------------
+
+
+@pytest.fixture(params=["sqlite-file", "sqlite-memory"])
+def registry_store(request, tmp_path):
+    from agora.master.registry_store import open_store
+
+    store = open_store(tmp_path / "master.sqlite3" if request.param == "sqlite-file" else None)
+    yield store
+    store.close()
+
+
+def test_registry_store_contract(registry_store):
+    from agora.master.registry_store import RegistryStore
+    from agora.v1 import common_pb2, operator_pb2
+
+    store: RegistryStore = registry_store
+    store.put_agent(common_pb2.AgentInfo(agent_id="a1", hostname="h1"), 1.0)
+    store.put_agent(common_pb2.AgentInfo(agent_id="a1", hostname="h1b"), 2.0)  # an update
+    store.put_framework(common_pb2.FrameworkInfo(framework_id="f1", name="web"), 3.0)
+    assert [(a.info.hostname, a.registered_at) for a in store.agents()] == [("h1b", 2.0)]
+    assert [f.info.name for f in store.frameworks()] == ["web"]
+    store.remove_agent("a1", "gone")
+    store.remove_framework("f1", "torn down")
+    assert store.agents() == [] and store.frameworks() == []
+    assert store.removed("agent") == {"a1": "gone"}
+    assert store.removed("framework") == {"f1": "torn down"}
+    store.put_weight("analytics", 2.0)
+    quota = operator_pb2.Quota(guarantee=[common_pb2.Resource(name="cpus", scalar=4)])
+    store.put_quota("analytics", quota)
+    assert store.weights() == {"analytics": 2.0}
+    assert store.quotas() == {"analytics": quota}
+    store.put_quota("analytics", None)
+    assert store.quotas() == {}
+    assert store.describe()
+
+
+def test_authorization_is_decided_in_one_place_and_refusals_name_who_what_and_which():
+    from agora.master.authz import Action, AllowAll, Decision, check
+
+    check(AllowAll(), "", Action.SET_QUOTA, "analytics")  # the default allows, as before ACLs
+
+    class OnlyOps:
+        def authorize(self, principal, action, obj):
+            ok = principal == "ops" or action is Action.READ_STATE
+            return Decision(ok, "" if ok else "only ops may change the cluster")
+
+    check(OnlyOps(), "ops", Action.DRAIN_AGENT, "agent-1")
+    check(OnlyOps(), "", Action.READ_STATE, "")
+    with pytest.raises(CallError) as e:
+        check(OnlyOps(), "alice", Action.SET_WEIGHT, "analytics")
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert e.value.message == (
+        "alice may not set weight 'analytics': only ops may change the cluster"
+    )
+    with pytest.raises(CallError, match="an anonymous caller may not drain agent 'agent-1'"):
+        check(OnlyOps(), "", Action.DRAIN_AGENT, "agent-1")
+
+
+async def test_the_master_asks_its_authorizer_before_an_operator_change():
+    from agora.master import Master, MasterConfig
+    from agora.master.authz import Action, Decision
+    from agora.v1 import operator_pb2, operator_pb2_grpc
+
+    asked = []
+
+    class ReadOnly:
+        def authorize(self, principal, action, obj):
+            asked.append((principal, action, obj))
+            return Decision(action is Action.READ_STATE, "this cluster is read-only")
+
+    master = Master(MasterConfig(port=0), authorizer=ReadOnly())
+    await master.start()
+    try:
+        async with grpc.aio.insecure_channel(master.address) as channel:
+            stub = operator_pb2_grpc.OperatorStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await stub.UpdateWeight(operator_pb2.UpdateWeightRequest(role="ops", weight=2))
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "an anonymous caller may not set weight 'ops'" in e.value.details()
+        assert asked == [("", Action.SET_WEIGHT, "ops")]
+        assert (
+            master.core.allocator.role_summaries()[0]["weight"] != 2
+            if master.core.allocator.role_summaries()
+            else True
+        )
+    finally:
+        await master.stop(0)

@@ -1,0 +1,70 @@
+"""The seam of the master's durable registry: what any store must do, and which one to open.
+
+The master reads and writes its registry (admitted agents and frameworks, removals, weights,
+quota) only through `RegistryStore`. SQLite under --state-dir (master/state_store.py) is the
+embedded default of a single master; a ZooKeeper store, for several masters with a leader
+(--zk), implements the same protocol. Tasks are never stored: agents report what they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from agora.v1 import common_pb2, operator_pb2
+
+__all__ = ["RegistryStore", "StoredAgent", "StoredFramework", "open_store"]
+
+
+@dataclass(frozen=True)
+class StoredAgent:
+    info: common_pb2.AgentInfo
+    registered_at: float
+
+
+@dataclass(frozen=True)
+class StoredFramework:
+    info: common_pb2.FrameworkInfo
+    registered_at: float
+
+
+class RegistryStore(Protocol):
+    """Every write is durable when the call returns; reads return what was last written."""
+
+    def put_agent(self, info: common_pb2.AgentInfo, registered_at: float) -> None: ...
+
+    def agents(self) -> list[StoredAgent]: ...
+
+    def remove_agent(self, agent_id: str, reason: str) -> None: ...
+
+    def put_framework(self, info: common_pb2.FrameworkInfo, registered_at: float) -> None: ...
+
+    def frameworks(self) -> list[StoredFramework]: ...
+
+    def remove_framework(self, framework_id: str, reason: str) -> None: ...
+
+    def removed(self, kind: str) -> dict[str, str]:
+        """{id: reason} of removed agents (kind "agent") or frameworks ("framework")."""
+        ...
+
+    def put_weight(self, role: str, weight: float) -> None: ...
+
+    def weights(self) -> dict[str, float]: ...
+
+    def put_quota(self, role: str, quota: operator_pb2.Quota | None) -> None: ...
+
+    def quotas(self) -> dict[str, operator_pb2.Quota]: ...
+
+    def describe(self) -> str:
+        """Where the registry lives, for the log (a file, "memory", a ZooKeeper path)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_store(state_path: Path | None) -> RegistryStore:
+    """The store a master's configuration names: SQLite at `state_path` (None: in memory)."""
+    from agora.master.state_store import StateStore
+
+    return StateStore(state_path)
