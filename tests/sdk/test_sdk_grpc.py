@@ -35,7 +35,7 @@ from agora.frameworks.sdk.driver import framework_info
 from agora.frameworks.sdk.transport import GrpcSchedulerTransport
 from agora.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 20.0
 Event = scheduler_pb2.Event
 
