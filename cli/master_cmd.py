@@ -7,7 +7,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from agora.cli.errors import CommandError
+from agora.cli.errors import CommandError, UsageError
 from agora.cli.options import (
     add_daemon_tls_flags,
     add_log_flags,
@@ -124,6 +124,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; 0 = any)",
     )
+    p.add_argument(
+        "--acls",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="ACLs (YAML or JSON): which principals may register agents and frameworks, run "
+        "tasks as which users, change weights and quota, drain agents, read the state; "
+        "re-read on SIGHUP (default: everyone may do everything)",
+    )
     add_daemon_tls_flags(p)
     add_log_flags(p)
     p.set_defaults(func=run, parser=p)
@@ -149,10 +158,15 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         credentials=daemon_credentials(args),
         insecure=args.insecure,
+        acls_path=args.acls,
     )
+    from agora.master.acls import AclError
+
     try:
         config.validate()
         master = Master(config)
+    except AclError as e:  # one line naming the file and what is wrong, exit 2
+        raise UsageError(str(e)) from None
     except ValueError as e:  # a bad flag value: argparse's exit 2, naming the flag
         args.parser.error(str(e).replace("_seconds", "").replace("_", "-"))
     setup_logging(args)
@@ -168,6 +182,7 @@ async def _serve(master) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
+    loop.add_signal_handler(signal.SIGHUP, master.reload_acls)
     print(f"master listening on {master.address}", flush=True)
     if master.http_url is not None:
         print(f"dashboard on {master.http_url}/", flush=True)

@@ -7,6 +7,8 @@ import asyncio
 import grpc
 import structlog
 
+from agora.common.credentials import caller_principal
+from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
 from agora.master.registry import Agent, Session
@@ -16,8 +18,9 @@ log = structlog.get_logger(__name__)
 
 
 class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
-    def __init__(self, core: MasterCore) -> None:
+    def __init__(self, core: MasterCore, gate: Gatekeeper | None = None) -> None:
         self.core = core
+        self.gate = gate or Gatekeeper()
 
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
         # The first message must be Register; a silent or confused peer is refused at once.
@@ -35,8 +38,10 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                 f"the first message must be Register, got {first.WhichOneof('message')}",
             )
         session = Session()
+        principal = caller_principal(context)
         try:
-            agent = self.core.register_agent(first.register, session)
+            self.gate.check(principal, Action.REGISTER_AGENT, first.register.info.agent_id)
+            agent = self.core.register_agent(first.register, session, principal)
         except CallError as e:
             await abort(context, e)
         reader = asyncio.create_task(self._read(agent, session, request_iterator))

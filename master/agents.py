@@ -9,7 +9,7 @@ import structlog
 
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
 from agora.common.task_states import is_terminal
-from agora.master.errors import CallError
+from agora.master.errors import CallError, Reason
 from agora.master.registry import (
     ACTIVE,
     DISCONNECTED,
@@ -34,9 +34,13 @@ class AgentHandling:
     """MasterCore's agent side (a mixin: state lives on MasterCore)."""
 
     def register_agent(
-        self, register: agent_link_pb2.AgentMessage.Register, session: Session
+        self, register: agent_link_pb2.AgentMessage.Register, session: Session, principal: str = ""
     ) -> Agent:
-        """Registers or re-registers; sends Registered (or Shutdown) on the session."""
+        """Registers or re-registers; sends Registered (or Shutdown) on the session.
+
+        `principal` is the caller's name: an agent id once registered by one principal may be
+        registered again only by the same (a certificate cannot take over another's agent).
+        """
         info = common_pb2.AgentInfo()
         info.CopyFrom(register.info)
         try:
@@ -59,6 +63,13 @@ class AgentHandling:
         now, wall = self.clock(), time.time()
 
         agent = self.reg.agents.get(agent_id)
+        if agent is not None and agent.principal and agent.principal != principal:
+            raise CallError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{principal or 'an anonymous caller'} may not register as agent {agent_id}, "
+                f"which {agent.principal} registered",
+                Reason.PERMISSION_DENIED,
+            )
         if agent is not None:
             for offer in self.reg.offers_of_agent(agent_id):
                 self._rescind(offer, "agent re-registered", recover=False)
@@ -78,6 +89,7 @@ class AgentHandling:
             )
             self.reg.agents[agent_id] = agent
         agent.session, agent.last_seen, agent.last_heartbeat_at = session, now, wall
+        agent.principal = principal
         agent.state = DRAINING if agent.draining else ACTIVE
 
         shutdown_frameworks = self._reconcile_agent_tasks(agent, register.tasks)

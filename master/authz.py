@@ -16,7 +16,7 @@ import grpc
 
 from agora.master.errors import CallError, Reason
 
-__all__ = ["Action", "AllowAll", "Authorizer", "Decision", "check"]
+__all__ = ["Action", "AllowAll", "Authorizer", "Decision", "Gatekeeper", "check"]
 
 
 class Action(enum.StrEnum):
@@ -62,3 +62,23 @@ def check(authorizer: Authorizer, principal: str, action: Action, obj: str) -> N
             f"{who} may not {action.value.replace('_', ' ')} {obj!r}{why}",
             Reason.PERMISSION_DENIED,
         )
+
+
+class Gatekeeper:
+    """The master's one door: asks the current Authorizer, logs and counts every denial.
+
+    `authorizer` may be replaced at any time (the ACL file re-read on SIGHUP).
+    """
+
+    def __init__(self, authorizer: Authorizer | None = None, on_denied=None) -> None:
+        self.authorizer: Authorizer = authorizer or AllowAll()
+        # on_denied(principal, action, obj, reason): logging and the denial counter.
+        self._on_denied = on_denied
+
+    def check(self, principal: str, action: Action, obj: str) -> None:
+        try:
+            check(self.authorizer, principal, action, obj)
+        except CallError as e:
+            if self._on_denied is not None:
+                self._on_denied(principal, action, obj, e.message)
+            raise

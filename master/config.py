@@ -45,6 +45,8 @@ class MasterConfig:
     credentials: Credentials = INSECURE
     # Listen beyond loopback without TLS anyway (the operator said --insecure).
     insecure: bool = False
+    # ACLs (master/acls.py); None: every caller may do everything.
+    acls_path: Path | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead."""

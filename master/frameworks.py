@@ -27,7 +27,10 @@ MasterMessage = agent_link_pb2.MasterMessage
 class FrameworkHandling:
     """MasterCore's framework sessions (a mixin: state lives on MasterCore)."""
 
-    def subscribe(self, request_info: common_pb2.FrameworkInfo) -> tuple[Framework, Session]:
+    def subscribe(
+        self, request_info: common_pb2.FrameworkInfo, principal: str = ""
+    ) -> tuple[Framework, Session]:
+        """Subscribes a new framework, or fails one over (same id) for its own principal."""
         info = common_pb2.FrameworkInfo()
         info.CopyFrom(request_info)
         check_framework_info(info)
@@ -42,6 +45,13 @@ class FrameworkHandling:
                 "a framework_id to start afresh",
             )
         framework = self.reg.frameworks.get(framework_id) if framework_id else None
+        if framework is not None and framework.principal and framework.principal != principal:
+            raise CallError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{principal or 'an anonymous caller'} may not fail over to framework "
+                f"{framework_id}, which {framework.principal} subscribed",
+                Reason.PERMISSION_DENIED,
+            )
         if framework is not None:
             placeholder = not framework.info.name  # adopted from an agent's report
             if not placeholder and framework.role != info.role:
@@ -80,6 +90,7 @@ class FrameworkHandling:
         session = Session()
         framework.session = session
         framework.stream_id = new_id("stream")
+        framework.principal = principal
         self.store.put_framework(info, framework.registered_at)
         self.allocator.activate_framework(framework_id)
         session.send(
@@ -173,7 +184,9 @@ class FrameworkHandling:
         self.store.remove_framework(framework_id, reason)
         self.wake_allocation()
 
-    def framework_for_call(self, framework_id: str, stream_id: str) -> Framework:
+    def framework_for_call(
+        self, framework_id: str, stream_id: str, principal: str | None = None
+    ) -> Framework:
         """The caller's framework, refusing unknown ids and stale or foreign streams."""
         framework = self.reg.frameworks.get(framework_id)
         if framework is None:
@@ -194,5 +207,12 @@ class FrameworkHandling:
                 f"stream {stream_id!r} is not the current subscription of framework "
                 f"{framework_id}; use the stream_id from your latest SUBSCRIBED event",
                 Reason.STREAM_STALE,
+            )
+        if principal is not None and framework.principal and principal != framework.principal:
+            raise CallError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{principal or 'an anonymous caller'} may not act for framework "
+                f"{framework_id}, which {framework.principal} subscribed",
+                Reason.PERMISSION_DENIED,
             )
         return framework

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -45,6 +45,12 @@ class MasterMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.grpc = GrpcMetrics(self.registry)
+        self.denials = Counter(
+            "agora_master_authorization_denials",
+            "Calls refused by the ACLs, by action.",
+            ["action"],
+            registry=self.registry,
+        )
         self.allocation_seconds = Histogram(
             "agora_master_allocation_cycle_seconds",
             "How long one allocation cycle took (sorting, placing and sending offers).",

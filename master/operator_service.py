@@ -6,38 +6,41 @@ import grpc
 
 from agora.common.credentials import caller_principal
 from agora.master import views
-from agora.master.authz import Action, AllowAll, Authorizer, check
+from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.scheduler_service import run_call
 from agora.v1 import operator_pb2, operator_pb2_grpc
 
 
 class OperatorService(operator_pb2_grpc.OperatorServicer):
-    def __init__(
-        self, core: MasterCore, leader: str = "", authorizer: Authorizer | None = None
-    ) -> None:
+    def __init__(self, core: MasterCore, leader: str = "", gate: Gatekeeper | None = None) -> None:
         self.core = core
-        self.authorizer = authorizer or AllowAll()
+        self.gate = gate or Gatekeeper()
         self.leader = leader
 
-    def _check(self, context, action: Action, obj: str) -> None:
-        check(self.authorizer, caller_principal(context), action, obj)
+    def _check(self, context, action: Action, obj: str = "") -> None:
+        self.gate.check(caller_principal(context), action, obj)
 
     async def GetState(self, request, context):
+        await run_call(context, self._check, context, Action.READ_STATE)
         return views.cluster_state(self.core, self.leader)
 
     async def ListAgents(self, request, context):
+        await run_call(context, self._check, context, Action.READ_STATE)
         return operator_pb2.ListAgentsResponse(agents=views.agent_summaries(self.core))
 
     async def ListFrameworks(self, request, context):
+        await run_call(context, self._check, context, Action.READ_STATE)
         return operator_pb2.ListFrameworksResponse(frameworks=views.framework_summaries(self.core))
 
     async def ListTasks(self, request, context):
+        await run_call(context, self._check, context, Action.READ_STATE)
         return operator_pb2.ListTasksResponse(
             tasks=views.task_summaries(self.core, request.framework_id, request.agent_id)
         )
 
     async def ListRoles(self, request, context):
+        await run_call(context, self._check, context, Action.READ_STATE)
         return operator_pb2.ListRolesResponse(roles=views.role_summaries(self.core))
 
     async def UpdateWeight(self, request, context):
@@ -51,6 +54,7 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
         return operator_pb2.SetQuotaResponse()
 
     async def ExplainOffers(self, request, context):
+        await run_call(context, self._check, context, Action.READ_STATE)
         if not request.framework:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a framework by id or name")
         framework = await run_call(context, self.core.find_framework, request.framework)

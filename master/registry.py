@@ -70,6 +70,8 @@ class Agent:
     state: str = ACTIVE
     draining: bool = False
     session: Session | None = None
+    # Who registered it (its certificate's name): only they may register under its id again.
+    principal: str = ""
 
     @property
     def agent_id(self) -> str:
@@ -86,6 +88,8 @@ class Framework:
     registered_at: float
     session: Session | None = None
     stream_id: str = ""
+    # Who subscribed it: only they may fail over to it or act for it ("" until known).
+    principal: str = ""
     suppressed: bool = False
     # Pending teardown while disconnected (asyncio.TimerHandle).
     failover_timer: asyncio.TimerHandle | None = None

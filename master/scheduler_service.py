@@ -5,6 +5,8 @@ from __future__ import annotations
 import grpc
 import structlog
 
+from agora.common.credentials import caller_principal
+from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
@@ -21,13 +23,29 @@ async def run_call(context: grpc.aio.ServicerContext, call, *args):
 
 
 class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
-    def __init__(self, core: MasterCore) -> None:
+    def __init__(self, core: MasterCore, gate: Gatekeeper | None = None) -> None:
         self.core = core
+        self.gate = gate or Gatekeeper()
+
+    async def _bound(self, request, context) -> None:
+        """Refuses a call for a framework its caller did not subscribe (PERMISSION_DENIED)."""
+        await run_call(
+            context,
+            self.core.framework_for_call,
+            request.framework_id,
+            request.stream_id,
+            caller_principal(context),
+        )
 
     async def Subscribe(
         self, request: scheduler_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
     ):
-        framework, session = await run_call(context, self.core.subscribe, request.framework)
+        principal = caller_principal(context)
+        role = request.framework.role or "*"
+        await run_call(context, self.gate.check, principal, Action.REGISTER_FRAMEWORK, role)
+        framework, session = await run_call(
+            context, self.core.subscribe, request.framework, principal
+        )
         try:
             while True:
                 event = await session.queue.get()
@@ -38,37 +56,61 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             self.core.framework_disconnected(framework, session)
 
     async def Accept(self, request, context):
+        await self._bound(request, context)
+        framework = self.core.reg.frameworks[request.framework_id]
+        principal = caller_principal(context)
+        for user in sorted(_task_users(request, framework.info.user)):
+            await run_call(context, self.gate.check, principal, Action.RUN_AS_USER, user)
         await run_call(context, self.core.accept, request)
         return scheduler_pb2.AcceptResponse()
 
     async def Decline(self, request, context):
+        await self._bound(request, context)
         await run_call(context, self.core.decline, request)
         return scheduler_pb2.DeclineResponse()
 
     async def Revive(self, request, context):
+        await self._bound(request, context)
         await run_call(context, self.core.revive, request)
         return scheduler_pb2.ReviveResponse()
 
     async def Suppress(self, request, context):
+        await self._bound(request, context)
         await run_call(context, self.core.suppress, request)
         return scheduler_pb2.SuppressResponse()
 
     async def Kill(self, request, context):
+        await self._bound(request, context)
         await run_call(context, self.core.kill, request)
         return scheduler_pb2.KillResponse()
 
     async def Acknowledge(self, request, context):
+        await self._bound(request, context)
         await run_call(context, self.core.acknowledge, request)
         return scheduler_pb2.AcknowledgeResponse()
 
     async def Reconcile(self, request, context):
+        await self._bound(request, context)
         await run_call(context, self.core.reconcile, request)
         return scheduler_pb2.ReconcileResponse()
 
     async def Teardown(self, request, context):
+        principal = caller_principal(context)
+
         def teardown() -> None:
-            framework = self.core.framework_for_call(request.framework_id, request.stream_id)
+            framework = self.core.framework_for_call(
+                request.framework_id, request.stream_id, principal
+            )
             self.core.teardown(framework, "the framework asked for teardown")
 
         await run_call(context, teardown)
         return scheduler_pb2.TeardownResponse()
+
+
+def _task_users(request: scheduler_pb2.AcceptRequest, framework_user: str) -> set[str]:
+    """The Unix users the Accept's tasks would run as (a task's own, else its framework's)."""
+    return {
+        task.command.user or framework_user
+        for operation in request.operations
+        for task in operation.launch.task_infos
+    }

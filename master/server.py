@@ -14,8 +14,9 @@ from agora.common.http import HttpServer
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
 from agora.master import views
+from agora.master.acls import AclError, load_acls
 from agora.master.agent_link_service import AgentLinkService
-from agora.master.authz import AllowAll, Authorizer
+from agora.master.authz import Authorizer, Gatekeeper
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
 from agora.master.dashboard import Dashboard
@@ -69,8 +70,12 @@ class Master:
     ) -> None:
         config.validate()
         self.config = config
-        # Every authorization decision of the master (agora.master.authz); AllowAll by default.
-        self.authorizer = authorizer or AllowAll()
+        self.metrics = MasterMetrics()
+        # Every authorization decision of the master goes through this one gate (master/authz);
+        # AllowAll unless ACLs are given. AclError here: a bad --acls file at start.
+        if authorizer is None and config.acls_path is not None:
+            authorizer = load_acls(config.acls_path)
+        self.gate = Gatekeeper(authorizer, on_denied=self._denied)
         self.allocator = allocator if allocator is not None else build_allocator(config)
         self.core: MasterCore | None = None
         self.store: RegistryStore | None = None
@@ -78,7 +83,6 @@ class Master:
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
         self._metrics_http: HttpServer | None = None
-        self.metrics = MasterMetrics()
         self._dashboard: Dashboard | None = None
         self._tasks: list[asyncio.Task] = []
         self._closed = asyncio.Event()
@@ -99,11 +103,12 @@ class Master:
         self.core = MasterCore(self.config, self.allocator, self.store)
         self.core.recover_state()
         server = new_server(interceptors=[self.metrics.grpc])
-        scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerService(self.core), server)
-        agent_link_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkService(self.core), server)
-        operator_pb2_grpc.add_OperatorServicer_to_server(
-            OperatorService(self.core, authorizer=self.authorizer), server
-        )
+        scheduler = SchedulerService(self.core, self.gate)
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduler, server)
+        agent_link = AgentLinkService(self.core, self.gate)
+        agent_link_pb2_grpc.add_AgentLinkServicer_to_server(agent_link, server)
+        operator = OperatorService(self.core, gate=self.gate)
+        operator_pb2_grpc.add_OperatorServicer_to_server(operator, server)
         add_standard_services(server, SERVICE_NAMES)
         try:
             port = bind(server, f"{self.config.host}:{self.config.port}", self.config.credentials)
@@ -150,6 +155,27 @@ class Master:
             self.config.host, port, self.metrics.registry, self._ssl_context()
         )
         await self._metrics_http.start()
+
+    def _denied(self, principal: str, action, obj: str, message: str) -> None:
+        log.warning(
+            "authorization denied",
+            principal=principal or "(anonymous)",
+            action=str(action),
+            object=obj,
+        )
+        self.metrics.denials.labels(str(action)).inc()
+
+    def reload_acls(self) -> bool:
+        """Re-reads --acls (on SIGHUP); a bad file is logged and the ACLs in force stay."""
+        if self.config.acls_path is None:
+            return False
+        try:
+            self.gate.authorizer = load_acls(self.config.acls_path)
+        except AclError as e:
+            log.error("ACLs not reloaded; the previous ones stay in force", error=str(e))
+            return False
+        log.info("ACLs reloaded", path=str(self.config.acls_path))
+        return True
 
     def _ssl_context(self):
         """HTTPS with the master's certificate when it has one: the HTTP ports follow the

@@ -1,0 +1,137 @@
+"""ACLs from a file (`agora master --acls FILE`): which principals may do what, to what.
+
+The file is YAML or JSON, one list of rules per action, in the spirit of Mesos' ACLs:
+
+    permissive: false          # an action no rule allows is denied (the default)
+    register_agents:    [{principals: [agent-1, agent-2]}]
+    register_frameworks: [{principals: [batch, services], roles: ["*"]},
+                          {principals: [analytics], roles: [analytics]}]
+    run_tasks:          [{principals: [batch, services], users: [nobody]}]
+    kill_tasks:         [{principals: [ops], frameworks: [ANY]}]
+    teardown_frameworks: [{principals: [ops], frameworks: [ANY]}]
+    read_sandboxes:     [{principals: [ops], frameworks: [ANY]}]
+    set_weights:        [{principals: [ops], roles: [ANY]}]
+    set_quota:          [{principals: [ops], roles: [ANY]}]
+    drain_agents:       [{principals: [ops], agents: [ANY]}]
+    read_state:         [{principals: [ANY]}]
+
+A rule allows when the caller's principal and the action's object are both listed (ANY matches
+everything; "" is an anonymous caller, without a certificate). A framework always acts on its
+own tasks; these rules are for acting on others'. Pure: parsing and deciding, no I/O but the read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from agora.master.authz import Action, Decision
+
+__all__ = ["AclAuthorizer", "AclError", "load_acls"]
+
+ANY = "ANY"
+
+# File key -> (action, the key naming the objects in a rule; None: the action has no object).
+SECTIONS: dict[str, tuple[Action, str | None]] = {
+    "register_agents": (Action.REGISTER_AGENT, None),
+    "register_frameworks": (Action.REGISTER_FRAMEWORK, "roles"),
+    "run_tasks": (Action.RUN_AS_USER, "users"),
+    "kill_tasks": (Action.KILL_TASKS, "frameworks"),
+    "teardown_frameworks": (Action.TEARDOWN_FRAMEWORK, "frameworks"),
+    "read_sandboxes": (Action.READ_SANDBOX, "frameworks"),
+    "set_weights": (Action.SET_WEIGHT, "roles"),
+    "set_quota": (Action.SET_QUOTA, "roles"),
+    "drain_agents": (Action.DRAIN_AGENT, "agents"),
+    "read_state": (Action.READ_STATE, None),
+}
+
+
+class AclError(ValueError):
+    """A malformed ACL file; the message names the file, the place and what to write."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    principals: frozenset[str]
+    objects: frozenset[str] | None  # None: the action has no object
+
+    def allows(self, principal: str, obj: str) -> bool:
+        if ANY not in self.principals and principal not in self.principals:
+            return False
+        return self.objects is None or ANY in self.objects or obj in self.objects
+
+
+class AclAuthorizer:
+    def __init__(self, rules: dict[Action, list[Rule]], permissive: bool, source: str) -> None:
+        self.rules = rules
+        self.permissive = permissive
+        self.source = source
+
+    def authorize(self, principal: str, action: Action, obj: str) -> Decision:
+        rules = self.rules.get(action)
+        if rules is None:
+            if self.permissive:
+                return Decision(True)
+            return Decision(False, f"no rule in {self.source} allows it (permissive: false)")
+        if any(rule.allows(principal, obj) for rule in rules):
+            return Decision(True)
+        return Decision(False, f"no rule of {self.source} allows it")
+
+
+def _names(value, where: str) -> frozenset[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise AclError(f"{where}: give a list of names, e.g. [alice, bob] or [ANY]")
+    return frozenset(value)
+
+
+def parse_acls(data: object, source: str) -> AclAuthorizer:
+    if not isinstance(data, dict):
+        raise AclError(f"{source}: the ACL file must be a mapping of action -> rules")
+    permissive = data.get("permissive", False)
+    if not isinstance(permissive, bool):
+        raise AclError(f"{source}: permissive must be true or false")
+    rules: dict[Action, list[Rule]] = {}
+    for key, value in data.items():
+        if key == "permissive":
+            continue
+        if key not in SECTIONS:
+            raise AclError(f"{source}: unknown action {key!r}; use one of {', '.join(SECTIONS)}")
+        action, object_key = SECTIONS[key]
+        if not isinstance(value, list):
+            raise AclError(f"{source}: {key} must be a list of rules")
+        parsed = []
+        for i, rule in enumerate(value):
+            where = f"{source}: {key}[{i}]"
+            if not isinstance(rule, dict) or "principals" not in rule:
+                raise AclError(f"{where}: a rule is a mapping with principals (and {object_key})")
+            extra = set(rule) - {"principals", object_key}
+            if extra:
+                raise AclError(f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}")
+            objects = None
+            if object_key is not None:
+                if object_key not in rule:
+                    raise AclError(f"{where}: name the {object_key} (or [ANY])")
+                objects = _names(rule[object_key], f"{where}.{object_key}")
+            parsed.append(Rule(_names(rule["principals"], f"{where}.principals"), objects))
+        rules[action] = parsed
+    return AclAuthorizer(rules, permissive, source)
+
+
+def load_acls(path: str | Path) -> AclAuthorizer:
+    """The ACLs in `path` (YAML or JSON); AclError naming what is wrong."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise AclError(f"--acls {path}: {e.strerror or e}") from None
+    kind = "JSON" if str(path).endswith(".json") else "YAML"
+    try:
+        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise AclError(f"--acls {path}: not valid {kind} ({first})") from None
+    return parse_acls(data, str(path))
