@@ -158,8 +158,19 @@ class AgentHandling:
                 self._add_framework_to_allocator(framework)
                 self.allocator.deactivate_framework(framework_id)
                 self._start_failover_timer(framework, minimum=self.config.agent_timeout_seconds)
-            seen.add((framework_id, task_info.task_id))
             task = self.reg.tasks.get((framework_id, task_info.task_id))
+            if task is not None and task.agent_id != agent_id and task.agent_id in self.reg.agents:
+                # Another registered agent runs it: an agent reports only on its own tasks, so
+                # one cannot move another's task (and its launch) onto itself.
+                log.warning(
+                    "agent reported a task that runs on another agent; ignored",
+                    agent_id=agent_id,
+                    task_id=task_info.task_id,
+                    framework_id=framework_id,
+                    runs_on=task.agent_id,
+                )
+                continue
+            seen.add((framework_id, task_info.task_id))
             if task is None:
                 try:
                     resources = Resources.from_proto(task_info.resources)
@@ -285,6 +296,15 @@ class AgentHandling:
             bound.info("status update for a removed framework acknowledged")
             return
         task = self.reg.find_task(framework_id, status.task_id)
+        if task is not None and task.agent_id != agent.agent_id:
+            # Only the agent that runs a task reports on it: another's "FINISHED" must not free
+            # resources while the task runs on. Acked, so it is not resent.
+            bound.warning(
+                "status update for a task on another agent refused", runs_on=task.agent_id
+            )
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            return
         if task is None:
             task = Task(
                 framework_id,

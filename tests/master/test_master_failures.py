@@ -285,3 +285,41 @@ async def master_explain(master, framework_id: str) -> list[str]:
     async with channel:
         reply = await ops.ExplainOffers(operator_pb2.ExplainOffersRequest(framework=framework_id))
     return list(reply.reasons)
+
+
+async def test_an_agent_reports_only_on_its_own_tasks(tmp_path):
+    master = await start_master(None)
+    real, impostor = FakeAgent(master.address), FakeAgent(master.address)
+    framework = FakeFramework(master.address)
+    try:
+        await real.connect()
+        await framework.subscribe()
+        await launch_one(framework, real)
+        await impostor.connect()
+        # A FINISHED from an agent that does not run the task changes nothing.
+        impostor.status(framework.framework_id, "t1", common_pb2.TASK_FINISHED)
+        # Nor does listing the task in a re-registration move it onto the impostor.
+        await impostor.close()
+        await impostor.connect(
+            tasks=[
+                agent_link_pb2.RunningTask(
+                    framework_id=framework.framework_id,
+                    task=task("t1"),
+                    state=common_pb2.TASK_RUNNING,
+                )
+            ],
+            agent_id=impostor.agent_id,
+        )
+        channel, ops = operator(master.address)
+        async with channel:
+            tasks = (await ops.ListTasks(operator_pb2.ListTasksRequest())).tasks
+        [t1] = [t for t in tasks if t.task_id == "t1"]
+        assert (t1.agent_id, t1.state) == (real.agent_id, common_pb2.TASK_RUNNING)
+        assert not [
+            u for u in framework.inbox.of("update") if u.status.state == common_pb2.TASK_FINISHED
+        ]
+    finally:
+        await framework.close()
+        await impostor.close()
+        await real.close()
+        await master.stop(0)
