@@ -8,6 +8,7 @@ import grpc
 import structlog
 
 from agora.common.credentials import caller_principal
+from agora.master import limits
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
@@ -40,6 +41,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
         session = Session()
         principal = caller_principal(context)
         try:
+            limits.check_register_size(first.register)
             self.gate.check(principal, Action.REGISTER_AGENT, first.register.info.agent_id)
             agent = self.core.register_agent(first.register, session, principal)
         except CallError as e:

@@ -6,6 +6,7 @@ import grpc
 import structlog
 
 from agora.common.credentials import caller_principal
+from agora.master import limits
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
@@ -40,6 +41,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def Subscribe(
         self, request: scheduler_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
     ):
+        await run_call(context, limits.check_framework_info_size, request.framework)
         principal = caller_principal(context)
         role = request.framework.role or "*"
         await run_call(context, self.gate.check, principal, Action.REGISTER_FRAMEWORK, role)
@@ -56,6 +58,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             self.core.framework_disconnected(framework, session)
 
     async def Accept(self, request, context):
+        await run_call(context, _check_accept_size, request)
         await self._bound(request, context)
         framework = self.core.reg.frameworks[request.framework_id]
         principal = caller_principal(context)
@@ -65,6 +68,13 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.AcceptResponse()
 
     async def Decline(self, request, context):
+        await run_call(
+            context,
+            limits.check_count,
+            "offer_ids",
+            len(request.offer_ids),
+            limits.MAX_OFFERS_PER_CALL,
+        )
         await self._bound(request, context)
         await run_call(context, self.core.decline, request)
         return scheduler_pb2.DeclineResponse()
@@ -85,11 +95,21 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.KillResponse()
 
     async def Acknowledge(self, request, context):
+        await run_call(
+            context,
+            limits.check_count,
+            "acknowledgements",
+            len(request.acknowledgements),
+            limits.MAX_ACKS_PER_CALL,
+        )
         await self._bound(request, context)
         await run_call(context, self.core.acknowledge, request)
         return scheduler_pb2.AcknowledgeResponse()
 
     async def Reconcile(self, request, context):
+        await run_call(
+            context, limits.check_count, "tasks", len(request.tasks), limits.MAX_RECONCILE_TASKS
+        )
         await self._bound(request, context)
         await run_call(context, self.core.reconcile, request)
         return scheduler_pb2.ReconcileResponse()
@@ -114,3 +134,11 @@ def _task_users(request: scheduler_pb2.AcceptRequest, framework_user: str) -> se
         for operation in request.operations
         for task in operation.launch.task_infos
     }
+
+
+def _check_accept_size(request: scheduler_pb2.AcceptRequest) -> None:
+    limits.check_count("offer_ids", len(request.offer_ids), limits.MAX_OFFERS_PER_CALL)
+    tasks = [t for op in request.operations for t in op.launch.task_infos]
+    limits.check_count("tasks", len(tasks), limits.MAX_TASKS_PER_ACCEPT)
+    for task in tasks:
+        limits.check_task_size(task)

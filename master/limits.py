@@ -1,0 +1,116 @@
+"""Limits on everything a caller controls, checked at the edge before anything is stored or
+logged in full: no single call, framework or task can bloat or stall the master.
+
+Past a limit a call gets INVALID_ARGUMENT naming the field, the limit and the size it had (a
+value is shown only truncated). The numbers are generous for any real use; they are here so
+that 10 MB names, 100,000 labels or 200,000 reconcile ids cannot be sent for free.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from agora.master.errors import CallError
+
+__all__ = [
+    "MAX_ACKS_PER_CALL",
+    "MAX_ID_LENGTH",
+    "MAX_NAME_LENGTH",
+    "MAX_OFFERS_PER_CALL",
+    "MAX_RECONCILE_TASKS",
+    "MAX_TASKS_PER_ACCEPT",
+    "MIN_TASK_CPUS",
+    "check_count",
+    "check_framework_info_size",
+    "check_register_size",
+    "check_task_size",
+    "check_text",
+]
+
+MAX_ID_LENGTH = 256  # task, framework, agent and offer ids
+MAX_NAME_LENGTH = 256  # names, roles, users, hostnames, label keys
+MAX_LABEL_VALUE_LENGTH = 4096
+MAX_LABELS = 64
+MAX_CAPABILITIES = 32
+MAX_COMMAND_BYTES = 64 * 1024  # a task's command line (argv or shell), all told
+MAX_ENVIRONMENT_BYTES = 64 * 1024  # a task's environment variables, all told
+MAX_TASKS_PER_ACCEPT = 1000
+MAX_OFFERS_PER_CALL = 1000
+MAX_RECONCILE_TASKS = 10_000
+MAX_ACKS_PER_CALL = 10_000
+MAX_AGENT_TASKS = 10_000  # tasks an agent may list when it registers
+MAX_ATTRIBUTES = 64
+# The smallest cpus a task may ask for: less rounds to nothing in resource arithmetic, and
+# thousands of such tasks would fit on one agent for free (Mesos' minimum allocatable cpus).
+MIN_TASK_CPUS = 0.001
+
+
+def _refuse(field: str, message: str) -> CallError:
+    return CallError(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {message}")
+
+
+def check_text(field: str, value: str, limit: int = MAX_NAME_LENGTH) -> None:
+    if len(value) > limit:
+        raise _refuse(field, f"{len(value)} characters ({value[:40]!r}...); the limit is {limit}")
+
+
+def check_count(field: str, count: int, limit: int) -> None:
+    if count > limit:
+        raise _refuse(field, f"{count} entries; the limit is {limit} per call")
+
+
+def check_framework_info_size(info) -> None:
+    check_text("framework_id", info.framework_id, MAX_ID_LENGTH)
+    for field in ("name", "user", "role", "hostname"):
+        check_text(field, getattr(info, field))
+    check_text("service_address", info.service_address)
+    check_count("capabilities", len(info.capabilities), MAX_CAPABILITIES)
+    for capability in info.capabilities:
+        check_text("capabilities[]", capability)
+    _check_labels(info.labels)
+
+
+def _check_labels(labels) -> None:
+    check_count("labels", len(labels), MAX_LABELS)
+    for key, value in labels.items():
+        check_text("label key", key)
+        check_text(f"label {key[:40]!r}", value, MAX_LABEL_VALUE_LENGTH)
+
+
+def check_register_size(register) -> None:
+    """An agent's Register: its id, names, attributes and the tasks it lists."""
+    check_text("agent_id", register.info.agent_id, MAX_ID_LENGTH)
+    check_text("hostname", register.info.hostname)
+    check_text("address", register.info.address)
+    check_count("attributes", len(register.info.attributes), MAX_ATTRIBUTES)
+    for attribute in register.info.attributes:
+        check_text("attribute name", attribute.name)
+        check_text(f"attribute {attribute.name[:40]!r}", attribute.text)
+    check_count("tasks", len(register.tasks), MAX_AGENT_TASKS)
+    for running in register.tasks:
+        check_text("framework_id", running.framework_id, MAX_ID_LENGTH)
+        check_task_size(running.task)
+
+
+def check_task_size(task) -> None:
+    """A TaskInfo's ids, names, command and environment within the limits."""
+    check_text("task_id", task.task_id, MAX_ID_LENGTH)
+    where = f"task {task.task_id}"
+    check_text(f"{where}: name", task.name)
+    check_text(f"{where}: command.user", task.command.user)
+    command = len(task.command.shell.encode()) + sum(len(a.encode()) for a in task.command.argv)
+    if command > MAX_COMMAND_BYTES:
+        raise _refuse(f"{where}: command", f"{command} bytes; the limit is {MAX_COMMAND_BYTES}")
+    environment = sum(len(k) + len(v) for k, v in task.command.environment.items())
+    if environment > MAX_ENVIRONMENT_BYTES:
+        raise _refuse(
+            f"{where}: command.environment",
+            f"{environment} bytes; the limit is {MAX_ENVIRONMENT_BYTES}",
+        )
+    _check_labels(task.labels)
+    for r in task.resources:
+        if r.name == "cpus" and 0 < r.scalar < MIN_TASK_CPUS:
+            raise _refuse(
+                where,
+                f"asks for cpus {r.scalar:g}; the smallest a task may ask for is {MIN_TASK_CPUS:g}",
+            )

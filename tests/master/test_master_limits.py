@@ -1,0 +1,124 @@
+"""Hostile-but-well-formed input through the real master: past a documented limit a call gets
+INVALID_ARGUMENT naming the field, the size and the limit, and the master keeps serving."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from agora.frameworks.sdk import SchedulerError, framework_info
+from agora.frameworks.sdk.transport import GrpcSchedulerTransport
+from agora.master import Master, MasterConfig, limits
+from agora.v1 import agent_link_pb2, agent_link_pb2_grpc, common_pb2, scheduler_pb2
+
+
+@pytest.fixture
+async def master():
+    m = Master(MasterConfig(port=0))
+    await m.start()
+    yield m
+    await m.stop(0)
+
+
+async def subscribe(transport, **info_fields):
+    info = framework_info("limits")
+    for key, value in info_fields.items():
+        setattr(info, key, value)
+    stream = transport.subscribe(scheduler_pb2.SubscribeRequest(framework=info))
+    async for event in stream:
+        return event.subscribed, stream
+
+
+async def refused(transport, method: str, request) -> str:
+    with pytest.raises(SchedulerError) as e:
+        await transport.call(method, request)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT, e.value
+    assert len(e.value.message) < 300  # the value is never echoed in full
+    return e.value.message
+
+
+def launch(tasks) -> list[scheduler_pb2.Operation]:
+    return [scheduler_pb2.Operation(launch=scheduler_pb2.Operation.Launch(task_infos=tasks))]
+
+
+def task(task_id: str, cpus: float = 0.1, **command) -> common_pb2.TaskInfo:
+    return common_pb2.TaskInfo(
+        task_id=task_id,
+        resources=[
+            common_pb2.Resource(name="cpus", type=common_pb2.Resource.SCALAR, scalar=cpus),
+            common_pb2.Resource(name="mem", type=common_pb2.Resource.SCALAR, scalar=32),
+        ],
+        command=common_pb2.CommandInfo(**(command or {"shell": "true"})),
+    )
+
+
+async def test_oversized_calls_are_refused_naming_the_limit(master):
+    transport = GrpcSchedulerTransport(master.address)
+    # A 10 MB framework name: refused before it is stored or logged.
+    stream = transport.subscribe(
+        scheduler_pb2.SubscribeRequest(framework=framework_info("x" * 10_000_000))
+    )
+    with pytest.raises(SchedulerError) as e:
+        async for _ in stream:
+            pass
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "name: 10000000 characters" in e.value.message and "limit is 256" in e.value.message
+    assert master.core.reg.frameworks == {}
+
+    subscribed, stream = await subscribe(transport)
+    ids = {"framework_id": subscribed.framework_id, "stream_id": subscribed.stream_id}
+    many = [task(f"t{i}") for i in range(limits.MAX_TASKS_PER_ACCEPT + 1)]
+    message = await refused(
+        transport,
+        "Accept",
+        scheduler_pb2.AcceptRequest(**ids, offer_ids=["o"], operations=launch(many)),
+    )
+    assert "tasks: 1001 entries; the limit is 1000 per call" in message
+    message = await refused(
+        transport,
+        "Accept",
+        scheduler_pb2.AcceptRequest(**ids, offer_ids=["o"], operations=launch([task("t", 0.0001)])),
+    )
+    assert "asks for cpus 0.0001; the smallest a task may ask for is 0.001" in message
+    huge_env = task("e", environment={"K": "v" * (limits.MAX_ENVIRONMENT_BYTES + 1)}, shell="true")
+    message = await refused(
+        transport,
+        "Accept",
+        scheduler_pb2.AcceptRequest(**ids, offer_ids=["o"], operations=launch([huge_env])),
+    )
+    assert "command.environment: 65538 bytes; the limit is 65536" in message
+    wanted = [
+        scheduler_pb2.ReconcileRequest.Task(task_id=f"t{i}")
+        for i in range(limits.MAX_RECONCILE_TASKS + 1)
+    ]
+    message = await refused(
+        transport, "Reconcile", scheduler_pb2.ReconcileRequest(**ids, tasks=wanted)
+    )
+    assert "tasks: 10001 entries; the limit is 10000" in message
+    # And the master still serves this framework as before.
+    await transport.call("Revive", scheduler_pb2.ReviveRequest(**ids))
+    stream.cancel()
+    await transport.close()
+
+
+async def test_an_agent_listing_too_many_tasks_is_refused(master):
+    running = [
+        agent_link_pb2.RunningTask(
+            framework_id="f", task=task(f"t{i}"), state=common_pb2.TASK_RUNNING
+        )
+        for i in range(limits.MAX_AGENT_TASKS + 1)
+    ]
+    register = agent_link_pb2.AgentMessage.Register(
+        info=common_pb2.AgentInfo(hostname="h"), tasks=running
+    )
+    async with grpc.aio.insecure_channel(
+        master.address, options=[("grpc.max_send_message_length", 64 << 20)]
+    ) as channel:
+        call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(
+            iter([agent_link_pb2.AgentMessage(register=register)])
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await call.read()
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "tasks: 10001 entries; the limit is 10000" in e.value.details()
+    assert master.core.reg.frameworks == {}  # no placeholder frameworks were made
