@@ -34,6 +34,9 @@ from agora.v1 import common_pb2
 log = structlog.get_logger(__name__)
 
 DEFAULT_KILL_GRACE = 3.0
+# The longest grace the agent gives a task that ignores SIGTERM, whatever it asked for (the
+# master refuses longer ones; this holds for any master).
+MAX_KILL_GRACE = 300.0
 # Completed runs remembered (for reading their sandboxes) beyond the ones still active.
 COMPLETED_HISTORY = 1000
 
@@ -296,7 +299,8 @@ class TaskManager:
     async def _kill_when_asked(self, run: TaskRun) -> None:
         await run.kill_requested.wait()
         assert run.wrapper is not None
-        grace = run.record.kill_grace or self._default_grace
+        # Capped: whatever a task asked for, a kill ends within MAX_KILL_GRACE.
+        grace = min(run.record.kill_grace or self._default_grace, MAX_KILL_GRACE)
         log.info(
             "killing task",
             framework_id=run.record.framework_id,

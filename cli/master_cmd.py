@@ -93,9 +93,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--offer-timeout",
         type=_seconds,
-        default=None,
+        default=60.0,
         metavar="SECONDS",
-        help="rescind offers held longer than this (default: never)",
+        help="rescind offers a framework holds longer than this, so that one that never "
+        "answers cannot hold the cluster (default 60; 0 = never, as Mesos' default)",
+    )
+    p.add_argument(
+        "--max-kill-grace",
+        type=_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="the longest kill grace period a task or a kill may ask for (default 300)",
     )
     p.add_argument("--role-sorter", default="drf", help="sorter among roles: drf or random")
     p.add_argument(
@@ -150,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
         allocation_batch_seconds=args.allocation_batch,
         allocation_interval_seconds=args.allocation_interval,
         allocation_mode=args.allocation_mode,
-        offer_timeout_seconds=args.offer_timeout,
+        offer_timeout_seconds=args.offer_timeout or None,
+        max_kill_grace_seconds=args.max_kill_grace,
         role_sorter=args.role_sorter,
         framework_sorter=args.framework_sorter,
         default_refuse_seconds=args.default_refuse_seconds,

@@ -30,8 +30,11 @@ class MasterConfig:
     # "event": the above. "interval": Mesos' default behaviour, for comparisons: allocate only
     # on a fixed timer every allocation_interval_seconds, never triggered by a change.
     allocation_mode: str = "event"
-    # Outstanding offers older than this are rescinded; None keeps them until used.
-    offer_timeout_seconds: float | None = None
+    # Outstanding offers older than this are rescinded, so a framework that never answers
+    # cannot hold the cluster; None (or 0 on the command line, as in Mesos) keeps them.
+    offer_timeout_seconds: float | None = 60.0
+    # The longest kill grace period a task or a Kill may ask for: past it the task is SIGKILLed.
+    max_kill_grace_seconds: float = 300.0
     # Sorter names, checked by the allocator's AllocatorConfig (ValueError at start-up).
     role_sorter: str = "drf"
     framework_sorter: str = "drf"

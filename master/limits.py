@@ -22,6 +22,7 @@ __all__ = [
     "MIN_TASK_CPUS",
     "check_count",
     "check_framework_info_size",
+    "check_kill_grace",
     "check_register_size",
     "check_task_size",
     "check_text",
@@ -57,6 +58,13 @@ def check_text(field: str, value: str, limit: int = MAX_NAME_LENGTH) -> None:
 def check_count(field: str, count: int, limit: int) -> None:
     if count > limit:
         raise _refuse(field, f"{count} entries; the limit is {limit} per call")
+
+
+def check_kill_grace(field: str, seconds: float, maximum: float) -> None:
+    """A kill grace period within the master's maximum (--max-kill-grace): a task that
+    ignores SIGTERM is SIGKILLed after at most that long."""
+    if seconds > maximum:
+        raise _refuse(field, f"{seconds:g} s; the longest allowed is {maximum:g} s")
 
 
 def check_framework_info_size(info) -> None:

@@ -58,7 +58,9 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             self.core.framework_disconnected(framework, session)
 
     async def Accept(self, request, context):
-        await run_call(context, _check_accept_size, request)
+        await run_call(
+            context, _check_accept_size, request, self.core.config.max_kill_grace_seconds
+        )
         await self._bound(request, context)
         framework = self.core.reg.frameworks[request.framework_id]
         principal = caller_principal(context)
@@ -90,6 +92,13 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.SuppressResponse()
 
     async def Kill(self, request, context):
+        await run_call(
+            context,
+            limits.check_kill_grace,
+            "grace_period_seconds",
+            request.grace_period_seconds,
+            self.core.config.max_kill_grace_seconds,
+        )
         await self._bound(request, context)
         await run_call(context, self.core.kill, request)
         return scheduler_pb2.KillResponse()
@@ -136,9 +145,14 @@ def _task_users(request: scheduler_pb2.AcceptRequest, framework_user: str) -> se
     }
 
 
-def _check_accept_size(request: scheduler_pb2.AcceptRequest) -> None:
+def _check_accept_size(request: scheduler_pb2.AcceptRequest, max_kill_grace: float) -> None:
     limits.check_count("offer_ids", len(request.offer_ids), limits.MAX_OFFERS_PER_CALL)
     tasks = [t for op in request.operations for t in op.launch.task_infos]
     limits.check_count("tasks", len(tasks), limits.MAX_TASKS_PER_ACCEPT)
     for task in tasks:
         limits.check_task_size(task)
+        limits.check_kill_grace(
+            f"task {task.task_id}: kill_grace_period_seconds",
+            task.kill_grace_period_seconds,
+            max_kill_grace,
+        )

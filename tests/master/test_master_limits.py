@@ -122,3 +122,27 @@ async def test_an_agent_listing_too_many_tasks_is_refused(master):
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "tasks: 10001 entries; the limit is 10000" in e.value.details()
     assert master.core.reg.frameworks == {}  # no placeholder frameworks were made
+
+
+async def test_kill_grace_periods_past_the_masters_maximum_are_refused(master):
+    transport = GrpcSchedulerTransport(master.address)
+    subscribed, stream = await subscribe(transport)
+    ids = {"framework_id": subscribed.framework_id, "stream_id": subscribed.stream_id}
+    stubborn = task("stubborn")
+    stubborn.kill_grace_period_seconds = 1e308
+    message = await refused(
+        transport,
+        "Accept",
+        scheduler_pb2.AcceptRequest(**ids, offer_ids=["o"], operations=launch([stubborn])),
+    )
+    assert "kill_grace_period_seconds: 1e+308 s; the longest allowed is 300 s" in message
+    message = await refused(
+        transport,
+        "Kill",
+        scheduler_pb2.KillRequest(**ids, task_id="t", grace_period_seconds=1e9),
+    )
+    assert "grace_period_seconds: 1e+09 s; the longest allowed is 300 s" in message
+    # Offers come back by default: a framework that never answers cannot hold them for ever.
+    assert master.config.offer_timeout_seconds == 60.0
+    stream.cancel()
+    await transport.close()
