@@ -55,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tasks = command("tasks", "tasks with their state and agent", _tasks)
     tasks.add_argument("--framework", default="", help="only this framework's tasks (id)")
     tasks.add_argument("--agent", default="", help="only tasks on this agent (id)")
+    tasks.add_argument(
+        "--usage",
+        action="store_true",
+        help="also what each running task uses now (CPU seconds, memory, disk), asked of its agent",
+    )
     command("roles", "roles with weight, quota, allocation and dominant share", _roles)
     weight = command(
         "weight",
@@ -304,18 +309,47 @@ async def _frameworks(stub, args) -> int:
 async def _tasks(stub, args) -> None:
     request = operator_pb2.ListTasksRequest(framework_id=args.framework, agent_id=args.agent)
     tasks = (await stub.ListTasks(request)).tasks
-    _emit(
-        args,
-        [task_row(t) for t in tasks],
-        [
-            ("task_id", "ID"),
-            ("state", "STATE"),
-            ("hostname", "HOST"),
-            ("framework_id", "FRAMEWORK"),
-            ("resources", "RESOURCES"),
-            ("message", "MESSAGE"),
-        ],
-    )
+    rows = [task_row(t) for t in tasks]
+    columns = [
+        ("task_id", "ID"),
+        ("state", "STATE"),
+        ("hostname", "HOST"),
+        ("framework_id", "FRAMEWORK"),
+        ("resources", "RESOURCES"),
+        ("message", "MESSAGE"),
+    ]
+    if args.usage:
+        await _add_usage(stub, args, rows)
+        columns[4:4] = [("cpu_seconds", "CPU S"), ("mem_mb", "MEM MB"), ("disk_mb", "DISK MB")]
+    _emit(args, rows, columns)
+
+
+async def _add_usage(stub, args, rows: list[dict]) -> None:
+    """Each running task's usage, from its agent's GetUsage (one call per agent)."""
+    from agora.v1 import agent_pb2, agent_pb2_grpc
+
+    agents = (await stub.ListAgents(operator_pb2.ListAgentsRequest())).agents
+    addresses = {a.info.agent_id: a.info.address for a in agents}
+    usage: dict[tuple[str, str], agent_pb2.TaskUsage] = {}
+    credentials = credentials_from(args)
+    for agent_id in sorted({row["agent_id"] for row in rows if row["state"] == "TASK_RUNNING"}):
+        if not addresses.get(agent_id):
+            continue
+        async with open_channel(addresses[agent_id], credentials) as channel:
+            try:
+                reply = await agent_pb2_grpc.AgentStub(channel).GetUsage(
+                    agent_pb2.GetUsageRequest(), timeout=args.timeout
+                )
+            except grpc.aio.AioRpcError:
+                continue  # that agent does not answer: its tasks show no usage
+        for u in reply.usage:
+            usage[(u.framework_id, u.task_id)] = u
+    for row in rows:
+        u = usage.get((row["framework_id"], row["task_id"]))
+        row["cpu_seconds"] = round(u.cpu_user_seconds + u.cpu_system_seconds, 2) if u else ""
+        row["mem_mb"] = round(u.mem_rss_bytes / 2**20, 1) if u else ""
+        row["mem_limit_mb"] = round(u.mem_limit_bytes / 2**20, 1) if u else ""
+        row["disk_mb"] = round(u.disk_used_bytes / 2**20, 2) if u else ""
 
 
 async def _roles(stub, args) -> None:

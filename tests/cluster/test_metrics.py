@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -65,6 +66,14 @@ def test_prometheus_sees_agents_tasks_and_calls(tmp_path):
             value('sum(agora_grpc_server_handled_total{grpc_method="Accept",grpc_code="OK"})') >= 1
         )
         assert value("sum(agora_agent_task_launch_seconds_count)") == 3
+        # The same usage, per task, from the command line (asked of each task's agent).
+        listed = agora("cluster", "tasks", "--usage", "--json", "--master", local.address)
+        assert listed.returncode == 0, listed.stderr
+        running = [t for t in json.loads(listed.stdout) if t["state"] == "TASK_RUNNING"]
+        assert len(running) == 3
+        assert all(t["mem_limit_mb"] == 32 and t["cpu_seconds"] != "" for t in running), running
+        table = agora("cluster", "tasks", "--usage", "--master", local.address).stdout
+        assert "CPU S" in table and "MEM MB" in table
         assert agora("job", "kill", "--master", local.address, job_id).returncode == 0
         eventually(lambda: value('agora_master_tasks{state="TASK_KILLED"}') == 3, timeout=30)
     finally:
