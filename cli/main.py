@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from agora.cli.errors import CommandError, UsageError
@@ -50,6 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(e, UsageError) else 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`agora cluster tasks | head -1`): stop quietly, as `cat` does.
+        # Python's own flush of stdout at exit would fail again: point it at /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer cut off by a pipe
 
 
 if __name__ == "__main__":

@@ -146,6 +146,10 @@ class Resources:
             if name not in KNOWN_NAMES:
                 known = ", ".join(sorted(KNOWN_NAMES))
                 raise ResourceError(f"unknown resource {name!r} in {part!r} (known: {known})")
+            if (name, role) in scalars or (name, role) in ranges:
+                # Summing 'cpus:2;cpus:3' silently hid a typo: say which one is meant.
+                which = name if role == default_role else f"{name}({role})"
+                raise ResourceError(f"{which} is given twice in {text!r}; give it once")
             if name in RANGE_NAMES:
                 ranges.setdefault((name, role), []).extend(_parse_ranges(part, value))
             else:

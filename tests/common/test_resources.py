@@ -75,3 +75,14 @@ def test_bad_wire_values_are_rejected():
         Resources.parse("mem:1e16")
     with pytest.raises(ResourceError, match="unknown resource"):
         Resources.from_proto([common_pb2.Resource(name="unicorns", scalar=1)])
+
+
+def test_a_resource_given_twice_is_refused_not_summed():
+    with pytest.raises(
+        ResourceError, match=r"cpus is given twice in 'cpus:2;cpus:3'; give it once"
+    ):
+        Resources.parse("cpus:2;cpus:3")
+    with pytest.raises(ResourceError, match=r"ports\(web\) is given twice"):
+        Resources.parse("ports(web):[1-2];ports(web):[5-6]")
+    # The same name in two roles is two resources, as before.
+    assert Resources.parse("cpus:2;cpus(analytics):3").scalar("cpus") == 5
