@@ -51,6 +51,10 @@ class ClusterView(Protocol):
 
     def explain(self, framework_id: str) -> list[str]: ...
 
+    def shares(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Dominant shares by role and by framework name (cheap: sampled for the chart)."""
+        ...
+
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
@@ -173,12 +177,8 @@ class Dashboard:
 
     async def _sample(self) -> None:
         while True:
-            state = self.view.state()
-            self.history.add(
-                time.time(),
-                {r.role: r.dominant_share for r in state.roles},
-                {f.info.name or f.info.framework_id: f.dominant_share for f in state.frameworks},
-            )
+            roles, frameworks = self.view.shares()
+            self.history.add(time.time(), roles, frameworks)
             await asyncio.sleep(self.history.interval)
 
     # routes -------------------------------------------------------------------------------

@@ -19,5 +19,18 @@ class MasterView:
     def state(self) -> operator_pb2.ClusterState:
         return views.cluster_state(self.core, self.leader)
 
+    def shares(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Dominant shares by role and by framework name, straight from the allocator: the
+        chart samples them every few seconds, so no per-agent or per-task walk here."""
+        roles = {row["role"]: row["dominant_share"] for row in self.core.allocator.role_summaries()}
+        frameworks = {}
+        for framework_id, framework in self.core.reg.frameworks.items():
+            try:
+                share = float(self.core.allocator.dominant_share(framework_id))
+            except (KeyError, ValueError):
+                share = 0.0
+            frameworks[framework.info.name or framework_id] = share
+        return roles, frameworks
+
     def explain(self, framework_id: str) -> list[str]:
         return list(self.core.allocator.explain(framework_id, self.core.clock()))

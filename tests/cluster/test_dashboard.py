@@ -129,6 +129,11 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     shot(page, tmp_path, "apps")
     assert errors == []
     page.close()
+    # The chart's data: each role's and framework's dominant share, sampled over time.
+    with urllib.request.urlopen(local.url + "/api/shares", timeout=10) as reply:
+        shares = json.load(reply)
+    assert shares["at"] and "*" in shares["roles"] and "batch" in shares["frameworks"]
+    assert len(shares["roles"]["*"]) == len(shares["at"])
 
 
 def test_unknown_pages_and_ids_are_404s_not_tracebacks(local, browser):

@@ -243,3 +243,17 @@ async def test_the_master_asks_its_authorizer_before_an_operator_change():
         )
     finally:
         await master.stop(0)
+
+
+def test_share_history_aligns_series_and_keeps_a_window():
+    from agora.master.dashboard import ShareHistory
+
+    history = ShareHistory(window=3.0, interval=1.0)  # three samples at most
+    history.add(1.0, {"*": 0.1}, {"a": 0.1})
+    history.add(2.0, {"*": 0.2, "ops": 0.5}, {"a": 0.2})
+    history.add(3.0, {"*": 0.3}, {"b": 0.3})
+    history.add(4.0, {"*": 0.4}, {"b": 0.4})
+    series = history.series()
+    assert series["at"] == [2.0, 3.0, 4.0]
+    assert series["roles"] == {"*": [0.2, 0.3, 0.4], "ops": [0.5, None, None]}
+    assert series["frameworks"] == {"a": [0.2, None, None], "b": [None, 0.3, 0.4]}
