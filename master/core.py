@@ -17,6 +17,7 @@ import structlog
 
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
 from agora.master.agents import AgentHandling
+from agora.master.allocator import AllocatorProtocol
 from agora.master.config import MasterConfig
 from agora.master.errors import CallError, Reason
 from agora.master.frameworks import FrameworkHandling
@@ -46,7 +47,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
     def __init__(
         self,
         config: MasterConfig,
-        allocator,
+        allocator: AllocatorProtocol,
         store: RegistryStore,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

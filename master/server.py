@@ -16,6 +16,7 @@ from agora.common.rpc import add_standard_services, bind, new_server, service_na
 from agora.master import views
 from agora.master.acls import AclError, load_acls
 from agora.master.agent_link_service import AgentLinkService
+from agora.master.allocator import AllocatorProtocol
 from agora.master.authz import Authorizer, Gatekeeper
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
@@ -49,7 +50,7 @@ SERVICE_NAMES = [
 ]
 
 
-def build_allocator(config: MasterConfig):
+def build_allocator(config: MasterConfig) -> AllocatorProtocol:
     """The allocator the config names; ValueError (from AllocatorConfig) on bad sorter names."""
     from agora.master.allocator import Allocator, AllocatorConfig
 
@@ -66,7 +67,10 @@ class Master:
     """The master daemon. `allocator` may be given (benchmarks, tests); else built from config."""
 
     def __init__(
-        self, config: MasterConfig, allocator=None, authorizer: Authorizer | None = None
+        self,
+        config: MasterConfig,
+        allocator: AllocatorProtocol | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         config.validate()
         self.config = config

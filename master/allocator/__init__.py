@@ -5,6 +5,7 @@ No grpc, no asyncio, no clock: the master passes `now` in and sends the OfferGra
 
 from agora.master.allocator.allocator import GPU_CAPABILITY, Allocator
 from agora.master.allocator.drf import DRFSorter, dominant_share, scalar_vector
+from agora.master.allocator.protocol import AllocatorProtocol
 from agora.master.allocator.quota import Quota
 from agora.master.allocator.random_sorter import RandomSorter
 from agora.master.allocator.sorter import Sorter
@@ -15,8 +16,11 @@ from agora.master.allocator.types import (
     AllocatorConfig,
     OfferGrant,
 )
+from agora.master.allocator.view import AllocatorView
 
 __all__ = [
+    "AllocatorProtocol",
+    "AllocatorView",
     "DEFAULT_MIN_ALLOCATABLE",
     "GPU_CAPABILITY",
     "MAX_REFUSE_SECONDS",

@@ -30,6 +30,7 @@ from agora.master.allocator.quota import (
 )
 from agora.master.allocator.sorters import make_sorter
 from agora.master.allocator.types import MAX_REFUSE_SECONDS, AllocatorConfig, OfferGrant
+from agora.master.allocator.view import AllocatorView
 
 GPU_CAPABILITY = "GPU_RESOURCES"
 
@@ -438,7 +439,11 @@ class Allocator:
         from agora.master.allocator.explain import explain
 
         self._refresh_shares()
-        return explain(self, framework_id, now)
+        return explain(self.view(), framework_id, now)
+
+    def view(self) -> AllocatorView:
+        """A read-only view of this allocator's state (for explanations and reports)."""
+        return AllocatorView(self)
 
     # internals: the per-agent step ----------------------------------------------------------
 

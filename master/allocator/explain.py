@@ -7,15 +7,17 @@ from typing import TYPE_CHECKING
 from agora.master.allocator.drf import MILLI, dominant_share, scalar_vector
 
 if TYPE_CHECKING:
-    from agora.master.allocator.allocator import Allocator
+    from agora.master.allocator.view import AllocatorView
 
 
-def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
-    """Reasons, most fundamental first; one "not blocked" line when nothing stands in the way."""
-    fw = alloc._frameworks.get(framework_id)
+def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
+    """Reasons, most fundamental first; one "not blocked" line when nothing stands in the way.
+
+    Reads the allocator only through its read-only view."""
+    fw = alloc.framework(framework_id)
     if fw is None:
         return [f"unknown framework {framework_id}: it is not subscribed"]
-    role = alloc._roles[fw.role]
+    role = alloc.role(fw.role)
     reasons: list[str] = []
     if not fw.active:
         reasons.append(
@@ -24,11 +26,7 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
     if fw.suppressed:
         reasons.append("suppressed: the framework asked for no offers; Revive resumes them")
 
-    filtered = {
-        a: until
-        for a, until in alloc._filters.active(framework_id, now).items()
-        if a in alloc._agents
-    }
+    filtered = alloc.active_filters(framework_id, now)
     if filtered:
         # `now` is the master's monotonic clock, meaningless to a reader: say how long is left.
         soonest, latest = min(filtered.values()) - now, max(filtered.values()) - now
@@ -38,7 +36,7 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
             "Revive clears the filters"
         )
 
-    consumed = alloc._consumption(role)
+    consumed = alloc.consumption(role)
     if role.quota is not None:
         full = role.quota.at_limit(consumed)
         if full:
@@ -48,12 +46,10 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
             reasons.append(f"role {role.name} at quota limit ({detail})")
 
     # What could it be offered on the agents it may use right now?
-    usable = [
-        a for a in alloc._agents.values() if a.active and a.free and a.agent_id not in filtered
-    ]
+    usable = [a for a in alloc.agents() if a.active and a.free and a.agent_id not in filtered]
     if not fw.gpu:
         gpu_agents = [a for a in usable if a.gpus]
-        if gpu_agents and alloc._fits_min(scalar_vector(gpu_agents[0].free)):
+        if gpu_agents and alloc.fits_min(scalar_vector(gpu_agents[0].free)):
             reasons.append(
                 f"{len(gpu_agents)} agent(s) with free resources have GPUs: they are kept for "
                 "frameworks with the GPU_RESOURCES capability"
@@ -62,16 +58,16 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
     fits = []
     held_back = 0
     for agent in usable:
-        offer, _vec = alloc._role_offer(agent, role, False)
+        offer = alloc.role_offer(agent, role)
         if offer is None:
             plain = agent.free.allocatable_to(role.name)
-            if alloc._quota_roles and alloc._fits_min(scalar_vector(plain)):
+            if alloc.has_quota_roles and alloc.fits_min(scalar_vector(plain)):
                 held_back += 1
             continue
         fits.append(agent.agent_id)
 
     if not fits:
-        mins = " | ".join(str(m) for m in alloc.config.min_allocatable) or "anything"
+        mins = " | ".join(str(m) for m in alloc.min_allocatable) or "anything"
         holds = f"; it holds resources on {len(fw.allocated)} agent(s)" if fw.allocated else ""
         if held_back and not (role.quota is not None and role.quota.at_limit(consumed)):
             reasons.append(
@@ -86,12 +82,12 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
         return reasons
 
     if fw.active and not fw.suppressed:
-        share = dominant_share(fw.vec, alloc._inv_total)
+        share = dominant_share(fw.vec, alloc.inverse_totals)
         ahead = _frameworks_ahead(alloc, framework_id)
         if ahead:
             reasons.append(
                 f"waiting behind {ahead} framework(s) with lower shares (its dominant share "
-                f"{share:.3f}, its role's {dominant_share(role.vec, alloc._inv_total):.3f}); "
+                f"{share:.3f}, its role's {dominant_share(role.vec, alloc.inverse_totals):.3f}); "
                 f"{len(fits)} agent(s) have free resources it could use"
             )
         else:
@@ -102,7 +98,7 @@ def explain(alloc: Allocator, framework_id: str, now: float) -> list[str]:
     return reasons
 
 
-def _frameworks_ahead(alloc: Allocator, framework_id: str) -> int:
+def _frameworks_ahead(alloc: AllocatorView, framework_id: str) -> int:
     ahead = 0
     for fid in alloc.framework_order():
         if fid == framework_id:

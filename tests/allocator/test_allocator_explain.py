@@ -94,3 +94,33 @@ def test_reasons_add_up():
     assert len(reasons) == 2  # every free agent is filtered: nothing more to say
     alloc.add_agent("a9", Resources.of(cpus=0.001))
     assert alloc.explain("f1", 1.0)[2].startswith("nothing free fits the minimum")
+
+
+def test_explain_reads_the_allocator_only_through_its_read_only_view():
+    # explain.py names no private member of the allocator: it can change how it keeps its state.
+    import ast
+    from pathlib import Path
+
+    import agora.master.allocator.explain as module
+
+    tree = ast.parse(Path(module.__file__).read_text())
+    private = sorted(
+        {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "alloc"
+            and node.attr.startswith("_")
+        }
+    )
+    assert private == []
+
+
+def test_the_allocator_satisfies_the_protocol_the_master_is_typed_against():
+    from agora.master.allocator import Allocator, AllocatorConfig, AllocatorProtocol
+
+    allocator: AllocatorProtocol = Allocator(AllocatorConfig())
+    for name in AllocatorProtocol.__dict__:
+        if not name.startswith("_"):
+            assert callable(getattr(allocator, name)), name

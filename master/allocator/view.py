@@ -1,0 +1,64 @@
+"""A read-only view of the allocator's state, for code that explains its decisions.
+
+`explain` (and any report) reads the allocator through this view rather than its private
+members, so the allocator can change how it keeps its state without breaking them. The view
+only reads; nothing it returns is to be modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agora.master.allocator.allocator import Allocator
+
+__all__ = ["AllocatorView"]
+
+
+class AllocatorView:
+    def __init__(self, allocator: Allocator) -> None:
+        self._a = allocator
+
+    def framework(self, framework_id: str):
+        """The framework's entry (role, active, suppressed, gpu, vec, allocated), or None."""
+        return self._a._frameworks.get(framework_id)
+
+    def role(self, name: str):
+        """The role's entry (name, quota, vec)."""
+        return self._a._roles[name]
+
+    def agents(self) -> Iterable:
+        """Every agent's entry (agent_id, active, free, gpus)."""
+        return self._a._agents.values()
+
+    def active_filters(self, framework_id: str, now: float) -> dict[str, float]:
+        """agent_id -> until, for the framework's decline filters on agents still present."""
+        agents = self._a._agents
+        return {a: u for a, u in self._a._filters.active(framework_id, now).items() if a in agents}
+
+    def consumption(self, role) -> Mapping[str, float]:
+        return self._a._consumption(role)
+
+    def fits_min(self, vector: Mapping[str, float]) -> bool:
+        return self._a._fits_min(vector)
+
+    def role_offer(self, agent, role):
+        """What the role could be offered on the agent now, or None."""
+        offer, _vector = self._a._role_offer(agent, role, False)
+        return offer
+
+    @property
+    def has_quota_roles(self) -> bool:
+        return bool(self._a._quota_roles)
+
+    @property
+    def inverse_totals(self) -> Mapping[str, float]:
+        return self._a._inv_total
+
+    @property
+    def min_allocatable(self):
+        return self._a.config.min_allocatable
+
+    def framework_order(self) -> list[str]:
+        return list(self._a.framework_order())
