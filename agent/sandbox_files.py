@@ -50,15 +50,23 @@ def split_relative(relative: str) -> list[str]:
     return parts
 
 
+# openat2 answers EAGAIN when a rename during the lookup keeps it from proving the path stays
+# beneath (a task renaming directories meanwhile): it may be retried.
+_EAGAIN_TRIES = 20
+
+
 def _openat2(dir_fd: int, path: str, flags: int) -> int:
     how = _OpenHow(flags=flags, mode=0, resolve=_RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-    fd = _libc.syscall(
-        _SYS_OPENAT2, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how)
-    )
-    if fd < 0:
+    for _ in range(_EAGAIN_TRIES):
+        fd = _libc.syscall(
+            _SYS_OPENAT2, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how)
+        )
+        if fd >= 0:
+            return fd
         code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), path)
-    return fd
+        if code != errno.EAGAIN:
+            raise OSError(code, os.strerror(code), path)
+    raise SandboxPathError(f"{path!r} kept changing while it was opened; try again")
 
 
 def _walk_nofollow(dir_fd: int, parts: list[str], flags: int) -> int:
@@ -138,7 +146,7 @@ def _walk(root: int, parts: list[str], flags: int, relative: str) -> int:
 def _explain(e: OSError, relative: str) -> Exception:
     if e.errno == errno.ENOENT:
         return FileNotFoundError(errno.ENOENT, f"{relative!r} does not exist in the sandbox")
-    if e.errno in (errno.EXDEV, errno.ELOOP):
+    if e.errno in (errno.EXDEV, errno.ELOOP, errno.EAGAIN):
         # EXDEV: openat2 refused a step out; ELOOP: a symlink where none may be followed.
         return SandboxPathError(f"path {relative!r} leads outside the task's sandbox")
     if e.errno == errno.ENOTDIR:

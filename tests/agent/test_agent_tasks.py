@@ -400,12 +400,12 @@ async def test_sandbox_escapes_and_unknown_tasks_are_refused(master, agents):
 
 
 FLIP_DIRECTORY_AND_SYMLINK = """
-import os
+import os, time
 os.mkdir("real"); open("real/passwd", "w").write("inside"); os.symlink("/etc", "link")
 print("flipping", flush=True)
 while True:
     for source in ("real", "link"):
-        os.rename(source, "d"); os.rename("d", source)
+        os.rename(source, "d"); time.sleep(0.0001); os.rename("d", source)
 """
 
 

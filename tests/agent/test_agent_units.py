@@ -1,9 +1,11 @@
 """Pure pieces of the agent: resource detection arithmetic, the update queue and its log,
 sandbox path confinement (openat2 and the fallback walk), exit outcomes and the task environment."""
 
+import itertools
 import os
 import pwd
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -191,13 +193,19 @@ def test_swapping_a_directory_for_a_symlink_during_reads_never_leads_out(tmp_pat
         while not stop.is_set():
             for source in (real, link):
                 os.rename(source, d)  # atomic: d is always one or the other
+                time.sleep(0.0001)  # lets the reader in while d is this one
                 os.rename(d, source)
 
     flipper = threading.Thread(target=flip)
     flipper.start()
-    outcomes = set()
+    outcomes: set[str] = set()
+    deadline = time.monotonic() + 30
     try:
-        for _ in range(3000):
+        # At least 2,000 reads, and until the race has gone both ways (bounded in time).
+        for n in itertools.count():
+            both_ways = "read" in outcomes and len(outcomes) >= 2
+            if n >= 2000 and both_ways or time.monotonic() > deadline:
+                break
             try:
                 data = _read_all(open_beneath(sandbox, "d/passwd"))
             except (SandboxPathError, FileNotFoundError) as e:
