@@ -68,6 +68,8 @@ class TaskRecord:
     cgroups: list[str] = field(default_factory=list)
     # The Unix user the task runs as when not the agent's own (agora.agent.task_user).
     user: str = ""
+    # Set when the agent killed the task for exceeding a limit: [reason, message].
+    limitation: list[str] = field(default_factory=list)
 
     def task_info(self) -> common_pb2.TaskInfo:
         return common_pb2.TaskInfo.FromString(unb64(self.task))

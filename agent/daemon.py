@@ -16,6 +16,7 @@ from agora.agent.isolation import Isolator
 from agora.agent.link import MasterLink
 from agora.agent.metrics import AgentMetrics
 from agora.agent.resources_detect import detect_resources
+from agora.agent.sandbox_watch import DEFAULT_INTERVAL, DEFAULT_MAX_LOG_BYTES, SandboxWatch
 from agora.agent.status_updates import StatusUpdateManager
 from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
 from agora.agent.usage import usage_report
@@ -59,6 +60,12 @@ class AgentConfig:
     metrics_port: int | None = None
     # How often running tasks' usage is sampled for the metrics (seconds).
     usage_interval: float = 5.0
+    # Every this many seconds the sandboxes are checked: disk limits, log rotation.
+    sandbox_watch_interval: float = DEFAULT_INTERVAL
+    # stdout and stderr are rotated past this size (copied to stdout.1, emptied).
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
+    # Kill a task whose sandbox outgrows its `disk` resource (Mesos' disk/du isolator).
+    enforce_disk: bool = True
     # Mutual TLS to the master and on the Agent service (and HTTPS for metrics) when secure.
     credentials: Credentials = INSECURE
     # Listen beyond loopback without TLS anyway (the operator said --insecure).
@@ -108,6 +115,10 @@ class AgentDaemon:
         self._metrics_server: HttpServer | None = None
         self._usage: agent_pb2.GetUsageResponse | None = None
         self._usage_task: asyncio.Task | None = None
+        self.sandbox_watch = SandboxWatch(
+            self.tasks, config.sandbox_watch_interval, config.max_log_bytes, config.enforce_disk
+        )
+        self._watch_task: asyncio.Task | None = None
         self._link_task: asyncio.Task | None = None
         self._closed = asyncio.Event()
         self._log = log.bind(work_dir=str(self.work.root))
@@ -138,6 +149,7 @@ class AgentDaemon:
         await self.tasks.start_launcher()
         self.updates.start()
         self._link_task = asyncio.create_task(self.link.run(), name="master-link")
+        self._watch_task = asyncio.create_task(self.sandbox_watch.run(), name="sandbox-watch")
         if self.config.metrics_port is not None:
             await self._start_metrics(self.config.metrics_port)
         self._log.info(
@@ -242,6 +254,11 @@ class AgentDaemon:
         if self._link_task is not None:
             await self.link.stop(self._link_task)
             self._link_task = None
+        for background in (self._watch_task,):
+            if background is not None:
+                background.cancel()
+                await asyncio.gather(background, return_exceptions=True)
+        self._watch_task = None
         if self._usage_task is not None:
             self._usage_task.cancel()
             await asyncio.gather(self._usage_task, return_exceptions=True)

@@ -285,6 +285,10 @@ class TaskManager:
             run.wrapper.signal_group(signal.SIGKILL)
         self._isolator.cleanup(run.record.cgroups)
         state, message, reason, exit_code = launcher.exit_outcome(result, run.record.killing)
+        if run.record.limitation and state == common_pb2.TASK_KILLED:
+            # Killed by the agent for a limit it enforces: the task failed, and says why.
+            state = common_pb2.TASK_FAILED
+            reason, message = run.record.limitation
         self._end(run, state, message, reason, exit_code)
 
     async def _empty_cgroups(self, cgroups: list[str]) -> None:
@@ -356,6 +360,20 @@ class TaskManager:
         self._work.save_record(run.record)
         # Before the wrapper is up, _watch picks up the flag as soon as it is.
         run.kill_requested.set()
+
+    def kill_for_limit(self, run: TaskRun, reason: str, message: str) -> None:
+        """Kills a task that exceeded a limit the agent enforces; it ends FAILED with `reason`."""
+        if is_terminal(run.state) or run.record.killing:
+            return
+        log.warning(
+            "task exceeded a limit: killing it",
+            framework_id=run.record.framework_id,
+            task_id=run.task.task_id,
+            reason=reason,
+            detail=message,
+        )
+        run.record.limitation = [reason, message]
+        self.kill_task(run.record.framework_id, run.task.task_id)
 
     def shutdown_framework(self, framework_id: str) -> None:
         for run in list(self._active.values()):

@@ -137,6 +137,20 @@ def register(subparsers) -> None:
         help="serve Prometheus metrics at http://HOST:PORT/metrics, on --host (default: off; "
         "0 picks a free port)",
     )
+    parser.add_argument(
+        "--max-log-mb",
+        type=float,
+        default=10.0,
+        metavar="MB",
+        help="rotate a task's stdout and stderr past this size: copied to stdout.1 and emptied "
+        "(default 10)",
+    )
+    parser.add_argument(
+        "--no-disk-limit",
+        action="store_true",
+        help="do not kill tasks whose sandbox outgrows their disk resource (checked every "
+        "15 s, like Mesos' disk/du isolator; on by default)",
+    )
     add_daemon_tls_flags(parser)
     add_log_flags(parser)
     parser.set_defaults(func=run)
@@ -165,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
         cgroups=args.isolation == "cgroups",
         cpu_hard_limit=args.cpu_hard_limit,
         metrics_port=args.metrics_port,
+        max_log_bytes=int(args.max_log_mb * 1024 * 1024),
+        enforce_disk=not args.no_disk_limit,
         credentials=daemon_credentials(args),
         insecure=args.insecure,
     )

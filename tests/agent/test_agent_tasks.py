@@ -682,3 +682,41 @@ async def test_a_real_prometheus_scrapes_the_agents_tasks_and_usage(master, agen
     for task_id in ("a", "b"):
         master.kill_task(FW, task_id)
         await terminal(master, task_id)
+
+
+# --- sandbox watch: disk limits and log rotation ----------------------------------------------
+
+
+async def test_a_task_over_its_disk_allocation_fails_saying_so(master, agents):
+    await agents.start(sandbox_watch_interval=0.2)
+    await registered(master)
+    hog = shell_task("hog", "head -c 3000000 /dev/zero > big; sleep 60")
+    hog.resources.append(
+        common_pb2.Resource(name="disk", type=common_pb2.Resource.SCALAR, scalar=1)
+    )
+    master.run_task(FW, hog)
+    fine = shell_task("fine", "head -c 100000 /dev/zero > small; sleep 60")
+    fine.resources.append(
+        common_pb2.Resource(name="disk", type=common_pb2.Resource.SCALAR, scalar=10)
+    )
+    master.run_task(FW, fine)
+    status = await terminal(master, "hog")
+    assert status.state == S.TASK_FAILED
+    assert status.reason == "REASON_CONTAINER_LIMITATION_DISK"
+    assert "disk limit of 1 MB exceeded" in status.message
+    assert S.TASK_RUNNING in master.states("fine") and master.terminal("fine") is None
+    master.kill_task(FW, "fine")
+    await terminal(master, "fine")
+
+
+async def test_task_logs_are_rotated_past_the_size_the_operator_sets(master, agents):
+    daemon = await agents.start(sandbox_watch_interval=0.2, max_log_bytes=100_000)
+    await registered(master)
+    master.run_task(FW, shell_task("chatty", "head -c 300000 /dev/zero | tr '\\\\0' x; sleep 60"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("chatty"))
+    sandbox = daemon.tasks.find(FW, "chatty").sandbox
+    await eventually_async(lambda: (sandbox / "stdout.1").exists(), message="a rotation")
+    assert (sandbox / "stdout.1").stat().st_size >= 100_000
+    assert (sandbox / "stdout").stat().st_size < 300_000
+    master.kill_task(FW, "chatty")
+    await terminal(master, "chatty")
