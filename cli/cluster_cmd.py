@@ -84,6 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     drain = command("drain", "stop offering an agent's resources (its tasks keep running)", _drain)
     drain.add_argument("agent_id")
+    undrain = command("undrain", "offer a drained agent's resources again", _undrain)
+    undrain.add_argument("agent_id")
 
 
 def _positive_number(text: str) -> float:
@@ -400,6 +402,15 @@ async def _drain(stub, args) -> None:
         args,
         {"agent_id": args.agent_id, "state": "DRAINING"},
         f"agent {args.agent_id}: draining (no new offers; its tasks keep running)",
+    )
+
+
+async def _undrain(stub, args) -> None:
+    await stub.UndrainAgent(operator_pb2.UndrainAgentRequest(agent_id=args.agent_id))
+    _done(
+        args,
+        {"agent_id": args.agent_id, "state": "ACTIVE"},
+        f"agent {args.agent_id}: active again (its resources are offered)",
     )
 
 

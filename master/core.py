@@ -22,6 +22,7 @@ from agora.master.config import MasterConfig
 from agora.master.errors import CallError, Reason
 from agora.master.frameworks import FrameworkHandling
 from agora.master.registry import (
+    ACTIVE,
     DRAINING,
     RECOVERING,
     Agent,
@@ -232,6 +233,24 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
             agent.state = DRAINING
         for offer in self.reg.offers_of_agent(agent_id):
             self._rescind(offer, "agent draining")
+
+    def undrain_agent(self, agent_id: str) -> None:
+        """Ends a drain: the agent's free resources are offered again."""
+        agent = self.reg.agents.get(agent_id)
+        if agent is None:
+            raise CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"agent {agent_id!r} is not registered",
+                Reason.AGENT_UNKNOWN,
+            )
+        if not agent.draining:
+            return
+        agent.draining = False
+        if agent.connected:
+            agent.state = ACTIVE
+            if self._in_allocator(agent):
+                self.allocator.activate_agent(agent_id)
+            self.wake_allocation(agent_id)
 
     def find_framework(self, text: str) -> Framework:
         if text in self.reg.frameworks:

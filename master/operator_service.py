@@ -65,6 +65,11 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
             framework_id=framework.framework_id, reasons=reasons
         )
 
+    async def UndrainAgent(self, request, context):
+        await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)
+        await run_call(context, self.core.undrain_agent, request.agent_id)
+        return operator_pb2.UndrainAgentResponse()
+
     async def DrainAgent(self, request, context):
         await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)
         await run_call(context, self.core.drain_agent, request.agent_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import grpc
+import pytest
 from master_harness import FakeAgent, FakeFramework, operator, start_master
 
 from agora.common import Resources
@@ -57,7 +59,16 @@ async def test_drained_agent_gets_no_new_offers(tmp_path):
                 operator_pb2.ExplainOffersRequest(framework="test-fw")
             )
             assert explained.framework_id == framework.framework_id
-        assert not [e for e in framework.inbox.items[n:] if e.WhichOneof("event") == "offers"]
+            assert not [e for e in framework.inbox.items[n:] if e.WhichOneof("event") == "offers"]
+            # Undrained, the agent's resources are offered again.
+            await ops.UndrainAgent(operator_pb2.UndrainAgentRequest(agent_id=agent.agent_id))
+            again = await framework.inbox.expect("offers", after=n)
+            assert again.offers[0].agent_id == agent.agent_id
+            [summary] = (await ops.ListAgents(operator_pb2.ListAgentsRequest())).agents
+            assert summary.state == "ACTIVE"
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await ops.UndrainAgent(operator_pb2.UndrainAgentRequest(agent_id="agent-nope"))
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         await framework.close()
         await agent.close()

@@ -206,3 +206,13 @@ class DrainAgentRequest(_message.Message):
 class DrainAgentResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class UndrainAgentRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class UndrainAgentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

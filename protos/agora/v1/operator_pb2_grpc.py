@@ -79,6 +79,11 @@ class OperatorStub:
                 request_serializer=agora_dot_v1_dot_operator__pb2.DrainAgentRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_operator__pb2.DrainAgentResponse.FromString,
                 _registered_method=True)
+        self.UndrainAgent = channel.unary_unary(
+                '/agora.v1.Operator/UndrainAgent',
+                request_serializer=agora_dot_v1_dot_operator__pb2.UndrainAgentRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_operator__pb2.UndrainAgentResponse.FromString,
+                _registered_method=True)
 
 
 class OperatorServicer:
@@ -138,6 +143,13 @@ class OperatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UndrainAgent(self, request, context):
+        """Offers the agent's resources again after a drain.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +197,11 @@ def add_OperatorServicer_to_server(servicer, server):
                     servicer.DrainAgent,
                     request_deserializer=agora_dot_v1_dot_operator__pb2.DrainAgentRequest.FromString,
                     response_serializer=agora_dot_v1_dot_operator__pb2.DrainAgentResponse.SerializeToString,
+            ),
+            'UndrainAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndrainAgent,
+                    request_deserializer=agora_dot_v1_dot_operator__pb2.UndrainAgentRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_operator__pb2.UndrainAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +447,33 @@ class Operator:
             '/agora.v1.Operator/DrainAgent',
             agora_dot_v1_dot_operator__pb2.DrainAgentRequest.SerializeToString,
             agora_dot_v1_dot_operator__pb2.DrainAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndrainAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Operator/UndrainAgent',
+            agora_dot_v1_dot_operator__pb2.UndrainAgentRequest.SerializeToString,
+            agora_dot_v1_dot_operator__pb2.UndrainAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,
