@@ -15,7 +15,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-__all__ = ["DOMAIN", "Reason", "reason_of", "rich_status"]
+__all__ = ["DOMAIN", "Reason", "error_metadata", "reason_of", "rich_status"]
 
 DOMAIN = "agora.v1"
 
@@ -39,6 +39,9 @@ class Reason(enum.StrEnum):
     PERMISSION_DENIED = "PERMISSION_DENIED"
     PRECONDITION_FAILED = "PRECONDITION_FAILED"
     UNAVAILABLE = "UNAVAILABLE"
+    # A standby master: the metadata's "leader" (host:port, or "" while none is elected) is where
+    # to go instead. Clients follow it at once.
+    NOT_LEADER = "NOT_LEADER"
 
 
 # The reason a refusal has when its raiser names none.
@@ -65,6 +68,17 @@ def rich_status(
 
 def reason_of(error: grpc.RpcError) -> str | None:
     """The ErrorInfo reason of a refusal from an Agora daemon, or None if it has none."""
+    info = _error_info(error)
+    return info.reason if info is not None else None
+
+
+def error_metadata(error: grpc.RpcError) -> dict[str, str]:
+    """The ErrorInfo metadata of a refusal from an Agora daemon ({} if it has none)."""
+    info = _error_info(error)
+    return dict(info.metadata) if info is not None else {}
+
+
+def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
     try:
         status = rpc_status.from_call(error)  # type: ignore[arg-type]
     except ValueError:  # details that do not match the code or message: not ours
@@ -74,5 +88,5 @@ def reason_of(error: grpc.RpcError) -> str | None:
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()
         if detail.Unpack(info) and info.domain == DOMAIN:
-            return info.reason
+            return info
     return None

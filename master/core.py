@@ -153,6 +153,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
                 Resources.from_proto(quota.guarantee),
                 Resources.from_proto(quota.limit) if quota.limit else None,
             )
+        drained = self.store.drained()
         for stored in self.store.agents():
             self.reg.agents[stored.info.agent_id] = Agent(
                 info=stored.info,
@@ -161,6 +162,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
                 registered_at=stored.registered_at,
                 last_seen=now,
                 state=RECOVERING,
+                draining=stored.info.agent_id in drained,
             )
         for stored in self.store.frameworks():
             framework = Framework(info=stored.info, registered_at=stored.registered_at)
@@ -226,6 +228,8 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
                 f"agent {agent_id!r} is not registered",
                 Reason.AGENT_UNKNOWN,
             )
+        if not agent.draining:
+            self.store.put_drained(agent_id, True)
         agent.draining = True
         if self._in_allocator(agent):
             self.allocator.deactivate_agent(agent_id)
@@ -245,6 +249,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
             )
         if not agent.draining:
             return
+        self.store.put_drained(agent_id, False)
         agent.draining = False
         if agent.connected:
             agent.state = ACTIVE

@@ -1,9 +1,11 @@
 """The seam of the master's durable registry: what any store must do, and which one to open.
 
 The master reads and writes its registry (admitted agents and frameworks, removals, weights,
-quota) only through `RegistryStore`. SQLite under --state-dir (master/state_store.py) is the
-embedded default of a single master; a ZooKeeper store, for several masters with a leader
-(--zk), implements the same protocol. Tasks are never stored: agents report what they run.
+quota, drained agents) only through `RegistryStore`. SQLite under --state-dir
+(master/state_store.py) is the embedded default of a single master; ZooKeeper
+(master/zk_store.py), for several masters with one leader (--zk), implements the same protocol.
+Tasks are never stored: agents report what they run, and keep every status update until the
+framework has acknowledged it, so nothing about tasks needs to survive a failover.
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ class RegistryStore(Protocol):
     def put_quota(self, role: str, quota: operator_pb2.Quota | None) -> None: ...
 
     def quotas(self) -> dict[str, operator_pb2.Quota]: ...
+
+    def put_drained(self, agent_id: str, draining: bool) -> None:
+        """Marks an agent drained (an operator's decision that must outlive a failover)."""
+        ...
+
+    def drained(self) -> set[str]: ...
 
     def describe(self) -> str:
         """Where the registry lives, for the log (a file, "memory", a ZooKeeper path)."""

@@ -1,5 +1,5 @@
 """The master's durable registry in SQLite (a RegistryStore): agents, frameworks, removals,
-weights and quota.
+weights, quota and drained agents.
 
 Tasks are not stored: agents report what they run when they re-register, as in Mesos. What is
 stored tells a restarted master whom to expect (agents and frameworks keep their ids) and whom to
@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS removed (
     PRIMARY KEY (kind, id));
 CREATE TABLE IF NOT EXISTS weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, quota BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS drained (agent_id TEXT PRIMARY KEY);
 """
 
 
@@ -75,6 +76,7 @@ class StateStore:
 
     def remove_agent(self, agent_id: str, reason: str) -> None:
         self._db.execute("DELETE FROM agents WHERE agent_id = ?", (agent_id,))
+        self._db.execute("DELETE FROM drained WHERE agent_id = ?", (agent_id,))
         self._write(
             "INSERT OR REPLACE INTO removed VALUES ('agent', ?, ?, ?)",
             (agent_id, time.time(), reason),
@@ -125,3 +127,14 @@ class StateStore:
     def quotas(self) -> dict[str, operator_pb2.Quota]:
         rows = self._db.execute("SELECT role, quota FROM quotas")
         return {role: operator_pb2.Quota.FromString(blob) for role, blob in rows}
+
+    # drained agents -----------------------------------------------------------------------
+
+    def put_drained(self, agent_id: str, draining: bool) -> None:
+        if draining:
+            self._write("INSERT OR REPLACE INTO drained VALUES (?)", (agent_id,))
+        else:
+            self._write("DELETE FROM drained WHERE agent_id = ?", (agent_id,))
+
+    def drained(self) -> set[str]:
+        return {row[0] for row in self._db.execute("SELECT agent_id FROM drained")}

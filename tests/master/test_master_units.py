@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import grpc
 import pytest
 
@@ -158,10 +160,22 @@ def test_a_state_store_that_cannot_be_used_is_an_oserror(tmp_path):
 # --- the registry store seam: every implementation passes the same contract -------------------
 
 
-@pytest.fixture(params=["sqlite-file", "sqlite-memory"])
+@pytest.fixture(params=["sqlite-file", "sqlite-memory", "zookeeper"])
 def registry_store(request, tmp_path):
     from agora.master.registry_store import open_store
 
+    if request.param == "zookeeper":
+        from agora.common.election import zk_client
+        from agora.master.zk_store import ZkRegistryStore
+
+        zk = zk_client(request.getfixturevalue("zookeeper").address, 5.0)
+        zk.start(10)
+        try:
+            yield ZkRegistryStore(zk, f"/contract-{uuid.uuid4().hex}")
+        finally:
+            zk.stop()
+            zk.close()
+        return
     store = open_store(tmp_path / "master.sqlite3" if request.param == "sqlite-file" else None)
     yield store
     store.close()
@@ -189,6 +203,17 @@ def test_registry_store_contract(registry_store):
     assert store.quotas() == {"analytics": quota}
     store.put_quota("analytics", None)
     assert store.quotas() == {}
+    store.put_weight("eng/backend", 3.0)  # hierarchical role names hold a '/'
+    assert store.weights() == {"analytics": 2.0, "eng/backend": 3.0}
+    store.put_agent(common_pb2.AgentInfo(agent_id="a2", hostname="h2"), 4.0)
+    store.put_drained("a2", True)
+    store.put_drained("a2", True)  # twice is once
+    assert store.drained() == {"a2"}
+    store.put_drained("a2", False)
+    assert store.drained() == set()
+    store.put_drained("a2", True)
+    store.remove_agent("a2", "decommissioned")  # a removed agent is no longer drained
+    assert store.drained() == set()
     assert store.describe()
 
 
