@@ -23,8 +23,9 @@ from agora.agent.usage import usage_report
 from agora.common import Resources, attributes_to_proto
 from agora.common.credentials import INSECURE, Credentials, check_listen, server_ssl_context
 from agora.common.http import HttpServer
+from agora.common.masters import parse_masters
 from agora.common.metrics import metrics_server
-from agora.common.rpc import add_standard_services, bind, new_server, parse_address, service_name
+from agora.common.rpc import add_standard_services, bind, new_server, service_name
 from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 
 log = structlog.get_logger(__name__)
@@ -34,7 +35,7 @@ VERSION = "0.1.0"
 
 @dataclass
 class AgentConfig:
-    master: str  # "host:port" of the master's AgentLink
+    master: str  # the master: "host:port", a list of them, or zk://... (common/masters)
     host: str = "127.0.0.1"  # where the Agent service listens
     port: int = 5051  # 0 picks a free port
     resources: Resources | None = None  # None: detect with Mesos' rules
@@ -47,7 +48,9 @@ class AgentConfig:
     # The master is presumed gone after this many intervals of silence.
     missed_heartbeats: int = 3
     reconnect_backoff_initial: float = 0.2
-    reconnect_backoff_max: float = 5.0
+    # A cap of 1 s brings agents back within about a second of a restarted master listening,
+    # and the jitter (Backoff) keeps them from arriving all at once.
+    reconnect_backoff_max: float = 1.0
     update_backoff_initial: float = 0.5
     update_backoff_max: float = 10.0
     default_kill_grace: float = DEFAULT_KILL_GRACE
@@ -74,7 +77,7 @@ class AgentConfig:
 
 class AgentDaemon:
     def __init__(self, config: AgentConfig) -> None:
-        parse_address(config.master)  # fail early on a malformed address
+        parse_masters(config.master)  # fail early on a malformed --master (MasterSpecError)
         check_listen("the agent", config.host, config.credentials, config.insecure)
         self.config = config
         self.work = WorkDir(Path(config.work_dir))

@@ -2,7 +2,9 @@
 
 One stream at a time. Each begins with Register (the current id and running tasks, built
 fresh for every attempt); a stream that breaks, or a master silent for several heartbeat
-intervals, is dropped and dialled again with exponential backoff (0.2 s doubling to 5 s).
+intervals, is dropped and dialled again with jittered exponential backoff (0.2 s doubling to
+1 s). With a set of masters the LeaderTracker says where to dial: a standby's refusal names the
+leader, which is dialled at once, and with zk:// a change of leader wakes the link at once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import structlog
 from agora.agent.aio_util import cancel_and_wait
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
+from agora.common.leader import LeaderTracker
 from agora.common.rpc import describe_rpc_error, drain_queue, open_channel
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
 
@@ -45,18 +48,18 @@ class _Reconnect(Exception):
 class MasterLink:
     def __init__(
         self,
-        master: str,
+        master: str | LeaderTracker,
         handler: LinkHandler,
         *,
         backoff_initial: float = 0.2,
-        backoff_max: float = 5.0,
+        backoff_max: float = 1.0,
         default_heartbeat: float = 5.0,
         missed_heartbeats: int = 3,
         register_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         credentials: Credentials = INSECURE,
     ) -> None:
-        self.master = master
+        self.tracker = master if isinstance(master, LeaderTracker) else LeaderTracker(master)
         self._credentials = credentials
         self._handler = handler
         self._backoff_initial = backoff_initial
@@ -81,6 +84,11 @@ class MasterLink:
         }
 
     @property
+    def master(self) -> str:
+        """The master dialled now (the leader, as far as the link knows)."""
+        return self.tracker.current() or str(self.tracker)
+
+    @property
     def registered(self) -> bool:
         return self._registered
 
@@ -94,6 +102,13 @@ class MasterLink:
     async def run(self) -> None:
         """Keeps a registered stream to the master until `stop`."""
         self._backoff.reset()
+        try:
+            await self.tracker.start()
+            await self._run()
+        finally:
+            await self.tracker.close()
+
+    async def _run(self) -> None:
         while not self._stopping:
             attempt_log = log.bind(master=self.master)
             try:
@@ -118,15 +133,25 @@ class MasterLink:
                 self._failures += 1
                 if self.registrations and self._backoff.attempts == 0:
                     attempt_log.warning("lost the master", error=describe_rpc_error(e))
-                backoff = self._backoff.next_delay()
-                attempt_log.info(
+                hint = self.tracker.on_error(e)
+                backoff = hint if hint is not None else self._backoff.next_delay()
+                (attempt_log.debug if hint is not None else attempt_log.info)(
                     "cannot reach the master; retrying",
                     error=describe_rpc_error(e),
                     retry_in=round(backoff, 2),
+                    next=self.master,
                 )
-                await asyncio.sleep(backoff)
+                await self._pause(backoff)
                 continue
             await asyncio.sleep(self._backoff_initial)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleeps `seconds`, or less if ZooKeeper has named a new leader since the last dial."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self.tracker.changed.wait()
+        except TimeoutError:
+            pass
 
     async def stop(self, task: asyncio.Task) -> None:
         """Ends the stream and the `run` task. Cancelling the call first matters: a task
@@ -139,7 +164,11 @@ class MasterLink:
             log.warning("agent link ended with an error", error=repr(task.exception()))
 
     async def _session(self) -> None:
-        channel = open_channel(self.master, self._credentials)
+        self.tracker.changed.clear()
+        address = self.tracker.current()
+        if not address:
+            raise ConnectionError(f"no master of {self.tracker} is leading yet")
+        channel = open_channel(address, self._credentials)
         outbox: asyncio.Queue[AgentMessage | None] = asyncio.Queue()
         heartbeat: asyncio.Task | None = None
         watchdog: asyncio.Task | None = None

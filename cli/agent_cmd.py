@@ -17,7 +17,7 @@ from agora.cli.options import (
     setup_logging,
 )
 from agora.common import AttributeParseError, ResourceError, Resources, parse_attributes
-from agora.common.rpc import parse_address
+from agora.common.masters import MasterSpecError, parse_masters
 
 
 def _resources(text: str) -> Resources:
@@ -41,8 +41,8 @@ def _attributes(text: str) -> dict[str, str]:
 
 def _master(text: str) -> str:
     try:
-        parse_address(text)
-    except ValueError as e:
+        parse_masters(text)
+    except MasterSpecError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return text
 
@@ -65,7 +65,8 @@ def register(subparsers) -> None:
         required=True,
         type=_master,
         metavar="HOST:PORT",
-        help="address of the master's gRPC port, e.g. 127.0.0.1:5050",
+        help="the master: HOST:PORT, a set h1:5050,h2:5050,h3:5050, or "
+        "zk://h1:2181,h2:2181/agora; the agent finds the leader and follows it when it changes",
     )
     parser.add_argument(
         "--host",

@@ -11,7 +11,7 @@ import time
 import grpc
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_json_flag, add_master_flag, credentials_from
+from agora.cli.options import add_json_flag, add_master_flag, credentials_from, master_address
 from agora.cli.tables import format_table
 from agora.common import ResourceError, Resources, attributes_from_proto
 from agora.common.rpc import open_channel
@@ -43,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         return q
 
     command("state", "a summary of agents, frameworks, tasks and roles", _state)
+    command("masters", "every master of the set, which one leads, and since when", _masters)
     command("agents", "agents with their resources, allocation and state", _agents)
     frameworks = command(
         "frameworks", "frameworks with their role, allocation and DRF share", _frameworks
@@ -103,20 +104,22 @@ def _run(func, args: argparse.Namespace) -> int:
         return asyncio.run(_call(func, args))
     except grpc.aio.AioRpcError as e:
         if e.code() == grpc.StatusCode.UNAVAILABLE:
+            where = getattr(args, "_leader", args.master)
             raise CommandError(
-                f"cannot reach the master at {args.master}: is it running? "
+                f"cannot reach the master at {where}: is it running? "
                 "(set --master or $AGORA_MASTER)"
             ) from None
         raise CommandError(f"{e.details()} ({e.code().name})") from None
 
 
 async def _call(func, args: argparse.Namespace) -> int:
-    async with open_channel(args.master, credentials_from(args)) as channel:
+    leader = await asyncio.to_thread(master_address, args)
+    async with open_channel(leader, credentials_from(args)) as channel:
         try:
             await asyncio.wait_for(channel.channel_ready(), args.timeout)
         except TimeoutError:
             raise CommandError(
-                f"cannot reach the master at {args.master} within "
+                f"cannot reach the master at {leader} within "
                 f"{args.timeout:g}s: is it running? (set --master or "
                 "$AGORA_MASTER)"
             ) from None
@@ -236,6 +239,8 @@ async def _state(stub, args) -> None:
         "tasks": len(s.tasks),
         "running_tasks": running,
         "roles": len(s.roles),
+        "leader": s.leader,
+        "masters": [master_row(m) for m in s.masters],
         "warnings": list(s.warnings),
     }
     if args.json:
@@ -251,10 +256,47 @@ async def _state(stub, args) -> None:
         f"{summary['agents']} agents, {summary['frameworks']} frameworks, "
         f"{summary['tasks']} tasks ({running} running)"
     )
-    for key in ("master_id", "uptime_seconds", "total", "roles"):
+    for key in ("master_id", "leader", "uptime_seconds", "total", "roles"):
         print(f"{key.replace('_', ' ')}: {summary[key]}")
+    if len(s.masters) > 1:
+        standing_by = ", ".join(m.address for m in s.masters if not m.leading)
+        print(f"masters: {len(s.masters)} ({standing_by} standing by)")
     for warning in s.warnings:
         print(f"WARNING: {warning}")
+
+
+def master_row(m: operator_pb2.MasterSummary) -> dict:
+    return {
+        "master_id": m.master_id,
+        "address": m.address,
+        "leading": m.leading,
+        "role": "leader" if m.leading else "standby",
+        "started_at": m.started_at,
+        "elected_at": m.elected_at or None,
+        "since": _ago(m.elected_at if m.leading else m.started_at),
+    }
+
+
+def _ago(when: float) -> str:
+    """'3m12s ago' for a wall-clock time."""
+    if not when:
+        return "-"
+    seconds = max(0, int(time.time() - when))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = (
+        f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    )
+    return f"{text} ago"
+
+
+async def _masters(stub, args) -> None:
+    masters = (await stub.ListMasters(operator_pb2.ListMastersRequest())).masters
+    _emit(
+        args,
+        [master_row(m) for m in masters],
+        [("address", "ADDRESS"), ("role", "ROLE"), ("since", "SINCE"), ("master_id", "ID")],
+    )
 
 
 async def _agents(stub, args) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
+import sys
 from pathlib import Path
 
 from agora.cli.errors import CommandError, UsageError
@@ -35,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Runs the master: agents connect to it, frameworks subscribe to it, and it offers "
             "the agents' resources to frameworks in Dominant Resource Fairness order. With "
             "--state-dir it keeps its registry of agents and frameworks in SQLite, so that after "
-            "a restart agents and frameworks re-register with the ids they had."
+            "a restart agents and frameworks re-register with the ids they had. With --zk it is "
+            "one of a set of masters: they elect a leader on ZooKeeper, keep the registry there, "
+            "and the others stand by, naming the leader to anyone who calls them."
         ),
     )
     p.add_argument(
@@ -52,6 +56,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         help="directory for the SQLite state (default: in memory, lost on exit)",
+    )
+    p.add_argument(
+        "--zk",
+        default=None,
+        metavar="zk://HOST:PORT[,HOST:PORT...]/PATH",
+        help="run as one of a set of masters coordinated by ZooKeeper: elect a leader under "
+        "PATH and keep the registry there (instead of --state-dir); e.g. "
+        "zk://h1:2181,h2:2181,h3:2181/agora",
+    )
+    p.add_argument(
+        "--zk-session-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="ZooKeeper session timeout: a leader that dies is replaced this long after "
+        "(default 2; the ZooKeeper server may round it into its own bounds)",
+    )
+    p.add_argument(
+        "--advertise-ip",
+        default=None,
+        metavar="IP",
+        help="the address other machines reach this master at, published in ZooKeeper with "
+        "--zk (default: --host)",
     )
     p.add_argument(
         "--heartbeat-interval",
@@ -146,6 +173,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, parser=p)
 
 
+def _zk_masters(args: argparse.Namespace):
+    """The --zk master set (None without --zk); bad combinations are usage errors (exit 2)."""
+    from agora.common.masters import MasterSpecError, parse_masters
+
+    if args.zk is None:
+        for flag in ("zk_session_timeout", "advertise_ip"):
+            if getattr(args, flag) is not None:
+                raise UsageError(f"--{flag.replace('_', '-')} needs --zk")
+        return None
+    try:
+        masters = parse_masters(args.zk)
+    except MasterSpecError as e:
+        raise UsageError(f"--zk {e}") from None
+    if not masters.uses_zookeeper:
+        raise UsageError(f"--zk {args.zk!r}: write zk://h1:2181,h2:2181/agora")
+    if args.state_dir is not None:
+        raise UsageError(
+            "--state-dir and --zk: with --zk the registry is kept in ZooKeeper; drop --state-dir"
+        )
+    if args.zk_session_timeout is not None and args.zk_session_timeout <= 0:
+        raise UsageError("--zk-session-timeout must be more than 0 seconds")
+    return masters
+
+
 def run(args: argparse.Namespace) -> int:
     from agora.master import Master, MasterConfig
 
@@ -169,17 +220,69 @@ def run(args: argparse.Namespace) -> int:
         insecure=args.insecure,
         acls_path=args.acls,
     )
-    from agora.master.acls import AclError
+    from agora.master.acls import AclError, load_acls
 
+    zk = _zk_masters(args)
     try:
         config.validate()
-        master = Master(config)
+        if zk is None:
+            master = Master(config)
+        elif config.acls_path is not None:
+            load_acls(config.acls_path)  # a bad file fails now, not at election
     except AclError as e:  # one line naming the file and what is wrong, exit 2
         raise UsageError(str(e)) from None
     except ValueError as e:  # a bad flag value: argparse's exit 2, naming the flag
         args.parser.error(str(e).replace("_seconds", "").replace("_", "-"))
     setup_logging(args)
+    if zk is not None:
+        return asyncio.run(_serve_in_set(config, zk, args))
     return asyncio.run(_serve(master))
+
+
+def restart_self(reason: str) -> None:
+    """Steps down for good: replaces this process with a fresh `agora master` (same command
+    line), which stands by again. Called on kazoo's thread the moment leadership is in doubt;
+    exec ends every stream, offer and timer of this process at once (see master/leadership)."""
+    print(f"master stepping down ({reason}); restarting as a standby", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+
+
+async def _serve_in_set(config, zk, args) -> int:
+    from agora.master.leadership import DEFAULT_SESSION_TIMEOUT, Leadership
+
+    leadership = Leadership(
+        config,
+        zk,
+        advertise_ip=args.advertise_ip,
+        session_timeout=args.zk_session_timeout or DEFAULT_SESSION_TIMEOUT,
+        on_deposed=restart_self,
+    )
+    try:
+        await leadership.start(on_waiting=lambda m: print(m, file=sys.stderr, flush=True))
+    except OSError as e:
+        raise CommandError(f"cannot start: {e}") from None
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(f"master standing by on {leadership.address} ({zk})", flush=True)
+    elected = asyncio.ensure_future(leadership.elected.wait())
+    done, _ = await asyncio.wait(
+        [elected, asyncio.ensure_future(stopping.wait())], return_when=asyncio.FIRST_COMPLETED
+    )
+    if elected in done and leadership.master is not None:
+        master = leadership.master
+        loop.add_signal_handler(signal.SIGHUP, master.reload_acls)
+        print(f"master leading on {leadership.address}", flush=True)
+        if master.http_url is not None:
+            print(f"dashboard on {master.http_url}/", flush=True)
+        if master.metrics_url is not None:
+            print(f"metrics on {master.metrics_url}/metrics", flush=True)
+        await stopping.wait()
+    elected.cancel()
+    await leadership.stop()
+    return 0
 
 
 async def _serve(master) -> int:

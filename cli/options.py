@@ -34,9 +34,31 @@ def add_master_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master",
         default=os.environ.get("AGORA_MASTER", DEFAULT_MASTER),
-        help="master address HOST:PORT (default $AGORA_MASTER or 127.0.0.1:5050)",
+        help="the master: HOST:PORT, a set h1:5050,h2:5050,h3:5050, or zk://h1:2181/agora "
+        "(the leader is found and followed; default $AGORA_MASTER or 127.0.0.1:5050)",
     )
     add_tls_flags(parser, env=True)
+
+
+def master_address(args: argparse.Namespace) -> str:
+    """The leading master's host:port, from --master in any form (one address, a list, or
+    zk://): a standby's refusal names the leader. Found once per command."""
+    from agora.common.leader import LeaderNotFound, find_leader
+    from agora.common.masters import MasterSpecError, parse_masters
+
+    cached = getattr(args, "_leader", None)
+    if cached:
+        return cached
+    try:
+        masters = parse_masters(args.master)
+    except MasterSpecError as e:
+        raise UsageError(f"--master {e}") from None
+    try:
+        leader = find_leader(masters, credentials_from(args), timeout=getattr(args, "timeout", 10))
+    except LeaderNotFound as e:
+        raise CommandError(f"{e} (set --master or $AGORA_MASTER)") from None
+    args._leader = leader
+    return leader
 
 
 def add_tls_flags(parser: argparse.ArgumentParser, env: bool = False) -> None:

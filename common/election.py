@@ -15,37 +15,20 @@ kazoo calls back on its own thread: `on_change` must hand over to the caller's e
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
+
+from agora.common.masters import MasterInfo
 
 __all__ = ["Contender", "MasterInfo", "find_leader", "list_masters", "zk_client"]
 
 ELECTION = "election"
 PREFIX = "member_"
-
-
-@dataclass(frozen=True)
-class MasterInfo:
-    """What a master publishes about itself in its election znode."""
-
-    master_id: str
-    address: str  # host:port where it serves gRPC
-    started_at: float  # wall clock, seconds
-    elected_at: float = 0.0  # when it became leader; 0 while standing by
-
-    def encode(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> MasterInfo:
-        fields = json.loads(data)
-        return cls(**{k: fields[k] for k in cls.__dataclass_fields__ if k in fields})
 
 
 def zk_client(hosts: str, session_timeout: float) -> KazooClient:
@@ -113,6 +96,11 @@ class Contender:
     @property
     def leading(self) -> bool:
         return self._leading
+
+    @property
+    def node(self) -> str | None:
+        """The path of this candidacy's ephemeral znode (None before start, after withdraw)."""
+        return self._node
 
     def start(self) -> None:
         """Stands for election (the client must be started); calls on_change when elected."""

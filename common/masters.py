@@ -6,14 +6,16 @@ Every daemon and client takes the same `--master` forms (like Mesos' `--master`)
     h1:5050,h2:5050,h3:5050         several: ask any, and follow the one that leads
     zk://h1:2181,h2:2181/agora      ZooKeeper: the masters elect a leader under /agora
 
-Pure: parsing only. A malformed value is a MasterSpecError whose message shows what to write.
+Pure: parsing, and the record (MasterInfo) each master publishes about itself. A malformed
+value is a MasterSpecError whose message shows what to write.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 
-__all__ = ["MasterSet", "MasterSpecError", "parse_masters"]
+__all__ = ["MasterInfo", "MasterSet", "MasterSpecError", "parse_masters"]
 
 FORMS = "HOST:PORT, a list h1:5050,h2:5050, or zk://h1:2181,h2:2181/agora"
 
@@ -84,3 +86,21 @@ def parse_masters(text: str) -> MasterSet:
     if len(set(addresses)) != len(addresses):
         raise MasterSpecError(f"{whole!r} names a master twice")
     return MasterSet(addresses=tuple(addresses))
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    """What a master publishes about itself in its election znode."""
+
+    master_id: str
+    address: str  # host:port where it serves gRPC
+    started_at: float  # wall clock, seconds
+    elected_at: float = 0.0  # when it became leader; 0 while standing by
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> MasterInfo:
+        fields = json.loads(data)
+        return cls(**{k: fields[k] for k in cls.__dataclass_fields__ if k in fields})

@@ -16,6 +16,7 @@ import grpc
 import structlog
 
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
+from agora.common.masters import MasterInfo
 from agora.master.agents import AgentHandling
 from agora.master.allocator import AllocatorProtocol
 from agora.master.config import MasterConfig
@@ -51,13 +52,21 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         allocator: AllocatorProtocol,
         store: RegistryStore,
         clock: Callable[[], float] = time.monotonic,
+        master_id: str = "",
     ) -> None:
         self.config = config
         self.allocator = allocator
         self.store = store
         self.clock = clock
-        self.master_id = new_id("master")
+        self.master_id = master_id or new_id("master")
         self.started_at = time.time()
+        # Every master of the set, the leader first (Master sets it: the election's view with
+        # --zk, else this master alone).
+        self.masters: Callable[[], list[MasterInfo]] = lambda: [
+            MasterInfo(
+                self.master_id, f"{config.host}:{config.port}", self.started_at, self.started_at
+            )
+        ]
         self.reg = Registry()
         self.allocation_wanted = asyncio.Event()
         # Agents whose free resources changed since the last cycle, which is all an event-driven

@@ -25,6 +25,10 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
         await run_call(context, self._check, context, Action.READ_STATE)
         return views.cluster_state(self.core, self.leader)
 
+    async def ListMasters(self, request, context):
+        await run_call(context, self._check, context, Action.READ_STATE)
+        return operator_pb2.ListMastersResponse(masters=views.master_summaries(self.core))
+
     async def ListAgents(self, request, context):
         await run_call(context, self._check, context, Action.READ_STATE)
         return operator_pb2.ListAgentsResponse(agents=views.agent_summaries(self.core))

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 
 import grpc
 import structlog
 
 from agora.common.credentials import server_ssl_context
 from agora.common.http import HttpServer
+from agora.common.masters import MasterInfo
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
 from agora.master import views
@@ -71,7 +73,14 @@ class Master:
         config: MasterConfig,
         allocator: AllocatorProtocol | None = None,
         authorizer: Authorizer | None = None,
+        *,
+        store: RegistryStore | None = None,
+        master_id: str = "",
+        masters: Callable[[], list[MasterInfo]] | None = None,
     ) -> None:
+        """`store`, `master_id`, `masters`: given by master/leadership.py when the master leads a
+        set on ZooKeeper (its registry there, its id and the election's view of the set);
+        otherwise SQLite under --state-dir, a fresh id, and this master alone."""
         config.validate()
         self.config = config
         self.metrics = MasterMetrics()
@@ -82,7 +91,9 @@ class Master:
         self.gate = Gatekeeper(authorizer, on_denied=self._denied)
         self.allocator = allocator if allocator is not None else build_allocator(config)
         self.core: MasterCore | None = None
-        self.store: RegistryStore | None = None
+        self.store: RegistryStore | None = store
+        self._master_id = master_id
+        self._masters = masters
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
@@ -103,8 +114,11 @@ class Master:
 
     async def start(self) -> int:
         """Recovers state, binds, starts allocation and heartbeats; returns the bound port."""
-        self.store = open_store(self.config.state_path)
-        self.core = MasterCore(self.config, self.allocator, self.store)
+        if self.store is None:
+            self.store = open_store(self.config.state_path)
+        self.core = MasterCore(self.config, self.allocator, self.store, master_id=self._master_id)
+        if self._masters is not None:
+            self.core.masters = self._masters
         self.core.recover_state()
         server = new_server(interceptors=[self.metrics.grpc])
         scheduler = SchedulerService(self.core, self.gate)
@@ -135,7 +149,7 @@ class Master:
             "master started",
             address=self.address,
             master_id=self.core.master_id,
-            state=str(self.config.state_path or "memory"),
+            state=self.store.describe(),
         )
         return port
 

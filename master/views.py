@@ -111,8 +111,24 @@ def role_summaries(core: MasterCore) -> list[operator_pb2.RoleSummary]:
     return out
 
 
+def master_summaries(core: MasterCore) -> list[operator_pb2.MasterSummary]:
+    """Every master of the set, the leader first: from the election when there is one, else
+    just this master, which has led since it started."""
+    return [
+        operator_pb2.MasterSummary(
+            master_id=m.master_id,
+            address=m.address,
+            leading=i == 0,
+            started_at=m.started_at,
+            elected_at=m.elected_at if i == 0 else 0.0,
+        )
+        for i, m in enumerate(core.masters())
+    ]
+
+
 def cluster_state(core: MasterCore, leader: str) -> operator_pb2.ClusterState:
     total = _sum(a.total for a in core.reg.agents.values())
+    masters = master_summaries(core)
     return operator_pb2.ClusterState(
         master_id=core.master_id,
         started_at=core.started_at,
@@ -121,8 +137,9 @@ def cluster_state(core: MasterCore, leader: str) -> operator_pb2.ClusterState:
         tasks=task_summaries(core),
         roles=role_summaries(core),
         total=total.to_proto(),
-        leader=leader,
+        leader=leader or (masters[0].address if masters else ""),
         warnings=security_warnings(core.config),
+        masters=masters,
     )
 
 

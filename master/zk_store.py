@@ -20,6 +20,7 @@ successor's registry. The write raises StoreFenced and the master stops acting.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
@@ -54,10 +55,17 @@ class ZkRegistryStore:
     """The registry under `<path>/registry`. `fence`: the election znode every write checks
     (None: unfenced, for tools and tests)."""
 
-    def __init__(self, zk: KazooClient, path: str, fence: str | None = None) -> None:
+    def __init__(
+        self,
+        zk: KazooClient,
+        path: str,
+        fence: str | None = None,
+        on_fenced: Callable[[], None] | None = None,
+    ) -> None:
         self._zk = zk
         self._base = f"{path.rstrip('/')}/registry"
         self._fence = fence
+        self._on_fenced = on_fenced
         for d in _DIRS:
             zk.ensure_path(f"{self._base}/{d}")
 
@@ -79,6 +87,8 @@ class ZkRegistryStore:
         # comes back as RolledBackError.
         fenced = isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError)
         if self._fence is not None and fenced:
+            if self._on_fenced is not None:
+                self._on_fenced()
             raise StoreFenced(f"lost the election znode {self._fence}; not writing")
         return results[1:] if self._fence is not None else results
 

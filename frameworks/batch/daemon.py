@@ -10,7 +10,8 @@ import grpc
 
 from agora.common import UNRESERVED
 from agora.common.credentials import INSECURE, Credentials, check_listen
-from agora.common.rpc import parse_address, service_name
+from agora.common.masters import parse_masters
+from agora.common.rpc import service_name
 from agora.frameworks.batch.queue import DEFAULT_POLICY, get_policy
 from agora.frameworks.batch.scheduler import BatchScheduler
 from agora.frameworks.batch.service import BatchService
@@ -48,7 +49,7 @@ class BatchConfig:
     # bounded, so that a revive lost on the way costs seconds, not minutes)
 
     def validate(self) -> None:
-        parse_address(self.master)
+        parse_masters(self.master)  # any --master form; MasterSpecError is a ValueError
         check_listen("the batch framework", self.host, self.credentials, self.insecure)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
@@ -82,7 +83,7 @@ class BatchDaemon(FrameworkDaemon):
         self.config = config  # typed as BatchConfig
         self._operator: operator_pb2_grpc.OperatorStub | None = None
 
-    def _open(self, master: grpc.aio.Channel) -> None:
+    def _open(self, operator: operator_pb2_grpc.OperatorStub) -> None:
         """Loads the jobs."""
         config = self.config
         self.store = JobStore(config.state_path)
@@ -94,7 +95,7 @@ class BatchDaemon(FrameworkDaemon):
             decline_refuse_seconds=config.decline_refuse_seconds,
             idle_refuse_seconds=config.idle_refuse_seconds,
         )
-        self._operator = operator_pb2_grpc.OperatorStub(master)
+        self._operator = operator
 
     def _add_services(self, server: grpc.aio.Server) -> None:
         assert self.scheduler is not None and self._operator is not None

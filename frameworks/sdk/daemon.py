@@ -12,11 +12,13 @@ import structlog
 
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
-from agora.common.rpc import add_standard_services, bind, new_server, open_channel
+from agora.common.leader import FollowingStub, LeaderTracker
+from agora.common.rpc import add_standard_services, bind, new_server
 from agora.frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
 from agora.frameworks.sdk.framework import Framework
 from agora.frameworks.sdk.state_store import StateStore
 from agora.frameworks.sdk.transport import GrpcSchedulerTransport
+from agora.v1 import operator_pb2_grpc
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +67,7 @@ class FrameworkDaemon:
         self.driver: Driver | None = None
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
-        self._channel: grpc.aio.Channel | None = None
+        self._channel: FollowingStub | None = None  # Operator calls to the leading master
         self._driver_task: asyncio.Task | None = None
         self._background: list[asyncio.Task] = []
         self._stopping = False
@@ -73,9 +75,9 @@ class FrameworkDaemon:
 
     # what a framework daemon supplies ----------------------------------------------------
 
-    def _open(self, master: grpc.aio.Channel) -> None:
+    def _open(self, operator: operator_pb2_grpc.OperatorStub) -> None:
         """Loads the state and builds the scheduler: sets self.store and self.scheduler.
-        `master` is a channel to the master (for Operator calls), closed on stop."""
+        `operator` makes Operator calls to the leading master (closed on stop)."""
         raise NotImplementedError
 
     def _add_services(self, server: grpc.aio.Server) -> None:
@@ -123,7 +125,10 @@ class FrameworkDaemon:
     async def start(self) -> int:
         """Loads the state, binds the API, and subscribes to the master."""
         config = self.config
-        self._channel = open_channel(config.master, self.credentials)
+        # Operator calls go to whichever master leads (a standby's redirect is followed).
+        tracker = LeaderTracker(config.master)
+        await tracker.start()
+        self._channel = FollowingStub(operator_pb2_grpc.OperatorStub, tracker, self.credentials)
         self._open(self._channel)
         assert self.store is not None and self.scheduler is not None
         server = new_server()

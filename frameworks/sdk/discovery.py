@@ -1,7 +1,8 @@
 """Finding a framework's own API through the master: clients need only the master's address.
 
 A framework daemon publishes where its API listens in FrameworkInfo.service_address; the
-master's Operator.ListFrameworks hands it out.
+master's Operator.ListFrameworks hands it out. `master` may name a set of masters (a list, or
+zk://); the leader is asked.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import grpc
 
 from agora.common.credentials import INSECURE, Credentials, sync_channel
+from agora.common.leader import LeaderNotFound, find_leader
+from agora.common.masters import MasterSpecError
 from agora.common.rpc import CHANNEL_OPTIONS
 from agora.v1 import operator_pb2, operator_pb2_grpc
 
@@ -32,6 +35,11 @@ def find_framework_api(
     Raises `error` when the master cannot be reached or no such framework has published an
     address; `hint` (say, how to start one) ends the second message.
     """
+    try:
+        # Any --master form: one address, a list, zk://; a standby names the leader.
+        master = find_leader(master, credentials, timeout=timeout)
+    except (LeaderNotFound, MasterSpecError) as e:
+        raise error(str(e)) from None
     with sync_channel(master, credentials, CHANNEL_OPTIONS) as channel:
         stub = operator_pb2_grpc.OperatorStub(channel)
         try:

@@ -101,7 +101,9 @@ class Driver:
         self.stream_id = ""
         self.master_id = ""
         self.heartbeat_interval = 0.0
-        self.backoff = backoff or Backoff()
+        # Capped at 1 s: back within about a second of a restarted master listening; the
+        # jitter keeps the frameworks from all arriving at once.
+        self.backoff = backoff or Backoff(initial=0.2, cap=1.0)
         # How long to wait for SUBSCRIBED, and how many heartbeat intervals of silence mean the
         # master (or the path to it) is gone even though TCP has not noticed; never less than
         # min_silence, so that a master busy for a moment (disk, GC) is not taken for dead.
@@ -144,11 +146,15 @@ class Driver:
         self._running = True
         first = True
         try:
+            await self.transport.start()
             while not self._stop.is_set():
                 if not first:
-                    delay = self.backoff.next_delay()
+                    # A standby that named the leader: go now; else back off (with jitter).
+                    delay = self.transport.retry_delay()
+                    if delay is None:
+                        delay = self.backoff.next_delay()
                     self._log.info("reconnecting to the master", in_seconds=round(delay, 3))
-                    if await self._stopped_within(delay):
+                    if await self._stopped_within(delay, self.transport.leader_changed):
                         break
                     await self.transport.reset()
                 first = False
@@ -169,12 +175,17 @@ class Driver:
             self._stop_from_dispatcher = current is not None and current is self._dispatcher
             self._stop.set()
 
-    async def _stopped_within(self, seconds: float) -> bool:
+    async def _stopped_within(self, seconds: float, wake: asyncio.Event | None = None) -> bool:
+        """Waits `seconds` (less if `wake` is set: a new leader is known); True if stopped."""
+        waits = [asyncio.ensure_future(self._stop.wait())]
+        if wake is not None:
+            waits.append(asyncio.ensure_future(wake.wait()))
         try:
-            await asyncio.wait_for(self._stop.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return self._stop.is_set()
 
     async def _run_session(self) -> bool:
         """One subscription, from Subscribe to the end of its stream; True if it subscribed."""

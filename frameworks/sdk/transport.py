@@ -9,6 +9,7 @@ MockTransport); `GrpcSchedulerTransport` talks to a real master.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
@@ -16,6 +17,7 @@ from google.protobuf.message import Message
 
 from agora.common.credentials import Credentials, aio_channel
 from agora.common.errors import reason_of
+from agora.common.leader import LeaderTracker
 from agora.common.rpc import CHANNEL_OPTIONS
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -89,6 +91,20 @@ class SchedulerTransport(abc.ABC):
     async def call(self, method: str, request: Message) -> Message:
         """Makes the unary call `method` (one of METHODS); raises SchedulerError on failure."""
 
+    async def start(self) -> None:
+        """Called once before the first subscribe (the real transport watches ZooKeeper)."""
+        return None
+
+    def retry_delay(self) -> float | None:
+        """How soon to reconnect after the last failure, when the transport knows better than
+        the driver's backoff (a standby named the leader: now); None: back off as usual."""
+        return None
+
+    @property
+    def leader_changed(self) -> asyncio.Event | None:
+        """Set when a new leader is known (zk://): a reconnect waiting on backoff goes now."""
+        return None
+
     async def reset(self) -> None:
         """Drops the connection so that the next subscribe dials afresh (before a reconnect)."""
         return None
@@ -99,14 +115,16 @@ class SchedulerTransport(abc.ABC):
 
 
 class _GrpcEventStream(EventStream):
-    def __init__(self, call: grpc.aio.UnaryStreamCall) -> None:
+    def __init__(self, call: grpc.aio.UnaryStreamCall, transport: GrpcSchedulerTransport) -> None:
         self._call = call
+        self._transport = transport
 
     async def _events(self) -> AsyncIterator[scheduler_pb2.Event]:
         try:
             async for event in self._call:
                 yield event
         except grpc.aio.AioRpcError as e:
+            self._transport.learn(e)
             raise SchedulerError.from_rpc(e) from None
 
     def __aiter__(self) -> AsyncIterator[scheduler_pb2.Event]:
@@ -117,12 +135,20 @@ class _GrpcEventStream(EventStream):
 
 
 class GrpcSchedulerTransport(SchedulerTransport):
-    """The real transport: a gRPC channel to the master's Scheduler service."""
+    """The real transport: a gRPC channel to the leading master's Scheduler service.
+
+    `master` is any --master form: one address, a list h1:5050,h2:5050, or zk://...; a standby's
+    refusal names the leader and the next dial goes there (common/leader.py)."""
 
     def __init__(
-        self, address: str, call_timeout: float = 15.0, credentials: Credentials | None = None
+        self,
+        master: str | LeaderTracker,
+        call_timeout: float = 15.0,
+        credentials: Credentials | None = None,
     ) -> None:
-        self.address = address
+        self.tracker = master if isinstance(master, LeaderTracker) else LeaderTracker(master)
+        self._retry_delay: float | None = None
+        self._dialled = ""
         # None: AGORA_TLS_CA/CERT/KEY from the environment (plaintext when unset).
         self.credentials = Credentials.from_env() if credentials is None else credentials
         # A bound on each unary call, so a hung master cannot hang a framework's callback.
@@ -130,14 +156,43 @@ class GrpcSchedulerTransport(SchedulerTransport):
         self._channel: grpc.aio.Channel | None = None
         self._stub: scheduler_pb2_grpc.SchedulerStub | None = None
 
+    @property
+    def address(self) -> str:
+        """The master dialled (the leader, as far as the transport knows)."""
+        return self.tracker.current() or str(self.tracker)
+
     def _get_stub(self) -> scheduler_pb2_grpc.SchedulerStub:
-        if self._stub is None:
-            self._channel = aio_channel(self.address, self.credentials, _CHANNEL_OPTIONS)
+        address = self.tracker.current()
+        if not address:
+            raise SchedulerError(
+                grpc.StatusCode.UNAVAILABLE, f"no master of {self.tracker} is leading yet"
+            )
+        if self._stub is None or address != self._dialled:
+            if self._channel is not None:
+                asyncio.ensure_future(self._channel.close())
+            self._dialled = address
+            self._channel = aio_channel(address, self.credentials, _CHANNEL_OPTIONS)
             self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
         return self._stub
 
+    def learn(self, error: grpc.aio.AioRpcError) -> None:
+        """Where the leader is, from a failed call or stream (a standby names it)."""
+        self._retry_delay = self.tracker.on_error(error)
+
+    def retry_delay(self) -> float | None:
+        delay, self._retry_delay = self._retry_delay, None
+        return delay
+
+    @property
+    def leader_changed(self) -> asyncio.Event:
+        return self.tracker.changed
+
+    async def start(self) -> None:
+        await self.tracker.start()
+
     def subscribe(self, request: scheduler_pb2.SubscribeRequest) -> EventStream:
-        return _GrpcEventStream(self._get_stub().Subscribe(request))
+        self.tracker.changed.clear()
+        return _GrpcEventStream(self._get_stub().Subscribe(request), self)
 
     async def call(self, method: str, request: Message) -> Message:
         if method not in METHODS:
@@ -146,12 +201,14 @@ class GrpcSchedulerTransport(SchedulerTransport):
         try:
             return await rpc(request, timeout=self.call_timeout)
         except grpc.aio.AioRpcError as e:
+            self.learn(e)
             raise SchedulerError.from_rpc(e) from None
 
     async def reset(self) -> None:
-        await self.close()
-
-    async def close(self) -> None:
         channel, self._channel, self._stub = self._channel, None, None
         if channel is not None:
             await channel.close()
+
+    async def close(self) -> None:
+        await self.reset()
+        await self.tracker.close()

@@ -11,7 +11,8 @@ import grpc
 
 from agora.common import UNRESERVED, Resources, attributes_from_proto
 from agora.common.credentials import INSECURE, Credentials, check_listen
-from agora.common.rpc import parse_address, service_name
+from agora.common.masters import parse_masters
+from agora.common.rpc import service_name
 from agora.frameworks.sdk import FrameworkDaemon
 from agora.frameworks.service.constraints import AgentFacts
 from agora.frameworks.service.placement import AgentSlot
@@ -49,7 +50,7 @@ class ServicesConfig:
     launch_timeout: float = 300.0
 
     def validate(self) -> None:
-        parse_address(self.master)
+        parse_masters(self.master)  # any --master form; MasterSpecError is a ValueError
         check_listen("the services framework", self.host, self.credentials, self.insecure)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
@@ -76,10 +77,10 @@ class ServicesDaemon(FrameworkDaemon):
         self.config = config  # typed as ServicesConfig
         self._operator: operator_pb2_grpc.OperatorStub | None = None
 
-    def _open(self, master: grpc.aio.Channel) -> None:
+    def _open(self, operator: operator_pb2_grpc.OperatorStub) -> None:
         """Loads the apps."""
         self.store = ServiceStore(self.config.state_path)
-        self._operator = operator_pb2_grpc.OperatorStub(master)
+        self._operator = operator
         self.scheduler = ServiceScheduler(
             self.store,
             role=self.config.role,

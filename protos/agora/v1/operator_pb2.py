@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agora.v1 import common_pb2 as agora_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gora/v1/operator.proto\x12\x08\x61gora.v1\x1a\x15\x61gora/v1/common.proto\"\xd2\x01\n\x0c\x41gentSummary\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agora.v1.AgentInfo\x12\r\n\x05state\x18\x02 \x01(\t\x12%\n\tallocated\x18\x03 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x12\n\ntask_count\x18\x05 \x01(\x05\x12\x15\n\rregistered_at\x18\x06 \x01(\x01\x12\x19\n\x11last_heartbeat_at\x18\x07 \x01(\x01\"\xef\x01\n\x10\x46rameworkSummary\x12%\n\x04info\x18\x01 \x01(\x0b\x32\x17.agora.v1.FrameworkInfo\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x12\n\nsuppressed\x18\x03 \x01(\x08\x12%\n\tallocated\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x05 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x16\n\x0e\x64ominant_share\x18\x06 \x01(\x01\x12\x12\n\ntask_count\x18\x07 \x01(\x05\x12\x15\n\rregistered_at\x18\x08 \x01(\x01\"\xdc\x01\n\x0bTaskSummary\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x03 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x04 \x01(\t\x12\x10\n\x08hostname\x18\x05 \x01(\t\x12\"\n\x05state\x18\x06 \x01(\x0e\x32\x13.agora.v1.TaskState\x12%\n\tresources\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12)\n\x0blast_status\x18\x08 \x01(\x0b\x32\x14.agora.v1.TaskStatus\"Q\n\x05Quota\x12%\n\tguarantee\x18\x01 \x03(\x0b\x32\x12.agora.v1.Resource\x12!\n\x05limit\x18\x02 \x03(\x0b\x32\x12.agora.v1.Resource\"\xa1\x01\n\x0bRoleSummary\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\x12\x1e\n\x05quota\x18\x03 \x01(\x0b\x32\x0f.agora.v1.Quota\x12%\n\tallocated\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x16\n\x0e\x64ominant_share\x18\x05 \x01(\x01\x12\x15\n\rframework_ids\x18\x06 \x03(\t\"\x11\n\x0fGetStateRequest\"\x9e\x02\n\x0c\x43lusterState\x12\x11\n\tmaster_id\x18\x01 \x01(\t\x12\x12\n\nstarted_at\x18\x02 \x01(\x01\x12&\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x16.agora.v1.AgentSummary\x12.\n\nframeworks\x18\x04 \x03(\x0b\x32\x1a.agora.v1.FrameworkSummary\x12$\n\x05tasks\x18\x05 \x03(\x0b\x32\x15.agora.v1.TaskSummary\x12$\n\x05roles\x18\x06 \x03(\x0b\x32\x15.agora.v1.RoleSummary\x12!\n\x05total\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x0e\n\x06leader\x18\x08 \x01(\t\x12\x10\n\x08warnings\x18\t \x03(\t\"\x13\n\x11ListAgentsRequest\"<\n\x12ListAgentsResponse\x12&\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x16.agora.v1.AgentSummary\"\x17\n\x15ListFrameworksRequest\"H\n\x16ListFrameworksResponse\x12.\n\nframeworks\x18\x01 \x03(\x0b\x32\x1a.agora.v1.FrameworkSummary\":\n\x10ListTasksRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"9\n\x11ListTasksResponse\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.agora.v1.TaskSummary\"\x12\n\x10ListRolesRequest\"9\n\x11ListRolesResponse\x12$\n\x05roles\x18\x01 \x03(\x0b\x32\x15.agora.v1.RoleSummary\"3\n\x13UpdateWeightRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"\x16\n\x14UpdateWeightResponse\"?\n\x0fSetQuotaRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x1e\n\x05quota\x18\x02 \x01(\x0b\x32\x0f.agora.v1.Quota\"\x12\n\x10SetQuotaResponse\")\n\x14\x45xplainOffersRequest\x12\x11\n\tframework\x18\x01 \x01(\t\">\n\x15\x45xplainOffersResponse\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07reasons\x18\x02 \x03(\t\"%\n\x11\x44rainAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x14\n\x12\x44rainAgentResponse\"\'\n\x13UndrainAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x16\n\x14UndrainAgentResponse2\xef\x05\n\x08Operator\x12=\n\x08GetState\x12\x19.agora.v1.GetStateRequest\x1a\x16.agora.v1.ClusterState\x12G\n\nListAgents\x12\x1b.agora.v1.ListAgentsRequest\x1a\x1c.agora.v1.ListAgentsResponse\x12S\n\x0eListFrameworks\x12\x1f.agora.v1.ListFrameworksRequest\x1a .agora.v1.ListFrameworksResponse\x12\x44\n\tListTasks\x12\x1a.agora.v1.ListTasksRequest\x1a\x1b.agora.v1.ListTasksResponse\x12\x44\n\tListRoles\x12\x1a.agora.v1.ListRolesRequest\x1a\x1b.agora.v1.ListRolesResponse\x12M\n\x0cUpdateWeight\x12\x1d.agora.v1.UpdateWeightRequest\x1a\x1e.agora.v1.UpdateWeightResponse\x12\x41\n\x08SetQuota\x12\x19.agora.v1.SetQuotaRequest\x1a\x1a.agora.v1.SetQuotaResponse\x12P\n\rExplainOffers\x12\x1e.agora.v1.ExplainOffersRequest\x1a\x1f.agora.v1.ExplainOffersResponse\x12G\n\nDrainAgent\x12\x1b.agora.v1.DrainAgentRequest\x1a\x1c.agora.v1.DrainAgentResponse\x12M\n\x0cUndrainAgent\x12\x1d.agora.v1.UndrainAgentRequest\x1a\x1e.agora.v1.UndrainAgentResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gora/v1/operator.proto\x12\x08\x61gora.v1\x1a\x15\x61gora/v1/common.proto\"\xd2\x01\n\x0c\x41gentSummary\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agora.v1.AgentInfo\x12\r\n\x05state\x18\x02 \x01(\t\x12%\n\tallocated\x18\x03 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x12\n\ntask_count\x18\x05 \x01(\x05\x12\x15\n\rregistered_at\x18\x06 \x01(\x01\x12\x19\n\x11last_heartbeat_at\x18\x07 \x01(\x01\"\xef\x01\n\x10\x46rameworkSummary\x12%\n\x04info\x18\x01 \x01(\x0b\x32\x17.agora.v1.FrameworkInfo\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x12\n\nsuppressed\x18\x03 \x01(\x08\x12%\n\tallocated\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x05 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x16\n\x0e\x64ominant_share\x18\x06 \x01(\x01\x12\x12\n\ntask_count\x18\x07 \x01(\x05\x12\x15\n\rregistered_at\x18\x08 \x01(\x01\"\xdc\x01\n\x0bTaskSummary\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x03 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x04 \x01(\t\x12\x10\n\x08hostname\x18\x05 \x01(\t\x12\"\n\x05state\x18\x06 \x01(\x0e\x32\x13.agora.v1.TaskState\x12%\n\tresources\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12)\n\x0blast_status\x18\x08 \x01(\x0b\x32\x14.agora.v1.TaskStatus\"Q\n\x05Quota\x12%\n\tguarantee\x18\x01 \x03(\x0b\x32\x12.agora.v1.Resource\x12!\n\x05limit\x18\x02 \x03(\x0b\x32\x12.agora.v1.Resource\"\xa1\x01\n\x0bRoleSummary\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\x12\x1e\n\x05quota\x18\x03 \x01(\x0b\x32\x0f.agora.v1.Quota\x12%\n\tallocated\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x16\n\x0e\x64ominant_share\x18\x05 \x01(\x01\x12\x15\n\rframework_ids\x18\x06 \x03(\t\"\x11\n\x0fGetStateRequest\"\xc8\x02\n\x0c\x43lusterState\x12\x11\n\tmaster_id\x18\x01 \x01(\t\x12\x12\n\nstarted_at\x18\x02 \x01(\x01\x12&\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x16.agora.v1.AgentSummary\x12.\n\nframeworks\x18\x04 \x03(\x0b\x32\x1a.agora.v1.FrameworkSummary\x12$\n\x05tasks\x18\x05 \x03(\x0b\x32\x15.agora.v1.TaskSummary\x12$\n\x05roles\x18\x06 \x03(\x0b\x32\x15.agora.v1.RoleSummary\x12!\n\x05total\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x0e\n\x06leader\x18\x08 \x01(\t\x12\x10\n\x08warnings\x18\t \x03(\t\x12(\n\x07masters\x18\n \x03(\x0b\x32\x17.agora.v1.MasterSummary\"l\n\rMasterSummary\x12\x11\n\tmaster_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07leading\x18\x03 \x01(\x08\x12\x12\n\nstarted_at\x18\x04 \x01(\x01\x12\x12\n\nelected_at\x18\x05 \x01(\x01\"\x14\n\x12ListMastersRequest\"?\n\x13ListMastersResponse\x12(\n\x07masters\x18\x01 \x03(\x0b\x32\x17.agora.v1.MasterSummary\"\x13\n\x11ListAgentsRequest\"<\n\x12ListAgentsResponse\x12&\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x16.agora.v1.AgentSummary\"\x17\n\x15ListFrameworksRequest\"H\n\x16ListFrameworksResponse\x12.\n\nframeworks\x18\x01 \x03(\x0b\x32\x1a.agora.v1.FrameworkSummary\":\n\x10ListTasksRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"9\n\x11ListTasksResponse\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.agora.v1.TaskSummary\"\x12\n\x10ListRolesRequest\"9\n\x11ListRolesResponse\x12$\n\x05roles\x18\x01 \x03(\x0b\x32\x15.agora.v1.RoleSummary\"3\n\x13UpdateWeightRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"\x16\n\x14UpdateWeightResponse\"?\n\x0fSetQuotaRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x1e\n\x05quota\x18\x02 \x01(\x0b\x32\x0f.agora.v1.Quota\"\x12\n\x10SetQuotaResponse\")\n\x14\x45xplainOffersRequest\x12\x11\n\tframework\x18\x01 \x01(\t\">\n\x15\x45xplainOffersResponse\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07reasons\x18\x02 \x03(\t\"%\n\x11\x44rainAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x14\n\x12\x44rainAgentResponse\"\'\n\x13UndrainAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x16\n\x14UndrainAgentResponse2\xbb\x06\n\x08Operator\x12=\n\x08GetState\x12\x19.agora.v1.GetStateRequest\x1a\x16.agora.v1.ClusterState\x12G\n\nListAgents\x12\x1b.agora.v1.ListAgentsRequest\x1a\x1c.agora.v1.ListAgentsResponse\x12S\n\x0eListFrameworks\x12\x1f.agora.v1.ListFrameworksRequest\x1a .agora.v1.ListFrameworksResponse\x12\x44\n\tListTasks\x12\x1a.agora.v1.ListTasksRequest\x1a\x1b.agora.v1.ListTasksResponse\x12\x44\n\tListRoles\x12\x1a.agora.v1.ListRolesRequest\x1a\x1b.agora.v1.ListRolesResponse\x12M\n\x0cUpdateWeight\x12\x1d.agora.v1.UpdateWeightRequest\x1a\x1e.agora.v1.UpdateWeightResponse\x12\x41\n\x08SetQuota\x12\x19.agora.v1.SetQuotaRequest\x1a\x1a.agora.v1.SetQuotaResponse\x12P\n\rExplainOffers\x12\x1e.agora.v1.ExplainOffersRequest\x1a\x1f.agora.v1.ExplainOffersResponse\x12G\n\nDrainAgent\x12\x1b.agora.v1.DrainAgentRequest\x1a\x1c.agora.v1.DrainAgentResponse\x12M\n\x0cUndrainAgent\x12\x1d.agora.v1.UndrainAgentRequest\x1a\x1e.agora.v1.UndrainAgentResponse\x12J\n\x0bListMasters\x12\x1c.agora.v1.ListMastersRequest\x1a\x1d.agora.v1.ListMastersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,43 +45,49 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATEREQUEST']._serialized_start=985
   _globals['_GETSTATEREQUEST']._serialized_end=1002
   _globals['_CLUSTERSTATE']._serialized_start=1005
-  _globals['_CLUSTERSTATE']._serialized_end=1291
-  _globals['_LISTAGENTSREQUEST']._serialized_start=1293
-  _globals['_LISTAGENTSREQUEST']._serialized_end=1312
-  _globals['_LISTAGENTSRESPONSE']._serialized_start=1314
-  _globals['_LISTAGENTSRESPONSE']._serialized_end=1374
-  _globals['_LISTFRAMEWORKSREQUEST']._serialized_start=1376
-  _globals['_LISTFRAMEWORKSREQUEST']._serialized_end=1399
-  _globals['_LISTFRAMEWORKSRESPONSE']._serialized_start=1401
-  _globals['_LISTFRAMEWORKSRESPONSE']._serialized_end=1473
-  _globals['_LISTTASKSREQUEST']._serialized_start=1475
-  _globals['_LISTTASKSREQUEST']._serialized_end=1533
-  _globals['_LISTTASKSRESPONSE']._serialized_start=1535
-  _globals['_LISTTASKSRESPONSE']._serialized_end=1592
-  _globals['_LISTROLESREQUEST']._serialized_start=1594
-  _globals['_LISTROLESREQUEST']._serialized_end=1612
-  _globals['_LISTROLESRESPONSE']._serialized_start=1614
-  _globals['_LISTROLESRESPONSE']._serialized_end=1671
-  _globals['_UPDATEWEIGHTREQUEST']._serialized_start=1673
-  _globals['_UPDATEWEIGHTREQUEST']._serialized_end=1724
-  _globals['_UPDATEWEIGHTRESPONSE']._serialized_start=1726
-  _globals['_UPDATEWEIGHTRESPONSE']._serialized_end=1748
-  _globals['_SETQUOTAREQUEST']._serialized_start=1750
-  _globals['_SETQUOTAREQUEST']._serialized_end=1813
-  _globals['_SETQUOTARESPONSE']._serialized_start=1815
-  _globals['_SETQUOTARESPONSE']._serialized_end=1833
-  _globals['_EXPLAINOFFERSREQUEST']._serialized_start=1835
-  _globals['_EXPLAINOFFERSREQUEST']._serialized_end=1876
-  _globals['_EXPLAINOFFERSRESPONSE']._serialized_start=1878
-  _globals['_EXPLAINOFFERSRESPONSE']._serialized_end=1940
-  _globals['_DRAINAGENTREQUEST']._serialized_start=1942
-  _globals['_DRAINAGENTREQUEST']._serialized_end=1979
-  _globals['_DRAINAGENTRESPONSE']._serialized_start=1981
-  _globals['_DRAINAGENTRESPONSE']._serialized_end=2001
-  _globals['_UNDRAINAGENTREQUEST']._serialized_start=2003
-  _globals['_UNDRAINAGENTREQUEST']._serialized_end=2042
-  _globals['_UNDRAINAGENTRESPONSE']._serialized_start=2044
-  _globals['_UNDRAINAGENTRESPONSE']._serialized_end=2066
-  _globals['_OPERATOR']._serialized_start=2069
-  _globals['_OPERATOR']._serialized_end=2820
+  _globals['_CLUSTERSTATE']._serialized_end=1333
+  _globals['_MASTERSUMMARY']._serialized_start=1335
+  _globals['_MASTERSUMMARY']._serialized_end=1443
+  _globals['_LISTMASTERSREQUEST']._serialized_start=1445
+  _globals['_LISTMASTERSREQUEST']._serialized_end=1465
+  _globals['_LISTMASTERSRESPONSE']._serialized_start=1467
+  _globals['_LISTMASTERSRESPONSE']._serialized_end=1530
+  _globals['_LISTAGENTSREQUEST']._serialized_start=1532
+  _globals['_LISTAGENTSREQUEST']._serialized_end=1551
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=1553
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=1613
+  _globals['_LISTFRAMEWORKSREQUEST']._serialized_start=1615
+  _globals['_LISTFRAMEWORKSREQUEST']._serialized_end=1638
+  _globals['_LISTFRAMEWORKSRESPONSE']._serialized_start=1640
+  _globals['_LISTFRAMEWORKSRESPONSE']._serialized_end=1712
+  _globals['_LISTTASKSREQUEST']._serialized_start=1714
+  _globals['_LISTTASKSREQUEST']._serialized_end=1772
+  _globals['_LISTTASKSRESPONSE']._serialized_start=1774
+  _globals['_LISTTASKSRESPONSE']._serialized_end=1831
+  _globals['_LISTROLESREQUEST']._serialized_start=1833
+  _globals['_LISTROLESREQUEST']._serialized_end=1851
+  _globals['_LISTROLESRESPONSE']._serialized_start=1853
+  _globals['_LISTROLESRESPONSE']._serialized_end=1910
+  _globals['_UPDATEWEIGHTREQUEST']._serialized_start=1912
+  _globals['_UPDATEWEIGHTREQUEST']._serialized_end=1963
+  _globals['_UPDATEWEIGHTRESPONSE']._serialized_start=1965
+  _globals['_UPDATEWEIGHTRESPONSE']._serialized_end=1987
+  _globals['_SETQUOTAREQUEST']._serialized_start=1989
+  _globals['_SETQUOTAREQUEST']._serialized_end=2052
+  _globals['_SETQUOTARESPONSE']._serialized_start=2054
+  _globals['_SETQUOTARESPONSE']._serialized_end=2072
+  _globals['_EXPLAINOFFERSREQUEST']._serialized_start=2074
+  _globals['_EXPLAINOFFERSREQUEST']._serialized_end=2115
+  _globals['_EXPLAINOFFERSRESPONSE']._serialized_start=2117
+  _globals['_EXPLAINOFFERSRESPONSE']._serialized_end=2179
+  _globals['_DRAINAGENTREQUEST']._serialized_start=2181
+  _globals['_DRAINAGENTREQUEST']._serialized_end=2218
+  _globals['_DRAINAGENTRESPONSE']._serialized_start=2220
+  _globals['_DRAINAGENTRESPONSE']._serialized_end=2240
+  _globals['_UNDRAINAGENTREQUEST']._serialized_start=2242
+  _globals['_UNDRAINAGENTREQUEST']._serialized_end=2281
+  _globals['_UNDRAINAGENTRESPONSE']._serialized_start=2283
+  _globals['_UNDRAINAGENTRESPONSE']._serialized_end=2305
+  _globals['_OPERATOR']._serialized_start=2308
+  _globals['_OPERATOR']._serialized_end=3135
 # @@protoc_insertion_point(module_scope)

@@ -94,7 +94,7 @@ class GetStateRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ClusterState(_message.Message):
-    __slots__ = ("master_id", "started_at", "agents", "frameworks", "tasks", "roles", "total", "leader", "warnings")
+    __slots__ = ("master_id", "started_at", "agents", "frameworks", "tasks", "roles", "total", "leader", "warnings", "masters")
     MASTER_ID_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     AGENTS_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,7 @@ class ClusterState(_message.Message):
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    MASTERS_FIELD_NUMBER: _ClassVar[int]
     master_id: str
     started_at: float
     agents: _containers.RepeatedCompositeFieldContainer[AgentSummary]
@@ -113,7 +114,32 @@ class ClusterState(_message.Message):
     total: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
     leader: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, master_id: _Optional[str] = ..., started_at: _Optional[float] = ..., agents: _Optional[_Iterable[_Union[AgentSummary, _Mapping]]] = ..., frameworks: _Optional[_Iterable[_Union[FrameworkSummary, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskSummary, _Mapping]]] = ..., roles: _Optional[_Iterable[_Union[RoleSummary, _Mapping]]] = ..., total: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., leader: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    masters: _containers.RepeatedCompositeFieldContainer[MasterSummary]
+    def __init__(self, master_id: _Optional[str] = ..., started_at: _Optional[float] = ..., agents: _Optional[_Iterable[_Union[AgentSummary, _Mapping]]] = ..., frameworks: _Optional[_Iterable[_Union[FrameworkSummary, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskSummary, _Mapping]]] = ..., roles: _Optional[_Iterable[_Union[RoleSummary, _Mapping]]] = ..., total: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., leader: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., masters: _Optional[_Iterable[_Union[MasterSummary, _Mapping]]] = ...) -> None: ...
+
+class MasterSummary(_message.Message):
+    __slots__ = ("master_id", "address", "leading", "started_at", "elected_at")
+    MASTER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LEADING_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ELECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    master_id: str
+    address: str
+    leading: bool
+    started_at: float
+    elected_at: float
+    def __init__(self, master_id: _Optional[str] = ..., address: _Optional[str] = ..., leading: _Optional[bool] = ..., started_at: _Optional[float] = ..., elected_at: _Optional[float] = ...) -> None: ...
+
+class ListMastersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListMastersResponse(_message.Message):
+    __slots__ = ("masters",)
+    MASTERS_FIELD_NUMBER: _ClassVar[int]
+    masters: _containers.RepeatedCompositeFieldContainer[MasterSummary]
+    def __init__(self, masters: _Optional[_Iterable[_Union[MasterSummary, _Mapping]]] = ...) -> None: ...
 
 class ListAgentsRequest(_message.Message):
     __slots__ = ()

@@ -84,6 +84,11 @@ class OperatorStub:
                 request_serializer=agora_dot_v1_dot_operator__pb2.UndrainAgentRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_operator__pb2.UndrainAgentResponse.FromString,
                 _registered_method=True)
+        self.ListMasters = channel.unary_unary(
+                '/agora.v1.Operator/ListMasters',
+                request_serializer=agora_dot_v1_dot_operator__pb2.ListMastersRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_operator__pb2.ListMastersResponse.FromString,
+                _registered_method=True)
 
 
 class OperatorServicer:
@@ -150,6 +155,13 @@ class OperatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMasters(self, request, context):
+        """Every master of the set (one without --zk), the leader first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -202,6 +214,11 @@ def add_OperatorServicer_to_server(servicer, server):
                     servicer.UndrainAgent,
                     request_deserializer=agora_dot_v1_dot_operator__pb2.UndrainAgentRequest.FromString,
                     response_serializer=agora_dot_v1_dot_operator__pb2.UndrainAgentResponse.SerializeToString,
+            ),
+            'ListMasters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMasters,
+                    request_deserializer=agora_dot_v1_dot_operator__pb2.ListMastersRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_operator__pb2.ListMastersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -474,6 +491,33 @@ class Operator:
             '/agora.v1.Operator/UndrainAgent',
             agora_dot_v1_dot_operator__pb2.UndrainAgentRequest.SerializeToString,
             agora_dot_v1_dot_operator__pb2.UndrainAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMasters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Operator/ListMasters',
+            agora_dot_v1_dot_operator__pb2.ListMastersRequest.SerializeToString,
+            agora_dot_v1_dot_operator__pb2.ListMastersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,277 @@
+"""Finding the leading master from any --master form, and following it when it changes.
+
+Two users, one rule set:
+
+- Long-lived clients (the agent's link, the SDK's driver) keep a `LeaderTracker`: `current()`
+  is where to dial; after a failed dial or a broken stream, `on_error(e)` learns from it. A
+  standby's refusal (NOT_LEADER) names the leader, which is dialled at once; a master that does
+  not answer makes the tracker move to the next address of a list. With zk:// the tracker also
+  watches the election, so it knows the new leader the moment ZooKeeper does (`changed`).
+- One-shot commands call `find_leader` once: it asks the candidates which of them leads.
+
+The decision (what an error means, which address comes next) is `next_step`, pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import grpc
+import structlog
+
+from agora.common.credentials import INSECURE, Credentials
+from agora.common.errors import Reason, error_metadata, reason_of
+from agora.common.masters import MasterSet
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["FollowingStub", "LeaderNotFound", "LeaderTracker", "Step", "find_leader", "next_step"]
+
+# An elected master answers NOT_LEADER naming itself for the few milliseconds it takes to start
+# leading: dial it again after this long rather than after a whole backoff.
+STARTING_RETRY = 0.05
+
+
+# Codes that mean the master did not answer (down, restarting, cut off).
+_UNREACHABLE = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+)
+
+
+class LeaderNotFound(ConnectionError):
+    """No master of the set answered as leader; the message says which were tried."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do after an error: dial `address` after `delay` seconds (None: the caller's own
+    backoff; the error said nothing about where the leader is)."""
+
+    address: str
+    delay: float | None
+
+
+def next_step(masters: MasterSet, current: str, error: BaseException) -> Step:
+    """Where to dial after `error` on a call to `current`. Pure."""
+    if isinstance(error, grpc.RpcError) and reason_of(error) == Reason.NOT_LEADER:
+        leader = error_metadata(error).get("leader", "")
+        if leader and leader != current:
+            return Step(leader, 0.0)  # a standby named the leader: go there now
+        if leader == current:
+            return Step(current, STARTING_RETRY)  # elected and starting to lead
+        # No leader elected yet: try the others (a list), or wait (ZooKeeper will say).
+    elif isinstance(error, grpc.RpcError) and error.code() not in _UNREACHABLE:
+        return Step(current, None)  # it answered: a refusal, not a sign it is gone
+    if masters.addresses and len(masters.addresses) > 1:
+        known = list(masters.addresses)
+        i = known.index(current) if current in known else -1
+        return Step(known[(i + 1) % len(known)], None)
+    return Step(current, None)
+
+
+class LeaderTracker:
+    """Where the leading master is, for a client that keeps a connection to it."""
+
+    def __init__(self, masters: MasterSet | str) -> None:
+        if isinstance(masters, str):
+            from agora.common.masters import parse_masters
+
+            masters = parse_masters(masters)
+        self.masters = masters
+        self._current = masters.addresses[0] if masters.addresses else ""
+        # Set whenever ZooKeeper reports a different leader: wake up and dial it.
+        self.changed = asyncio.Event()
+        self._zk = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __str__(self) -> str:
+        return str(self.masters)
+
+    def current(self) -> str:
+        """The address to dial now ("" while ZooKeeper names no leader)."""
+        return self._current
+
+    def on_error(self, error: BaseException) -> float | None:
+        """Learns from a failed dial or a broken stream; returns how long to wait before the
+        next dial, or None to use the caller's backoff."""
+        if not self._current:
+            return None
+        step = next_step(self.masters, self._current, error)
+        if step.address != self._current:
+            log.info("following the master set", previous=self._current, now=step.address)
+        self._current = step.address
+        return step.delay
+
+    async def start(self) -> None:
+        """With zk://, connects to ZooKeeper in the background and watches the election."""
+        if not self.masters.uses_zookeeper or self._zk is not None:
+            return
+        from agora.common.election import ELECTION, zk_client
+
+        self._loop = asyncio.get_running_loop()
+        self._zk = zk = zk_client(self.masters.zk_hosts, 10.0)
+        zk.start_async()  # connects (and reconnects) on its own thread
+        await asyncio.to_thread(_wait_connected, zk, 5.0)
+        zk.ChildrenWatch(f"{self.masters.zk_path}/{ELECTION}", self._on_members, send_event=False)
+
+    async def close(self) -> None:
+        if self._zk is not None:
+            zk, self._zk = self._zk, None
+            await asyncio.to_thread(_close, zk)
+
+    def _on_members(self, children: list[str]) -> None:  # kazoo's thread
+        from agora.common.election import find_leader
+
+        if self._zk is None:
+            return
+        try:
+            leader = find_leader(self._zk, self.masters.zk_path)
+        except Exception:  # noqa: BLE001 - the connection dropped; keep the last known leader
+            return
+        address = leader.address if leader is not None else ""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._set_leader, address)
+
+    def _set_leader(self, address: str) -> None:
+        if address and address != self._current:
+            log.info("the master set has a new leader", leader=address)
+            self._current = address
+            self.changed.set()
+
+
+def _wait_connected(zk, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not zk.connected and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _close(zk) -> None:
+    zk.stop()
+    zk.close()
+
+
+# --- one-shot commands -------------------------------------------------------------------------
+
+
+def _candidates(masters: MasterSet) -> list[str]:
+    if not masters.uses_zookeeper:
+        return list(masters.addresses)
+    from agora.common.election import list_masters, zk_client
+
+    zk = zk_client(masters.zk_hosts, 10.0)
+    try:
+        zk.start(5.0)
+    except Exception as e:  # noqa: BLE001 - kazoo's timeout, or a refused connection
+        raise LeaderNotFound(f"cannot reach ZooKeeper at {masters.zk_hosts}: {e}") from None
+    try:
+        return [m.address for m in list_masters(zk, masters.zk_path)]
+    finally:
+        _close(zk)
+
+
+def find_leader(
+    masters: MasterSet | str,
+    credentials: Credentials = INSECURE,
+    *,
+    timeout: float = 10.0,
+) -> str:
+    """The address of the leading master (blocking). A single address is returned as it is
+    unless it turns out to be a standby, whose refusal names the leader. Raises
+    LeaderNotFound when none leads within `timeout` (an election in progress is waited for)."""
+    from agora.common.credentials import sync_channel
+    from agora.common.rpc import CHANNEL_OPTIONS
+    from agora.v1 import operator_pb2, operator_pb2_grpc
+
+    if isinstance(masters, str):
+        from agora.common.masters import parse_masters
+
+        masters = parse_masters(masters)
+    deadline = time.monotonic() + timeout
+    tried: dict[str, str] = {}
+    while True:
+        queue = _candidates(masters)
+        seen: set[str] = set()
+        while queue:
+            address = queue.pop(0)
+            if address in seen:
+                continue
+            seen.add(address)
+            try:
+                with sync_channel(address, credentials, CHANNEL_OPTIONS) as channel:
+                    operator_pb2_grpc.OperatorStub(channel).ListMasters(
+                        operator_pb2.ListMastersRequest(),
+                        timeout=max(0.5, min(3.0, deadline - time.monotonic())),
+                    )
+                return address
+            except grpc.RpcError as e:
+                if reason_of(e) == Reason.NOT_LEADER:
+                    leader = error_metadata(e).get("leader", "")
+                    tried[address] = "standing by"
+                    if leader:
+                        queue.insert(0, leader)
+                    continue
+                if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    tried[address] = e.details() or e.code().name
+                    continue
+                return address  # it answered as a leader would (e.g. PERMISSION_DENIED)
+        standing_by = any(why == "standing by" for why in tried.values())
+        if not standing_by and not masters.uses_zookeeper:
+            if masters.single is not None:
+                return masters.single  # down: the command's own call says so, as before
+            said = "; ".join(f"{a}: {why}" for a, why in tried.items())
+            raise LeaderNotFound(f"no master of {masters} answers ({said})")
+        if time.monotonic() >= deadline:
+            said = "; ".join(f"{a}: {why}" for a, why in tried.items()) or "no master is listed"
+            raise LeaderNotFound(f"no master of {masters} is leading ({said})")
+        time.sleep(0.2)
+
+
+class FollowingStub:
+    """A gRPC stub for unary calls to whichever master leads: each call dials the tracker's
+    current address, and a standby's redirect is followed at once (up to `hops` times).
+
+    Used by the framework daemons for their Operator calls, e.g.
+    `FollowingStub(operator_pb2_grpc.OperatorStub, tracker, credentials).ListAgents(req)`."""
+
+    def __init__(self, stub_class, tracker: LeaderTracker, credentials: Credentials, hops: int = 3):
+        self._stub_class = stub_class
+        self._tracker = tracker
+        self._credentials = credentials
+        self._hops = hops
+        self._address = ""
+        self._channel: grpc.aio.Channel | None = None
+        self._stub = None
+
+    def _current_stub(self):
+        from agora.common.rpc import open_channel
+
+        address = self._tracker.current()
+        if address != self._address or self._stub is None:
+            if self._channel is not None:
+                asyncio.ensure_future(self._channel.close())
+            self._address = address
+            self._channel = open_channel(address, self._credentials)
+            self._stub = self._stub_class(self._channel)
+        return self._stub
+
+    def __getattr__(self, method: str):
+        async def call(request, **kwargs):
+            for hop in range(self._hops + 1):
+                rpc = getattr(self._current_stub(), method)
+                try:
+                    return await rpc(request, **kwargs)
+                except grpc.aio.AioRpcError as e:
+                    delay = self._tracker.on_error(e)
+                    if delay is None or hop == self._hops:
+                        raise
+                    await asyncio.sleep(delay)
+            raise AssertionError("unreachable")
+
+        return call
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            channel, self._channel, self._stub = self._channel, None, None
+            await channel.close()

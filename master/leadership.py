@@ -1,0 +1,265 @@
+"""A master in a set coordinated by ZooKeeper (--zk): stand by, lead when elected, step down.
+
+While standing by, the master's port answers every call with UNAVAILABLE and the reason
+NOT_LEADER, naming the leader in the error's metadata, so that a client pointed at any master
+finds the leader at once. When elected it stops that stand-in server and starts the real Master
+on the same port, with its registry in ZooKeeper (master/zk_store.py), so it starts exactly where
+the previous leader stopped: agents and frameworks re-register with their ids and tasks.
+
+Stepping down is immediate and total. When the ZooKeeper connection is suspended (the session
+may expire at any moment, after which another master can be elected), or the session is lost,
+`on_deposed` is called on kazoo's thread, before anything else can run on the master's event
+loop. `agora master` re-executes itself there (master_cmd.restart_self): every stream, offer and
+timer of the old leader vanishes with the process image, and the new process stands by again.
+That is Mesos' behaviour (its master exits and is restarted by a supervisor), without needing the
+supervisor. The registry's writes are fenced on the election znode as well, for the writes that
+race the step-down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+
+import grpc
+import structlog
+from kazoo.client import KazooState
+
+from agora.common import new_id
+from agora.common.credentials import Credentials
+from agora.common.election import ELECTION, Contender, list_masters, zk_client
+from agora.common.errors import Reason, rich_status
+from agora.common.masters import MasterInfo, MasterSet
+from agora.common.rpc import bind, new_server
+from agora.master.config import MasterConfig
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["DEFAULT_SESSION_TIMEOUT", "Leadership", "StandbyServer", "not_leader_message"]
+
+# Seconds. The lower bound on failover after a leader dies without a word (kill -9, power
+# loss): its znode goes only when ZooKeeper expires its session. Mesos defaults to 10 s; 2 s
+# keeps failover around two seconds, and a leader cut off from ZooKeeper still steps down (at
+# 2/3 of it, when kazoo suspends the connection) before its session can expire.
+DEFAULT_SESSION_TIMEOUT = 2.0
+
+
+def not_leader_message(me: str, leader: str) -> str:
+    if leader:
+        return f"the master at {me} is standing by; the leader is {leader}"
+    return f"the master at {me} is standing by and no leader is elected yet; retry shortly"
+
+
+class StandbyServer:
+    """Serves the master's port while it stands by: every call, whatever the service, ends at
+    once with UNAVAILABLE / NOT_LEADER and metadata {"leader": host:port or ""}."""
+
+    def __init__(
+        self, host: str, port: int, credentials: Credentials, leader: Callable[[], str]
+    ) -> None:
+        self._address = f"{host}:{port}"
+        self._credentials = credentials
+        self._leader = leader
+        self.address = self._address
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> int:
+        server = new_server()
+        server.add_generic_rpc_handlers([_Refuse(self)])
+        port = bind(server, self._address, self._credentials)
+        await server.start()
+        self._server = server
+        self.address = f"{self._address.rpartition(':')[0]}:{port}"
+        return port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            server, self._server = self._server, None
+            await server.stop(0)
+
+    def refusal(self) -> grpc.Status:
+        leader = self._leader()
+        return rich_status(
+            grpc.StatusCode.UNAVAILABLE,
+            not_leader_message(self.address, leader),
+            Reason.NOT_LEADER,
+            {"leader": leader},
+        )
+
+
+class _Refuse(grpc.GenericRpcHandler):
+    def __init__(self, standby: StandbyServer) -> None:
+        self._standby = standby
+
+    def service(self, handler_call_details):
+        # A stream-stream handler serves a call of any shape: it refuses without reading.
+        return grpc.stream_stream_rpc_method_handler(self._refuse)
+
+    async def _refuse(self, requests, context):
+        await context.abort_with_status(self._standby.refusal())
+
+
+class Leadership:
+    """Runs one master of a set: stands for election under `masters.zk_path`, stands by, leads.
+
+    `on_deposed(reason)` is called on kazoo's thread when this master must stop acting at once
+    (see the module's docstring); `agora master` re-executes itself there."""
+
+    def __init__(
+        self,
+        config: MasterConfig,
+        masters: MasterSet,
+        *,
+        advertise_ip: str | None = None,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        on_deposed: Callable[[str], None],
+    ) -> None:
+        if not masters.uses_zookeeper:
+            raise ValueError("leadership needs a zk:// master set")
+        self.config = config
+        self.masters = masters
+        self.advertise_ip = advertise_ip
+        self.session_timeout = session_timeout
+        self._on_deposed = on_deposed
+        self.master_id = new_id("master")
+        self.master = None  # the Master, once elected
+        self.elected = asyncio.Event()
+        self._zk = None
+        self._contender: Contender | None = None
+        self._standby: StandbyServer | None = None
+        self._leader = ""  # host:port of the current leader, "" when none
+        self._members: list[MasterInfo] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._deposed = threading.Event()
+
+    @property
+    def address(self) -> str:
+        """host:port this master advertises (in its election znode)."""
+        assert self._standby is not None
+        host = self.advertise_ip or self.config.host
+        return f"{host}:{self._standby.address.rpartition(':')[2]}"
+
+    @property
+    def leader(self) -> str:
+        return self._leader
+
+    def _other_leader(self) -> str:
+        """The leader to send callers to; "" when none, or when it is this master still
+        starting to lead (retry in a moment)."""
+        return "" if self._leader == self.address else self._leader
+
+    def members(self) -> list[MasterInfo]:
+        """Every master standing, the leader first (as last seen from ZooKeeper)."""
+        return list(self._members)
+
+    async def start(self, on_waiting: Callable[[str], None] | None = None) -> None:
+        """Connects to ZooKeeper (saying so, and trying for ever, while it is unreachable),
+        binds the port as a standby and stands for election."""
+        self._loop = asyncio.get_running_loop()
+        self._standby = StandbyServer(
+            self.config.host, self.config.port, self.config.credentials, self._other_leader
+        )
+        port = await self._standby.start()
+        self.config.port = port
+        self._zk = zk_client(self.masters.zk_hosts, self.session_timeout)
+        connected = self._zk.start_async()
+        waited = 0.0
+        while not await asyncio.to_thread(connected.wait, 2.0):
+            waited += 2.0
+            message = (
+                f"ZooKeeper at {self.masters.zk_hosts} is unreachable; still trying "
+                f"({waited:.0f} s)"
+            )
+            log.warning(message)
+            if on_waiting is not None:
+                on_waiting(message)
+        negotiated = self._zk._session_timeout / 1000  # what the server granted
+        log.info(
+            "connected to ZooKeeper",
+            zk=str(self.masters),
+            session_timeout=negotiated,
+        )
+        self._zk.add_listener(self._on_zk_state)
+        info = MasterInfo(self.master_id, self.address, time.time())
+        self._contender = Contender(self._zk, self.masters.zk_path, info, self._on_change)
+        await asyncio.to_thread(self._contender.start)
+        self._zk.ChildrenWatch(f"{self.masters.zk_path}/{ELECTION}", self._on_members)
+
+    async def stop(self) -> None:
+        """A clean shutdown: withdraw (the next master leads at once), stop serving."""
+        if self._contender is not None:
+            await asyncio.to_thread(self._contender.withdraw)
+        if self.master is not None:
+            await self.master.stop()
+        if self._standby is not None:
+            await self._standby.stop()
+        if self._zk is not None:
+            zk, self._zk = self._zk, None
+            await asyncio.to_thread(_close, zk)
+
+    # --- kazoo's thread -------------------------------------------------------------------
+
+    def _on_members(self, children: list[str]) -> None:
+        try:
+            members = list_masters(self._zk, self.masters.zk_path)
+        except Exception:  # noqa: BLE001 - the connection dropped; the state listener acts
+            return
+        self._members = members
+        self._leader = members[0].address if members else ""
+
+    def _on_change(self, leading: bool, reason: str) -> None:
+        if leading:
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._lead()))
+        else:
+            self._depose(reason)
+
+    def _on_zk_state(self, state: str) -> None:
+        # A standby whose session is lost is out of the election for good (its znode is gone):
+        # it starts afresh too. (A leader's suspension is the Contender's to report.)
+        if state == KazooState.LOST:
+            self._depose("ZooKeeper session lost")
+
+    def _depose(self, reason: str) -> None:
+        if self._deposed.is_set():
+            return
+        self._deposed.set()
+        log.warning("stepping down", reason=reason, master_id=self.master_id)
+        self._on_deposed(reason)
+
+    # --- the event loop -------------------------------------------------------------------
+
+    async def _lead(self) -> None:
+        if self._deposed.is_set() or self.master is not None:
+            return
+        from agora.master.server import Master
+        from agora.master.zk_store import ZkRegistryStore
+
+        assert self._standby is not None and self._contender is not None
+        started = time.monotonic()
+        store = await asyncio.to_thread(
+            ZkRegistryStore,
+            self._zk,
+            self.masters.zk_path,
+            self._contender.node,
+            lambda: self._depose("the registry refused a write: no longer the leader"),
+        )
+        await self._standby.stop()
+        self.master = Master(
+            self.config, store=store, master_id=self.master_id, masters=self.members
+        )
+        await self.master.start()
+        log.info(
+            "leading",
+            address=self.address,
+            master_id=self.master_id,
+            took_seconds=round(time.monotonic() - started, 3),
+        )
+        self.elected.set()
+
+
+def _close(zk) -> None:
+    zk.stop()
+    zk.close()
