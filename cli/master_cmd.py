@@ -266,7 +266,7 @@ async def _serve_in_set(config, zk, args) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    print(f"master standing by on {leadership.address} ({zk})", flush=True)
+    print(f"master standing by, listening on {leadership.address} ({zk})", flush=True)
     elected = asyncio.ensure_future(leadership.elected.wait())
     done, _ = await asyncio.wait(
         [elected, asyncio.ensure_future(stopping.wait())], return_when=asyncio.FIRST_COMPLETED

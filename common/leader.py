@@ -85,6 +85,8 @@ class LeaderTracker:
         self.changed = asyncio.Event()
         self._zk = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._first_read = asyncio.Event()
+        self._zk_leader = ""  # the leader as ZooKeeper last named it
 
     def __str__(self) -> str:
         return str(self.masters)
@@ -99,6 +101,9 @@ class LeaderTracker:
         if not self._current:
             return None
         step = next_step(self.masters, self._current, error)
+        if self._zk_leader and step.delay is None and self._zk_leader != self._current:
+            # Dialling what a (possibly stale) redirect named failed: ZooKeeper knows better.
+            step = Step(self._zk_leader, 0.0)
         if step.address != self._current:
             log.info("following the master set", previous=self._current, now=step.address)
         self._current = step.address
@@ -114,7 +119,15 @@ class LeaderTracker:
         self._zk = zk = zk_client(self.masters.zk_hosts, 10.0)
         zk.start_async()  # connects (and reconnects) on its own thread
         await asyncio.to_thread(_wait_connected, zk, 5.0)
+        self._first_read = asyncio.Event()
         zk.ChildrenWatch(f"{self.masters.zk_path}/{ELECTION}", self._on_members, send_event=False)
+        # The first dial should go to the leader, not wait for a backoff: give the watch's first
+        # read a moment.
+        try:
+            async with asyncio.timeout(5.0):
+                await self._first_read.wait()
+        except TimeoutError:
+            log.warning("ZooKeeper has not named a leader yet", zk=str(self.masters))
 
     async def close(self) -> None:
         if self._zk is not None:
@@ -135,6 +148,8 @@ class LeaderTracker:
             self._loop.call_soon_threadsafe(self._set_leader, address)
 
     def _set_leader(self, address: str) -> None:
+        self._first_read.set()
+        self._zk_leader = address
         if address and address != self._current:
             log.info("the master set has a new leader", leader=address)
             self._current = address

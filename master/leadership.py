@@ -189,6 +189,8 @@ class Leadership:
 
     async def stop(self) -> None:
         """A clean shutdown: withdraw (the next master leads at once), stop serving."""
+        # Closing the client reports the session LOST: that is us leaving, not a deposition.
+        self._deposed.set()
         if self._contender is not None:
             await asyncio.to_thread(self._contender.withdraw)
         if self.master is not None:
@@ -207,10 +209,15 @@ class Leadership:
         except Exception:  # noqa: BLE001 - the connection dropped; the state listener acts
             return
         self._members = members
+        if self._contender is not None and self._contender.leading:
+            return  # elected: the standby names no one else
         self._leader = members[0].address if members else ""
 
     def _on_change(self, leading: bool, reason: str) -> None:
         if leading:
+            # From now on the standby says "starting to lead" rather than naming the previous
+            # leader (whose znode may still be in the watch's last view).
+            self._leader = self.address
             assert self._loop is not None
             self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._lead()))
         else:

@@ -134,6 +134,21 @@ class _GrpcEventStream(EventStream):
         self._call.cancel()
 
 
+class _FailedStream(EventStream):
+    def __init__(self, error: SchedulerError) -> None:
+        self._error = error
+
+    async def _events(self) -> AsyncIterator[scheduler_pb2.Event]:
+        raise self._error
+        yield  # an async generator that raises at once
+
+    def __aiter__(self) -> AsyncIterator[scheduler_pb2.Event]:
+        return self._events()
+
+    def cancel(self) -> None:
+        pass
+
+
 class GrpcSchedulerTransport(SchedulerTransport):
     """The real transport: a gRPC channel to the leading master's Scheduler service.
 
@@ -192,7 +207,11 @@ class GrpcSchedulerTransport(SchedulerTransport):
 
     def subscribe(self, request: scheduler_pb2.SubscribeRequest) -> EventStream:
         self.tracker.changed.clear()
-        return _GrpcEventStream(self._get_stub().Subscribe(request), self)
+        try:
+            stub = self._get_stub()
+        except SchedulerError as e:
+            return _FailedStream(e)  # no leader known yet: fails like a broken stream
+        return _GrpcEventStream(stub.Subscribe(request), self)
 
     async def call(self, method: str, request: Message) -> Message:
         if method not in METHODS:

@@ -29,6 +29,9 @@ class Recorder(Framework):
     async def on_subscribed(self, driver, framework_id):
         self.driver = driver
         self.framework_ids.append(framework_id)
+        # Offers belong to a subscription: after a reconnect (say, to a new leader) the old ones
+        # are void, and the master offers afresh.
+        self.offers.clear()
 
     async def on_offers(self, driver, offers):
         for offer in offers:
