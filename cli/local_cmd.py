@@ -32,6 +32,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--agents", type=_count, default=3, help="number of agents (default 3)")
     p.add_argument(
+        "--masters",
+        type=_count,
+        default=1,
+        help="number of masters (default 1). More than one starts a ZooKeeper server (Debian's "
+        "`zookeeper` package) and the masters as processes of their own on --port, --port+1, "
+        "...: one leads, the others stand by; kill -9 the leader to watch one take over "
+        "(a master that exits is started again)",
+    )
+    p.add_argument(
         "--port", type=port_number, default=5050, help="master port (default 5050; 0 = any)"
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -86,6 +95,28 @@ def _resources(text: str) -> Resources:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+async def _start_masters(args: argparse.Namespace, work_dir: Path, http_port: int | None):
+    """ZooKeeper and --masters master processes; their logs go to work_dir/master-N.log."""
+    from agora.cli.local_masters import LocalMasters
+    from agora.cli.local_zookeeper import ZooKeeperNotInstalled
+
+    extra = ["--log-level", args.log_level, "--log-format", args.log_format]
+    for flag in ("tls_ca", "tls_cert", "tls_key"):
+        if getattr(args, flag):
+            extra += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    if args.insecure:
+        extra.append("--insecure")
+    masters = LocalMasters(work_dir, args.masters, args.host, args.port, http_port, extra)
+    try:
+        await masters.start()
+    except ZooKeeperNotInstalled as e:
+        raise CommandError(f"--masters needs ZooKeeper: {e}") from None
+    except RuntimeError as e:
+        await masters.stop()
+        raise CommandError(f"cannot start the masters: {e}") from None
+    return masters
+
+
 def _agent_resources(resources: Resources, index: int) -> Resources:
     if not resources.port_ranges():
         first = 31000 + index * 1000
@@ -94,6 +125,10 @@ def _agent_resources(resources: Resources, index: int) -> Resources:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.masters < 1:
+        raise UsageError("--masters must be at least 1")
+    if args.masters > 1 and args.port == 0:
+        raise UsageError("--masters needs a fixed --port (the masters use --port, --port+1, ...)")
     setup_logging(args)
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="agora-local-"))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -109,24 +144,30 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         http_port = args.port + 30 if args.port else 0
     # Every daemon of the local cluster presents the same certificate.
     tls = {"credentials": daemon_credentials(args), "insecure": args.insecure}
-    try:
-        master = Master(
-            MasterConfig(
-                host=args.host,
-                port=args.port,
-                state_dir=work_dir / "master",
-                http_port=http_port,
-                metrics_port=args.metrics_port,
-                **tls,
+    master = None
+    masters = None
+    if args.masters > 1:
+        masters = await _start_masters(args, work_dir, http_port)
+        master_address = masters.zk_url
+    else:
+        try:
+            master = Master(
+                MasterConfig(
+                    host=args.host,
+                    port=args.port,
+                    state_dir=work_dir / "master",
+                    http_port=http_port,
+                    metrics_port=args.metrics_port,
+                    **tls,
+                )
             )
-        )
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    try:
-        port = await master.start()
-    except OSError as e:  # e.g. the port is taken: one line, not a traceback
-        raise CommandError(f"cannot start the master: {e}") from None
-    master_address = f"{args.host}:{port}"
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        try:
+            port = await master.start()
+        except OSError as e:  # e.g. the port is taken: one line, not a traceback
+            raise CommandError(f"cannot start the master: {e}") from None
+        master_address = f"{args.host}:{port}"
     agents = []
     for i in range(args.agents):
         agent = AgentDaemon(
@@ -166,12 +207,23 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         )
     )
     await services.start()
-    print(f"master listening on {master_address}", flush=True)
+    if masters is not None:
+        assert masters.zookeeper is not None
+        print(f"zookeeper listening on {masters.zookeeper.address}", flush=True)
+        for address, pid in zip(masters.addresses, masters.pids(), strict=True):
+            print(f"master listening on {address} (pid {pid})", flush=True)
+        print(f"masters: {master_address} (`agora cluster masters` shows the leader)", flush=True)
+    else:
+        print(f"master listening on {master_address}", flush=True)
     print(f"batch listening on {batch.address}", flush=True)
     print(f"services listening on {services.address}", flush=True)
-    print(f"dashboard on {master.http_url}/", flush=True)
-    if master.metrics_url is not None:
+    if master is not None:
+        print(f"dashboard on {master.http_url}/", flush=True)
+    elif http_port:
+        print(f"dashboard on the leader: one of ports {http_port}-{http_port + args.masters - 1}")
+    if master is not None and master.metrics_url is not None:
         print(f"master metrics on {master.metrics_url}/metrics", flush=True)
+    if args.metrics_port is not None:
         for agent in agents:
             print(f"agent metrics on {agent.metrics_url}/metrics", flush=True)
     print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
@@ -187,6 +239,9 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     await services.stop()
     for agent in agents:
         await agent.stop()
-    await master.stop()
+    if master is not None:
+        await master.stop()
+    if masters is not None:
+        await masters.stop()
     os.sync()
     return 0

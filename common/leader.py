@@ -120,6 +120,9 @@ class LeaderTracker:
         zk.start_async()  # connects (and reconnects) on its own thread
         await asyncio.to_thread(_wait_connected, zk, 5.0)
         self._first_read = asyncio.Event()
+        # A watch on a path that does not exist yet would never fire: the masters may start
+        # after their agents.
+        await asyncio.to_thread(_ensure_path, zk, f"{self.masters.zk_path}/{ELECTION}")
         zk.ChildrenWatch(f"{self.masters.zk_path}/{ELECTION}", self._on_members, send_event=False)
         # The first dial should go to the leader, not wait for a backoff: give the watch's first
         # read a moment.
@@ -160,6 +163,13 @@ def _wait_connected(zk, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not zk.connected and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def _ensure_path(zk, path: str) -> None:
+    try:
+        zk.ensure_path(path)
+    except Exception as e:  # noqa: BLE001 - not connected yet: the watch starts when it is
+        log.warning("cannot reach ZooKeeper yet", error=repr(e))
 
 
 def _close(zk) -> None:

@@ -22,6 +22,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import grpc
 import structlog
@@ -133,6 +134,7 @@ class Leadership:
         self._members: list[MasterInfo] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deposed = threading.Event()
+        self._elected_at = 0.0
 
     @property
     def address(self) -> str:
@@ -151,8 +153,14 @@ class Leadership:
         return "" if self._leader == self.address else self._leader
 
     def members(self) -> list[MasterInfo]:
-        """Every master standing, the leader first (as last seen from ZooKeeper)."""
-        return list(self._members)
+        """Every master standing, the leader first (as last seen from ZooKeeper; this master's
+        own election time from itself, since the watch sees only who stands, not updates)."""
+        return [
+            replace(m, elected_at=self._elected_at)
+            if m.master_id == self.master_id and self._elected_at
+            else m
+            for m in self._members
+        ]
 
     async def start(self, on_waiting: Callable[[str], None] | None = None) -> None:
         """Connects to ZooKeeper (saying so, and trying for ever, while it is unreachable),
@@ -246,6 +254,7 @@ class Leadership:
 
         assert self._standby is not None and self._contender is not None
         started = time.monotonic()
+        self._elected_at = time.time()
         store = await asyncio.to_thread(
             ZkRegistryStore,
             self._zk,

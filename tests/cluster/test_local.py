@@ -98,3 +98,72 @@ def test_local_rejects_bad_flags_with_exit_2_and_a_taken_port_in_one_line(tmp_pa
         )
     assert out.returncode == 1
     assert "cannot start the master" in out.stderr and "Traceback" not in out.stderr
+
+
+def _free_run(n: int) -> int:
+    """A port p with p .. p+n-1 and their +30 dashboard ports all free now."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n + 30 > 65535:
+            continue
+        try:
+            for port in [*range(base, base + n), *range(base + 30, base + 30 + n)]:
+                with socket.socket() as t:
+                    t.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no run of free ports")
+
+
+def test_local_with_three_masters_fails_over_when_the_leader_is_killed(tmp_path):
+    import os
+    import signal
+
+    base = _free_run(3)
+    local = Daemon(
+        ["local", "--masters", "3", "--port", str(base), "--agents", "1"]
+        + ["--work-dir", str(tmp_path / "w")],
+        tmp_path / "local.log",
+    ).start(timeout=90)
+    try:
+        eventually(
+            lambda: any("services listening on" in line for line in local.lines),
+            timeout=60,
+            message="the frameworks to start",
+        )
+        zk_url = next(line.split()[1] for line in local.lines if line.startswith("masters: zk://"))
+        pids = {
+            m.group(1): int(m.group(2))
+            for line in local.lines
+            if (m := re.match(r"master listening on (\S+) \(pid (\d+)\)", line))
+        }
+        assert len(pids) == 3
+
+        def roster():
+            out = agora("cluster", "masters", "--json", "--master", zk_url, "--timeout", "3")
+            return json.loads(out.stdout) if out.returncode == 0 else []
+
+        eventually(lambda: len(roster()) == 3, timeout=30, message="three masters standing")
+        leader = roster()[0]["address"]
+        os.kill(pids[leader], signal.SIGKILL)
+        eventually(
+            lambda: (r := roster()) and r[0]["address"] != leader,
+            timeout=30,
+            message="another master leading",
+        )
+        # The killed master is started again by `agora local` and stands by.
+        eventually(lambda: len(roster()) == 3, timeout=30, message="the killed master back")
+        hello = subprocess.run(
+            [sys.executable, "examples/hello_framework.py", "--master", zk_url, "--tasks", "2"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert hello.returncode == 0, hello.stdout + hello.stderr + local.log_tail()
+        assert any("starting it again" in line for line in local.lines)
+    finally:
+        local.stop(timeout=30)

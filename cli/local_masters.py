@@ -1,0 +1,108 @@
+"""`agora local --masters N`: a ZooKeeper server and N `agora master --zk` processes.
+
+The masters run as processes of their own (not in `agora local`'s), so that one can be killed
+with `kill -9` to watch another take over. `agora local` supervises them as an init system
+would: a master that exits is started again a second later and stands by.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agora.cli.local_zookeeper import ZooKeeperServer
+
+__all__ = ["LocalMasters"]
+
+
+@dataclass
+class LocalMasters:
+    """ZooKeeper under `work_dir/zookeeper` and masters on ports port, port+1, ..."""
+
+    work_dir: Path
+    count: int
+    host: str
+    port: int
+    http_port: int | None
+    extra_args: list[str] = field(default_factory=list)  # TLS flags, --insecure, logging
+    session_timeout: float = 2.0
+    zookeeper: ZooKeeperServer | None = None
+    processes: list[subprocess.Popen | None] = field(default_factory=list)
+    _supervisor: asyncio.Task | None = None
+    _stopping: bool = False
+
+    @property
+    def zk_url(self) -> str:
+        assert self.zookeeper is not None
+        return f"zk://{self.zookeeper.address}/agora"
+
+    @property
+    def addresses(self) -> list[str]:
+        return [f"{self.host}:{self.port + i}" for i in range(self.count)]
+
+    async def start(self) -> None:
+        """Raises ZooKeeperNotInstalled (with what to install) or RuntimeError."""
+        self.zookeeper = ZooKeeperServer(self.work_dir / "zookeeper")
+        await asyncio.to_thread(self.zookeeper.start)
+        self.processes = [self._spawn(i) for i in range(self.count)]
+        self._supervisor = asyncio.create_task(self._supervise(), name="local-masters")
+
+    def _spawn(self, i: int) -> subprocess.Popen:
+        args = [
+            sys.executable,
+            "-m",
+            "agora.cli.main",
+            "master",
+            "--zk",
+            self.zk_url,
+            "--zk-session-timeout",
+            str(self.session_timeout),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port + i),
+            *self.extra_args,
+        ]
+        if self.http_port is not None:
+            args += ["--http-port", str(self.http_port + i if self.http_port else 0)]
+        log = open(self.work_dir / f"master-{i}.log", "ab")  # noqa: SIM115 - the child's
+        try:
+            return subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        finally:
+            log.close()
+
+    async def _supervise(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(1.0)
+            for i, proc in enumerate(self.processes):
+                if proc is not None and proc.poll() is not None and not self._stopping:
+                    print(
+                        f"master {self.addresses[i]} (pid {proc.pid}) exited with code "
+                        f"{proc.returncode}; starting it again",
+                        flush=True,
+                    )
+                    self.processes[i] = self._spawn(i)
+
+    def pids(self) -> list[int]:
+        return [p.pid if p is not None else 0 for p in self.processes]
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+        for proc in self.processes:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+        for proc in self.processes:
+            if proc is not None:
+                try:
+                    await asyncio.to_thread(proc.wait, 15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        if self.zookeeper is not None:
+            await asyncio.to_thread(self.zookeeper.stop)
