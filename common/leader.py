@@ -15,6 +15,8 @@ The decision (what an error means, which address comes next) is `next_step`, pur
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 import time
 from dataclasses import dataclass
 
@@ -32,6 +34,9 @@ __all__ = ["FollowingStub", "LeaderNotFound", "LeaderTracker", "Step", "find_lea
 # An elected master answers NOT_LEADER naming itself for the few milliseconds it takes to start
 # leading: dial it again after this long rather than after a whole backoff.
 STARTING_RETRY = 0.05
+# For this long after ZooKeeper names a new leader, a refused dial is retried after about
+# STARTING_RETRY: the new leader takes a few tens of milliseconds to open its port.
+FRESH_LEADER_WINDOW = 1.0
 
 
 # Codes that mean the master did not answer (down, restarting, cut off).
@@ -87,6 +92,7 @@ class LeaderTracker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._first_read = asyncio.Event()
         self._zk_leader = ""  # the leader as ZooKeeper last named it
+        self._learned_at = -math.inf  # when ZooKeeper last named a new one (monotonic)
 
     def __str__(self) -> str:
         return str(self.masters)
@@ -104,6 +110,10 @@ class LeaderTracker:
         if self._zk_leader and step.delay is None and self._zk_leader != self._current:
             # Dialling what a (possibly stale) redirect named failed: ZooKeeper knows better.
             step = Step(self._zk_leader, 0.0)
+        elif step.delay is None and time.monotonic() - self._learned_at < FRESH_LEADER_WINDOW:
+            # ZooKeeper named this leader a moment ago and it is still opening its port: try
+            # again shortly rather than after a whole backoff (jittered, bounded in time).
+            step = Step(step.address, STARTING_RETRY * (0.5 + random.random()))
         if step.address != self._current:
             log.info("following the master set", previous=self._current, now=step.address)
         self._current = step.address
@@ -154,6 +164,7 @@ class LeaderTracker:
         self._first_read.set()
         self._zk_leader = address
         if address and address != self._current:
+            self._learned_at = time.monotonic()
             log.info("the master set has a new leader", leader=address)
             self._current = address
             self.changed.set()

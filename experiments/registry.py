@@ -222,6 +222,40 @@ def _fairness_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _failover_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kills", type=int, default=10, help="leader kills (default 10)")
+    p.add_argument("--masters", type=int, default=3, help="masters in the set (default 3)")
+    p.add_argument("--agents", type=int, default=3, help="real agents (default 3)")
+    p.add_argument(
+        "--zk-session-timeout",
+        type=_positive,
+        default=1.5,
+        help="the masters' ZooKeeper session timeout: the floor of failover after a SIGKILL "
+        "(default 1.5 s)",
+    )
+    p.add_argument(
+        "--task-seconds",
+        type=_positive,
+        default=1.0,
+        help="how long each launched task runs (default 1 s)",
+    )
+
+
+def _build_failover(args: argparse.Namespace) -> Runner:
+    from agora.experiments import failover
+
+    if args.kills < 1 or args.masters < 2 or args.agents < 1:
+        raise ExperimentError("--kills and --agents must be at least 1, --masters at least 2")
+    cfg = failover.FailoverConfig(
+        kills=args.kills,
+        masters=args.masters,
+        agents=args.agents,
+        session_timeout=args.zk_session_timeout,
+        task_seconds=args.task_seconds,
+    )
+    return lambda out, command: failover.run(cfg, out, command, args.quiet)
+
+
 def _build_offer_latency(args: argparse.Namespace) -> Runner:
     quiet = args.quiet
     from agora.experiments import offer_latency
@@ -368,6 +402,18 @@ EXPERIMENTS: dict[str, Experiment] = {
             build=_build_fairness,
             full=("--agents", "20", "--seconds", "60"),
             quick=("--agents", "10", "--seconds", "20"),
+        ),
+        Experiment(
+            name="failover",
+            help="SIGKILL the leading master: time until agents and frameworks are back",
+            description="Three masters on a real ZooKeeper; the leader is killed with SIGKILL "
+            "over and over while real agents run tasks and a framework launches. Per kill: new "
+            "leader elected, all agents re-registered, the framework re-subscribed, first "
+            "offer; and tasks lost or run twice over the whole run.",
+            add_arguments=_failover_arguments,
+            build=_build_failover,
+            full=("--kills", "20"),
+            quick=("--kills", "3"),
         ),
     )
 }

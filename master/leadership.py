@@ -48,6 +48,8 @@ DEFAULT_SESSION_TIMEOUT = 2.0
 
 
 def not_leader_message(me: str, leader: str) -> str:
+    if leader == me:
+        return f"the master at {me} is elected and starting to lead; retry in a moment"
     if leader:
         return f"the master at {me} is standing by; the leader is {leader}"
     return f"the master at {me} is standing by and no leader is elected yet; retry shortly"
@@ -148,9 +150,9 @@ class Leadership:
         return self._leader
 
     def _other_leader(self) -> str:
-        """The leader to send callers to; "" when none, or when it is this master still
-        starting to lead (retry in a moment)."""
-        return "" if self._leader == self.address else self._leader
+        """The leader to send callers to ("" when none is elected). This master itself when it
+        is elected and still starting to lead: callers retry it in a moment."""
+        return self._leader
 
     def members(self) -> list[MasterInfo]:
         """Every master standing, the leader first (as last seen from ZooKeeper; this master's

@@ -1,0 +1,36 @@
+"""agora experiment failover, tiny: real ZooKeeper, masters, agents and a framework."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from experiments_helpers import load_results, run_experiment
+
+pytestmark = pytest.mark.e2e
+
+
+def test_failover_measures_each_kill_and_counts_lost_and_doubled_tasks(tmp_path):
+    out = tmp_path / "failover"
+    run_experiment("failover", "--kills", "2", "--agents", "2", "--out", str(out), timeout=180)
+    data = load_results(out, "failover")
+    (run,) = data["runs"]
+    assert run["kills"] == 2 and run["framework_kept_its_id"] is True
+    assert run["tasks_launched"] > 0
+    assert run["tasks_lost"] == 0 and run["tasks_run_twice"] == 0
+    with open(out / "samples.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["kill"]) for r in rows] == [1, 2]
+    for row in rows:
+        elected, back = float(row["elected"]), float(row["back"])
+        # Nothing can be back before a leader is elected, and all of it is back in the end.
+        assert 0 < elected <= back
+        assert float(row["agents_back"]) <= back and float(row["framework_back"]) <= back
+    names = [t["name"] for t in data["targets"]]
+    assert names == [
+        "kill -> all back p50",
+        "kill -> all back p99",
+        "tasks lost",
+        "tasks run twice",
+    ]
+    assert data["plots"] == ["failover.png"]
