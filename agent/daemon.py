@@ -48,9 +48,9 @@ class AgentConfig:
     # The master is presumed gone after this many intervals of silence.
     missed_heartbeats: int = 3
     reconnect_backoff_initial: float = 0.2
-    # A cap of 1 s brings agents back within about a second of a restarted master listening,
-    # and the jitter (Backoff) keeps them from arriving all at once.
-    reconnect_backoff_max: float = 1.0
+    # A cap of 0.5 s brings agents back within a second of a restarted master listening
+    # (each wait is drawn from 0.25-0.5 s at the cap, so they do not arrive all at once).
+    reconnect_backoff_max: float = 0.5
     update_backoff_initial: float = 0.5
     update_backoff_max: float = 10.0
     default_kill_grace: float = DEFAULT_KILL_GRACE

@@ -3,7 +3,7 @@
 One stream at a time. Each begins with Register (the current id and running tasks, built
 fresh for every attempt); a stream that breaks, or a master silent for several heartbeat
 intervals, is dropped and dialled again with jittered exponential backoff (0.2 s doubling to
-1 s). With a set of masters the LeaderTracker says where to dial: a standby's refusal names the
+0.5 s). With a set of masters the LeaderTracker says where to dial: a standby's refusal names the
 leader, which is dialled at once, and with zk:// a change of leader wakes the link at once.
 """
 
@@ -52,7 +52,7 @@ class MasterLink:
         handler: LinkHandler,
         *,
         backoff_initial: float = 0.2,
-        backoff_max: float = 1.0,
+        backoff_max: float = 0.5,
         default_heartbeat: float = 5.0,
         missed_heartbeats: int = 3,
         register_timeout: float = 10.0,

@@ -101,9 +101,9 @@ class Driver:
         self.stream_id = ""
         self.master_id = ""
         self.heartbeat_interval = 0.0
-        # Capped at 1 s: back within about a second of a restarted master listening; the
-        # jitter keeps the frameworks from all arriving at once.
-        self.backoff = backoff or Backoff(initial=0.2, cap=1.0)
+        # Capped at 0.5 s: back within a second of a restarted master listening; the jitter
+        # (0.25-0.5 s at the cap) keeps the frameworks from all arriving at once.
+        self.backoff = backoff or Backoff(initial=0.2, cap=0.5)
         # How long to wait for SUBSCRIBED, and how many heartbeat intervals of silence mean the
         # master (or the path to it) is gone even though TCP has not noticed; never less than
         # min_silence, so that a master busy for a moment (disk, GC) is not taken for dead.
