@@ -55,7 +55,7 @@ class MasterLink:
         backoff_max: float = 0.5,
         default_heartbeat: float = 5.0,
         missed_heartbeats: int = 3,
-        register_timeout: float = 10.0,
+        register_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         credentials: Credentials = INSECURE,
     ) -> None:
@@ -168,7 +168,7 @@ class MasterLink:
         address = self.tracker.current()
         if not address:
             raise ConnectionError(f"no master of {self.tracker} is leading yet")
-        channel = open_channel(address, self._credentials)
+        channel = open_channel(address, self._credentials, redial=True)
         outbox: asyncio.Queue[AgentMessage | None] = asyncio.Queue()
         heartbeat: asyncio.Task | None = None
         watchdog: asyncio.Task | None = None

@@ -288,7 +288,7 @@ class FollowingStub:
             if self._channel is not None:
                 asyncio.ensure_future(self._channel.close())
             self._address = address
-            self._channel = open_channel(address, self._credentials)
+            self._channel = open_channel(address, self._credentials, redial=True)
             self._stub = self._stub_class(self._channel)
         return self._stub
 

@@ -105,9 +105,25 @@ def insecure_channel(address: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
 
 
-def open_channel(address: str, credentials: Credentials = INSECURE) -> grpc.aio.Channel:
-    """A channel to an Agora daemon, with TLS when `credentials` are secure."""
-    return aio_channel(address, credentials, CHANNEL_OPTIONS)
+# For the channels that dial a master again and again while it restarts (the agent's link, the
+# SDK): our own jittered backoff decides when to dial. gRPC's subchannels, shared between
+# channels to the same address, otherwise keep their own backoff (1 s growing to 120 s) and
+# fail new calls with the last "connection refused" for that long after the master is back.
+REDIAL_OPTIONS = [
+    *CHANNEL_OPTIONS,
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+    ("grpc.use_local_subchannel_pool", 1),
+]
+
+
+def open_channel(
+    address: str, credentials: Credentials = INSECURE, *, redial: bool = False
+) -> grpc.aio.Channel:
+    """A channel to an Agora daemon, with TLS when `credentials` are secure; `redial`: one that
+    dials a master that may be restarting (REDIAL_OPTIONS)."""
+    return aio_channel(address, credentials, REDIAL_OPTIONS if redial else CHANNEL_OPTIONS)
 
 
 def parse_address(text: str, default_port: int | None = None) -> tuple[str, int]:

@@ -16,12 +16,20 @@ leaves a marker file named after its id and its process id, so a task that ran t
 two markers; a task is lost if it ends LOST/GONE/UNREACHABLE or is never heard of again.
 Tasks whose launch was in flight at a kill (the master died before forwarding it) come back
 from explicit reconciliation as TASK_UNKNOWN and are launched again: counted, not lost.
+
+`--masters 1` kills and restarts a single master (SQLite registry) instead: how soon agents and
+frameworks are back once it listens again. Logs and work dirs go to a temporary directory,
+removed after a run that worked unless AGORA_KEEP_SCRATCH is set.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,11 +172,12 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
 
     progress = Progress("failover", quiet)
     results = Results("failover", out, cfg.__dict__.copy(), command)
-    logs = out / "logs"
-    markers = out / "markers"
-    markers.mkdir(parents=True, exist_ok=True)
-    for old in markers.iterdir():
-        old.unlink()
+    # Scratch (logs, agents' work dirs, ZooKeeper's data, markers) beside, not in, `out`:
+    # removed after a run that worked, kept (and named) after one that did not.
+    scratch = Path(tempfile.mkdtemp(prefix="agora-failover-"))
+    logs = scratch / "logs"
+    markers = scratch / "markers"
+    markers.mkdir(parents=True)
     single = cfg.masters == 1
     ports = free_ports(cfg.masters)
     addresses = [f"127.0.0.1:{p}" for p in ports]
@@ -177,9 +186,9 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
         # One master with its registry in SQLite, restarted at once after each kill: how soon
         # agents and frameworks are back once it listens again.
         url = addresses[0]
-        where = ["--state-dir", str(out / "master-state")]
+        where = ["--state-dir", str(scratch / "master-state")]
     else:
-        zk = await asyncio.to_thread(ZooKeeperServer(out / "zookeeper").start)
+        zk = await asyncio.to_thread(ZooKeeperServer(scratch / "zookeeper").start)
         url = f"zk://{zk.address}/agora-failover-{int(time.time())}"
         where = ["--zk", url, "--zk-session-timeout", str(cfg.session_timeout)]
 
@@ -215,7 +224,12 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
         for i in range(cfg.agents):
             agents.append(
                 await start_real_agent(
-                    url, logs, out / f"agent-{i}", "cpus:2;mem:1024;disk:1024", f"agent-{i}"
+                    url,
+                    logs,
+                    scratch / f"agent-{i}",
+                    "cpus:2;mem:1024;disk:1024",
+                    f"agent-{i}",
+                    log_level="info",  # the log says what each agent dialled and when
                 )
             )
         fw_task = asyncio.create_task(
@@ -272,6 +286,9 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
             await asyncio.sleep(0.5)
         ids = [sid for _, sid in framework.subscribed_at]
         same_id = all(i == framework_id for i in ids)
+    except BaseException:
+        print(f"failover: the run failed; logs are in {logs}", file=sys.stderr, flush=True)
+        raise
     finally:
         progress.show("stopping", force=True)
         if framework.driver is not None:
@@ -299,11 +316,16 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
         for t, s in framework.states.items()
         if (s in ENDED_BADLY and s != common_pb2.TASK_DROPPED) or s not in TERMINAL
     )
-    stats = {m: summarize(s[m] for s in samples) for m in METRICS}
+    # "back after listening" means something only when the killed master is the one to return.
+    metrics = METRICS if single else METRICS[:5]
+    for sample in samples:
+        if not single:
+            sample.pop("back_after_listening", None)
+    stats = {m: summarize(s[m] for s in samples) for m in metrics}
     run_entry = {
         "kills": len(samples),
         "session_timeout_seconds": cfg.session_timeout,
-        "seconds": {m: stats[m] for m in METRICS},
+        "seconds": {m: stats[m] for m in metrics},
         "tasks_launched": len(framework.states),
         "tasks_finished": sum(s == common_pb2.TASK_FINISHED for s in framework.states.values()),
         "tasks_lost": len(lost),
@@ -346,7 +368,7 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
                 "time restarted at once to stand by."
             ),
             "",
-            stats_table([(m.replace("_", " "), stats[m]) for m in METRICS], unit="s"),
+            stats_table([(m.replace("_", " "), stats[m]) for m in metrics], unit="s"),
             "",
             f"Tasks launched {run_entry['tasks_launched']}, finished "
             f"{run_entry['tasks_finished']}, lost {len(lost)}, run twice {len(ran_twice)}; "
@@ -358,6 +380,8 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
         ]
     )
     results.write(summary, plots)
+    if not os.environ.get("AGORA_KEEP_SCRATCH"):
+        shutil.rmtree(scratch, ignore_errors=True)
     progress.done(
         f"back after a kill: p50 {back['p50']} s, p99 {back['p99']} s; lost {len(lost)}, "
         f"run twice {len(ran_twice)}"

@@ -224,7 +224,12 @@ def agora_argv(command: str, *args: str) -> list[str]:
 
 
 async def start_real_agent(
-    master: str, log_dir: Path, work_dir: Path, resources: str, name: str
+    master: str,
+    log_dir: Path,
+    work_dir: Path,
+    resources: str,
+    name: str,
+    log_level: str = "warning",
 ) -> Daemon:
     argv = agora_argv(
         "agent",
@@ -237,7 +242,7 @@ async def start_real_agent(
         "--resources",
         resources,
         "--log-level",
-        "warning",
+        log_level,
     )
     return await Daemon(name, argv, log_dir).start()
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from agora.experiments.registry import EXPERIMENTS, parse
-from agora.experiments.results import fmt_ms
+from agora.experiments.results import fmt_ms, stats_table
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -162,6 +162,23 @@ def section(docs: Path, figures: Path) -> str:
                 f"{v['optimum_tasks']} |"
             )
         out += ["", *_images(docs, figures, fa, "fairness"), ""]
+    fo = found["failover"]
+    if fo:
+        r = fo["runs"][0]
+        out += [
+            "### failover",
+            "",
+            f"`{' '.join(fo['command'])}`",
+            "",
+            f"{r['kills']} SIGKILLs of the leader (ZooKeeper session timeout "
+            f"{r['session_timeout_seconds']} s): tasks launched {r['tasks_launched']}, lost "
+            f"{r['tasks_lost']}, run twice {r['tasks_run_twice']}.",
+            "",
+            stats_table([(k.replace("_", " "), v) for k, v in r["seconds"].items()], unit="s"),
+            "",
+            *_images(docs, figures, fo, "failover"),
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -217,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--only",
         default=",".join(EXPERIMENTS),
-        help="experiments to run, comma-separated (default: all four)",
+        help="experiments to run, comma-separated (default: all of them)",
     )
     p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
     p.add_argument(

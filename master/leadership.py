@@ -80,7 +80,9 @@ class StandbyServer:
     async def stop(self) -> None:
         if self._server is not None:
             server, self._server = self._server, None
-            await server.stop(0)
+            # A moment's grace: refusals in flight complete instead of being cut (a call cut
+            # mid-stream could leave its client waiting for an answer that never comes).
+            await server.stop(0.1)
 
     def refusal(self) -> grpc.Status:
         leader = self._leader()
@@ -221,7 +223,16 @@ class Leadership:
         self._members = members
         if self._contender is not None and self._contender.leading:
             return  # elected: the standby names no one else
-        self._leader = members[0].address if members else ""
+        first = members[0] if members else None
+        if (
+            first is not None
+            and first.address == self.address
+            and first.master_id != self.master_id
+        ):
+            # The previous process on this very port, killed, whose znode has not expired yet:
+            # naming it would send callers back here. No leader is known.
+            first = None
+        self._leader = first.address if first is not None else ""
 
     def _on_change(self, leading: bool, reason: str) -> None:
         if leading:

@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from agora.common.credentials import Credentials, aio_channel
 from agora.common.errors import reason_of
 from agora.common.leader import LeaderTracker
-from agora.common.rpc import CHANNEL_OPTIONS
+from agora.common.rpc import REDIAL_OPTIONS
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 # The unary methods of the Scheduler service, by their gRPC names.
@@ -39,14 +39,8 @@ TRANSIENT_CODES = frozenset(
     }
 )
 
-# Our own reconnect backoff decides when to dial again; keep grpc's channel backoff (which
-# starts at 1 s and grows to 120 s) from holding a restarted master at arm's length.
-_CHANNEL_OPTIONS = [
-    *CHANNEL_OPTIONS,
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.min_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 5_000),
-]
+# Our own reconnect backoff decides when to dial again (common/rpc.REDIAL_OPTIONS).
+_CHANNEL_OPTIONS = REDIAL_OPTIONS
 
 
 class SchedulerError(Exception):
