@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,8 +60,19 @@ def four_letter_word(address: str, word: str = "ruok", timeout: float = 1.0) -> 
 class ZooKeeperServer:
     """A standalone ZooKeeper on 127.0.0.1:`port` (a free one by default), data in `root`."""
 
-    def __init__(self, root: Path, port: int = 0, tick_ms: int = 200) -> None:
+    def __init__(
+        self,
+        root: Path,
+        port: int = 0,
+        tick_ms: int = 200,
+        host: str = "127.0.0.1",
+        prefix: list[str] | None = None,
+    ) -> None:
+        """`host`: the address to listen on; `prefix`: a command to run the server under, e.g.
+        `ip netns exec NS` (tests put ZooKeeper on a "host" of its own)."""
         self.root = Path(root)
+        self.host = host
+        self.prefix = list(prefix or [])
         self.port = port or _free_port()
         # Session timeouts a client may ask for are bounded to [2, 20] ticks: 200 ms ticks let a
         # client choose anything from 0.4 s to 4 s, which fast failover needs.
@@ -69,7 +81,7 @@ class ZooKeeperServer:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> ZooKeeperServer:
         classpath = zookeeper_classpath()
@@ -80,14 +92,14 @@ class ZooKeeperServer:
             f"tickTime={self.tick_ms}\n"
             f"dataDir={data}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={self.host}\n"
             "maxSessionTimeout=20000\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat\n"
         )
         log = open(self.root / "zookeeper.log", "ab")  # noqa: SIM115 - owned by the process
         self.process = subprocess.Popen(
-            ["java", "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath]
+            [*self.prefix, "java", "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath]
             + [f"-Dzookeeper.log.dir={self.root}"]
             + ["org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
             stdout=log,
@@ -98,7 +110,7 @@ class ZooKeeperServer:
         log.close()
         deadline = time.monotonic() + timeout
         # "ruok" answers before the server serves; "srvr" names its mode once it does.
-        while "Mode:" not in four_letter_word(self.address, "srvr"):
+        while "Mode:" not in self._ask("srvr"):
             if self.process.poll() is not None:
                 tail = (self.root / "zookeeper.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"ZooKeeper exited with code {self.process.returncode}:\n{tail}")
@@ -107,6 +119,19 @@ class ZooKeeperServer:
                 raise RuntimeError(f"ZooKeeper did not answer on {self.address} in {timeout:g}s")
             time.sleep(0.1)
         return self
+
+    def _ask(self, word: str) -> str:
+        """A four-letter word, asked from where the server runs (its namespace, if any)."""
+        if not self.prefix:
+            return four_letter_word(self.address, word)
+        code = (
+            "from agora.cli.local_zookeeper import four_letter_word as f; "
+            f"print(f({self.address!r}, {word!r}))"
+        )
+        done = subprocess.run(
+            [*self.prefix, sys.executable, "-c", code], capture_output=True, text=True
+        )
+        return done.stdout
 
     def stop(self, kill: bool = False) -> None:
         """Stops the server (SIGTERM, or SIGKILL with `kill`); its data stays for a restart."""
