@@ -258,15 +258,32 @@ async def _serve_in_set(config, zk, args) -> int:
         session_timeout=args.zk_session_timeout or DEFAULT_SESSION_TIMEOUT,
         on_deposed=restart_self,
     )
-    try:
-        await leadership.start(on_waiting=lambda m: print(m, file=sys.stderr, flush=True))
-    except OSError as e:
-        raise CommandError(f"cannot start: {e}") from None
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    print(f"master standing by, listening on {leadership.address} ({zk})", flush=True)
+
+    def listening() -> None:
+        print(f"master standing by, listening on {leadership.address} ({zk})", flush=True)
+
+    starting = asyncio.ensure_future(
+        leadership.start(
+            on_waiting=lambda m: print(m, file=sys.stderr, flush=True), on_listening=listening
+        )
+    )
+    # Ctrl-C while ZooKeeper is unreachable stops the wait.
+    await asyncio.wait(
+        [starting, asyncio.ensure_future(stopping.wait())], return_when="FIRST_COMPLETED"
+    )
+    if not starting.done():
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await leadership.stop()
+        return 0
+    try:
+        starting.result()
+    except OSError as e:
+        raise CommandError(f"cannot start: {e}") from None
     elected = asyncio.ensure_future(leadership.elected.wait())
     done, _ = await asyncio.wait(
         [elected, asyncio.ensure_future(stopping.wait())], return_when=asyncio.FIRST_COMPLETED

@@ -166,15 +166,22 @@ class Leadership:
             for m in self._members
         ]
 
-    async def start(self, on_waiting: Callable[[str], None] | None = None) -> None:
-        """Connects to ZooKeeper (saying so, and trying for ever, while it is unreachable),
-        binds the port as a standby and stands for election."""
+    async def start(
+        self,
+        on_waiting: Callable[[str], None] | None = None,
+        on_listening: Callable[[], None] | None = None,
+    ) -> None:
+        """Binds the port as a standby (then calls `on_listening`), connects to ZooKeeper
+        (saying so through `on_waiting`, and trying for ever, while it is unreachable) and
+        stands for election."""
         self._loop = asyncio.get_running_loop()
         self._standby = StandbyServer(
             self.config.host, self.config.port, self.config.credentials, self._other_leader
         )
         port = await self._standby.start()
         self.config.port = port
+        if on_listening is not None:
+            on_listening()
         self._zk = zk_client(self.masters.zk_hosts, self.session_timeout)
         connected = self._zk.start_async()
         waited = 0.0

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from e2e_framework import Recorder, running
 from ha import MasterSet, ZkProxy, agora
-from harness import eventually_async
+from harness import eventually, eventually_async
 
 from agora.cli.local_zookeeper import ZooKeeperServer
 from agora.common.errors import Reason, error_metadata, reason_of
@@ -244,4 +244,32 @@ async def test_zookeeper_restarted_under_a_running_cluster(tmp_path):
             assert not [u for u in fw.updates if u.state == common_pb2.TASK_LOST]
     finally:
         ms.stop()
+        zk.stop()
+
+
+def test_a_master_started_before_zookeeper_says_so_and_leads_once_it_is_up(tmp_path):
+    from ha import free_port
+    from harness import Daemon
+
+    zk = ZooKeeperServer(tmp_path / "zk", port=free_port())
+    master = Daemon(
+        ["master", "--zk", f"zk://{zk.address}/late", "--port", "0"], tmp_path / "master.log"
+    )
+    try:
+        master.start(timeout=60)  # stands by (its port answers) while ZooKeeper is away
+        stderr = tmp_path / "master.log"
+        eventually(
+            lambda: "unreachable; still trying" in stderr.read_text(),
+            timeout=30,
+            message="the master to say ZooKeeper is unreachable",
+        )
+        assert master.alive()
+        zk.start()
+        eventually(
+            lambda: any("master leading on" in line for line in master.lines),
+            timeout=30,
+            message="the master to lead once ZooKeeper is up",
+        )
+    finally:
+        master.stop()
         zk.stop()

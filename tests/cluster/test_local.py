@@ -165,5 +165,10 @@ def test_local_with_three_masters_fails_over_when_the_leader_is_killed(tmp_path)
         )
         assert hello.returncode == 0, hello.stdout + hello.stderr + local.log_tail()
         assert any("starting it again" in line for line in local.lines)
+        # The batch framework followed the new leader too: a job through the zk:// URL runs.
+        job = agora(
+            "job", "submit", "--master", zk_url, "--wait", "--json", "--", "echo from batch"
+        )
+        assert job.returncode == 0, job.stdout + job.stderr  # 0: the job succeeded
     finally:
         local.stop(timeout=30)
