@@ -28,7 +28,7 @@ class LocalMasters:
     port: int
     http_port: int | None
     extra_args: list[str] = field(default_factory=list)  # TLS flags, --insecure, logging
-    session_timeout: float = 2.0
+    session_timeout: float = 1.5
     zookeeper: ZooKeeperServer | None = None
     processes: list[subprocess.Popen | None] = field(default_factory=list)
     _supervisor: asyncio.Task | None = None

@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="SECONDS",
         help="ZooKeeper session timeout: a leader that dies is replaced this long after "
-        "(default 2; the ZooKeeper server may round it into its own bounds)",
+        "(default 1.5; the ZooKeeper server may round it into its own bounds)",
     )
     p.add_argument(
         "--advertise-ip",
