@@ -25,6 +25,7 @@ from agora.common.credentials import Credentials
 from agora.common.errors import Reason
 from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
 from agora.frameworks.sdk.framework import Framework
+from agora.frameworks.sdk.pending import PendingAnswers, next_ask_delay
 from agora.frameworks.sdk.transport import (
     GrpcSchedulerTransport,
     SchedulerError,
@@ -119,6 +120,11 @@ class Driver:
         self._pending_ack: common_pb2.TaskStatus | None = None
         # Implicit acks, coalesced: one Acknowledge call per burst of updates, not per update.
         self._acks = AckBatcher(self._send_acks)
+        # Tasks whose fate is still to be learnt (frameworks/sdk/pending.py), and the task
+        # that asks the master about them with backoff until each is answered.
+        self.pending = PendingAnswers()
+        self._pending_grew = asyncio.Event()
+        self._asker: asyncio.Task | None = None
         self._running = False
         self._log = log.bind(framework=info.name)
 
@@ -145,6 +151,7 @@ class Driver:
             raise RuntimeError("this driver is already running")
         self._running = True
         first = True
+        self._asker = asyncio.create_task(self._ask_until_answered(), name="reconcile-pending")
         try:
             await self.transport.start()
             while not self._stop.is_set():
@@ -162,6 +169,8 @@ class Driver:
                     self.backoff.reset()
         finally:
             self._running = False
+            self._asker.cancel()
+            await asyncio.gather(self._asker, return_exceptions=True)
             await self.transport.close()
         if self._ended is not None:
             raise SubscriptionEnded(self._ended)
@@ -333,6 +342,10 @@ class Driver:
             resubscribed=session.resubscribing,
         )
         if session.resubscribing:
+            # Launches in flight may have died with the master that took them: ask about
+            # them until they are answered (the agents may not be back yet).
+            self.pending.resubscribed()
+            self._pending_grew.set()
             # While we were away tasks may have ended and their updates been dropped: ask the
             # master for the state of every task it knows of ours.
             try:
@@ -342,6 +355,7 @@ class Driver:
         await self._callback("on_subscribed", sub.framework_id)
 
     async def _update(self, status: common_pb2.TaskStatus) -> None:
+        self.pending.heard(status.task_id)
         implicit = bool(status.uuid) and self.framework.implicit_acknowledgements
         self._pending_ack = status if implicit else None
         ok = await self._callback("on_update", status)
@@ -454,7 +468,17 @@ class Driver:
         self._log.debug(
             "launching", offer_ids=list(request.offer_ids), task_ids=[t.task_id for t in task_list]
         )
-        await self._call("Accept", request)
+        # In flight from before the call: the master may die with the call under way.
+        self.pending.launched([(t.task_id, t.agent_id) for t in task_list])
+        try:
+            await self._call("Accept", request)
+        except SchedulerError as e:
+            if not e.transient:  # refused outright: nothing was launched
+                self.pending.not_launched([t.task_id for t in task_list])
+            else:  # it may have been launched: ask until we know
+                self.pending.ask([(t.task_id, t.agent_id) for t in task_list])
+                self._pending_grew.set()
+            raise
 
     async def decline(
         self, offers: OfferLike | Iterable[OfferLike], refuse_seconds: float | None = None
@@ -497,10 +521,41 @@ class Driver:
         task is answered TASK_UNKNOWN).
         """
         request = scheduler_pb2.ReconcileRequest(**self._ids())
-        for task in tasks or ():
-            task_id, agent_id = _task_ref(task)
+        refs = [_task_ref(task) for task in tasks or ()]
+        for task_id, agent_id in refs:
             request.tasks.add(task_id=task_id, agent_id=agent_id)
+        if refs:
+            # Asked again with backoff until answered: the master does not answer for a task
+            # of an agent that has not re-registered yet.
+            self.pending.ask(refs)
+            self._pending_grew.set()
         await self._call("Reconcile", request)
+
+    async def _ask_until_answered(self) -> None:
+        """Re-sends explicit reconciliation for unanswered tasks: 0.5 s, 1 s, 2 s ... 8 s apart
+        while any remain, on whichever subscription is current."""
+        while True:
+            if not self.pending.asked:
+                self._pending_grew.clear()
+                await self._pending_grew.wait()
+                continue
+            # A plain sleep: tasks asked about meanwhile were asked at once by reconcile(), and
+            # a framework that keeps reconciling must not postpone the others' second ask.
+            await asyncio.sleep(next_ask_delay(self.pending.rounds + 1))
+            todo = self.pending.to_ask()
+            if not todo or not self.connected:
+                continue
+            self.pending.rounds += 1
+            self._log.info("asking again about tasks with no answer", tasks=len(todo))
+            for start in range(0, len(todo), 1000):
+                request = scheduler_pb2.ReconcileRequest(**self._ids())
+                for task_id, agent_id in todo[start : start + 1000]:
+                    request.tasks.add(task_id=task_id, agent_id=agent_id)
+                try:
+                    await self._call("Reconcile", request)
+                except SchedulerError as e:
+                    self._log.debug("reconciliation failed; will ask again", error=str(e))
+                    break
 
     async def acknowledge(self, status: common_pb2.TaskStatus) -> None:
         """Acknowledges an update so its agent stops resending it; needed only with
