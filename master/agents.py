@@ -266,6 +266,7 @@ class AgentHandling:
         self.wake_allocation()
 
     def status_update(self, agent: Agent, update: agent_link_pb2.AgentMessage.StatusUpdate) -> None:
+        self.counts.updates_received += 1
         status = common_pb2.TaskStatus()
         status.CopyFrom(update.status)
         framework_id = update.framework_id or status.framework_id

@@ -20,6 +20,7 @@ from agora.common.masters import MasterInfo
 from agora.master.agents import AgentHandling
 from agora.master.allocator import AllocatorProtocol
 from agora.master.config import MasterConfig
+from agora.master.counters import MasterCounters
 from agora.master.errors import CallError, Reason
 from agora.master.frameworks import FrameworkHandling
 from agora.master.registry import (
@@ -73,6 +74,10 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         # cycle needs to look at; None: every agent (a framework-level change, such as a
         # subscription or a revive, can make any agent offerable).
         self._changed_agents: set[str] | None = set()
+        # When each agent's resources (or, with the key None, everyone's) last became free
+        # and have not been looked at by a cycle since: the start of the offer latency.
+        self._freed_at: dict[str | None, float] = {}
+        self.counts = MasterCounters()
         # Set by Master.stop: streams ending now are the master's doing, not peers leaving.
         self.stopping = False
 
@@ -85,6 +90,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
             self._changed_agents = None
         elif self._changed_agents is not None:
             self._changed_agents.add(agent_id)
+        self._freed_at.setdefault(agent_id, self.clock())
         self.allocation_wanted.set()
 
     def take_changed_agents(self) -> list[str] | None:
@@ -98,6 +104,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
             return
         if framework.connected:
             framework.session.send(Event(update=Event.Update(status=status)))
+            self.counts.updates_forwarded += 1
         elif not status.uuid:
             # An agent resends its own updates until acknowledged, but nobody resends the
             # master's (TASK_LOST of a removed agent), and implicit reconciliation reports live
@@ -132,6 +139,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         self, offer: Offer, why: str, *, notify: bool = True, recover: bool = True
     ) -> None:
         self.reg.drop_offer(offer.offer_id, why)
+        self.counts.offers_rescinded += 1
         if recover:
             self._recover(offer.framework_id, offer.agent_id, offer.resources)
         framework = self.reg.frameworks.get(offer.framework_id)

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agora.common import ResourceError, Resources
 from agora.common.metrics import GrpcMetrics
+from agora.master.counters import MasterCounters
 from agora.v1 import common_pb2, operator_pb2
 
 __all__ = ["MasterMetrics"]
@@ -41,6 +42,38 @@ TASK_STATES = [
 CYCLE_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+# Offer latency: about a millisecond event-driven, up to the interval with Mesos' fixed timer.
+OFFER_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+# MasterCounters field -> (metric name without _total, help).
+COUNTERS = {
+    "offers_sent": ("agora_master_offers_sent", "Offers sent to frameworks."),
+    "offers_accepted": ("agora_master_offers_accepted", "Offers accepted (used to launch)."),
+    "offers_declined": ("agora_master_offers_declined", "Offers declined by their framework."),
+    "offers_rescinded": (
+        "agora_master_offers_rescinded",
+        "Offers withdrawn by the master (agent lost or drained, framework gone, timed out).",
+    ),
+    "offers_timed_out": (
+        "agora_master_offers_timed_out",
+        "Offers rescinded because their framework held them past --offer-timeout.",
+    ),
+    "tasks_launched": ("agora_master_tasks_launched", "Tasks sent to agents to launch."),
+    "updates_received": (
+        "agora_master_status_updates_received",
+        "Status updates received from agents (a resent update counts again).",
+    ),
+    "updates_forwarded": (
+        "agora_master_status_updates_forwarded",
+        "Status updates sent on to frameworks, the master's own included.",
+    ),
+    "updates_acknowledged": (
+        "agora_master_status_updates_acknowledged",
+        "Acknowledgements from frameworks sent on to agents.",
+    ),
+}
+
+
 class MasterMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -57,16 +90,47 @@ class MasterMetrics:
             buckets=CYCLE_BUCKETS,
             registry=self.registry,
         )
+        self.offer_latency_seconds = Histogram(
+            "agora_master_offer_latency_seconds",
+            "From resources becoming free on an agent (a task ending, a decline, the agent "
+            "joining) to the offer of them to a framework.",
+            buckets=OFFER_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
 
     def cycles(self) -> int:
         """Allocation cycles run so far (tests wait for one to have run after a change)."""
         return int(self.registry.get_sample_value("agora_master_allocation_cycle_seconds_count"))
 
     def watch(
-        self, state: Callable[[], operator_pb2.ClusterState], offers: Callable[[], int]
+        self,
+        state: Callable[[], operator_pb2.ClusterState],
+        offers: Callable[[], int],
+        counts: Callable[[], MasterCounters] | None = None,
+        awaiting_ack: Callable[[], int] | None = None,
     ) -> None:
         """Reports the cluster through these readers, called at scrape time on the loop."""
         self.registry.register(_Live(state, offers))
+        if counts is not None:
+            self.registry.register(_Counts(counts, awaiting_ack or (lambda: 0)))
+
+
+class _Counts(Collector):
+    def __init__(self, counts, awaiting_ack) -> None:
+        self._counts = counts
+        self._awaiting_ack = awaiting_ack
+
+    def collect(self):
+        counts = self._counts()
+        for field, (name, help_text) in COUNTERS.items():
+            family = CounterMetricFamily(name, help_text)
+            family.add_metric([], getattr(counts, field))
+            yield family
+        yield GaugeMetricFamily(
+            "agora_master_status_updates_awaiting_ack",
+            "Tasks whose final status update is not acknowledged by their framework yet.",
+            value=self._awaiting_ack(),
+        )
 
 
 def _by_name(protos) -> dict[str, float]:

@@ -51,7 +51,26 @@ class SchedulerCalls:
                 Event(offers=Event.Offers(offers=offers))
             )
             log.debug("offers sent", framework_id=framework_id, count=len(offers))
+        self._count_offers(by_framework, agent_ids, now)
         return sum(len(o) for o in by_framework.values())
+
+    def _count_offers(self, by_framework, agent_ids: list[str] | None, now: float) -> None:
+        """Offers sent, and for each the time since its agent's resources became free; then
+        forgets the free times this cycle looked at (offered or not: what a filter holds back
+        is not latency)."""
+        freed = self._freed_at
+        everyone = freed.get(None)
+        for offers in by_framework.values():
+            self.counts.offers_sent += len(offers)
+            for offer in offers:
+                since = freed.get(offer.agent_id, everyone)
+                if since is not None:
+                    self.counts.observe_offer_latency(max(0.0, now - since))
+        if agent_ids is None:
+            freed.clear()
+        else:
+            for agent_id in agent_ids:
+                freed.pop(agent_id, None)
 
     def offer_proto(self, offer: Offer) -> common_pb2.Offer:
         agent = self.reg.agents[offer.agent_id]
@@ -72,6 +91,7 @@ class SchedulerCalls:
         now = self.clock()
         for offer in list(self.reg.offers.values()):
             if now - offer.created_at >= timeout:
+                self.counts.offers_timed_out += 1
                 self._rescind(offer, f"offer timed out after {timeout:g} s")
 
     def accept(self, request: scheduler_pb2.AcceptRequest) -> list[str]:
@@ -88,6 +108,7 @@ class SchedulerCalls:
             self.config.default_refuse_seconds,
         )
         agent = self.reg.agents[plan.agent_id]
+        self.counts.offers_accepted += len(plan.offer_ids)
         for offer_id in plan.offer_ids:
             self.reg.drop_offer(offer_id, "already accepted")
         launched = []
@@ -113,6 +134,7 @@ class SchedulerCalls:
                 )
             )
             launched.append(info.task_id)
+        self.counts.tasks_launched += len(launched)
         if plan.unused:
             self._recover(framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds)
         log.info(
@@ -135,6 +157,7 @@ class SchedulerCalls:
         if not live:
             return
         offers = check_offers(framework.framework_id, live, self.reg.offers, self.reg.gone_offers)
+        self.counts.offers_declined += len(offers)
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "declined")
             self._recover(offer.framework_id, offer.agent_id, offer.resources, refuse=refuse)
@@ -230,6 +253,7 @@ class SchedulerCalls:
                 task.final_uuid = b""  # its id may be used again
             # A disconnected agent resends the update when it is back; the framework acks again.
             self._send_ack(self.reg.agents[ack.agent_id], framework_id, ack.task_id, ack.uuid)
+        self.counts.updates_acknowledged += len(acks)
         return len(acks)
 
     def reconcile(self, request: scheduler_pb2.ReconcileRequest) -> int:

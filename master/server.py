@@ -119,6 +119,7 @@ class Master:
         self.core = MasterCore(self.config, self.allocator, self.store, master_id=self._master_id)
         if self._masters is not None:
             self.core.masters = self._masters
+        self.core.counts.observe_offer_latency = self.metrics.offer_latency_seconds.observe
         self.core.recover_state()
         server = new_server(interceptors=[self.metrics.grpc])
         scheduler = SchedulerService(self.core, self.gate)
@@ -167,7 +168,12 @@ class Master:
         core = self.core
         assert core is not None
         self.metrics.watch(
-            state=lambda: views.cluster_state(core, ""), offers=lambda: len(core.reg.offers)
+            state=lambda: views.cluster_state(core, ""),
+            offers=lambda: len(core.reg.offers),
+            counts=lambda: core.counts,
+            awaiting_ack=lambda: sum(
+                1 for t in (*core.reg.tasks.values(), *core.reg.completed.values()) if t.final_uuid
+            ),
         )
         self._metrics_http = metrics_server(
             self.config.host, port, self.metrics.registry, self._ssl_context()

@@ -66,6 +66,17 @@ def test_prometheus_sees_agents_tasks_and_calls(tmp_path):
             value('sum(agora_grpc_server_handled_total{grpc_method="Accept",grpc_code="OK"})') >= 1
         )
         assert value("sum(agora_agent_task_launch_seconds_count)") == 3
+        # The offers and updates behind those three tasks, as the master counted them.
+        eventually(lambda: value("agora_master_tasks_launched_total") == 3, timeout=30)
+        assert value("agora_master_offers_accepted_total") >= 1
+        assert value("agora_master_offers_sent_total") >= value(
+            "agora_master_offers_accepted_total"
+        )
+        assert value("agora_master_offer_latency_seconds_count") >= 1
+        # STARTING and RUNNING of each task at least, each forwarded and acknowledged.
+        eventually(lambda: value("agora_master_status_updates_acknowledged_total") >= 6, timeout=30)
+        assert value("agora_master_status_updates_received_total") >= 6
+        assert value("agora_master_status_updates_forwarded_total") >= 6
         # The same usage, per task, from the command line (asked of each task's agent).
         listed = agora("cluster", "tasks", "--usage", "--json", "--master", local.address)
         assert listed.returncode == 0, listed.stderr
