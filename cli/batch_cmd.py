@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         advertise_host=args.advertise_host,
         credentials=daemon_credentials(args),
         insecure=args.insecure,
+        metrics_port=args.metrics_port,
         retry_backoff_seconds=args.retry_backoff,
         retry_backoff_max_seconds=max(60.0, args.retry_backoff),
     )

@@ -52,6 +52,13 @@ def add_daemon_flags(
     parser.add_argument(
         "--role", default="*", help="role the framework is allocated under (default: *)"
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; 0 = any)",
+    )
     add_daemon_tls_flags(parser)
 
 
@@ -72,6 +79,8 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
         f"state dir {os.path.abspath(config.state_dir)})",
         flush=True,
     )
+    if daemon.metrics_url is not None:
+        print(f"{kind} metrics on {daemon.metrics_url}/metrics", flush=True)
     await stopping.wait()
     await daemon.stop()
     return 0

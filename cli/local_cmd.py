@@ -191,7 +191,12 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
 
     batch = BatchDaemon(
         BatchConfig(
-            master=master_address, host=args.host, port=0, state_dir=work_dir / "batch", **tls
+            master=master_address,
+            host=args.host,
+            port=0,
+            state_dir=work_dir / "batch",
+            metrics_port=0 if args.metrics_port is not None else None,
+            **tls,
         )
     )
     await batch.start()
@@ -203,6 +208,7 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
             host=args.host,
             port=0,
             state_dir=work_dir / "services",
+            metrics_port=0 if args.metrics_port is not None else None,
             **tls,
         )
     )
@@ -226,6 +232,8 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
     if args.metrics_port is not None:
         for agent in agents:
             print(f"agent metrics on {agent.metrics_url}/metrics", flush=True)
+        print(f"batch metrics on {batch.metrics_url}/metrics", flush=True)
+        print(f"services metrics on {services.metrics_url}/metrics", flush=True)
     print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
     print(f"try: AGORA_MASTER={master_address} agora cluster agents", flush=True)
 

@@ -45,5 +45,6 @@ def run(args: argparse.Namespace) -> int:
         advertise_host=args.advertise_host,
         credentials=daemon_credentials(args),
         insecure=args.insecure,
+        metrics_port=args.metrics_port,
     )
     return asyncio.run(serve("services", ServicesDaemon, config))

@@ -42,6 +42,8 @@ class BatchConfig:
     # loopback without it.
     credentials: Credentials = INSECURE
     insecure: bool = False
+    # Prometheus metrics at http://host:metrics_port/metrics; None: not served (0: any port).
+    metrics_port: int | None = None
     retry_backoff_seconds: float = 1.0  # before the first retry; doubles up to the max
     retry_backoff_max_seconds: float = 60.0
     decline_refuse_seconds: float = 1.0  # unusable offers while work waits
@@ -95,6 +97,15 @@ class BatchDaemon(FrameworkDaemon):
             decline_refuse_seconds=config.decline_refuse_seconds,
             idle_refuse_seconds=config.idle_refuse_seconds,
         )
+        from prometheus_client import Histogram
+
+        queue_wait = Histogram(
+            "agora_batch_queue_wait_seconds",
+            "From a job's submission to the first launch of each of its instances.",
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600),
+            registry=self.metrics_registry,
+        )
+        self.scheduler.observe_queue_wait = queue_wait.observe
         self._operator = operator
 
     def _add_services(self, server: grpc.aio.Server) -> None:
@@ -106,6 +117,29 @@ class BatchDaemon(FrameworkDaemon):
     def _summary(self) -> dict:
         assert self.scheduler is not None
         return {"queue": self.config.queue, "jobs": len(self.scheduler.jobs)}
+
+    def _metric_families(self) -> list:
+        """Jobs and instances by state, and how long instances waited to be launched."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        assert self.scheduler is not None
+        jobs = {batch_pb2.JobState.Name(s): 0 for s in batch_pb2.JobState.values() if s}
+        instances = {
+            batch_pb2.InstanceState.Name(s): 0 for s in batch_pb2.InstanceState.values() if s
+        }
+        for job in self.scheduler.jobs.values():
+            jobs[batch_pb2.JobState.Name(job.state)] += 1
+            for instance in job.instances:
+                instances[batch_pb2.InstanceState.Name(instance.state)] += 1
+        by_job = GaugeMetricFamily("agora_batch_jobs", "Jobs by state.", labels=["state"])
+        for state, n in jobs.items():
+            by_job.add_metric([state], n)
+        by_instance = GaugeMetricFamily(
+            "agora_batch_instances", "Job instances by state.", labels=["state"]
+        )
+        for state, n in instances.items():
+            by_instance.add_metric([state], n)
+        return [by_job, by_instance]
 
     def _framework_removed(self, message: str) -> None:
         # The jobs stay; their lost tasks are retried like any failure.

@@ -72,6 +72,9 @@ class BatchScheduler(Framework):
         self.clock = clock
         self.driver: Driver | None = None
         self.framework_id = store.framework_id()
+        # Called with each instance's wait from submission to its first launch (the daemon
+        # makes it a Prometheus histogram).
+        self.observe_queue_wait: Callable[[float], None] = lambda seconds: None
         self.jobs: dict[str, batch_pb2.Job] = {job.job_id: job for job in store.load_jobs()}
         for job in self.jobs.values():
             st.refresh(job, clock())  # counts follow the instances as stored
@@ -340,6 +343,8 @@ class BatchScheduler(Framework):
                 now=now,
             )
             touched.setdefault(job.job_id, []).append(want.index)
+            if attempt.attempt == 1 and job.submitted_at:
+                self.observe_queue_wait(max(0.0, attempt.launched_at - job.submitted_at))
             self._publish(
                 job,
                 index=want.index,

@@ -11,7 +11,7 @@ import grpc
 import structlog
 
 from agora.common.backoff import Backoff
-from agora.common.credentials import INSECURE, Credentials
+from agora.common.credentials import INSECURE, Credentials, server_ssl_context
 from agora.common.leader import FollowingStub, LeaderTracker
 from agora.common.rpc import add_standard_services, bind, new_server
 from agora.frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
@@ -72,6 +72,16 @@ class FrameworkDaemon:
         self._background: list[asyncio.Task] = []
         self._stopping = False
         self._closed = asyncio.Event()
+        # Prometheus: gRPC calls of the API, and what `_metric_families` reports at scrape time.
+        # (Imported here: a framework that is not a daemon need not load the HTTP stack.)
+        from prometheus_client import CollectorRegistry
+
+        from agora.common.metrics import GrpcMetrics
+
+        self.metrics_registry = CollectorRegistry()
+        self._grpc_metrics = GrpcMetrics(self.metrics_registry)
+        self.metrics_registry.register(_Families(self._metric_families))
+        self._metrics_http = None  # an agora.common.http.HttpServer when serving /metrics
 
     # what a framework daemon supplies ----------------------------------------------------
 
@@ -131,7 +141,7 @@ class FrameworkDaemon:
         self._channel = FollowingStub(operator_pb2_grpc.OperatorStub, tracker, self.credentials)
         self._open(self._channel)
         assert self.store is not None and self.scheduler is not None
-        server = new_server()
+        server = new_server(interceptors=[self._grpc_metrics])
         self._add_services(server)
         add_standard_services(server, self.service_names)
         try:
@@ -146,6 +156,18 @@ class FrameworkDaemon:
             self._run_framework(), name=f"{self.kind}-framework"
         )
         self._background = self._start_background()
+        metrics_port = getattr(config, "metrics_port", None)
+        if metrics_port is not None:
+            from agora.common.metrics import metrics_server
+
+            secure = self.credentials.secure
+            self._metrics_http = metrics_server(
+                config.host,
+                metrics_port,
+                self.metrics_registry,
+                server_ssl_context(self.credentials) if secure else None,
+            )
+            await self._metrics_http.start()
         log.info(
             f"{self.kind} daemon started",
             address=self.address,
@@ -198,6 +220,8 @@ class FrameworkDaemon:
             return
         self._stopping = True
         server, self._server = self._server, None
+        if self._metrics_http is not None:
+            await self._metrics_http.stop()
         self._stopping_hook()
         await server.stop(grace)
         if self.driver is not None:
@@ -220,3 +244,23 @@ class FrameworkDaemon:
 
     async def wait_closed(self) -> None:
         await self._closed.wait()
+
+    @property
+    def metrics_url(self) -> str | None:
+        """http(s)://host:port of /metrics, when served."""
+        return self._metrics_http.url if self._metrics_http is not None else None
+
+    def _metric_families(self) -> list:
+        """The framework's own metrics (prometheus_client metric families), read at scrape
+        time on the event loop; none by default."""
+        return []
+
+
+class _Families:
+    """A prometheus_client collector (duck-typed: `collect` is all a registry needs)."""
+
+    def __init__(self, families) -> None:
+        self._families = families
+
+    def collect(self):
+        yield from self._families()

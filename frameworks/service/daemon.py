@@ -42,6 +42,8 @@ class ServicesConfig:
     # loopback without it.
     credentials: Credentials = INSECURE
     insecure: bool = False
+    # Prometheus metrics at http://host:metrics_port/metrics; None: not served (0: any port).
+    metrics_port: int | None = None
     # Converge at least this often (it also runs after every change).
     converge_interval: float = 1.0
     # How often the list of agents (for placement explanations) is refreshed.
@@ -104,6 +106,34 @@ class ServicesDaemon(FrameworkDaemon):
     def _summary(self) -> dict:
         assert self.scheduler is not None
         return {"apps": len(self.scheduler.apps), "instances": len(self.scheduler.instances)}
+
+    def _metric_families(self) -> list:
+        """Apps by state, their healthy and unhealthy instances, deployments in progress."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        assert self.scheduler is not None
+        apps = GaugeMetricFamily("agora_services_apps", "Apps by state.", labels=["state"])
+        health = GaugeMetricFamily(
+            "agora_services_instances",
+            "Instances by health (healthy: running and passing their check).",
+            labels=["app", "health"],
+        )
+        by_state: dict[str, int] = {}
+        deploying = 0
+        for app_id in sorted(self.scheduler.apps):
+            status = self.scheduler.status(app_id)
+            by_state[status.state] = by_state.get(status.state, 0) + 1
+            deploying += len(status.deployments)
+            health.add_metric([app_id, "healthy"], status.healthy)
+            health.add_metric([app_id, "unhealthy"], status.unhealthy)
+        for state in ("RUNNING", "DEPLOYING", "WAITING", "DELAYED", "SUSPENDED"):
+            apps.add_metric([state], by_state.get(state, 0))
+        deployments = GaugeMetricFamily(
+            "agora_services_deployments_in_progress",
+            "Deployments not finished yet.",
+            value=deploying,
+        )
+        return [apps, health, deployments]
 
     def _stopping_hook(self) -> None:
         # Ended first, watch streams do not hold the server's stop for its whole grace.

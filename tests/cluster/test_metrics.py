@@ -43,7 +43,7 @@ def test_prometheus_sees_agents_tasks_and_calls(tmp_path):
                 for line in local.lines
                 if line.startswith(f"{kind} metrics on")
             ]
-            for kind in ("master", "agent")
+            for kind in ("master", "agent", "batch", "services")
         }
         prometheus = Prometheus(tmp_path / "prom", targets).start()
 
@@ -77,6 +77,13 @@ def test_prometheus_sees_agents_tasks_and_calls(tmp_path):
         eventually(lambda: value("agora_master_status_updates_acknowledged_total") >= 6, timeout=30)
         assert value("agora_master_status_updates_received_total") >= 6
         assert value("agora_master_status_updates_forwarded_total") >= 6
+        # The batch framework's view: one running job of three running instances, each of
+        # which waited once in the queue; the services framework has nothing deploying.
+        eventually(lambda: value('agora_batch_jobs{state="JOB_RUNNING"}') == 1, timeout=30)
+        assert value('agora_batch_instances{state="INSTANCE_RUNNING"}') == 3
+        assert value("agora_batch_queue_wait_seconds_count") == 3
+        assert value("agora_services_deployments_in_progress") == 0
+        assert value('sum(agora_grpc_server_handled_total{grpc_method="SubmitJob"})') == 1
         # The same usage, per task, from the command line (asked of each task's agent).
         listed = agora("cluster", "tasks", "--usage", "--json", "--master", local.address)
         assert listed.returncode == 0, listed.stderr
