@@ -79,11 +79,17 @@ def test_prometheus_sees_agents_tasks_and_calls(tmp_path):
         assert value("agora_master_status_updates_forwarded_total") >= 6
         # The batch framework's view: one running job of three running instances, each of
         # which waited once in the queue; the services framework has nothing deploying.
+        # (Each waited for: Prometheus scrapes each target on its own schedule.)
         eventually(lambda: value('agora_batch_jobs{state="JOB_RUNNING"}') == 1, timeout=30)
-        assert value('agora_batch_instances{state="INSTANCE_RUNNING"}') == 3
-        assert value("agora_batch_queue_wait_seconds_count") == 3
+        eventually(
+            lambda: value('agora_batch_instances{state="INSTANCE_RUNNING"}') == 3, timeout=30
+        )
+        eventually(lambda: value("agora_batch_queue_wait_seconds_count") == 3, timeout=30)
+        eventually(
+            lambda: value('sum(agora_grpc_server_handled_total{grpc_method="SubmitJob"})') == 1,
+            timeout=30,
+        )
         assert value("agora_services_deployments_in_progress") == 0
-        assert value('sum(agora_grpc_server_handled_total{grpc_method="SubmitJob"})') == 1
         # The same usage, per task, from the command line (asked of each task's agent).
         listed = agora("cluster", "tasks", "--usage", "--json", "--master", local.address)
         assert listed.returncode == 0, listed.stderr
