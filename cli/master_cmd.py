@@ -132,6 +132,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="the longest kill grace period a task or a kill may ask for (default 300)",
     )
+    p.add_argument(
+        "--max-send-queue",
+        type=int,
+        default=50_000,
+        metavar="N",
+        help="messages that may wait for one framework or agent that has stopped reading "
+        "before its stream is cut (it reconnects and fails over) (default 50000)",
+    )
     p.add_argument("--role-sorter", default="drf", help="sorter among roles: drf or random")
     p.add_argument(
         "--framework-sorter",
@@ -211,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
         allocation_mode=args.allocation_mode,
         offer_timeout_seconds=args.offer_timeout or None,
         max_kill_grace_seconds=args.max_kill_grace,
+        max_send_queue=args.max_send_queue,
         role_sorter=args.role_sorter,
         framework_sorter=args.framework_sorter,
         default_refuse_seconds=args.default_refuse_seconds,

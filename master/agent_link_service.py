@@ -38,7 +38,8 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"the first message must be Register, got {first.WhichOneof('message')}",
             )
-        session = Session()
+        session = Session(self.core.config.max_send_queue)
+        session.owner = asyncio.current_task()
         principal = caller_principal(context)
         try:
             limits.check_register_size(first.register)

@@ -35,6 +35,9 @@ class MasterConfig:
     offer_timeout_seconds: float | None = 60.0
     # The longest kill grace period a task or a Kill may ask for: past it the task is SIGKILLed.
     max_kill_grace_seconds: float = 300.0
+    # Messages that may wait for one framework or agent that stops reading before its stream
+    # is cut (see registry.Session).
+    max_send_queue: int = 50_000
     # Sorter names, checked by the allocator's AllocatorConfig (ValueError at start-up).
     role_sorter: str = "drf"
     framework_sorter: str = "drf"
@@ -53,6 +56,8 @@ class MasterConfig:
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead."""
+        if self.max_send_queue < 1:
+            raise ValueError(f"max_send_queue must be at least 1, got {self.max_send_queue}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
         check_listen("the master", self.host, self.credentials, self.insecure)

@@ -87,7 +87,7 @@ class FrameworkHandling:
             framework = Framework(info=info, registered_at=time.time())
             self._add_framework_to_allocator(framework)
             failed_over = False
-        session = Session()
+        session = Session(self.config.max_send_queue)
         framework.session = session
         framework.stream_id = new_id("stream")
         framework.principal = principal

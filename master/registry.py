@@ -7,8 +7,12 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+import structlog
+
 from agora.common import EMPTY, Resources
 from agora.v1 import common_pb2
+
+log = structlog.get_logger(__name__)
 
 # Agent states as the Operator API reports them.
 ACTIVE = "ACTIVE"
@@ -39,19 +43,48 @@ def master_status(
     )
 
 
+# How many messages may wait for one peer before it is taken for a reader that stopped reading.
+DEFAULT_MAX_QUEUED = 50_000
+
+
 class Session:
     """One open stream to an agent or framework: what the master sends goes through `queue`.
 
-    None on the queue ends the stream.
+    None on the queue ends the stream. The queue is bounded: a peer that stops reading (gRPC's
+    flow control holds the writer) would otherwise make the master's memory grow without end.
+    Past `max_queued` messages the stream is cut (its handler task, `owner`, is cancelled, as
+    the writer may be blocked) and what waited is dropped; the peer reconnects and, as after
+    any disconnection, fails over: agents resend unacknowledged updates, frameworks reconcile.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_queued: int = DEFAULT_MAX_QUEUED) -> None:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.closed = False
+        self.max_queued = max_queued
+        self.overflowed = False
+        self.owner: asyncio.Task | None = None  # the stream handler's task
 
     def send(self, message) -> None:
-        if not self.closed:
-            self.queue.put_nowait(message)
+        if self.closed:
+            return
+        if self.queue.qsize() >= self.max_queued:
+            self._overflow()
+            return
+        self.queue.put_nowait(message)
+
+    def _overflow(self) -> None:
+        log.warning(
+            "disconnecting a peer that stopped reading its stream",
+            queued=self.queue.qsize(),
+            limit=self.max_queued,
+        )
+        self.overflowed = True
+        self.closed = True
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queue.put_nowait(None)
+        if self.owner is not None and not self.owner.done():
+            self.owner.cancel()
 
     def close(self) -> None:
         if not self.closed:

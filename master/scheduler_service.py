@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import structlog
 
@@ -48,6 +50,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         framework, session = await run_call(
             context, self.core.subscribe, request.framework, principal
         )
+        session.owner = asyncio.current_task()  # cancelled if the framework stops reading
         try:
             while True:
                 event = await session.queue.get()

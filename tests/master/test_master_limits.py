@@ -146,3 +146,51 @@ async def test_kill_grace_periods_past_the_masters_maximum_are_refused(master):
     assert master.config.offer_timeout_seconds == 60.0
     stream.cancel()
     await transport.close()
+
+
+async def test_a_framework_that_stops_reading_is_cut_off_and_can_fail_over():
+    """Its queue is bounded: past max_send_queue waiting events the stream is cut and dropped
+    (the master's memory does not grow with a slow reader); it re-subscribes as after any
+    disconnection."""
+    import asyncio
+
+    from agora.common.rpc import open_channel
+    from agora.v1 import scheduler_pb2_grpc
+
+    master = Master(MasterConfig(port=0, max_send_queue=50))
+    await master.start()
+    channel = open_channel(master.address)
+    try:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        info = framework_info("slow", failover_timeout=60)
+        call = stub.Subscribe(scheduler_pb2.SubscribeRequest(framework=info))
+        subscribed = await call.read()  # then it never reads again
+        framework_id = subscribed.subscribed.framework_id
+        core = master.core
+        framework = core.reg.frameworks[framework_id]
+        big = "x" * 60_000  # gRPC's flow control holds the writer after a few of these
+        for i in range(400):
+            if not framework.connected:
+                break
+            core._send_update(
+                framework_id,
+                common_pb2.TaskStatus(task_id=f"t{i}", state=common_pb2.TASK_RUNNING, message=big),
+            )
+            await asyncio.sleep(0.005)
+        for _ in range(200):
+            if not framework.connected:
+                break
+            await asyncio.sleep(0.05)
+        assert not framework.connected, "the master kept a framework that stopped reading"
+        assert framework_id in core.reg.frameworks  # kept for its failover timeout
+        call.cancel()
+        # It comes back (reading this time) with the same id.
+        info.framework_id = framework_id
+        again = stub.Subscribe(scheduler_pb2.SubscribeRequest(framework=info))
+        event = await again.read()
+        assert event.subscribed.framework_id == framework_id
+        assert core.reg.frameworks[framework_id].connected
+        again.cancel()
+    finally:
+        await channel.close()
+        await master.stop()
