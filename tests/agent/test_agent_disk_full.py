@@ -81,7 +81,9 @@ async def test_full_disk_every_task_gets_one_true_final_status(small_disk):
             assert "the agent's disk is full" in status.message
         # Space comes back: the agent works again without a restart.
         for t in writers:
-            os.truncate(agent.tasks.find(FW, t).sandbox / "stdout", 0)
+            task = agent.tasks.find(FW, t)
+            if task is not None:  # None: refused at launch, the disk already full
+                os.truncate(task.sandbox / "stdout", 0)
         after = [f"after{i}" for i in range(3)]
         for t in after:
             master.run_task(FW, shell_task(t, "echo ok"))
@@ -101,12 +103,16 @@ async def test_full_disk_every_task_gets_one_true_final_status(small_disk):
     for t in sleeps + after + ["restarted"]:
         [status] = finals(master, t)
         assert status.state == S.TASK_FINISHED, (t, status.message)
-    # Each writer's final status is what it did: finished if its write fit, else failed with
-    # its own exit code (head could not write), never "the wrapper died".
+    # Each writer's final status is what it did: finished if its write fit, failed with its
+    # own exit code (head could not write), or, launched once the others had filled the disk,
+    # refused at once saying so; never "the wrapper died".
     for t in writers:
         [status] = finals(master, t)
         if status.state == S.TASK_FINISHED:
             assert status.message == "exited with code 0"
+        elif status.reason == "REASON_CONTAINER_LAUNCH_FAILED":
+            assert status.state == S.TASK_FAILED
+            assert "the agent's disk is full" in status.message
         else:
             assert (status.state, status.message) == (S.TASK_FAILED, "exited with code 1")
     assert any(finals(master, t)[0].state == S.TASK_FAILED for t in writers)  # the disk did fill
