@@ -15,6 +15,7 @@ kazoo calls back on its own thread: `on_change` must hand over to the caller's e
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,11 @@ PREFIX = "member_"
 
 
 def zk_client(hosts: str, session_timeout: float) -> KazooClient:
-    """A kazoo client that keeps retrying the connection for ever (ZooKeeper may come back)."""
+    """A kazoo client that keeps retrying the connection for ever (ZooKeeper may come back).
+
+    kazoo's own log says "Connection dropped" at every retry (several a second while ZooKeeper
+    is away); only its errors are kept, and our daemons say once that ZooKeeper is unreachable."""
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     return KazooClient(
         hosts=hosts,
         timeout=session_timeout,

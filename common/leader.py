@@ -92,6 +92,7 @@ class LeaderTracker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._first_read = asyncio.Event()
         self._zk_leader = ""  # the leader as ZooKeeper last named it
+        self._watcher: asyncio.Task | None = None
         self._learned_at = -math.inf  # when ZooKeeper last named a new one (monotonic)
 
     def __str__(self) -> str:
@@ -128,23 +129,36 @@ class LeaderTracker:
         self._loop = asyncio.get_running_loop()
         self._zk = zk = zk_client(self.masters.zk_hosts, 10.0)
         zk.start_async()  # connects (and reconnects) on its own thread
-        await asyncio.to_thread(_wait_connected, zk, 5.0)
         self._first_read = asyncio.Event()
-        # A watch on a path that does not exist yet would never fire: the masters may start
-        # after their agents.
-        await asyncio.to_thread(_ensure_path, zk, f"{self.masters.zk_path}/{ELECTION}")
-        zk.ChildrenWatch(f"{self.masters.zk_path}/{ELECTION}", self._on_members, send_event=False)
-        # The first dial should go to the leader, not wait for a backoff: give the watch's first
-        # read a moment.
+        self._watcher = asyncio.create_task(self._watch(ELECTION), name="leader-watch")
+        # The first dial should go to the leader, not wait for a backoff: give ZooKeeper and
+        # the watch's first read a moment (the caller backs off and retries after that).
         try:
             async with asyncio.timeout(5.0):
                 await self._first_read.wait()
         except TimeoutError:
-            log.warning("ZooKeeper has not named a leader yet", zk=str(self.masters))
+            log.warning("ZooKeeper has not named a leader yet; still watching", zk=str(self))
+
+    async def _watch(self, election: str) -> None:
+        """Sets the election watch once ZooKeeper answers, trying for as long as it takes."""
+        zk, path = self._zk, f"{self.masters.zk_path}/{election}"
+        delay = 0.5
+        while self._zk is zk:
+            try:
+                # A watch on a path that does not exist yet would never fire: the masters may
+                # start after their agents.
+                await asyncio.to_thread(_watch_children, zk, path, self._on_members)
+                return
+            except Exception as e:  # noqa: BLE001 - unreachable: kazoo keeps reconnecting
+                log.warning("cannot reach ZooKeeper yet; retrying", zk=str(self), error=repr(e))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def close(self) -> None:
         if self._zk is not None:
             zk, self._zk = self._zk, None
+            if self._watcher is not None:
+                self._watcher.cancel()
             await asyncio.to_thread(_close, zk)
 
     def _on_members(self, children: list[str]) -> None:  # kazoo's thread
@@ -170,17 +184,17 @@ class LeaderTracker:
             self.changed.set()
 
 
-def _wait_connected(zk, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not zk.connected and time.monotonic() < deadline:
-        time.sleep(0.02)
+def _watch_children(zk, path: str, func) -> None:
+    """Blocking: waits for a connection, creates `path` if missing, watches its children."""
+    from kazoo.recipe.watchers import ChildrenWatch
 
-
-def _ensure_path(zk, path: str) -> None:
-    try:
-        zk.ensure_path(path)
-    except Exception as e:  # noqa: BLE001 - not connected yet: the watch starts when it is
-        log.warning("cannot reach ZooKeeper yet", error=repr(e))
+    deadline = time.monotonic() + 2.0
+    while not zk.connected:
+        if time.monotonic() > deadline:
+            raise ConnectionError("not connected to ZooKeeper")
+        time.sleep(0.01)
+    zk.ensure_path(path)
+    ChildrenWatch(zk, path, func, send_event=False)
 
 
 def _close(zk) -> None:

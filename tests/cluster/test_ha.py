@@ -262,11 +262,16 @@ def test_a_master_started_before_zookeeper_says_so_and_leads_once_it_is_up(tmp_p
     from harness import Daemon
 
     zk = ZooKeeperServer(tmp_path / "zk", port=free_port())
-    master = Daemon(
-        ["master", "--zk", f"zk://{zk.address}/late", "--port", "0"], tmp_path / "master.log"
+    url = f"zk://{zk.address}/late"
+    master = Daemon(["master", "--zk", url, "--port", "0"], tmp_path / "master.log")
+    agent = Daemon(
+        ["agent", "--master", url, "--port", "0", "--work-dir", str(tmp_path / "agent")]
+        + ["--resources", "cpus:1;mem:512;disk:512"],
+        tmp_path / "agent.log",
     )
     try:
         master.start(timeout=60)  # stands by (its port answers) while ZooKeeper is away
+        agent.start(timeout=60)  # and so does an agent pointed at the set
         stderr = tmp_path / "master.log"
         eventually(
             lambda: "unreachable; still trying" in stderr.read_text(),
@@ -280,6 +285,8 @@ def test_a_master_started_before_zookeeper_says_so_and_leads_once_it_is_up(tmp_p
             timeout=30,
             message="the master to lead once ZooKeeper is up",
         )
+        eventually(lambda: len(agents_json(url)) == 1, timeout=30, message="the agent registered")
     finally:
+        agent.stop()
         master.stop()
         zk.stop()
