@@ -16,7 +16,13 @@ from agora.agent.isolation import Isolator
 from agora.agent.link import MasterLink
 from agora.agent.metrics import AgentMetrics
 from agora.agent.resources_detect import detect_resources
-from agora.agent.sandbox_watch import DEFAULT_INTERVAL, DEFAULT_MAX_LOG_BYTES, SandboxWatch
+from agora.agent.sandbox_watch import (
+    DEFAULT_GC_DELAY,
+    DEFAULT_GC_HEADROOM,
+    DEFAULT_INTERVAL,
+    DEFAULT_MAX_LOG_BYTES,
+    SandboxWatch,
+)
 from agora.agent.status_updates import StatusUpdateManager
 from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
 from agora.agent.usage import usage_report
@@ -69,6 +75,10 @@ class AgentConfig:
     max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
     # Kill a task whose sandbox outgrows its `disk` resource (Mesos' disk/du isolator).
     enforce_disk: bool = True
+    # Completed tasks' sandboxes are removed this long after (Mesos' --gc_delay), sooner as
+    # the disk fills past 1 - gc_disk_headroom (sandbox_watch.gc_delay_now).
+    gc_delay: float = DEFAULT_GC_DELAY
+    gc_disk_headroom: float = DEFAULT_GC_HEADROOM
     # Mutual TLS to the master and on the Agent service (and HTTPS for metrics) when secure.
     credentials: Credentials = INSECURE
     # Listen beyond loopback without TLS anyway (the operator said --insecure).
@@ -119,7 +129,13 @@ class AgentDaemon:
         self._usage: agent_pb2.GetUsageResponse | None = None
         self._usage_task: asyncio.Task | None = None
         self.sandbox_watch = SandboxWatch(
-            self.tasks, config.sandbox_watch_interval, config.max_log_bytes, config.enforce_disk
+            self.tasks,
+            config.sandbox_watch_interval,
+            config.max_log_bytes,
+            config.enforce_disk,
+            work_dir=self.work.root,
+            gc_delay=config.gc_delay,
+            gc_headroom=config.gc_disk_headroom,
         )
         self._watch_task: asyncio.Task | None = None
         self._link_task: asyncio.Task | None = None

@@ -1,4 +1,4 @@
-"""Watching running tasks' sandboxes: disk limits (Mesos' disk/du isolator) and log rotation.
+"""Watching sandboxes: disk limits (Mesos' disk/du isolator), log rotation, garbage collection.
 
 Every `interval` seconds the agent walks each running task's sandbox off the event loop:
 - a task that asked for `disk` and uses more is killed and ends TASK_FAILED with
@@ -7,6 +7,9 @@ Every `interval` seconds the agent walks each running task's sandbox off the eve
   dropped) and truncated in place. The task writes with O_APPEND, so it goes on at the start of
   the emptied file; what it writes between the copy and the truncation is lost, as with
   logrotate's copytruncate (the price of not standing between the task and its output).
+- the sandboxes of completed runs (final update acknowledged) are removed `gc_delay` seconds
+  after, sooner as the disk fills: Mesos' rule, delay * max(0, 1 - headroom - disk usage), so
+  at 90% full (headroom 0.1) they go at once. Within the delay a framework can still read them.
 The decisions are pure functions below; the loop only reads the disk and acts.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 from pathlib import Path
 
 import structlog
@@ -24,10 +28,25 @@ from agora.common import ResourceError, Resources
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["DEFAULT_INTERVAL", "DEFAULT_MAX_LOG_BYTES", "SandboxWatch", "over_disk_limit"]
+__all__ = [
+    "DEFAULT_GC_DELAY",
+    "DEFAULT_GC_HEADROOM",
+    "DEFAULT_INTERVAL",
+    "DEFAULT_MAX_LOG_BYTES",
+    "SandboxWatch",
+    "gc_delay_now",
+    "over_disk_limit",
+]
 
 DEFAULT_INTERVAL = 15.0  # Mesos' --container_disk_watch_interval
 DEFAULT_MAX_LOG_BYTES = 10 * MB  # Mesos' logrotate module: max_stdout_size / max_stderr_size
+DEFAULT_GC_DELAY = 7 * 24 * 3600.0  # Mesos' --gc_delay: one week
+DEFAULT_GC_HEADROOM = 0.1  # Mesos' --gc_disk_headroom
+
+
+def gc_delay_now(delay: float, disk_used_fraction: float, headroom: float) -> float:
+    """How long completed sandboxes are kept now, given how full the disk is (Mesos' rule)."""
+    return delay * max(0.0, 1.0 - headroom - disk_used_fraction)
 
 
 def over_disk_limit(used_bytes: int, disk_mb: float) -> str | None:
@@ -57,11 +76,18 @@ class SandboxWatch:
         interval: float = DEFAULT_INTERVAL,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
         enforce_disk: bool = True,
+        work_dir: Path | None = None,
+        gc_delay: float = DEFAULT_GC_DELAY,
+        gc_headroom: float = DEFAULT_GC_HEADROOM,
     ) -> None:
         self._tasks = tasks  # the TaskManager
         self.interval = interval
         self.max_log_bytes = max_log_bytes
         self.enforce_disk = enforce_disk
+        self.work_dir = work_dir  # whose filesystem's fullness shortens the GC delay
+        self.gc_delay = gc_delay
+        self.gc_headroom = gc_headroom
+        self.removed_sandboxes = 0
 
     async def run(self) -> None:
         while True:
@@ -81,8 +107,36 @@ class SandboxWatch:
             message = over_disk_limit(used, disk_mb) if self.enforce_disk else None
             if message is not None:
                 self._tasks.kill_for_limit(run, "REASON_CONTAINER_LIMITATION_DISK", message)
+        await self.collect_garbage()
+
+    async def collect_garbage(self) -> int:
+        """Removes the completed sandboxes that are due; returns how many."""
+        usage = 0.0
+        if self.work_dir is not None:
+            try:
+                disk = shutil.disk_usage(self.work_dir)
+                usage = disk.used / disk.total if disk.total else 0.0
+            except OSError:
+                pass
+        delay = gc_delay_now(self.gc_delay, usage, self.gc_headroom)
+        due = self._tasks.sandboxes_due(time.time(), delay)
+        if due:
+            await asyncio.to_thread(_remove_all, due)
+            self.removed_sandboxes += len(due)
+            log.info(
+                "removed completed sandboxes",
+                count=len(due),
+                kept_seconds=round(delay, 1),
+                disk_used=round(usage, 3),
+            )
+        return len(due)
 
     def _check_files(self, sandbox: Path, disk_mb: float) -> int:
         for name in ("stdout", "stderr"):
             rotate(sandbox / name, self.max_log_bytes)
         return disk_used(sandbox) if disk_mb > 0 else 0
+
+
+def _remove_all(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)

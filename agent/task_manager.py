@@ -106,6 +106,9 @@ class TaskManager:
         self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
         self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
         self._completed: deque[str] = deque()  # run ids of completed runs, oldest first
+        # Sandboxes of completed runs, oldest first, with when they completed (wall clock), for
+        # the garbage collector (sandbox_watch.py); they outlive the runs' history.
+        self._gc_queue: deque[tuple[float, Path]] = deque()
         self._bg: set[asyncio.Task] = set()
         # Forks wrappers from an already-running Python (None: one `python -m` per task).
         self._launcher = launcher.Launcher(work_dir.meta / "launcher.log") if use_launcher else None
@@ -411,6 +414,7 @@ class TaskManager:
         del self._active[(framework_id, task_id)]
         run.record.completed = True
         self._completed.append(run.record.run_id)
+        self._gc_queue.append((time.time(), run.sandbox))
         # A terminal run needs no save: a restarted agent marks a terminal run with no pending
         # update completed (recover), which this one is now that its ack is logged.
         if run.forgotten:
@@ -501,6 +505,7 @@ class TaskManager:
             self._runs[record.run_id] = run
             if record.completed:
                 self._completed.append(record.run_id)
+                self._gc_queue.append((_mtime(run.sandbox), run.sandbox))
                 continue
             queued = pending(record.framework_id, task.task_id)
             final = next((u for u in queued if is_terminal(u.state)), None)
@@ -514,13 +519,25 @@ class TaskManager:
                 # Acknowledged just before the last agent stopped.
                 record.completed = True
                 self._completed.append(record.run_id)
+                self._gc_queue.append((_mtime(run.sandbox), run.sandbox))
                 self._work.save_record(record)
                 continue
             self._active[run.key] = run
             if is_terminal(record.state):
                 continue
             self._reattach(run)
+        self._gc_queue = deque(sorted(self._gc_queue, key=lambda entry: entry[0]))
         self._trim_history()
+
+    def sandboxes_due(self, now: float, delay: float) -> list[Path]:
+        """Sandboxes of runs completed at least `delay` seconds before `now` (taken off the
+        queue); never the sandbox of a live run (a task id may be used again)."""
+        due = []
+        while self._gc_queue and self._gc_queue[0][0] + delay <= now:
+            _, sandbox = self._gc_queue.popleft()
+            due.append(sandbox)
+        live = {run.sandbox for run in self._active.values()}
+        return [path for path in due if path not in live]
 
     def _reattach(self, run: TaskRun) -> None:
         log_ = log.bind(framework_id=run.record.framework_id, task_id=run.task.task_id)
@@ -571,6 +588,14 @@ class TaskManager:
         await cancel_and_wait(*self._bg)
         if self._launcher is not None:
             await self._launcher.stop()
+
+
+def _mtime(path: Path) -> float:
+    """When `path` last changed (a recovered completed run's sandbox); now if it is gone."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return time.time()
 
 
 def _log_crash(task: asyncio.Task) -> None:

@@ -39,6 +39,26 @@ def _attributes(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _nonnegative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction between 0 and 1")
+    return value
+
+
 def _master(text: str) -> str:
     try:
         parse_masters(text)
@@ -152,6 +172,22 @@ def register(subparsers) -> None:
         help="do not kill tasks whose sandbox outgrows their disk resource (checked every "
         "15 s, like Mesos' disk/du isolator; on by default)",
     )
+    parser.add_argument(
+        "--gc-delay",
+        type=_nonnegative,
+        default=7 * 24 * 3600.0,
+        metavar="SECONDS",
+        help="remove a finished task's sandbox this long after its final status is "
+        "acknowledged, sooner as the disk fills (default one week, like Mesos' --gc_delay)",
+    )
+    parser.add_argument(
+        "--gc-disk-headroom",
+        type=_fraction,
+        default=0.1,
+        metavar="FRACTION",
+        help="sandboxes are kept for gc-delay x (1 - headroom - disk used): with 0.1, they go "
+        "at once once the disk is 90%% full (default 0.1)",
+    )
     add_daemon_tls_flags(parser)
     add_log_flags(parser)
     parser.set_defaults(func=run)
@@ -182,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         max_log_bytes=int(args.max_log_mb * 1024 * 1024),
         enforce_disk=not args.no_disk_limit,
+        gc_delay=args.gc_delay,
+        gc_disk_headroom=args.gc_disk_headroom,
         credentials=daemon_credentials(args),
         insecure=args.insecure,
     )
