@@ -253,8 +253,12 @@ def restart_self(reason: str) -> None:
     line), which stands by again. Called on kazoo's thread the moment leadership is in doubt;
     exec ends every stream, offer and timer of this process at once (see master/leadership)."""
     print(f"master stepping down ({reason}); restarting as a standby", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    try:
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    finally:
+        # exec failed (or flushing did): stop acting all the same; a supervisor restarts us.
+        os._exit(75)
 
 
 async def _serve_in_set(config, zk, args) -> int:

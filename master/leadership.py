@@ -269,6 +269,15 @@ class Leadership:
     # --- the event loop -------------------------------------------------------------------
 
     async def _lead(self) -> None:
+        """Starts leading; a master that cannot (its port taken, ZooKeeper failing) steps down
+        rather than hold the leadership while serving nothing."""
+        try:
+            await self._start_leading()
+        except Exception as e:  # noqa: BLE001 - any failure: let another master lead
+            log.exception("could not start leading")
+            self._depose(f"could not start leading: {e}")
+
+    async def _start_leading(self) -> None:
         if self._deposed.is_set() or self.master is not None:
             return
         from agora.master.server import Master

@@ -83,3 +83,23 @@ def test_a_leader_cut_off_from_zookeeper_steps_down_before_a_successor_is_electe
     finally:
         done(zk)
         server.stop()
+
+
+async def test_a_master_that_cannot_start_leading_steps_down():
+    """Holding the leadership while serving nothing would stop every other master from
+    taking over: a failure to start leading deposes (agora master then re-executes itself)."""
+    from agora.common.masters import parse_masters
+    from agora.master.config import MasterConfig
+    from agora.master.leadership import Leadership
+
+    deposed = []
+    leadership = Leadership(
+        MasterConfig(port=0), parse_masters("zk://127.0.0.1:1/x"), on_deposed=deposed.append
+    )
+
+    async def fail():
+        raise OSError("port 5050 is taken")
+
+    leadership._start_leading = fail
+    await leadership._lead()
+    assert deposed == ["could not start leading: port 5050 is taken"]
