@@ -29,6 +29,7 @@ __all__ = [
     "caller_principal",
     "check_listen",
     "is_loopback",
+    "peer_certificate_principal",
     "server_ssl_context",
     "sync_channel",
 ]
@@ -162,6 +163,12 @@ def server_ssl_context(credentials: Credentials):
 
     assert credentials.secure and credentials.cert is not None and credentials.key is not None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    # A client certificate of the cluster's CA is asked for but not required: a browser without
+    # one still gets the page (as an anonymous caller, whom the ACLs may refuse), a person or a
+    # script with one is known by its name (`http_principal`), and one from another CA is refused.
+    context.verify_mode = ssl.CERT_OPTIONAL
+    assert credentials.ca is not None
+    context.load_verify_locations(cadata=credentials.ca.decode())
     # load_cert_chain reads files only: write them to a private temporary directory.
     with tempfile.TemporaryDirectory() as tmp:
         cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
@@ -206,6 +213,15 @@ def sync_channel(
     if credentials.secure:
         return grpc.secure_channel(address, credentials.channel_credentials(), options)
     return grpc.insecure_channel(address, options)
+
+
+def peer_certificate_principal(peercert: dict | None) -> str:
+    """The common name in an ssl peer certificate (`SSLSocket.getpeercert()`); "" without one."""
+    for rdn in (peercert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return ""
 
 
 def caller_principal(context) -> str:

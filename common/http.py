@@ -14,7 +14,17 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-__all__ = ["HttpServer"]
+from agora.common.credentials import peer_certificate_principal
+
+__all__ = ["HttpServer", "http_principal"]
+
+
+def http_principal(request: web.Request) -> str:
+    """The caller's principal: its client certificate's name over HTTPS; "" (anonymous) else."""
+    transport = request.transport
+    if transport is None:
+        return ""
+    return peer_certificate_principal(transport.get_extra_info("peercert"))
 
 
 class HttpServer:

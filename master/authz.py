@@ -75,7 +75,14 @@ class Gatekeeper:
         # on_denied(principal, action, obj, reason): logging and the denial counter.
         self._on_denied = on_denied
 
-    def check(self, principal: str, action: Action, obj: str) -> None:
+    def check(
+        self, principal: str, action: Action, obj: str, aliases: tuple[str, ...] = ()
+    ) -> None:
+        """Allowed when a rule allows `obj` or one of its `aliases` (a framework's id or its
+        name, so an ACL file may name frameworks either way)."""
+        for alias in aliases:
+            if self.authorizer.authorize(principal, action, alias).allowed:
+                return
         try:
             check(self.authorizer, principal, action, obj)
         except CallError as e:

@@ -157,7 +157,9 @@ class Master:
     async def _start_http(self, port: int) -> None:
         """The dashboard, on the master's own event loop, reading the Operator's views."""
         assert self.core is not None
-        self._dashboard = Dashboard(MasterView(self.core), credentials=self.config.credentials)
+        self._dashboard = Dashboard(
+            MasterView(self.core), credentials=self.config.credentials, gate=self.gate
+        )
         self._http = HttpServer(
             self.config.host, port, self._dashboard.routes(), self._ssl_context()
         )

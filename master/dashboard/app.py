@@ -5,6 +5,11 @@ task's sandbox and usage or the batch and service frameworks' jobs and apps, cal
 over gRPC, as `agora job logs` or `agora app list` would. Every error is a JSON object with a
 message for people and the right HTTP status (404 unknown, 502 a daemon that does not answer),
 never a traceback.
+
+The ACLs hold here as on the gRPC API (one Gatekeeper, the master's): every API call needs
+read_state; a task's files and usage need read_sandboxes, unless the caller is the principal that
+registered the task's framework. The caller is known by its client certificate over HTTPS; a
+browser without one is anonymous. Task environments (which may hold secrets) are never shown.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ from google.protobuf.json_format import MessageToDict
 
 from agora.common import ResourceError, Resources
 from agora.common.credentials import INSECURE, Credentials
+from agora.common.http import http_principal
 from agora.common.rpc import open_channel
+from agora.master.authz import Action, Gatekeeper
 from agora.master.dashboard.history import ShareHistory
+from agora.master.errors import CallError
 from agora.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -50,6 +58,10 @@ class ClusterView(Protocol):
     def state(self) -> operator_pb2.ClusterState: ...
 
     def explain(self, framework_id: str) -> list[str]: ...
+
+    def framework_principal(self, framework_id: str) -> str:
+        """The principal that registered the framework ("" when anonymous or unknown)."""
+        ...
 
     def shares(self) -> tuple[dict[str, float], dict[str, float]]:
         """Dominant shares by role and by framework name (cheap: sampled for the chart)."""
@@ -154,8 +166,10 @@ class Dashboard:
         view: ClusterView,
         history: ShareHistory | None = None,
         credentials: Credentials = INSECURE,
+        gate: Gatekeeper | None = None,
     ) -> None:
         self.view = view
+        self.gate = gate or Gatekeeper()
         # For the calls to agents and frameworks (sandbox files, usage, jobs, apps).
         self.credentials = credentials
         self.history = history or ShareHistory()
@@ -210,10 +224,10 @@ class Dashboard:
         ]
         return routes
 
-    @staticmethod
-    def _json(handler):
+    def _json(self, handler):
         async def wrapped(request: web.Request) -> web.Response:
             try:
+                self._check(request, Action.READ_STATE, "")
                 return web.json_response(await handler(request))
             except ApiError as e:
                 return web.json_response({"error": str(e)}, status=e.status)
@@ -303,7 +317,7 @@ class Dashboard:
         return row
 
     async def files(self, request: web.Request) -> dict:
-        _, task = self._task(request)
+        _, task = self._sandbox_task(request)
         reply = await self._agent_call(
             task,
             "ListFiles",
@@ -316,7 +330,7 @@ class Dashboard:
         return {"files": [MessageToDict(f, preserving_proto_field_name=True) for f in reply.files]}
 
     async def file(self, request: web.Request) -> dict:
-        _, task = self._task(request)
+        _, task = self._sandbox_task(request)
         try:
             offset = int(request.query.get("offset", "0"))
             length = min(int(request.query.get("length", str(MAX_READ))), MAX_READ)
@@ -340,7 +354,7 @@ class Dashboard:
         }
 
     async def usage(self, request: web.Request) -> dict:
-        _, task = self._task(request)
+        _, task = self._sandbox_task(request)
         if task.state != common_pb2.TASK_RUNNING:
             return {"usage": None}
         reply = await self._agent_call(
@@ -363,7 +377,10 @@ class Dashboard:
             return {"available": False, "message": "no batch framework is registered"}
         stub = batch_pb2_grpc.BatchStub(self._channel(address))
         reply = await self._call("the batch framework", stub.ListJobs, batch_pb2.ListJobsRequest())
-        jobs = [MessageToDict(j, preserving_proto_field_name=True) for j in reply.jobs]
+        jobs = [
+            _without_environment(MessageToDict(j, preserving_proto_field_name=True))
+            for j in reply.jobs
+        ]
         return {"available": True, "jobs": jobs}
 
     async def apps(self, request: web.Request) -> dict:
@@ -374,10 +391,30 @@ class Dashboard:
         reply = await self._call(
             "the services framework", stub.ListApps, services_pb2.ListAppsRequest()
         )
-        apps = [MessageToDict(a, preserving_proto_field_name=True) for a in reply.apps]
+        apps = [
+            _without_environment(MessageToDict(a, preserving_proto_field_name=True))
+            for a in reply.apps
+        ]
         return {"available": True, "apps": apps}
 
     # helpers ------------------------------------------------------------------------------
+
+    def _check(self, request: web.Request, action: Action, obj: str, aliases=()) -> None:
+        try:
+            self.gate.check(http_principal(request), action, obj, aliases)
+        except CallError as e:
+            raise ApiError(403, e.message) from None
+
+    def _sandbox_task(self, request: web.Request) -> tuple[operator_pb2.ClusterState, object]:
+        """The task named in the path, once the caller may read its sandbox."""
+        state, task = self._task(request)
+        owner = self.view.framework_principal(task.framework_id)
+        if not owner or http_principal(request) != owner:
+            names = tuple(
+                f.info.name for f in state.frameworks if f.info.framework_id == task.framework_id
+            )
+            self._check(request, Action.READ_SANDBOX, task.framework_id, names)
+        return state, task
 
     def _framework(self, key: str) -> operator_pb2.FrameworkSummary:
         frameworks = self.view.state().frameworks
@@ -427,6 +464,22 @@ class Dashboard:
             if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise ApiError(400, e.details() or "bad request") from None
             raise ApiError(502, f"{what} did not answer: {e.details() or e.code().name}") from None
+
+
+def _without_environment(value):
+    """`value` with every `environment` map's values hidden (keys kept: they say what is set)."""
+    if isinstance(value, dict):
+        return {
+            k: (
+                {name: "(hidden)" for name in v}
+                if k == "environment" and isinstance(v, dict)
+                else _without_environment(v)
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_without_environment(v) for v in value]
+    return value
 
 
 def _html(text: str) -> str:

@@ -32,5 +32,9 @@ class MasterView:
             frameworks[framework.info.name or framework_id] = share
         return roles, frameworks
 
+    def framework_principal(self, framework_id: str) -> str:
+        framework = self.core.reg.frameworks.get(framework_id)
+        return framework.principal if framework is not None else ""
+
     def explain(self, framework_id: str) -> list[str]:
         return list(self.core.allocator.explain(framework_id, self.core.clock()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import grpc
@@ -282,3 +283,16 @@ def test_share_history_aligns_series_and_keeps_a_window():
     assert series["at"] == [2.0, 3.0, 4.0]
     assert series["roles"] == {"*": [0.2, 0.3, 0.4], "ops": [0.5, None, None]}
     assert series["frameworks"] == {"a": [0.2, None, None], "b": [None, 0.3, 0.4]}
+
+
+def test_the_dashboard_hides_every_environment_value_but_keeps_the_names():
+    from agora.master.dashboard.app import _without_environment
+
+    job = {
+        "job_id": "j",
+        "spec": {"environment": {"DB_PASSWORD": "hunter2", "MODE": "x"}, "name": "n"},
+        "instances": [{"task": {"command": {"environment": {"TOKEN": "abc"}}}}],
+    }
+    shown = json.dumps(_without_environment(job))
+    assert "hunter2" not in shown and "abc" not in shown
+    assert "DB_PASSWORD" in shown and "TOKEN" in shown and '"name": "n"' in shown

@@ -1,0 +1,140 @@
+"""The dashboard obeys the master's ACLs, over real HTTPS with client certificates made by
+`agora tls`: pages need read_state, a task's sandbox needs read_sandboxes unless the caller is the
+principal whose framework runs it, and task environments are never shown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from e2e_framework import Recorder, running
+from harness import Daemon, agora, eventually_async
+
+from agora.common.credentials import Credentials
+from agora.frameworks.sdk import TaskSpec
+
+pytestmark = pytest.mark.e2e
+
+ACLS = """
+register_agents: [{principals: [agent-1]}]
+register_frameworks: [{principals: [owner], roles: [ANY]}]
+run_tasks: [{principals: [owner], users: [ANY]}]
+read_state: [{principals: [owner, ops, viewer]}]
+read_sandboxes: [{principals: [ops], frameworks: [acl-e2e]}]
+"""
+
+
+def certs_for(root: Path) -> Path:
+    certs = root / "certs"
+    assert agora("tls", "init", str(certs)).returncode == 0
+    for name, kind in [("master", "master"), ("agent-1", "agent"), ("owner", "framework")] + [
+        ("ops", "client"),
+        ("viewer", "client"),
+        ("eve", "client"),
+    ]:
+        made = agora("tls", "issue", "--ca", str(certs), "--name", name, "--for", kind)
+        assert made.returncode == 0, made.stderr
+    return certs
+
+
+def tls_flags(certs: Path, name: str) -> list[str]:
+    return [
+        "--tls-ca",
+        str(certs / "ca.pem"),
+        "--tls-cert",
+        str(certs / f"{name}.pem"),
+        "--tls-key",
+        str(certs / f"{name}-key.pem"),
+    ]
+
+
+def get(url: str, certs: Path, name: str | None) -> tuple[int, dict]:
+    """GET `url` as `name` (a client certificate) or anonymously (None): (status, JSON body)."""
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    if name is not None:
+        context.load_cert_chain(certs / f"{name}.pem", certs / f"{name}-key.pem")
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=10) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    certs = certs_for(tmp_path)
+    acls = tmp_path / "acls.yaml"
+    acls.write_text(ACLS)
+    master = Daemon(
+        ["master", "--port", "0", "--http-port", "0", "--acls", str(acls)]
+        + ["--state-dir", str(tmp_path / "m"), *tls_flags(certs, "master")],
+        tmp_path / "master.log",
+    ).start()
+    agent = Daemon(
+        ["agent", "--master", master.address, "--port", "0", "--work-dir", str(tmp_path / "a")]
+        + ["--resources", "cpus:2;mem:1024;disk:1024", *tls_flags(certs, "agent-1")],
+        tmp_path / "agent.log",
+    ).start()
+    yield master, certs
+    agent.stop()
+    master.stop()
+
+
+def dashboard_url(master: Daemon) -> str:
+    line = next(line for line in master.lines if "dashboard" in line and "https://" in line)
+    return line[line.index("https://") :].split()[0]
+
+
+async def test_the_dashboard_obeys_read_state_and_read_sandbox_acls(cluster):
+    master, certs = cluster
+    await eventually_async(
+        lambda: any("dashboard" in line and "https://" in line for line in master.lines),
+        timeout=10,
+        message="the dashboard's address",
+    )
+    url = dashboard_url(master).rstrip("/")
+    owner = Credentials.load(certs / "ca.pem", certs / "owner.pem", certs / "owner-key.pem")
+    framework = Recorder()
+    async with running(framework, master.address, name="acl-e2e", credentials=owner):
+        spec = TaskSpec(
+            name="secretive",
+            task_id="t-secret",
+            cpus=0.1,
+            mem=32,
+            command="echo visible-output; sleep 60",
+            env={"DB_PASSWORD": "hunter2"},
+        )
+        await framework.launch(spec)
+        await framework.wait_state("t-secret", "TASK_RUNNING")
+        fid = framework.framework_ids[-1]
+        stdout = f"{url}/api/tasks/{fid}/t-secret/file?path=stdout"
+
+        def check() -> None:
+            # read_state: the principals it names read the pages; others, and anonymous
+            # browsers (no client certificate), get 403 naming who and what.
+            status, body = get(f"{url}/api/agents", certs, "viewer")
+            assert status == 200 and len(body) == 1
+            for who in ("eve", None):
+                status, body = get(f"{url}/api/agents", certs, who)
+                assert status == 403, body
+                assert "may not read state" in body["error"]
+                assert (who or "anonymous") in body["error"]
+            # read_sandboxes: the framework's own principal and ops (by the framework's name)
+            # read its output; viewer, who may read state, may not read the sandbox.
+            for who in ("owner", "ops"):
+                status, body = get(stdout, certs, who)
+                assert status == 200, body
+                assert "visible-output" in body["data"]
+            status, body = get(stdout, certs, "viewer")
+            assert status == 403, body
+            assert "viewer may not read sandbox" in body["error"]
+            assert fid in body["error"]
+            status, body = get(f"{url}/api/tasks/{fid}/t-secret/files", certs, "viewer")
+            assert status == 403, body
+
+        await asyncio.to_thread(check)
