@@ -12,7 +12,9 @@ measured window. Timing is done by the Recorder inside this process
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +26,9 @@ from agora.experiments.frameworks import FrameworkSet
 from agora.experiments.load import LoadConfig, Recorder, TraceTask, exponential, tasks_for_rate
 from agora.experiments.processes import (
     CpuMeter,
+    Daemon,
     MasterOptions,
+    python_m,
     start_fleets,
     start_master,
 )
@@ -65,6 +69,8 @@ class OfferLatencyConfig:
     decision_delay: float = 0.0  # seconds a framework takes to answer an offer
     trace: list[TraceTask] | None = None  # CSV trace rows instead of the closed loop
     joiners: int = 5
+    # People watching the dashboard during the run (0: no dashboard); each count is a run.
+    dashboard_viewers: list[int] = field(default_factory=lambda: [0])
 
     def combinations(self) -> list[tuple[int, int]]:
         if self.grid == "full":
@@ -83,27 +89,55 @@ class OfferLatencyConfig:
         return list(dict.fromkeys(combos))
 
 
-def _label(agents: int, frameworks: int, mode: str) -> str:
-    return f"{mode} a={agents} f={frameworks}"
+def _label(agents: int, frameworks: int, mode: str, viewers: int = 0) -> str:
+    return f"{mode} a={agents} f={frameworks}" + (f" dashboard={viewers}" if viewers else "")
+
+
+_DASHBOARD = re.compile(rb"dashboard on (\S+?)/?\s*$")
+
+
+async def _start_viewers(master: Daemon, viewers: int, logs: Path) -> Daemon:
+    """`viewers` people polling the master's dashboard, in a process of their own."""
+    line = await master.wait_for_line(_DASHBOARD, 10)
+    match = _DASHBOARD.search(line)
+    assert match is not None
+    argv = python_m(
+        "agora.experiments.dashboard_viewers",
+        "--url", match.group(1).decode(),
+        "--viewers", str(viewers),
+        "--stats", str(logs / "dashboard-viewers.json"),
+    )  # fmt: skip
+    daemon = Daemon("dashboard-viewers", argv, logs)
+    return await daemon.start(ready=re.compile(rb'"event": "ready"'))
 
 
 async def _one_run(
-    cfg: OfferLatencyConfig, agents: int, frameworks: int, mode: str, out: Path, progress: Progress
+    cfg: OfferLatencyConfig,
+    agents: int,
+    frameworks: int,
+    mode: str,
+    out: Path,
+    progress: Progress,
+    viewers: int = 0,
 ) -> tuple[dict, list[dict]]:
-    label = _label(agents, frameworks, mode)
+    label = _label(agents, frameworks, mode, viewers)
     logs = out / "logs" / label.replace(" ", "_").replace("=", "")
     master = await start_master(
         MasterOptions(
             allocation_mode=mode,
             allocation_interval=cfg.allocation_interval,
             allocation_batch=cfg.allocation_batch,
+            http_port=0 if viewers else None,
         ),
         logs,
     )
     fleets = []
     framework_set = None
     joiner_fleet = None
+    viewer_daemon = None
     try:
+        if viewers:
+            viewer_daemon = await _start_viewers(master, viewers, logs)
         meter = CpuMeter(master.pid)
         started = time.monotonic()
         fleets = await start_fleets(master.address, agents, logs, cfg.agent_resources)
@@ -170,6 +204,8 @@ async def _one_run(
         window = time.monotonic() - window_start
         cores, rss = meter.cores(), meter.rss_mb()
     finally:
+        if viewer_daemon is not None:
+            await viewer_daemon.stop()
         if framework_set is not None:
             await framework_set.stop(teardown=True)
         if joiner_fleet is not None:
@@ -185,6 +221,8 @@ async def _one_run(
         "agents": agents,
         "frameworks": frameworks,
         "mode": mode,
+        "dashboard_viewers": viewers,
+        "dashboard": _viewer_stats(logs) if viewers else None,
         "allocation_interval_seconds": cfg.allocation_interval if mode == "interval" else None,
         "register_seconds": round(register_seconds, 3),
         "window_seconds": round(window, 3),
@@ -201,6 +239,7 @@ async def _one_run(
             "agents": agents,
             "frameworks": frameworks,
             "mode": mode,
+            "dashboard_viewers": viewers,
             "metric": s.metric,
             "ms": round(s.ms, 4),
             "at": round(s.at - window_start, 4),
@@ -224,18 +263,31 @@ async def run(
     progress = Progress("offer-latency", quiet)
     for agents, frameworks in cfg.combinations():
         for mode in cfg.modes:
-            run_result, rows = await _one_run(cfg, agents, frameworks, mode, out, progress)
-            results.add_run(run_result)
-            results.add_samples(rows)
+            for viewers in cfg.dashboard_viewers:
+                run_result, rows = await _one_run(
+                    cfg, agents, frameworks, mode, out, progress, viewers
+                )
+                results.add_run(run_result)
+                results.add_samples(rows)
     _targets(cfg, results)
     names = _plots(cfg, results, out)
     results.write(_summary(cfg, results), names)
     return results
 
 
+def _viewer_stats(logs: Path) -> dict | None:
+    try:
+        return json.loads((logs / "dashboard-viewers.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _find(results: Results, agents: int, frameworks: int, mode: str) -> dict | None:
+    """The run without a dashboard open (the targets and plots are about the offer path)."""
     for r in results.runs:
-        if (r["agents"], r["frameworks"], r["mode"]) == (agents, frameworks, mode):
+        if (r["agents"], r["frameworks"], r["mode"]) == (agents, frameworks, mode) and not r.get(
+            "dashboard_viewers"
+        ):
             return r
     return None
 
@@ -258,7 +310,13 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
         series = []
         for mode in cfg.modes:
             runs = sorted(
-                (r for r in results.runs if r["mode"] == mode and r[fixed_key] == fixed_value),
+                (
+                    r
+                    for r in results.runs
+                    if r["mode"] == mode
+                    and r[fixed_key] == fixed_value
+                    and not r.get("dashboard_viewers")
+                ),
                 key=lambda r: r[x_key],
             )
             for q in ("p50", "p99"):
@@ -299,6 +357,7 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
                 if row["agents"] == agents
                 and row["frameworks"] == frameworks
                 and row["mode"] == mode
+                and not row.get("dashboard_viewers")
                 and row["metric"] == "task_end_to_offer"
             ]
             series.append((f"{mode} ({agents} agents, {frameworks} frameworks)", values))

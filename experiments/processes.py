@@ -135,6 +135,7 @@ class MasterOptions:
     allocation_batch: float | None = None  # None: the master's default
     log_level: str = "warning"
     state_dir: Path | None = None
+    http_port: int | None = None  # the dashboard's port (0: any free one); None: no dashboard
 
 
 def master_argv(options: MasterOptions) -> list[str]:
@@ -149,6 +150,8 @@ def master_argv(options: MasterOptions) -> list[str]:
         args += ["--state-dir", str(options.state_dir)]
     if options.allocation_batch is not None:
         args += ["--allocation-batch", str(options.allocation_batch)]
+    if options.http_port is not None:
+        args += ["--http-port", str(options.http_port)]
     return python_m("agora.cli.main", "master", *args)
 
 

@@ -48,6 +48,17 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _counts(text: str) -> list[int]:
+    """Like _ints, but 0 is a count too (none)."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write whole numbers, e.g. 0,5") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more numbers >= 0")
+    return values
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text.rstrip("s"))
@@ -128,6 +139,13 @@ def _offer_latency_arguments(p: argparse.ArgumentParser) -> None:
         type=_fraction,
         default=0.05,
         help="offers declined with refuse_seconds=0 to time re-offers (default 0.05)",
+    )
+    p.add_argument(
+        "--dashboard-viewers",
+        type=_counts,
+        default=[0],
+        help="people polling the master's dashboard during a run, a run per count "
+        "(default 0: no dashboard; e.g. 0,5 to compare; each polls every page every 2 s)",
     )
     p.add_argument(
         "--decision-delay",
@@ -286,6 +304,7 @@ def _build_offer_latency(args: argparse.Namespace) -> Runner:
         seconds=args.seconds or 10.0,
         decision_delay=args.decision_delay,
         trace=_trace(args.trace),
+        dashboard_viewers=args.dashboard_viewers,
     )
     return lambda out, command: offer_latency.run(cfg, out, command, quiet)
 

@@ -16,13 +16,21 @@ def _by(items, key) -> dict[str, list]:
     return out
 
 
-def agent_summaries(core: MasterCore) -> list[operator_pb2.AgentSummary]:
+def agent_summaries(
+    core: MasterCore, agent_ids: list[str] | None = None
+) -> list[operator_pb2.AgentSummary]:
+    """Every agent's summary, or those of `agent_ids` (a slice, for callers that must not hold
+    the event loop for the whole cluster at once)."""
     reg = core.reg
     # One pass over offers and tasks, not one per agent: clusters have thousands of each.
     offers = _by(reg.offers.values(), lambda o: o.agent_id)
     tasks = _by(reg.tasks.values(), lambda t: t.agent_id)
     out = []
-    for agent_id, agent in sorted(reg.agents.items()):
+    ids = sorted(reg.agents) if agent_ids is None else agent_ids
+    for agent_id in ids:
+        agent = reg.agents.get(agent_id)
+        if agent is None:  # removed since the caller listed it
+            continue
         offered = _sum(o.resources for o in offers.get(agent_id, ()))
         used = _sum(t.resources for t in tasks.get(agent_id, ()))
         out.append(
@@ -126,13 +134,20 @@ def master_summaries(core: MasterCore) -> list[operator_pb2.MasterSummary]:
     ]
 
 
-def cluster_state(core: MasterCore, leader: str) -> operator_pb2.ClusterState:
-    total = _sum(a.total for a in core.reg.agents.values())
+def cluster_state(
+    core: MasterCore,
+    leader: str,
+    agents: list[operator_pb2.AgentSummary] | None = None,
+    total: Resources | None = None,
+) -> operator_pb2.ClusterState:
+    """The whole state; `agents` and `total` when the caller built them already (in slices)."""
+    if total is None:
+        total = _sum(a.total for a in core.reg.agents.values())
     masters = master_summaries(core)
     return operator_pb2.ClusterState(
         master_id=core.master_id,
         started_at=core.started_at,
-        agents=agent_summaries(core),
+        agents=agent_summaries(core) if agents is None else agents,
         frameworks=framework_summaries(core),
         tasks=task_summaries(core),
         roles=role_summaries(core),

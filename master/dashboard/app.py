@@ -15,6 +15,7 @@ browser without one is anonymous. Task environments (which may hold secrets) are
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from agora.common.http import http_principal
 from agora.common.rpc import open_channel
 from agora.master.authz import Action, Gatekeeper
 from agora.master.dashboard.history import ShareHistory
+from agora.master.dashboard.view import AGENTS_PER_SLICE
 from agora.master.errors import CallError
 from agora.v1 import (
     agent_pb2,
@@ -49,13 +51,17 @@ log = structlog.get_logger(__name__)
 
 STATIC = Path(__file__).with_name("static")
 CALL_TIMEOUT = 5.0
+# How long one reading of the master's state (and each page's answer built from it) serves
+# every viewer: the page refreshes every 2 s, and building the state of thousands of agents takes
+# the master's loop for milliseconds, so N open pages must not cost N builds.
+SNAPSHOT_SECONDS = 1.0
 MAX_READ = 256 * 1024  # one file read: a page holds no more
 
 
 class ClusterView(Protocol):
     """What the dashboard reads of the master: the Operator service's answers."""
 
-    def state(self) -> operator_pb2.ClusterState: ...
+    async def state(self) -> operator_pb2.ClusterState: ...
 
     def explain(self, framework_id: str) -> list[str]: ...
 
@@ -175,6 +181,10 @@ class Dashboard:
         self.history = history or ShareHistory()
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._sampler: asyncio.Task | None = None
+        self._snapshot: tuple[float, operator_pb2.ClusterState] | None = None
+        self._reading: asyncio.Future | None = None
+        # path and query -> (when, JSON body): answers shared by every viewer for a moment.
+        self._answers: dict[str, tuple[float, bytes]] = {}
 
     # lifecycle ----------------------------------------------------------------------------
 
@@ -213,8 +223,10 @@ class Dashboard:
             "/api/jobs": self.jobs,
             "/api/apps": self.apps,
         }
+        # Read from the master's state alone (the rest call agents or frameworks, per task).
+        shared = {"/api/overview", "/api/agents", "/api/frameworks", "/api/tasks", "/api/roles"}
         routes: list[web.AbstractRouteDef] = [
-            web.get(path, self._json(handler)) for path, handler in api.items()
+            web.get(path, self._json(handler, path in shared)) for path, handler in api.items()
         ]
         routes += [
             web.get("/", self.page),
@@ -224,11 +236,24 @@ class Dashboard:
         ]
         return routes
 
-    def _json(self, handler):
+    def _json(self, handler, shared: bool = False):
+        """`handler`'s answer as JSON after the read_state check; a `shared` answer (one that
+        depends on nothing but the master's state) is reused by every viewer for a moment."""
+
         async def wrapped(request: web.Request) -> web.Response:
             try:
                 self._check(request, Action.READ_STATE, "")
-                return web.json_response(await handler(request))
+                if not shared:
+                    return web.json_response(await handler(request))
+                now = time.monotonic()
+                cached = self._answers.get(request.path_qs)
+                if cached is None or now - cached[0] > SNAPSHOT_SECONDS:
+                    if len(self._answers) > 1000:  # queries are the caller's: keep few
+                        self._answers.clear()
+                    answer = await handler(request)
+                    body = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+                    cached = self._answers[request.path_qs] = (now, body)
+                return web.Response(body=cached[1], content_type="application/json")
             except ApiError as e:
                 return web.json_response({"error": str(e)}, status=e.status)
             except Exception as e:  # noqa: BLE001 - a bug here must not show a traceback
@@ -250,17 +275,19 @@ class Dashboard:
     # the JSON API -------------------------------------------------------------------------
 
     async def overview(self, request: web.Request) -> dict:
-        state = self.view.state()
+        state = await self._state()
         by_state: dict[str, int] = {}
         for t in state.tasks:
             name = common_pb2.TaskState.Name(t.state)
             by_state[name] = by_state.get(name, 0) + 1
         allocated = Resources()
-        for a in state.agents:
+        for i, a in enumerate(state.agents):
             try:
                 allocated = allocated + Resources.from_proto(a.allocated)
             except ResourceError:
                 pass
+            if i % AGENTS_PER_SLICE == AGENTS_PER_SLICE - 1:
+                await asyncio.sleep(0)
         return {
             "master_id": state.master_id,
             "leader": state.leader,
@@ -275,14 +302,21 @@ class Dashboard:
             "tasks": by_state,
         }
 
-    async def agents(self, request: web.Request) -> list:
-        return [_agent(a) for a in self.view.state().agents]
+    async def agents(self, request: web.Request) -> bytes:
+        # Encoded here, a slice at a time: thousands of agents would hold the loop (and the
+        # offers waiting on it) for tens of milliseconds in one go.
+        parts = []
+        for i, agent in enumerate((await self._state()).agents):
+            parts.append(json.dumps(_agent(agent)))
+            if i % AGENTS_PER_SLICE == AGENTS_PER_SLICE - 1:
+                await asyncio.sleep(0)
+        return ("[" + ",".join(parts) + "]").encode()
 
     async def frameworks(self, request: web.Request) -> list:
-        return [_framework(f) for f in self.view.state().frameworks]
+        return [_framework(f) for f in (await self._state()).frameworks]
 
     async def why(self, request: web.Request) -> dict:
-        framework = self._framework(request.match_info["framework"])
+        framework = await self._framework(request.match_info["framework"])
         return {
             "framework_id": framework.info.framework_id,
             "name": framework.info.name,
@@ -290,7 +324,7 @@ class Dashboard:
         }
 
     async def tasks(self, request: web.Request) -> list:
-        state = self.view.state()
+        state = await self._state()
         names = {f.info.framework_id: f.info.name for f in state.frameworks}
         want_state = request.query.get("state", "").upper()
         want_framework = request.query.get("framework", "")
@@ -308,7 +342,7 @@ class Dashboard:
         return out
 
     async def task(self, request: web.Request) -> dict:
-        state, task = self._task(request)
+        state, task = await self._task(request)
         names = {f.info.framework_id: f.info.name for f in state.frameworks}
         agent = next((a for a in state.agents if a.info.agent_id == task.agent_id), None)
         row = _task(task, names)
@@ -317,7 +351,7 @@ class Dashboard:
         return row
 
     async def files(self, request: web.Request) -> dict:
-        _, task = self._sandbox_task(request)
+        _, task = await self._sandbox_task(request)
         reply = await self._agent_call(
             task,
             "ListFiles",
@@ -330,7 +364,7 @@ class Dashboard:
         return {"files": [MessageToDict(f, preserving_proto_field_name=True) for f in reply.files]}
 
     async def file(self, request: web.Request) -> dict:
-        _, task = self._sandbox_task(request)
+        _, task = await self._sandbox_task(request)
         try:
             offset = int(request.query.get("offset", "0"))
             length = min(int(request.query.get("length", str(MAX_READ))), MAX_READ)
@@ -354,7 +388,7 @@ class Dashboard:
         }
 
     async def usage(self, request: web.Request) -> dict:
-        _, task = self._sandbox_task(request)
+        _, task = await self._sandbox_task(request)
         if task.state != common_pb2.TASK_RUNNING:
             return {"usage": None}
         reply = await self._agent_call(
@@ -366,13 +400,13 @@ class Dashboard:
         return {"usage": MessageToDict(usage, preserving_proto_field_name=True) if usage else None}
 
     async def roles(self, request: web.Request) -> list:
-        return [_role(r) for r in self.view.state().roles]
+        return [_role(r) for r in (await self._state()).roles]
 
     async def shares(self, request: web.Request) -> dict:
         return self.history.series()
 
     async def jobs(self, request: web.Request) -> dict:
-        address = self._framework_service("batch")
+        address = await self._framework_service("batch")
         if address is None:
             return {"available": False, "message": "no batch framework is registered"}
         stub = batch_pb2_grpc.BatchStub(self._channel(address))
@@ -384,7 +418,7 @@ class Dashboard:
         return {"available": True, "jobs": jobs}
 
     async def apps(self, request: web.Request) -> dict:
-        address = self._framework_service("services")
+        address = await self._framework_service("services")
         if address is None:
             return {"available": False, "message": "no services framework is registered"}
         stub = services_pb2_grpc.ServicesStub(self._channel(address))
@@ -399,15 +433,31 @@ class Dashboard:
 
     # helpers ------------------------------------------------------------------------------
 
+    async def _state(self, fresh: bool = False) -> operator_pb2.ClusterState:
+        """The master's state, read at most once per SNAPSHOT_SECONDS (unless `fresh`); callers
+        that come while it is being read (it is read in slices) share that reading."""
+        now = time.monotonic()
+        if not fresh and self._snapshot is not None and now - self._snapshot[0] <= SNAPSHOT_SECONDS:
+            return self._snapshot[1]
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self.view.state())
+            self._reading.add_done_callback(self._read_done)
+        return await asyncio.shield(self._reading)
+
+    def _read_done(self, reading: asyncio.Future) -> None:
+        self._reading = None
+        if not reading.cancelled() and reading.exception() is None:
+            self._snapshot = (time.monotonic(), reading.result())
+
     def _check(self, request: web.Request, action: Action, obj: str, aliases=()) -> None:
         try:
             self.gate.check(http_principal(request), action, obj, aliases)
         except CallError as e:
             raise ApiError(403, e.message) from None
 
-    def _sandbox_task(self, request: web.Request) -> tuple[operator_pb2.ClusterState, object]:
+    async def _sandbox_task(self, request: web.Request) -> tuple[operator_pb2.ClusterState, object]:
         """The task named in the path, once the caller may read its sandbox."""
-        state, task = self._task(request)
+        state, task = await self._task(request)
         owner = self.view.framework_principal(task.framework_id)
         if not owner or http_principal(request) != owner:
             names = tuple(
@@ -416,23 +466,24 @@ class Dashboard:
             self._check(request, Action.READ_SANDBOX, task.framework_id, names)
         return state, task
 
-    def _framework(self, key: str) -> operator_pb2.FrameworkSummary:
-        frameworks = self.view.state().frameworks
+    async def _framework(self, key: str) -> operator_pb2.FrameworkSummary:
+        frameworks = (await self._state()).frameworks
         found = [f for f in frameworks if key in (f.info.framework_id, f.info.name)]
         if not found:
             raise ApiError(404, f"no framework {key!r}")
         return sorted(found, key=lambda f: not f.connected)[0]
 
-    def _task(self, request: web.Request) -> tuple[operator_pb2.ClusterState, object]:
+    async def _task(self, request: web.Request) -> tuple[operator_pb2.ClusterState, object]:
         framework_id, task_id = request.match_info["framework_id"], request.match_info["task_id"]
-        state = self.view.state()
-        for task in state.tasks:
-            if task.framework_id == framework_id and task.task_id == task_id:
-                return state, task
+        for fresh in (False, True):  # a task newer than the snapshot: read the state again
+            state = await self._state(fresh)
+            for task in state.tasks:
+                if task.framework_id == framework_id and task.task_id == task_id:
+                    return state, task
         raise ApiError(404, f"no task {task_id!r} of framework {framework_id!r}")
 
-    def _framework_service(self, name: str) -> str | None:
-        for f in sorted(self.view.state().frameworks, key=lambda f: not f.connected):
+    async def _framework_service(self, name: str) -> str | None:
+        for f in sorted((await self._state()).frameworks, key=lambda f: not f.connected):
             if f.info.name == name and f.connected and f.info.service_address:
                 return f.info.service_address
         return None
@@ -443,7 +494,7 @@ class Dashboard:
         return self._channels[address]
 
     async def _agent_call(self, task, method: str, request):
-        state = self.view.state()
+        state = await self._state()
         agent = next((a for a in state.agents if a.info.agent_id == task.agent_id), None)
         if agent is None or not agent.info.address:
             raise ApiError(

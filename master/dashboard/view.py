@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
+from agora.common import EMPTY
 from agora.master import views
 from agora.v1 import operator_pb2
 
@@ -11,13 +13,30 @@ if TYPE_CHECKING:
     from agora.master.core import MasterCore
 
 
+AGENTS_PER_SLICE = 50
+
+
 class MasterView:
     def __init__(self, core: MasterCore, leader: str = "") -> None:
         self.core = core
         self.leader = leader
 
-    def state(self) -> operator_pb2.ClusterState:
-        return views.cluster_state(self.core, self.leader)
+    async def state(self) -> operator_pb2.ClusterState:
+        """The Operator's ClusterState, its agents built a slice at a time: with thousands of
+        agents the whole build holds the master's loop for tens of milliseconds, which would
+        delay offers; between slices the loop serves everything else."""
+        ids = sorted(self.core.reg.agents)
+        agents: list[operator_pb2.AgentSummary] = []
+        total = EMPTY
+        for start in range(0, len(ids), AGENTS_PER_SLICE):
+            chunk = ids[start : start + AGENTS_PER_SLICE]
+            agents += views.agent_summaries(self.core, chunk)
+            for agent_id in chunk:
+                agent = self.core.reg.agents.get(agent_id)
+                if agent is not None:
+                    total = total + agent.total
+            await asyncio.sleep(0)
+        return views.cluster_state(self.core, self.leader, agents, total)
 
     def shares(self) -> tuple[dict[str, float], dict[str, float]]:
         """Dominant shares by role and by framework name, straight from the allocator: the

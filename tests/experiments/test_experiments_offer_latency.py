@@ -68,3 +68,25 @@ def test_bad_flag_values_are_usage_errors(tmp_path):
         timeout=60,
     )
     assert proc.returncode == 2 and "--agents" in proc.stderr
+
+
+def test_offer_latency_with_the_dashboard_open_reports_what_the_viewers_fetched(tmp_path):
+    out = tmp_path / "ol-dash"
+    proc = run_experiment(
+        "offer-latency",
+        "--agents", "4", "--frameworks", "1", "--modes", "event", "--seconds", "3",
+        "--warmup", "0.5", "--joiners", "1", "--dashboard-viewers", "0,2",
+        "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = load_results(out, "offer-latency")
+    runs = {r["dashboard_viewers"]: r for r in data["runs"]}
+    assert set(runs) == {0, 2}
+    assert runs[0]["dashboard"] is None
+    seen = runs[2]["dashboard"]
+    # Two viewers polling six pages every 2 s for several seconds, every answer a 200.
+    assert seen["viewers"] == 2 and seen["requests"] >= 12 and seen["errors"] == 0
+    assert runs[2]["label"].endswith("dashboard=2")
+    assert_stats(runs[2]["figures_ms"]["task_end_to_offer"])
+    # The targets are read from the run without the dashboard.
+    assert data["targets"]
