@@ -140,6 +140,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="messages that may wait for one framework or agent that has stopped reading "
         "before its stream is cut (it reconnects and fails over) (default 50000)",
     )
+    p.add_argument(
+        "--max-completed-tasks-per-framework",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="ended tasks remembered per framework, the oldest forgotten first (default 1000)",
+    )
+    p.add_argument(
+        "--max-removed-frameworks",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="torn-down frameworks remembered, with their ended tasks, in memory and in the "
+        "registry; their ids are refused until forgotten (default 1000)",
+    )
+    p.add_argument(
+        "--max-removed-agents",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="removed agents remembered in memory and in the registry; such an agent is told "
+        "to register afresh (default 10000)",
+    )
     p.add_argument("--role-sorter", default="drf", help="sorter among roles: drf or random")
     p.add_argument(
         "--framework-sorter",
@@ -220,6 +243,9 @@ def run(args: argparse.Namespace) -> int:
         offer_timeout_seconds=args.offer_timeout or None,
         max_kill_grace_seconds=args.max_kill_grace,
         max_send_queue=args.max_send_queue,
+        max_completed_tasks_per_framework=args.max_completed_tasks_per_framework,
+        max_removed_frameworks=args.max_removed_frameworks,
+        max_removed_agents=args.max_removed_agents,
         role_sorter=args.role_sorter,
         framework_sorter=args.framework_sorter,
         default_refuse_seconds=args.default_refuse_seconds,

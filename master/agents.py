@@ -261,8 +261,8 @@ class AgentHandling:
             )
             agent.session.close()
         del self.reg.agents[agent_id]
-        self.reg.removed_agents[agent_id] = reason
         self.store.remove_agent(agent_id, reason)
+        self.forget_removed("agent", self.reg.note_removed("agent", agent_id, reason))
         self.wake_allocation()
 
     def status_update(self, agent: Agent, update: agent_link_pb2.AgentMessage.StatusUpdate) -> None:

@@ -38,6 +38,11 @@ class MasterConfig:
     # Messages that may wait for one framework or agent that stops reading before its stream
     # is cut (see registry.Session).
     max_send_queue: int = 50_000
+    # History kept (registry.Bounds): ended tasks per framework, torn-down frameworks and
+    # removed agents remembered; the oldest are forgotten past these, in memory and the store.
+    max_completed_tasks_per_framework: int = 1000
+    max_removed_frameworks: int = 1000
+    max_removed_agents: int = 10_000
     # Sorter names, checked by the allocator's AllocatorConfig (ValueError at start-up).
     role_sorter: str = "drf"
     framework_sorter: str = "drf"
@@ -58,6 +63,13 @@ class MasterConfig:
         """Raises ValueError naming the bad field and what to write instead."""
         if self.max_send_queue < 1:
             raise ValueError(f"max_send_queue must be at least 1, got {self.max_send_queue}")
+        for name in (
+            "max_completed_tasks_per_framework",
+            "max_removed_frameworks",
+            "max_removed_agents",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
         check_listen("the master", self.host, self.credentials, self.insecure)

@@ -28,6 +28,7 @@ from agora.master.registry import (
     DRAINING,
     RECOVERING,
     Agent,
+    Bounds,
     Framework,
     Offer,
     Registry,
@@ -68,7 +69,13 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
                 self.master_id, f"{config.host}:{config.port}", self.started_at, self.started_at
             )
         ]
-        self.reg = Registry()
+        self.reg = Registry(
+            bounds=Bounds(
+                completed_tasks_per_framework=config.max_completed_tasks_per_framework,
+                removed_frameworks=config.max_removed_frameworks,
+                removed_agents=config.max_removed_agents,
+            )
+        )
         self.allocation_wanted = asyncio.Event()
         # Agents whose free resources changed since the last cycle, which is all an event-driven
         # cycle needs to look at; None: every agent (a framework-level change, such as a
@@ -154,14 +161,23 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         )
         self.wake_allocation(offer.agent_id)
 
+    def forget_removed(self, kind: str, ids: list[str]) -> None:
+        """Drops removals past the bounds from the store too (Registry.note_removed)."""
+        if ids:
+            self.store.forget_removed(kind, ids)
+            log.info(f"forgot removed {kind}s past the bound", count=len(ids))
+
     # --- recovery after a restart ----------------------------------------------------------
 
     def recover_state(self) -> None:
         """Loads whom to expect from the store. Frameworks wait for their failover timeout, and
         at least as long as agents get to re-register, since their tasks come with the agents."""
         now = self.clock()
-        self.reg.removed_agents = self.store.removed("agent")
-        self.reg.removed_frameworks = self.store.removed("framework")
+        for kind in ("agent", "framework"):
+            forgotten: list[str] = []
+            for removed_id, reason in self.store.removed(kind).items():  # oldest first
+                forgotten += self.reg.note_removed(kind, removed_id, reason)
+            self.forget_removed(kind, forgotten)
         for role, weight in self.store.weights().items():
             self.allocator.set_weight(role, weight)
         for role, quota in self.store.quotas().items():

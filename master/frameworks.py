@@ -180,8 +180,8 @@ class FrameworkHandling:
             framework.session.close()
         framework.session = None
         del self.reg.frameworks[framework_id]
-        self.reg.removed_frameworks[framework_id] = reason
         self.store.remove_framework(framework_id, reason)
+        self.forget_removed("framework", self.reg.note_removed("framework", framework_id, reason))
         self.wake_allocation()
 
     def framework_for_call(

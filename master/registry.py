@@ -21,10 +21,24 @@ DRAINING = "DRAINING"
 # Known from the state store after a master restart, not yet re-registered.
 RECOVERING = "RECOVERING"
 
-# How many ended tasks and gone offers to remember (for ListTasks and for telling a framework
-# that an offer was rescinded rather than never existed).
+# How many gone offers to remember (for telling a framework that an offer was rescinded rather
+# than never existed), and master-made updates held for a disconnected framework.
 COMPLETED_TASKS_KEPT = 1000
 GONE_OFFERS_KEPT = 10_000
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How much history the master keeps (in memory and, for removals, in its store); the oldest
+    goes first. Mesos' --max_completed_tasks_per_framework, --max_completed_frameworks and
+    --registry_max_agent_count."""
+
+    # Ended tasks kept per framework (for ListTasks, the dashboard and reconciliation answers).
+    completed_tasks_per_framework: int = 1000
+    # Torn-down frameworks remembered (refusing their ids) with their ended tasks.
+    removed_frameworks: int = 1000
+    # Removed agents remembered (told to register afresh rather than come back).
+    removed_agents: int = 10_000
 
 
 def master_status(
@@ -186,8 +200,10 @@ class Registry:
     offers: dict[str, Offer] = field(default_factory=dict)
     # offer_id -> why it is gone ("rescinded", "declined", "accepted", ...).
     gone_offers: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    removed_agents: dict[str, str] = field(default_factory=dict)
-    removed_frameworks: dict[str, str] = field(default_factory=dict)
+    # id -> why, oldest first; bounded by `bounds` (note_removed).
+    removed_agents: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    removed_frameworks: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    bounds: Bounds = field(default_factory=Bounds)
     # Indexes of `offers` and `tasks` by agent and by framework, kept by the methods below
     # (add through them, never into the dicts directly): registration, disconnection, failover
     # and teardown look at one agent's or framework's share, not at the whole cluster's.
@@ -195,6 +211,10 @@ class Registry:
     _framework_offers: dict[str, dict[str, Offer]] = field(default_factory=dict, repr=False)
     _agent_tasks: dict[str, dict[tuple[str, str], Task]] = field(default_factory=dict, repr=False)
     _framework_tasks: dict[str, dict[tuple[str, str], Task]] = field(
+        default_factory=dict, repr=False
+    )
+    # `completed` by framework, oldest first, for the per-framework bound.
+    _framework_completed: dict[str, OrderedDict[tuple[str, str], Task]] = field(
         default_factory=dict, repr=False
     )
 
@@ -258,8 +278,34 @@ class Registry:
             _unindex(self._framework_tasks, live.framework_id, live.key)
         self.completed[task.key] = task
         self.completed.move_to_end(task.key)
-        while len(self.completed) > COMPLETED_TASKS_KEPT:
-            self.completed.popitem(last=False)
+        mine = self._framework_completed.setdefault(task.framework_id, OrderedDict())
+        mine[task.key] = task
+        mine.move_to_end(task.key)
+        while len(mine) > self.bounds.completed_tasks_per_framework:
+            key, _ = mine.popitem(last=False)
+            self.completed.pop(key, None)
+
+    def completed_of_framework(self, framework_id: str) -> list[Task]:
+        return list(self._framework_completed.get(framework_id, {}).values())
+
+    def note_removed(self, kind: str, removed_id: str, reason: str) -> list[str]:
+        """Remembers that an "agent" or a "framework" was removed; returns the ids of the oldest
+        removals forgotten to stay within `bounds` (a forgotten framework's ended tasks go with
+        it), for the caller to forget in the store too."""
+        if kind == "agent":
+            table, bound = self.removed_agents, self.bounds.removed_agents
+        else:
+            table, bound = self.removed_frameworks, self.bounds.removed_frameworks
+        table[removed_id] = reason
+        table.move_to_end(removed_id)
+        forgotten = []
+        while len(table) > bound:
+            old, _ = table.popitem(last=False)
+            forgotten.append(old)
+            if kind == "framework" and old not in self.frameworks:
+                for key in self._framework_completed.pop(old, {}):
+                    self.completed.pop(key, None)
+        return forgotten
 
     def allocated_on_agent(self, agent_id: str) -> dict[str, Resources]:
         """framework_id -> resources its live tasks use on the agent."""

@@ -47,7 +47,12 @@ class RegistryStore(Protocol):
     def remove_framework(self, framework_id: str, reason: str) -> None: ...
 
     def removed(self, kind: str) -> dict[str, str]:
-        """{id: reason} of removed agents (kind "agent") or frameworks ("framework")."""
+        """{id: reason} of removed agents (kind "agent") or frameworks ("framework"), oldest
+        removal first."""
+        ...
+
+    def forget_removed(self, kind: str, ids: list[str]) -> None:
+        """Drops these removals (past the master's bound on how many it remembers)."""
         ...
 
     def put_weight(self, role: str, weight: float) -> None: ...

@@ -105,8 +105,16 @@ class StateStore:
 
     def removed(self, kind: str) -> dict[str, str]:
         """id -> reason for every removed 'agent' or 'framework'."""
-        rows = self._db.execute("SELECT id, reason FROM removed WHERE kind = ?", (kind,))
+        rows = self._db.execute(
+            "SELECT id, reason FROM removed WHERE kind = ? ORDER BY removed_at, rowid", (kind,)
+        )
         return dict(rows)
+
+    def forget_removed(self, kind: str, ids: list[str]) -> None:
+        self._db.executemany(
+            "DELETE FROM removed WHERE kind = ? AND id = ?", [(kind, i) for i in ids]
+        )
+        self._db.commit()
 
     # weights and quota --------------------------------------------------------------------
 

@@ -147,7 +147,12 @@ class ZkRegistryStore:
         self._move_to_removed("framework", framework_id, reason)
 
     def removed(self, kind: str) -> dict[str, str]:
-        return {key: data.decode() for key, data in self._read_all(f"removed/{kind}")}
+        rows = self._read_all(f"removed/{kind}", by_creation=True)
+        return {key: data.decode() for key, data in rows}
+
+    def forget_removed(self, kind: str, ids: list[str]) -> None:
+        for removed_id in ids:
+            self._delete(f"{self._base}/removed/{kind}/{_name(removed_id)}")
 
     # --- weights, quota, drains ---------------------------------------------------------------
 
@@ -181,21 +186,23 @@ class ZkRegistryStore:
 
     # --- reads --------------------------------------------------------------------------------
 
-    def _read_all(self, folder: str) -> list[tuple[str, bytes]]:
-        """(key, data) of every child of `folder`, sorted by key. The reads are pipelined (all
-        sent, then all awaited): a new leader loading 10,000 agents waits for one round trip,
-        not 10,000."""
+    def _read_all(self, folder: str, by_creation: bool = False) -> list[tuple[str, bytes]]:
+        """(key, data) of every child of `folder`, sorted by key (or, `by_creation`, oldest
+        first). The reads are pipelined (all sent, then all awaited): a new leader loading
+        10,000 agents waits for one round trip, not 10,000."""
         base = f"{self._base}/{folder}"
         names = sorted(self._zk.get_children(base))
         pending = [(name, self._zk.get_async(f"{base}/{name}")) for name in names]
         out = []
         for name, result in pending:
             try:
-                data, _ = result.get()
+                data, stat = result.get()
             except NoNodeError:
                 continue  # deleted between the listing and the read
-            out.append((unquote(name), data))
-        return out
+            out.append((stat.czxid, unquote(name), data))
+        if by_creation:
+            out.sort(key=lambda row: row[0])
+        return [(key, data) for _, key, data in out]
 
 
 def _stamp(data: bytes) -> float:

@@ -215,6 +215,11 @@ def test_registry_store_contract(registry_store):
     store.put_drained("a2", True)
     store.remove_agent("a2", "decommissioned")  # a removed agent is no longer drained
     assert store.drained() == set()
+    # Removals come back oldest first, and past the master's bound the oldest are forgotten.
+    assert list(store.removed("agent").items()) == [("a1", "gone"), ("a2", "decommissioned")]
+    store.forget_removed("agent", ["a1"])
+    assert store.removed("agent") == {"a2": "decommissioned"}
+    assert store.removed("framework") == {"f1": "torn down"}
     assert store.describe()
 
 
