@@ -355,6 +355,67 @@ def _build_fairness(args: argparse.Namespace) -> Runner:
     return lambda out, command: fairness.run(cfg, out, command, quiet)
 
 
+def _soak_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--minutes", type=_positive, default=30.0, help="length of the run (30)")
+    p.add_argument("--agents", type=int, default=3, help="real agents (default 3)")
+    p.add_argument(
+        "--kill-every",
+        type=_positive,
+        default=60.0,
+        help="mean seconds between kills of the master, an agent or the batch daemon (60)",
+    )
+    p.add_argument(
+        "--restart-after", type=float, default=2.0, help="seconds a killed daemon stays down (2)"
+    )
+    p.add_argument("--job-every", type=_positive, default=5.0, help="a batch job every S s (5)")
+    p.add_argument("--job-instances", type=int, default=4, help="instances per job (4)")
+    p.add_argument("--task-seconds", type=float, default=2.0, help="each task's sleep (2)")
+    p.add_argument("--app-instances", type=int, default=2, help="service app instances (2)")
+    p.add_argument(
+        "--visitor-every",
+        type=_positive,
+        default=30.0,
+        help="a framework comes, runs 3 tasks and goes every S s (30)",
+    )
+    p.add_argument("--sample-every", type=_positive, default=5.0, help="sampling period (5 s)")
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=60.0,
+        help="seconds of each process lifetime left out of its growth slope (60)",
+    )
+    p.add_argument(
+        "--gc-delay", type=float, default=60.0, help="the agents' --gc-delay, seconds (60)"
+    )
+    p.add_argument(
+        "--drain", type=_positive, default=180.0, help="seconds for the work to finish (180)"
+    )
+    p.add_argument("--seed", type=int, default=1, help="random seed of the fault injector")
+
+
+def _build_soak(args: argparse.Namespace) -> Runner:
+    quiet = args.quiet
+    from agora.experiments import soak
+
+    cfg = soak.SoakConfig(
+        minutes=args.seconds / 60 if args.seconds else args.minutes,
+        agents=args.agents,
+        kill_every=args.kill_every,
+        restart_after=args.restart_after,
+        job_every=args.job_every,
+        job_instances=args.job_instances,
+        task_seconds=args.task_seconds,
+        app_instances=args.app_instances,
+        visitor_every=args.visitor_every,
+        sample_every=args.sample_every,
+        warmup=args.warmup,
+        gc_delay=args.gc_delay,
+        drain=args.drain,
+        seed=args.seed,
+    )
+    return lambda out, command: soak.run(cfg, out, command, quiet)
+
+
 def _trace(path: Path | None):
     from agora.experiments.load import load_trace
 
@@ -439,6 +500,19 @@ EXPERIMENTS: dict[str, Experiment] = {
             build=_build_failover,
             full=("--kills", "20"),
             quick=("--kills", "3"),
+        ),
+        Experiment(
+            name="soak",
+            help="steady mixed load while daemons are SIGKILLed: nothing lost, nothing grows",
+            description="A local cluster (master, real agents, batch and services daemons) "
+            "under batch jobs, a service app and frameworks that come and go, while the master, "
+            "agents and the batch daemon are killed and restarted at random. Reports tasks "
+            "lost or run twice, status updates lost, and the growth of each daemon's memory "
+            "and descriptors and of the sandboxes on disk.",
+            add_arguments=_soak_arguments,
+            build=_build_soak,
+            full=("--minutes", "30"),
+            quick=("--minutes", "3", "--kill-every", "20"),
         ),
     )
 }
