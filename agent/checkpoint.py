@@ -70,6 +70,9 @@ class TaskRecord:
     user: str = ""
     # Set when the agent killed the task for exceeding a limit: [reason, message].
     limitation: list[str] = field(default_factory=list)
+    # Who subscribed the task's framework, and its name: they decide who reads the sandbox.
+    framework_principal: str = ""
+    framework_name: str = ""
 
     def task_info(self) -> common_pb2.TaskInfo:
         return common_pb2.TaskInfo.FromString(unb64(self.task))

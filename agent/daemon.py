@@ -10,6 +10,7 @@ from pathlib import Path
 import structlog
 
 from agora.agent.checkpoint import WorkDir
+from agora.agent.file_access import SandboxAccess
 from agora.agent.files_service import AgentFilesService
 from agora.agent.health_checks import HealthCheckManager
 from agora.agent.isolation import Isolator
@@ -32,6 +33,7 @@ from agora.common.http import HttpServer
 from agora.common.masters import parse_masters
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
+from agora.master.acls import AclError, load_acls
 from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 
 log = structlog.get_logger(__name__)
@@ -83,6 +85,9 @@ class AgentConfig:
     credentials: Credentials = INSECURE
     # Listen beyond loopback without TLS anyway (the operator said --insecure).
     insecure: bool = False
+    # ACLs (the master's file format); their read_sandboxes rules govern the file API here
+    # (agent/file_access.py). None: every caller may read.
+    acls_path: Path | None = None
 
 
 class AgentDaemon:
@@ -105,6 +110,10 @@ class AgentDaemon:
         self.health = HealthCheckManager(self.updates.update, lambda: self.agent_id)
         self.isolator = Isolator(enabled=config.cgroups)
         self.metrics = AgentMetrics()
+        self.access = SandboxAccess(
+            load_acls(config.acls_path) if config.acls_path is not None else None,
+            on_denied=lambda action: self.metrics.denials.labels(action).inc(),
+        )
         self.tasks = TaskManager(
             self.work,
             self._emit,
@@ -148,7 +157,7 @@ class AgentDaemon:
         self.work.lock()
         try:
             self._server = new_server()
-            files = AgentFilesService(self.tasks, self.updates.pending)
+            files = AgentFilesService(self.tasks, self.updates.pending, self.access)
             agent_pb2_grpc.add_AgentServicer_to_server(files, self._server)
             add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
             self._port = bind(
@@ -312,6 +321,18 @@ class AgentDaemon:
             info=info, tasks=self.tasks.running_tasks(), version=VERSION
         )
 
+    def reload_acls(self) -> bool:
+        """Re-reads --acls (on SIGHUP); a bad file is logged and the ACLs in force stay."""
+        if self.config.acls_path is None:
+            return False
+        try:
+            self.access.acls = load_acls(self.config.acls_path)
+        except AclError as e:
+            self._log.error("ACLs not reloaded; the previous ones stay in force", error=str(e))
+            return False
+        self._log.info("ACLs reloaded", path=str(self.config.acls_path))
+        return True
+
     def on_registered(self, msg) -> None:
         if msg.agent_id != self.agent_id:
             if self.agent_id:
@@ -321,6 +342,7 @@ class AgentDaemon:
             self.agent_id = msg.agent_id
             self.work.save_agent_id(self.agent_id)
         self.master_id = msg.master_id
+        self.access.master_principal = msg.master_principal
         self._log.info(
             "registered with the master",
             agent_id=self.agent_id,
@@ -331,7 +353,11 @@ class AgentDaemon:
 
     def on_run_task(self, msg) -> None:
         self.tasks.run_task(
-            msg.framework_id, msg.task, user=msg.task.command.user or msg.framework.user
+            msg.framework_id,
+            msg.task,
+            user=msg.task.command.user or msg.framework.user,
+            framework_principal=msg.framework_principal,
+            framework_name=msg.framework.name,
         )
 
     def on_kill_task(self, msg) -> None:

@@ -14,9 +14,11 @@ import os
 
 import grpc
 
+from agora.agent.file_access import SandboxAccess, SandboxDenied
 from agora.agent.sandbox_files import SandboxPathError, open_beneath, split_relative
 from agora.agent.task_manager import TaskManager, TaskRun, is_terminal
 from agora.agent.usage import usage_report
+from agora.common.credentials import caller_principal
 from agora.v1 import agent_pb2, agent_pb2_grpc
 
 MAX_READ = 1024 * 1024
@@ -24,8 +26,11 @@ FOLLOW_POLL_SECONDS = 0.2
 
 
 class AgentFilesService(agent_pb2_grpc.AgentServicer):
-    def __init__(self, tasks: TaskManager, pending=None) -> None:
+    def __init__(
+        self, tasks: TaskManager, pending=None, access: SandboxAccess | None = None
+    ) -> None:
         self._tasks = tasks
+        self._access = access or SandboxAccess()
         # (framework_id, task_id) -> unacknowledged updates, from the status-update manager.
         self._pending = pending or (lambda framework_id, task_id: [])
 
@@ -38,6 +43,10 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no task {request.task_id!r}{where} on this agent"
             )
+        try:
+            self._access.check(caller_principal(context), run.record, run.task.task_id)
+        except SandboxDenied as e:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
         return run
 
     async def _open(self, run: TaskRun, relative: str, context, directory: bool = False) -> int:
@@ -131,6 +140,15 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no running task {request.task_id!r} on this agent"
             )
+        principal = caller_principal(context)
+        if request.task_id:
+            try:
+                for run in runs:
+                    self._access.check(principal, run.record, run.task.task_id)
+            except SandboxDenied as e:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+        else:  # the whole agent: only the tasks the caller may see
+            runs = [run for run in runs if self._access.allowed(principal, run.record)]
         # In a thread: the sandbox walks grow with the tasks' file counts.
         return await asyncio.to_thread(usage_report, runs)
 
@@ -138,11 +156,15 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         # Every run the agent remembers: running, ended (with updates still to acknowledge),
         # and the recent completed ones whose sandboxes can still be read.
         out = []
+        principal = caller_principal(context)
         for run in self._tasks.runs():
+            task = run.task
+            if not self._access.allowed(principal, run.record):
+                task = _without_environment(task)  # it may hold another framework's secrets
             out.append(
                 agent_pb2.AgentTask(
                     framework_id=run.record.framework_id,
-                    task=run.task,
+                    task=task,
                     state=run.state,
                     sandbox=str(run.sandbox),
                     pid=run.wrapper.task_pid if run.wrapper is not None else 0,
@@ -152,6 +174,17 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
                 )
             )
         return agent_pb2.ListAgentTasksResponse(tasks=out)
+
+
+def _without_environment(task):
+    """A copy of the TaskInfo with every environment value (of its command and its health
+    check's command) replaced by "(hidden)"; the names stay, to say what is set."""
+    copy = type(task)()
+    copy.CopyFrom(task)
+    for command in (copy.command, copy.health_check.command):
+        for name in list(command.environment):
+            command.environment[name] = "(hidden)"
+    return copy
 
 
 def _list(directory_fd: int, prefix: list[str]) -> list[agent_pb2.FileEntry]:

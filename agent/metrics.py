@@ -37,6 +37,13 @@ class AgentMetrics:
             registry=self.registry,
         )
 
+        self.denials = Counter(
+            "agora_agent_authorization_denials",
+            "Calls of the Agent service refused by the ACLs (agent/file_access.py), by action.",
+            ["action"],
+            registry=self.registry,
+        )
+
     def task_ended(self, state: int) -> None:
         self.tasks_ended.labels(common_pb2.TaskState.Name(state)).inc()
 

@@ -155,8 +155,16 @@ class TaskManager:
 
     # launching ----------------------------------------------------------------------------
 
-    def run_task(self, framework_id: str, task: common_pb2.TaskInfo, user: str = "") -> None:
-        """Launches `task`; `user`: the Unix user to run it as (its command's or framework's)."""
+    def run_task(
+        self,
+        framework_id: str,
+        task: common_pb2.TaskInfo,
+        user: str = "",
+        framework_principal: str = "",
+        framework_name: str = "",
+    ) -> None:
+        """Launches `task`; `user`: the Unix user to run it as (its command's or framework's);
+        the framework's principal and name decide who may read its sandbox (file_access)."""
         log_ = log.bind(framework_id=framework_id, task_id=task.task_id)
         key = (framework_id, task.task_id)
         if key in self._active:
@@ -190,6 +198,8 @@ class TaskManager:
             sandbox="",
             launched_at=time.time(),
             user=task_user.name if task_user is not None else "",
+            framework_principal=framework_principal,
+            framework_name=framework_name,
         )
         try:
             record.sandbox = str(self._work.new_sandbox(framework_id, task.task_id, task_user))

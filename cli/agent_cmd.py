@@ -8,7 +8,7 @@ import os
 import signal
 from pathlib import Path
 
-from agora.cli.errors import CommandError
+from agora.cli.errors import CommandError, UsageError
 from agora.cli.options import (
     add_daemon_tls_flags,
     add_log_flags,
@@ -188,6 +188,15 @@ def register(subparsers) -> None:
         help="sandboxes are kept for gc-delay x (1 - headroom - disk used): with 0.1, they go "
         "at once once the disk is 90%% full (default 0.1)",
     )
+    parser.add_argument(
+        "--acls",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the master's ACL file (YAML or JSON); its read_sandboxes rules say who besides a "
+        "task's own framework and the master may read the task's sandbox here and see its "
+        "environment; re-read on SIGHUP (default: every caller may)",
+    )
     add_daemon_tls_flags(parser)
     add_log_flags(parser)
     parser.set_defaults(func=run)
@@ -201,7 +210,13 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agora.agent import AgentConfig
+    from agora.master.acls import AclError, load_acls
 
+    if args.acls is not None:
+        try:
+            load_acls(args.acls)  # a bad file: one line, exit 2, before anything starts
+        except AclError as e:
+            raise UsageError(str(e)) from None
     setup_logging(args)
     work_dir = args.work_dir or Path(f"agora-agent-{args.port}")
     config = AgentConfig(
@@ -222,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         gc_disk_headroom=args.gc_disk_headroom,
         credentials=daemon_credentials(args),
         insecure=args.insecure,
+        acls_path=args.acls,
     )
     return asyncio.run(_serve(config))
 
@@ -248,6 +264,7 @@ async def _serve(config) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop, False)
     loop.add_signal_handler(signal.SIGUSR1, stop, True)
+    loop.add_signal_handler(signal.SIGHUP, daemon.reload_acls)
     print(
         f"agent listening on {daemon.address} (master {config.master}, "
         f"work dir {os.path.abspath(config.work_dir)})",

@@ -87,6 +87,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     drain.add_argument("agent_id")
     undrain = command("undrain", "offer a drained agent's resources again", _undrain)
     undrain.add_argument("agent_id")
+    teardown = command(
+        "teardown",
+        "tear a framework down as an operator: its tasks are killed and its id refused "
+        "(needs the teardown_frameworks ACL unless it is your own)",
+        _teardown,
+    )
+    teardown.add_argument("framework", help="framework id, or a name only one framework has")
+    kill = command(
+        "kill",
+        "kill one running task of any framework as an operator (needs the kill_tasks ACL "
+        "unless the framework is your own); the framework hears TASK_KILLED",
+        _kill,
+    )
+    kill.add_argument("framework", help="framework id, or a name only one framework has")
+    kill.add_argument("task_id")
+    kill.add_argument(
+        "--grace",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="SIGTERM, then SIGKILL after this long (default: the task's own grace period)",
+    )
 
 
 def _positive_number(text: str) -> float:
@@ -453,6 +475,32 @@ async def _undrain(stub, args) -> None:
         args,
         {"agent_id": args.agent_id, "state": "ACTIVE"},
         f"agent {args.agent_id}: active again (its resources are offered)",
+    )
+
+
+async def _teardown(stub, args) -> None:
+    reply = await stub.TeardownFramework(
+        operator_pb2.TeardownFrameworkRequest(framework=args.framework)
+    )
+    _done(
+        args,
+        {"framework_id": reply.framework_id, "state": "TORN_DOWN"},
+        f"framework {reply.framework_id}: torn down (its tasks are being killed)",
+    )
+
+
+async def _kill(stub, args) -> None:
+    if not (math.isfinite(args.grace) and args.grace >= 0):
+        raise CommandError(f"--grace must be 0 or more seconds, got {args.grace}")
+    reply = await stub.KillTask(
+        operator_pb2.KillTaskRequest(
+            framework=args.framework, task_id=args.task_id, grace_period_seconds=args.grace
+        )
+    )
+    _done(
+        args,
+        {"framework_id": reply.framework_id, "task_id": args.task_id, "state": "KILLING"},
+        f"task {args.task_id} of framework {reply.framework_id}: being killed",
     )
 
 

@@ -16,8 +16,10 @@ The file is YAML or JSON, one list of rules per action, in the spirit of Mesos' 
     read_state:         [{principals: [ANY]}]
 
 A rule allows when the caller's principal and the action's object are both listed (ANY matches
-everything; "" is an anonymous caller, without a certificate). A framework always acts on its
-own tasks; these rules are for acting on others'. Pure: parsing and deciding, no I/O but the read.
+everything; "" is an anonymous caller, without a certificate). Frameworks are named by id or by
+name. A framework always acts on its own tasks and sandboxes; kill_tasks, teardown_frameworks
+and read_sandboxes are for acting on others' (`agora cluster kill`, `agora cluster teardown`,
+the dashboard's and the agents' file API). Pure: parsing and deciding, no I/O but the read.
 """
 
 from __future__ import annotations

@@ -120,6 +120,7 @@ class AgentHandling:
                     agent_id=agent_id,
                     master_id=self.master_id,
                     heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
+                    master_principal=self.config.credentials.principal,
                 )
             )
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from agora.common.credentials import caller_principal
-from agora.master import views
+from agora.master import limits, views
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.scheduler_service import run_call
@@ -73,6 +73,42 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
         await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)
         await run_call(context, self.core.undrain_agent, request.agent_id)
         return operator_pb2.UndrainAgentResponse()
+
+    async def TeardownFramework(self, request, context):
+        framework = await run_call(context, self.core.find_framework, request.framework)
+        await run_call(
+            context, self._check_framework, context, Action.TEARDOWN_FRAMEWORK, framework
+        )
+        who = caller_principal(context) or "an anonymous operator"
+        await run_call(context, self.core.teardown, framework, f"torn down by {who}")
+        return operator_pb2.TeardownFrameworkResponse(framework_id=framework.framework_id)
+
+    async def KillTask(self, request, context):
+        await run_call(
+            context,
+            limits.check_kill_grace,
+            "grace_period_seconds",
+            request.grace_period_seconds,
+            self.core.config.max_kill_grace_seconds,
+        )
+        framework = await run_call(context, self.core.find_framework, request.framework)
+        await run_call(context, self._check_framework, context, Action.KILL_TASKS, framework)
+        await run_call(
+            context,
+            self.core.operator_kill,
+            framework.framework_id,
+            request.task_id,
+            request.grace_period_seconds,
+        )
+        return operator_pb2.KillTaskResponse(framework_id=framework.framework_id)
+
+    def _check_framework(self, context, action: Action, framework) -> None:
+        """`action` on another's framework needs an ACL naming it (by id or name); on one's
+        own framework (subscribed by the same principal) it is always allowed."""
+        principal = caller_principal(context)
+        if principal and principal == framework.principal:
+            return
+        self.gate.check(principal, action, framework.framework_id, (framework.info.name,))
 
     async def DrainAgent(self, request, context):
         await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)

@@ -15,6 +15,7 @@ from agora.master.errors import CallError, Reason
 from agora.master.offers import check_offers, plan_launch, refuse_seconds
 from agora.master.registry import (
     RECOVERING,
+    Framework,
     Offer,
     Task,
     master_status,
@@ -129,7 +130,10 @@ class SchedulerCalls:
             agent.session.send(
                 MasterMessage(
                     run_task=MasterMessage.RunTask(
-                        framework_id=framework_id, task=info, framework=framework.info
+                        framework_id=framework_id,
+                        task=info,
+                        framework=framework.info,
+                        framework_principal=framework.principal,
                     )
                 )
             )
@@ -184,7 +188,23 @@ class SchedulerCalls:
 
     def kill(self, request: scheduler_pb2.KillRequest) -> None:
         framework = self.framework_for_call(request.framework_id, request.stream_id)
-        grace = request.grace_period_seconds
+        self.kill_task(framework, request.task_id, request.agent_id, request.grace_period_seconds)
+
+    def operator_kill(self, framework_key: str, task_id: str, grace: float) -> Framework:
+        """An operator's kill of a live task of any framework (connected or not); NOT_FOUND for
+        a task the master does not know as running. Returns the task's framework."""
+        framework = self.find_framework(framework_key)
+        if (framework.framework_id, task_id) not in self.reg.tasks:
+            raise CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"framework {framework.framework_id} has no running task {task_id!r}",
+            )
+        self.kill_task(framework, task_id, "", grace)
+        return framework
+
+    def kill_task(self, framework, task_id: str, agent_id: str, grace: float) -> None:
+        """Asks the task's agent to kill it (SIGTERM, then SIGKILL after `grace`)."""
+        request = scheduler_pb2.KillRequest(task_id=task_id, agent_id=agent_id)
         if not math.isfinite(grace) or grace < 0:
             raise CallError(
                 grpc.StatusCode.INVALID_ARGUMENT,

@@ -1,6 +1,7 @@
-"""The dashboard obeys the master's ACLs, over real HTTPS with client certificates made by
-`agora tls`: pages need read_state, a task's sandbox needs read_sandboxes unless the caller is the
-principal whose framework runs it, and task environments are never shown."""
+"""The dashboard and the agents obey the ACLs, over real HTTPS and mutual TLS with certificates
+made by `agora tls`: pages need read_state; a task's sandbox needs read_sandboxes unless the
+caller is the principal whose framework runs it (or, at the agent, the master); task
+environments are shown to no one else; operators kill others' tasks only with kill_tasks."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
 from e2e_framework import Recorder, running
 from harness import Daemon, agora, eventually_async
 
 from agora.common.credentials import Credentials
+from agora.common.rpc import open_channel
 from agora.frameworks.sdk import TaskSpec
+from agora.v1 import agent_pb2, agent_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 
@@ -26,6 +30,7 @@ register_frameworks: [{principals: [owner], roles: [ANY]}]
 run_tasks: [{principals: [owner], users: [ANY]}]
 read_state: [{principals: [owner, ops, viewer]}]
 read_sandboxes: [{principals: [ops], frameworks: [acl-e2e]}]
+kill_tasks: [{principals: [ops], frameworks: [acl-e2e]}]
 """
 
 
@@ -77,9 +82,11 @@ def cluster(tmp_path):
     ).start()
     agent = Daemon(
         ["agent", "--master", master.address, "--port", "0", "--work-dir", str(tmp_path / "a")]
-        + ["--resources", "cpus:2;mem:1024;disk:1024", *tls_flags(certs, "agent-1")],
+        + ["--resources", "cpus:2;mem:1024;disk:1024", *tls_flags(certs, "agent-1")]
+        + ["--acls", str(acls)],
         tmp_path / "agent.log",
     ).start()
+    master.agent = agent
     yield master, certs
     agent.stop()
     master.stop()
@@ -138,3 +145,43 @@ async def test_the_dashboard_obeys_read_state_and_read_sandbox_acls(cluster):
             assert status == 403, body
 
         await asyncio.to_thread(check)
+
+        # At the agent itself: the owner reads its sandbox and sees its environment; viewer
+        # is refused the file and sees the environment's names only.
+        agent_address = f"localhost:{master.agent.port}"
+        for who, allowed in (("owner", True), ("viewer", False)):
+            creds = Credentials.load(
+                certs / "ca.pem", certs / f"{who}.pem", certs / f"{who}-key.pem"
+            )
+            async with open_channel(agent_address, creds) as channel:
+                stub = agent_pb2_grpc.AgentStub(channel)
+                read = stub.ReadFile(
+                    agent_pb2.ReadFileRequest(framework_id=fid, task_id="t-secret", path="stdout")
+                )
+                if allowed:
+                    assert b"visible-output" in (await read).data
+                else:
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await read
+                    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+                    assert f"viewer may not read sandbox '{fid}'" in e.value.details()
+                listed = await stub.ListTasks(agent_pb2.ListAgentTasksRequest())
+                [task] = [t.task for t in listed.tasks if t.task.task_id == "t-secret"]
+                shown = task.command.environment["DB_PASSWORD"]
+                assert shown == ("hunter2" if allowed else "(hidden)")
+
+        # An operator kills the task through the command line: viewer may not, ops may, and
+        # the framework hears TASK_KILLED.
+        def kill(who: str):
+            return agora(
+                "cluster", "kill", "acl-e2e", "t-secret", "--master", master.address,
+                *tls_flags(certs, who),
+            )  # fmt: skip
+
+        refused = await asyncio.to_thread(kill, "viewer")
+        assert refused.returncode != 0
+        assert "viewer may not kill tasks" in refused.stderr and "Traceback" not in refused.stderr
+        done = await asyncio.to_thread(kill, "ops")
+        assert done.returncode == 0, done.stderr
+        assert "being killed" in done.stdout
+        await framework.wait_state("t-secret", "TASK_KILLED")

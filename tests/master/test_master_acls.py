@@ -32,6 +32,8 @@ set_weights: [{principals: [ops], roles: [ANY]}]
 set_quota: [{principals: [ops], roles: [analytics]}]
 drain_agents: [{principals: [ops], agents: [ANY]}]
 read_state: [{principals: [ops, batch]}]
+kill_tasks: [{principals: [ops], frameworks: [batch]}]
+teardown_frameworks: [{principals: [ops], frameworks: [ANY]}]
 """
 
 
@@ -171,6 +173,36 @@ async def test_operator_changes_and_reads_follow_the_acls(master, certs):
         with pytest.raises(grpc.aio.AioRpcError) as e:  # quota only for analytics
             await ops.SetQuota(operator_pb2.SetQuotaRequest(role="other"))
         denied(e.value, "ops may not set quota 'other'")
+
+
+async def test_operators_kill_and_tear_down_others_frameworks_only_as_the_acls_say(master, certs):
+    channel, stub, subscribed = await subscribe(master, certs, "batch")
+    framework_id = subscribed.framework_id
+    for name, allowed in (("alice", False), ("ops", True), ("batch", True)):
+        async with open_channel(address(master), creds(certs, name)) as ops_channel:
+            ops = operator_pb2_grpc.OperatorStub(ops_channel)
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                # By name: the ACL names the framework "batch"; the task does not run.
+                await ops.KillTask(operator_pb2.KillTaskRequest(framework="batch", task_id="t9"))
+            if allowed:  # ops by the ACL, batch as its own framework; then: no such task
+                assert e.value.code() == grpc.StatusCode.NOT_FOUND, e.value
+                assert "no running task 't9'" in e.value.details()
+            else:
+                denied(e.value, f"alice may not kill tasks '{framework_id}'")
+    async with open_channel(address(master), creds(certs, "alice")) as ops_channel:
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await operator_pb2_grpc.OperatorStub(ops_channel).TeardownFramework(
+                operator_pb2.TeardownFrameworkRequest(framework=framework_id)
+            )
+        denied(e.value, f"alice may not teardown framework '{framework_id}'")
+    assert framework_id in master.core.reg.frameworks  # a denial changes nothing
+    async with open_channel(address(master), creds(certs, "ops")) as ops_channel:
+        reply = await operator_pb2_grpc.OperatorStub(ops_channel).TeardownFramework(
+            operator_pb2.TeardownFrameworkRequest(framework=framework_id)
+        )
+    assert reply.framework_id == framework_id
+    assert "torn down by ops" in master.core.reg.removed_frameworks[framework_id]
+    await channel.close()
 
 
 async def register_agent(master, certs, name: str, agent_id: str = ""):

@@ -51,23 +51,27 @@ class AgentMessage(_message.Message):
 class MasterMessage(_message.Message):
     __slots__ = ("registered", "run_task", "kill_task", "status_update_ack", "shutdown", "heartbeat", "shutdown_framework")
     class Registered(_message.Message):
-        __slots__ = ("agent_id", "master_id", "heartbeat_interval_seconds")
+        __slots__ = ("agent_id", "master_id", "heartbeat_interval_seconds", "master_principal")
         AGENT_ID_FIELD_NUMBER: _ClassVar[int]
         MASTER_ID_FIELD_NUMBER: _ClassVar[int]
         HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+        MASTER_PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
         agent_id: str
         master_id: str
         heartbeat_interval_seconds: float
-        def __init__(self, agent_id: _Optional[str] = ..., master_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ...) -> None: ...
+        master_principal: str
+        def __init__(self, agent_id: _Optional[str] = ..., master_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_principal: _Optional[str] = ...) -> None: ...
     class RunTask(_message.Message):
-        __slots__ = ("framework_id", "task", "framework")
+        __slots__ = ("framework_id", "task", "framework", "framework_principal")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
         TASK_FIELD_NUMBER: _ClassVar[int]
         FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+        FRAMEWORK_PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
         framework_id: str
         task: _common_pb2.TaskInfo
         framework: _common_pb2.FrameworkInfo
-        def __init__(self, framework_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.TaskInfo, _Mapping]] = ..., framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ...) -> None: ...
+        framework_principal: str
+        def __init__(self, framework_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.TaskInfo, _Mapping]] = ..., framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., framework_principal: _Optional[str] = ...) -> None: ...
     class KillTask(_message.Message):
         __slots__ = ("framework_id", "task_id", "grace_period_seconds")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]

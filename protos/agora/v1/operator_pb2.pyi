@@ -242,3 +242,31 @@ class UndrainAgentRequest(_message.Message):
 class UndrainAgentResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TeardownFrameworkRequest(_message.Message):
+    __slots__ = ("framework",)
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    framework: str
+    def __init__(self, framework: _Optional[str] = ...) -> None: ...
+
+class TeardownFrameworkResponse(_message.Message):
+    __slots__ = ("framework_id",)
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    def __init__(self, framework_id: _Optional[str] = ...) -> None: ...
+
+class KillTaskRequest(_message.Message):
+    __slots__ = ("framework", "task_id", "grace_period_seconds")
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    framework: str
+    task_id: str
+    grace_period_seconds: float
+    def __init__(self, framework: _Optional[str] = ..., task_id: _Optional[str] = ..., grace_period_seconds: _Optional[float] = ...) -> None: ...
+
+class KillTaskResponse(_message.Message):
+    __slots__ = ("framework_id",)
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    def __init__(self, framework_id: _Optional[str] = ...) -> None: ...

@@ -89,6 +89,16 @@ class OperatorStub:
                 request_serializer=agora_dot_v1_dot_operator__pb2.ListMastersRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_operator__pb2.ListMastersResponse.FromString,
                 _registered_method=True)
+        self.TeardownFramework = channel.unary_unary(
+                '/agora.v1.Operator/TeardownFramework',
+                request_serializer=agora_dot_v1_dot_operator__pb2.TeardownFrameworkRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_operator__pb2.TeardownFrameworkResponse.FromString,
+                _registered_method=True)
+        self.KillTask = channel.unary_unary(
+                '/agora.v1.Operator/KillTask',
+                request_serializer=agora_dot_v1_dot_operator__pb2.KillTaskRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_operator__pb2.KillTaskResponse.FromString,
+                _registered_method=True)
 
 
 class OperatorServicer:
@@ -162,6 +172,21 @@ class OperatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TeardownFramework(self, request, context):
+        """An operator's teardown of any framework (Mesos' /teardown): its tasks are killed and its id
+        refused from then on. Needs the ACL teardown_frameworks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KillTask(self, request, context):
+        """An operator's kill of one running task of any framework. Needs the ACL kill_tasks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -219,6 +244,16 @@ def add_OperatorServicer_to_server(servicer, server):
                     servicer.ListMasters,
                     request_deserializer=agora_dot_v1_dot_operator__pb2.ListMastersRequest.FromString,
                     response_serializer=agora_dot_v1_dot_operator__pb2.ListMastersResponse.SerializeToString,
+            ),
+            'TeardownFramework': grpc.unary_unary_rpc_method_handler(
+                    servicer.TeardownFramework,
+                    request_deserializer=agora_dot_v1_dot_operator__pb2.TeardownFrameworkRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_operator__pb2.TeardownFrameworkResponse.SerializeToString,
+            ),
+            'KillTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillTask,
+                    request_deserializer=agora_dot_v1_dot_operator__pb2.KillTaskRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_operator__pb2.KillTaskResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -518,6 +553,60 @@ class Operator:
             '/agora.v1.Operator/ListMasters',
             agora_dot_v1_dot_operator__pb2.ListMastersRequest.SerializeToString,
             agora_dot_v1_dot_operator__pb2.ListMastersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TeardownFramework(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Operator/TeardownFramework',
+            agora_dot_v1_dot_operator__pb2.TeardownFrameworkRequest.SerializeToString,
+            agora_dot_v1_dot_operator__pb2.TeardownFrameworkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Operator/KillTask',
+            agora_dot_v1_dot_operator__pb2.KillTaskRequest.SerializeToString,
+            agora_dot_v1_dot_operator__pb2.KillTaskResponse.FromString,
             options,
             channel_credentials,
             insecure,
