@@ -8,6 +8,7 @@ import time
 
 import structlog
 
+from agora.common.credentials import Credentials
 from agora.experiments.load import LoadConfig, LoadFramework, Recorder
 from agora.experiments.load.timing import TimedTransport
 from agora.frameworks.sdk import Driver, SchedulerError, framework_info
@@ -18,8 +19,15 @@ log = structlog.get_logger(__name__)
 class FrameworkSet:
     """`start()` subscribes them all; `start_one`/`stop_one` let frameworks come and go."""
 
-    def __init__(self, master: str, configs: list[LoadConfig], recorder: Recorder) -> None:
+    def __init__(
+        self,
+        master: str,
+        configs: list[LoadConfig],
+        recorder: Recorder,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.master = master
+        self.credentials = credentials  # mutual TLS to the master when given
         self.recorder = recorder
         self.frameworks = [LoadFramework(c, recorder) for c in configs]
         self.drivers: list[Driver | None] = [None] * len(self.frameworks)
@@ -30,7 +38,9 @@ class FrameworkSet:
         info = framework_info(
             framework.config.name, role=framework.config.role, failover_timeout=5.0
         )
-        transport = TimedTransport(self.master, self.recorder, framework.config.name)
+        transport = TimedTransport(
+            self.master, self.recorder, framework.config.name, self.credentials
+        )
         driver = Driver(framework, transport, info)
         self.drivers[index] = driver
         self._runs[index] = asyncio.create_task(driver.run(), name=framework.config.name)

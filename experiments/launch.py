@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
@@ -29,6 +29,7 @@ from agora.experiments.frameworks import FrameworkSet
 from agora.experiments.launch_cpu import ThroughputCpu, cpu_md, cpu_plot
 from agora.experiments.load import LoadConfig, Recorder, constant
 from agora.experiments.processes import (
+    ExperimentTls,
     MasterOptions,
     start_fleet,
     start_master,
@@ -52,6 +53,9 @@ class LaunchConfig:
     mem: float = 16.0
     # Where the real agents' work dirs go (None: the system temp dir, $TMPDIR or /tmp).
     work_dir: str | None = None
+    # "off" (plaintext), "on" (mutual TLS on every connection), or both: a run each, back to
+    # back; the first is the one the targets, plots and CPU account describe.
+    tls: list[str] = field(default_factory=lambda: ["off"])
 
 
 def probe_filesystem(parent: Path, count: int = 200) -> dict:
@@ -136,6 +140,7 @@ async def _phase(
     real: bool,
     progress: Progress,
     cpu: ThroughputCpu | None,
+    tls: ExperimentTls | None = None,
 ) -> dict:
     """One load framework keeping `concurrency` tasks in flight for `seconds` (after warm-up)."""
     recorder = Recorder()
@@ -151,7 +156,9 @@ async def _phase(
         leftover_refuse_seconds=0.0,
         command="true" if real else "sleep",
     )
-    framework_set = FrameworkSet(master, [load], recorder)
+    framework_set = FrameworkSet(
+        master, [load], recorder, tls.credentials("frameworks") if tls else None
+    )
     framework_set.start()
     try:
         await framework_set.wait_subscribed()
@@ -179,48 +186,51 @@ async def _phase(
     }
 
 
-async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
-    results = Results("launch", out, asdict(cfg), command)
-    progress = Progress("launch", quiet)
-    real = cfg.real_agents > 0
-    workers = psutil.cpu_count() or 1
-    raw = python = None
-    if real:
-        progress.show(f"raw spawn rate of `true` for {cfg.spawn_seconds:g} s", force=True)
-        raw = await spawn_rate([shutil.which("true") or "/bin/true"], cfg.spawn_seconds, workers)
-        progress.show(f"raw spawn rate of `python -c pass` for {cfg.spawn_seconds:g} s", force=True)
-        python = await spawn_rate([sys.executable, "-c", "pass"], cfg.spawn_seconds, workers)
-        progress.done(
-            f"raw spawn: true {raw['per_second']}/s, python {python['per_second']}/s "
-            f"({workers} workers)"
-        )
-
-    logs = out / "logs"
+async def _one_run(cfg, out, progress, real, raw, python, tls):
+    """The latency and throughput phases on a fresh master and agents, plaintext or `tls`."""
+    logs = out / "logs" / ("mtls" if tls else "plaintext")
     work = Path(tempfile.mkdtemp(prefix="agora-launch-", dir=cfg.work_dir))
     filesystem = probe_filesystem(work.parent) if real else None
-    master = await start_master(MasterOptions(), logs)
+    master = await start_master(MasterOptions(tls=tls.flags("master") if tls else None), logs)
     agents = []
     try:
         if real:
             agents = await asyncio.gather(
                 *(
                     start_real_agent(
-                        master.address, logs, work / f"agent-{i}", cfg.real_resources, f"agent-{i}"
+                        master.address,
+                        logs,
+                        work / f"agent-{i}",
+                        cfg.real_resources,
+                        f"agent-{i}",
+                        extra=tls.flags("agents") if tls else None,
                     )
                     for i in range(cfg.real_agents)
                 )
             )
         else:
             fleet, _ = await start_fleet(
-                master.address, cfg.agents, logs, resources=cfg.emulated_resources
+                master.address,
+                cfg.agents,
+                logs,
+                resources=cfg.emulated_resources,
+                extra=tls.flags("agents") if tls else None,
             )
             agents = [fleet]
         latency = await _phase(
-            master.address, "latency", 1, cfg.latency_seconds, cfg, real, progress, None
+            master.address, "latency", 1, cfg.latency_seconds, cfg, real, progress, None, tls
         )
         cpu = ThroughputCpu(master, agents, real)
         throughput_phase = await _phase(
-            master.address, "throughput", cfg.concurrency, cfg.seconds, cfg, real, progress, cpu
+            master.address,
+            "throughput",
+            cfg.concurrency,
+            cfg.seconds,
+            cfg,
+            real,
+            progress,
+            cpu,
+            tls,
         )
     finally:
         for agent in agents:
@@ -243,7 +253,9 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
         "accept_to_running_loaded": summarize(recorder.values("accept_to_running")),
     }
     run_result = {
-        "label": f"{'real' if real else 'emulated'} agents={cfg.real_agents or cfg.agents}",
+        "label": f"{'real' if real else 'emulated'} agents={cfg.real_agents or cfg.agents}"
+        + (" mTLS" if tls else ""),
+        "tls": tls is not None,
         "agents": cfg.real_agents or cfg.agents,
         "real_agents": real,
         "concurrency": cfg.concurrency,
@@ -267,7 +279,41 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
         "counts": dict(recorder.counts),
         "figures_ms": figures,
     }
+    return run_result, latency, throughput_phase, cpu, recorder, start, window
+
+
+async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
+    results = Results("launch", out, asdict(cfg), command)
+    progress = Progress("launch", quiet)
+    real = cfg.real_agents > 0
+    workers = psutil.cpu_count() or 1
+    raw = python = None
+    if real:
+        progress.show(f"raw spawn rate of `true` for {cfg.spawn_seconds:g} s", force=True)
+        raw = await spawn_rate([shutil.which("true") or "/bin/true"], cfg.spawn_seconds, workers)
+        progress.show(f"raw spawn rate of `python -c pass` for {cfg.spawn_seconds:g} s", force=True)
+        python = await spawn_rate([sys.executable, "-c", "pass"], cfg.spawn_seconds, workers)
+        progress.done(
+            f"raw spawn: true {raw['per_second']}/s, python {python['per_second']}/s "
+            f"({workers} workers)"
+        )
+
+    tls_dir = None
+    runs = []
+    for mode in cfg.tls:
+        tls = None
+        if mode == "on":
+            tls_dir = tls_dir or Path(tempfile.mkdtemp(prefix="agora-launch-tls-"))
+            tls = ExperimentTls.make(tls_dir)
+        runs.append(await _one_run(cfg, out, progress, real, raw, python, tls))
+    if tls_dir is not None:
+        shutil.rmtree(tls_dir, ignore_errors=True)
+    run_result, latency, throughput_phase, cpu, recorder, start, window = runs[0]
+    throughput = run_result["tasks_per_second"]
+    acc = run_result["figures_ms"]["accept_to_running"]
     results.add_run(run_result)
+    for other in runs[1:]:  # the same, with mutual TLS (or without): compared in the summary
+        results.add_run(other[0])
     for phase in (latency, throughput_phase):
         results.add_samples(
             {
@@ -280,7 +326,6 @@ async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = Fa
             }
             for s in phase["recorder"].samples
         )
-    acc = figures["accept_to_running"]
     results.target(
         "accept -> RUNNING p50 (real agents)",
         acc["p50"] if real else None,
@@ -416,4 +461,23 @@ Throughput: {run["tasks_per_second"]} tasks/s ({run["tasks_finished"]} finished 
 {run["master_cpu_cores"]} cores, agents' CPU {run["agents_cpu_cores"]} cores (their own process
 only; task wrappers are separate processes).
 
-{cpu_md(run)}"""
+{cpu_md(run)}{_tls_md(results)}"""
+
+
+def _tls_md(results: Results) -> str:
+    """The runs side by side when the same run measured plaintext and mutual TLS."""
+    if len(results.runs) < 2:
+        return ""
+    rows = "\n".join(
+        f"| {r['label']} | {r['figures_ms']['accept_to_running']['p50']} / "
+        f"{r['figures_ms']['accept_to_running']['p99']} | {r['tasks_per_second']} | "
+        f"{r['master_cpu_cores']} | {r['agents_cpu_cores']} |"
+        for r in results.runs
+    )
+    return f"""
+## Plaintext and mutual TLS, back to back
+
+| run | accept -> RUNNING p50 / p99 (ms) | tasks/s | master CPU (cores) | agents CPU (cores) |
+|---|---:|---:|---:|---:|
+{rows}
+"""

@@ -15,11 +15,14 @@ import asyncio
 import json
 import math
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agora.common import Resources
+from agora.common.credentials import INSECURE
 from agora.experiments import plots
 from agora.experiments.emulated import EmulatedFleet, FleetConfig
 from agora.experiments.frameworks import FrameworkSet
@@ -27,6 +30,7 @@ from agora.experiments.load import LoadConfig, Recorder, TraceTask, exponential,
 from agora.experiments.processes import (
     CpuMeter,
     Daemon,
+    ExperimentTls,
     MasterOptions,
     python_m,
     start_fleets,
@@ -71,6 +75,8 @@ class OfferLatencyConfig:
     joiners: int = 5
     # People watching the dashboard during the run (0: no dashboard); each count is a run.
     dashboard_viewers: list[int] = field(default_factory=lambda: [0])
+    # "off" (plaintext), "on" (mutual TLS between every daemon), or both: each is a run.
+    tls: list[str] = field(default_factory=lambda: ["off"])
 
     def combinations(self) -> list[tuple[int, int]]:
         if self.grid == "full":
@@ -89,8 +95,9 @@ class OfferLatencyConfig:
         return list(dict.fromkeys(combos))
 
 
-def _label(agents: int, frameworks: int, mode: str, viewers: int = 0) -> str:
-    return f"{mode} a={agents} f={frameworks}" + (f" dashboard={viewers}" if viewers else "")
+def _label(agents: int, frameworks: int, mode: str, viewers: int = 0, tls: bool = False) -> str:
+    label = f"{mode} a={agents} f={frameworks}" + (f" dashboard={viewers}" if viewers else "")
+    return label + (" mTLS" if tls else "")
 
 
 _DASHBOARD = re.compile(rb"dashboard on (\S+?)/?\s*$")
@@ -119,8 +126,9 @@ async def _one_run(
     out: Path,
     progress: Progress,
     viewers: int = 0,
+    tls: ExperimentTls | None = None,
 ) -> tuple[dict, list[dict]]:
-    label = _label(agents, frameworks, mode, viewers)
+    label = _label(agents, frameworks, mode, viewers, tls is not None)
     logs = out / "logs" / label.replace(" ", "_").replace("=", "")
     master = await start_master(
         MasterOptions(
@@ -128,6 +136,7 @@ async def _one_run(
             allocation_interval=cfg.allocation_interval,
             allocation_batch=cfg.allocation_batch,
             http_port=0 if viewers else None,
+            tls=tls.flags("master") if tls else None,
         ),
         logs,
     )
@@ -140,7 +149,13 @@ async def _one_run(
             viewer_daemon = await _start_viewers(master, viewers, logs)
         meter = CpuMeter(master.pid)
         started = time.monotonic()
-        fleets = await start_fleets(master.address, agents, logs, cfg.agent_resources)
+        fleets = await start_fleets(
+            master.address,
+            agents,
+            logs,
+            cfg.agent_resources,
+            extra=tls.flags("agents") if tls else None,
+        )
         register_seconds = time.monotonic() - started
         progress.show(
             f"{label}: {agents} agents registered in {register_seconds:.1f} s", force=True
@@ -169,7 +184,9 @@ async def _one_run(
             )
             for i in range(frameworks)
         ]
-        framework_set = FrameworkSet(master.address, configs, recorder)
+        framework_set = FrameworkSet(
+            master.address, configs, recorder, tls.credentials("frameworks") if tls else None
+        )
         framework_set.start()
         await framework_set.wait_subscribed()
         await asyncio.sleep(cfg.warmup)
@@ -183,6 +200,7 @@ async def _one_run(
                 agents=0,
                 resources=Resources.parse(cfg.agent_resources),
                 hostname_prefix="joiner",
+                credentials=tls.credentials("agents") if tls else INSECURE,
             )
         )
         join_times = [
@@ -223,6 +241,7 @@ async def _one_run(
         "mode": mode,
         "dashboard_viewers": viewers,
         "dashboard": _viewer_stats(logs) if viewers else None,
+        "tls": tls is not None,
         "allocation_interval_seconds": cfg.allocation_interval if mode == "interval" else None,
         "register_seconds": round(register_seconds, 3),
         "window_seconds": round(window, 3),
@@ -239,12 +258,14 @@ async def _one_run(
             "agents": agents,
             "frameworks": frameworks,
             "mode": mode,
-            "dashboard_viewers": viewers,
             "metric": s.metric,
             "ms": round(s.ms, 4),
             "at": round(s.at - window_start, 4),
             "framework": s.framework,
             "agent_id": s.agent_id,
+            # New columns go last: scripts read the first ones by position.
+            "dashboard_viewers": viewers,
+            "tls": tls is not None,
         }
         for s in recorder.samples
     ]
@@ -261,14 +282,29 @@ async def run(
 ) -> Results:
     results = Results("offer-latency", out, asdict(cfg), command)
     progress = Progress("offer-latency", quiet)
-    for agents, frameworks in cfg.combinations():
-        for mode in cfg.modes:
-            for viewers in cfg.dashboard_viewers:
-                run_result, rows = await _one_run(
-                    cfg, agents, frameworks, mode, out, progress, viewers
-                )
-                results.add_run(run_result)
-                results.add_samples(rows)
+    tls = None
+    if "on" in cfg.tls:
+        tls = ExperimentTls.make(Path(tempfile.mkdtemp(prefix="agora-ol-tls-")))
+    try:
+        for agents, frameworks in cfg.combinations():
+            for mode in cfg.modes:
+                for viewers in cfg.dashboard_viewers:
+                    for secure in cfg.tls:  # plaintext and mutual TLS back to back
+                        run_result, rows = await _one_run(
+                            cfg,
+                            agents,
+                            frameworks,
+                            mode,
+                            out,
+                            progress,
+                            viewers,
+                            tls if secure == "on" else None,
+                        )
+                        results.add_run(run_result)
+                        results.add_samples(rows)
+    finally:
+        if tls is not None:
+            shutil.rmtree(tls.directory, ignore_errors=True)
     _targets(cfg, results)
     names = _plots(cfg, results, out)
     results.write(_summary(cfg, results), names)
@@ -282,11 +318,16 @@ def _viewer_stats(logs: Path) -> dict | None:
         return None
 
 
-def _find(results: Results, agents: int, frameworks: int, mode: str) -> dict | None:
-    """The run without a dashboard open (the targets and plots are about the offer path)."""
+def _find(
+    results: Results, agents: int, frameworks: int, mode: str, tls: bool = False
+) -> dict | None:
+    """The run without a dashboard open (the targets and plots are about the offer path), in
+    plaintext or (`tls`) with mutual TLS."""
     for r in results.runs:
-        if (r["agents"], r["frameworks"], r["mode"]) == (agents, frameworks, mode) and not r.get(
-            "dashboard_viewers"
+        if (
+            (r["agents"], r["frameworks"], r["mode"]) == (agents, frameworks, mode)
+            and not r.get("dashboard_viewers")
+            and bool(r.get("tls")) == tls
         ):
             return r
     return None
@@ -298,6 +339,16 @@ def _targets(cfg: OfferLatencyConfig, results: Results) -> None:
     where = "event mode, 1000 emulated agents, 10 frameworks, task end -> offer"
     results.target("offer latency p50", figures.get("p50"), 2.0, "ms", measured_in=where)
     results.target("offer latency p99", figures.get("p99"), 20.0, "ms", measured_in=where)
+    if "on" in cfg.tls:
+        run = _find(results, 1000, 10, "event", tls=True)
+        figures = run["figures_ms"]["task_end_to_offer"] if run else {}
+        results.target(
+            "offer latency p50 with mutual TLS",
+            figures.get("p50"),
+            2.0,
+            "ms",
+            measured_in=where + ", every connection mutual TLS",
+        )
 
 
 def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
@@ -316,6 +367,7 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
                     if r["mode"] == mode
                     and r[fixed_key] == fixed_value
                     and not r.get("dashboard_viewers")
+                    and not r.get("tls")
                 ),
                 key=lambda r: r[x_key],
             )
@@ -358,6 +410,7 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
                 and row["frameworks"] == frameworks
                 and row["mode"] == mode
                 and not row.get("dashboard_viewers")
+                and not row.get("tls")
                 and row["metric"] == "task_end_to_offer"
             ]
             series.append((f"{mode} ({agents} agents, {frameworks} frameworks)", values))

@@ -136,6 +136,7 @@ class MasterOptions:
     log_level: str = "warning"
     state_dir: Path | None = None
     http_port: int | None = None  # the dashboard's port (0: any free one); None: no dashboard
+    tls: list[str] | None = None  # --tls-ca, --tls-cert, --tls-key and their files; None: none
 
 
 def master_argv(options: MasterOptions) -> list[str]:
@@ -152,6 +153,8 @@ def master_argv(options: MasterOptions) -> list[str]:
         args += ["--allocation-batch", str(options.allocation_batch)]
     if options.http_port is not None:
         args += ["--http-port", str(options.http_port)]
+    if options.tls:
+        args += options.tls
     return python_m("agora.cli.main", "master", *args)
 
 
@@ -203,7 +206,11 @@ AGENTS_PER_FLEET_PROCESS = 5000
 
 
 async def start_fleets(
-    master: str, agents: int, log_dir: Path, resources: str | None = None
+    master: str,
+    agents: int,
+    log_dir: Path,
+    resources: str | None = None,
+    extra: list[str] | None = None,
 ) -> list[Daemon]:
     """`agents` emulated agents split evenly over as few fleet processes as can carry them,
     started in parallel; returns once every agent registered."""
@@ -212,7 +219,13 @@ async def start_fleets(
     ready = await asyncio.gather(
         *(
             start_fleet(
-                master, n, log_dir, name=f"fleet-{i}", prefix=f"emu{i}", resources=resources
+                master,
+                n,
+                log_dir,
+                name=f"fleet-{i}",
+                prefix=f"emu{i}",
+                resources=resources,
+                extra=extra,
             )
             for i, n in enumerate(sizes)
             if n
@@ -233,6 +246,7 @@ async def start_real_agent(
     resources: str,
     name: str,
     log_level: str = "warning",
+    extra: list[str] | None = None,
 ) -> Daemon:
     argv = agora_argv(
         "agent",
@@ -246,8 +260,40 @@ async def start_real_agent(
         resources,
         "--log-level",
         log_level,
+        *(extra or []),
     )
     return await Daemon(name, argv, log_dir).start()
+
+
+@dataclass(frozen=True)
+class ExperimentTls:
+    """Certificates for a run with mutual TLS (made with `agora tls`'s code in `directory`):
+    the master's, one for agents and fleets, one for the frameworks."""
+
+    directory: Path
+
+    @classmethod
+    def make(cls, directory: Path) -> ExperimentTls:
+        from agora.common.certificates import init_ca, issue
+
+        init_ca(directory, force=True)
+        for name, kind in (("master", "master"), ("agents", "agent"), ("frameworks", "framework")):
+            issue(directory, name, kind, force=True)
+        return cls(directory)
+
+    def flags(self, name: str) -> list[str]:
+        d = self.directory
+        return [
+            "--tls-ca", str(d / "ca.pem"),
+            "--tls-cert", str(d / f"{name}.pem"),
+            "--tls-key", str(d / f"{name}-key.pem"),
+        ]  # fmt: skip
+
+    def credentials(self, name: str):
+        from agora.common.credentials import Credentials
+
+        d = self.directory
+        return Credentials.load(d / "ca.pem", d / f"{name}.pem", d / f"{name}-key.pem")
 
 
 class CpuMeter:

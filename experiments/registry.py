@@ -59,6 +59,13 @@ def _counts(text: str) -> list[int]:
     return values
 
 
+def _tls_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    if not modes or set(modes) - {"off", "on"}:
+        raise ExperimentError(f"--tls {text!r}: use off, on or off,on")
+    return modes
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text.rstrip("s"))
@@ -141,6 +148,12 @@ def _offer_latency_arguments(p: argparse.ArgumentParser) -> None:
         help="offers declined with refuse_seconds=0 to time re-offers (default 0.05)",
     )
     p.add_argument(
+        "--tls",
+        default="off",
+        help="off (plaintext), on (mutual TLS on every connection, certificates made for the "
+        "run) or off,on: each configuration runs both ways, back to back (default off)",
+    )
+    p.add_argument(
         "--dashboard-viewers",
         type=_counts,
         default=[0],
@@ -168,6 +181,12 @@ def _offer_latency_arguments(p: argparse.ArgumentParser) -> None:
 
 def _launch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agents", type=int, default=10, help="emulated agents (default 10)")
+    p.add_argument(
+        "--tls",
+        default="off",
+        help="off (plaintext), on (mutual TLS on every connection, certificates made for the "
+        "run) or off,on: a run each, back to back, compared in the summary (default off)",
+    )
     p.add_argument(
         "--real-agents",
         type=int,
@@ -305,6 +324,7 @@ def _build_offer_latency(args: argparse.Namespace) -> Runner:
         decision_delay=args.decision_delay,
         trace=_trace(args.trace),
         dashboard_viewers=args.dashboard_viewers,
+        tls=_tls_modes(args.tls),
     )
     return lambda out, command: offer_latency.run(cfg, out, command, quiet)
 
@@ -329,6 +349,7 @@ def _build_launch(args: argparse.Namespace) -> Runner:
         latency_seconds=args.latency_seconds,
         warmup=args.warmup,
         work_dir=str(args.work_dir) if args.work_dir else None,
+        tls=_tls_modes(args.tls),
     )
     return lambda out, command: launch.run(cfg, out, command, quiet)
 

@@ -16,6 +16,7 @@ import sys
 import time
 
 from agora.common import ResourceError, Resources, configure_logging, parse_attributes
+from agora.common.credentials import Credentials, CredentialsError
 from agora.experiments.emulated.fleet import DEFAULT_RESOURCES, EmulatedFleet, FleetConfig
 from agora.experiments.emulated.tasks import constant, exponential
 
@@ -86,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between stats lines (default 1; 0 for none)",
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (heartbeat phases)")
+    p.add_argument("--tls-ca", help="mutual TLS to the master: the CA (with --tls-cert, --tls-key)")
+    p.add_argument("--tls-cert", help="this fleet's certificate (an agent's, from agora tls)")
+    p.add_argument("--tls-key", help="its key")
     p.add_argument("--log-level", default="warning", help="log level on stderr (default warning)")
     return p
 
@@ -137,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     if args.agents < 0 or args.agents_per_channel < 1 or args.register_wave < 1:
         parser.error("--agents must be >= 0, --agents-per-channel and --register-wave >= 1")
+    try:
+        credentials = Credentials.load(args.tls_ca, args.tls_cert, args.tls_key)
+    except CredentialsError as e:
+        parser.error(str(e))
     configure_logging(args.log_level, final=True)
     config = FleetConfig(
         master=args.master,
@@ -150,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         default_duration=args.duration,
         heartbeat_interval=args.heartbeat_interval,
         seed=args.seed,
+        credentials=credentials,
     )
     return asyncio.run(run(config, args.stats_interval))
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from agora.common import Resources
+from agora.common.credentials import INSECURE, Credentials, aio_channel
 from agora.common.rpc import CHANNEL_OPTIONS
 from agora.experiments.emulated.agent import AgentSpec, AgentStats, EmulatedAgent
 from agora.experiments.emulated.tasks import Sampler, constant
@@ -38,6 +39,8 @@ class FleetConfig:
     # How long a task without a declared duration runs.
     default_duration: Sampler = field(default_factory=lambda: constant(1.0))
     heartbeat_interval: float = 5.0
+    # Mutual TLS to the master (as real agents with --tls-*); INSECURE: plaintext.
+    credentials: Credentials = INSECURE
     reconnect_backoff_initial: float = 0.2
     reconnect_backoff_max: float = 5.0
     update_backoff_initial: float = 0.5
@@ -64,7 +67,7 @@ class EmulatedFleet:
         wanted = index // self.config.agents_per_channel
         while len(self._channels) <= wanted:
             self._channels.append(
-                grpc.aio.insecure_channel(self.config.master, options=CHANNEL_OPTIONS)
+                aio_channel(self.config.master, self.config.credentials, CHANNEL_OPTIONS)
             )
         return self._channels[wanted]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from agora.common.credentials import Credentials
 from agora.experiments.load.recorder import Recorder
 from agora.frameworks.sdk import EventStream, GrpcSchedulerTransport
 from agora.v1 import scheduler_pb2
@@ -41,8 +42,10 @@ class _TimedStream(EventStream):
 class TimedTransport(GrpcSchedulerTransport):
     """GrpcSchedulerTransport whose event streams report to `recorder` as events arrive."""
 
-    def __init__(self, address: str, recorder: Recorder, name: str) -> None:
-        super().__init__(address)
+    def __init__(
+        self, address: str, recorder: Recorder, name: str, credentials: Credentials | None = None
+    ) -> None:
+        super().__init__(address, credentials=credentials)
         self.recorder = recorder
         self.name = name
 

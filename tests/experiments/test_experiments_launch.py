@@ -150,3 +150,19 @@ def test_launch_on_real_agents_reports_the_spawn_ratio(tmp_path):
     assert "| where (throughput window) | cores | CPU ms per task | share |" in text
     assert "| launcher-0 |" in text and "raw spawn of `true`, per process" in text
     assert f"work dirs under `{tmp_path}`" in text
+
+
+def test_launch_with_and_without_mutual_tls_in_the_same_run(tmp_path):
+    out = tmp_path / "launch-tls"
+    run_experiment(
+        "launch", "--agents", "2", "--seconds", "2", "--latency-seconds", "1",
+        "--warmup", "0.5", "--concurrency", "4", "--tls", "off,on", "--out", str(out),
+    )  # fmt: skip
+    data = load_results(out, "launch")
+    plain, secure = data["runs"]
+    assert (plain["tls"], secure["tls"]) == (False, True)
+    assert secure["label"].endswith("mTLS")
+    for run in (plain, secure):  # every task went through mutual TLS in the second
+        assert run["tasks_finished"] > 0 and run["failed_tasks"] == 0
+        assert_stats(run["figures_ms"]["accept_to_running"])
+    assert "Plaintext and mutual TLS" in (out / "summary.md").read_text()

@@ -90,3 +90,17 @@ def test_offer_latency_with_the_dashboard_open_reports_what_the_viewers_fetched(
     assert_stats(runs[2]["figures_ms"]["task_end_to_offer"])
     # The targets are read from the run without the dashboard.
     assert data["targets"]
+
+
+def test_offer_latency_over_mutual_tls_reports_its_own_target(tmp_path):
+    out = tmp_path / "ol-tls"
+    run_experiment(
+        "offer-latency", "--agents", "4", "--frameworks", "1", "--modes", "event",
+        "--seconds", "2", "--warmup", "0.5", "--joiners", "1", "--tls", "on",
+        "--out", str(out),
+    )  # fmt: skip
+    data = load_results(out, "offer-latency")
+    (run,) = data["runs"]
+    assert run["tls"] is True and run["label"].endswith("mTLS")
+    assert_stats(run["figures_ms"]["task_end_to_offer"])
+    assert "offer latency p50 with mutual TLS" in [t["name"] for t in data["targets"]]
