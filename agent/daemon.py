@@ -156,7 +156,7 @@ class AgentDaemon:
     async def start(self) -> int:
         self.work.lock()
         try:
-            self._server = new_server()
+            self._server = new_server(credentials=self.config.credentials)
             files = AgentFilesService(self.tasks, self.updates.pending, self.access)
             agent_pb2_grpc.add_AgentServicer_to_server(files, self._server)
             add_standard_services(self._server, [service_name(agent_pb2, "Agent")])

@@ -77,6 +77,14 @@ def add_tls_flags(parser: argparse.ArgumentParser, env: bool = False) -> None:
             metavar="FILE",
             help=f"{what} (PEM)" + (f"; default ${var}" if env else ""),
         )
+    group.add_argument(
+        "--token-file",
+        default=os.environ.get("AGORA_TOKEN_FILE") if env else None,
+        metavar="FILE",
+        help="a bearer token to present instead of a certificate (made by `agora tls token`; "
+        "mode 0600; never give a token itself on the command line)"
+        + ("; default $AGORA_TOKEN_FILE" if env else ""),
+    )
 
 
 def add_insecure_flag(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +105,14 @@ def daemon_credentials(args: argparse.Namespace):
 
 def add_daemon_tls_flags(parser: argparse.ArgumentParser) -> None:
     add_tls_flags(parser)
+    parser.add_argument(
+        "--tokens",
+        default=None,
+        metavar="FILE",
+        help="accept bearer tokens: a YAML file of 'principal: sha256:HEX' lines (`agora tls "
+        "token` prints them). Every caller must then present a token; over TLS no client "
+        "certificate is asked for (default: certificates only)",
+    )
     add_insecure_flag(parser)
 
 
@@ -105,7 +121,13 @@ def credentials_from(args: argparse.Namespace):
     from agora.common.credentials import Credentials, CredentialsError
 
     try:
-        return Credentials.load(args.tls_ca, args.tls_cert, args.tls_key)
+        return Credentials.load(
+            args.tls_ca,
+            args.tls_cert,
+            args.tls_key,
+            getattr(args, "token_file", None),
+            getattr(args, "tokens", None),
+        )
     except CredentialsError as e:
         raise CommandError(str(e)) from None
 

@@ -1,4 +1,5 @@
-"""`agora tls init DIR` and `agora tls issue ...`: a certificate authority and certificates."""
+"""`agora tls init DIR`, `agora tls issue ...` and `agora tls token ...`: a certificate
+authority, certificates, and bearer tokens for whom a certificate is impractical."""
 
 from __future__ import annotations
 
@@ -72,6 +73,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
     p.set_defaults(func=_issue)
 
+    p = sub.add_parser(
+        "token",
+        help="make a bearer token for a framework or a person",
+        description="Writes a new random token to FILE (mode 0600) for principal NAME, and "
+        "prints the line to add to the --tokens file of the master (and of any daemon the "
+        "holder calls). The token itself is never printed: give FILE to --token-file or "
+        "$AGORA_TOKEN_FILE.",
+    )
+    p.add_argument("--name", required=True, help="the principal the token stands for")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE", help="the token's file")
+    p.add_argument("--json", action="store_true", help="print the principal and digest as JSON")
+    p.set_defaults(func=_token)
+
 
 def _report(args: argparse.Namespace, issued, hint: str) -> int:
     if args.json:
@@ -93,6 +107,29 @@ def _init(args: argparse.Namespace) -> int:
         issued,
         f"next: agora tls issue --ca {args.dir} --name master --for master --host HOST",
     )
+
+
+def _token(args: argparse.Namespace) -> int:
+    from agora.common.tokens import digest, new_token, write_token_file
+
+    if not args.name or any(c.isspace() or c in ":#" for c in args.name):
+        raise CommandError(f"--name {args.name!r}: a principal has no spaces, ':' or '#'")
+    token = new_token()
+    try:
+        write_token_file(args.out, token)
+    except FileExistsError:
+        raise CommandError(
+            f"{args.out} exists: pick another file (a token is never replaced)"
+        ) from None
+    except OSError as e:
+        raise CommandError(f"cannot write {args.out}: {e.strerror or e}") from None
+    line = f"{args.name}: {digest(token)}"
+    if args.json:
+        print(json.dumps({"principal": args.name, "digest": digest(token), "file": str(args.out)}))
+    else:
+        print(f"wrote a token for {args.name} to {args.out} (mode 0600)")
+        print(f"add to the --tokens file of the daemons it calls:\n  {line}")
+    return 0
 
 
 def _issue(args: argparse.Namespace) -> int:

@@ -20,6 +20,15 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from agora.common.tokens import (
+    BearerInterceptor,
+    SyncBearerInterceptor,
+    TokenBook,
+    TokenError,
+    read_token_file,
+    token_principal,
+)
+
 __all__ = [
     "INSECURE",
     "Credentials",
@@ -47,6 +56,11 @@ class Credentials:
     cert: bytes | None = None
     key: bytes | None = None
     principal: str = ""  # this side's own name (its certificate's common name)
+    # A bearer token this side presents on its calls (common.tokens), read from --token-file.
+    token: str | None = None
+    # Tokens this side's servers accept (--tokens): they then take a token on every call and,
+    # over TLS, ask for no client certificate.
+    tokens: TokenBook | None = None
 
     @property
     def secure(self) -> bool:
@@ -54,12 +68,30 @@ class Credentials:
 
     @classmethod
     def load(
-        cls, ca: str | Path | None, cert: str | Path | None, key: str | Path | None
+        cls,
+        ca: str | Path | None,
+        cert: str | Path | None,
+        key: str | Path | None,
+        token_file: str | Path | None = None,
+        tokens_file: str | Path | None = None,
     ) -> Credentials:
-        """Reads and checks the three files (all or none): readable, PEM, in date, matching."""
+        """Reads and checks the files: the three TLS files (all or none; only the CA with a
+        token), a token file, a tokens file. TLS files must be readable, PEM, in date, and match."""
+        try:
+            token = read_token_file(token_file) if token_file else None
+            tokens = TokenBook.load(tokens_file) if tokens_file else None
+        except TokenError as e:
+            raise CredentialsError(str(e)) from None
         given = {"--tls-ca": ca, "--tls-cert": cert, "--tls-key": key}
         if not any(given.values()):
-            return INSECURE
+            return cls(token=token, tokens=tokens) if token or tokens else INSECURE
+        if token and ca and not cert and not key:  # one-way TLS: the token says who
+            try:
+                ca_data = Path(str(ca)).read_bytes()
+            except OSError as e:
+                raise CredentialsError(f"--tls-ca {ca}: {e.strerror or e}") from None
+            _certificate(ca_data, f"--tls-ca {ca}")
+            return cls(ca=ca_data, token=token, tokens=tokens)
         missing = [flag for flag, path in given.items() if not path]
         if missing:
             raise CredentialsError(
@@ -93,28 +125,43 @@ class Credentials:
         names = own.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
         principal = str(names[0].value) if names else ""
         return cls(
-            ca=data["--tls-ca"], cert=data["--tls-cert"], key=data["--tls-key"], principal=principal
+            ca=data["--tls-ca"],
+            cert=data["--tls-cert"],
+            key=data["--tls-key"],
+            principal=principal,
+            token=token,
+            tokens=tokens,
         )
 
     @classmethod
     def from_env(cls) -> Credentials:
-        """From AGORA_TLS_CA, AGORA_TLS_CERT and AGORA_TLS_KEY (for the SDK and scripts)."""
+        """From AGORA_TLS_CA, AGORA_TLS_CERT, AGORA_TLS_KEY and AGORA_TOKEN_FILE (for the SDK
+        and scripts)."""
         return cls.load(
             os.environ.get("AGORA_TLS_CA") or None,
             os.environ.get("AGORA_TLS_CERT") or None,
             os.environ.get("AGORA_TLS_KEY") or None,
+            os.environ.get("AGORA_TOKEN_FILE") or None,
         )
 
     def server_credentials(self) -> grpc.ServerCredentials:
         assert self.secure and self.key is not None and self.cert is not None
-        # Mutual: a caller without a certificate of this CA does not get past the handshake.
+        # Mutual: a caller without a certificate of this CA does not get past the handshake;
+        # with --tokens a token says who calls instead, and no certificate is asked for.
         return grpc.ssl_server_credentials(
-            [(self.key, self.cert)], root_certificates=self.ca, require_client_auth=True
+            [(self.key, self.cert)],
+            root_certificates=self.ca,
+            require_client_auth=self.tokens is None,
         )
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
         assert self.secure
-        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+        tls = grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+        if self.token is None:
+            return tls
+        return grpc.composite_channel_credentials(
+            tls, grpc.access_token_call_credentials(self.token)
+        )
 
 
 INSECURE = Credentials()
@@ -197,12 +244,29 @@ def add_port(server: grpc.aio.Server, where: str, credentials: Credentials = INS
     return port
 
 
+def _check_token_transport(address: str, credentials: Credentials) -> None:
+    """A token in plaintext goes only to this machine: elsewhere anyone on the path reads it."""
+    if credentials.token is None or credentials.secure:
+        return
+    host = address.rsplit(":", 1)[0] if ":" in address else address
+    if not is_loopback(host):
+        raise CredentialsError(
+            f"a bearer token would travel in plaintext to {address}: give --tls-ca (the "
+            "cluster's CA) so it goes over TLS"
+        )
+
+
 def aio_channel(
     address: str, credentials: Credentials = INSECURE, options: Iterable = ()
 ) -> grpc.aio.Channel:
     options = list(options)
     if credentials.secure:
         return grpc.aio.secure_channel(address, credentials.channel_credentials(), options)
+    if credentials.token is not None:
+        _check_token_transport(address, credentials)
+        return grpc.aio.insecure_channel(
+            address, options, interceptors=[BearerInterceptor(credentials.token)]
+        )
     return grpc.aio.insecure_channel(address, options)
 
 
@@ -212,6 +276,11 @@ def sync_channel(
     options = list(options)
     if credentials.secure:
         return grpc.secure_channel(address, credentials.channel_credentials(), options)
+    if credentials.token is not None:
+        _check_token_transport(address, credentials)
+        return grpc.intercept_channel(
+            grpc.insecure_channel(address, options), SyncBearerInterceptor(credentials.token)
+        )
     return grpc.insecure_channel(address, options)
 
 
@@ -225,6 +294,9 @@ def peer_certificate_principal(peercert: dict | None) -> str:
 
 
 def caller_principal(context) -> str:
-    """The calling peer's principal: its certificate's common name; "" without TLS."""
+    """The calling peer's principal: its certificate's common name, else its bearer token's
+    principal (common.tokens); "" for an anonymous caller."""
     names = context.auth_context().get("x509_common_name") or []
-    return names[0].decode() if names else ""
+    if names:
+        return names[0].decode()
+    return token_principal() or ""

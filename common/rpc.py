@@ -6,10 +6,14 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
+import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from agora.common.credentials import INSECURE, Credentials, add_port, aio_channel
+from agora.common.tokens import TokenAuth
+
+log = structlog.get_logger(__name__)
 
 # Keepalives so a dead peer (a SIGKILLed agent, a partitioned master) is noticed in seconds
 # rather than at the TCP timeout, and large offers fit.
@@ -32,8 +36,24 @@ SERVER_OPTIONS = [
 ]
 
 
-def new_server(interceptors: Iterable[grpc.aio.ServerInterceptor] = ()) -> grpc.aio.Server:
-    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=list(interceptors) or None)
+def new_server(
+    interceptors: Iterable[grpc.aio.ServerInterceptor] = (),
+    credentials: Credentials = INSECURE,
+    on_auth_failure=None,
+) -> grpc.aio.Server:
+    """A server for an Agora daemon; with --tokens (`credentials.tokens`) every call must carry
+    a known bearer token (common.tokens.TokenAuth), checked before any other interceptor.
+    `on_auth_failure(reason, method)` counts a refusal; each is logged here."""
+    chain = list(interceptors)
+    if credentials.tokens is not None:
+
+        def failed(reason: str, method: str) -> None:
+            log.warning("authentication failed", reason=reason, method=method)
+            if on_auth_failure is not None:
+                on_auth_failure(reason, method)
+
+        chain.insert(0, TokenAuth(credentials.tokens, failed))
+    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=chain or None)
 
 
 def bind(server: grpc.aio.Server, where: str, credentials: Credentials = INSECURE) -> int:

@@ -84,6 +84,14 @@ class MasterMetrics:
             ["action"],
             registry=self.registry,
         )
+        self.authentication_failures = Counter(
+            "agora_master_authentication_failures",
+            "Calls refused for a missing or unknown bearer token (--tokens), by reason. (A "
+            "caller without a valid certificate is refused in the TLS handshake, before Python "
+            "sees the connection: gRPC does not report those.)",
+            ["reason"],
+            registry=self.registry,
+        )
         self.allocation_seconds = Histogram(
             "agora_master_allocation_cycle_seconds",
             "How long one allocation cycle took (sorting, placing and sending offers).",

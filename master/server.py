@@ -121,7 +121,13 @@ class Master:
             self.core.masters = self._masters
         self.core.counts.observe_offer_latency = self.metrics.offer_latency_seconds.observe
         self.core.recover_state()
-        server = new_server(interceptors=[self.metrics.grpc])
+        server = new_server(
+            interceptors=[self.metrics.grpc],
+            credentials=self.config.credentials,
+            on_auth_failure=lambda reason, method: self.metrics.authentication_failures.labels(
+                reason
+            ).inc(),
+        )
         scheduler = SchedulerService(self.core, self.gate)
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduler, server)
         agent_link = AgentLinkService(self.core, self.gate)

@@ -141,7 +141,7 @@ class FrameworkDaemon:
         self._channel = FollowingStub(operator_pb2_grpc.OperatorStub, tracker, self.credentials)
         self._open(self._channel)
         assert self.store is not None and self.scheduler is not None
-        server = new_server(interceptors=[self._grpc_metrics])
+        server = new_server(interceptors=[self._grpc_metrics], credentials=self.credentials)
         self._add_services(server)
         add_standard_services(server, self.service_names)
         try:
