@@ -6,10 +6,12 @@ import grpc
 import structlog
 
 from agora.common import Resources
+from agora.common.credentials import caller_principal
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import capacity, largest_fit
 from agora.frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
 from agora.frameworks.batch.validation import SpecError, describe_needs, validate_spec
+from agora.frameworks.sdk.ownership import hide_values, may_act, refusal, stamp_owner
 from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -26,6 +28,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
 
     async def SubmitJob(self, request: batch_pb2.SubmitJobRequest, context):
         spec = request.spec
+        stamp_owner(spec.labels, caller_principal(context))
         try:
             validate_spec(spec, self.scheduler.role)
             probe = self.scheduler.task_spec(st.new_job("probe", spec, 0, 0.0), 0)
@@ -47,6 +50,17 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 )
         job = self.scheduler.submit(spec, note=note)
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
+
+    @staticmethod
+    def _shown(job: batch_pb2.Job, principal: str) -> batch_pb2.Job:
+        """The job as `principal` may see it: a copy without environment values unless it owns
+        the job (ownership.py)."""
+        if may_act(principal, job.spec.labels) or not job.spec.task.env:
+            return job
+        copy = batch_pb2.Job()
+        copy.CopyFrom(job)
+        hide_values(copy.spec.task.env)
+        return copy
 
     async def _agent_totals(self) -> list[tuple[str, Resources]]:
         """(name, total resources) of each registered agent; empty if we cannot tell (no agents
@@ -83,10 +97,11 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         )
 
     async def GetJob(self, request: batch_pb2.GetJobRequest, context):
-        return await self._job(request.job_id, context)
+        return self._shown(await self._job(request.job_id, context), caller_principal(context))
 
     async def ListJobs(self, request: batch_pb2.ListJobsRequest, context):
-        jobs = self.scheduler.list_jobs(list(request.states))
+        principal = caller_principal(context)
+        jobs = [self._shown(j, principal) for j in self.scheduler.list_jobs(list(request.states))]
         reply = batch_pb2.ListJobsResponse(jobs=jobs)
         if not request.include_instances:
             for job in reply.jobs:
@@ -94,7 +109,13 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         return reply
 
     async def KillJob(self, request: batch_pb2.KillJobRequest, context):
-        await self._job(request.job_id, context)
+        job = await self._job(request.job_id, context)
+        principal = caller_principal(context)
+        if not may_act(principal, job.spec.labels):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                refusal(principal, "kill job", job.job_id, job.spec.labels),
+            )
         try:
             job = await self.scheduler.kill(request.job_id)
         except JobEnded as e:
@@ -109,12 +130,18 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 timestamp=self.scheduler.clock(),
                 description=f"job is {st.job_state_name(job.state)}",
             )
-            first.job.CopyFrom(job)
+            principal = caller_principal(context)
+            first.job.CopyFrom(self._shown(job, principal))
             yield first
             if st.is_finished(job):
                 return
             while True:
                 event = await queue.get()
+                if not may_act(principal, event.job.spec.labels) and event.job.spec.task.env:
+                    shown = batch_pb2.JobEvent()
+                    shown.CopyFrom(event)
+                    hide_values(shown.job.spec.task.env)
+                    event = shown
                 yield event
                 if st.is_finished(event.job):
                     return

@@ -5,6 +5,8 @@ from __future__ import annotations
 import grpc
 import structlog
 
+from agora.common.credentials import caller_principal
+from agora.frameworks.sdk.ownership import hide_values, may_act, owner_of, refusal, stamp_owner
 from agora.frameworks.service.apps import AppError
 from agora.frameworks.service.scheduler import ServiceScheduler
 from agora.v1 import services_pb2, services_pb2_grpc
@@ -20,9 +22,38 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
     def __init__(self, scheduler: ServiceScheduler) -> None:
         self.scheduler = scheduler
 
+    async def _owned(self, app_id: str, action: str, context) -> None:
+        """Refuses (PERMISSION_DENIED) a change to an app the caller does not own."""
+        existing = self.scheduler.apps.get(app_id)
+        principal = caller_principal(context)
+        if existing is not None and not may_act(principal, existing.app.labels):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                refusal(principal, action, f"app {app_id}", existing.app.labels),
+            )
+
+    @staticmethod
+    def _shown(status: services_pb2.AppStatus, principal: str) -> services_pb2.AppStatus:
+        """The status as `principal` may see it: no environment values unless it owns the app."""
+        if may_act(principal, status.app.labels) or not status.app.env:
+            return status
+        copy = services_pb2.AppStatus()
+        copy.CopyFrom(status)
+        hide_values(copy.app.env)
+        return copy
+
     async def PutApp(self, request, context):
+        await self._owned(request.app.id, "update", context)
+        existing = self.scheduler.apps.get(request.app.id)
+        app = services_pb2.App()
+        app.CopyFrom(request.app)
+        stamp_owner(
+            app.labels,
+            caller_principal(context),
+            keep=owner_of(existing.app.labels) if existing is not None else None,
+        )
         try:
-            app, created, deploying = await self.scheduler.put_app(request.app, request.create_only)
+            app, created, deploying = await self.scheduler.put_app(app, request.create_only)
         except AppError as e:
             await _abort(context, e)
         return services_pb2.PutAppResponse(app=app, created=created, deploying=deploying)
@@ -32,14 +63,19 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
             self.scheduler.require(request.id)
         except AppError as e:
             await _abort(context, e)
-        return self.scheduler.status(request.id)
+        return self._shown(self.scheduler.status(request.id), caller_principal(context))
 
     async def ListApps(self, request, context):
+        principal = caller_principal(context)
         return services_pb2.ListAppsResponse(
-            apps=[self.scheduler.status(app_id) for app_id in sorted(self.scheduler.apps)]
+            apps=[
+                self._shown(self.scheduler.status(app_id), principal)
+                for app_id in sorted(self.scheduler.apps)
+            ]
         )
 
     async def ScaleApp(self, request, context):
+        await self._owned(request.id, "scale", context)
         try:
             app = await self.scheduler.scale_app(request.id, request.instances)
         except AppError as e:
@@ -47,6 +83,7 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
         return services_pb2.ScaleAppResponse(app=app)
 
     async def DeleteApp(self, request, context):
+        await self._owned(request.id, "delete", context)
         try:
             await self.scheduler.delete_app(request.id)
         except AppError as e:

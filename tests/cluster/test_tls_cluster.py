@@ -156,3 +156,36 @@ def _expired_certificate(certs: Path, tmp_path: Path) -> Path:
     path = tmp_path / "old.pem"
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return path
+
+
+def test_jobs_and_apps_belong_to_whoever_made_them(cluster, tmp_path):
+    local, certs, alice = cluster
+    bob = {**alice, **issue(certs, "bob", "client")}
+    job = agora(
+        "job", "submit", "--name", "alices-job", "--cpus", "0.1", "--mem", "16",
+        "--env", "DB_PASSWORD=hunter2", "--json", "--", "sleep", "60", env=alice,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr
+    job_id = json.loads(job.stdout)["job_id"]
+    # Bob sees the job, but not its environment's values, and may not kill it.
+    seen = agora("job", "status", job_id, "--json", env=bob)
+    assert seen.returncode == 0, seen.stderr
+    assert "hunter2" not in seen.stdout and "DB_PASSWORD" in seen.stdout
+    assert "hunter2" in agora("job", "status", job_id, "--json", env=alice).stdout
+    refused = agora("job", "kill", job_id, env=bob)
+    assert refused.returncode != 0 and f"bob may not kill job {job_id}" in refused.stderr
+    assert agora("job", "kill", job_id, env=alice).returncode == 0
+
+    spec = tmp_path / "app.yaml"
+    spec.write_text(
+        "id: alices-app\ncmd: sleep 600\ninstances: 1\ncpus: 0.1\nmem: 16\nenv: {API_KEY: s3cret}\n"
+    )
+    assert agora("app", "put", str(spec), env=alice).returncode == 0
+    shown = agora("app", "get", "alices-app", "--json", env=bob)
+    assert shown.returncode == 0 and "s3cret" not in shown.stdout
+    for args in (("app", "scale", "alices-app", "0"), ("app", "delete", "alices-app")):
+        refused = agora(*args, env=bob)
+        assert refused.returncode != 0 and "bob may not" in refused.stderr, refused.stderr
+    taken = agora("app", "put", str(spec), env=bob)  # nor take it over by putting it again
+    assert taken.returncode != 0 and "bob may not update app alices-app" in taken.stderr
+    assert agora("app", "delete", "alices-app", env=alice).returncode == 0
