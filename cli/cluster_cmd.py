@@ -14,6 +14,7 @@ from agora.cli.errors import CommandError
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from, master_address
 from agora.cli.tables import format_table
 from agora.common import ResourceError, Resources, attributes_from_proto
+from agora.common.credentials import handshake_refusal
 from agora.common.rpc import open_channel
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 
@@ -127,6 +128,9 @@ def _run(func, args: argparse.Namespace) -> int:
     except grpc.aio.AioRpcError as e:
         if e.code() == grpc.StatusCode.UNAVAILABLE:
             where = getattr(args, "_leader", args.master)
+            refusal = handshake_refusal(e.details() or "", where, credentials_from(args))
+            if refusal:
+                raise CommandError(refusal) from None
             raise CommandError(
                 f"cannot reach the master at {where}: is it running? "
                 "(set --master or $AGORA_MASTER)"
@@ -140,6 +144,7 @@ async def _call(func, args: argparse.Namespace) -> int:
         try:
             await asyncio.wait_for(channel.channel_ready(), args.timeout)
         except TimeoutError:
+            await _explain_handshake(channel, leader, args)
             raise CommandError(
                 f"cannot reach the master at {leader} within "
                 f"{args.timeout:g}s: is it running? (set --master or "
@@ -147,6 +152,18 @@ async def _call(func, args: argparse.Namespace) -> int:
             ) from None
         stub = operator_pb2_grpc.OperatorStub(channel)
         return await func(stub, args) or 0
+
+
+async def _explain_handshake(channel, address: str, args) -> None:
+    """After a connection that never got ready: one call, to hear whether TLS refused it."""
+    try:
+        await operator_pb2_grpc.OperatorStub(channel).ListMasters(
+            operator_pb2.ListMastersRequest(), timeout=1.0
+        )
+    except grpc.aio.AioRpcError as e:
+        refusal = handshake_refusal(e.details() or "", address, credentials_from(args))
+        if refusal:
+            raise CommandError(refusal) from None
 
 
 # --- views ----------------------------------------------------------------------------------

@@ -173,6 +173,11 @@ class _Batch:
             return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNAVAILABLE:
+                from agora.common.credentials import handshake_refusal
+
+                refusal = handshake_refusal(e.details() or "", self.address, self.credentials)
+                if refusal:
+                    raise CommandError(refusal) from None
                 raise CommandError(
                     f"the batch daemon at {self.address} (as published to the master) does not "
                     f"answer; is `agora batch` running? ({e.details() or 'unavailable'})"

@@ -37,6 +37,7 @@ __all__ = [
     "aio_channel",
     "caller_principal",
     "check_listen",
+    "handshake_refusal",
     "is_loopback",
     "peer_certificate_principal",
     "server_ssl_context",
@@ -300,3 +301,33 @@ def caller_principal(context) -> str:
     if names:
         return names[0].decode()
     return token_principal() or ""
+
+
+def handshake_refusal(details: str, address: str, credentials: Credentials) -> str | None:
+    """What a failed connection's gRPC details say about TLS, for people; None if nothing.
+
+    A server that refuses a caller's certificate (none, another CA's, one it no longer takes)
+    closes the connection in the TLS handshake, before any call: gRPC reports UNAVAILABLE, not
+    UNAUTHENTICATED, so the caller's side names the cause from what the handshake said."""
+    if "CERTIFICATE_VERIFY_FAILED" in details:
+        return (
+            f"the certificate of {address} is not signed by the CA in --tls-ca: give the "
+            "cluster's CA (or the right address)"
+        )
+    if credentials.secure and "Socket closed" in details:
+        if credentials.cert is None:
+            return (
+                f"{address} closed the TLS handshake: it asks for a client certificate; give "
+                "--tls-cert and --tls-key of the cluster's CA (`agora tls issue`), or use a "
+                "--token-file if it takes tokens"
+            )
+        return (
+            f"{address} refused this caller's certificate in the TLS handshake: it is not signed "
+            "by the CA the daemon trusts, or has been replaced; use one from `agora tls issue "
+            "--ca <the cluster's CA>`"
+        )
+    if not credentials.secure and (
+        "Socket closed" in details or "WRONG_VERSION" in details or "handshake" in details.lower()
+    ):
+        return f"{address} speaks TLS: give --tls-ca, --tls-cert and --tls-key (see `agora tls`)"
+    return None

@@ -97,7 +97,7 @@ def test_callers_without_the_clusters_certificate_are_refused(cluster, tmp_path)
     local, certs, env = cluster
     anonymous = {**no_tls_env(), "AGORA_MASTER": local.address}
     refused = agora("cluster", "agents", "--timeout", "3", env=anonymous)
-    assert refused.returncode == 1 and "cannot reach the master" in refused.stderr
+    assert refused.returncode == 1 and "speaks TLS" in refused.stderr
     # A certificate from another CA: refused in the handshake, before any call.
     other = tmp_path / "other"
     assert agora("tls", "init", str(other)).returncode == 0
@@ -105,6 +105,21 @@ def test_callers_without_the_clusters_certificate_are_refused(cluster, tmp_path)
     stranger["AGORA_TLS_CA"] = env["AGORA_TLS_CA"]  # trusts the cluster, is not trusted by it
     refused = agora("cluster", "agents", "--timeout", "3", env=stranger)
     assert refused.returncode == 1, refused.stdout
+    assert "is not signed by the CA in --tls-ca" in refused.stderr  # seen before dialling
+    # Trusting both CAs, the stranger gets as far as the handshake, where the master refuses
+    # its certificate: the message says so.
+    both = tmp_path / "both-cas.pem"
+    both.write_bytes((other / "ca.pem").read_bytes() + (certs / "ca.pem").read_bytes())
+    refused = agora(
+        "cluster", "agents", "--timeout", "3", env={**stranger, "AGORA_TLS_CA": str(both)}
+    )
+    assert refused.returncode == 1, refused.stdout
+    assert "refused this caller's certificate in the TLS handshake" in refused.stderr
+    # One that trusts only another CA is told the master's certificate is not its CA's.
+    lost = {**stranger, "AGORA_TLS_CA": str(other / "ca.pem")}
+    refused = agora("cluster", "agents", "--timeout", "3", env=lost)
+    assert refused.returncode == 1 and "is not signed by the CA in --tls-ca" in refused.stderr
+    assert "the certificate of" in refused.stderr
     # Files that cannot work are named before anything is dialled.
     expired = _expired_certificate(certs, tmp_path)
     bad = {**env, "AGORA_TLS_CERT": str(expired), "AGORA_TLS_KEY": str(tmp_path / "old-key.pem")}
