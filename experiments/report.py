@@ -179,6 +179,40 @@ def section(docs: Path, figures: Path) -> str:
             *_images(docs, figures, fo, "failover"),
             "",
         ]
+    so = found.get("soak")
+    if so:
+        r = so["runs"][0]
+        b, v = r["batch"], r["visitors"]
+        rows = [
+            f"| {d} | {e['median']} | {e['max']} | "
+            f"{r['fds_slope_per_hour'].get(d, {}).get('median')} |"
+            for d, e in sorted(r["rss_slope_mb_per_hour"].items())
+        ]
+        out += [
+            "### soak",
+            "",
+            f"`{' '.join(so['command'])}`",
+            "",
+            f"{r['minutes']:g} minutes, {len(r['kills'])} SIGKILLs ("
+            + ", ".join(f"{k} {n}" for k, n in r["kills_by_victim"].items())
+            + f"). Batch: {b['jobs']} jobs, {b['instances']} instances; lost "
+            f"{len(b['lost'])}, run twice {len(b['run_twice'])}, updates lost "
+            f"{len(b['updates_lost'])}. Visitors: {v['visitors']} frameworks came and went, "
+            f"{v['tasks_finished']} of {v['tasks_expected']} tasks finished ({v['relaunched']} "
+            f"relaunched after LOST/UNKNOWN), lost {len(v['lost'])}, run twice "
+            f"{len(v['run_twice'])}. Service app: {r['app_healthy_at_end']} of "
+            f"{r['app_instances']} instances healthy at the end.",
+            "",
+            "| daemon | RSS slope median (MB/h) | RSS slope max (MB/h) | descriptors slope "
+            "median (/h) |",
+            "|---|---:|---:|---:|",
+            *rows,
+            "",
+            f"Sandboxes on disk: {r['sandbox_disk_slope_mb_per_hour']} MB/h after the warm-up.",
+            "",
+            *_images(docs, figures, so, "soak"),
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 
