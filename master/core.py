@@ -290,6 +290,24 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
                 self.allocator.activate_agent(agent_id)
             self.wake_allocation(agent_id)
 
+    def explain_offers(self, framework_id: str) -> list[str]:
+        """Why `framework_id` gets no offers: the allocator's reasons, then who holds the
+        cluster's resources as offers it has not answered (the usual culprit on a full cluster)."""
+        reasons = list(self.allocator.explain(framework_id, self.clock()))
+        held = hoarders(self.reg.offers.values(), self.reg.frameworks, framework_id, self.clock())
+        timeout = self.config.offer_timeout_seconds
+        for name, resources, agents, oldest in held[:3]:
+            back = (
+                f"the offer timeout ({timeout:g} s) returns them"
+                if timeout
+                else "no offer timeout is set (--offer-timeout)"
+            )
+            reasons.append(
+                f"{name} holds {resources} in unanswered offers on {agents} agent(s), the "
+                f"oldest for {oldest:.0f} s; {back}"
+            )
+        return reasons
+
     def find_framework(self, text: str) -> Framework:
         if text in self.reg.frameworks:
             return self.reg.frameworks[text]
@@ -302,3 +320,29 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
                 f"{len(named)} frameworks are named {text!r}; give a framework id",
             )
         raise CallError(grpc.StatusCode.NOT_FOUND, f"no framework with id or name {text!r}")
+
+
+def hoarders(offers, frameworks, asking: str, now: float) -> list[tuple[str, str, int, float]]:
+    """(framework, resources, agents, oldest offer's age) of every other framework holding
+    outstanding offers, the largest holder first. Pure: offers and frameworks as the registry
+    has them, `now` on the same clock as the offers' created_at."""
+    by_framework: dict[str, list] = {}
+    for offer in offers:
+        if offer.framework_id != asking:
+            by_framework.setdefault(offer.framework_id, []).append(offer)
+    rows = []
+    for framework_id, held in by_framework.items():
+        total = EMPTY
+        for offer in held:
+            total = total + offer.resources
+        framework = frameworks.get(framework_id)
+        name = (
+            f"{framework.info.name} ({framework_id})"
+            if framework and framework.info.name
+            else framework_id
+        )
+        agents = len({o.agent_id for o in held})
+        oldest = max(now - o.created_at for o in held)
+        rows.append((total.scalar("cpus"), name, total.format() or "-", agents, oldest))
+    rows.sort(key=lambda row: -row[0])
+    return [(name, text, agents, oldest) for _, name, text, agents, oldest in rows]

@@ -62,7 +62,7 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
         if not request.framework:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a framework by id or name")
         framework = await run_call(context, self.core.find_framework, request.framework)
-        reasons = list(self.core.allocator.explain(framework.framework_id, self.core.clock()))
+        reasons = self.core.explain_offers(framework.framework_id)
         if not framework.connected:
             reasons.insert(0, "disconnected: the framework has no open Subscribe stream")
         return operator_pb2.ExplainOffersResponse(

@@ -56,4 +56,4 @@ class MasterView:
         return framework.principal if framework is not None else ""
 
     def explain(self, framework_id: str) -> list[str]:
-        return list(self.core.allocator.explain(framework_id, self.core.clock()))
+        return self.core.explain_offers(framework_id)

@@ -160,3 +160,29 @@ async def test_list_roles_shows_frameworks_allocation_and_quota(tmp_path):
         await framework.close()
         await agent.close()
         await master.stop(0)
+
+
+async def test_why_no_offers_names_the_framework_sitting_on_unanswered_offers(tmp_path):
+    master = await start_master(None, offer_timeout_seconds=120.0)
+    agent = FakeAgent(master.address, resources="cpus:2;mem:1024")
+    await agent.connect()
+    hoarder = FakeFramework(master.address, name="hoarder")
+    await hoarder.subscribe()
+    waiting = FakeFramework(master.address, name="waiting")
+    try:
+        await hoarder.offers()  # it takes the whole agent and never answers
+        await waiting.subscribe()
+        channel, ops = operator(master.address)
+        async with channel:
+            explained = await ops.ExplainOffers(
+                operator_pb2.ExplainOffersRequest(framework="waiting")
+            )
+        said = "\n".join(explained.reasons)
+        assert f"hoarder ({hoarder.framework_id}) holds cpus:2" in said, said
+        assert "unanswered offers on 1 agent(s)" in said
+        assert "the offer timeout (120 s) returns them" in said
+    finally:
+        await waiting.close()
+        await hoarder.close()
+        await agent.close()
+        await master.stop(0)
