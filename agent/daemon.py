@@ -156,7 +156,12 @@ class AgentDaemon:
     async def start(self) -> int:
         self.work.lock()
         try:
-            self._server = new_server(credentials=self.config.credentials)
+            self._server = new_server(
+                credentials=self.config.credentials,
+                on_auth_failure=lambda reason, method: self.metrics.authentication_failures.labels(
+                    reason
+                ).inc(),
+            )
             files = AgentFilesService(self.tasks, self.updates.pending, self.access)
             agent_pb2_grpc.add_AgentServicer_to_server(files, self._server)
             add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
@@ -320,6 +325,11 @@ class AgentDaemon:
         return agent_link_pb2.AgentMessage.Register(
             info=info, tasks=self.tasks.running_tasks(), version=VERSION
         )
+
+    def tls_handshake_refused(self, reason: str, words: str) -> None:
+        """A caller turned away in the TLS handshake (common/handshakes; any thread)."""
+        self._log.warning("TLS handshake refused", reason=reason, detail=words)
+        self.metrics.authentication_failures.labels(reason).inc()
 
     def reload_acls(self) -> bool:
         """Re-reads --acls (on SIGHUP); a bad file is logged and the ACLs in force stay."""

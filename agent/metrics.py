@@ -44,6 +44,14 @@ class AgentMetrics:
             registry=self.registry,
         )
 
+        self.authentication_failures = Counter(
+            "agora_agent_authentication_failures",
+            "Callers refused for their credentials (a refused TLS handshake, a missing or "
+            "unknown bearer token), by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+
     def task_ended(self, state: int) -> None:
         self.tasks_ended.labels(common_pb2.TaskState.Name(state)).inc()
 

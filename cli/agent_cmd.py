@@ -250,6 +250,10 @@ async def _serve(config) -> int:
         await daemon.start()
     except (OSError, ValueError) as e:
         raise CommandError(f"cannot start the agent: {e}") from None
+    if config.credentials.secure:
+        from agora.common import handshakes
+
+        handshakes.watch(daemon.tls_handshake_refused)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     kill_tasks = False

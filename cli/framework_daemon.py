@@ -70,6 +70,10 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
         await daemon.start()
     except (OSError, ValueError) as e:
         raise CommandError(f"cannot start the {kind} daemon: {e}") from None
+    if daemon.credentials.secure:
+        from agora.common import handshakes
+
+        handshakes.watch(daemon.tls_handshake_refused)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

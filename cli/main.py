@@ -41,7 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Long-running daemons, which watch gRPC's core for refused TLS handshakes (common/handshakes).
+DAEMONS = {"master", "agent", "batch", "services"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in DAEMONS and any(w.startswith("--tls-cert") for w in words):
+        from agora.common import handshakes
+
+        handshakes.prepare()  # before anything imports grpc
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -281,6 +281,9 @@ def restart_self(reason: str) -> None:
     print(f"master stepping down ({reason}); restarting as a standby", file=sys.stderr, flush=True)
     try:
         sys.stdout.flush()
+        from agora.common import handshakes
+
+        handshakes.restore()  # the filter thread does not survive the exec
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     finally:
         # exec failed (or flushing did): stop acting all the same; a supervisor restarts us.
@@ -323,6 +326,20 @@ async def _serve_in_set(config, zk, args) -> int:
         starting.result()
     except OSError as e:
         raise CommandError(f"cannot start: {e}") from None
+    if config.credentials.secure:
+        import structlog
+
+        from agora.common import handshakes
+
+        log = structlog.get_logger("agora.master")
+
+        def refused(reason: str, words: str) -> None:
+            if leadership.master is not None:
+                leadership.master.tls_handshake_refused(reason, words)
+            else:  # standing by: nobody counts yet, but it is logged
+                log.warning("TLS handshake refused", reason=reason, detail=words)
+
+        handshakes.watch(refused)
     elected = asyncio.ensure_future(leadership.elected.wait())
     done, _ = await asyncio.wait(
         [elected, asyncio.ensure_future(stopping.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -346,6 +363,10 @@ async def _serve(master) -> int:
         await master.start()
     except (OSError, RuntimeError) as e:
         raise CommandError(f"cannot start: {e}") from None
+    if master.config.credentials.secure:
+        from agora.common import handshakes
+
+        handshakes.watch(master.tls_handshake_refused)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

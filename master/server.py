@@ -188,6 +188,11 @@ class Master:
         )
         await self._metrics_http.start()
 
+    def tls_handshake_refused(self, reason: str, words: str) -> None:
+        """A caller turned away in the TLS handshake (common/handshakes; any thread)."""
+        log.warning("TLS handshake refused", reason=reason, detail=words)
+        self.metrics.authentication_failures.labels(reason).inc()
+
     def _denied(self, principal: str, action, obj: str, message: str) -> None:
         log.warning(
             "authorization denied",

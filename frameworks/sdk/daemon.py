@@ -74,14 +74,26 @@ class FrameworkDaemon:
         self._closed = asyncio.Event()
         # Prometheus: gRPC calls of the API, and what `_metric_families` reports at scrape time.
         # (Imported here: a framework that is not a daemon need not load the HTTP stack.)
-        from prometheus_client import CollectorRegistry
+        from prometheus_client import CollectorRegistry, Counter
 
         from agora.common.metrics import GrpcMetrics
 
         self.metrics_registry = CollectorRegistry()
+        self.authentication_failures = Counter(
+            "agora_framework_authentication_failures",
+            "Callers refused for their credentials (a refused TLS handshake, a missing or "
+            "unknown bearer token), by reason.",
+            ["reason"],
+            registry=self.metrics_registry,
+        )
         self._grpc_metrics = GrpcMetrics(self.metrics_registry)
         self.metrics_registry.register(_Families(self._metric_families))
         self._metrics_http = None  # an agora.common.http.HttpServer when serving /metrics
+
+    def tls_handshake_refused(self, reason: str, words: str) -> None:
+        """A caller turned away in the TLS handshake (common/handshakes; any thread)."""
+        log.warning("TLS handshake refused", reason=reason, detail=words)
+        self.authentication_failures.labels(reason).inc()
 
     # what a framework daemon supplies ----------------------------------------------------
 
@@ -141,7 +153,13 @@ class FrameworkDaemon:
         self._channel = FollowingStub(operator_pb2_grpc.OperatorStub, tracker, self.credentials)
         self._open(self._channel)
         assert self.store is not None and self.scheduler is not None
-        server = new_server(interceptors=[self._grpc_metrics], credentials=self.credentials)
+        server = new_server(
+            interceptors=[self._grpc_metrics],
+            credentials=self.credentials,
+            on_auth_failure=lambda reason, method: self.authentication_failures.labels(
+                reason
+            ).inc(),
+        )
         self._add_services(server)
         add_standard_services(server, self.service_names)
         try:

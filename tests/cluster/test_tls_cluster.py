@@ -6,8 +6,11 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
+import ssl
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -204,3 +207,49 @@ def test_jobs_and_apps_belong_to_whoever_made_them(cluster, tmp_path):
     taken = agora("app", "put", str(spec), env=bob)  # nor take it over by putting it again
     assert taken.returncode != 0 and "bob may not update app alices-app" in taken.stderr
     assert agora("app", "delete", "alices-app", env=alice).returncode == 0
+
+
+def test_refused_tls_handshakes_are_logged_and_counted_by_the_master(tmp_path):
+    certs = tmp_path / "certs"
+    assert agora("tls", "init", str(certs)).returncode == 0
+    issue(certs, "master", "master")
+    master = Daemon(
+        ["master", "--port", "0", "--metrics-port", "0", "--state-dir", str(tmp_path / "m")]
+        + ["--tls-ca", str(certs / "ca.pem"), "--tls-cert", str(certs / "master.pem")]
+        + ["--tls-key", str(certs / "master-key.pem")],
+        tmp_path / "master.log",
+    ).start()
+    try:
+        other = tmp_path / "other"
+        assert agora("tls", "init", str(other)).returncode == 0
+        stranger = {
+            **no_tls_env(),
+            **issue(other, "mallory", "client"),
+            "AGORA_MASTER": master.address,
+        }
+        both = tmp_path / "both.pem"
+        both.write_bytes((other / "ca.pem").read_bytes() + (certs / "ca.pem").read_bytes())
+        stranger["AGORA_TLS_CA"] = str(both)
+        for _ in range(2):  # a certificate of another CA, twice
+            assert agora("cluster", "agents", "--timeout", "2", env=stranger).returncode == 1
+        metrics = next(
+            line.split("metrics on ", 1)[1] for line in master.lines if "metrics on" in line
+        )
+
+        def counted() -> dict[str, float]:
+            context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+            text = urllib.request.urlopen(metrics, context=context, timeout=10).read().decode()
+            return {
+                m.group(1): float(m.group(2))
+                for m in re.finditer(
+                    r'agora_master_authentication_failures_total\{reason="(\w+)"\} (\S+)', text
+                )
+            }
+
+        eventually(lambda: counted().get("unknown_ca", 0) >= 2, timeout=10, message="counted")
+        log = master.log_path.read_text()
+        assert "TLS handshake refused" in log and "unknown_ca" in log
+        # gRPC's own INFO chatter does not reach the log; the master's lines still do.
+        assert "Log level INFO is not suitable" not in log and "master started" in log
+    finally:
+        master.stop()
