@@ -85,6 +85,8 @@ class AgentConfig:
     credentials: Credentials = INSECURE
     # Listen beyond loopback without TLS anyway (the operator said --insecure).
     insecure: bool = False
+    # Completed task runs remembered (their records; sandboxes go by gc_delay).
+    max_completed_tasks: int = 1000
     # ACLs (the master's file format); their read_sandboxes rules govern the file API here
     # (agent/file_access.py). None: every caller may read.
     acls_path: Path | None = None
@@ -122,6 +124,7 @@ class AgentDaemon:
             isolator=self.isolator,
             cpu_hard_limit=config.cpu_hard_limit,
             metrics=self.metrics,
+            completed_history=config.max_completed_tasks,
         )
         self.link = MasterLink(
             config.master,

@@ -94,8 +94,12 @@ class TaskManager:
         cpu_hard_limit: bool = False,
         use_launcher: bool = True,
         metrics: AgentMetrics | None = None,
+        completed_history: int | None = None,
     ) -> None:
         self._work = work_dir
+        # Completed runs remembered (None: COMPLETED_HISTORY), like Mesos'
+        # --max_completed_executors_per_framework.
+        self._history = completed_history
         self._metrics = metrics
         self._emit = emit
         self._agent_id = agent_id
@@ -578,8 +582,8 @@ class TaskManager:
         self._spawn(self._watch(run), f"watch-{run.record.run_id}")
 
     def _trim_history(self) -> None:
-        """Forgets the oldest completed runs beyond COMPLETED_HISTORY (their sandboxes stay)."""
-        while len(self._completed) > COMPLETED_HISTORY:
+        """Forgets the oldest completed runs beyond the bound (their sandboxes stay)."""
+        while len(self._completed) > (self._history or COMPLETED_HISTORY):
             run_id = self._completed.popleft()
             self._runs.pop(run_id, None)
             shutil.rmtree(self._work.run_dir(run_id), ignore_errors=True)

@@ -189,6 +189,14 @@ def register(subparsers) -> None:
         "at once once the disk is 90%% full (default 0.1)",
     )
     parser.add_argument(
+        "--max-completed-tasks",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="completed tasks remembered (ListTasks, their files until garbage-collected), the "
+        "oldest forgotten first (default 1000)",
+    )
+    parser.add_argument(
         "--acls",
         type=Path,
         default=None,
@@ -212,6 +220,10 @@ def run(args: argparse.Namespace) -> int:
     from agora.agent import AgentConfig
     from agora.master.acls import AclError, load_acls
 
+    if args.max_completed_tasks < 1:
+        raise UsageError(
+            f"--max-completed-tasks must be at least 1, got {args.max_completed_tasks}"
+        )
     if args.acls is not None:
         try:
             load_acls(args.acls)  # a bad file: one line, exit 2, before anything starts
@@ -238,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
         credentials=daemon_credentials(args),
         insecure=args.insecure,
         acls_path=args.acls,
+        max_completed_tasks=args.max_completed_tasks,
     )
     return asyncio.run(_serve(config))
 

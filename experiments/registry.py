@@ -412,6 +412,13 @@ def _soak_arguments(p: argparse.ArgumentParser) -> None:
         "--drain", type=_positive, default=180.0, help="seconds for the work to finish (180)"
     )
     p.add_argument("--seed", type=int, default=1, help="random seed of the fault injector")
+    p.add_argument(
+        "--history",
+        type=int,
+        default=None,
+        help="history the daemons keep (ended tasks per framework, torn-down frameworks, an "
+        "agent's completed tasks; default theirs, 1000): small, it fills within the run",
+    )
 
 
 def _build_soak(args: argparse.Namespace) -> Runner:
@@ -433,6 +440,7 @@ def _build_soak(args: argparse.Namespace) -> Runner:
         gc_delay=args.gc_delay,
         drain=args.drain,
         seed=args.seed,
+        history=args.history,
     )
     return lambda out, command: soak.run(cfg, out, command, quiet)
 

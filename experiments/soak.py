@@ -76,6 +76,9 @@ class SoakConfig:
     gc_delay: float = 60.0  # the agents' --gc-delay
     drain: float = 180.0
     seed: int = 1
+    # History the daemons keep (master: ended tasks per framework and torn-down frameworks;
+    # agents: completed runs); None: their defaults (1000 each).
+    history: int | None = None
 
 
 @dataclass
@@ -117,6 +120,13 @@ class Cluster:
                 "--resources", "cpus:4;mem:4096;disk:20000",
                 "--gc-delay", str(cfg.gc_delay), "--log-level", "info",
             )  # fmt: skip
+        if cfg.history is not None:
+            n = str(cfg.history)
+            self.argv["master"] += [
+                "--max-completed-tasks-per-framework", n, "--max-removed-frameworks", n,
+            ]  # fmt: skip
+            for i in range(cfg.agents):
+                self.argv[f"agent-{i}"] += ["--max-completed-tasks", n]
         self.daemons: dict[str, Daemon] = {}
 
     @property
