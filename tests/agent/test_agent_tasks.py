@@ -12,7 +12,7 @@ import pytest
 from agent_fake_master import FakeMaster, MasterMessage, shell_task
 from harness import eventually_async
 
-from agora.agent import AgentConfig, AgentDaemon, task_manager
+from agora.agent import AgentConfig, AgentDaemon
 from agora.common import Resources, attributes_from_proto
 from agora.common.rpc import insecure_channel
 from agora.v1 import agent_pb2, agent_pb2_grpc, common_pb2
@@ -522,10 +522,10 @@ async def test_advertised_address_and_detected_resources(master, agents):
     assert detected.port_ranges() == ((31000, 32000),)
 
 
-async def test_only_the_newest_completed_runs_are_kept(master, agents, monkeypatch):
-    """Completed runs beyond the history limit lose their run dir (not their sandbox)."""
-    monkeypatch.setattr(task_manager, "COMPLETED_HISTORY", 2)
-    daemon = await agents.start()
+async def test_only_the_newest_completed_runs_are_kept(master, agents):
+    """Completed runs beyond the history limit (--max-completed-tasks) lose their run dir (not
+    their sandbox)."""
+    daemon = await agents.start(max_completed_tasks=2)
     await registered(master)
     names = [f"h{i}" for i in range(4)]
     for name in names:
