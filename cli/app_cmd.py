@@ -55,6 +55,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = action("delete", "kill an app's instances and remove it")
     p.add_argument("id")
     p.set_defaults(func=_delete)
+    p = action("logs", "print the stdout (or stderr) of one of an app's instances")
+    p.add_argument("id")
+    p.add_argument(
+        "--instance",
+        type=int,
+        default=0,
+        help="which instance, by its place in `agora app get` (default 0, the first)",
+    )
+    p.add_argument("--stderr", action="store_true", help="print stderr instead of stdout")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
+    p.set_defaults(func=_logs)
     p = action("endpoints", "print the host:port of each healthy instance")
     p.add_argument("id")
     p.add_argument(
@@ -267,6 +278,22 @@ def _watch_endpoints(args: argparse.Namespace) -> int:
             raise CommandError(e.details() or e.code().name) from None
     print(f"app {args.id} was deleted", file=sys.stderr)
     return 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from agora.cli.options import master_address
+    from agora.cli.sandbox_read import find_task, print_file
+    from agora.v1 import services_pb2
+
+    status = _call(args, "GetApp", services_pb2.GetAppRequest(id=args.id))
+    tasks = [t for t in status.tasks if not t.killing] or list(status.tasks)
+    if not tasks:
+        raise CommandError(f"app {args.id} has no instances running (`agora app get {args.id}`)")
+    if not 0 <= args.instance < len(tasks):
+        raise CommandError(f"app {args.id} has instances 0-{len(tasks) - 1}, not {args.instance}")
+    credentials = credentials_from(args)
+    place = find_task(master_address(args), credentials, tasks[args.instance].task_id, "services")
+    return print_file(place, credentials, stderr=args.stderr, follow=args.follow)
 
 
 def _short(text: str, width: int = 60) -> str:

@@ -470,11 +470,8 @@ def _kill(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    import grpc
-
-    from agora.common.credentials import sync_channel
-    from agora.common.rpc import CHANNEL_OPTIONS
-    from agora.v1 import agent_pb2, agent_pb2_grpc, batch_pb2
+    from agora.cli.sandbox_read import TaskPlace, print_file
+    from agora.v1 import batch_pb2
 
     with _Batch(args.master, credentials_from(args)) as batch:
         job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
@@ -495,33 +492,10 @@ def _logs(args: argparse.Namespace) -> int:
         attempt = attempts[-1]
     if not attempt.agent_address:
         raise CommandError(f"the agent of task {attempt.task_id} did not publish an address")
-    path = "stderr" if args.stderr else "stdout"
-    request = agent_pb2.ReadFileRequest(
-        framework_id=attempt.framework_id, task_id=attempt.task_id, path=path
+    place = TaskPlace(
+        attempt.framework_id,
+        attempt.task_id,
+        attempt.agent_address,
+        attempt.hostname or attempt.agent_id,
     )
-    out = sys.stdout
-    try:
-        credentials = credentials_from(args)
-        with sync_channel(attempt.agent_address, credentials, CHANNEL_OPTIONS) as channel:
-            agent = agent_pb2_grpc.AgentStub(channel)
-            if args.follow:
-                for chunk in agent.FollowFile(request):
-                    out.write(chunk.data.decode(errors="replace"))
-                    out.flush()
-                return 0
-            offset = 0
-            while True:
-                request.offset = offset
-                reply = agent.ReadFile(request, timeout=CALL_TIMEOUT)
-                out.write(reply.data.decode(errors="replace"))
-                offset = reply.offset + len(reply.data)
-                if not reply.data or offset >= reply.size:
-                    break
-            out.flush()
-    except grpc.RpcError as e:
-        raise CommandError(
-            f"reading {path} of {attempt.task_id} from agent "
-            f"{attempt.hostname or attempt.agent_id} ({attempt.agent_address}): "
-            f"{e.details() or e.code().name}"
-        ) from None
-    return 0
+    return print_file(place, credentials_from(args), stderr=args.stderr, follow=args.follow)

@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "agora.cli.job_cmd",
     "agora.cli.services_cmd",
     "agora.cli.app_cmd",
+    "agora.cli.task_cmd",
     "agora.cli.experiment_cmd",
     "agora.cli.tls_cmd",
 ]

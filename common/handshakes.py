@@ -8,11 +8,14 @@ daemon that serves TLS asks the core for INFO lines (GRPC_VERBOSITY, read when g
 imported: `prepare()` runs before that) and reads its own stderr through a pipe (`watch()`):
 each handshake line becomes one structured log line and one count by reason; the core's other
 INFO lines are dropped, its warnings and errors and everything else pass through unchanged.
-(The line names no peer: the core does not say who it was.)
+(The line names no peer: the core does not say who it was.) A process that filters must give
+its long-lived children a stderr of their own (the agent's launcher writes to a log file), or
+they would write into a pipe that dies with it.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sys
@@ -98,6 +101,14 @@ def _start_filter() -> bool:
         target=_pump, args=(read_end, original, _dispatch), name="stderr-filter", daemon=True
     )
     thread.start()
+
+    def finish() -> None:
+        # At exit: put the real stderr back (closing the pipe's last write end), and let the
+        # thread pass on what is still in the pipe, such as the error the process dies with.
+        restore()
+        thread.join(timeout=2)
+
+    atexit.register(finish)
     return True
 
 

@@ -77,6 +77,44 @@ def test_local_cluster_runs_hello_and_a_batch_job(tmp_path):
             "hi",
         )
         assert job.returncode == 0, job.stdout + job.stderr + local.log_tail()
+
+        # Any framework's task output, found through the master: hello's tasks.
+        tasks = json.loads(agora("cluster", "tasks", "--json", "--master", master).stdout)
+        hello_3 = next(t["task_id"] for t in tasks if t["name"] == "hello-3")
+        said = agora("task", "logs", hello_3, "--master", master)
+        assert said.returncode == 0, said.stderr
+        assert said.stdout == "hello from task 3\n"
+        missing = agora("task", "logs", "no-such-task", "--master", master)
+        assert missing.returncode == 1 and "knows no task 'no-such-task'" in missing.stderr
+
+        # An app's instance: its stdout, its stderr, and following what it writes.
+        app = tmp_path / "talker.yaml"
+        app.write_text(
+            "id: talker\ninstances: 1\ncpus: 0.1\nmem: 16\n"
+            "cmd: echo to-stdout; echo to-stderr >&2; for i in 1 2 3; do echo tick $i; "
+            "sleep 0.3; done; sleep 600\n"
+        )
+        assert agora("app", "put", str(app), "--master", master).returncode == 0
+        eventually(
+            lambda: "tick 3" in agora("app", "logs", "talker", "--master", master).stdout,
+            timeout=30,
+            message="the app's output",
+        )
+        err = agora("app", "logs", "talker", "--stderr", "--master", master)
+        assert err.returncode == 0 and err.stdout == "to-stderr\n"
+        wrong = agora("app", "logs", "talker", "--instance", "5", "--master", master)
+        assert wrong.returncode == 1 and "instances 0-0, not 5" in wrong.stderr
+        # --follow prints as the task writes; it ends when the task does (killed here).
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "agora.cli.main", "app", "logs", "talker", "-f"]
+            + ["--master", master],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert agora("app", "delete", "talker", "--master", master).returncode == 0
+        out, _ = follower.communicate(timeout=60)
+        assert follower.returncode == 0 and out.startswith("to-stdout\ntick 1\n")
     finally:
         local.stop()
 
