@@ -55,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="say why FRAMEWORK (id or name) is getting no offers right now",
     )
     tasks = command("tasks", "tasks with their state and agent", _tasks)
-    tasks.add_argument("--framework", default="", help="only this framework's tasks (id)")
+    tasks.add_argument(
+        "--framework", default="", help="only this framework's tasks (its id or name)"
+    )
     tasks.add_argument("--agent", default="", help="only tasks on this agent (id)")
     tasks.add_argument(
         "--usage",
@@ -141,29 +143,32 @@ def _run(func, args: argparse.Namespace) -> int:
 async def _call(func, args: argparse.Namespace) -> int:
     leader = await asyncio.to_thread(master_address, args)
     async with open_channel(leader, credentials_from(args)) as channel:
-        try:
-            await asyncio.wait_for(channel.channel_ready(), args.timeout)
-        except TimeoutError:
-            await _explain_handshake(channel, leader, args)
-            raise CommandError(
-                f"cannot reach the master at {leader} within "
-                f"{args.timeout:g}s: is it running? (set --master or "
-                "$AGORA_MASTER)"
-            ) from None
         stub = operator_pb2_grpc.OperatorStub(channel)
+        await _reach(stub, leader, args)
         return await func(stub, args) or 0
 
 
-async def _explain_handshake(channel, address: str, args) -> None:
-    """After a connection that never got ready: one call, to hear whether TLS refused it."""
+async def _reach(stub, address: str, args) -> None:
+    """One cheap call first, so that a master that is down is said at once (a refused
+    connection fails fast) and a TLS refusal is named; other refusals (an ACL) are left to
+    the command's own call to report."""
     try:
-        await operator_pb2_grpc.OperatorStub(channel).ListMasters(
-            operator_pb2.ListMastersRequest(), timeout=1.0
-        )
+        await stub.ListMasters(operator_pb2.ListMastersRequest(), timeout=args.timeout)
     except grpc.aio.AioRpcError as e:
+        if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return
         refusal = handshake_refusal(e.details() or "", address, credentials_from(args))
         if refusal:
             raise CommandError(refusal) from None
+        why = (
+            "connection refused"
+            if "refused" in (e.details() or "").lower()
+            else f"no answer within {args.timeout:g}s"
+        )
+        raise CommandError(
+            f"cannot reach the master at {address} ({why}): is it running? (set --master or "
+            "$AGORA_MASTER)"
+        ) from None
 
 
 # --- views ----------------------------------------------------------------------------------
@@ -390,8 +395,21 @@ async def _frameworks(stub, args) -> int:
 
 
 async def _tasks(stub, args) -> None:
-    request = operator_pb2.ListTasksRequest(framework_id=args.framework, agent_id=args.agent)
-    tasks = (await stub.ListTasks(request)).tasks
+    request = operator_pb2.ListTasksRequest(agent_id=args.agent)
+    tasks = list((await stub.ListTasks(request)).tasks)
+    if args.framework:  # an id or a name (a name may be several frameworks over time)
+        frameworks = (await stub.ListFrameworks(operator_pb2.ListFrameworksRequest())).frameworks
+        ids = {
+            f.info.framework_id
+            for f in frameworks
+            if args.framework in (f.info.framework_id, f.info.name)
+        }
+        ids |= {t.framework_id for t in tasks if t.framework_id == args.framework}
+        if not ids:
+            raise CommandError(
+                f"no framework with id or name {args.framework!r} (`agora cluster frameworks`)"
+            )
+        tasks = [t for t in tasks if t.framework_id in ids]
     rows = [task_row(t) for t in tasks]
     columns = [
         ("task_id", "ID"),

@@ -49,15 +49,15 @@ async def test_cluster_commands_show_the_live_cluster(tmp_path):
         out = await agora_async("cluster", "state", "--master", master.address)
         assert out.returncode == 0 and "1 agents, 1 frameworks, 1 tasks" in out.stdout
         out = await agora_async(
-            "cluster",
-            "tasks",
-            "--json",
-            "--master",
-            master.address,
-            "--framework",
-            "framework-none",
-        )
-        assert json.loads(out.stdout) == []
+            "cluster", "tasks", "--json", "--master", master.address,
+            "--framework", "framework-none",
+        )  # fmt: skip
+        assert out.returncode == 1 and "no framework with id or name 'framework-none'" in out.stderr
+        for key in ("cli-fw", framework.framework_id):  # a framework by its name or its id
+            out = await agora_async(
+                "cluster", "tasks", "--json", "--master", master.address, "--framework", key
+            )
+            assert [t["task_id"] for t in json.loads(out.stdout)] == ["job-1"]
         out = await agora_async("cluster", "frameworks", "--json", "--master", master.address)
         [fw] = json.loads(out.stdout)
         assert (fw["name"], fw["connected"], fw["task_count"]) == ("cli-fw", True, 1)
@@ -68,9 +68,11 @@ async def test_cluster_commands_show_the_live_cluster(tmp_path):
 
 
 def test_cluster_reports_an_unreachable_master_in_one_line():
-    out = agora("cluster", "agents", "--master", "127.0.0.1:1", "--timeout", "2")
+    # A refused connection is said at once (not after --timeout), in one line.
+    out = agora("cluster", "agents", "--master", "127.0.0.1:1", "--timeout", "30")
     assert out.returncode == 1
     assert out.stderr.count("\n") == 1 and "cannot reach the master" in out.stderr
+    assert "connection refused" in out.stderr
 
 
 def test_master_rejects_bad_flags_with_exit_2():
