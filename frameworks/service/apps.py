@@ -203,7 +203,18 @@ def parse_app_text(text: str, source: str = "app file") -> App:
             f"{source}: expected an object of app fields (id, cmd, instances...), "
             f"got {type(data).__name__}"
         )
-    return app_from_mapping(data, source)
+    app = app_from_mapping(data, source)  # unknown fields and bad values are named first
+    # proto3 cannot tell a field left out from one set to 0: a file must say these itself.
+    missing = [name for name in REQUIRED_IN_FILES if name not in data]
+    if missing:
+        raise AppError(
+            f"{source}: missing {', '.join(repr(m) for m in missing)}; an app file needs "
+            "id, cmd (or args), instances, cpus and mem"
+        )
+    return app
+
+
+REQUIRED_IN_FILES = ("id", "instances", "cpus", "mem")
 
 
 def app_from_mapping(data: Mapping[str, Any], source: str = "app") -> App:

@@ -135,10 +135,15 @@ async def test_get_says_why_instances_wait(cluster, tmp_path):
         ("bad.json", '{"id": "web", "cmd": "x", "instances": }', ["bad.json", "line 1"]),
         ("bad.yaml", "id: web\ncmd: [unclosed\n", ["bad.yaml", "not valid YAML", "line"]),
         ("typo.yaml", "id: web\ncommand: x\n", ["typo.yaml", "command"]),
-        ("neg.yaml", "id: web\ncmd: x\ncpus: -1\nmem: 1\n", ["cpus must be more than 0"]),
+        (
+            "neg.yaml",
+            "id: web\ncmd: x\ninstances: 1\ncpus: -1\nmem: 1\n",
+            ["cpus must be more than"],
+        ),
+        ("short.yaml", "id: web\ncmd: x\ncpus: 1\nmem: 1\n", ["missing 'instances'"]),
         (
             "op.yaml",
-            "id: web\ncmd: x\ncpus: 1\nmem: 1\nconstraints: [[hostname, NEAR, x]]\n",
+            "id: web\ncmd: x\ninstances: 1\ncpus: 1\nmem: 1\nconstraints: [[hostname, NEAR, x]]\n",
             ["unknown operator 'NEAR'"],
         ),
     ],

@@ -456,3 +456,17 @@ def test_why_waiting_orders_its_reasons():
     assert "waiting for offers" in reason and "last offers: offer of host-a too small" in reason
     reason, never = why_waiting(app, 1, 1, [], [], RestartBackoff(), "", 0)
     assert never and "no agents" in reason
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("id: web\ncmd: x\ncpus: 1\nmem: 32\n", "missing 'instances'"),
+        ("id: web\ncmd: x\ninstances: 2\n", "missing 'cpus', 'mem'"),
+    ],
+)
+def test_an_app_file_must_say_what_proto3_cannot_tell_from_zero(text, message):
+    from agora.frameworks.service.apps import parse_app_text
+
+    with pytest.raises(AppError, match=message):
+        parse_app_text(text, "web.yaml")
