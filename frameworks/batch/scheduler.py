@@ -135,10 +135,14 @@ class BatchScheduler(Framework):
         self.store.put_job(job)
         self._log.info("job killed", job_id=job_id, tasks=len(to_kill))
         self._publish(job, description="killed by request")
+        # The job as the kill left it: while the kills go out, updates of tasks that end
+        # change `job` (a caller asked how many tasks are being killed, not how many remain).
+        answer = batch_pb2.Job()
+        answer.CopyFrom(job)
         for _, attempt in to_kill:
             await self._kill_task(attempt.task_id, attempt.agent_id)
         await self.update_interest()
-        return job
+        return answer
 
     def watch(self, job_id: str) -> asyncio.Queue:
         """A queue of JobEvents for the job's changes; pass it to `unwatch` when done."""
