@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -13,6 +14,16 @@ from agora.cli.options import add_json_flag, add_master_flag, credentials_from
 from agora.cli.tables import format_table
 
 CALL_TIMEOUT = 15.0
+
+
+def _add_batch_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--batch",
+        metavar="HOST:PORT",
+        default=os.environ.get("AGORA_BATCH") or None,
+        help="the Batch API's address, to reach it while the master is down (default: ask the "
+        "master; $AGORA_BATCH)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and AGORA_SANDBOX in its environment.",
     )
     add_master_flag(submit)
+    _add_batch_flag(submit)
     submit.add_argument("--name", default=None, help="job name (default: the program's name)")
     submit.add_argument("--instances", type=int, default=1, help="instances (default 1)")
     submit.add_argument("--cpus", type=float, default=0.1, help="cpus per instance (default 0.1)")
@@ -88,12 +100,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     status = commands.add_parser("status", help="show a job and its instances")
     add_master_flag(status)
+    _add_batch_flag(status)
     status.add_argument("job_id", metavar="ID")
     add_json_flag(status)
     status.set_defaults(func=_status)
 
     listing = commands.add_parser("list", help="list jobs")
     add_master_flag(listing)
+    _add_batch_flag(listing)
     listing.add_argument(
         "--state",
         action="append",
@@ -106,6 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     kill = commands.add_parser("kill", help="kill a job's tasks and launch no more")
     add_master_flag(kill)
+    _add_batch_flag(kill)
     kill.add_argument("job_id", metavar="ID")
     add_json_flag(kill)
     kill.set_defaults(func=_kill)
@@ -114,6 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "logs", help="print an instance's stdout (or stderr), read from its agent"
     )
     add_master_flag(logs)
+    _add_batch_flag(logs)
     logs.add_argument("job_id", metavar="ID")
     logs.add_argument("--instance", type=int, default=0, help="instance index (default 0)")
     logs.add_argument("--attempt", type=int, default=0, help="attempt number (default: the latest)")
@@ -137,9 +153,10 @@ def _error(e) -> Exception:
 class _Batch:
     """A Batch stub found through the master."""
 
-    def __init__(self, master: str, credentials) -> None:
+    def __init__(self, master: str, credentials, batch: str | None = None) -> None:
         self.master = master
         self.credentials = credentials
+        self.batch = batch  # the Batch API's address when given (--batch): no master needed
         self.channel = None
         self.connect()
 
@@ -151,10 +168,13 @@ class _Batch:
         from agora.frameworks.batch.client import BatchNotFound, find_batch_address
         from agora.v1 import batch_pb2_grpc
 
-        try:
-            self.address = find_batch_address(self.master, credentials=self.credentials)
-        except BatchNotFound as e:
-            raise CommandError(str(e)) from None
+        if self.batch:
+            self.address = self.batch
+        else:
+            try:
+                self.address = find_batch_address(self.master, credentials=self.credentials)
+            except BatchNotFound as e:
+                raise CommandError(str(e)) from None
         if self.channel is not None:
             self.channel.close()
         self.channel = sync_channel(self.address, self.credentials, CHANNEL_OPTIONS)
@@ -251,7 +271,7 @@ def _submit(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
     spec = _spec(args)
-    with _Batch(args.master, credentials_from(args)) as batch:
+    with _Batch(args.master, credentials_from(args), args.batch) as batch:
         reply = batch.call("SubmitJob", batch_pb2.SubmitJobRequest(spec=spec))
         if not args.wait:
             if args.json:
@@ -356,7 +376,7 @@ def _progress(job, bar: bool) -> str:
 def _status(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
-    with _Batch(args.master, credentials_from(args)) as batch:
+    with _Batch(args.master, credentials_from(args), args.batch) as batch:
         job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
     if args.json:
         _print_json(_to_dict(job))
@@ -424,7 +444,7 @@ def _list(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
     states = [batch_pb2.JobState.Value(f"JOB_{s.upper()}") for s in args.state]
-    with _Batch(args.master, credentials_from(args)) as batch:
+    with _Batch(args.master, credentials_from(args), args.batch) as batch:
         reply = batch.call("ListJobs", batch_pb2.ListJobsRequest(states=states))
     if args.json:
         _print_json([_to_dict(job) for job in reply.jobs])
@@ -456,7 +476,7 @@ def _list(args: argparse.Namespace) -> int:
 def _kill(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
-    with _Batch(args.master, credentials_from(args)) as batch:
+    with _Batch(args.master, credentials_from(args), args.batch) as batch:
         reply = batch.call("KillJob", batch_pb2.KillJobRequest(job_id=args.job_id))
     if args.json:
         _print_json(_to_dict(reply.job))
@@ -473,7 +493,7 @@ def _logs(args: argparse.Namespace) -> int:
     from agora.cli.sandbox_read import TaskPlace, print_file
     from agora.v1 import batch_pb2
 
-    with _Batch(args.master, credentials_from(args)) as batch:
+    with _Batch(args.master, credentials_from(args), args.batch) as batch:
         job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
     if not 0 <= args.instance < len(job.instances):
         raise CommandError(

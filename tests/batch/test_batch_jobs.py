@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from batch_harness import BatchCluster
+from batch_harness import BatchCluster, run_cli
 from harness import eventually_async
 
 from agora.common.rpc import insecure_channel
@@ -299,3 +299,21 @@ async def test_gang_launches_once_agents_freed_at_different_times_are_all_free(t
         assert {i.attempts[0].hostname for i in job.instances} == {"host-0", "host-1"}
     finally:
         await c.stop()
+
+
+async def test_job_commands_reach_the_batch_daemon_while_the_master_is_down(cluster):
+    job_id = await cluster.submit("true", instances=2)
+    await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+    master_address = cluster.master.address
+    await cluster.master.stop(0)
+    cluster.master = None  # stopped: the fixture's teardown skips it
+    through_master = await asyncio.to_thread(
+        run_cli, "job", "status", job_id, "--master", master_address
+    )
+    assert through_master.code == 1  # the master cannot point at the batch daemon
+    direct = await asyncio.to_thread(
+        run_cli, "job", "status", job_id, "--master", master_address, "--batch",
+        cluster.batch.address, "--json",
+    )  # fmt: skip
+    assert direct.code == 0, direct.err
+    assert json.loads(direct.out)["state"] == "JOB_SUCCEEDED"
