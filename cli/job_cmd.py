@@ -281,7 +281,18 @@ def _submit(args: argparse.Namespace) -> int:
             return 0
         if not args.json:
             print(reply.job_id, flush=True)
-        job = _wait(batch, reply.job_id, quiet=args.json)
+        try:
+            job = _wait(batch, reply.job_id, quiet=args.json)
+        except KeyboardInterrupt:
+            job_id = reply.job_id
+            print(
+                f"\nstopped waiting; job {job_id} keeps running. Follow it with `agora job "
+                f"status {job_id}` or `agora job logs {job_id} --follow`; stop it with "
+                f"`agora job kill {job_id}`",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 130
         if args.json:  # watch events carry counts; print the whole job, instances and all
             job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=reply.job_id))
     if args.json:
@@ -360,6 +371,8 @@ def _progress(job, bar: bool) -> str:
         f"{done}/{total} done, {c.running} running, {failed} failed, {c.pending} pending "
         f"[{job_state_name(job.state)}]"
     )
+    if c.pending and job.message:  # why instances wait (a gang that cannot fit, ...)
+        text += f": {job.message}"
     if not bar:
         return f"{job.job_id}: {text}"
     width = 30

@@ -317,3 +317,34 @@ async def test_job_commands_reach_the_batch_daemon_while_the_master_is_down(clus
     )  # fmt: skip
     assert direct.code == 0, direct.err
     assert json.loads(direct.out)["state"] == "JOB_SUCCEEDED"
+
+
+async def test_wait_says_why_a_job_waits_and_ctrl_c_says_it_keeps_running(cluster):
+    import signal
+    import subprocess
+    import sys
+
+    from harness import ROOT
+
+    # A gang of 6 instances of 1 cpu on two 2-cpu agents can never start.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agora.cli.main", "job", "submit", "--master",
+         cluster.master.address, "--gang", "--instances", "6", "--cpus", "1", "--mem", "16",
+         "--wait", "--", "true"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+
+    def read_until_reason() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "could hold at most" in line:
+                return
+
+    await asyncio.wait_for(asyncio.to_thread(read_until_reason), 60)
+    assert "[QUEUED]: " in lines[-1] and "4 of its 6 instances" in lines[-1], lines
+    proc.send_signal(signal.SIGINT)
+    _, err = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert proc.returncode == 130
+    assert "keeps running" in err and "agora job kill" in err and "Traceback" not in err
