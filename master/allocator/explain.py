@@ -66,6 +66,25 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
             continue
         fits.append(agent.agent_id)
 
+    if not fits and filtered:
+        # Its filters are not what stands in the way when nothing would fit anyway: say that
+        # first (a full cluster), as the operator's question is "why", not "which agents".
+        anywhere = [
+            a
+            for a in alloc.agents()
+            if a.active and a.free and alloc.role_offer(a, role) is not None
+        ]
+        if not anywhere:
+            free = [a.free for a in alloc.agents() if a.active and a.free]
+            total = free[0] if free else None
+            for more in free[1:]:
+                total = total + more
+            reasons.insert(
+                0,
+                "no free resources it could use on any agent, filtered or not (free now: "
+                f"{total.format() if total is not None and total.format() else 'nothing'})",
+            )
+            return reasons
     if not fits:
         mins = " | ".join(str(m) for m in alloc.min_allocatable) or "anything"
         holds = f"; it holds resources on {len(fw.allocated)} agent(s)" if fw.allocated else ""

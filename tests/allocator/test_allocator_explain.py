@@ -124,3 +124,21 @@ def test_the_allocator_satisfies_the_protocol_the_master_is_typed_against():
     for name in AllocatorProtocol.__dict__:
         if not name.startswith("_"):
             assert callable(getattr(allocator, name)), name
+
+
+def test_a_full_cluster_is_said_before_filters_that_change_nothing():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_framework("busy")
+    alloc.add_framework("idle")
+    alloc.add_agent("a0", AGENT, allocated={"busy": AGENT})  # busy holds a0 whole
+    alloc.add_agent("a1", Resources.of(cpus=1, mem=256))
+    (g,) = alloc.allocate(0.0)  # idle's share is the lowest: a1 is offered to it ...
+    assert (g.framework_id, g.agent_id) == ("idle", "a1")
+    alloc.recover("idle", "a1", g.resources, now=0.0, refuse_seconds=60.0)  # ... it declines
+    (g,) = alloc.allocate(0.0)
+    assert (g.framework_id, g.agent_id) == ("busy", "a1")  # and busy takes it
+    reasons = alloc.explain("idle", 1.0)
+    assert reasons[0] == (
+        "no free resources it could use on any agent, filtered or not (free now: nothing)"
+    )
+    assert reasons[1].startswith("filtered on 1 agent(s)")
