@@ -42,9 +42,11 @@ from agora.frameworks.sdk.transport import (
     SchedulerError,
     SchedulerTransport,
 )
+from agora.v1.common_pb2 import TaskState  # status.state == TaskState.TASK_FINISHED
 
 __all__ = [
     "TERMINAL_STATES",
+    "TaskState",
     "Backoff",
     "DaemonConfig",
     "Driver",

@@ -686,15 +686,27 @@ def run(
     **kwargs: object,
 ) -> None:
     """Blocking `run_async` (asyncio.run): returns when the framework calls `driver.stop()`."""
-    asyncio.run(
-        run_async(
-            framework,
-            master,
-            name,
-            role,
-            failover_timeout,
-            capabilities,
-            service_address,
-            **kwargs,  # type: ignore[arg-type]
+    if not structlog.is_configured():
+        # The SDK's own lines go to stderr (info and up), apart from what the framework prints;
+        # call agora.common.configure_logging first to choose otherwise.
+        from agora.common.logs import configure_logging
+
+        configure_logging("info")
+    try:
+        asyncio.run(
+            run_async(
+                framework,
+                master,
+                name,
+                role,
+                failover_timeout,
+                capabilities,
+                service_address,
+                **kwargs,  # type: ignore[arg-type]
+            )
         )
-    )
+    except KeyboardInterrupt:
+        # Ctrl-C: stop without a traceback. The master keeps the framework and its tasks for
+        # its failover timeout, so a restart with the same framework id takes them back.
+        log.info("interrupted (Ctrl-C)", failover_timeout=failover_timeout)
+        raise SystemExit(130) from None

@@ -110,11 +110,16 @@ def test_local_cluster_runs_hello_and_a_batch_job(tmp_path):
             + ["--master", master],
             cwd=ROOT,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
+        assert follower.stdout is not None
+        first = follower.stdout.readline()  # it is following: now end the task under it
         assert agora("app", "delete", "talker", "--master", master).returncode == 0
-        out, _ = follower.communicate(timeout=60)
-        assert follower.returncode == 0 and out.startswith("to-stdout\ntick 1\n")
+        with follower.stdout, follower.stderr:
+            out = follower.stdout.read()  # (not communicate(): readline buffered the rest)
+            assert follower.wait(timeout=60) == 0, follower.stderr.read()
+        assert (first + out).startswith("to-stdout\ntick 1\n")
     finally:
         local.stop()
 
