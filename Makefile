@@ -8,10 +8,13 @@ PROTOS  = $(wildcard protos/agora/v1/*.proto)
 .PHONY: install run test protos lint system-deps clean experiments
 
 # An editable install maps the packages that exist when it runs: adding one reinstalls.
+# setuptools' notice that an editable install's source folders could shadow the package (here
+# they are the package) is silenced; its other warnings still show.
 $(STAMP): pyproject.toml setup.py $(wildcard */__init__.py)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=lenient
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet -e '.[dev]' \
+		--config-settings editable_mode=lenient
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -24,7 +24,9 @@ for name, folder in FOLDERS.items():
     packages.append(name)
     packages.extend(f"{name}.{sub}" for sub in find_packages(folder))
 
-# Files served as they are: the dashboard's page, script and style.
-PACKAGE_DATA = {"agora.master.dashboard": ["static/*"]}
+# Files served as they are: the dashboard's page, script and style. Their folder is named as a
+# package too (setuptools sees any folder under a package as one, and warns otherwise).
+packages.append("agora.master.dashboard.static")
+PACKAGE_DATA = {"agora.master.dashboard.static": ["*"]}
 
 setup(packages=packages, package_dir=FOLDERS, package_data=PACKAGE_DATA)

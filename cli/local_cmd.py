@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
-import tempfile
+import sys
 from pathlib import Path
 
 from agora.cli.errors import CommandError, UsageError
@@ -48,7 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--work-dir",
         type=Path,
         default=None,
-        help="where the master's state and the agents' sandboxes go (default: a new temp dir)",
+        help="where the master's state, the frameworks' jobs and apps and the agents' sandboxes "
+        f"go, kept across restarts (default {default_work_dir()})",
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="empty the work dir first: no jobs, apps, agents or tasks from an earlier run",
     )
     p.add_argument(
         "--agent-resources",
@@ -130,9 +137,28 @@ def _run(args: argparse.Namespace) -> int:
     if args.masters > 1 and args.port == 0:
         raise UsageError("--masters needs a fixed --port (the masters use --port, --port+1, ...)")
     setup_logging(args)
-    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="agora-local-"))
+    work_dir = args.work_dir or default_work_dir()
+    if args.fresh and work_dir.exists():
+        shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     return asyncio.run(_serve(args, work_dir))
+
+
+def _agora_command() -> str:
+    """How this `agora` was run, as a user can type it again (.venv/bin/agora before the
+    virtual environment is activated)."""
+    argv0 = sys.argv[0]
+    if os.path.basename(argv0) == "agora":
+        relative = os.path.relpath(argv0)
+        return argv0 if relative.startswith("..") else relative
+    return f"{sys.executable} -m agora.cli.main"
+
+
+def default_work_dir() -> Path:
+    """$XDG_STATE_HOME/agora/local (~/.local/state/agora/local): one folder, reused by every
+    start, so a restarted local cluster has its jobs, apps and running tasks back."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "agora" / "local"
 
 
 async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
@@ -234,8 +260,10 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
             print(f"agent metrics on {agent.metrics_url}/metrics", flush=True)
         print(f"batch metrics on {batch.metrics_url}/metrics", flush=True)
         print(f"services metrics on {services.metrics_url}/metrics", flush=True)
-    print(f"{len(agents)} agents; work dir {work_dir}", flush=True)
-    print(f"try: AGORA_MASTER={master_address} agora cluster agents", flush=True)
+    print(
+        f"{len(agents)} agents; work dir {work_dir} (kept for the next start; --fresh empties it)"
+    )
+    print(f"try: {_agora_command()} cluster agents --master {master_address}", flush=True)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -215,3 +215,44 @@ def test_local_with_three_masters_fails_over_when_the_leader_is_killed(tmp_path)
         assert job.returncode == 0, job.stdout + job.stderr  # 0: the job succeeded
     finally:
         local.stop(timeout=30)
+
+
+def test_local_keeps_its_jobs_across_restarts_and_fresh_starts_clean(tmp_path):
+    work = tmp_path / "state"
+
+    def start(*extra: str) -> Daemon:
+        local = Daemon(
+            ["local", "--port", "0", "--agents", "1", "--work-dir", str(work), *extra],
+            tmp_path / "local.log",
+        ).start(timeout=60)
+        eventually(
+            lambda: any("batch listening on" in line for line in local.lines),
+            timeout=30,
+            message="the batch framework",
+        )
+        return local
+
+    def jobs(master: str) -> str:
+        result = agora("job", "list", "--master", master)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    local = start()
+    try:
+        done = agora(
+            "job", "submit", "--master", local.address, "--name", "keep-me", "--wait",
+            "--", "true",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    finally:
+        local.stop()
+    local = start()  # the same folder: the job is still there
+    try:
+        eventually(lambda: "keep-me" in jobs(local.address), timeout=30, message="the old job")
+    finally:
+        local.stop()
+    local = start("--fresh")
+    try:
+        assert "keep-me" not in jobs(local.address)
+    finally:
+        local.stop()
