@@ -78,6 +78,25 @@ def test_local_cluster_runs_hello_and_a_batch_job(tmp_path):
         )
         assert job.returncode == 0, job.stdout + job.stderr + local.log_tail()
 
+        # Output cut short by a closed pipe (`| head`) ends quietly: no traceback, exit 0 or
+        # 141 (SIGPIPE), as any Unix command's.
+        big = agora(
+            "job", "submit", "--master", master, "--name", "big", "--wait", "--json",
+            "--", "python3", "-c", "print('x' * 1000000)",
+        )  # fmt: skip
+        assert big.returncode == 0, big.stderr
+        big_id = json.loads(big.stdout)["job_id"]
+        piped = subprocess.run(
+            [
+                "bash", "-c",
+                f"{sys.executable} -m agora.cli.main job logs {big_id} --master {master} "
+                "| head -c 10; exit ${PIPESTATUS[0]}",
+            ],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert piped.stdout == "x" * 10
+        assert piped.returncode in (0, 141) and "Traceback" not in piped.stderr, piped.stderr
+
         # Any framework's task output, found through the master: hello's tasks.
         tasks = json.loads(agora("cluster", "tasks", "--json", "--master", master).stdout)
         hello_3 = next(t["task_id"] for t in tasks if t["name"] == "hello-3")
