@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from agora.cli.errors import CommandError
@@ -194,6 +195,13 @@ def _get(args: argparse.Namespace) -> int:
         print(f"constraints: {text}")
     if status.waiting_reason:
         print(f"waiting:    {status.waiting_reason}")
+    for label, text, at in (
+        ("last failure", status.last_failure, status.last_failure_at),
+        ("last failed health check", status.last_health_failure, status.last_health_failure_at),
+    ):
+        if text:
+            ago = max(0.0, time.time() - at)
+            print(f"{label}: {text} ({ago:.0f} s ago)")
     for d in status.deployments:
         print(
             f"deployment: {d.from_versions} -> {d.to_version}: {d.old_instances} old, "

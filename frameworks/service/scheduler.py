@@ -64,6 +64,9 @@ class AppRecord:
     offer_note: str = ""
     watchers: set[asyncio.Queue] = field(default_factory=set)
     last_endpoints: tuple = ()
+    # What people ask first of an app that keeps restarting: the last failure of each kind.
+    last_failure: tuple[str, float] = ("", 0.0)
+    last_health_failure: tuple[str, float] = ("", 0.0)
 
 
 def _backoff_for(app: App) -> RestartBackoff:
@@ -109,7 +112,7 @@ class ServiceScheduler(Framework):
 
     def status(self, app_id: str) -> services_pb2.AppStatus:
         record = self.apps[app_id]
-        return views.app_status(
+        status = views.app_status(
             record.app,
             self.instances_of(app_id),
             record.backoff,
@@ -117,6 +120,9 @@ class ServiceScheduler(Framework):
             record.unplaceable,
             self.clock(),
         )
+        status.last_failure, status.last_failure_at = record.last_failure
+        status.last_health_failure, status.last_health_failure_at = record.last_health_failure
+        return status
 
     # --- API operations (called by the gRPC servicer) ----------------------------------------
 
@@ -423,6 +429,11 @@ class ServiceScheduler(Framework):
         instance.message = status.message
         if status.HasField("healthy"):
             instance.healthy = status.healthy
+            if not status.healthy and record is not None:
+                record.last_health_failure = (
+                    f"task {status.task_id}: {status.message or 'health check failed'}",
+                    time.time(),
+                )
         if status.agent_id:
             instance.agent_id = status.agent_id
         if is_over(status.state):
@@ -435,6 +446,11 @@ class ServiceScheduler(Framework):
                 or instance.kill_reason.startswith("not running")
             )
             if record is not None and failed:
+                record.last_failure = (
+                    f"task {status.task_id} {state_name(status.state)}: "
+                    f"{status.message or instance.kill_reason or 'no message'}",
+                    time.time(),
+                )
                 until = record.backoff.failed(now)
                 bound.warning(
                     "instance ended; replacing it after backoff",

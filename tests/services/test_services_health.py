@@ -69,8 +69,13 @@ async def test_an_unhealthy_instance_is_killed_and_replaced(cluster):
         return sick.task_id not in ids and current.healthy == 3 and len(ids) == 3
 
     await eventually_async(replaced, timeout=60, message="the sick instance replaced")
-    ids = {t.task_id for t in (await cluster.get("doc")).tasks}
+    current = await cluster.get("doc")
+    ids = {t.task_id for t in current.tasks}
     assert {t.task_id for t in well} <= ids  # the healthy ones were left alone
+    # The app says what went wrong, and when: the failed check and the instance it cost.
+    assert current.last_health_failure.startswith(f"task {sick.task_id}: ")
+    assert current.last_failure.startswith(f"task {sick.task_id} KILLED: ")
+    assert current.last_failure_at >= current.last_health_failure_at > 0
 
 
 async def test_a_health_check_storm_kills_at_most_what_may_be_down(cluster, tmp_path):
