@@ -224,6 +224,7 @@ def task_row(t: operator_pb2.TaskSummary) -> dict:
         "state": _state_name(t.state),
         "resources": _res(t.resources),
         "message": t.last_status.message,
+        "reason": t.last_status.reason,
     }
 
 

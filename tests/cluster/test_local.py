@@ -97,6 +97,21 @@ def test_local_cluster_runs_hello_and_a_batch_job(tmp_path):
         assert piped.stdout == "x" * 10
         assert piped.returncode in (0, 141) and "Traceback" not in piped.stderr, piped.stderr
 
+        # A task killed by its memory limit says so in every view.
+        hog = agora(
+            "job", "submit", "--master", master, "--name", "hog", "--mem", "32", "--wait",
+            "--json", "--", "python3", "-c", "b = bytearray(300 * 1024 * 1024); b[::4096] = "
+            "b'1' * len(b[::4096])",
+        )  # fmt: skip
+        assert hog.returncode == 1, hog.stderr  # the job FAILED
+        hog_id = json.loads(hog.stdout)["job_id"]
+        status = agora("job", "status", hog_id, "--master", master)
+        assert "memory limit of 32 MB exceeded" in status.stdout, status.stdout
+        tasks = agora("cluster", "tasks", "--json", "--master", master)
+        [row] = [t for t in json.loads(tasks.stdout) if t["task_id"].startswith(hog_id)]
+        assert row["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY"
+        assert "memory limit of 32 MB exceeded" in row["message"]
+
         # Any framework's task output, found through the master: hello's tasks.
         tasks = json.loads(agora("cluster", "tasks", "--json", "--master", master).stdout)
         hello_3 = next(t["task_id"] for t in tasks if t["name"] == "hello-3")
