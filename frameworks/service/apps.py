@@ -25,6 +25,8 @@ App = services_pb2.App
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 MAX_PORTS = 100
+# Instances of one app (Marathon has no such limit; a typo of 2^31-1 should not be taken).
+MAX_INSTANCES = 10_000
 # Health check defaults for fields left at 0 (Marathon's, shortened: services here start fast).
 HEALTH_DEFAULTS = {
     "grace_period_seconds": 60.0,
@@ -62,8 +64,10 @@ def normalize(app: App) -> App:
         raise AppError(f"app {app_id}: give cmd (a shell line) or args (argv), not both")
     if not out.cmd.strip() and not (out.args and out.args[0]):
         raise AppError(f"app {app_id} has no command: set cmd (a shell line) or args (argv)")
-    if out.instances < 0:
-        raise AppError(f"app {app_id}: instances must be 0 or more, got {out.instances}")
+    if not 0 <= out.instances <= MAX_INSTANCES:
+        raise AppError(
+            f"app {app_id}: instances must be between 0 and {MAX_INSTANCES}, got {out.instances}"
+        )
     _positive("cpus", out.cpus, app_id)
     _positive("mem", out.mem, app_id)
     _positive("disk", out.disk, app_id, allow_zero=True)

@@ -174,8 +174,10 @@ class ServiceScheduler(Framework):
 
     async def scale_app(self, app_id: str, instances: int) -> App:
         record = self._record(app_id)
-        if instances < 0:
-            raise appdefs.AppError(f"instances must be 0 or more, got {instances}")
+        if not 0 <= instances <= appdefs.MAX_INSTANCES:
+            raise appdefs.AppError(
+                f"instances must be between 0 and {appdefs.MAX_INSTANCES}, got {instances}"
+            )
         app = App()
         app.CopyFrom(record.app)
         app.instances = instances

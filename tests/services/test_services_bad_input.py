@@ -43,7 +43,8 @@ def app(**fields) -> S.App:
         (dict(cmd=""), ["has no command"]),
         (dict(cpus=0), ["cpus must be more than 0"]),
         (dict(mem=-1), ["mem must be more than 0"]),
-        (dict(instances=-2), ["instances must be 0 or more"]),
+        (dict(instances=-2), ["instances must be between 0 and 10000"]),
+        (dict(instances=2**31 - 1), ["instances must be between 0 and 10000, got 2147483647"]),
         (dict(id="Not OK"), ["app id 'Not OK' is not valid"]),
         (
             dict(constraints=[S.Constraint(field="hostname", operator="CLOSE_TO")]),
@@ -110,13 +111,14 @@ async def test_unknown_app_is_not_found(cluster):
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_negative_scale_is_refused(cluster):
+async def test_negative_or_huge_scale_is_refused(cluster):
     await cluster.put(app())
-    await refused(
-        cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=-1)),
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "0 or more",
-    )
+    for instances in (-1, 2**31 - 1):
+        await refused(
+            cluster.stub.ScaleApp(S.ScaleAppRequest(id="bad", instances=instances)),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"between 0 and 10000, got {instances}",
+        )
     assert (await cluster.get("bad")).app.instances == 0
 
 

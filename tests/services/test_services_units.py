@@ -341,7 +341,7 @@ def test_malformed_app_files_say_where(text, source, message):
         (dict(id="web", cpus=1, mem=1), "has no command"),
         (dict(id="web", cmd="x", cpus=0, mem=1), "cpus must be more than 0"),
         (dict(id="web", cmd="x", cpus=1, mem=-5), "mem must be more than 0"),
-        (dict(id="web", cmd="x", cpus=1, mem=1, instances=-1), "instances must be 0 or more"),
+        (dict(id="web", cmd="x", cpus=1, mem=1, instances=-1), "instances must be between 0"),
         (
             dict(id="web", cmd="x", cpus=1, mem=1, constraints=[["hostname", "NEAR", "x"]]),
             "unknown operator 'NEAR'",
