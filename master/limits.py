@@ -8,9 +8,11 @@ that 10 MB names, 100,000 labels or 200,000 reconcile ids cannot be sent for fre
 
 from __future__ import annotations
 
+import inspect
+
 import grpc
 
-from agora.master.errors import CallError
+from agora.master.errors import CallError, abort
 
 __all__ = [
     "MAX_ACKS_PER_CALL",
@@ -26,6 +28,8 @@ __all__ = [
     "check_register_size",
     "check_task_size",
     "check_text",
+    "check_request_strings",
+    "RequestLimits",
 ]
 
 MAX_ID_LENGTH = 256  # task, framework, agent and offer ids
@@ -122,3 +126,58 @@ def check_task_size(task) -> None:
                 where,
                 f"asks for cpus {r.scalar:g}; the smallest a task may ask for is {MIN_TASK_CPUS:g}",
             )
+
+
+def check_request_strings(message, depth: int = 0) -> None:
+    """Ids and names in a request (its own fields and those of the messages it lists, such as
+    Reconcile's tasks): past MAX_ID_LENGTH or MAX_NAME_LENGTH, INVALID_ARGUMENT naming the field,
+    before anything looks them up, stores or logs them (and echoes them back in full)."""
+    for field, value in message.ListFields():
+        name = field.name
+        if field.type == field.TYPE_STRING:
+            limit = MAX_ID_LENGTH if name.endswith(("_id", "_ids")) else None
+            if name in ("role", "framework", "name", "principal", "hostname", "user"):
+                limit = MAX_NAME_LENGTH
+            if limit is None:
+                continue
+            for text in value if field.is_repeated else (value,):
+                check_text(name, text, limit)
+        elif field.type == field.TYPE_MESSAGE and depth < 2:
+            if field.message_type.GetOptions().map_entry:
+                continue
+            for item in value if field.is_repeated else (value,):
+                check_request_strings(item, depth + 1)
+
+
+class RequestLimits(grpc.aio.ServerInterceptor):
+    """Runs check_request_strings on every request of a unary-request method, so no handler
+    sees an id of megabytes (the streaming AgentLink checks its messages itself)."""
+
+    async def intercept_service(self, continuation, details):
+        handler = await continuation(details)
+        if handler is None or handler.request_streaming:
+            return handler
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(request, context):
+                try:
+                    check_request_strings(request)
+                except CallError as e:
+                    await abort(context, e)
+                return await inner(request, context)
+
+            return handler._replace(unary_unary=unary)
+        inner_stream = handler.unary_stream
+        if not inspect.isasyncgenfunction(inner_stream):
+            return handler  # a stream written with context.write(): left to its handler
+
+        async def stream(request, context):
+            try:
+                check_request_strings(request)
+            except CallError as e:
+                await abort(context, e)
+            async for reply in inner_stream(request, context):
+                yield reply
+
+        return handler._replace(unary_stream=stream)

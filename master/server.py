@@ -15,7 +15,7 @@ from agora.common.http import HttpServer
 from agora.common.masters import MasterInfo
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
-from agora.master import views
+from agora.master import limits, views
 from agora.master.acls import AclError, load_acls
 from agora.master.agent_link_service import AgentLinkService
 from agora.master.allocator import AllocatorProtocol
@@ -122,7 +122,7 @@ class Master:
         self.core.counts.observe_offer_latency = self.metrics.offer_latency_seconds.observe
         self.core.recover_state()
         server = new_server(
-            interceptors=[self.metrics.grpc],
+            interceptors=[self.metrics.grpc, limits.RequestLimits()],
             credentials=self.config.credentials,
             on_auth_failure=lambda reason, method: self.metrics.authentication_failures.labels(
                 reason
