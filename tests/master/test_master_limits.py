@@ -3,6 +3,8 @@ INVALID_ARGUMENT naming the field, the size and the limit, and the master keeps 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 
@@ -194,3 +196,56 @@ async def test_a_framework_that_stops_reading_is_cut_off_and_can_fail_over():
     finally:
         await channel.close()
         await master.stop()
+
+
+def test_a_reader_that_never_reads_cannot_grow_the_masters_memory(tmp_path):
+    """The probe that took a master from 56 MB to 1.75 GB: Reconcile floods on a Subscribe
+    stream that is never read. Now the stream is cut past --max-send-queue, and the master's
+    RSS (read from /proc) stays within a bound."""
+    import time
+
+    from harness import Daemon
+
+    from agora.common.rpc import CHANNEL_OPTIONS
+    from agora.v1 import operator_pb2, operator_pb2_grpc, scheduler_pb2_grpc
+
+    master = Daemon(
+        ["master", "--port", "0", "--state-dir", str(tmp_path / "m"), "--max-send-queue", "20000"],
+        tmp_path / "master.log",
+    ).start()
+
+    def rss_mb() -> float:
+        status = Path(f"/proc/{master.proc.pid}/status").read_text()
+        line = next(row for row in status.splitlines() if row.startswith("VmRSS"))
+        return int(line.split()[1]) / 1024
+
+    try:
+        channel = grpc.insecure_channel(master.address, options=CHANNEL_OPTIONS)
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        stream = stub.Subscribe(
+            scheduler_pb2.SubscribeRequest(framework=framework_info("hog", failover_timeout=60))
+        )
+        subscribed = next(stream).subscribed  # and never read again
+        ids = dict(framework_id=subscribed.framework_id, stream_id=subscribed.stream_id)
+        before = peak = rss_mb()
+        tasks = [scheduler_pb2.ReconcileRequest.Task(task_id=f"ghost-{i}") for i in range(10_000)]
+        cut = False
+        for _ in range(60):  # up to 600,000 answers for a reader that reads none
+            try:
+                stub.Reconcile(scheduler_pb2.ReconcileRequest(**ids, tasks=tasks), timeout=30)
+            except grpc.RpcError as e:  # cut off: its stream is no longer current
+                cut = e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND)
+                break
+            peak = max(peak, rss_mb())
+        time.sleep(0.5)
+        peak = max(peak, rss_mb())
+        ops = operator_pb2_grpc.OperatorStub(channel)
+        frameworks = ops.ListFrameworks(operator_pb2.ListFrameworksRequest(), timeout=10)
+        [hog] = [f for f in frameworks.frameworks if f.info.framework_id == ids["framework_id"]]
+        assert cut or not hog.connected, "the master kept queueing for a reader that never reads"
+        print(f"master RSS {before:.0f} MB before, {peak:.0f} MB at most")
+        assert peak - before < 200, f"master RSS grew from {before:.0f} to {peak:.0f} MB"
+        stream.cancel()
+        channel.close()
+    finally:
+        master.stop()
