@@ -198,6 +198,8 @@ class AgentHandling:
                     reason="REASON_TASK_UNKNOWN",
                     message=f"agent {agent_id} re-registered without this task",
                 )
+        for framework_id in list(self._reaping):  # a torn-down framework's last task may be gone
+            self._reaped(framework_id)
         return shutdown
 
     def _end_task(
@@ -247,6 +249,8 @@ class AgentHandling:
                 reason="REASON_AGENT_REMOVED",
                 message=f"agent {agent_id} removed: {reason}",
             )
+        for framework_id in list(self._reaping):  # tasks of torn-down frameworks went too
+            self._reaped(framework_id)
         if self._in_allocator(agent):
             self.allocator.remove_agent(agent_id)
         for framework in self.reg.frameworks.values():
@@ -295,6 +299,14 @@ class AgentHandling:
             # Nobody will acknowledge it: do so now, or the agent resends forever.
             if status.uuid:
                 self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            task = self.reg.tasks.get((framework_id, status.task_id))
+            if task is not None and task.agent_id == agent.agent_id and is_terminal(status.state):
+                # A torn-down framework's task is gone at last: its resources are free now.
+                task.state, task.last_status = status.state, status
+                self._recover(framework_id, task.agent_id, task.resources)
+                self.reg.complete_task(task)
+                self._reaped(framework_id)
+                self.wake_allocation(task.agent_id)
             bound.info("status update for a removed framework acknowledged")
             return
         task = self.reg.find_task(framework_id, status.task_id)

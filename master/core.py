@@ -85,6 +85,9 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         # and have not been looked at by a cycle since: the start of the offer latency.
         self._freed_at: dict[str | None, float] = {}
         self.counts = MasterCounters()
+        # Torn-down frameworks whose tasks' processes have not ended yet: the allocator keeps
+        # their resources in use until the agents report each task gone (frameworks.teardown).
+        self._reaping: set[str] = set()
         # Set by Master.stop: streams ending now are the master's doing, not peers leaving.
         self.stopping = False
 
@@ -127,7 +130,7 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         if (
             resources
             and self._in_allocator(self.reg.agents.get(agent_id))
-            and framework_id in self.reg.frameworks
+            and (framework_id in self.reg.frameworks or framework_id in self._reaping)
         ):
             try:
                 self.allocator.recover(
@@ -141,6 +144,14 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
                     agent_id=agent_id,
                     resources=str(resources),
                 )
+
+    def _reaped(self, framework_id: str) -> None:
+        """A torn-down framework's last task is gone: the allocator forgets it now."""
+        if framework_id in self._reaping and not self.reg.tasks_of_framework(framework_id):
+            self._reaping.discard(framework_id)
+            self.allocator.remove_framework(framework_id)
+            log.info("torn-down framework's tasks all ended", framework_id=framework_id)
+            self.wake_allocation()
 
     def _rescind(
         self, offer: Offer, why: str, *, notify: bool = True, recover: bool = True

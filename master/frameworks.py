@@ -9,6 +9,7 @@ import grpc
 import structlog
 
 from agora.common import new_id
+from agora.common.task_states import is_terminal
 from agora.master.errors import CallError, Reason
 from agora.master.registry import (
     Framework,
@@ -152,8 +153,10 @@ class FrameworkHandling:
         log.info("tearing down framework", framework_id=framework_id, reason=reason)
         if framework.failover_timer is not None:
             framework.failover_timer.cancel()
-        for offer in self.reg.offers_of_framework(framework_id):
+        dropped = [
             self.reg.drop_offer(offer.offer_id, "framework torn down")
+            for offer in self.reg.offers_of_framework(framework_id)
+        ]
         for agent in self.reg.agents.values():
             if agent.connected:
                 agent.session.send(
@@ -163,18 +166,41 @@ class FrameworkHandling:
                         )
                     )
                 )
+        # Its tasks are being killed (agents got ShutdownFramework); a task's resources are not
+        # offered again until its agent reports it gone, which may take its kill grace period
+        # (Mesos frees them only then too). Tasks of agents that cannot say so end now.
+        reaping = False
+        ended_now = []
         for task in self.reg.tasks_of_framework(framework_id):
-            task.state = common_pb2.TASK_KILLED
-            task.last_status = master_status(
+            agent = self.reg.agents.get(task.agent_id)
+            status = master_status(
                 task.task_id,
-                common_pb2.TASK_KILLED,
+                common_pb2.TASK_KILLING,
                 framework_id=framework_id,
                 agent_id=task.agent_id,
-                message=f"framework torn down: {reason}",
+                message=f"framework torn down ({reason}); waiting for the task to end",
                 reason="REASON_FRAMEWORK_REMOVED",
             )
+            if agent is not None and agent.connected and not is_terminal(task.state):
+                task.state, task.last_status = common_pb2.TASK_KILLING, status
+                reaping = True
+                continue
+            status.state = common_pb2.TASK_KILLED
+            status.message = f"framework torn down: {reason}"
+            task.state, task.last_status = common_pb2.TASK_KILLED, status
             self.reg.complete_task(task)
-        self.allocator.remove_framework(framework_id)
+            ended_now.append(task)
+        if reaping:
+            self._reaping.add(framework_id)
+            self.allocator.deactivate_framework(framework_id)
+            # The allocator keeps the framework for now: give back what it no longer holds.
+            for task in ended_now:
+                self._recover(framework_id, task.agent_id, task.resources)
+            for offer in dropped:
+                if offer is not None:
+                    self._recover(framework_id, offer.agent_id, offer.resources)
+        else:
+            self.allocator.remove_framework(framework_id)
         if framework.connected:
             framework.session.send(Event(error=Event.Error(message=f"framework removed: {reason}")))
             framework.session.close()

@@ -316,3 +316,44 @@ class _suppress_no_process:
 
     def __exit__(self, exc_type, exc, tb):
         return exc_type in (ProcessLookupError, PermissionError)
+
+
+async def test_a_torn_down_frameworks_resources_wait_for_its_processes_to_end(cluster):
+    """A task that ignores SIGTERM keeps its resources through its kill grace period: while
+    its process lives, nobody is offered them (the probe found them re-offered at once)."""
+    agent = cluster.start_agent(resources="cpus:1;mem:256;disk:256")
+    await eventually_async(lambda: operator_agents(cluster.master.address), message="agent")
+    stubborn = Recorder()
+    async with running(stubborn, cluster.master.address, name="stubborn") as fw:
+        spec = TaskSpec(
+            "stubborn",
+            cpus=1,
+            mem=64,
+            task_id=new_task_id("stubborn"),
+            command="trap '' TERM; while true; do sleep 0.1; done",
+            kill_grace_period_seconds=6,
+        )
+        await fw.launch(spec)
+        await fw.wait_state(spec.task_id, "TASK_RUNNING")
+        pid = (await agent_task(agent.address, spec.task_id)).pid
+        await fw.driver.teardown()
+    async with running(Recorder(), cluster.master.address, name="waiting") as waiting:
+        # Its process is still there (SIGTERM ignored, grace 6 s): its cpu is not offered.
+        tasks = await asyncio.to_thread(cluster_json, "tasks", cluster.master.address)
+        [row] = [t for t in tasks if t["task_id"] == spec.task_id]
+        assert row["state"] == "TASK_KILLING" and "waiting for the task to end" in row["message"]
+        [summary] = await operator_agents(cluster.master.address)
+        agent_id = summary.info.agent_id
+        first = await waiting.wait_offer_from(agent_id)  # what is free: its memory, not its cpu
+        assert "cpus" not in {r.name for r in first.resources}, first
+        assert not gone(pid)  # and the process was still there when that was offered
+
+        def cpus_offered() -> bool:
+            return any(r.name == "cpus" for o in waiting.offers.values() for r in o.resources)
+
+        # Once SIGKILL ends it, the agent says so and the cpu is offered again.
+        await eventually_async(lambda: gone(pid), timeout=30, message="the task killed")
+        await eventually_async(cpus_offered, timeout=30, message="the cpu offered again")
+        tasks = await asyncio.to_thread(cluster_json, "tasks", cluster.master.address)
+        [row] = [t for t in tasks if t["task_id"] == spec.task_id]
+        assert row["state"] == "TASK_KILLED"
