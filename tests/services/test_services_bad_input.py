@@ -127,3 +127,29 @@ async def test_the_daemon_keeps_serving_after_bad_input(cluster):
     reply = await cluster.put(web_app("fine", 1))
     assert reply.created
     await cluster.healthy_endpoints("fine", 1)
+
+
+async def test_a_backtracking_like_pattern_stalls_nothing(cluster):
+    """The probe's `(?:.?){56}X` froze the master's loop for 55 s with a backtracking engine
+    (agents removed, a bystander's task lost). With RE2 it is one more constraint that fits no
+    agent, said as such, and the bystander runs on."""
+    from harness import eventually_async
+
+    await cluster.put(app(id="bystander", instances=1))
+
+    async def bystander_running():
+        status = await cluster.get("bystander")
+        return status if status.running == 1 else None
+
+    before = (await eventually_async(bystander_running, timeout=30)).tasks[0].task_id
+    hostile = S.Constraint(field="hostname", operator="LIKE", value="(?:.?){56}X")
+    await cluster.put(app(id="hostile", instances=1, constraints=[hostile]))
+
+    async def said_why():
+        status = await cluster.get("hostile")
+        return status if "(?:.?){56}X" in status.waiting_reason else None
+
+    waiting = await eventually_async(said_why, timeout=30, message="the constraint judged")
+    assert waiting.running == 0
+    after = await cluster.get("bystander")
+    assert [t.task_id for t in after.tasks] == [before] and after.running == 1
