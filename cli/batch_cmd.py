@@ -40,8 +40,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="wait before the first retry of a failed instance; doubles each time, up to 60 s "
         "(default: %(default)s)",
     )
+    parser.add_argument(
+        "--max-finished-jobs",
+        type=_count,
+        default=10_000,
+        metavar="N",
+        help="finished jobs remembered (listed, their logs found), the oldest forgotten first "
+        "(default: %(default)s)",
+    )
     add_log_flags(parser)
     parser.set_defaults(func=run)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -71,5 +89,6 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         retry_backoff_seconds=args.retry_backoff,
         retry_backoff_max_seconds=max(60.0, args.retry_backoff),
+        max_finished_jobs=args.max_finished_jobs,
     )
     return asyncio.run(serve("batch", BatchDaemon, config))

@@ -417,7 +417,8 @@ def _soak_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="history the daemons keep (ended tasks per framework, torn-down frameworks, an "
-        "agent's completed tasks; default theirs, 1000): small, it fills within the run",
+        "agent's completed tasks, finished batch jobs; default theirs): small, it fills "
+        "within the run",
     )
 
 

@@ -77,7 +77,7 @@ class SoakConfig:
     drain: float = 180.0
     seed: int = 1
     # History the daemons keep (master: ended tasks per framework and torn-down frameworks;
-    # agents: completed runs); None: their defaults (1000 each).
+    # agents: completed runs; batch: finished jobs); None: their defaults.
     history: int | None = None
 
 
@@ -125,6 +125,7 @@ class Cluster:
             self.argv["master"] += [
                 "--max-completed-tasks-per-framework", n, "--max-removed-frameworks", n,
             ]  # fmt: skip
+            self.argv["batch"] += ["--max-finished-jobs", n]
             for i in range(cfg.agents):
                 self.argv[f"agent-{i}"] += ["--max-completed-tasks", n]
         self.daemons: dict[str, Daemon] = {}

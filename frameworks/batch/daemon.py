@@ -47,6 +47,7 @@ class BatchConfig:
     retry_backoff_seconds: float = 1.0  # before the first retry; doubles up to the max
     retry_backoff_max_seconds: float = 60.0
     decline_refuse_seconds: float = 1.0  # unusable offers while work waits
+    max_finished_jobs: int = 10_000  # finished jobs remembered, the oldest forgotten first
     idle_refuse_seconds: float = 15.0  # offers while nothing waits (we also suppress;
     # bounded, so that a revive lost on the way costs seconds, not minutes)
 
@@ -96,6 +97,7 @@ class BatchDaemon(FrameworkDaemon):
             backoff=Backoff(config.retry_backoff_seconds, 2.0, config.retry_backoff_max_seconds),
             decline_refuse_seconds=config.decline_refuse_seconds,
             idle_refuse_seconds=config.idle_refuse_seconds,
+            max_finished_jobs=config.max_finished_jobs,
         )
         from prometheus_client import Histogram
 

@@ -59,8 +59,12 @@ class BatchScheduler(Framework):
         decline_refuse_seconds: float = 1.0,
         idle_refuse_seconds: float = 15.0,
         clock: Callable[[], float] = time.time,
+        max_finished_jobs: int = 10_000,
     ) -> None:
         self.store = store
+        # Finished jobs kept (listed, their logs found), the oldest forgotten first: jobs are
+        # free to submit, so their history may not grow for ever.
+        self.max_finished_jobs = max_finished_jobs
         self.policy_name = policy
         self.sort_key = get_policy(policy)  # ValueError on a bad name, at start-up
         self.role = role or UNRESERVED
@@ -87,8 +91,25 @@ class BatchScheduler(Framework):
         self._offers_wanted = 0  # see _want_offers
         self._background: set[asyncio.Task] = set()
         self._log = log.bind(policy=policy)
+        self.forget_old_jobs()
 
     # --- the book of jobs (called by the servicer) ------------------------------------------
+
+    def forget_old_jobs(self) -> list[str]:
+        """Forgets the finished jobs (ended, no task left) beyond max_finished_jobs, the ones
+        that ended first; returns their ids."""
+        finished = [j for j in self.jobs.values() if st.is_finished(j)]
+        excess = len(finished) - self.max_finished_jobs
+        if excess <= 0:
+            return []
+        finished.sort(key=lambda j: (j.ended_at, j.sequence))
+        gone = [j.job_id for j in finished[:excess]]
+        for job_id in gone:
+            del self.jobs[job_id]
+            self._notes.pop(job_id, None)
+        self.store.delete_jobs(gone)
+        self._log.info("forgot finished jobs past the bound", count=len(gone))
+        return gone
 
     def submit(self, spec: batch_pb2.JobSpec, note: str = "") -> batch_pb2.Job:
         """Stores a new QUEUED job (the spec is already validated) and asks for offers.
@@ -104,6 +125,7 @@ class BatchScheduler(Framework):
             job.message = f"{job.message}; {note}"
         self.store.put_job(job)
         self.jobs[job.job_id] = job
+        self.forget_old_jobs()
         self._log.info(
             "job submitted",
             job_id=job.job_id,

@@ -53,6 +53,17 @@ class JobStore(StateStore):
             raise
         self._db.execute("COMMIT")
 
+    def delete_jobs(self, job_ids: list[str]) -> None:
+        self._db.execute("BEGIN")
+        try:
+            for job_id in job_ids:
+                self._db.execute("DELETE FROM instances WHERE job_id = ?", (job_id,))
+                self._db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def load_jobs(self) -> list[batch_pb2.Job]:
         jobs: dict[str, batch_pb2.Job] = {}
         for (data,) in self._db.execute("SELECT data FROM jobs ORDER BY sequence"):

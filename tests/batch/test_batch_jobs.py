@@ -348,3 +348,24 @@ async def test_wait_says_why_a_job_waits_and_ctrl_c_says_it_keeps_running(cluste
     _, err = await asyncio.to_thread(proc.communicate, timeout=30)
     assert proc.returncode == 130
     assert "keeps running" in err and "agora job kill" in err and "Traceback" not in err
+
+
+async def test_only_the_newest_finished_jobs_are_remembered(tmp_path):
+    c = await BatchCluster(tmp_path, batch_overrides={"max_finished_jobs": 2}).start()
+    try:
+        ids = []
+        for _ in range(4):
+            job_id = await c.submit("true")
+            await c.wait_state(job_id, B.JOB_SUCCEEDED)
+            ids.append(job_id)
+        await c.submit("sleep 30")  # a submission forgets what is past the bound
+        listed = [j.job_id for j in (await c.stub.ListJobs(B.ListJobsRequest())).jobs]
+        assert ids[:2] == [i for i in ids if i not in listed]  # the two oldest forgotten
+        assert ids[2:] == [i for i in listed if i in ids]
+        # In the store too: a restarted daemon remembers the same.
+        await c.stop_batch()
+        await c.start_batch()
+        again = [j.job_id for j in (await c.stub.ListJobs(B.ListJobsRequest())).jobs]
+        assert [i for i in again if i in ids] == ids[2:]
+    finally:
+        await c.stop()
