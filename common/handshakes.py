@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import queue
 import re
 import sys
 import threading
@@ -78,11 +79,27 @@ def watch(on_refusal: Callable[[str, str], None]) -> None:
     _handler = on_refusal
 
 
+_refusals: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+
+
 def _dispatch(reason: str, words: str) -> None:
-    if _handler is not None:
-        _handler(reason, words)
-    else:
-        _write(_original_stderr or 2, f"TLS handshake refused: {words} ({reason})\n".encode())
+    # Handed to another thread: the handler logs, to stderr, which is the pipe this thread is
+    # the only reader of; writing it from here could block on a full pipe for ever.
+    _refusals.put((reason, words))
+
+
+def _report() -> None:
+    while True:
+        reason, words = _refusals.get()
+        try:
+            if _handler is not None:
+                _handler(reason, words)
+            else:
+                _write(
+                    _original_stderr or 2, f"TLS handshake refused: {words} ({reason})\n".encode()
+                )
+        except Exception:  # noqa: BLE001 - a failing counter must not stop the reporting
+            pass
 
 
 def _start_filter() -> bool:
@@ -101,6 +118,7 @@ def _start_filter() -> bool:
         target=_pump, args=(read_end, original, _dispatch), name="stderr-filter", daemon=True
     )
     thread.start()
+    threading.Thread(target=_report, name="handshake-reports", daemon=True).start()
 
     def finish() -> None:
         # At exit: put the real stderr back (closing the pipe's last write end), and let the
