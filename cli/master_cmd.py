@@ -19,6 +19,15 @@ from agora.cli.options import (
 )
 
 
+def _removal_rate(text: str) -> tuple[int, float]:
+    from agora.master.removal_limit import parse_rate
+
+    try:
+        return parse_rate(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text.rstrip("s"))
@@ -94,6 +103,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="remove an agent silent this long: its offers are rescinded and its "
         "tasks reported LOST (default 30)",
+    )
+    p.add_argument(
+        "--agent-removal-rate-limit",
+        type=_removal_rate,
+        default=None,
+        metavar="N/PERIOD",
+        help="remove at most N silent agents per PERIOD, e.g. 1/10mins or 100/1m, so that a "
+        "network failure (or a master that fell behind) does not remove them all at once; "
+        "the others wait, and stay if they speak again (default: no limit)",
     )
     p.add_argument(
         "--allocation-batch",
@@ -237,6 +255,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         heartbeat_interval_seconds=args.heartbeat_interval,
         agent_timeout_seconds=args.agent_timeout,
+        agent_removal_rate_limit=args.agent_removal_rate_limit,
         allocation_batch_seconds=args.allocation_batch,
         allocation_interval_seconds=args.allocation_interval,
         allocation_mode=args.allocation_mode,

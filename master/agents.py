@@ -221,6 +221,7 @@ class AgentHandling:
 
     def agent_heartbeat(self, agent: Agent) -> None:
         agent.last_seen, agent.last_heartbeat_at = self.clock(), time.time()
+        agent.removal_deferred = False
 
     def agent_disconnected(self, agent: Agent, session: Session) -> None:
         """The stream broke: no new offers until it comes back; removed after the timeout."""
@@ -364,6 +365,17 @@ class AgentHandling:
         for agent in list(self.reg.agents.values()):
             silent = now - agent.last_seen
             if silent > self.config.agent_timeout_seconds:
+                limit = self.removal_limit
+                if limit is not None and not limit.allow(now):
+                    if not agent.removal_deferred:
+                        agent.removal_deferred = True
+                        log.warning(
+                            "agent removal deferred by the removal rate limit",
+                            agent_id=agent.agent_id,
+                            silent=round(silent, 1),
+                            next_removal_in=round(limit.next_allowed(now) - now, 1),
+                        )
+                    continue
                 what = "did not re-register" if agent.state == RECOVERING else "silent"
                 self.remove_agent(
                     agent,

@@ -30,6 +30,9 @@ class MasterConfig:
     # "event": the above. "interval": Mesos' default behaviour, for comparisons: allocate only
     # on a fixed timer every allocation_interval_seconds, never triggered by a change.
     allocation_mode: str = "event"
+    # At most (count, seconds) removals of silent agents per window (Mesos'
+    # --agent_removal_rate_limit, e.g. 1/10mins); None: no limit.
+    agent_removal_rate_limit: tuple[int, float] | None = None
     # Outstanding offers older than this are rescinded, so a framework that never answers
     # cannot hold the cluster; None (or 0 on the command line, as in Mesos) keeps them.
     offer_timeout_seconds: float | None = 60.0

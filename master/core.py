@@ -34,6 +34,7 @@ from agora.master.registry import (
     Registry,
 )
 from agora.master.registry_store import RegistryStore
+from agora.master.removal_limit import RemovalLimit
 from agora.master.scheduler_calls import SchedulerCalls
 from agora.master.validation import check_role
 from agora.v1 import agent_link_pb2, common_pb2, operator_pb2, scheduler_pb2
@@ -88,6 +89,11 @@ class MasterCore(AgentHandling, FrameworkHandling, SchedulerCalls):
         # Torn-down frameworks whose tasks' processes have not ended yet: the allocator keeps
         # their resources in use until the agents report each task gone (frameworks.teardown).
         self._reaping: set[str] = set()
+        self.removal_limit = (
+            RemovalLimit(*config.agent_removal_rate_limit)
+            if config.agent_removal_rate_limit is not None
+            else None
+        )
         # Set by Master.stop: streams ending now are the master's doing, not peers leaving.
         self.stopping = False
 

@@ -116,6 +116,8 @@ class Agent:
     last_heartbeat_at: float = 0.0  # wall clock, for people
     state: str = ACTIVE
     draining: bool = False
+    # Past its timeout but held back by the removal rate limit (said once in the log).
+    removal_deferred: bool = False
     session: Session | None = None
     # Who registered it (its certificate's name): only they may register under its id again.
     principal: str = ""
