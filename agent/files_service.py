@@ -19,6 +19,7 @@ from agora.agent.sandbox_files import SandboxPathError, open_beneath, split_rela
 from agora.agent.task_manager import TaskManager, TaskRun, is_terminal
 from agora.agent.usage import usage_report
 from agora.common.credentials import caller_principal
+from agora.common.redaction import without_environments
 from agora.v1 import agent_pb2, agent_pb2_grpc
 
 MAX_READ = 1024 * 1024
@@ -160,7 +161,7 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
         for run in self._tasks.runs():
             task = run.task
             if not self._access.allowed(principal, run.record):
-                task = _without_environment(task)  # it may hold another framework's secrets
+                task = without_environments(task)  # it may hold another framework's secrets
             out.append(
                 agent_pb2.AgentTask(
                     framework_id=run.record.framework_id,
@@ -174,17 +175,6 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
                 )
             )
         return agent_pb2.ListAgentTasksResponse(tasks=out)
-
-
-def _without_environment(task):
-    """A copy of the TaskInfo with every environment value (of its command and its health
-    check's command) replaced by "(hidden)"; the names stay, to say what is set."""
-    copy = type(task)()
-    copy.CopyFrom(task)
-    for command in (copy.command, copy.health_check.command):
-        for name in list(command.environment):
-            command.environment[name] = "(hidden)"
-    return copy
 
 
 def _list(directory_fd: int, prefix: list[str]) -> list[agent_pb2.FileEntry]:

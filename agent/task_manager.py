@@ -94,11 +94,10 @@ class TaskManager:
         cpu_hard_limit: bool = False,
         use_launcher: bool = True,
         metrics: AgentMetrics | None = None,
-        completed_history: int | None = None,
+        completed_history: int = COMPLETED_HISTORY,
     ) -> None:
         self._work = work_dir
-        # Completed runs remembered (None: COMPLETED_HISTORY), like Mesos'
-        # --max_completed_executors_per_framework.
+        # Completed runs remembered, like Mesos' --max_completed_executors_per_framework.
         self._history = completed_history
         self._metrics = metrics
         self._emit = emit
@@ -583,7 +582,7 @@ class TaskManager:
 
     def _trim_history(self) -> None:
         """Forgets the oldest completed runs beyond the bound (their sandboxes stay)."""
-        while len(self._completed) > (self._history or COMPLETED_HISTORY):
+        while len(self._completed) > self._history:
             run_id = self._completed.popleft()
             self._runs.pop(run_id, None)
             shutil.rmtree(self._work.run_dir(run_id), ignore_errors=True)

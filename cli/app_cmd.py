@@ -300,7 +300,7 @@ def _logs(args: argparse.Namespace) -> int:
     if not 0 <= args.instance < len(tasks):
         raise CommandError(f"app {args.id} has instances 0-{len(tasks) - 1}, not {args.instance}")
     credentials = credentials_from(args)
-    place = find_task(master_address(args), credentials, tasks[args.instance].task_id, "services")
+    place = find_task(master_address(args), credentials, tasks[args.instance].task_id)
     return print_file(place, credentials, stderr=args.stderr, follow=args.follow)
 
 

@@ -5,12 +5,12 @@ runs: a caller with no certificate, one of another CA or an expired one is turne
 call, and grpcio reports nothing to the server's Python. The core does log each failed handshake
 (one line at INFO, "Handshake failed with error ... PEER_DID_NOT_RETURN_A_CERTIFICATE"). So a
 daemon that serves TLS asks the core for INFO lines (GRPC_VERBOSITY, read when grpc is first
-imported: `prepare()` runs before that) and reads its own stderr through a pipe (`watch()`):
-each handshake line becomes one structured log line and one count by reason; the core's other
-INFO lines are dropped, its warnings and errors and everything else pass through unchanged.
-(The line names no peer: the core does not say who it was.) A process that filters must give
-its long-lived children a stderr of their own (the agent's launcher writes to a log file), or
-they would write into a pipe that dies with it.
+imported) and reads its own stderr through a pipe, both set up by `prepare()` before grpc is
+imported; `watch(handler)` then names who logs and counts each refusal. The core's other INFO
+lines are dropped; its warnings and errors and everything else pass through unchanged. (The line
+names no peer: the core does not say who it was; the process's own failed dials show too.)
+A process that filters must give its long-lived children a stderr of their own (the agent's
+launcher writes to a log file), or they would write into a pipe that dies with it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 __all__ = ["classify", "prepare", "restore", "watch"]
 
-_original_stderr: int | None = None  # the real stderr while watch() filters it
+_original_stderr: int | None = None  # the real stderr while the filter runs
 _MARK = "AGORA_GRPC_VERBOSITY_FOR_HANDSHAKES"
 
 _CORE_LINE = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] (.*)$")
@@ -163,10 +163,7 @@ def _route(raw: bytes, original: int, on_refusal: Callable[[str, str], None]) ->
         _write(original, raw)  # ours (structlog), or a core warning or error: pass through
         return
     if _HANDSHAKE in match.group(2):
-        try:
-            on_refusal(*classify(match.group(2)))
-        except Exception:  # noqa: BLE001 - a failing counter must not take stderr down
-            _write(original, raw)
+        on_refusal(*classify(match.group(2)))  # queued: reported from another thread
 
 
 def _write(fd: int, data: bytes) -> None:

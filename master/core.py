@@ -349,9 +349,7 @@ def hoarders(offers, frameworks, asking: str, now: float) -> list[tuple[str, str
             by_framework.setdefault(offer.framework_id, []).append(offer)
     rows = []
     for framework_id, held in by_framework.items():
-        total = EMPTY
-        for offer in held:
-            total = total + offer.resources
+        total = sum((offer.resources for offer in held), EMPTY)
         framework = frameworks.get(framework_id)
         name = (
             f"{framework.info.name} ({framework_id})"

@@ -9,7 +9,6 @@ import grpc
 import structlog
 
 from agora.common import new_id
-from agora.common.task_states import is_terminal
 from agora.master.errors import CallError, Reason
 from agora.master.registry import (
     Framework,
@@ -181,7 +180,7 @@ class FrameworkHandling:
                 message=f"framework torn down ({reason}); waiting for the task to end",
                 reason="REASON_FRAMEWORK_REMOVED",
             )
-            if agent is not None and agent.connected and not is_terminal(task.state):
+            if agent is not None and agent.connected:
                 task.state, task.last_status = common_pb2.TASK_KILLING, status
                 reaping = True
                 continue

@@ -86,9 +86,8 @@ class MasterMetrics:
         )
         self.authentication_failures = Counter(
             "agora_master_authentication_failures",
-            "Calls refused for a missing or unknown bearer token (--tokens), by reason. (A "
-            "caller without a valid certificate is refused in the TLS handshake, before Python "
-            "sees the connection: gRPC does not report those.)",
+            "Callers refused for their credentials (a refused TLS handshake, a missing or "
+            "unknown bearer token), by reason.",
             ["reason"],
             registry=self.registry,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from agora.common.credentials import caller_principal
-from agora.master import limits, views
+from agora.master import views
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.scheduler_service import run_call
@@ -84,13 +84,6 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
         return operator_pb2.TeardownFrameworkResponse(framework_id=framework.framework_id)
 
     async def KillTask(self, request, context):
-        await run_call(
-            context,
-            limits.check_kill_grace,
-            "grace_period_seconds",
-            request.grace_period_seconds,
-            self.core.config.max_kill_grace_seconds,
-        )
         framework = await run_call(context, self.core.find_framework, request.framework)
         await run_call(context, self._check_framework, context, Action.KILL_TASKS, framework)
         await run_call(

@@ -287,9 +287,6 @@ class Registry:
             key, _ = mine.popitem(last=False)
             self.completed.pop(key, None)
 
-    def completed_of_framework(self, framework_id: str) -> list[Task]:
-        return list(self._framework_completed.get(framework_id, {}).values())
-
     def note_removed(self, kind: str, removed_id: str, reason: str) -> list[str]:
         """Remembers that an "agent" or a "framework" was removed; returns the ids of the oldest
         removals forgotten to stay within `bounds` (a forgotten framework's ended tasks go with

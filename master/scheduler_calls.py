@@ -11,6 +11,7 @@ import grpc
 import structlog
 
 from agora.common import new_id
+from agora.master import limits
 from agora.master.errors import CallError, Reason
 from agora.master.offers import check_offers, plan_launch, refuse_seconds
 from agora.master.registry import (
@@ -202,39 +203,39 @@ class SchedulerCalls:
         self.kill_task(framework, task_id, "", grace)
         return framework
 
-    def kill_task(self, framework, task_id: str, agent_id: str, grace: float) -> None:
+    def kill_task(self, framework: Framework, task_id: str, agent_id: str, grace: float) -> None:
         """Asks the task's agent to kill it (SIGTERM, then SIGKILL after `grace`)."""
-        request = scheduler_pb2.KillRequest(task_id=task_id, agent_id=agent_id)
         if not math.isfinite(grace) or grace < 0:
             raise CallError(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"grace_period_seconds must be 0 or more, got {grace}",
             )
-        if not request.task_id:
+        limits.check_kill_grace("grace_period_seconds", grace, self.config.max_kill_grace_seconds)
+        if not task_id:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "task_id is empty")
-        task = self.reg.tasks.get((framework.framework_id, request.task_id))
-        ended = self.reg.completed.get((framework.framework_id, request.task_id))
+        task = self.reg.tasks.get((framework.framework_id, task_id))
+        ended = self.reg.completed.get((framework.framework_id, task_id))
         if task is None and ended is not None:
             # A kill racing the task's end: say how it ended, not LOST (which a framework
             # would take for a failure of a task that in fact finished).
             self._send_update(framework.framework_id, self._reconciled(ended))
             return
-        if task is None and self._may_be_recovering(request.agent_id):
+        if task is None and self._may_be_recovering(agent_id):
             raise CallError(
                 grpc.StatusCode.UNAVAILABLE,
-                f"task {request.task_id} may run on an agent that has not "
+                f"task {task_id} may run on an agent that has not "
                 "re-registered since the master restarted; retry the kill later",
             )
         if task is None:
             self._send_update(
                 framework.framework_id,
                 master_status(
-                    request.task_id,
+                    task_id,
                     common_pb2.TASK_LOST,
                     framework_id=framework.framework_id,
-                    agent_id=request.agent_id,
+                    agent_id=agent_id,
                     reason="REASON_RECONCILIATION",
-                    message=f"kill of task {request.task_id}: the master knows no such active task",
+                    message=f"kill of task {task_id}: the master knows no such active task",
                 ),
             )
             return

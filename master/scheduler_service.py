@@ -95,13 +95,6 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.SuppressResponse()
 
     async def Kill(self, request, context):
-        await run_call(
-            context,
-            limits.check_kill_grace,
-            "grace_period_seconds",
-            request.grace_period_seconds,
-            self.core.config.max_kill_grace_seconds,
-        )
         await self._bound(request, context)
         await run_call(context, self.core.kill, request)
         return scheduler_pb2.KillResponse()

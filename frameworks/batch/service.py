@@ -7,11 +7,12 @@ import structlog
 
 from agora.common import Resources
 from agora.common.credentials import caller_principal
+from agora.common.redaction import without_environments
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import capacity, largest_fit
 from agora.frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
 from agora.frameworks.batch.validation import SpecError, describe_needs, validate_spec
-from agora.frameworks.sdk.ownership import hide_values, may_act, refusal, stamp_owner
+from agora.frameworks.sdk.ownership import may_act, refusal, stamp_owner
 from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -52,15 +53,10 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
 
     @staticmethod
-    def _shown(job: batch_pb2.Job, principal: str) -> batch_pb2.Job:
-        """The job as `principal` may see it: a copy without environment values unless it owns
-        the job (ownership.py)."""
-        if may_act(principal, job.spec.labels) or not job.spec.task.env:
-            return job
-        copy = batch_pb2.Job()
-        copy.CopyFrom(job)
-        hide_values(copy.spec.task.env)
-        return copy
+    def _shown(message, job: batch_pb2.Job, principal: str):
+        """`message` (the job, or an event of it) as `principal` may see it: without
+        environment values unless it owns the job (ownership.py)."""
+        return message if may_act(principal, job.spec.labels) else without_environments(message)
 
     async def _agent_totals(self) -> list[tuple[str, Resources]]:
         """(name, total resources) of each registered agent; empty if we cannot tell (no agents
@@ -97,11 +93,14 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         )
 
     async def GetJob(self, request: batch_pb2.GetJobRequest, context):
-        return self._shown(await self._job(request.job_id, context), caller_principal(context))
+        job = await self._job(request.job_id, context)
+        return self._shown(job, job, caller_principal(context))
 
     async def ListJobs(self, request: batch_pb2.ListJobsRequest, context):
         principal = caller_principal(context)
-        jobs = [self._shown(j, principal) for j in self.scheduler.list_jobs(list(request.states))]
+        jobs = [
+            self._shown(j, j, principal) for j in self.scheduler.list_jobs(list(request.states))
+        ]
         reply = batch_pb2.ListJobsResponse(jobs=jobs)
         if not request.include_instances:
             for job in reply.jobs:
@@ -131,18 +130,13 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 description=f"job is {st.job_state_name(job.state)}",
             )
             principal = caller_principal(context)
-            first.job.CopyFrom(self._shown(job, principal))
+            first.job.CopyFrom(self._shown(job, job, principal))
             yield first
             if st.is_finished(job):
                 return
             while True:
                 event = await queue.get()
-                if not may_act(principal, event.job.spec.labels) and event.job.spec.task.env:
-                    shown = batch_pb2.JobEvent()
-                    shown.CopyFrom(event)
-                    hide_values(shown.job.spec.task.env)
-                    event = shown
-                yield event
+                yield self._shown(event, event.job, principal)
                 if st.is_finished(event.job):
                     return
         finally:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 
 OWNER_LABEL = "agora.owner"
-HIDDEN = "(hidden)"
 
 
 def stamp_owner(labels: MutableMapping[str, str], principal: str, keep: str | None = None) -> None:
@@ -38,8 +37,3 @@ def may_act(principal: str, labels) -> bool:
 def refusal(principal: str, action: str, what: str, labels) -> str:
     who = principal or "an anonymous caller"
     return f"{who} may not {action} {what}, which {owner_of(labels)} owns"
-
-
-def hide_values(env: MutableMapping[str, str]) -> None:
-    for name in list(env):
-        env[name] = HIDDEN

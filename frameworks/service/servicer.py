@@ -6,7 +6,8 @@ import grpc
 import structlog
 
 from agora.common.credentials import caller_principal
-from agora.frameworks.sdk.ownership import hide_values, may_act, owner_of, refusal, stamp_owner
+from agora.common.redaction import without_environments
+from agora.frameworks.sdk.ownership import may_act, owner_of, refusal, stamp_owner
 from agora.frameworks.service.apps import AppError
 from agora.frameworks.service.scheduler import ServiceScheduler
 from agora.v1 import services_pb2, services_pb2_grpc
@@ -35,12 +36,9 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
     @staticmethod
     def _shown(status: services_pb2.AppStatus, principal: str) -> services_pb2.AppStatus:
         """The status as `principal` may see it: no environment values unless it owns the app."""
-        if may_act(principal, status.app.labels) or not status.app.env:
+        if may_act(principal, status.app.labels):
             return status
-        copy = services_pb2.AppStatus()
-        copy.CopyFrom(status)
-        hide_values(copy.app.env)
-        return copy
+        return without_environments(status)
 
     async def PutApp(self, request, context):
         await self._owned(request.app.id, "update", context)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agora.common import EMPTY
 from agora.master.allocator.drf import MILLI, dominant_share, scalar_vector
 
 if TYPE_CHECKING:
@@ -75,14 +76,11 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
             if a.active and a.free and alloc.role_offer(a, role) is not None
         ]
         if not anywhere:
-            free = [a.free for a in alloc.agents() if a.active and a.free]
-            total = free[0] if free else None
-            for more in free[1:]:
-                total = total + more
+            free = sum((a.free for a in alloc.agents() if a.active), EMPTY)
             reasons.insert(
                 0,
                 "no free resources it could use on any agent, filtered or not (free now: "
-                f"{total.format() if total is not None and total.format() else 'nothing'})",
+                f"{free.format() or 'nothing'})",
             )
             return reasons
     if not fits:

@@ -29,6 +29,7 @@ from google.protobuf.json_format import MessageToDict
 from agora.common import ResourceError, Resources
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.http import http_principal
+from agora.common.redaction import without_environments
 from agora.common.rpc import open_channel
 from agora.master.authz import Action, Gatekeeper
 from agora.master.dashboard.history import ShareHistory
@@ -412,7 +413,7 @@ class Dashboard:
         stub = batch_pb2_grpc.BatchStub(self._channel(address))
         reply = await self._call("the batch framework", stub.ListJobs, batch_pb2.ListJobsRequest())
         jobs = [
-            _without_environment(MessageToDict(j, preserving_proto_field_name=True))
+            MessageToDict(without_environments(j), preserving_proto_field_name=True)
             for j in reply.jobs
         ]
         return {"available": True, "jobs": jobs}
@@ -426,7 +427,7 @@ class Dashboard:
             "the services framework", stub.ListApps, services_pb2.ListAppsRequest()
         )
         apps = [
-            _without_environment(MessageToDict(a, preserving_proto_field_name=True))
+            MessageToDict(without_environments(a), preserving_proto_field_name=True)
             for a in reply.apps
         ]
         return {"available": True, "apps": apps}
@@ -515,22 +516,6 @@ class Dashboard:
             if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise ApiError(400, e.details() or "bad request") from None
             raise ApiError(502, f"{what} did not answer: {e.details() or e.code().name}") from None
-
-
-def _without_environment(value):
-    """`value` with every `environment` map's values hidden (keys kept: they say what is set)."""
-    if isinstance(value, dict):
-        return {
-            k: (
-                {name: "(hidden)" for name in v}
-                if k == "environment" and isinstance(v, dict)
-                else _without_environment(v)
-            )
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_without_environment(v) for v in value]
-    return value
 
 
 def _html(text: str) -> str:

@@ -291,13 +291,18 @@ def test_share_history_aligns_series_and_keeps_a_window():
 
 
 def test_the_dashboard_hides_every_environment_value_but_keeps_the_names():
-    from agora.master.dashboard.app import _without_environment
+    """Every env or environment map, at any depth (a job's own env, its command's, an app's),
+    as the dashboard shows jobs and apps (MessageToDict of the redacted message)."""
+    from google.protobuf.json_format import MessageToDict
 
-    job = {
-        "job_id": "j",
-        "spec": {"environment": {"DB_PASSWORD": "hunter2", "MODE": "x"}, "name": "n"},
-        "instances": [{"task": {"command": {"environment": {"TOKEN": "abc"}}}}],
-    }
-    shown = json.dumps(_without_environment(job))
-    assert "hunter2" not in shown and "abc" not in shown
+    from agora.common.redaction import without_environments
+    from agora.v1 import batch_pb2, services_pb2
+
+    job = batch_pb2.Job(job_id="j", spec=batch_pb2.JobSpec(name="n"))
+    job.spec.task.env.update({"DB_PASSWORD": "hunter2", "MODE": "x"})
+    job.spec.task.command.environment["TOKEN"] = "abc"
+    app = services_pb2.AppStatus(app=services_pb2.App(id="web", env={"API_KEY": "s3cret"}))
+    shown = json.dumps([MessageToDict(without_environments(m)) for m in (job, app)])
+    assert "hunter2" not in shown and "abc" not in shown and "s3cret" not in shown
     assert "DB_PASSWORD" in shown and "TOKEN" in shown and '"name": "n"' in shown
+    assert job.spec.task.env["DB_PASSWORD"] == "hunter2"  # the original is left as it was
