@@ -1,10 +1,10 @@
 """The Agora master daemon: agent registry, framework sessions, offers, allocation, state.
 
-Modules, outside in: server (Master: wiring, allocation and heartbeat loops), the gRPC services
-(scheduler_service, agent_link_service, operator_service, views), the state machine (core, with
-agents, frameworks and scheduler_calls as its parts), pure checks (offers, validation), plain
-data (registry), SQLite persistence (state_store) and MasterConfig (config). The allocation
-policy itself is agora.master.allocator.
+Modules, outside in: server (Master: wiring, the heartbeat loop), the gRPC services
+(scheduler_service, agent_link_service, operator_service, views), the state machine (core,
+assembling offer_cycle, agents, frameworks, tasks and ledger), pure checks (offers,
+validation), plain data (registry), the durable registry (registry_store) and MasterConfig
+(config). The allocation policy itself is agora.master.allocator; README.md draws the paths.
 """
 
 from agora.master.config import MasterConfig

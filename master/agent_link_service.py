@@ -44,7 +44,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
         try:
             limits.check_register_size(first.register)
             self.gate.check(principal, Action.REGISTER_AGENT, first.register.info.agent_id)
-            agent = self.core.register_agent(first.register, session, principal)
+            agent = self.core.agents.register(first.register, session, principal)
         except CallError as e:
             await abort(context, e)
         reader = asyncio.create_task(self._read(agent, session, request_iterator))
@@ -58,7 +58,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
             if agent is not None:
-                self.core.agent_disconnected(agent, session)
+                self.core.agents.disconnected(agent, session)
 
     async def _read(self, agent: Agent | None, session: Session, request_iterator) -> None:
         try:
@@ -66,9 +66,9 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                 if agent is None or session.closed:
                     break
                 kind = message.WhichOneof("message")
-                self.core.agent_heartbeat(agent)
+                self.core.agents.heartbeat(agent)
                 if kind == "status_update":
-                    self.core.status_update(agent, message.status_update)
+                    self.core.tasks.status_update(agent, message.status_update)
                 elif kind == "register":
                     log.warning(
                         "agent sent Register twice on one stream; ignored", agent_id=agent.agent_id

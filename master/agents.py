@@ -1,4 +1,4 @@
-"""Agents as the master sees them: registration, re-registration, silence, status updates."""
+"""Agents as the master sees them: registration, re-registration, silence, removal, draining."""
 
 from __future__ import annotations
 
@@ -9,31 +9,64 @@ import structlog
 
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
 from agora.common.task_states import is_terminal
+from agora.master.allocator import AllocatorProtocol
+from agora.master.clock import Clock
+from agora.master.config import MasterConfig
 from agora.master.errors import CallError, Reason
+from agora.master.frameworks import FrameworkBook
+from agora.master.ledger import Ledger
+from agora.master.offer_cycle import OfferCycle
 from agora.master.registry import (
     ACTIVE,
     DISCONNECTED,
     DRAINING,
     RECOVERING,
     Agent,
-    Framework,
+    Registry,
     Session,
     Task,
-    master_status,
 )
+from agora.master.registry_store import RegistryStore, forget_removed
+from agora.master.removal_limit import RemovalLimit
+from agora.master.tasks import KNOWN_STATES, TaskBook
 from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
+__all__ = ["AgentBook"]
+
 Event = scheduler_pb2.Event
 MasterMessage = agent_link_pb2.MasterMessage
-_KNOWN_STATES = frozenset(common_pb2.TaskState.values()) - {common_pb2.TASK_STATE_UNSPECIFIED}
 
 
-class AgentHandling:
-    """MasterCore's agent side (a mixin: state lives on MasterCore)."""
+class AgentBook:
+    """The agents' side of the master: their sessions, what they run, their silence."""
 
-    def register_agent(
+    def __init__(
+        self,
+        config: MasterConfig,
+        reg: Registry,
+        allocator: AllocatorProtocol,
+        store: RegistryStore,
+        ledger: Ledger,
+        offers: OfferCycle,
+        frameworks: FrameworkBook,
+        tasks: TaskBook,
+        clock: Clock,
+        master_id: str,
+    ) -> None:
+        self.config, self.reg, self.allocator, self.store = config, reg, allocator, store
+        self.ledger, self.offers, self.frameworks, self.tasks = ledger, offers, frameworks, tasks
+        self.clock, self.master_id = clock, master_id
+        self.removal_limit = (
+            RemovalLimit(*config.agent_removal_rate_limit)
+            if config.agent_removal_rate_limit is not None
+            else None
+        )
+        # Set when the master stops: streams ending now are its doing, not agents leaving.
+        self.stopping = False
+
+    def register(
         self, register: agent_link_pb2.AgentMessage.Register, session: Session, principal: str = ""
     ) -> Agent:
         """Registers or re-registers; sends Registered (or Shutdown) on the session.
@@ -60,7 +93,7 @@ class AgentHandling:
         if not agent_id:
             agent_id = info.agent_id = new_id("agent")
         bound = log.bind(agent_id=agent_id, hostname=info.hostname)
-        now, wall = self.clock(), time.time()
+        now, wall = self.clock.now(), time.time()
 
         agent = self.reg.agents.get(agent_id)
         if agent is not None and agent.principal and agent.principal != principal:
@@ -72,10 +105,10 @@ class AgentHandling:
             )
         if agent is not None:
             for offer in self.reg.offers_of_agent(agent_id):
-                self._rescind(offer, "agent re-registered", recover=False)
+                self.offers.rescind(offer, "agent re-registered", recover=False)
             if agent.session is not None and agent.session is not session:
                 agent.session.close()
-            if self._in_allocator(agent):
+            if self.ledger.in_allocator(agent):
                 self.allocator.remove_agent(agent_id)
             agent.info, agent.total = info, total
             agent.attributes = attributes_from_proto(info.attributes)
@@ -136,7 +169,7 @@ class AgentHandling:
             tasks=len(register.tasks),
             reregistered=bool(register.info.agent_id),
         )
-        self.wake_allocation(agent_id)
+        self.offers.wake(agent_id)
         return agent
 
     def _reconcile_agent_tasks(self, agent: Agent, reported) -> set[str]:
@@ -152,13 +185,7 @@ class AgentHandling:
                 continue
             if framework_id not in self.reg.frameworks:
                 # Its record was lost: keep its tasks and wait for it like a recovered one.
-                framework = Framework(
-                    info=common_pb2.FrameworkInfo(framework_id=framework_id),
-                    registered_at=time.time(),
-                )
-                self._add_framework_to_allocator(framework)
-                self.allocator.deactivate_framework(framework_id)
-                self._start_failover_timer(framework, minimum=self.config.agent_timeout_seconds)
+                self.frameworks.adopt(framework_id)
             task = self.reg.tasks.get((framework_id, task_info.task_id))
             if task is not None and task.agent_id != agent_id and task.agent_id in self.reg.agents:
                 # Another registered agent runs it: an agent reports only on its own tasks, so
@@ -183,7 +210,7 @@ class AgentHandling:
                 task = Task(framework_id, agent_id, info, resources)
                 self.reg.add_task(task)
             self.reg.move_task(task, agent_id)
-            if running.state in _KNOWN_STATES:  # else keep what we knew (operators print it)
+            if running.state in KNOWN_STATES:  # else keep what we knew (operators print it)
                 task.state = running.state
             if is_terminal(task.state):
                 # Its final update is on its way (unacknowledged); resources are free already.
@@ -191,39 +218,22 @@ class AgentHandling:
         for task in self.reg.tasks_of_agent(agent_id):
             if task.key not in seen:
                 # Launched but never reached the agent (the stream broke), or it was lost.
-                self._end_task(
+                self.tasks.end_task(
                     task,
                     common_pb2.TASK_LOST,
                     recover=False,
                     reason="REASON_TASK_UNKNOWN",
                     message=f"agent {agent_id} re-registered without this task",
                 )
-        for framework_id in list(self._reaping):  # a torn-down framework's last task may be gone
-            self._reaped(framework_id)
+        if self.ledger.forget_reaped():  # a torn-down framework's last task may be gone
+            self.offers.wake()
         return shutdown
 
-    def _end_task(
-        self, task: Task, state: int, *, reason: str, message: str, recover: bool = True
-    ) -> None:
-        status = master_status(
-            task.task_id,
-            state,
-            framework_id=task.framework_id,
-            agent_id=task.agent_id,
-            message=message,
-            reason=reason,
-        )
-        task.state, task.last_status = state, status
-        if recover:
-            self._recover(task.framework_id, task.agent_id, task.resources)
-        self.reg.complete_task(task)
-        self._send_update(task.framework_id, status)
-
-    def agent_heartbeat(self, agent: Agent) -> None:
-        agent.last_seen, agent.last_heartbeat_at = self.clock(), time.time()
+    def heartbeat(self, agent: Agent) -> None:
+        agent.last_seen, agent.last_heartbeat_at = self.clock.now(), time.time()
         agent.removal_deferred = False
 
-    def agent_disconnected(self, agent: Agent, session: Session) -> None:
+    def disconnected(self, agent: Agent, session: Session) -> None:
         """The stream broke: no new offers until it comes back; removed after the timeout."""
         session.close()
         if self.stopping:
@@ -234,29 +244,28 @@ class AgentHandling:
         agent.state = DISCONNECTED
         self.allocator.deactivate_agent(agent.agent_id)
         for offer in self.reg.offers_of_agent(agent.agent_id):
-            self._rescind(offer, "agent disconnected")
+            self.offers.rescind(offer, "agent disconnected")
         log.info("agent disconnected", agent_id=agent.agent_id)
 
-    def remove_agent(self, agent: Agent, reason: str) -> None:
+    def remove(self, agent: Agent, reason: str) -> None:
         agent_id = agent.agent_id
         log.warning("removing agent", agent_id=agent_id, reason=reason)
         for offer in self.reg.offers_of_agent(agent_id):
-            self._rescind(offer, f"agent {agent_id} removed", recover=False)
+            self.offers.rescind(offer, f"agent {agent_id} removed", recover=False)
         for task in self.reg.tasks_of_agent(agent_id):
-            self._end_task(
+            self.tasks.end_task(
                 task,
                 common_pb2.TASK_LOST,
                 recover=False,
                 reason="REASON_AGENT_REMOVED",
                 message=f"agent {agent_id} removed: {reason}",
             )
-        for framework_id in list(self._reaping):  # tasks of torn-down frameworks went too
-            self._reaped(framework_id)
-        if self._in_allocator(agent):
+        self.ledger.forget_reaped()  # tasks of torn-down frameworks went too (woken below)
+        if self.ledger.in_allocator(agent):
             self.allocator.remove_agent(agent_id)
+        failure = Event(failure=Event.Failure(agent_id=agent_id))
         for framework in self.reg.frameworks.values():
-            if framework.connected:
-                framework.session.send(Event(failure=Event.Failure(agent_id=agent_id)))
+            framework.send(failure)
         if agent.session is not None:
             agent.session.send(
                 MasterMessage(
@@ -268,100 +277,11 @@ class AgentHandling:
             agent.session.close()
         del self.reg.agents[agent_id]
         self.store.remove_agent(agent_id, reason)
-        self.forget_removed("agent", self.reg.note_removed("agent", agent_id, reason))
-        self.wake_allocation()
+        forget_removed(self.store, "agent", self.reg.note_removed("agent", agent_id, reason))
+        self.offers.wake()
 
-    def status_update(self, agent: Agent, update: agent_link_pb2.AgentMessage.StatusUpdate) -> None:
-        self.counts.updates_received += 1
-        status = common_pb2.TaskStatus()
-        status.CopyFrom(update.status)
-        framework_id = update.framework_id or status.framework_id
-        status.framework_id, status.agent_id = framework_id, agent.agent_id
-        if not status.task_id or status.state not in _KNOWN_STATES:
-            # Refuse it without breaking the stream (which made the agent reconnect and resend
-            # it forever, holding back its other updates), and ack it so it is not resent.
-            log.warning(
-                "status update refused: no task_id or an unknown state",
-                agent_id=agent.agent_id,
-                framework_id=framework_id,
-                task_id=status.task_id,
-                state=status.state,
-            )
-            if status.uuid:
-                self._send_ack(agent, framework_id, status.task_id, status.uuid)
-            return
-        bound = log.bind(
-            agent_id=agent.agent_id,
-            framework_id=framework_id,
-            task_id=status.task_id,
-            state=common_pb2.TaskState.Name(status.state),
-        )
-        if framework_id not in self.reg.frameworks:
-            # Nobody will acknowledge it: do so now, or the agent resends forever.
-            if status.uuid:
-                self._send_ack(agent, framework_id, status.task_id, status.uuid)
-            task = self.reg.tasks.get((framework_id, status.task_id))
-            if task is not None and task.agent_id == agent.agent_id and is_terminal(status.state):
-                # A torn-down framework's task is gone at last: its resources are free now.
-                task.state, task.last_status = status.state, status
-                self._recover(framework_id, task.agent_id, task.resources)
-                self.reg.complete_task(task)
-                self._reaped(framework_id)
-                self.wake_allocation(task.agent_id)
-            bound.info("status update for a removed framework acknowledged")
-            return
-        task = self.reg.find_task(framework_id, status.task_id)
-        if task is not None and task.agent_id != agent.agent_id:
-            # Only the agent that runs a task reports on it: another's "FINISHED" must not free
-            # resources while the task runs on. Acked, so it is not resent.
-            bound.warning(
-                "status update for a task on another agent refused", runs_on=task.agent_id
-            )
-            if status.uuid:
-                self._send_ack(agent, framework_id, status.task_id, status.uuid)
-            return
-        if task is None:
-            task = Task(
-                framework_id,
-                agent.agent_id,
-                common_pb2.TaskInfo(task_id=status.task_id, agent_id=agent.agent_id),
-                EMPTY,
-                state=common_pb2.TASK_STATE_UNSPECIFIED,
-            )
-            self.reg.add_task(task)
-        if is_terminal(status.state) and status.uuid:
-            task.final_uuid = status.uuid
-        if self.reg.tasks.get(task.key) is task:  # live
-            task.state = status.state
-            task.last_status = status
-            if is_terminal(status.state):
-                self._recover(framework_id, task.agent_id, task.resources)
-                self.reg.complete_task(task)
-                self.wake_allocation(task.agent_id)
-        elif not is_terminal(status.state):
-            # Older than the terminal state the task ended in: an agent that lost the ack of
-            # an earlier update in a machine crash resends it. Nobody needs it any more.
-            if status.uuid:
-                self._send_ack(agent, framework_id, status.task_id, status.uuid)
-            bound.info("stale status update of an ended task acknowledged, not forwarded")
-            return
-        else:
-            task.last_status = status
-        bound.info("status update")
-        self._send_update(framework_id, status)
-
-    def _send_ack(self, agent: Agent, framework_id: str, task_id: str, uuid: bytes) -> None:
-        if agent.connected:
-            agent.session.send(
-                MasterMessage(
-                    status_update_ack=MasterMessage.StatusUpdateAck(
-                        framework_id=framework_id, task_id=task_id, uuid=uuid
-                    )
-                )
-            )
-
-    def check_agents(self) -> None:
-        now = self.clock()
+    def check_silence(self) -> None:
+        now = self.clock.now()
         for agent in list(self.reg.agents.values()):
             silent = now - agent.last_seen
             if silent > self.config.agent_timeout_seconds:
@@ -377,8 +297,45 @@ class AgentHandling:
                         )
                     continue
                 what = "did not re-register" if agent.state == RECOVERING else "silent"
-                self.remove_agent(
+                self.remove(
                     agent,
                     f"{what} for {silent:.1f} s "
                     f"(agent timeout {self.config.agent_timeout_seconds:g} s)",
                 )
+
+    def drain(self, agent_id: str) -> None:
+        agent = self.reg.agents.get(agent_id)
+        if agent is None:
+            raise CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"agent {agent_id!r} is not registered",
+                Reason.AGENT_UNKNOWN,
+            )
+        if not agent.draining:
+            self.store.put_drained(agent_id, True)
+        agent.draining = True
+        if self.ledger.in_allocator(agent):
+            self.allocator.deactivate_agent(agent_id)
+        if agent.connected:
+            agent.state = DRAINING
+        for offer in self.reg.offers_of_agent(agent_id):
+            self.offers.rescind(offer, "agent draining")
+
+    def undrain(self, agent_id: str) -> None:
+        """Ends a drain: the agent's free resources are offered again."""
+        agent = self.reg.agents.get(agent_id)
+        if agent is None:
+            raise CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"agent {agent_id!r} is not registered",
+                Reason.AGENT_UNKNOWN,
+            )
+        if not agent.draining:
+            return
+        self.store.put_drained(agent_id, False)
+        agent.draining = False
+        if agent.connected:
+            agent.state = ACTIVE
+            if self.ledger.in_allocator(agent):
+                self.allocator.activate_agent(agent_id)
+            self.offers.wake(agent_id)

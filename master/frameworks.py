@@ -1,31 +1,62 @@
-"""Framework sessions: subscribe, failover, disconnect, teardown, call authentication."""
+"""Frameworks as the master sees them: subscribe, failover, disconnect, teardown, revive and
+suppress, and the updates the master sends them."""
 
 from __future__ import annotations
 
-import asyncio
 import time
+from collections.abc import Callable
 
 import grpc
 import structlog
 
 from agora.common import new_id
+from agora.master.allocator import AllocatorProtocol
+from agora.master.caller import framework_for_call
+from agora.master.clock import Clock
+from agora.master.config import MasterConfig
+from agora.master.counters import MasterCounters
 from agora.master.errors import CallError, Reason
+from agora.master.ledger import Ledger
+from agora.master.offer_cycle import OfferCycle
 from agora.master.registry import (
     Framework,
+    Registry,
     Session,
     master_status,
 )
+from agora.master.registry_store import RegistryStore, forget_removed
 from agora.master.validation import check_framework_info
 from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
+__all__ = ["FrameworkBook"]
+
 Event = scheduler_pb2.Event
 MasterMessage = agent_link_pb2.MasterMessage
 
 
-class FrameworkHandling:
-    """MasterCore's framework sessions (a mixin: state lives on MasterCore)."""
+class FrameworkBook:
+    """The frameworks' side of the master: their sessions, failover timers and teardowns."""
+
+    def __init__(
+        self,
+        config: MasterConfig,
+        reg: Registry,
+        allocator: AllocatorProtocol,
+        store: RegistryStore,
+        ledger: Ledger,
+        offers: OfferCycle,
+        clock: Clock,
+        counts: MasterCounters,
+        master_id: str,
+        new_session: Callable[[int], Session] = Session,
+    ) -> None:
+        self.config, self.reg, self.allocator, self.store = config, reg, allocator, store
+        self.ledger, self.offers, self.clock, self.counts = ledger, offers, clock, counts
+        self.master_id, self.new_session = master_id, new_session
+        # Set when the master stops: streams ending now are its doing, not frameworks leaving.
+        self.stopping = False
 
     def subscribe(
         self, request_info: common_pb2.FrameworkInfo, principal: str = ""
@@ -61,11 +92,12 @@ class FrameworkHandling:
                     f"cannot fail over into role {info.role!r}",
                     Reason.ROLE_MISMATCH,
                 )
-            if framework.connected:
-                framework.session.send(Event(error=Event.Error(message="framework failed over")))
-                framework.session.close()
+            old = framework.session
+            if old is not None and not old.closed:
+                old.send(Event(error=Event.Error(message="framework failed over")))
+                old.close()
             for offer in self.reg.offers_of_framework(framework_id):
-                self._rescind(offer, "framework failed over", notify=False)
+                self.offers.rescind(offer, "framework failed over", notify=False)
             if framework.failover_timer is not None:
                 framework.failover_timer.cancel()
                 framework.failover_timer = None
@@ -73,7 +105,7 @@ class FrameworkHandling:
             if placeholder:
                 # Now its role and capabilities are known: re-add it with its tasks' resources.
                 self.allocator.remove_framework(framework_id)
-                self._add_framework_to_allocator(framework)
+                self.ledger.add_framework(framework)
                 self.allocator.deactivate_framework(framework_id)
             else:
                 # A new scheduler version may bring new capabilities (GPU_RESOURCES).
@@ -85,9 +117,9 @@ class FrameworkHandling:
         else:
             framework_id = info.framework_id = framework_id or new_id("framework")
             framework = Framework(info=info, registered_at=time.time())
-            self._add_framework_to_allocator(framework)
+            self.ledger.add_framework(framework)
             failed_over = False
-        session = Session(self.config.max_send_queue)
+        session = self.new_session(self.config.max_send_queue)
         framework.session = session
         framework.stream_id = new_id("stream")
         framework.principal = principal
@@ -112,10 +144,10 @@ class FrameworkHandling:
             role=info.role,
             failed_over=failed_over,
         )
-        self.wake_allocation()
+        self.offers.wake()
         return framework, session
 
-    def framework_disconnected(self, framework: Framework, session: Session) -> None:
+    def disconnected(self, framework: Framework, session: Session) -> None:
         session.close()
         if self.stopping:
             return
@@ -127,19 +159,21 @@ class FrameworkHandling:
         framework.session = None
         self.allocator.deactivate_framework(framework.framework_id)
         for offer in self.reg.offers_of_framework(framework.framework_id):
-            self._rescind(offer, "framework disconnected", notify=False)
+            self.offers.rescind(offer, "framework disconnected", notify=False)
         log.info(
             "framework disconnected",
             framework_id=framework.framework_id,
             failover_timeout=framework.info.failover_timeout_seconds,
         )
-        self._start_failover_timer(framework)
+        self.start_failover_timer(framework)
 
-    def _start_failover_timer(self, framework: Framework, minimum: float = 0.0) -> None:
+    def start_failover_timer(self, framework: Framework, minimum: float = 0.0) -> None:
+        """Tears `framework` down unless it re-subscribes within its failover timeout (and at
+        least `minimum` seconds)."""
         delay = max(framework.info.failover_timeout_seconds, minimum)
-        loop = asyncio.get_running_loop()
-        framework.failover_timer = loop.call_later(
-            delay, self._failover_expired, framework.framework_id
+        framework_id = framework.framework_id
+        framework.failover_timer = self.clock.call_later(
+            delay, lambda: self._failover_expired(framework_id)
         )
 
     def _failover_expired(self, framework_id: str) -> None:
@@ -156,22 +190,18 @@ class FrameworkHandling:
             self.reg.drop_offer(offer.offer_id, "framework torn down")
             for offer in self.reg.offers_of_framework(framework_id)
         ]
+        shutdown = MasterMessage(
+            shutdown_framework=MasterMessage.ShutdownFramework(framework_id=framework_id)
+        )
         for agent in self.reg.agents.values():
-            if agent.connected:
-                agent.session.send(
-                    MasterMessage(
-                        shutdown_framework=MasterMessage.ShutdownFramework(
-                            framework_id=framework_id
-                        )
-                    )
-                )
+            agent.send(shutdown)
         # Its tasks are being killed (agents got ShutdownFramework); a task's resources are not
         # offered again until its agent reports it gone, which may take its kill grace period
         # (Mesos frees them only then too). Tasks of agents that cannot say so end now.
         reaping = False
         ended_now = []
         for task in self.reg.tasks_of_framework(framework_id):
-            agent = self.reg.agents.get(task.agent_id)
+            runs_on = self.reg.agents.get(task.agent_id)
             status = master_status(
                 task.task_id,
                 common_pb2.TASK_KILLING,
@@ -180,7 +210,7 @@ class FrameworkHandling:
                 message=f"framework torn down ({reason}); waiting for the task to end",
                 reason="REASON_FRAMEWORK_REMOVED",
             )
-            if agent is not None and agent.connected:
+            if runs_on is not None and runs_on.connected:
                 task.state, task.last_status = common_pb2.TASK_KILLING, status
                 reaping = True
                 continue
@@ -190,54 +220,81 @@ class FrameworkHandling:
             self.reg.complete_task(task)
             ended_now.append(task)
         if reaping:
-            self._reaping.add(framework_id)
+            self.ledger.reaping.add(framework_id)
             self.allocator.deactivate_framework(framework_id)
             # The allocator keeps the framework for now: give back what it no longer holds.
             for task in ended_now:
-                self._recover(framework_id, task.agent_id, task.resources)
+                self.ledger.recover(framework_id, task.agent_id, task.resources)
             for offer in dropped:
                 if offer is not None:
-                    self._recover(framework_id, offer.agent_id, offer.resources)
+                    self.ledger.recover(framework_id, offer.agent_id, offer.resources)
         else:
             self.allocator.remove_framework(framework_id)
-        if framework.connected:
-            framework.session.send(Event(error=Event.Error(message=f"framework removed: {reason}")))
+        framework.send(Event(error=Event.Error(message=f"framework removed: {reason}")))
+        if framework.session is not None:
             framework.session.close()
         framework.session = None
         del self.reg.frameworks[framework_id]
         self.store.remove_framework(framework_id, reason)
-        self.forget_removed("framework", self.reg.note_removed("framework", framework_id, reason))
-        self.wake_allocation()
+        forget_removed(
+            self.store, "framework", self.reg.note_removed("framework", framework_id, reason)
+        )
+        self.offers.wake()
 
-    def framework_for_call(
+    def for_call(
         self, framework_id: str, stream_id: str, principal: str | None = None
     ) -> Framework:
         """The caller's framework, refusing unknown ids and stale or foreign streams."""
+        return framework_for_call(self.reg, framework_id, stream_id, principal)
+
+    def find(self, text: str) -> Framework:
+        """A framework by id, or by name when the name is unique."""
+        if text in self.reg.frameworks:
+            return self.reg.frameworks[text]
+        named = [f for f in self.reg.frameworks.values() if f.info.name == text]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{len(named)} frameworks are named {text!r}; give a framework id",
+            )
+        raise CallError(grpc.StatusCode.NOT_FOUND, f"no framework with id or name {text!r}")
+
+    def adopt(self, framework_id: str) -> None:
+        """An agent reports tasks of a framework the master has no record of (its record was
+        lost): keep its tasks and wait for it like a recovered one."""
+        framework = Framework(
+            info=common_pb2.FrameworkInfo(framework_id=framework_id),
+            registered_at=time.time(),
+        )
+        self.ledger.add_framework(framework)
+        self.allocator.deactivate_framework(framework_id)
+        self.start_failover_timer(framework, minimum=self.config.agent_timeout_seconds)
+
+    def send_update(self, framework_id: str, status: common_pb2.TaskStatus) -> None:
+        """Sends a status update to its framework, or keeps a master-made one for the
+        framework's re-subscription."""
         framework = self.reg.frameworks.get(framework_id)
         if framework is None:
-            if framework_id in self.reg.removed_frameworks:
-                raise CallError(
-                    grpc.StatusCode.NOT_FOUND,
-                    f"framework {framework_id} was torn down; subscribe afresh",
-                    Reason.FRAMEWORK_REMOVED,
-                )
-            raise CallError(
-                grpc.StatusCode.NOT_FOUND,
-                f"framework {framework_id!r} is not subscribed; call Subscribe first",
-                Reason.FRAMEWORK_UNKNOWN,
-            )
-        if not framework.connected or stream_id != framework.stream_id:
-            raise CallError(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"stream {stream_id!r} is not the current subscription of framework "
-                f"{framework_id}; use the stream_id from your latest SUBSCRIBED event",
-                Reason.STREAM_STALE,
-            )
-        if principal is not None and framework.principal and principal != framework.principal:
-            raise CallError(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"{principal or 'an anonymous caller'} may not act for framework "
-                f"{framework_id}, which {framework.principal} subscribed",
-                Reason.PERMISSION_DENIED,
-            )
-        return framework
+            return
+        if framework.send(Event(update=Event.Update(status=status))):
+            self.counts.updates_forwarded += 1
+        elif not status.uuid:
+            # An agent resends its own updates until acknowledged, but nobody resends the
+            # master's (TASK_LOST of a removed agent), and implicit reconciliation reports live
+            # tasks only: keep it for the re-subscription or the framework never hears of it.
+            framework.missed_updates.append(status)
+
+    def revive(self, request: scheduler_pb2.ReviveRequest) -> None:
+        framework = self.for_call(request.framework_id, request.stream_id)
+        framework.suppressed = False
+        self.allocator.revive(framework.framework_id)
+        log.info("framework revived", framework_id=framework.framework_id)
+        self.offers.wake()
+
+    def suppress(self, request: scheduler_pb2.SuppressRequest) -> None:
+        framework = self.for_call(request.framework_id, request.stream_id)
+        framework.suppressed = True
+        self.allocator.suppress(framework.framework_id)
+        log.info("framework suppressed", framework_id=framework.framework_id)

@@ -61,7 +61,7 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
         await run_call(context, self._check, context, Action.READ_STATE)
         if not request.framework:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a framework by id or name")
-        framework = await run_call(context, self.core.find_framework, request.framework)
+        framework = await run_call(context, self.core.frameworks.find, request.framework)
         reasons = self.core.explain_offers(framework.framework_id)
         if not framework.connected:
             reasons.insert(0, "disconnected: the framework has no open Subscribe stream")
@@ -71,24 +71,24 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
 
     async def UndrainAgent(self, request, context):
         await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)
-        await run_call(context, self.core.undrain_agent, request.agent_id)
+        await run_call(context, self.core.agents.undrain, request.agent_id)
         return operator_pb2.UndrainAgentResponse()
 
     async def TeardownFramework(self, request, context):
-        framework = await run_call(context, self.core.find_framework, request.framework)
+        framework = await run_call(context, self.core.frameworks.find, request.framework)
         await run_call(
             context, self._check_framework, context, Action.TEARDOWN_FRAMEWORK, framework
         )
         who = caller_principal(context) or "an anonymous operator"
-        await run_call(context, self.core.teardown, framework, f"torn down by {who}")
+        await run_call(context, self.core.frameworks.teardown, framework, f"torn down by {who}")
         return operator_pb2.TeardownFrameworkResponse(framework_id=framework.framework_id)
 
     async def KillTask(self, request, context):
-        framework = await run_call(context, self.core.find_framework, request.framework)
+        framework = await run_call(context, self.core.frameworks.find, request.framework)
         await run_call(context, self._check_framework, context, Action.KILL_TASKS, framework)
         await run_call(
             context,
-            self.core.operator_kill,
+            self.core.tasks.operator_kill,
             framework.framework_id,
             request.task_id,
             request.grace_period_seconds,
@@ -105,5 +105,5 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
 
     async def DrainAgent(self, request, context):
         await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)
-        await run_call(context, self.core.drain_agent, request.agent_id)
+        await run_call(context, self.core.agents.drain, request.agent_id)
         return operator_pb2.DrainAgentResponse()

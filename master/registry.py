@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import structlog
 
 from agora.common import EMPTY, Resources
-from agora.v1 import common_pb2
+from agora.master.clock import Timer
+from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +43,13 @@ class Bounds:
 
 
 def master_status(
-    task_id: str, state: int, *, framework_id: str, agent_id: str, message: str, reason: str
+    task_id: str,
+    state: common_pb2.TaskState,
+    *,
+    framework_id: str,
+    agent_id: str,
+    message: str,
+    reason: str,
 ) -> common_pb2.TaskStatus:
     """A master-generated update: no uuid, so it needs no acknowledgement."""
     return common_pb2.TaskStatus(
@@ -130,6 +137,13 @@ class Agent:
     def connected(self) -> bool:
         return self.session is not None and not self.session.closed
 
+    def send(self, message: agent_link_pb2.MasterMessage) -> bool:
+        """Sends on the agent's stream if it has one open; False if not."""
+        if self.session is None or self.session.closed:
+            return False
+        self.session.send(message)
+        return True
+
 
 @dataclass
 class Framework:
@@ -140,8 +154,8 @@ class Framework:
     # Who subscribed it: only they may fail over to it or act for it ("" until known).
     principal: str = ""
     suppressed: bool = False
-    # Pending teardown while disconnected (asyncio.TimerHandle).
-    failover_timer: asyncio.TimerHandle | None = None
+    # Pending teardown while disconnected.
+    failover_timer: Timer | None = None
     # Master-generated updates (no uuid, so nobody resends them) made while disconnected,
     # delivered on re-subscription; the oldest go first past COMPLETED_TASKS_KEPT.
     missed_updates: deque[common_pb2.TaskStatus] = field(
@@ -160,6 +174,13 @@ class Framework:
     def connected(self) -> bool:
         return self.session is not None and not self.session.closed
 
+    def send(self, event: scheduler_pb2.Event) -> bool:
+        """Sends on the framework's stream if it has one open; False if not."""
+        if self.session is None or self.session.closed:
+            return False
+        self.session.send(event)
+        return True
+
 
 @dataclass
 class Task:
@@ -167,7 +188,7 @@ class Task:
     agent_id: str
     info: common_pb2.TaskInfo
     resources: Resources
-    state: int = common_pb2.TASK_STAGING
+    state: common_pb2.TaskState = common_pb2.TASK_STAGING
     last_status: common_pb2.TaskStatus | None = None
     # The uuid of the agent's final update until the framework acknowledges it. The agent keeps
     # the run (and ignores a RunTask of the same id) until then, and a resend of that update

@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import structlog
+
 from agora.v1 import common_pb2, operator_pb2
 
-__all__ = ["RegistryStore", "StoredAgent", "StoredFramework", "open_store"]
+log = structlog.get_logger(__name__)
+
+__all__ = ["RegistryStore", "StoredAgent", "StoredFramework", "forget_removed", "open_store"]
 
 
 @dataclass(frozen=True)
@@ -81,3 +85,10 @@ def open_store(state_path: Path | None) -> RegistryStore:
     from agora.master.state_store import StateStore
 
     return StateStore(state_path)
+
+
+def forget_removed(store: RegistryStore, kind: str, ids: list[str]) -> None:
+    """Drops removals past the registry's bounds (Registry.note_removed) from the store too."""
+    if ids:
+        store.forget_removed(kind, ids)
+        log.info(f"forgot removed {kind}s past the bound", count=len(ids))

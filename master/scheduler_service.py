@@ -34,7 +34,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         """Refuses a call for a framework its caller did not subscribe (PERMISSION_DENIED)."""
         await run_call(
             context,
-            self.core.framework_for_call,
+            self.core.frameworks.for_call,
             request.framework_id,
             request.stream_id,
             caller_principal(context),
@@ -48,7 +48,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         role = request.framework.role or "*"
         await run_call(context, self.gate.check, principal, Action.REGISTER_FRAMEWORK, role)
         framework, session = await run_call(
-            context, self.core.subscribe, request.framework, principal
+            context, self.core.frameworks.subscribe, request.framework, principal
         )
         session.owner = asyncio.current_task()  # cancelled if the framework stops reading
         try:
@@ -58,7 +58,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     return
                 yield event
         finally:
-            self.core.framework_disconnected(framework, session)
+            self.core.frameworks.disconnected(framework, session)
 
     async def Accept(self, request, context):
         await run_call(
@@ -69,7 +69,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         principal = caller_principal(context)
         for user in sorted(_task_users(request, framework.info.user)):
             await run_call(context, self.gate.check, principal, Action.RUN_AS_USER, user)
-        await run_call(context, self.core.accept, request)
+        await run_call(context, self.core.tasks.accept, request)
         return scheduler_pb2.AcceptResponse()
 
     async def Decline(self, request, context):
@@ -81,22 +81,22 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             limits.MAX_OFFERS_PER_CALL,
         )
         await self._bound(request, context)
-        await run_call(context, self.core.decline, request)
+        await run_call(context, self.core.offers.decline, request)
         return scheduler_pb2.DeclineResponse()
 
     async def Revive(self, request, context):
         await self._bound(request, context)
-        await run_call(context, self.core.revive, request)
+        await run_call(context, self.core.frameworks.revive, request)
         return scheduler_pb2.ReviveResponse()
 
     async def Suppress(self, request, context):
         await self._bound(request, context)
-        await run_call(context, self.core.suppress, request)
+        await run_call(context, self.core.frameworks.suppress, request)
         return scheduler_pb2.SuppressResponse()
 
     async def Kill(self, request, context):
         await self._bound(request, context)
-        await run_call(context, self.core.kill, request)
+        await run_call(context, self.core.tasks.kill, request)
         return scheduler_pb2.KillResponse()
 
     async def Acknowledge(self, request, context):
@@ -108,7 +108,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             limits.MAX_ACKS_PER_CALL,
         )
         await self._bound(request, context)
-        await run_call(context, self.core.acknowledge, request)
+        await run_call(context, self.core.tasks.acknowledge, request)
         return scheduler_pb2.AcknowledgeResponse()
 
     async def Reconcile(self, request, context):
@@ -116,17 +116,17 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             context, limits.check_count, "tasks", len(request.tasks), limits.MAX_RECONCILE_TASKS
         )
         await self._bound(request, context)
-        await run_call(context, self.core.reconcile, request)
+        await run_call(context, self.core.tasks.reconcile, request)
         return scheduler_pb2.ReconcileResponse()
 
     async def Teardown(self, request, context):
         principal = caller_principal(context)
 
         def teardown() -> None:
-            framework = self.core.framework_for_call(
+            framework = self.core.frameworks.for_call(
                 request.framework_id, request.stream_id, principal
             )
-            self.core.teardown(framework, "the framework asked for teardown")
+            self.core.frameworks.teardown(framework, "the framework asked for teardown")
 
         await run_call(context, teardown)
         return scheduler_pb2.TeardownResponse()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable
 
@@ -120,6 +119,7 @@ class Master:
         if self._masters is not None:
             self.core.masters = self._masters
         self.core.counts.observe_offer_latency = self.metrics.offer_latency_seconds.observe
+        self.core.offers.observe_cycle = self.metrics.allocation_seconds.observe
         self.core.recover_state()
         server = new_server(
             interceptors=[self.metrics.grpc, limits.RequestLimits()],
@@ -143,7 +143,7 @@ class Master:
         await server.start()
         self._server, self.port = server, port
         self._tasks = [
-            asyncio.create_task(self._allocation_loop(), name="allocation"),
+            asyncio.create_task(self.core.offers.run(), name="allocation"),
             asyncio.create_task(self._tick_loop(), name="master-tick"),
         ]
         if self.config.http_port is not None:
@@ -276,77 +276,6 @@ class Master:
 
     # --- background work -------------------------------------------------------------------
 
-    async def _allocation_loop(self) -> None:
-        """Allocates soon after any change (batched), at the allocator's next filter expiry,
-        and every allocation_interval_seconds as a safety net."""
-        assert self.core is not None
-        core, config = self.core, self.config
-        if config.allocation_mode == "interval":
-            await self._periodic_allocation_loop()
-            return
-        loop = asyncio.get_running_loop()
-        last_cycle = -math.inf  # loop time the previous cycle ended
-        next_sweep = loop.time() + config.allocation_interval_seconds
-        while True:
-            wakeup = self.allocator.next_wakeup()
-            timeout = max(0.0, next_sweep - loop.time())
-            if wakeup is not None:
-                timeout = max(0.0, min(timeout, wakeup - core.clock()))
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-            # races with the event, and the loop would never stop.
-            try:
-                async with asyncio.timeout(timeout):
-                    await core.allocation_wanted.wait()
-            except TimeoutError:
-                pass
-            else:
-                # Batching on the leading edge: after a quiet spell allocate at once (one pass
-                # of the loop lets changes made in the same pass join in), and while changes
-                # keep coming run at most one cycle per allocation_batch_seconds, so a burst
-                # still costs one cycle. Waiting a full window after every change instead put
-                # the whole window into every offer's latency.
-                await asyncio.sleep(
-                    max(0.0, last_cycle + config.allocation_batch_seconds - loop.time())
-                )
-            core.allocation_wanted.clear()
-            changed = core.take_changed_agents()
-            # A cycle triggered by changes looks only at the agents that changed (at 10,000
-            # agents a full cycle costs ~100 ms); a filter expiry and the periodic sweep look at
-            # every agent.
-            wakeup = self.allocator.next_wakeup()
-            if loop.time() >= next_sweep or (wakeup is not None and wakeup <= core.clock()):
-                changed = None
-            if changed is None:
-                next_sweep = loop.time() + config.allocation_interval_seconds
-            started = time.perf_counter()
-            try:
-                core.allocate(changed)
-            except Exception:  # a bug in one cycle must not stop offers for good
-                log.exception("allocation failed")
-                await asyncio.sleep(config.allocation_interval_seconds)
-            self.metrics.allocation_seconds.observe(time.perf_counter() - started)
-            last_cycle = loop.time()
-
-    async def _periodic_allocation_loop(self) -> None:
-        """Mesos' default: one cycle every allocation_interval_seconds on a fixed timer, however
-        many changes happened meanwhile (the experiments compare this with event-driven)."""
-        assert self.core is not None
-        core, period = self.core, self.config.allocation_interval_seconds
-        loop = asyncio.get_running_loop()
-        next_cycle = loop.time() + period
-        while True:
-            await asyncio.sleep(max(0.0, next_cycle - loop.time()))
-            # A cycle that overran its period is not followed by a burst of catch-up cycles.
-            next_cycle = max(next_cycle + period, loop.time())
-            core.allocation_wanted.clear()
-            core.take_changed_agents()
-            started = time.perf_counter()
-            try:
-                core.allocate()
-            except Exception:  # a bug in one cycle must not stop offers for good
-                log.exception("allocation failed")
-            self.metrics.allocation_seconds.observe(time.perf_counter() - started)
-
     async def _tick_loop(self) -> None:
         """Heartbeats to agents and frameworks; removes silent agents; expires offers.
 
@@ -376,8 +305,8 @@ class Master:
                 turn = (turn + 1) % slices
                 if loop.time() >= next_check:
                     next_check = loop.time() + period
-                    core.check_agents()
-                    core.expire_offers()
+                    core.agents.check_silence()
+                    core.offers.expire()
             except Exception:
                 log.exception("master tick failed")
             await asyncio.sleep(step)

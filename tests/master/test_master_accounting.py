@@ -11,6 +11,7 @@ import random
 import pytest
 
 from agora.common import EMPTY, Resources, new_uuid
+from agora.master.clock import ManualClock
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
 from agora.master.errors import CallError
@@ -37,11 +38,9 @@ def check_books(core: MasterCore) -> None:
 class Walk:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
-        self.now = 0.0
+        self.clock = ManualClock()
         config = MasterConfig(port=0, heartbeat_interval_seconds=1, agent_timeout_seconds=5)
-        self.core = MasterCore(
-            config, build_allocator(config), StateStore(None), clock=lambda: self.now
-        )
+        self.core = MasterCore(config, build_allocator(config), StateStore(None), clock=self.clock)
         self.agents: dict[str, tuple] = {}  # agent_id -> (Agent, Session) of its latest stream
         self.frameworks: dict[str, tuple] = {}
         self.launched = 0
@@ -95,14 +94,14 @@ class Walk:
             resources=Resources.parse("cpus:4;mem:1024;ports:[31000-31010]").to_proto(),
         )
         session = Session()
-        agent = core.register_agent(Msg.Register(info=info, tasks=tasks), session)
+        agent = core.agents.register(Msg.Register(info=info, tasks=tasks), session)
         if agent is not None:
             self.agents[agent.agent_id] = (agent, session)
 
     def subscribe(self, core, rng) -> None:
         # A live framework fails over, or a new one comes (torn-down ids are refused).
         framework_id = rng.choice([*core.reg.frameworks, ""])
-        framework, session = core.subscribe(
+        framework, session = core.frameworks.subscribe(
             common_pb2.FrameworkInfo(
                 framework_id=framework_id, name="f", failover_timeout_seconds=100
             )
@@ -127,7 +126,7 @@ class Walk:
                     resources=Resources.parse(rng.choice(TASK_SHAPES)).to_proto(),
                 )
             )
-        core.accept(
+        core.tasks.accept(
             scheduler_pb2.AcceptRequest(
                 framework_id=framework.framework_id,
                 stream_id=framework.stream_id,
@@ -142,7 +141,7 @@ class Walk:
         offer = self._offer(core, rng)
         if offer is not None:
             framework = core.reg.frameworks[offer.framework_id]
-            core.decline(
+            core.offers.decline(
                 scheduler_pb2.DeclineRequest(
                     framework_id=framework.framework_id,
                     stream_id=framework.stream_id,
@@ -160,7 +159,7 @@ class Walk:
             state = rng.choice(
                 [common_pb2.TASK_RUNNING, common_pb2.TASK_FINISHED, common_pb2.TASK_FAILED]
             )
-            core.status_update(
+            core.tasks.status_update(
                 agent,
                 Msg.StatusUpdate(
                     framework_id=task.framework_id,
@@ -174,7 +173,7 @@ class Walk:
         task = self._task(core, rng)
         framework = core.reg.frameworks.get(task.framework_id) if task else None
         if framework is not None and framework.connected:
-            core.kill(
+            core.tasks.kill(
                 scheduler_pb2.KillRequest(
                     framework_id=framework.framework_id,
                     stream_id=framework.stream_id,
@@ -184,23 +183,23 @@ class Walk:
 
     def agent_gone(self, core, rng) -> None:
         if self.agents:
-            core.agent_disconnected(*self.agents[rng.choice(list(self.agents))])
+            core.agents.disconnected(*self.agents[rng.choice(list(self.agents))])
 
     def framework_gone(self, core, rng) -> None:
         if self.frameworks:
-            core.framework_disconnected(*self.frameworks[rng.choice(list(self.frameworks))])
+            core.frameworks.disconnected(*self.frameworks[rng.choice(list(self.frameworks))])
 
     def remove(self, core, rng) -> None:
         if core.reg.agents:
-            core.remove_agent(rng.choice(list(core.reg.agents.values())), "walk")
+            core.agents.remove(rng.choice(list(core.reg.agents.values())), "walk")
 
     def teardown(self, core, rng) -> None:
         if core.reg.frameworks:
-            core.teardown(rng.choice(list(core.reg.frameworks.values())), "walk")
+            core.frameworks.teardown(rng.choice(list(core.reg.frameworks.values())), "walk")
 
     def allocate(self, core, rng) -> None:
-        self.now += rng.choice([0.0, 1.0, 6.0])  # 6 s: past the default decline filter
-        core.allocate(core.take_changed_agents() if rng.random() < 0.5 else None)
+        self.clock.advance(rng.choice([0.0, 1.0, 6.0]))  # 6 s: past the default decline filter
+        core.offers.allocate(core.offers.take_changed() if rng.random() < 0.5 else None)
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -174,7 +174,7 @@ async def test_a_framework_that_stops_reading_is_cut_off_and_can_fail_over():
         for i in range(400):
             if not framework.connected:
                 break
-            core._send_update(
+            core.frameworks.send_update(
                 framework_id,
                 common_pb2.TaskStatus(task_id=f"t{i}", state=common_pb2.TASK_RUNNING, message=big),
             )

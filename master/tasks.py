@@ -1,23 +1,36 @@
-"""Offers out and scheduler calls in: allocation cycles, Accept, Decline, Kill, Reconcile..."""
+"""Tasks as the master sees them: launches (Accept), kills, status updates from agents and
+their acknowledgements from frameworks, reconciliation.
+
+    framework --Accept--> accept: offers checked (offers.plan_launch, pure), RunTask to the agent
+    agent --StatusUpdate--> status_update: the task's state; a terminal one frees its resources
+      --> the framework --Acknowledge--> acknowledge --> StatusUpdateAck to the agent
+"""
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
 import grpc
 import structlog
 
-from agora.common import new_id
+from agora.common import EMPTY
+from agora.common.task_states import is_terminal
 from agora.master import limits
+from agora.master.clock import Clock
+from agora.master.config import MasterConfig
+from agora.master.counters import MasterCounters
 from agora.master.errors import CallError, Reason
-from agora.master.offers import check_offers, plan_launch, refuse_seconds
+from agora.master.frameworks import FrameworkBook
+from agora.master.ledger import Ledger
+from agora.master.offer_cycle import OfferCycle
+from agora.master.offers import plan_launch
 from agora.master.registry import (
     RECOVERING,
+    Agent,
     Framework,
-    Offer,
+    Registry,
     Task,
     master_status,
 )
@@ -25,79 +38,31 @@ from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
+__all__ = ["TaskBook", "check_acknowledgements"]
+
 Event = scheduler_pb2.Event
 MasterMessage = agent_link_pb2.MasterMessage
+KNOWN_STATES = frozenset(common_pb2.TaskState.values()) - {common_pb2.TASK_STATE_UNSPECIFIED}
 
 
-class SchedulerCalls:
-    """MasterCore's offer and task calls (a mixin: state lives on MasterCore)."""
+class TaskBook:
+    """The tasks' side of the master: launching, killing, updates and acknowledgements."""
 
-    def allocate(self, agent_ids: list[str] | None = None) -> int:
-        """One allocation cycle over `agent_ids` (None: every agent): grants become offers,
-        one OFFERS event per framework."""
-        now = self.clock()
-        by_framework: dict[str, list[common_pb2.Offer]] = defaultdict(list)
-        for grant in self.allocator.allocate(now, agent_ids):
-            framework = self.reg.frameworks.get(grant.framework_id)
-            agent = self.reg.agents.get(grant.agent_id)
-            if framework is None or not framework.connected or agent is None or not agent.connected:
-                self._recover(grant.framework_id, grant.agent_id, grant.resources)
-                continue
-            offer = Offer(
-                new_id("offer"), grant.framework_id, grant.agent_id, grant.resources, created_at=now
-            )
-            self.reg.add_offer(offer)
-            by_framework[grant.framework_id].append(self.offer_proto(offer))
-        for framework_id, offers in by_framework.items():
-            self.reg.frameworks[framework_id].session.send(
-                Event(offers=Event.Offers(offers=offers))
-            )
-            log.debug("offers sent", framework_id=framework_id, count=len(offers))
-        self._count_offers(by_framework, agent_ids, now)
-        return sum(len(o) for o in by_framework.values())
-
-    def _count_offers(self, by_framework, agent_ids: list[str] | None, now: float) -> None:
-        """Offers sent, and for each the time since its agent's resources became free; then
-        forgets the free times this cycle looked at (offered or not: what a filter holds back
-        is not latency)."""
-        freed = self._freed_at
-        everyone = freed.get(None)
-        for offers in by_framework.values():
-            self.counts.offers_sent += len(offers)
-            for offer in offers:
-                since = freed.get(offer.agent_id, everyone)
-                if since is not None:
-                    self.counts.observe_offer_latency(max(0.0, now - since))
-        if agent_ids is None:
-            freed.clear()
-        else:
-            for agent_id in agent_ids:
-                freed.pop(agent_id, None)
-
-    def offer_proto(self, offer: Offer) -> common_pb2.Offer:
-        agent = self.reg.agents[offer.agent_id]
-        return common_pb2.Offer(
-            offer_id=offer.offer_id,
-            framework_id=offer.framework_id,
-            agent_id=offer.agent_id,
-            hostname=agent.info.hostname,
-            resources=offer.resources.to_proto(),
-            attributes=agent.info.attributes,
-            agent_address=agent.info.address,
-        )
-
-    def expire_offers(self) -> None:
-        timeout = self.config.offer_timeout_seconds
-        if timeout is None:
-            return
-        now = self.clock()
-        for offer in list(self.reg.offers.values()):
-            if now - offer.created_at >= timeout:
-                self.counts.offers_timed_out += 1
-                self._rescind(offer, f"offer timed out after {timeout:g} s")
+    def __init__(
+        self,
+        config: MasterConfig,
+        reg: Registry,
+        ledger: Ledger,
+        offers: OfferCycle,
+        frameworks: FrameworkBook,
+        clock: Clock,
+        counts: MasterCounters,
+    ) -> None:
+        self.config, self.reg, self.ledger, self.offers = config, reg, ledger, offers
+        self.frameworks, self.clock, self.counts = frameworks, clock, counts
 
     def accept(self, request: scheduler_pb2.AcceptRequest) -> list[str]:
-        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        framework = self.frameworks.for_call(request.framework_id, request.stream_id)
         framework_id = framework.framework_id
         # A view, not a set of every task: Accept stays O(tasks in the call).
         active = _LiveTaskIds(self.reg.tasks, self.reg.completed, framework_id)
@@ -128,7 +93,7 @@ class SchedulerCalls:
                 reason="",
             )
             self.reg.add_task(task)
-            agent.session.send(
+            agent.send(
                 MasterMessage(
                     run_task=MasterMessage.RunTask(
                         framework_id=framework_id,
@@ -141,7 +106,9 @@ class SchedulerCalls:
             launched.append(info.task_id)
         self.counts.tasks_launched += len(launched)
         if plan.unused:
-            self._recover(framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds)
+            self.ledger.recover(
+                framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds
+            )
         log.info(
             "offers accepted",
             framework_id=framework_id,
@@ -149,52 +116,17 @@ class SchedulerCalls:
             offers=list(plan.offer_ids),
             tasks=launched,
         )
-        self.wake_allocation(plan.agent_id)
+        self.offers.wake(plan.agent_id)
         return launched
 
-    def decline(self, request: scheduler_pb2.DeclineRequest) -> None:
-        framework = self.framework_for_call(request.framework_id, request.stream_id)
-        refuse = refuse_seconds(request.filters, self.config.default_refuse_seconds)
-        # A decline racing a rescind is normal: skip offers that are already gone.
-        live = [i for i in request.offer_ids if i not in self.reg.gone_offers]
-        if not request.offer_ids:
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "no offer_ids given")
-        if not live:
-            return
-        offers = check_offers(framework.framework_id, live, self.reg.offers, self.reg.gone_offers)
-        self.counts.offers_declined += len(offers)
-        for offer in offers:
-            self.reg.drop_offer(offer.offer_id, "declined")
-            self._recover(offer.framework_id, offer.agent_id, offer.resources, refuse=refuse)
-            self.wake_allocation(offer.agent_id)
-        log.info(
-            "offers declined",
-            framework_id=framework.framework_id,
-            offers=[o.offer_id for o in offers],
-            refuse_seconds=refuse,
-        )
-
-    def revive(self, request: scheduler_pb2.ReviveRequest) -> None:
-        framework = self.framework_for_call(request.framework_id, request.stream_id)
-        framework.suppressed = False
-        self.allocator.revive(framework.framework_id)
-        log.info("framework revived", framework_id=framework.framework_id)
-        self.wake_allocation()
-
-    def suppress(self, request: scheduler_pb2.SuppressRequest) -> None:
-        framework = self.framework_for_call(request.framework_id, request.stream_id)
-        framework.suppressed = True
-        self.allocator.suppress(framework.framework_id)
-        log.info("framework suppressed", framework_id=framework.framework_id)
-
     def kill(self, request: scheduler_pb2.KillRequest) -> None:
-        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        framework = self.frameworks.for_call(request.framework_id, request.stream_id)
         self.kill_task(framework, request.task_id, request.agent_id, request.grace_period_seconds)
 
     def operator_kill(self, framework_key: str, task_id: str, grace: float) -> Framework:
         """An operator's kill of a live task of any framework (connected or not); NOT_FOUND for
         a task the master does not know as running. Returns the task's framework."""
-        framework = self.find_framework(framework_key)
+        framework = self.frameworks.find(framework_key)
         if (framework.framework_id, task_id) not in self.reg.tasks:
             raise CallError(
                 grpc.StatusCode.NOT_FOUND,
@@ -218,7 +150,7 @@ class SchedulerCalls:
         if task is None and ended is not None:
             # A kill racing the task's end: say how it ended, not LOST (which a framework
             # would take for a failure of a task that in fact finished).
-            self._send_update(framework.framework_id, self._reconciled(ended))
+            self.frameworks.send_update(framework.framework_id, self._reconciled(ended))
             return
         if task is None and self._may_be_recovering(agent_id):
             raise CallError(
@@ -227,7 +159,7 @@ class SchedulerCalls:
                 "re-registered since the master restarted; retry the kill later",
             )
         if task is None:
-            self._send_update(
+            self.frameworks.send_update(
                 framework.framework_id,
                 master_status(
                     task_id,
@@ -246,7 +178,7 @@ class SchedulerCalls:
                 f"agent {task.agent_id} of task {task.task_id} is disconnected; "
                 "retry the kill later",
             )
-        agent.session.send(
+        agent.send(
             MasterMessage(
                 kill_task=MasterMessage.KillTask(
                     framework_id=framework.framework_id,
@@ -265,20 +197,19 @@ class SchedulerCalls:
     def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> int:
         """Applies every acknowledgement of the call, or none if any is invalid; returns how
         many were sent on to agents."""
-        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        framework = self.frameworks.for_call(request.framework_id, request.stream_id)
         framework_id = framework.framework_id
         acks = check_acknowledgements(request, self.reg.agents)
         for ack in acks:
             task = self.reg.find_task(framework_id, ack.task_id)
             if task is not None and task.final_uuid == ack.uuid:
                 task.final_uuid = b""  # its id may be used again
-            # A disconnected agent resends the update when it is back; the framework acks again.
             self._send_ack(self.reg.agents[ack.agent_id], framework_id, ack.task_id, ack.uuid)
         self.counts.updates_acknowledged += len(acks)
         return len(acks)
 
     def reconcile(self, request: scheduler_pb2.ReconcileRequest) -> int:
-        framework = self.framework_for_call(request.framework_id, request.stream_id)
+        framework = self.frameworks.for_call(request.framework_id, request.stream_id)
         framework_id = framework.framework_id
         statuses = []
         if not request.tasks:
@@ -287,9 +218,9 @@ class SchedulerCalls:
         # Once per call, not per task: it looks at every agent.
         anyone_recovering = bool(request.tasks) and self._may_be_recovering("")
         for wanted in request.tasks:
-            task = self.reg.find_task(framework_id, wanted.task_id)
-            if task is not None:
-                statuses.append(self._reconciled(task))
+            known = self.reg.find_task(framework_id, wanted.task_id)
+            if known is not None:
+                statuses.append(self._reconciled(known))
                 continue
             if self._may_be_recovering(wanted.agent_id) if wanted.agent_id else anyone_recovering:
                 continue  # its agent may still re-register with it: answer nothing yet
@@ -304,7 +235,7 @@ class SchedulerCalls:
                 )
             )
         for status in statuses:
-            self._send_update(framework_id, status)
+            self.frameworks.send_update(framework_id, status)
         return len(statuses)
 
     def _may_be_recovering(self, agent_id: str) -> bool:
@@ -331,6 +262,123 @@ class SchedulerCalls:
         if task.last_status is not None and task.last_status.HasField("healthy"):
             status.healthy = task.last_status.healthy
         return status
+
+    def end_task(
+        self,
+        task: Task,
+        state: common_pb2.TaskState,
+        *,
+        reason: str,
+        message: str,
+        recover: bool = True,
+    ) -> None:
+        """Ends a live task by the master's word (LOST: its agent is gone or forgot it) and
+        tells its framework."""
+        status = master_status(
+            task.task_id,
+            state,
+            framework_id=task.framework_id,
+            agent_id=task.agent_id,
+            message=message,
+            reason=reason,
+        )
+        self._complete(task, status, recover=recover)
+        self.frameworks.send_update(task.framework_id, status)
+
+    def _complete(self, task: Task, status: common_pb2.TaskStatus, *, recover: bool = True) -> None:
+        """Ends a live task in `status` (terminal): its resources go back to the allocator
+        (unless `recover` is False: its agent is going, and they with it) and it moves to the
+        completed tasks."""
+        task.state, task.last_status = status.state, status
+        if recover:
+            self.ledger.recover(task.framework_id, task.agent_id, task.resources)
+        self.reg.complete_task(task)
+
+    def status_update(self, agent: Agent, update: agent_link_pb2.AgentMessage.StatusUpdate) -> None:
+        self.counts.updates_received += 1
+        status = common_pb2.TaskStatus()
+        status.CopyFrom(update.status)
+        framework_id = update.framework_id or status.framework_id
+        status.framework_id, status.agent_id = framework_id, agent.agent_id
+        if not status.task_id or status.state not in KNOWN_STATES:
+            # Refuse it without breaking the stream (which made the agent reconnect and resend
+            # it forever, holding back its other updates), and ack it so it is not resent.
+            log.warning(
+                "status update refused: no task_id or an unknown state",
+                agent_id=agent.agent_id,
+                framework_id=framework_id,
+                task_id=status.task_id,
+                state=status.state,
+            )
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            return
+        bound = log.bind(
+            agent_id=agent.agent_id,
+            framework_id=framework_id,
+            task_id=status.task_id,
+            state=common_pb2.TaskState.Name(status.state),
+        )
+        if framework_id not in self.reg.frameworks:
+            # Nobody will acknowledge it: do so now, or the agent resends forever.
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            task = self.reg.tasks.get((framework_id, status.task_id))
+            if task is not None and task.agent_id == agent.agent_id and is_terminal(status.state):
+                # A torn-down framework's task is gone at last: its resources are free now.
+                self._complete(task, status)
+                self.ledger.forget_reaped()
+                self.offers.wake(task.agent_id)
+            bound.info("status update for a removed framework acknowledged")
+            return
+        task = self.reg.find_task(framework_id, status.task_id)
+        if task is not None and task.agent_id != agent.agent_id:
+            # Only the agent that runs a task reports on it: another's "FINISHED" must not free
+            # resources while the task runs on. Acked, so it is not resent.
+            bound.warning(
+                "status update for a task on another agent refused", runs_on=task.agent_id
+            )
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            return
+        if task is None:
+            task = Task(
+                framework_id,
+                agent.agent_id,
+                common_pb2.TaskInfo(task_id=status.task_id, agent_id=agent.agent_id),
+                EMPTY,
+                state=common_pb2.TASK_STATE_UNSPECIFIED,
+            )
+            self.reg.add_task(task)
+        if is_terminal(status.state) and status.uuid:
+            task.final_uuid = status.uuid
+        if self.reg.tasks.get(task.key) is task:  # live
+            if is_terminal(status.state):
+                self._complete(task, status)
+                self.offers.wake(task.agent_id)
+            else:
+                task.state, task.last_status = status.state, status
+        elif not is_terminal(status.state):
+            # Older than the terminal state the task ended in: an agent that lost the ack of
+            # an earlier update in a machine crash resends it. Nobody needs it any more.
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            bound.info("stale status update of an ended task acknowledged, not forwarded")
+            return
+        else:
+            task.last_status = status
+        bound.info("status update")
+        self.frameworks.send_update(framework_id, status)
+
+    def _send_ack(self, agent: Agent, framework_id: str, task_id: str, uuid: bytes) -> None:
+        # A disconnected agent resends the update when it is back; the framework acks again.
+        agent.send(
+            MasterMessage(
+                status_update_ack=MasterMessage.StatusUpdateAck(
+                    framework_id=framework_id, task_id=task_id, uuid=uuid
+                )
+            )
+        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,80 @@
+"""What the allocator is told about resources coming back and frameworks coming in.
+
+The allocator holds, per agent, what each framework has been given (offers and tasks). Every
+path that ends an offer or a task gives its resources back through `Ledger.recover`, which knows
+when the allocator must not hear of them: an agent recovered from the store but not yet
+re-registered is not in the allocator, and a framework that is gone has nothing there any more,
+unless it is a torn-down framework whose tasks are still being killed (`reaping`).
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from agora.common import EMPTY, Resources
+from agora.master.allocator import AllocatorProtocol
+from agora.master.clock import Clock
+from agora.master.registry import RECOVERING, Agent, Framework, Registry
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["Ledger"]
+
+
+class Ledger:
+    def __init__(self, reg: Registry, allocator: AllocatorProtocol, clock: Clock) -> None:
+        self.reg, self.allocator, self.clock = reg, allocator, clock
+        # Torn-down frameworks whose tasks' processes have not ended yet: the allocator keeps
+        # their resources in use until the agents report each task gone (FrameworkBook.teardown).
+        self.reaping: set[str] = set()
+
+    @staticmethod
+    def in_allocator(agent: Agent | None) -> bool:
+        return agent is not None and agent.state != RECOVERING
+
+    def recover(
+        self, framework_id: str, agent_id: str, resources: Resources, refuse: float | None = None
+    ) -> None:
+        """Gives `resources` of `framework_id` on `agent_id` back to the allocator, with a decline
+        filter of `refuse` seconds when given."""
+        if (
+            resources
+            and self.in_allocator(self.reg.agents.get(agent_id))
+            and (framework_id in self.reg.frameworks or framework_id in self.reaping)
+        ):
+            try:
+                self.allocator.recover(
+                    framework_id, agent_id, resources, self.clock.now(), refuse_seconds=refuse
+                )
+            except ValueError:
+                # The books disagree (a bug): log it loudly but keep serving everyone.
+                log.exception(
+                    "allocator refused to recover resources",
+                    framework_id=framework_id,
+                    agent_id=agent_id,
+                    resources=str(resources),
+                )
+
+    def add_framework(self, framework: Framework) -> None:
+        """Registers `framework` and tells the allocator, with what its known tasks use."""
+        self.reg.frameworks[framework.framework_id] = framework
+        allocated: dict[str, Resources] = {}
+        for task in self.reg.tasks_of_framework(framework.framework_id):
+            if self.in_allocator(self.reg.agents.get(task.agent_id)):
+                allocated[task.agent_id] = allocated.get(task.agent_id, EMPTY) + task.resources
+        self.allocator.add_framework(
+            framework.framework_id,
+            role=framework.role,
+            capabilities=frozenset(framework.info.capabilities),
+            allocated=allocated,
+        )
+
+    def forget_reaped(self) -> bool:
+        """Forgets the torn-down frameworks whose last task is gone; True if any was (their
+        resources are free: the caller wakes the offer cycle)."""
+        done = [f for f in self.reaping if not self.reg.tasks_of_framework(f)]
+        for framework_id in done:
+            self.reaping.discard(framework_id)
+            self.allocator.remove_framework(framework_id)
+            log.info("torn-down framework's tasks all ended", framework_id=framework_id)
+        return bool(done)
