@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import grpc
 import structlog
-from kazoo.client import KazooState
+from kazoo.client import KazooClient, KazooState
 
 from agora.common import new_id
 from agora.common.credentials import Credentials
@@ -35,6 +35,7 @@ from agora.common.errors import Reason, rich_status
 from agora.common.masters import MasterInfo, MasterSet
 from agora.common.rpc import bind, new_server
 from agora.master.config import MasterConfig
+from agora.master.server import Master
 
 log = structlog.get_logger(__name__)
 
@@ -131,9 +132,9 @@ class Leadership:
         self.session_timeout = session_timeout
         self._on_deposed = on_deposed
         self.master_id = new_id("master")
-        self.master = None  # the Master, once elected
+        self.master: Master | None = None  # the Master, once elected
         self.elected = asyncio.Event()
-        self._zk = None
+        self._zk: KazooClient | None = None
         self._contender: Contender | None = None
         self._standby: StandbyServer | None = None
         self._leader = ""  # host:port of the current leader, "" when none
@@ -184,8 +185,8 @@ class Leadership:
         self.config.port = port
         if on_listening is not None:
             on_listening()
-        self._zk = zk_client(self.masters.zk_hosts, self.session_timeout)
-        connected = self._zk.start_async()
+        self._zk = zk = zk_client(self.masters.zk_hosts, self.session_timeout)
+        connected = zk.start_async()
         waited = 0.0
         while not await asyncio.to_thread(connected.wait, 2.0):
             waited += 2.0
@@ -196,17 +197,17 @@ class Leadership:
             log.warning(message)
             if on_waiting is not None:
                 on_waiting(message)
-        negotiated = self._zk._session_timeout / 1000  # what the server granted
+        negotiated = zk._session_timeout / 1000  # what the server granted
         log.info(
             "connected to ZooKeeper",
             zk=str(self.masters),
             session_timeout=negotiated,
         )
-        self._zk.add_listener(self._on_zk_state)
+        zk.add_listener(self._on_zk_state)
         info = MasterInfo(self.master_id, self.address, time.time())
-        self._contender = Contender(self._zk, self.masters.zk_path, info, self._on_change)
+        self._contender = Contender(zk, self.masters.zk_path, info, self._on_change)
         await asyncio.to_thread(self._contender.start)
-        self._zk.ChildrenWatch(f"{self.masters.zk_path}/{ELECTION}", self._on_members)
+        zk.ChildrenWatch(f"{self.masters.zk_path}/{ELECTION}", self._on_members)
 
     async def stop(self) -> None:
         """A clean shutdown: withdraw (the next master leads at once), stop serving."""
@@ -280,7 +281,6 @@ class Leadership:
     async def _start_leading(self) -> None:
         if self._deposed.is_set() or self.master is not None:
             return
-        from agora.master.server import Master
         from agora.master.zk_store import ZkRegistryStore
 
         assert self._standby is not None and self._contender is not None
@@ -294,10 +294,10 @@ class Leadership:
             lambda: self._depose("the registry refused a write: no longer the leader"),
         )
         await self._standby.stop()
-        self.master = Master(
+        self.master = master = Master(
             self.config, store=store, master_id=self.master_id, masters=self.members
         )
-        await self.master.start()
+        await master.start()
         log.info(
             "leading",
             address=self.address,

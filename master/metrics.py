@@ -8,7 +8,7 @@ interceptor on the master's server. Names follow Prometheus' conventions: `agora
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -107,7 +107,9 @@ class MasterMetrics:
 
     def cycles(self) -> int:
         """Allocation cycles run so far (tests wait for one to have run after a change)."""
-        return int(self.registry.get_sample_value("agora_master_allocation_cycle_seconds_count"))
+        return int(
+            self.registry.get_sample_value("agora_master_allocation_cycle_seconds_count") or 0
+        )
 
     def watch(
         self,
@@ -156,7 +158,7 @@ class _Live(Collector):
         self._state = state
         self._offers = offers
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         state = self._state()
         agents = GaugeMetricFamily("agora_master_agents", "Agents by state.", labels=["state"])
         counts: dict[str, int] = {"ACTIVE": 0, "DISCONNECTED": 0, "DRAINING": 0}

@@ -108,7 +108,7 @@ class Allocator:
 
     def __init__(self, config: AllocatorConfig | None = None) -> None:
         self.config = config or AllocatorConfig()
-        self._min: list[Vector] = [scalar_vector(m) for m in self.config.min_allocatable]
+        self._min: list[Vector] = [scalar_vector(m) for m in self.config.min_allocatable_set]
         self._agents: dict[str, _Agent] = {}
         self._frameworks: dict[str, _Framework] = {}
         self._roles: dict[str, _Role] = {}
@@ -531,7 +531,8 @@ class Allocator:
         waiting = []
         for name in self._quota_roles:
             r = self._roles[name]
-            if r.eligible and r.quota.guarantee and r.quota.unmet(self._consumption(r)):
+            quota = r.quota  # set: it is a quota role
+            if r.eligible and quota and quota.guarantee and quota.unmet(self._consumption(r)):
                 waiting.append((sorter.share(name) / sorter.weight(name), name))
         waiting.sort()
         for _key, name in waiting:
@@ -598,9 +599,9 @@ class Allocator:
     def _required_headroom(self) -> Vector:
         if self._headroom_cache is None:
             self._headroom_cache = required_headroom(
-                r.quota.unmet(self._consumption(r))
+                quota.unmet(self._consumption(r))
                 for r in (self._roles[n] for n in self._quota_roles)
-                if r.quota.guarantee
+                if (quota := r.quota) is not None and quota.guarantee
             )
         return self._headroom_cache
 

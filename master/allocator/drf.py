@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 
 from agora.common import UNRESERVED, Resources
 from agora.master.allocator.sorter import Client, Sorter
@@ -103,7 +103,7 @@ class DRFSorter(Sorter):
         if c.active:
             self._push(c)
 
-    def sorted(self) -> Iterator[str]:
+    def sorted(self) -> Generator[str, None, None]:
         heap = self._heap  # not replaced while clients are in flight (see _push)
         clients = self._clients
         in_flight = self._in_flight

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from agora.common import UNRESERVED, Resources
 from agora.master.allocator.drf import MILLI, Vector, scalar_vector
 
-INFINITY = float("inf")
-
 
 @dataclass(frozen=True)
 class Quota:
@@ -84,9 +82,9 @@ def cap_unreserved(offer: Resources, caps: Mapping[str, float]) -> Resources:
     return Resources(scalars, offer.ranges)
 
 
-def min_caps(*caps: Mapping[str, float]) -> Vector:
+def min_caps(*caps: Mapping[str, int]) -> Vector:
     out: Vector = {}
     for c in caps:
         for name, value in c.items():
-            out[name] = min(out.get(name, INFINITY), value)
+            out[name] = min(out.get(name, value), value)
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from agora.master.allocator.sorter import Sorter
 
@@ -64,7 +64,7 @@ class RandomSorter(Sorter):
         if active:
             self._add_active(name)
 
-    def sorted(self) -> Iterator[str]:
+    def sorted(self) -> Generator[str, None, None]:
         if self._weighted:
             yield from self.order()
             return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 
 class Client:
@@ -73,7 +73,7 @@ class Sorter:
 
     # order ------------------------------------------------------------------------------
 
-    def sorted(self) -> Iterator[str]:
+    def sorted(self) -> Generator[str, None, None]:
         """Active clients, first to be offered first; lazy."""
         raise NotImplementedError
 

@@ -49,6 +49,12 @@ class AllocatorConfig:
             if m.ranges:
                 raise ValueError(f"min_allocatable takes scalars only (cpus, mem...), got {m}")
         object.__setattr__(self, "min_allocatable", mins)
+
+    @property
+    def min_allocatable_set(self) -> tuple[Resources, ...]:
+        """min_allocatable as parsed (construction turned a string into Resources)."""
+        mins = self.min_allocatable
+        return () if isinstance(mins, str) else mins
         refuse = self.default_refuse_seconds
         if not isinstance(refuse, int | float) or math.isnan(refuse) or refuse < 0:
             raise ValueError(f"default_refuse_seconds must be a number >= 0, got {refuse!r}")

@@ -456,7 +456,9 @@ class Dashboard:
         except CallError as e:
             raise ApiError(403, e.message) from None
 
-    async def _sandbox_task(self, request: web.Request) -> tuple[operator_pb2.ClusterState, object]:
+    async def _sandbox_task(
+        self, request: web.Request
+    ) -> tuple[operator_pb2.ClusterState, operator_pb2.TaskSummary]:
         """The task named in the path, once the caller may read its sandbox."""
         state, task = await self._task(request)
         owner = self.view.framework_principal(task.framework_id)
@@ -474,7 +476,9 @@ class Dashboard:
             raise ApiError(404, f"no framework {key!r}")
         return sorted(found, key=lambda f: not f.connected)[0]
 
-    async def _task(self, request: web.Request) -> tuple[operator_pb2.ClusterState, object]:
+    async def _task(
+        self, request: web.Request
+    ) -> tuple[operator_pb2.ClusterState, operator_pb2.TaskSummary]:
         framework_id, task_id = request.match_info["framework_id"], request.match_info["task_id"]
         for fresh in (False, True):  # a task newer than the snapshot: read the state again
             state = await self._state(fresh)
