@@ -247,6 +247,7 @@ def _zk_masters(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from agora.common.runtime import tune_gc
     from agora.master import Master, MasterConfig
 
     config = MasterConfig(
@@ -288,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:  # a bad flag value: argparse's exit 2, naming the flag
         args.parser.error(str(e).replace("_seconds", "").replace("_", "-"))
     setup_logging(args)
+    tune_gc()
     if zk is not None:
         return asyncio.run(_serve_in_set(config, zk, args))
     return asyncio.run(_serve(master))

@@ -15,7 +15,7 @@ from agora.master.config import MasterConfig
 from agora.master.errors import CallError, Reason
 from agora.master.frameworks import FrameworkBook
 from agora.master.ledger import Ledger
-from agora.master.offer_cycle import OfferCycle
+from agora.master.offer_cycle import OfferCycle, offer_template
 from agora.master.registry import (
     ACTIVE,
     DISCONNECTED,
@@ -147,6 +147,7 @@ class AgentBook:
         if agent.draining:
             self.allocator.deactivate_agent(agent_id)
         self.store.put_agent(info, agent.registered_at)
+        offer_template(agent)
         session.send(
             MasterMessage(
                 registered=MasterMessage.Registered(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections import defaultdict
 from collections.abc import Callable
 
 import grpc
@@ -31,7 +30,7 @@ from agora.master.counters import MasterCounters
 from agora.master.errors import CallError
 from agora.master.ledger import Ledger
 from agora.master.offers import check_offers, refuse_seconds
-from agora.master.registry import Offer, Registry
+from agora.master.registry import Agent, Offer, OfferTemplate, Registry
 from agora.v1 import common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
@@ -39,6 +38,42 @@ log = structlog.get_logger(__name__)
 __all__ = ["OfferCycle"]
 
 Event = scheduler_pb2.Event
+
+# Offers per OFFERS event: a framework starts on the first while the rest are made and sent.
+OFFERS_PER_EVENT = 500
+# Agents per slice of a large cycle (allocate_in_slices).
+AGENTS_PER_SLICE = 1000
+
+
+def offer_template(agent: Agent) -> OfferTemplate:
+    """The agent's offer template, made now if its registration has none yet (AgentBook makes
+    it at registration, so that a large first round of offers finds every one made)."""
+    template = agent.offer_template
+    if template is None or template.info is not agent.info:
+        info = agent.info
+        template = agent.offer_template = OfferTemplate(
+            info=info,
+            agent_part=common_pb2.Offer(
+                agent_id=info.agent_id,
+                hostname=info.hostname,
+                attributes=info.attributes,
+                agent_address=info.address,
+            ).SerializeToString(),
+            total_part=common_pb2.Offer(resources=agent.total.to_proto()).SerializeToString(),
+        )
+    return template
+
+
+def write_offer(target: common_pb2.Offer, offer: Offer, agent: Agent) -> None:
+    """Fills `target` (a new Offer in an event) with `offer`, from its agent's template."""
+    template = offer_template(agent)
+    target.MergeFromString(template.agent_part)
+    if offer.resources == agent.total:
+        target.MergeFromString(template.total_part)
+    else:
+        target.resources.extend(offer.resources.to_proto())
+    target.offer_id = offer.offer_id
+    target.framework_id = offer.framework_id
 
 
 class OfferCycle:
@@ -85,9 +120,11 @@ class OfferCycle:
 
     def allocate(self, agent_ids: list[str] | None = None) -> int:
         """One allocation cycle over `agent_ids` (None: every agent): grants become offers,
-        one OFFERS event per framework. Returns how many offers were sent."""
+        sent in OFFERS events of at most OFFERS_PER_EVENT. Returns how many were sent."""
         now = self.clock.now()
-        by_framework: dict[str, list[common_pb2.Offer]] = defaultdict(list)
+        events: dict[str, scheduler_pb2.Event] = {}  # framework_id -> the event being filled
+        freed, sent = self._freed_at, 0
+        everyone = freed.get(None)
         for grant in self.allocator.allocate(now, agent_ids):
             framework = self.reg.frameworks.get(grant.framework_id)
             agent = self.reg.agents.get(grant.agent_id)
@@ -98,42 +135,47 @@ class OfferCycle:
                 new_id("offer"), grant.framework_id, grant.agent_id, grant.resources, created_at=now
             )
             self.reg.add_offer(offer)
-            by_framework[grant.framework_id].append(self.offer_proto(offer))
-        for framework_id, offers in by_framework.items():
-            self.reg.frameworks[framework_id].send(Event(offers=Event.Offers(offers=offers)))
-            log.debug("offers sent", framework_id=framework_id, count=len(offers))
-        self._count_offers(by_framework, agent_ids, now)
-        return sum(len(o) for o in by_framework.values())
-
-    def _count_offers(self, by_framework, agent_ids: list[str] | None, now: float) -> None:
-        """Offers sent, and for each the time since its agent's resources became free; then
-        forgets the free times this cycle looked at (offered or not: what a filter holds back
-        is not latency)."""
-        freed = self._freed_at
-        everyone = freed.get(None)
-        for offers in by_framework.values():
-            self.counts.offers_sent += len(offers)
-            for offer in offers:
-                since = freed.get(offer.agent_id, everyone)
-                if since is not None:
-                    self.counts.observe_offer_latency(max(0.0, now - since))
+            event = events.get(offer.framework_id)
+            if event is None:
+                event = events[offer.framework_id] = Event()
+            write_offer(event.offers.offers.add(), offer, agent)
+            if len(event.offers.offers) >= OFFERS_PER_EVENT:
+                framework.send(events.pop(offer.framework_id))
+            # Offer latency: since the agent's resources (or everyone's) became free.
+            since = freed.get(offer.agent_id, everyone)
+            if since is not None:
+                self.counts.observe_offer_latency(max(0.0, now - since))
+            sent += 1
+        for framework_id, event in events.items():
+            self.reg.frameworks[framework_id].send(event)
+        self.counts.offers_sent += sent
+        # The free times this cycle looked at are spent (offered or not: what a filter holds
+        # back is not latency).
         if agent_ids is None:
             freed.clear()
         else:
             for agent_id in agent_ids:
                 freed.pop(agent_id, None)
+        log.debug("cycle", offers=sent, agents="all" if agent_ids is None else len(agent_ids))
+        return sent
 
-    def offer_proto(self, offer: Offer) -> common_pb2.Offer:
-        agent = self.reg.agents[offer.agent_id]
-        return common_pb2.Offer(
-            offer_id=offer.offer_id,
-            framework_id=offer.framework_id,
-            agent_id=offer.agent_id,
-            hostname=agent.info.hostname,
-            resources=offer.resources.to_proto(),
-            attributes=agent.info.attributes,
-            agent_address=agent.info.address,
-        )
+    async def allocate_in_slices(self, agent_ids: list[str] | None = None) -> int:
+        """allocate(agent_ids), AGENTS_PER_SLICE agents at a time, letting the loop send each
+        slice's offers (and serve calls) before the next is made: with 10,000 agents the first
+        offers leave within milliseconds instead of after the whole cycle. Each slice is a
+        complete cycle (DRF re-sorts after every grant in any case), so the result is the one
+        cycle's; an agent that left meanwhile is skipped, one that came will be woken for."""
+        ids = list(self.reg.agents) if agent_ids is None else agent_ids
+        if len(ids) <= AGENTS_PER_SLICE:
+            return self.allocate(agent_ids)
+        sent = 0
+        for start in range(0, len(ids), AGENTS_PER_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            sent += self.allocate(ids[start : start + AGENTS_PER_SLICE])
+        if agent_ids is None:
+            self._freed_at.pop(None, None)  # the sweep looked at everyone
+        return sent
 
     # --- offers taken back ---------------------------------------------------------------
 
@@ -199,11 +241,11 @@ class OfferCycle:
         else:
             await self._run_event_driven()
 
-    def _cycle(self, agent_ids: list[str] | None) -> bool:
+    async def _cycle(self, agent_ids: list[str] | None) -> bool:
         """One timed cycle; False if it failed (a bug in one cycle must not stop offers)."""
         started = time.perf_counter()
         try:
-            self.allocate(agent_ids)
+            await self.allocate_in_slices(agent_ids)
             return True
         except Exception:
             log.exception("allocation failed")
@@ -249,7 +291,7 @@ class OfferCycle:
                 changed = None
             if changed is None:
                 next_sweep = loop.time() + config.allocation_interval_seconds
-            if not self._cycle(changed):
+            if not await self._cycle(changed):
                 await asyncio.sleep(config.allocation_interval_seconds)
             last_cycle = loop.time()
 
@@ -265,4 +307,4 @@ class OfferCycle:
             next_cycle = max(next_cycle + period, loop.time())
             self.wanted.clear()
             self.take_changed()
-            self._cycle(None)
+            await self._cycle(None)

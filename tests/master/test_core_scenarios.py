@@ -446,3 +446,46 @@ def test_the_recorder_sees_every_message_in_the_order_sent(h, agent, framework):
         m.WhichOneof("message") if s is agent.session else m.WhichOneof("event") for s, m in h.sent
     ]
     assert kinds == ["registered", "subscribed", "offers"]
+
+
+# --- offers at scale ------------------------------------------------------------------------
+
+
+def test_a_large_round_goes_out_in_events_of_bounded_size_with_every_agent_once(h):
+    from agora.master.offer_cycle import OFFERS_PER_EVENT
+
+    agents = [h.agent("cpus:1;mem:64", hostname=f"h{i}") for i in range(2 * OFFERS_PER_EVENT + 7)]
+    framework = h.framework()
+    events = framework.inbox.of("offers")
+    assert [len(e.offers) for e in events] == [OFFERS_PER_EVENT, OFFERS_PER_EVENT, 7]
+    offered = [o.agent_id for e in events for o in e.offers]
+    assert sorted(offered) == sorted(a.agent_id for a in agents)
+
+
+async def test_a_sliced_cycle_offers_what_one_cycle_would(h):
+    from agora.master.offer_cycle import AGENTS_PER_SLICE
+
+    h.auto_settle = False  # the master's loop runs the cycle below, in slices
+    agents = [h.agent("cpus:1;mem:64", hostname=f"h{i}") for i in range(AGENTS_PER_SLICE + 10)]
+    f1, f2 = h.framework("one"), h.framework("two")
+    assert not f1.inbox.of("offers") and not f2.inbox.of("offers")
+    sent = await h.core.offers.allocate_in_slices(h.core.offers.take_changed())
+    assert sent == len(agents)
+    # DRF across the slices as within one cycle: the two frameworks get half each.
+    assert (len(f1.offers()), len(f2.offers())) == (len(agents) // 2, len(agents) // 2)
+    assert not h.core.offers._freed_at  # every free time was looked at
+
+
+def test_an_agent_registering_again_with_new_attributes_is_offered_with_them(h, framework):
+    agent = h.agent("cpus:2;mem:64", attributes={"rack": "r1"}, hostname="old")
+    [first] = [o for o in framework.offers() if o.agent_id == agent.agent_id]
+    assert [(a.name, a.text) for a in first.attributes] == [("rack", "r1")]
+    assert first.agent_address == "old:5051"
+    agent.attributes, agent.hostname = {"rack": "r2"}, "new"
+    agent.resources = Resources.parse("cpus:3;mem:64")
+    agent.close()
+    agent.connect(agent_id=agent.agent_id)
+    [again] = [o for o in framework.offers() if o.agent_id == agent.agent_id]
+    assert [(a.name, a.text) for a in again.attributes] == [("rack", "r2")]
+    assert (again.hostname, again.agent_address) == ("new", "new:5051")
+    assert Resources.from_proto(again.resources) == Resources.parse("cpus:3;mem:64")
