@@ -10,6 +10,7 @@ import structlog
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
 from agora.common.task_states import is_terminal
 from agora.master.allocator import AllocatorProtocol
+from agora.master.attention import Attention
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.errors import CallError, Reason
@@ -65,6 +66,8 @@ class AgentBook:
         )
         # Set when the master stops: streams ending now are its doing, not agents leaving.
         self.stopping = False
+        # Silence is measured in the time the master kept up (attention.py); `last_seen` too.
+        self.attention = Attention(clock.now())
 
     def register(
         self, register: agent_link_pb2.AgentMessage.Register, session: Session, principal: str = ""
@@ -93,7 +96,7 @@ class AgentBook:
         if not agent_id:
             agent_id = info.agent_id = new_id("agent")
         bound = log.bind(agent_id=agent_id, hostname=info.hostname)
-        now, wall = self.clock.now(), time.time()
+        now, wall = self.attention.now(self.clock.now()), time.time()
 
         agent = self.reg.agents.get(agent_id)
         if agent is not None and agent.principal and agent.principal != principal:
@@ -231,7 +234,8 @@ class AgentBook:
         return shutdown
 
     def heartbeat(self, agent: Agent) -> None:
-        agent.last_seen, agent.last_heartbeat_at = self.clock.now(), time.time()
+        agent.last_seen = self.attention.now(self.clock.now())
+        agent.last_heartbeat_at = time.time()
         agent.removal_deferred = False
 
     def disconnected(self, agent: Agent, session: Session) -> None:
@@ -281,20 +285,27 @@ class AgentBook:
         forget_removed(self.store, "agent", self.reg.note_removed("agent", agent_id, reason))
         self.offers.wake()
 
+    def tick(self, step: float) -> None:
+        """The master's tick loop ran, meaning to run `step` seconds after its last run."""
+        self.attention.tick(self.clock.now(), step)
+
     def check_silence(self) -> None:
-        now = self.clock.now()
+        """Removes the agents silent for longer than the agent timeout, in attention time (at
+        most --agent-removal-rate-limit of them)."""
+        wall = self.clock.now()  # the removal rate limit is in clock time
+        now = self.attention.now(wall)
         for agent in list(self.reg.agents.values()):
             silent = now - agent.last_seen
             if silent > self.config.agent_timeout_seconds:
                 limit = self.removal_limit
-                if limit is not None and not limit.allow(now):
+                if limit is not None and not limit.allow(wall):
                     if not agent.removal_deferred:
                         agent.removal_deferred = True
                         log.warning(
                             "agent removal deferred by the removal rate limit",
                             agent_id=agent.agent_id,
                             silent=round(silent, 1),
-                            next_removal_in=round(limit.next_allowed(now) - now, 1),
+                            next_removal_in=round(limit.next_allowed(wall) - wall, 1),
                         )
                     continue
                 what = "did not re-register" if agent.state == RECOVERING else "silent"

@@ -123,7 +123,7 @@ class MasterCore:
     def recover_state(self) -> None:
         """Loads whom to expect from the store. Frameworks wait for their failover timeout, and
         at least as long as agents get to re-register, since their tasks come with the agents."""
-        now = self.clock.now()
+        now = self.agents.attention.now(self.clock.now())  # agents' silence is measured on it
         for kind in ("agent", "framework"):
             forgotten: list[str] = []
             for removed_id, reason in self.store.removed(kind).items():  # oldest first

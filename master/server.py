@@ -303,6 +303,7 @@ class Master:
                         if framework.session is not None:
                             framework.session.send(event)
                 turn = (turn + 1) % slices
+                core.agents.tick(step)
                 if loop.time() >= next_check:
                     next_check = loop.time() + period
                     core.agents.check_silence()

@@ -144,7 +144,9 @@ class CoreHarness:
         step = min(self.config.heartbeat_interval_seconds, self.config.agent_timeout_seconds / 4)
         end = self.clock.now() + seconds
         while self.clock.now() < end:
-            self.clock.advance(min(step, end - self.clock.now()))
+            moved = min(step, end - self.clock.now())
+            self.clock.advance(moved)
+            self.core.agents.tick(moved)
             for agent in self.agents:
                 if agent.heartbeating and agent.connected:
                     self.core.agents.heartbeat(agent.agent)

@@ -489,3 +489,24 @@ def test_an_agent_registering_again_with_new_attributes_is_offered_with_them(h, 
     assert [(a.name, a.text) for a in again.attributes] == [("rack", "r2")]
     assert (again.hostname, again.agent_address) == ("new", "new:5051")
     assert Resources.from_proto(again.resources) == Resources.parse("cpus:3;mem:64")
+
+
+# --- a master that falls behind -------------------------------------------------------------
+
+
+def test_a_master_that_stalled_does_not_remove_agents_whose_heartbeats_waited_for_it(h, agent):
+    silent = h.agent(hostname="really-gone")
+    silent.heartbeating = False
+    h.advance(0.5)
+    # The master's loop stalls for 5 s (agent timeout 1 s): no tick, no heartbeat handled.
+    h.clock.advance(5.0)
+    h.core.agents.tick(0.05)  # the first tick after the stall runs before the queued beats
+    h.core.agents.check_silence()
+    assert not agent.inbox.of("shutdown") and not silent.inbox.of("shutdown")
+    h.advance(0.1)  # the waiting heartbeats are handled
+    # Time the master keeps up counts again: the agent that is really gone is removed within
+    # the agent timeout of it, the live one never.
+    h.advance(1.0)
+    assert "removed" in silent.inbox.expect("shutdown").reason
+    h.advance(10)
+    assert [a.info.agent_id for a in views.agent_summaries(h.core)] == [agent.agent_id]

@@ -1,0 +1,35 @@
+"""Attention: the time a master kept up, on which agents' silence is measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from agora.master.attention import SLACK, Attention
+
+
+def test_ticks_on_time_count_in_full():
+    a = Attention(now=100.0)
+    for k in range(1, 11):
+        a.tick(100.0 + 0.05 * k, step=0.05)
+    assert a.now(100.5) == pytest.approx(0.5)
+    assert a.unattended == pytest.approx(0.0) and a.lag == pytest.approx(0.0)
+
+
+def test_a_stall_counts_only_as_long_as_a_late_tick_may_take():
+    a = Attention(now=0.0)
+    a.tick(0.05, step=0.05)
+    a.tick(3.05, step=0.05)  # the loop stalled for 3 s
+    assert a.now(3.05) == pytest.approx(0.05 + SLACK * 0.05)
+    assert a.lag == pytest.approx(2.95)
+    assert a.unattended == pytest.approx(3.0 - SLACK * 0.05)
+    # Between ticks, time counts as the next tick will count it: never beyond the slack.
+    assert a.now(10.0) == pytest.approx(a.now(3.05) + SLACK * 0.05)
+
+
+def test_a_master_that_keeps_up_counts_every_second():
+    a = Attention(now=0.0)
+    t = 0.0
+    while t < 30.0:
+        t += 0.07  # late, but within the slack
+        a.tick(t, step=0.05)
+    assert a.now(t) == pytest.approx(t)
