@@ -58,7 +58,7 @@ class TaskRecord:
     framework_id: str
     task: str  # TaskInfo, serialized and base64-encoded
     sandbox: str
-    state: int = common_pb2.TASK_STAGING
+    state: common_pb2.TaskState = common_pb2.TASK_STAGING
     launched_at: float = 0.0
     killing: bool = False
     kill_grace: float = 0.0

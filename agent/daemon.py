@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import structlog
 
 from agora.agent.checkpoint import WorkDir
@@ -135,7 +136,7 @@ class AgentDaemon:
             missed_heartbeats=config.missed_heartbeats,
             credentials=config.credentials,
         )
-        self._server = None
+        self._server: grpc.aio.Server | None = None
         self._port = 0
         self._metrics_server: HttpServer | None = None
         self._usage: agent_pb2.GetUsageResponse | None = None

@@ -139,6 +139,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     signal.signal(signal.SIGTERM, forward)
     me = os.getpid()
     ticks = start_ticks(me)
+    assert ticks is not None  # our own pid: its /proc entry is there
     start = ticks_to_time(ticks)
     # The report carries what wrapper.json does, so the agent need not wait for the file
     # (only a restarted agent reads it, long after it is written).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 
 import grpc
 
@@ -20,7 +21,7 @@ from agora.agent.task_manager import TaskManager, TaskRun, is_terminal
 from agora.agent.usage import usage_report
 from agora.common.credentials import caller_principal
 from agora.common.redaction import without_environments
-from agora.v1 import agent_pb2, agent_pb2_grpc
+from agora.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
 MAX_READ = 1024 * 1024
 FOLLOW_POLL_SECONDS = 0.2
@@ -28,7 +29,10 @@ FOLLOW_POLL_SECONDS = 0.2
 
 class AgentFilesService(agent_pb2_grpc.AgentServicer):
     def __init__(
-        self, tasks: TaskManager, pending=None, access: SandboxAccess | None = None
+        self,
+        tasks: TaskManager,
+        pending: Callable[[str, str], list[common_pb2.TaskStatus]] | None = None,
+        access: SandboxAccess | None = None,
     ) -> None:
         self._tasks = tasks
         self._access = access or SandboxAccess()
@@ -44,6 +48,7 @@ class AgentFilesService(agent_pb2_grpc.AgentServicer):
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no task {request.task_id!r}{where} on this agent"
             )
+            raise AssertionError("unreachable: context.abort raises")
         try:
             self._access.check(caller_principal(context), run.record, run.task.task_id)
         except SandboxDenied as e:

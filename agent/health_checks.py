@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 import structlog
 
@@ -35,6 +37,24 @@ DEFAULT_TIMEOUT = 20.0
 DEFAULT_MAX_FAILURES = 3
 REASON = "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
 CHECK_HOST = "127.0.0.1"  # tasks share the agent's network: check them over loopback
+
+
+class _Timing(TypedDict):
+    """CheckSpec's timing fields, as HealthCheck gives them (with defaults applied)."""
+
+    grace_period: float
+    interval: float
+    timeout: float
+    max_failures: int
+    delay: float
+
+
+class _AsUser(TypedDict, total=False):
+    """create_subprocess_exec's arguments that switch to the task's user."""
+
+    user: int
+    group: int
+    extra_groups: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -58,7 +78,7 @@ class CheckSpec:
         kind = check.WhichOneof("check")
         if kind is None:
             return None
-        timing = dict(
+        timing = _Timing(
             grace_period=max(check.grace_period_seconds, 0.0),
             interval=check.interval_seconds if check.interval_seconds > 0 else DEFAULT_INTERVAL,
             timeout=check.timeout_seconds if check.timeout_seconds > 0 else DEFAULT_TIMEOUT,
@@ -168,7 +188,7 @@ async def _probe_command(
     full_env = dict(env if env is not None else os.environ)
     full_env.update(dict(spec.env))
     # A command check runs as the task runs: as its user, never with the agent's privileges.
-    as_user = (
+    as_user: _AsUser = (
         {} if user is None else {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
     )
     proc = await asyncio.create_subprocess_exec(
@@ -257,7 +277,7 @@ class HealthCheckManager:
             self._run(checked, spec, verdict), name=f"health-{checked.task.task_id}"
         )
         self._checkers[key] = task
-        task.add_done_callback(lambda t, key=key: self._done(key, t))
+        task.add_done_callback(functools.partial(self._done, key))
 
     def start_run(self, run, agent_id: str) -> None:
         """Starts checking a TaskManager run (a TaskRun, or None: nothing to do)."""

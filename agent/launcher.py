@@ -215,7 +215,7 @@ class Launcher:
                 return
             if self._proc is not None:
                 log.warning("the task launcher died; starting a new one")
-            stderr = open(self._log_path, "ab") if self._log_path else asyncio.subprocess.DEVNULL
+            log_file = open(self._log_path, "ab") if self._log_path else None
             try:
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable,
@@ -224,12 +224,12 @@ class Launcher:
                     "--serve",
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
-                    stderr=stderr,
+                    stderr=log_file if log_file is not None else asyncio.subprocess.DEVNULL,
                     start_new_session=True,
                 )
             finally:
-                if self._log_path:
-                    stderr.close()
+                if log_file is not None:
+                    log_file.close()
             pending: dict[str, _Launch] = {}
             reader = asyncio.create_task(self._read(proc, pending), name="task-launcher-reader")
             self._proc, self._pending = proc, pending
@@ -253,7 +253,11 @@ class Launcher:
                 # JSON holds no raw newline or tab: one line, split at the first tab.
                 line += b"\t" + json.dumps(spec, separators=(",", ":")).encode()
             self._proc.stdin.write(line + b"\n")
-            await asyncio.wait({launch.report, launch.handed}, return_when=asyncio.FIRST_COMPLETED)
+            first: set[asyncio.Future[str] | asyncio.Future[tuple[int, int]]] = {
+                launch.report,
+                launch.handed,
+            }
+            await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
             if not launch.report.done():
                 await _report_or_death(launch.report, *launch.handed.result())
             return launch.report.result()
@@ -296,7 +300,7 @@ class Launcher:
         if proc.stdin is not None:
             proc.stdin.close()
         # asyncio.subprocess.Process offers no public way to close one pipe.
-        stdout = proc._transport.get_pipe_transport(1)  # noqa: SLF001
+        stdout = proc._transport.get_pipe_transport(1)  # type: ignore[attr-defined]  # noqa: SLF001
         if stdout is not None:
             stdout.close()
         try:
@@ -352,7 +356,12 @@ async def _report_or_death(report: asyncio.Future[str], wrapper_pid: int, ticks:
         # is gone, and the pidfd would watch the wrong one.
         if fd is not None and is_running(wrapper_pid, ticks):
             died = loop.create_future()
-            loop.add_reader(fd, lambda: died.done() or died.set_result(None))
+
+            def on_exit() -> None:
+                if not died.done():
+                    died.set_result(None)
+
+            loop.add_reader(fd, on_exit)
             try:
                 await asyncio.wait({report, died}, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -479,13 +488,15 @@ async def _let_go(proc: asyncio.subprocess.Process) -> None:
     waiting for it is short; reaped, it lets asyncio close the process transport too.
     """
     # asyncio.subprocess.Process offers no public way to close one pipe.
-    stdout = proc._transport.get_pipe_transport(1)  # noqa: SLF001
+    stdout = proc._transport.get_pipe_transport(1)  # type: ignore[attr-defined]  # noqa: SLF001
     if stdout is not None:
         stdout.close()
     await proc.wait()
 
 
-def exit_outcome(result: dict | None, killed: bool) -> tuple[int, str, str, int | None]:
+def exit_outcome(
+    result: dict | None, killed: bool
+) -> tuple[common_pb2.TaskState, str, str, int | None]:
     """(state, message, reason, exit_code) for what the wrapper recorded in exit.json.
 
     When the kernel's OOM killer acted in the task's cgroup, the wrapper recorded the limit

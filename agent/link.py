@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 import structlog
@@ -76,7 +76,8 @@ class MasterLink:
         self._call = None
         self.registrations = 0  # how many times the master accepted a Register
         self._failures = 0  # failed attempts since the last registration
-        self._handlers = {
+        # Each takes the message in the oneof field of its name (read with getattr below).
+        self._handlers: dict[str, Callable[[Any], None]] = {
             "run_task": handler.on_run_task,
             "kill_task": handler.on_kill_task,
             "status_update_ack": handler.on_status_update_ack,

@@ -78,7 +78,7 @@ class TaskRun:
         return Path(self.record.sandbox)
 
     @property
-    def state(self) -> int:
+    def state(self) -> common_pb2.TaskState:
         return self.record.state
 
 
@@ -437,7 +437,7 @@ class TaskManager:
     def _update(
         self,
         run: TaskRun,
-        state: int,
+        state: common_pb2.TaskState,
         message: str,
         reason: str = "",
         exit_code: int | None = None,
@@ -462,7 +462,12 @@ class TaskManager:
         )
 
     def _end(
-        self, run: TaskRun, state: int, message: str, reason: str, exit_code: int | None = None
+        self,
+        run: TaskRun,
+        state: common_pb2.TaskState,
+        message: str,
+        reason: str,
+        exit_code: int | None = None,
     ) -> None:
         log.info(
             "task ended",
@@ -480,7 +485,7 @@ class TaskManager:
         self,
         framework_id: str,
         task_id: str,
-        state: int,
+        state: common_pb2.TaskState,
         message: str,
         reason: str = "",
         exit_code: int | None = None,

@@ -68,8 +68,8 @@ def _from_cgroups(cgroups: list[str]) -> dict:
         mem_stat = _keyed(_read(directory / "memory.stat"))
         if (current := _read(directory / "memory.current")) is not None:  # v2
             found["rss"] = mem_stat.get("anon", int(current))
-            limit = (_read(directory / "memory.max") or "max").strip()
-            found["limit"] = int(limit) if limit.isdigit() else 0
+            limit_text = (_read(directory / "memory.max") or "max").strip()
+            found["limit"] = int(limit_text) if limit_text.isdigit() else 0
         elif (_read(directory / "memory.usage_in_bytes")) is not None:  # v1 memory
             found["rss"] = mem_stat.get("total_rss", mem_stat.get("rss", 0))
             limit_text = (_read(directory / "memory.limit_in_bytes") or "0").strip()

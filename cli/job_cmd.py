@@ -8,10 +8,14 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from agora.cli.errors import CommandError
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from
 from agora.cli.tables import format_table
+
+if TYPE_CHECKING:  # at run time grpc is imported lazily, where it is used
+    import grpc
 
 CALL_TIMEOUT = 15.0
 
@@ -157,7 +161,7 @@ class _Batch:
         self.master = master
         self.credentials = credentials
         self.batch = batch  # the Batch API's address when given (--batch): no master needed
-        self.channel = None
+        self.channel: grpc.Channel | None = None
         self.connect()
 
     def connect(self) -> None:
@@ -184,6 +188,7 @@ class _Batch:
         return self
 
     def __exit__(self, *exc) -> None:
+        assert self.channel is not None  # connect() in __init__ set it
         self.channel.close()
 
     def call(self, method: str, request):

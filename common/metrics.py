@@ -75,9 +75,10 @@ class GrpcMetrics(grpc.aio.ServerInterceptor):
             return handler._replace(unary_unary=unary_unary)
         if handler.unary_stream is not None or handler.stream_stream is not None:
             streaming = handler.unary_stream or handler.stream_stream
+            # Two names: an async generator function and a coroutine one differ in type.
             if inspect.isasyncgenfunction(streaming):
 
-                async def stream(request, context):
+                async def stream_replies(request, context):
                     try:
                         async for reply in streaming(request, context):
                             yield reply
@@ -86,15 +87,18 @@ class GrpcMetrics(grpc.aio.ServerInterceptor):
                         raise
                     done(context, None)
 
+                stream = stream_replies
             else:  # a coroutine that writes with context.write()
 
-                async def stream(request, context):
+                async def stream_writes(request, context):
                     try:
                         await streaming(request, context)
                     except BaseException as e:
                         done(context, e)
                         raise
                     done(context, None)
+
+                stream = stream_writes
 
             if handler.unary_stream is not None:
                 return handler._replace(unary_stream=stream)

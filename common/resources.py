@@ -109,10 +109,10 @@ class Resources:
             if value > 0:
                 clean_scalars[(name, role or UNRESERVED)] = value
         clean_ranges: dict[Key, RangeSet] = {}
-        for (name, role), value in (ranges or {}).items():
+        for (name, role), given in (ranges or {}).items():
             if name not in RANGE_NAMES:
                 raise ResourceError(f"{name!r} is not a range resource (known: ports)")
-            normalized = normalize_ranges(value)
+            normalized = normalize_ranges(given)
             if normalized:
                 clean_ranges[(name, role or UNRESERVED)] = normalized
         self._scalars = clean_scalars
@@ -191,13 +191,13 @@ class Resources:
                     name=name, type=common_pb2.Resource.SCALAR, scalar=value, role=role
                 )
             )
-        for (name, role), value in sorted(self._ranges.items()):
+        for (name, role), spans in sorted(self._ranges.items()):
             out.append(
                 common_pb2.Resource(
                     name=name,
                     type=common_pb2.Resource.RANGES,
                     role=role,
-                    ranges=[common_pb2.Range(begin=b, end=e) for b, e in value],
+                    ranges=[common_pb2.Range(begin=b, end=e) for b, e in spans],
                 )
             )
         return out
@@ -257,8 +257,8 @@ class Resources:
         for key, value in other._scalars.items():
             scalars[key] = scalars.get(key, 0.0) + value
         ranges: dict[Key, list[tuple[int, int]]] = {k: list(v) for k, v in self._ranges.items()}
-        for key, value in other._ranges.items():
-            ranges.setdefault(key, []).extend(value)
+        for key, spans in other._ranges.items():
+            ranges.setdefault(key, []).extend(spans)
         return Resources(scalars, ranges)
 
     def __sub__(self, other: Resources) -> Resources:
@@ -269,8 +269,8 @@ class Resources:
         for key, value in other._scalars.items():
             scalars[key] = _round(scalars[key] - value)
         ranges = dict(self._ranges)
-        for key, value in other._ranges.items():
-            ranges[key] = ranges_subtract(ranges[key], value)
+        for key, spans in other._ranges.items():
+            ranges[key] = ranges_subtract(ranges[key], spans)
         return Resources(scalars, ranges)
 
     def contains(self, other: Resources) -> bool:
@@ -278,8 +278,8 @@ class Resources:
         for key, value in other._scalars.items():
             if self._scalars.get(key, 0.0) + 1e-9 < value:
                 return False
-        for key, value in other._ranges.items():
-            if not ranges_contain(self._ranges.get(key, ()), value):
+        for key, spans in other._ranges.items():
+            if not ranges_contain(self._ranges.get(key, ()), spans):
                 return False
         return True
 
@@ -305,9 +305,9 @@ class Resources:
         for (name, role), value in sorted(self._scalars.items()):
             label = name if role == UNRESERVED else f"{name}({role})"
             parts.append(f"{label}:{value:g}")
-        for (name, role), value in sorted(self._ranges.items()):
+        for (name, role), spans in sorted(self._ranges.items()):
             label = name if role == UNRESERVED else f"{name}({role})"
-            parts.append(f"{label}:{format_ranges(value)}")
+            parts.append(f"{label}:{format_ranges(spans)}")
         return ";".join(parts)
 
     def __str__(self) -> str:

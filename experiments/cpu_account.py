@@ -160,7 +160,7 @@ def account(
         target[0] += max(user, 0.0)
         target[1] += max(system, 0.0)
     rows["kernel_threads"] = _row(
-        "kernel", "kernel threads (kworker, rcu, ...; not ksoftirqd)", *kernel
+        "kernel", "kernel threads (kworker, rcu, ...; not ksoftirqd)", kernel[0], kernel[1]
     )
     if interrupts_apart:
         rows["interrupts"] = _row(
@@ -174,7 +174,10 @@ def account(
             "not account them apart (no CONFIG_IRQ_TIME_ACCOUNTING)"
         )
     rows["outside"] = _row(
-        "outside", "long-lived processes outside the experiment (other users, init)", *outside
+        "outside",
+        "long-lived processes outside the experiment (other users, init)",
+        outside[0],
+        outside[1],
     )
     named_total = sum(r["user"] + r["system"] for r in rows.values())
     residual = busy - named_total

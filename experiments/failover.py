@@ -246,8 +246,10 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
             progress.show(f"kill {kill}/{cfg.kills}", force=True)
             index = addresses.index(leader)
             killed_at = time.time()
-            masters[index].proc.kill()  # SIGKILL
-            await masters[index].proc.wait()
+            proc = masters[index].proc
+            assert proc is not None  # started: start() set it
+            proc.kill()  # SIGKILL
+            await proc.wait()
             await masters[index].stop()
             masters[index] = await master(index).start()  # as a supervisor would
             listening = time.time()

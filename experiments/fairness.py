@@ -160,13 +160,14 @@ async def run(cfg: FairnessConfig, out: Path, command: list[str], quiet: bool = 
         for v in final.values()
         if v["measured_dominant_share"] is not None
     ]
+    max_share_gap = round(max(gaps), 4) if gaps else None
     run_result = {
         "agents": cfg.agents,
         "agent_resources": cfg.agent_resources,
         "events": [{"t": t, "what": what} for t, what in events],
         "final_window_seconds": [round(lo, 3), round(all_to, 3)],
         "final_allocation": final,
-        "max_share_gap": round(max(gaps), 4) if gaps else None,
+        "max_share_gap": max_share_gap,
         "samples": len(samples),
         "tasks_launched": recorder.counts["launched"],
         "phases": _phase_optima(cfg),
@@ -175,7 +176,7 @@ async def run(cfg: FairnessConfig, out: Path, command: list[str], quiet: bool = 
     results.add_samples(samples)
     results.target(
         "largest gap, measured vs DRF-optimum dominant share (all three running)",
-        run_result["max_share_gap"],
+        max_share_gap,
         0.1,
         "share",
         measured_in=(f"mean of ListFrameworks samples over t={lo:.1f}-{all_to:.1f} s"),

@@ -56,8 +56,8 @@ class FrameworkSet:
             if time.monotonic() > deadline:
                 raise TimeoutError("load frameworks did not subscribe in time")
             for run in self._runs:
-                if run is not None and run.done() and run.exception() is not None:
-                    raise run.exception()
+                if run is not None and run.done() and (error := run.exception()) is not None:
+                    raise error
             await asyncio.sleep(0.05)
 
     def stop_launching(self) -> None:

@@ -376,12 +376,12 @@ def _plots(
         k = int(t - start)
         if 0 <= k < bins:
             counts[k] += 1
-    series = [("tasks finished per second", list(range(bins)), counts)]
+    throughput: list[plots.Series] = [("tasks finished per second", list(range(bins)), counts)]
     if run["raw_spawn"]:
-        series.append(
+        throughput.append(
             ("raw spawn rate of `true`", [0, bins - 1], [run["raw_spawn"]["per_second"]] * 2)
         )
-        series.append(
+        throughput.append(
             (
                 "raw spawn rate of `python -c pass`",
                 [0, bins - 1],
@@ -394,7 +394,7 @@ def _plots(
             f"Throughput ({run['label']})",
             "seconds into the window",
             "tasks/s",
-            series,
+            throughput,
             styles=["o-", "--", ":"],
         )
     )

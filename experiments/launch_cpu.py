@@ -54,10 +54,10 @@ class ThroughputCpu:
             components.append(
                 Component(f"agent-{i}", "agents", agent.pid, f"agent {i}'s own process")
             )
-        for agent, pids in self.launchers.items():
+        for agent_name, pids in self.launchers.items():
             for k, pid in enumerate(pids):
-                name = agent.replace("agent", "launcher") + (f".{k}" if k else "")
-                what = f"{agent}'s task launcher (`python -m agora.agent.executor --serve`)"
+                name = agent_name.replace("agent", "launcher") + (f".{k}" if k else "")
+                what = f"{agent_name}'s task launcher (`python -m agora.agent.executor --serve`)"
                 components.append(Component(name, "launchers", pid, what))
         components.append(
             Component(

@@ -401,7 +401,7 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
     base = cfg.combinations()[-1] if cfg.combinations() else None
     if base is not None:
         agents, frameworks = base[0], fixed_f
-        series = []
+        cdf_series: list[tuple[str, list[float]]] = []
         for mode in cfg.modes:
             values = [
                 row["ms"]
@@ -413,14 +413,14 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
                 and not row.get("tls")
                 and row["metric"] == "task_end_to_offer"
             ]
-            series.append((f"{mode} ({agents} agents, {frameworks} frameworks)", values))
-        if any(v for _, v in series):
+            cdf_series.append((f"{mode} ({agents} agents, {frameworks} frameworks)", values))
+        if any(v for _, v in cdf_series):
             names.append(
                 plots.cdf(
                     out / "offer_latency_cdf.png",
                     "Task end -> offer latency, CDF",
                     "latency (ms, log)",
-                    series,
+                    cdf_series,
                 )
             )
     return names

@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import psutil
 
@@ -47,7 +48,7 @@ class Daemon:
         self.address = ""
         self.lines: asyncio.Queue[bytes] = asyncio.Queue()
         self._pump: asyncio.Task | None = None
-        self._log = None
+        self._log: BinaryIO | None = None
 
     async def start(
         self, ready: re.Pattern[bytes] | None = _LISTENING, timeout: float = 60.0
@@ -92,6 +93,7 @@ class Daemon:
             except TimeoutError:
                 continue
             if line == b"":
+                assert self.proc is not None  # b"" is queued only by _read_stdout, after start()
                 raise ProcessFailed(
                     f"{self.name} exited (code {await self.proc.wait()}):\n{_tail(self.log_path)}"
                 )

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported by each experiment when it runs
+    from agora.experiments.results import Results
 
 __all__ = ["EXPERIMENTS", "Experiment", "ExperimentError", "parse"]
 
 # A runner: (out dir, the command line to record) -> Results.
-Runner = Callable[[Path, list[str]], Awaitable]
+Runner = Callable[[Path, list[str]], Coroutine[Any, Any, "Results"]]
 
 
 class ExperimentError(ValueError):

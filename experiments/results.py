@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -76,7 +77,8 @@ class Results:
     def __init__(self, experiment: str, out: Path, config: dict, command: list[str]) -> None:
         self.experiment = experiment
         self.out = out
-        self.data = {
+        # The results.json document: JSON values of several shapes, keyed by field name.
+        self.data: dict[str, Any] = {
             "experiment": experiment,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "command": command,

@@ -87,6 +87,7 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
             await asyncio.sleep(0.05)
         first_event_offers = recorder.counts["offers"]
         driver = framework_set.drivers[0]
+        assert driver is not None  # made by framework_set.start()
         for k in range(cfg.reoffers):
             offer = next(iter(framework.held.values()))
             framework.held.pop(offer.offer_id)
@@ -107,6 +108,7 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
     from agora.experiments.bench import run_allocator_bench
 
     bench = run_allocator_bench(agents, 1, cycles=3, reoffers=50)
+    full_allocation = summarize(recorder.values("subscribe_to_first_offer"))
     result = {
         "agents": agents,
         "fleet_processes": len(fleets),
@@ -123,9 +125,7 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
         "master_rss_mb_after_offers": round(rss_after, 1),
         "first_offer_event_offers": first_event_offers,
         "figures_ms": {
-            "full_allocation_subscribe_to_offers": summarize(
-                recorder.values("subscribe_to_first_offer")
-            ),
+            "full_allocation_subscribe_to_offers": full_allocation,
             "one_agent_decline_to_reoffer": summarize(recorder.values("decline_to_offer")),
             "allocator_full_cycle_in_process": {
                 "count": bench["cycles"],
@@ -139,7 +139,7 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
         f"{agents} agents: registered in {register_seconds:.1f} s, idle master "
         f"{idle_cores:.3f} cores ({cpu_per_heartbeat_us:.0f} us/heartbeat), RSS "
         f"{rss_idle:.0f} MB, full allocation "
-        f"{result['figures_ms']['full_allocation_subscribe_to_offers']['p50']} ms"
+        f"{full_allocation['p50']} ms"
     )
     return result
 

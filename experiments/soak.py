@@ -149,6 +149,7 @@ class Cluster:
             # SIGUSR1: the agent kills its tasks before it exits (none outlive the run).
             daemon = self.daemons[name]
             if daemon.alive():
+                assert daemon.proc is not None  # alive() checked it
                 with contextlib.suppress(ProcessLookupError):
                     daemon.proc.send_signal(signal.SIGUSR1)
         for daemon in reversed(list(self.daemons.values())):

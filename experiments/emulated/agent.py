@@ -58,7 +58,7 @@ class AgentStats:
 class EmulatedTask:
     framework_id: str
     info: common_pb2.TaskInfo
-    state: int = common_pb2.TASK_STAGING
+    state: common_pb2.TaskState = common_pb2.TASK_STAGING
     end_timer: asyncio.TimerHandle | None = None
     # True once the terminal update is acknowledged: the task is history.
     completed: bool = False
@@ -362,7 +362,7 @@ class EmulatedAgent:
     def _update(
         self,
         task: EmulatedTask,
-        state: int,
+        state: common_pb2.TaskState,
         message: str,
         reason: str = "",
         exit_code: int | None = None,

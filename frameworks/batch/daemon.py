@@ -10,6 +10,7 @@ import grpc
 
 from agora.common import UNRESERVED
 from agora.common.credentials import INSECURE, Credentials, check_listen
+from agora.common.leader import FollowingStub
 from agora.common.masters import parse_masters
 from agora.common.rpc import service_name
 from agora.frameworks.batch.queue import DEFAULT_POLICY, get_policy
@@ -18,7 +19,7 @@ from agora.frameworks.batch.service import BatchService
 from agora.frameworks.batch.state import Backoff
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.sdk import FrameworkDaemon
-from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2_grpc
+from agora.v1 import batch_pb2, batch_pb2_grpc
 
 SERVICE_NAMES = [service_name(batch_pb2, "Batch")]
 
@@ -78,15 +79,16 @@ class BatchDaemon(FrameworkDaemon):
 
     kind = "batch"
     service_names = SERVICE_NAMES
+    config: BatchConfig
     store: JobStore | None
     scheduler: BatchScheduler | None
 
     def __init__(self, config: BatchConfig) -> None:
         super().__init__(config)
         self.config = config  # typed as BatchConfig
-        self._operator: operator_pb2_grpc.OperatorStub | None = None
+        self._operator: FollowingStub | None = None
 
-    def _open(self, operator: operator_pb2_grpc.OperatorStub) -> None:
+    def _open(self, operator: FollowingStub) -> None:
         """Loads the jobs."""
         config = self.config
         self.store = JobStore(config.state_path)

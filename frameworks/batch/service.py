@@ -7,6 +7,7 @@ import structlog
 
 from agora.common import Resources
 from agora.common.credentials import caller_principal
+from agora.common.leader import FollowingStub
 from agora.common.redaction import without_environments
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import capacity, largest_fit
@@ -22,7 +23,9 @@ OPERATOR_TIMEOUT = 5.0
 
 class BatchService(batch_pb2_grpc.BatchServicer):
     def __init__(
-        self, scheduler: BatchScheduler, operator: operator_pb2_grpc.OperatorStub | None
+        self,
+        scheduler: BatchScheduler,
+        operator: operator_pb2_grpc.OperatorStub | FollowingStub | None,
     ) -> None:
         self.scheduler = scheduler
         self.operator = operator
@@ -151,3 +154,4 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}; `agora job list` shows the jobs"
             )
+        raise AssertionError("unreachable: context.abort raises")

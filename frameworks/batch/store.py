@@ -72,7 +72,7 @@ class JobStore(StateStore):
             jobs[job.job_id] = job
         rows = self._db.execute("SELECT job_id, data FROM instances ORDER BY job_id, idx")
         for job_id, data in rows:
-            job = jobs.get(job_id)
-            if job is not None:
-                job.instances.add().ParseFromString(data)
+            parent = jobs.get(job_id)
+            if parent is not None:
+                parent.instances.add().ParseFromString(data)
         return list(jobs.values())

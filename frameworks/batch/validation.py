@@ -59,7 +59,7 @@ def needs(spec: batch_pb2.JobSpec) -> Resources:
     """One instance's scalar needs, for messages."""
     task = spec.task
     amounts = {"cpus": task.cpus, "mem": task.mem, "disk": task.disk}
-    return Resources.of(**{k: round(v, 3) for k, v in amounts.items() if v > 0})
+    return Resources.of(UNRESERVED, **{k: round(v, 3) for k, v in amounts.items() if v > 0})
 
 
 def describe_needs(spec: batch_pb2.JobSpec) -> str:

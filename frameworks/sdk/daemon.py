@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 import structlog
@@ -19,6 +19,9 @@ from agora.frameworks.sdk.framework import Framework
 from agora.frameworks.sdk.state_store import StateStore
 from agora.frameworks.sdk.transport import GrpcSchedulerTransport
 from agora.v1 import operator_pb2_grpc
+
+if TYPE_CHECKING:  # the HTTP stack is loaded only by a daemon that serves /metrics
+    from agora.common.http import HttpServer
 
 log = structlog.get_logger(__name__)
 
@@ -88,7 +91,7 @@ class FrameworkDaemon:
         )
         self._grpc_metrics = GrpcMetrics(self.metrics_registry)
         self.metrics_registry.register(_Families(self._metric_families))
-        self._metrics_http = None  # an agora.common.http.HttpServer when serving /metrics
+        self._metrics_http: HttpServer | None = None  # when serving /metrics
 
     def tls_handshake_refused(self, reason: str, words: str) -> None:
         """A caller turned away in the TLS handshake (common/handshakes; any thread)."""
@@ -97,7 +100,7 @@ class FrameworkDaemon:
 
     # what a framework daemon supplies ----------------------------------------------------
 
-    def _open(self, operator: operator_pb2_grpc.OperatorStub) -> None:
+    def _open(self, operator: FollowingStub) -> None:
         """Loads the state and builds the scheduler: sets self.store and self.scheduler.
         `operator` makes Operator calls to the leading master (closed on stop)."""
         raise NotImplementedError

@@ -15,6 +15,7 @@ import getpass
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import grpc
 import structlog
@@ -27,6 +28,7 @@ from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
 from agora.frameworks.sdk.framework import Framework
 from agora.frameworks.sdk.pending import PendingAnswers, next_ask_delay
 from agora.frameworks.sdk.transport import (
+    EventStream,
     GrpcSchedulerTransport,
     SchedulerError,
     SchedulerTransport,
@@ -65,9 +67,16 @@ class _StreamEnded:
     error: SchedulerError | None = None
 
 
+class _Ids(TypedDict):
+    """The fields that name the subscription in every Scheduler call."""
+
+    framework_id: str
+    stream_id: str
+
+
 @dataclass
 class _Session:
-    stream: object
+    stream: EventStream
     resubscribing: bool
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     reader: asyncio.Task | None = None
@@ -432,7 +441,7 @@ class Driver:
                 self._resync(session, str(e))
             raise
 
-    def _ids(self) -> dict[str, str]:
+    def _ids(self) -> _Ids:
         return {"framework_id": self.framework_id, "stream_id": self.stream_id}
 
     async def launch(

@@ -130,7 +130,7 @@ class OfferPacker:
 
     def pack_all(self, specs: Iterable[TaskSpec], limit: int | None = None) -> list[TaskInfo]:
         """Packs specs in order, skipping any that does not fit, up to `limit` tasks."""
-        packed = []
+        packed: list[TaskInfo] = []
         for spec in specs:
             if limit is not None and len(packed) >= limit:
                 break

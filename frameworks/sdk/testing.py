@@ -165,7 +165,12 @@ def offers_event(*offers: common_pb2.Offer | Sequence[common_pb2.Offer]) -> sche
 
 
 def update_event(
-    task_id: str, state: int, *, uuid: bytes = b"", agent_id: str = "agent-1", message: str = ""
+    task_id: str,
+    state: common_pb2.TaskState,
+    *,
+    uuid: bytes = b"",
+    agent_id: str = "agent-1",
+    message: str = "",
 ) -> scheduler_pb2.Event:
     status = common_pb2.TaskStatus(
         task_id=task_id,

@@ -11,6 +11,7 @@ import grpc
 
 from agora.common import UNRESERVED, Resources, attributes_from_proto
 from agora.common.credentials import INSECURE, Credentials, check_listen
+from agora.common.leader import FollowingStub
 from agora.common.masters import parse_masters
 from agora.common.rpc import service_name
 from agora.frameworks.sdk import FrameworkDaemon
@@ -19,7 +20,7 @@ from agora.frameworks.service.placement import AgentSlot
 from agora.frameworks.service.scheduler import ServiceScheduler
 from agora.frameworks.service.servicer import ServicesServicer
 from agora.frameworks.service.store import ServiceStore
-from agora.v1 import operator_pb2, operator_pb2_grpc, services_pb2, services_pb2_grpc
+from agora.v1 import operator_pb2, services_pb2, services_pb2_grpc
 
 SERVICE_NAMES = [service_name(services_pb2, "Services")]
 
@@ -71,15 +72,16 @@ class ServicesDaemon(FrameworkDaemon):
 
     kind = "services"
     service_names = SERVICE_NAMES
+    config: ServicesConfig
     store: ServiceStore | None
     scheduler: ServiceScheduler | None
 
     def __init__(self, config: ServicesConfig) -> None:
         super().__init__(config)
         self.config = config  # typed as ServicesConfig
-        self._operator: operator_pb2_grpc.OperatorStub | None = None
+        self._operator: FollowingStub | None = None
 
-    def _open(self, operator: operator_pb2_grpc.OperatorStub) -> None:
+    def _open(self, operator: FollowingStub) -> None:
         """Loads the apps."""
         self.store = ServiceStore(self.config.state_path)
         self._operator = operator

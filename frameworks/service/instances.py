@@ -23,7 +23,7 @@ class Instance:
     attributes: dict[str, str]
     launched_at: float
     has_check: bool
-    state: int = common_pb2.TASK_STAGING
+    state: common_pb2.TaskState = common_pb2.TASK_STAGING
     healthy: bool | None = None
     killing: bool = False
     kill_reason: str = ""

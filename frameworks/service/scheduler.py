@@ -10,6 +10,7 @@ suppresses offers, and tells endpoint watchers. Launches happen in `on_offers`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -485,20 +486,20 @@ class ServiceScheduler(Framework):
         for record in self.apps.values():
             app = record.app
             mine = [i for i in self.instances_of(app.id) if not i.ended]
-            launch = plan(
+            to_launch = plan(
                 app.instances, app.version, [i.view() for i in mine], appdefs.strategy_of(app)
             ).launch
-            if launch <= 0 or not record.backoff.ready(now) or record.unplaceable:
+            if to_launch <= 0 or not record.backoff.ready(now) or record.unplaceable:
                 continue
             versions[app.id] = app.version
             requests.append(
                 Request(
                     app_id=app.id,
-                    count=launch,
+                    count=to_launch,
                     needs=needs_of(app),
                     constraints=appdefs.constraints_of(app),
                     placed=[i.facts() for i in mine if not i.killing],
-                    make_spec=lambda app=app: _task_spec(app),
+                    make_spec=functools.partial(_task_spec, app),
                 )
             )
         if not requests:
@@ -545,11 +546,11 @@ class ServiceScheduler(Framework):
                     ports=instance.ports,
                 )
         for request in requests:
-            record = self.apps.get(request.app_id)
-            if record is None:
+            current = self.apps.get(request.app_id)
+            if current is None:
                 continue  # deleted meanwhile: converge kills what was launched
             reasons = result.reasons.get(request.app_id)
-            record.offer_note = "; ".join(reasons[:3]) if reasons else ""
+            current.offer_note = "; ".join(reasons[:3]) if reasons else ""
         await self._decline(driver, result.unused, WAITING_REFUSE_SECONDS)
         self.wake()
 
