@@ -3,7 +3,7 @@
 # `agora` (setup.py), so mypy reads them through a tree of links laid out as the installed package.
 set -e
 root=$(cd "$(dirname "$0")/.." && pwd)
-tree="$root/build/typecheck"
+tree="${TYPECHECK_TREE:-$root/build/typecheck}"  # TYPECHECK_TREE: another place (tests)
 rm -rf "$tree" && mkdir -p "$tree/agora"
 for f in "$root"/agora/*.py; do ln -s "$f" "$tree/agora/"; done
 ln -s "$root/protos/agora/v1" "$tree/agora/v1"

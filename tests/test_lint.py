@@ -1,5 +1,6 @@
-"""The tree stays ruff-clean (lint and format), as `make lint` checks: CI runs this too."""
+"""The tree stays ruff-clean (lint, format) and mypy-clean, as `make lint` checks; CI runs this."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -21,3 +22,17 @@ def test_ruff_check_passes():
 def test_ruff_format_is_applied():
     result = ruff("format", "--check", ".")
     assert result.returncode == 0, "run `ruff format .`:\n" + result.stdout
+
+
+def test_mypy_passes_over_the_installed_names(tmp_path):
+    # The script lays out a tree of links as the installed package; a tree of this test's own,
+    # so that a `make lint` running meanwhile does not pull it away.
+    result = subprocess.run(
+        ["sh", str(ROOT / "scripts" / "typecheck.sh")],
+        cwd=ROOT,
+        env={**os.environ, "TYPECHECK_TREE": str(tmp_path / "typecheck")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
