@@ -18,6 +18,7 @@ import grpc
 import structlog
 
 from agora.agent.aio_util import cancel_and_wait
+from agora.agent.link_policy import retry_delay, silence_limit
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.leader import LeaderTracker
@@ -26,7 +27,6 @@ from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
 
 log = structlog.get_logger(__name__)
 
-MIN_SILENCE_SECONDS = 3.0
 AgentMessage = agent_link_pb2.AgentMessage
 MasterMessage = agent_link_pb2.MasterMessage
 
@@ -134,15 +134,16 @@ class MasterLink:
                 self._failures += 1
                 if self.registrations and self._backoff.attempts == 0:
                     attempt_log.warning("lost the master", error=describe_rpc_error(e))
-                hint = self.tracker.on_error(e)
-                backoff = hint if hint is not None else self._backoff.next_delay()
-                (attempt_log.debug if hint is not None else attempt_log.info)(
-                    "cannot reach the master; retrying",
+                delay, why = retry_delay(e, self._backoff, self.tracker.on_error(e))
+                (attempt_log.info if why == "backoff" else attempt_log.debug)(
+                    "cannot reach the master; retrying"
+                    if why != "master busy"
+                    else "the master is busy; registering again later",
                     error=describe_rpc_error(e),
-                    retry_in=round(backoff, 2),
+                    retry_in=round(delay, 2),
                     next=self.master,
                 )
-                await self._pause(backoff)
+                await self._pause(delay)
                 continue
             await asyncio.sleep(self._backoff_initial)
 
@@ -203,7 +204,7 @@ class MasterLink:
                     self._failures = 0
                     interval = message.registered.heartbeat_interval_seconds or interval
                     # A floor, so that a loaded machine's hiccup does not cost a reconnect.
-                    silence.limit = max(interval * self._missed, MIN_SILENCE_SECONDS)
+                    silence.limit = silence_limit(interval, self._missed)
                     self._handler.on_registered(message.registered)
                     self._registered = True
                     self.registrations += 1

@@ -15,7 +15,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-__all__ = ["DOMAIN", "Reason", "error_metadata", "reason_of", "rich_status"]
+__all__ = ["DOMAIN", "Reason", "error_metadata", "reason_of", "retry_after", "rich_status"]
 
 DOMAIN = "agora.v1"
 
@@ -42,6 +42,9 @@ class Reason(enum.StrEnum):
     # A standby master: the metadata's "leader" (host:port, or "" while none is elected) is where
     # to go instead. Clients follow it at once.
     NOT_LEADER = "NOT_LEADER"
+    # The master is behind on its own work and turns new agents away for now: the metadata's
+    # "retry_after_seconds" says when to register again (agents add jitter).
+    MASTER_BUSY = "MASTER_BUSY"
 
 
 # The reason a refusal has when its raiser names none.
@@ -70,6 +73,16 @@ def reason_of(error: grpc.RpcError) -> str | None:
     """The ErrorInfo reason of a refusal from an Agora daemon, or None if it has none."""
     info = _error_info(error)
     return info.reason if info is not None else None
+
+
+def retry_after(error: BaseException) -> float | None:
+    """Seconds a MASTER_BUSY refusal asks the caller to wait (None for any other error)."""
+    if not isinstance(error, grpc.RpcError) or reason_of(error) != Reason.MASTER_BUSY:
+        return None
+    try:
+        return max(0.0, float(error_metadata(error).get("retry_after_seconds", "1")))
+    except ValueError:
+        return 1.0
 
 
 def error_metadata(error: grpc.RpcError) -> dict[str, str]:

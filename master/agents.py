@@ -9,6 +9,7 @@ import structlog
 
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
 from agora.common.task_states import is_terminal
+from agora.master.admission import retry_after
 from agora.master.allocator import AllocatorProtocol
 from agora.master.attention import Attention
 from agora.master.clock import Clock
@@ -68,6 +69,7 @@ class AgentBook:
         self.stopping = False
         # Silence is measured in the time the master kept up (attention.py); `last_seen` too.
         self.attention = Attention(clock.now())
+        self.refused_busy = 0  # new agents turned away while the master was behind
 
     def register(
         self, register: agent_link_pb2.AgentMessage.Register, session: Session, principal: str = ""
@@ -84,6 +86,8 @@ class AgentBook:
         except ResourceError as e:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"bad agent resources: {e}") from None
         agent_id = info.agent_id
+        if agent_id not in self.reg.agents:
+            self._admit()
         if agent_id in self.reg.removed_agents:
             reason = (
                 f"agent was removed ({self.reg.removed_agents[agent_id]}); "
@@ -175,6 +179,22 @@ class AgentBook:
         )
         self.offers.wake(agent_id)
         return agent
+
+    def _admit(self) -> None:
+        """Refuses a new agent while the master is behind (admission.py): MASTER_BUSY, with
+        the seconds after which to register again."""
+        behind = self.attention.behind(self.clock.now())
+        delay = retry_after(behind)
+        if delay is None:
+            return
+        self.refused_busy += 1
+        raise CallError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"the master is {behind:.1f} s behind on its work and takes no new agents now; "
+            f"register again in {delay:.1f} s",
+            Reason.MASTER_BUSY,
+            {"retry_after_seconds": f"{delay:.2f}"},
+        )
 
     def _reconcile_agent_tasks(self, agent: Agent, reported) -> set[str]:
         """Makes the task table agree with what the agent runs; returns frameworks to shut

@@ -38,6 +38,13 @@ class Attention:
         self._attended += counted
         self._last, self._step = now, step
 
+    def behind(self, now: float) -> float:
+        """Seconds the master is behind on its work: how late its last tick ran, or how
+        overdue the next one is, whichever is more (0 before the tick loop first ran)."""
+        if not self._step:
+            return 0.0
+        return max(self.lag, now - self._last - self._step)
+
     def now(self, now: float) -> float:
         """Attention time at clock time `now` (between ticks: as the next tick will count it;
         before the first tick, the clock itself)."""

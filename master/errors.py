@@ -17,13 +17,22 @@ class CallError(Exception):
     """A refused call: `code` is the gRPC status, the message says what to change, `reason`
     (a Reason) says what it is to a program."""
 
-    def __init__(self, code: grpc.StatusCode, message: str, reason: str | None = None) -> None:
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        reason: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason or DEFAULT_REASONS.get(code, Reason.INVALID_REQUEST)
+        self.metadata = metadata or {}  # the ErrorInfo's metadata (MASTER_BUSY's retry time)
 
 
 async def abort(context: grpc.aio.ServicerContext, error: CallError) -> None:
     """Ends the call with `error` (raises, as context.abort does)."""
-    await context.abort_with_status(rich_status(error.code, error.message, error.reason))
+    await context.abort_with_status(
+        rich_status(error.code, error.message, error.reason, error.metadata)
+    )

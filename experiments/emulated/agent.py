@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import grpc
 import structlog
 
+from agora.agent.link_policy import retry_delay, silence_limit
 from agora.agent.update_queue import UpdateQueue
 from agora.common import Resources, attributes_to_proto
 from agora.common.backoff import Backoff
@@ -36,7 +37,6 @@ log = structlog.get_logger(__name__)
 AgentMessage = agent_link_pb2.AgentMessage
 MasterMessage = agent_link_pb2.MasterMessage
 VERSION = "0.1.0-emulated"
-MIN_SILENCE_SECONDS = 3.0
 
 
 @dataclass
@@ -52,6 +52,7 @@ class AgentStats:
     tasks_finished: int = 0
     tasks_killed: int = 0
     reconnects: int = 0
+    busy_refusals: int = 0  # registrations the master turned away (MASTER_BUSY)
 
 
 @dataclass
@@ -160,6 +161,12 @@ class EmulatedAgent:
                 self._log.info("the master fell silent; dialling again")
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
                 self._log.debug("agent link failed", error=describe_rpc_error(e))
+                delay, why = retry_delay(e, backoff)
+                if why == "master busy":
+                    self.stats.busy_refusals += 1
+                self.stats.reconnects += 1
+                await asyncio.sleep(delay)
+                continue
             self.stats.reconnects += 1
             # Jittered, so a fleet that lost its master does not come back in one wave.
             await asyncio.sleep(backoff.next_delay())
@@ -267,7 +274,7 @@ class EmulatedAgent:
         self._heartbeat_timer = loop.call_later(delay, self._heartbeat)
 
     def _heartbeat(self) -> None:
-        silence = max(self.heartbeat_interval * self.spec.missed_heartbeats, MIN_SILENCE_SECONDS)
+        silence = silence_limit(self.heartbeat_interval, self.spec.missed_heartbeats)
         if self.clock() - self._last_heard > silence and self._call is not None:
             # The master (or the path to it) is gone though TCP has not noticed: dial again.
             self._dropped = self._call

@@ -190,7 +190,7 @@ class SimAgent:
 
     @property
     def connected(self) -> bool:
-        return self.session is not None and not self.session.closed
+        return self.agent is not None and self.session is not None and not self.session.closed
 
     def connect(self, tasks=(), agent_id: str | None = None):
         """Registers (again, with `agent_id`); returns Registered, or None if shut down."""
@@ -203,7 +203,7 @@ class SimAgent:
             resources=self.resources.to_proto(),
             attributes=[common_pb2.Attribute(name=k, text=v) for k, v in self.attributes.items()],
         )
-        self.session = self.h.new_session()
+        self.session, self.agent = self.h.new_session(), None
         register = AgentMessage.Register(info=info, tasks=list(tasks))
         self.agent = self.h.call(self.h.core.agents.register, register, self.session)
         if self.agent is None:

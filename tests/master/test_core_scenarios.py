@@ -510,3 +510,20 @@ def test_a_master_that_stalled_does_not_remove_agents_whose_heartbeats_waited_fo
     assert "removed" in silent.inbox.expect("shutdown").reason
     h.advance(10)
     assert [a.info.agent_id for a in views.agent_summaries(h.core)] == [agent.agent_id]
+
+
+def test_a_master_behind_turns_new_agents_away_with_a_time_to_come_back(h, agent):
+    h.advance(0.5)
+    h.clock.advance(3.0)  # stalled: its next tick is 3 s overdue
+    newcomer = h.agent(hostname="new", connect=False)
+    with pytest.raises(CallError) as e:
+        newcomer.connect()
+    assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert e.value.reason == "MASTER_BUSY"
+    assert float(e.value.metadata["retry_after_seconds"]) >= 1.0
+    # An agent the master knows is always taken back: its tasks come with it.
+    agent.close()
+    assert agent.connect(agent_id=agent.agent_id).agent_id == agent.agent_id
+    h.advance(0.5)  # caught up
+    assert newcomer.connect().agent_id
+    assert h.core.agents.refused_busy == 1

@@ -1,0 +1,44 @@
+"""What an agent's link to the master decides, shared by the real agent (agent/link.py) and the
+emulated ones (agora.experiments.emulated), so the emulator behaves as the agent does.
+
+Pure: no I/O. The links keep their own I/O (the emulator multiplexes thousands of agents over
+a few channels and timers), and take from here when the master is to be taken for gone and how
+long to wait before dialling again.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from agora.common.backoff import Backoff
+from agora.common.errors import retry_after
+
+__all__ = ["MIN_SILENCE_SECONDS", "retry_delay", "silence_limit"]
+
+# A master that says nothing for this long (at least) is taken for gone, even with heartbeats
+# more frequent than a third of it: TCP may not notice a dead peer for minutes.
+MIN_SILENCE_SECONDS = 3.0
+
+
+def silence_limit(heartbeat_interval: float, missed_heartbeats: int) -> float:
+    """Seconds without a word from the master after which the link dials again."""
+    return max(heartbeat_interval * missed_heartbeats, MIN_SILENCE_SECONDS)
+
+
+def retry_delay(
+    error: BaseException,
+    backoff: Backoff,
+    hint: float | None = None,
+    rng: Callable[[], float] = random.random,
+) -> tuple[float, str]:
+    """(seconds to wait, why) after a failed attempt: the master's own word first (MASTER_BUSY
+    names a time, spread by up to as much again so that a wave of agents turned away together
+    does not come back together), then a hint from following the master set (`hint`, from
+    LeaderTracker.on_error), else the jittered backoff."""
+    busy = retry_after(error)
+    if busy is not None:
+        return busy * (1.0 + rng()), "master busy"
+    if hint is not None:
+        return hint, "following the leader"
+    return backoff.next_delay(), "backoff"
