@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import signal
 import sys
 
 from agora.cli.errors import CommandError
@@ -53,6 +54,9 @@ def _run(args: argparse.Namespace) -> int:
         runner = EXPERIMENTS[args.experiment].build(args)
     except ExperimentError as e:
         raise CommandError(str(e)) from None
+    # SIGTERM ends a run as Ctrl-C does: the experiment's own clean-up runs, then every
+    # process it started and did not stop is stopped at exit (experiments/processes.py).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     results = asyncio.run(runner(args.out, command))
     print(
         f"{args.experiment}: wrote {args.out / 'results.json'}, {args.out / 'summary.md'} "

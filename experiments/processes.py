@@ -2,12 +2,15 @@
 
 Each is a subprocess (so its CPU and memory are its own, measured with psutil) started in its
 own session and stopped with SIGTERM (SIGKILL if it lingers). Logs go to files in the run's
-directory.
+directory. Whatever way an experiment ends (it fails, is interrupted, times out, gets SIGTERM
+through `agora experiment`), every daemon it started and did not stop is stopped when the
+process exits (`stop_all_now`, at exit), with whatever they started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import math
@@ -24,6 +27,10 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 _LISTENING = re.compile(rb"listening on (\S+:\d+)")
+
+
+# Grace between SIGTERM and SIGKILL for the daemons still running at exit.
+EXIT_GRACE = 5.0
 
 
 class ProcessFailed(Exception):
@@ -65,6 +72,7 @@ class Daemon:
             start_new_session=True,
             limit=16 * 1024 * 1024,
         )
+        _RUNNING.add(self)
         self._pump = asyncio.create_task(self._read_stdout())
         if ready is not None:
             line = await self.wait_for_line(ready, timeout)
@@ -109,6 +117,7 @@ class Daemon:
         return self.proc is not None and self.proc.returncode is None
 
     async def stop(self, timeout: float = 20.0) -> None:
+        _RUNNING.discard(self)
         if self.proc is not None and self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signal.SIGTERM)
@@ -124,6 +133,38 @@ class Daemon:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+# Every daemon started and not stopped yet.
+_RUNNING: set[Daemon] = set()
+
+
+def stop_all_now(grace: float = EXIT_GRACE) -> list[int]:
+    """Stops every daemon still running, and whatever each started (an agent's task runners
+    and tasks, in sessions of their own): SIGTERM to all, SIGKILL to what is left after
+    `grace` seconds. Synchronous, for exit time. Returns the pids it found."""
+    procs: list[psutil.Process] = []
+    for daemon in list(_RUNNING):
+        _RUNNING.discard(daemon)
+        if daemon.proc is None or daemon.proc.returncode is not None:
+            continue
+        try:
+            top = psutil.Process(daemon.proc.pid)
+            procs += [top, *top.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=grace)
+    return [p.pid for p in procs]
+
+
+atexit.register(stop_all_now)
 
 
 def python_m(module: str, *args: str) -> list[str]:

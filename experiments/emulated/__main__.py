@@ -3,6 +3,10 @@
 It prints one JSON object per line on stdout: {"event": "ready", ...} once every agent has
 registered, {"event": "stats", ...} every --stats-interval seconds, and {"event": "stopped",
 ...} after SIGTERM/SIGINT. Logs go to stderr.
+
+It exits promptly on SIGTERM or SIGINT whatever it is doing (registering, reconnecting to a
+master that is gone): its agents get STOP_GRACE seconds to close their streams, the process
+ends at most twice that after the signal, and a second signal ends it at once.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
+import threading
 import time
 
 from agora.common import ResourceError, Resources, configure_logging, parse_attributes
@@ -98,25 +104,52 @@ def _emit(event: str, **fields) -> None:
     print(json.dumps({"event": event, "time": time.monotonic(), **fields}), flush=True)
 
 
+# Seconds the agents get to close their streams after a stop signal.
+STOP_GRACE = 5.0
+
+
+def _exit_now(code: int) -> None:
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def _on_stop_signal(stop: asyncio.Event) -> None:
+    if stop.is_set():
+        _exit_now(1)  # a second signal: now
+    stop.set()
+    # Whatever the loop is stuck in (thousands of agents dialling a master that is gone), the
+    # process ends: a fleet left behind by an experiment heartbeats into the next one.
+    watchdog = threading.Timer(2 * STOP_GRACE, _exit_now, args=(1,))
+    watchdog.daemon = True  # a fleet that stops in time exits without waiting for it
+    watchdog.start()
+
+
+async def _stop(fleet: EmulatedFleet) -> None:
+    try:
+        await asyncio.wait_for(fleet.stop(), STOP_GRACE)
+    except TimeoutError:
+        _emit("stop_timeout", seconds=STOP_GRACE)
+
+
 async def run(config: FleetConfig, stats_interval: float) -> int:
     fleet = EmulatedFleet(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, _on_stop_signal, stop)
     starting = asyncio.create_task(fleet.start(timeout=600))
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({starting, stopper}, return_when=asyncio.FIRST_COMPLETED)
     if not starting.done():
         starting.cancel()
-        await fleet.stop()
+        await _stop(fleet)
         _emit("stopped", **fleet.totals())
         return 1
     try:
         seconds = starting.result()
     except TimeoutError as e:
         _emit("error", message=str(e), **fleet.totals())
-        await fleet.stop()
+        await _stop(fleet)
         return 1
     _emit("ready", seconds=round(seconds, 3), **fleet.totals())
     while not stop.is_set():
@@ -126,7 +159,7 @@ async def run(config: FleetConfig, stats_interval: float) -> int:
             _emit("stats", **fleet.totals())
     stopper.cancel()
     totals = fleet.totals()
-    await fleet.stop()
+    await _stop(fleet)
     _emit("stopped", **totals)
     return 0
 

@@ -1,0 +1,74 @@
+"""Experiments leave nothing running: an emulated fleet exits promptly on SIGTERM, even while
+its master is gone, and an experiment that is interrupted (Ctrl-C) or told to stop (SIGTERM)
+stops every process it started."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from harness import ROOT, Daemon, eventually
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_fleet_exits_on_sigterm_while_its_master_is_gone(tmp_path):
+    master = Daemon(["master", "--port", "0"], tmp_path / "master.log").start()
+    with open(tmp_path / "fleet.log", "ab") as log:
+        fleet = subprocess.Popen(
+            [sys.executable, "-m", "agora.experiments.emulated", "--master", master.address,
+             "--agents", "300", "--stats-interval", "0"],
+            stdout=subprocess.PIPE, stderr=log, cwd=ROOT, start_new_session=True, text=True,
+        )  # fmt: skip
+        try:
+            assert fleet.stdout is not None
+            assert json.loads(fleet.stdout.readline())["event"] == "ready"
+            master.kill()  # gone: 300 agents dial it again and again
+            time.sleep(1.0)
+            fleet.send_signal(signal.SIGTERM)
+            out, _ = fleet.communicate(timeout=60)  # exits (the fleet bounds its own stop)
+            assert fleet.returncode == 0
+            assert json.loads(out.splitlines()[-1])["event"] == "stopped"
+        finally:
+            if fleet.poll() is None:
+                fleet.kill()
+                fleet.communicate()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_experiment_stops_every_process_it_started(tmp_path, sig):
+    run = subprocess.Popen(
+        [sys.executable, "-m", "agora.cli.main", "experiment", "scale", "--agents", "300",
+         "--idle-seconds", "120", "--out", str(tmp_path / "out"), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, text=True,
+    )  # fmt: skip
+    try:
+        experiment = psutil.Process(run.pid)
+
+        def started() -> list[psutil.Process]:
+            kids = experiment.children(recursive=True)
+            fleets = [p for p in kids if "agora.experiments.emulated" in " ".join(p.cmdline())]
+            return kids if fleets and len(kids) >= 2 else []
+
+        kids = eventually(started, timeout=60, message="the master and a fleet running")
+        time.sleep(1.0)  # the fleet registering, the master busy with it
+        run.send_signal(sig)
+        _, err = run.communicate(timeout=120)
+        assert run.returncode != 0
+        assert "Traceback" not in err, err
+        for kid in kids:
+            eventually(lambda k=kid: _gone(k.pid), timeout=30, message=f"{kid.pid} gone")
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
