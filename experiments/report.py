@@ -140,7 +140,7 @@ def section(docs: Path, figures: Path) -> str:
                 f"| {r['agents']} | {r['register_seconds']} | "
                 f"{r['idle_master_cpu_cores']} | {r['master_cpu_per_heartbeat_us']} | "
                 f"{r['master_rss_mb_idle']} | "
-                f"{fmt_ms(f['full_allocation_subscribe_to_offers'])} | "
+                f"{fmt_ms(f['full_allocation_subscribe_to_all_offers'])} | "
                 f"{fmt_ms(f['one_agent_decline_to_reoffer'])} |"
             )
         out += ["", *_images(docs, figures, sc, "scale"), ""]

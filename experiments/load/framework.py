@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from agora.common.task_states import TERMINAL_STATES
+from agora.experiments.load.held import HeldOffers
 from agora.experiments.load.recorder import Recorder
 from agora.experiments.load.workload import Sampler, TraceTask, constant
 from agora.frameworks.sdk import Framework, OfferPacker, SchedulerError, TaskSpec, new_task_id
@@ -70,7 +71,7 @@ class LoadFramework(Framework):
         self.driver = None
         self.framework_id = ""
         self.running: dict[str, str] = {}  # task id -> agent id
-        self.held: dict[str, common_pb2.Offer] = {}
+        self.held = HeldOffers()
         self._held_at: dict[str, float] = {}
         self.launched = 0
         self.ended = 0
@@ -189,10 +190,7 @@ class LoadFramework(Framework):
         await self._decline(driver, unused, c.decline_refuse_seconds)
 
     def _take_held(self, agent_id: str) -> list[common_pb2.Offer]:
-        offers = [o for o in self.held.values() if o.agent_id == agent_id]
-        for offer in offers:
-            del self.held[offer.offer_id]
-        return offers
+        return self.held.take_agent(agent_id)
 
     def _hold(self, offers: list[common_pb2.Offer]) -> None:
         now = time.monotonic()
@@ -225,7 +223,7 @@ class LoadFramework(Framework):
 
     async def _launch_on_held(self, driver) -> None:
         """After a task ended: launch on what we hold, agent by agent, while there is demand."""
-        for agent_id in list(dict.fromkeys(o.agent_id for o in self.held.values())):
+        for agent_id in self.held.agents():
             if not self._room():
                 return
             group = self._take_held(agent_id)
@@ -236,6 +234,8 @@ class LoadFramework(Framework):
         """Launches as many tasks as demand, limits and these offers (one agent) allow;
         False if none fits (the offers are untouched)."""
         c = self.config
+        if not self._room():
+            return False  # no task to launch: do not even read the offers (10,000: 0.9 s)
         packer = OfferPacker(offers, role=c.role)
         taken: list[TraceTask | None] = []
         while self._room() and (c.tasks_per_offer <= 0 or len(taken) < c.tasks_per_offer):

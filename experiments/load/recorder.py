@@ -63,6 +63,10 @@ class Recorder:
         self._declined: dict[str, float] = {}
         self._joined: dict[str, float] = {}
         self._subscribed: dict[str, float] = {}
+        # When each framework last subscribed, and when its latest OFFERS event arrived: a
+        # whole round of offers (sent in several events) took the difference.
+        self.subscribed_at: dict[str, float] = {}
+        self.last_offers_at: dict[str, float] = {}
         self._accepted: dict[str, float] = {}  # task id -> Accept issued
         self._starting: set[str] = set()  # tasks whose STARTING was timed (resends are not)
         self.first_offer: dict[str, float] = {}  # agent -> first offer seen for it
@@ -85,12 +89,13 @@ class Recorder:
     # events -----------------------------------------------------------------------------
 
     def subscribed(self, framework: str) -> None:
-        self._subscribed[framework] = self.clock()
+        self._subscribed[framework] = self.subscribed_at[framework] = self.clock()
 
     def offers(self, framework: str, offers: Iterable[common_pb2.Offer]) -> None:
         now = self.clock()
         wall = self.wall()
         self.counts["offer_events"] += 1
+        self.last_offers_at[framework] = now
         subscribed = self._subscribed.pop(framework, None)
         if subscribed is not None:
             self._add("subscribe_to_first_offer", now - subscribed, now, framework, "", always=True)

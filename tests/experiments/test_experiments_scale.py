@@ -14,7 +14,8 @@ def test_scale_two_small_steps(tmp_path):
     data = load_results(out, "scale")
     assert [r["agents"] for r in data["runs"]] == [3, 8]
     for run in data["runs"]:
-        assert run["first_offer_event_offers"] == run["agents"]
+        assert run["first_round_offers"] == run["agents"]
+        assert run["first_round_offer_events"] >= 1
         for key in (
             "register_seconds",
             "idle_master_cpu_cores",
@@ -23,8 +24,10 @@ def test_scale_two_small_steps(tmp_path):
             "master_rss_mb_after_offers",
         ):
             assert run[key] is not None and run[key] >= 0, key
-        assert_stats(run["figures_ms"]["full_allocation_subscribe_to_offers"])
+        assert_stats(run["figures_ms"]["full_allocation_subscribe_to_first_offers"])
+        assert_stats(run["figures_ms"]["full_allocation_subscribe_to_all_offers"])
         assert_stats(run["figures_ms"]["one_agent_decline_to_reoffer"])
-    (target,) = data["targets"]
-    assert target["met"] is None  # the 0.5-core target is for 10,000 agents
+    # The targets are set at 10,000 agents (and 50,000): not measured by this tiny run.
+    assert len(data["targets"]) == 3
+    assert all(target["met"] is None for target in data["targets"])
     assert {"scale_master_cpu.png", "scale_allocation_time.png"} <= set(data["plots"])
