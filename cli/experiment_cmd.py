@@ -35,6 +35,15 @@ def register(subparsers) -> None:
         p.set_defaults(func=_run, log_level="error")
 
 
+async def _run_and_clean_up(run):
+    from agora.experiments.processes import stop_all
+
+    try:
+        return await run
+    finally:
+        await stop_all()
+
+
 def _run(args: argparse.Namespace) -> int:
     from agora.experiments.registry import EXPERIMENTS, ExperimentError
 
@@ -57,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     # SIGTERM ends a run as Ctrl-C does: the experiment's own clean-up runs, then every
     # process it started and did not stop is stopped at exit (experiments/processes.py).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    results = asyncio.run(runner(args.out, command))
+    results = asyncio.run(_run_and_clean_up(runner(args.out, command)))
     print(
         f"{args.experiment}: wrote {args.out / 'results.json'}, {args.out / 'summary.md'} "
         f"and {len(results.data.get('plots', []))} plot(s)",

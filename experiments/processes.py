@@ -139,10 +139,17 @@ class Daemon:
 _RUNNING: set[Daemon] = set()
 
 
+async def stop_all(grace: float = EXIT_GRACE) -> None:
+    """Stops every daemon still running, on the loop (an experiment's last step, whatever way
+    it ended: a fleet whose start was interrupted is in no experiment's list yet)."""
+    await asyncio.gather(*(d.stop(grace) for d in list(_RUNNING)), return_exceptions=True)
+
+
 def stop_all_now(grace: float = EXIT_GRACE) -> list[int]:
     """Stops every daemon still running, and whatever each started (an agent's task runners
     and tasks, in sessions of their own): SIGTERM to all, SIGKILL to what is left after
-    `grace` seconds. Synchronous, for exit time. Returns the pids it found."""
+    `grace` seconds. Synchronous, for exit time (the last resort: a process killed with its
+    loop still running). Returns the pids it found."""
     procs: list[psutil.Process] = []
     for daemon in list(_RUNNING):
         _RUNNING.discard(daemon)
