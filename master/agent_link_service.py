@@ -66,7 +66,9 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                 if agent is None or session.closed:
                     break
                 kind = message.WhichOneof("message")
-                self.core.agents.heartbeat(agent)
+                self.core.agents.heartbeat(
+                    agent, message.heartbeat.timestamp if kind == "heartbeat" else 0.0
+                )
                 if kind == "status_update":
                     self.core.tasks.status_update(agent, message.status_update)
                 elif kind == "register":

@@ -11,7 +11,7 @@ from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto,
 from agora.common.task_states import is_terminal
 from agora.master.admission import retry_after
 from agora.master.allocator import AllocatorProtocol
-from agora.master.attention import Attention
+from agora.master.attention import Attention, IntakeLag
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.errors import CallError, Reason
@@ -69,6 +69,7 @@ class AgentBook:
         self.stopping = False
         # Silence is measured in the time the master kept up (attention.py); `last_seen` too.
         self.attention = Attention(clock.now())
+        self.intake = IntakeLag(cap=config.agent_timeout_seconds)
         self.refused_busy = 0  # new agents turned away while the master was behind
 
     def register(
@@ -183,7 +184,7 @@ class AgentBook:
     def _admit(self) -> None:
         """Refuses a new agent while the master is behind (admission.py): MASTER_BUSY, with
         the seconds after which to register again."""
-        behind = self.attention.behind(self.clock.now())
+        behind = max(self.attention.behind(self.clock.now()), self.intake.lag)
         delay = retry_after(behind)
         if delay is None:
             return
@@ -253,9 +254,12 @@ class AgentBook:
             self.offers.wake()
         return shutdown
 
-    def heartbeat(self, agent: Agent) -> None:
+    def heartbeat(self, agent: Agent, sent_at: float = 0.0) -> None:
+        """The agent said something (a heartbeat sent at `sent_at` on its wall clock, or any
+        other message: 0)."""
         agent.last_seen = self.attention.now(self.clock.now())
-        agent.last_heartbeat_at = time.time()
+        agent.last_heartbeat_at = wall = time.time()
+        self.intake.observe(sent_at, wall)
         agent.removal_deferred = False
 
     def disconnected(self, agent: Agent, session: Session) -> None:
@@ -314,8 +318,9 @@ class AgentBook:
         most --agent-removal-rate-limit of them)."""
         wall = self.clock.now()  # the removal rate limit is in clock time
         now = self.attention.now(wall)
+        backlog = self.intake.lag  # what the agents said may still wait in the master's queues
         for agent in list(self.reg.agents.values()):
-            silent = now - agent.last_seen
+            silent = now - agent.last_seen - backlog
             if silent > self.config.agent_timeout_seconds:
                 limit = self.removal_limit
                 if limit is not None and not limit.allow(wall):

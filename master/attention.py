@@ -9,12 +9,19 @@ judged on evidence (ticks the master did run without hearing from the agent), no
 master's own backlog. An agent that is really gone is still removed after the agent timeout of
 a master that keeps up, and proportionally later on one that does not.
 
-Pure: the tick loop says when it ran and how long after the last run it meant to.
+A master can also be behind on reading while its loop ticks on time: the agents' messages
+wait in gRPC's queues instead. IntakeLag measures that wait from the heartbeats' send times.
+
+Pure: the tick loop says when it ran and how long after the last run it meant to; the agent
+link says when each heartbeat was sent and read.
 """
 
 from __future__ import annotations
 
-__all__ = ["Attention"]
+import statistics
+from collections import deque
+
+__all__ = ["Attention", "IntakeLag"]
 
 # A tick may run this many times its intended step late and still count in full; beyond that
 # the master was behind, and the excess is not counted.
@@ -52,3 +59,33 @@ class Attention:
         if self._step:
             since = min(since, SLACK * self._step)
         return self._attended + since
+
+
+class IntakeLag:
+    """How long agents' messages waited before the master read them, from the heartbeats' own
+    send times (each carries the agent's wall clock).
+
+    A master behind on reading (its gRPC queues full, its loop still ticking on time) hears
+    every agent late by about the same amount; a dead agent sends nothing and moves nothing.
+    The median delay of the latest heartbeats, from all agents, is that backlog: silence is
+    judged net of it. It assumes roughly synchronized clocks (as certificates and logs do); a
+    skewed clock can only delay a removal, and by at most `cap` seconds (the agent timeout).
+    """
+
+    WINDOW = 255  # heartbeats the median is taken over
+    EVERY = 32  # heartbeats between recomputations
+
+    def __init__(self, cap: float) -> None:
+        self.cap = cap
+        self.lag = 0.0
+        self._recent: deque[float] = deque(maxlen=self.WINDOW)
+        self._seen = 0
+
+    def observe(self, sent_at: float, now: float) -> None:
+        """A heartbeat sent at `sent_at` (the agent's wall clock) read at `now` (the master's)."""
+        if sent_at <= 0:
+            return  # no send time given
+        self._recent.append(now - sent_at)
+        self._seen += 1
+        if self._seen % self.EVERY == 0 or len(self._recent) < self.EVERY:
+            self.lag = min(self.cap, max(0.0, statistics.median(self._recent)))

@@ -33,3 +33,21 @@ def test_a_master_that_keeps_up_counts_every_second():
         t += 0.07  # late, but within the slack
         a.tick(t, step=0.05)
     assert a.now(t) == pytest.approx(t)
+
+
+def test_intake_lag_is_the_median_wait_of_recent_heartbeats_capped():
+    from agora.master.attention import IntakeLag
+
+    intake = IntakeLag(cap=30.0)
+    intake.observe(0.0, 100.0)  # no send time: ignored
+    assert intake.lag == 0.0
+    for _ in range(100):
+        intake.observe(1000.0 - 2.5, 1000.0)  # read 2.5 s after they were sent
+    intake.observe(1000.0 - 900, 1000.0)  # one agent's clock far off moves the median little
+    assert intake.lag == pytest.approx(2.5)
+    for _ in range(300):
+        intake.observe(1000.0 - 500, 1000.0)  # a huge apparent wait (skewed clocks): capped
+    assert intake.lag == 30.0
+    for _ in range(300):
+        intake.observe(1000.0 + 5, 1000.0)  # clocks ahead of the master's: no negative lag
+    assert intake.lag == 0.0

@@ -527,3 +527,22 @@ def test_a_master_behind_turns_new_agents_away_with_a_time_to_come_back(h, agent
     h.advance(0.5)  # caught up
     assert newcomer.connect().agent_id
     assert h.core.agents.refused_busy == 1
+
+
+def test_a_master_behind_on_reading_judges_silence_net_of_what_waits_in_its_queues():
+    import time
+
+    h = CoreHarness(agent_timeout_seconds=2.0)
+    live = [h.agent(hostname=f"live-{i}") for i in range(20)]
+    dead = h.agent(hostname="dead")
+    for agent in (*live, dead):
+        agent.heartbeating = False  # from now on the master reads them as below
+    # The master's loop ticks on time, but it reads the live agents' heartbeats only every
+    # 3 s (agent timeout 2 s), each 1.5 s after it was sent: they wait in its gRPC queues.
+    for _ in range(4):
+        for agent in live:
+            h.core.agents.heartbeat(agent.agent, sent_at=time.time() - 1.5)
+        h.advance(3.0)
+    assert h.core.agents.intake.lag == pytest.approx(1.5, abs=0.1)
+    assert not any(agent.inbox.of("shutdown") for agent in live)
+    assert "removed" in dead.inbox.expect("shutdown").reason  # it said nothing at all
