@@ -14,6 +14,7 @@ from agora.master.allocator import AllocatorProtocol
 from agora.master.attention import Attention, IntakeLag
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
+from agora.master.counters import MasterCounters
 from agora.master.errors import CallError, Reason
 from agora.master.frameworks import FrameworkBook
 from agora.master.ledger import Ledger
@@ -55,11 +56,12 @@ class AgentBook:
         frameworks: FrameworkBook,
         tasks: TaskBook,
         clock: Clock,
+        counts: MasterCounters,
         master_id: str,
     ) -> None:
         self.config, self.reg, self.allocator, self.store = config, reg, allocator, store
         self.ledger, self.offers, self.frameworks, self.tasks = ledger, offers, frameworks, tasks
-        self.clock, self.master_id = clock, master_id
+        self.clock, self.counts, self.master_id = clock, counts, master_id
         self.removal_limit = (
             RemovalLimit(*config.agent_removal_rate_limit)
             if config.agent_removal_rate_limit is not None
@@ -70,7 +72,6 @@ class AgentBook:
         # Silence is measured in the time the master kept up (attention.py); `last_seen` too.
         self.attention = Attention(clock.now())
         self.intake = IntakeLag(cap=config.agent_timeout_seconds)
-        self.refused_busy = 0  # new agents turned away while the master was behind
 
     def register(
         self, register: agent_link_pb2.AgentMessage.Register, session: Session, principal: str = ""
@@ -184,11 +185,11 @@ class AgentBook:
     def _admit(self) -> None:
         """Refuses a new agent while the master is behind (admission.py): MASTER_BUSY, with
         the seconds after which to register again."""
-        behind = max(self.attention.behind(self.clock.now()), self.intake.lag)
+        behind = self.attention.behind(self.clock.now())
         delay = retry_after(behind)
         if delay is None:
             return
-        self.refused_busy += 1
+        self.counts.agents_refused_busy += 1
         raise CallError(
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             f"the master is {behind:.1f} s behind on its work and takes no new agents now; "
@@ -312,6 +313,8 @@ class AgentBook:
     def tick(self, step: float) -> None:
         """The master's tick loop ran, meaning to run `step` seconds after its last run."""
         self.attention.tick(self.clock.now(), step)
+        self.counts.loop_lag_seconds = self.attention.lag
+        self.counts.intake_lag_seconds = self.intake.lag
 
     def check_silence(self) -> None:
         """Removes the agents silent for longer than the agent timeout, in attention time (at

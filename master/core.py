@@ -106,6 +106,7 @@ class MasterCore:
             self.frameworks,
             self.tasks,
             self.clock,
+            self.counts,
             self.master_id,
         )
 

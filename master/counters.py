@@ -27,6 +27,11 @@ class MasterCounters:
     updates_received: int = 0
     updates_forwarded: int = 0
     updates_acknowledged: int = 0
+    # New agents turned away while the master was behind (MASTER_BUSY), and how far behind it
+    # is now: its tick loop's lateness and the wait of the agents' latest heartbeats.
+    agents_refused_busy: int = 0
+    loop_lag_seconds: float = 0.0
+    intake_lag_seconds: float = 0.0
     # Seconds from resources becoming free on an agent (a task ending, a decline, an agent
     # joining) to the offer of them, per offer; a histogram in master/metrics.py.
     observe_offer_latency: Callable[[float], None] = field(default=lambda seconds: None)

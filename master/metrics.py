@@ -59,6 +59,10 @@ COUNTERS = {
         "Offers rescinded because their framework held them past --offer-timeout.",
     ),
     "tasks_launched": ("agora_master_tasks_launched", "Tasks sent to agents to launch."),
+    "agents_refused_busy": (
+        "agora_master_agents_refused_busy",
+        "New agents told to register later because the master was behind (MASTER_BUSY).",
+    ),
     "updates_received": (
         "agora_master_status_updates_received",
         "Status updates received from agents (a resent update counts again).",
@@ -135,6 +139,16 @@ class _Counts(Collector):
             family = CounterMetricFamily(name, help_text)
             family.add_metric([], getattr(counts, field))
             yield family
+        yield GaugeMetricFamily(
+            "agora_master_loop_lag_seconds",
+            "How late the master's tick loop last ran: work queued on its event loop.",
+            value=counts.loop_lag_seconds,
+        )
+        yield GaugeMetricFamily(
+            "agora_master_intake_lag_seconds",
+            "Median wait of the agents' latest heartbeats before the master read them.",
+            value=counts.intake_lag_seconds,
+        )
         yield GaugeMetricFamily(
             "agora_master_status_updates_awaiting_ack",
             "Tasks whose final status update is not acknowledged by their framework yet.",

@@ -526,7 +526,7 @@ def test_a_master_behind_turns_new_agents_away_with_a_time_to_come_back(h, agent
     assert agent.connect(agent_id=agent.agent_id).agent_id == agent.agent_id
     h.advance(0.5)  # caught up
     assert newcomer.connect().agent_id
-    assert h.core.agents.refused_busy == 1
+    assert h.core.counts.agents_refused_busy == 1
 
 
 def test_a_master_behind_on_reading_judges_silence_net_of_what_waits_in_its_queues():
