@@ -343,7 +343,7 @@ class AgentBook:
                     f"(agent timeout {self.config.agent_timeout_seconds:g} s)",
                 )
 
-    def drain(self, agent_id: str) -> None:
+    def _known(self, agent_id: str) -> Agent:
         agent = self.reg.agents.get(agent_id)
         if agent is None:
             raise CallError(
@@ -351,6 +351,11 @@ class AgentBook:
                 f"agent {agent_id!r} is not registered",
                 Reason.AGENT_UNKNOWN,
             )
+        return agent
+
+    def drain(self, agent_id: str) -> None:
+        """Offers nothing more of the agent; its tasks run on."""
+        agent = self._known(agent_id)
         if not agent.draining:
             self.store.put_drained(agent_id, True)
         agent.draining = True
@@ -363,13 +368,7 @@ class AgentBook:
 
     def undrain(self, agent_id: str) -> None:
         """Ends a drain: the agent's free resources are offered again."""
-        agent = self.reg.agents.get(agent_id)
-        if agent is None:
-            raise CallError(
-                grpc.StatusCode.NOT_FOUND,
-                f"agent {agent_id!r} is not registered",
-                Reason.AGENT_UNKNOWN,
-            )
+        agent = self._known(agent_id)
         if not agent.draining:
             return
         self.store.put_drained(agent_id, False)

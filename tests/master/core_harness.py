@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agora.common import Resources, new_uuid
+from master_harness import status_update, task
+
+from agora.common import Resources
 from agora.master.clock import ManualClock
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
@@ -216,19 +218,9 @@ class SimAgent:
         self, framework_id: str, task_id: str, state: int, uuid: bytes | None = None, **fields
     ) -> bytes:
         """Sends a reliable status update; returns its uuid."""
-        uuid = uuid or new_uuid()
-        status = common_pb2.TaskStatus(
-            task_id=task_id,
-            state=state,
-            uuid=uuid,
-            agent_id=self.agent_id,
-            framework_id=framework_id,
-            source=common_pb2.TaskStatus.SOURCE_AGENT,
-            **fields,
-        )
-        update = AgentMessage.StatusUpdate(framework_id=framework_id, status=status)
+        update = status_update(self.agent_id, framework_id, task_id, state, uuid, **fields)
         self.h.call(self.h.core.tasks.status_update, self.agent, update)
-        return uuid
+        return update.status.uuid
 
     def close(self) -> None:
         """The stream breaks (a crashed agent, as the master sees it)."""
@@ -333,18 +325,6 @@ class SimFramework:
         """The stream ends (the framework went away)."""
         assert self.session is not None
         self.h.call(self.h.core.frameworks.disconnected, self.framework, self.session)
-
-
-def task(
-    task_id: str, resources: str = "cpus:1;mem:128", shell: str = "sleep 30", **fields
-) -> common_pb2.TaskInfo:
-    return common_pb2.TaskInfo(
-        task_id=task_id,
-        name=task_id,
-        resources=Resources.parse(resources).to_proto(),
-        command=common_pb2.CommandInfo(shell=shell),
-        **fields,
-    )
 
 
 __all__ = ["CallError", "CoreHarness", "SimAgent", "SimFramework", "task"]

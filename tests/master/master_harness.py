@@ -171,23 +171,9 @@ class FakeAgent:
         self, framework_id: str, task_id: str, state: int, uuid: bytes | None = None, **fields
     ) -> bytes:
         """Sends a reliable status update; returns its uuid."""
-        uuid = uuid or new_uuid()
-        status = common_pb2.TaskStatus(
-            task_id=task_id,
-            state=state,
-            uuid=uuid,
-            agent_id=self.agent_id,
-            framework_id=framework_id,
-            source=common_pb2.TaskStatus.SOURCE_AGENT,
-            timestamp=time.time(),
-            **fields,
-        )
-        self.send(
-            AgentMessage(
-                status_update=AgentMessage.StatusUpdate(framework_id=framework_id, status=status)
-            )
-        )
-        return uuid
+        update = status_update(self.agent_id, framework_id, task_id, state, uuid, **fields)
+        self.send(AgentMessage(status_update=update))
+        return update.status.uuid
 
     async def close(self) -> None:
         """Drops the connection (a crashed agent, as the master sees it)."""
@@ -292,6 +278,23 @@ class FakeFramework:
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)
         await self._channel.close()
+
+
+def status_update(
+    agent_id: str, framework_id: str, task_id: str, state: int, uuid: bytes | None, **fields
+) -> agent_link_pb2.AgentMessage.StatusUpdate:
+    """A reliable status update as an agent sends it (a new uuid unless given)."""
+    status = common_pb2.TaskStatus(
+        task_id=task_id,
+        state=state,
+        uuid=uuid or new_uuid(),
+        agent_id=agent_id,
+        framework_id=framework_id,
+        source=common_pb2.TaskStatus.SOURCE_AGENT,
+        timestamp=time.time(),
+        **fields,
+    )
+    return AgentMessage.StatusUpdate(framework_id=framework_id, status=status)
 
 
 def task(
