@@ -314,14 +314,14 @@ class AgentBook:
         """The master's tick loop ran, meaning to run `step` seconds after its last run."""
         self.attention.tick(self.clock.now(), step)
         self.counts.loop_lag_seconds = self.attention.lag
-        self.counts.intake_lag_seconds = self.intake.lag
+        self.counts.intake_lag_seconds = self.intake.lag(time.time())
 
     def check_silence(self) -> None:
         """Removes the agents silent for longer than the agent timeout, in attention time (at
         most --agent-removal-rate-limit of them)."""
         wall = self.clock.now()  # the removal rate limit is in clock time
         now = self.attention.now(wall)
-        backlog = self.intake.lag  # what the agents said may still wait in the master's queues
+        backlog = self.intake.lag(time.time())  # what may still wait in the master's queues
         for agent in list(self.reg.agents.values()):
             silent = now - agent.last_seen - backlog
             if silent > self.config.agent_timeout_seconds:

@@ -67,25 +67,37 @@ class IntakeLag:
 
     A master behind on reading (its gRPC queues full, its loop still ticking on time) hears
     every agent late by about the same amount; a dead agent sends nothing and moves nothing.
-    The median delay of the latest heartbeats, from all agents, is that backlog: silence is
-    judged net of it. It assumes roughly synchronized clocks (as certificates and logs do); a
-    skewed clock can only delay a removal, and by at most `cap` seconds (the agent timeout).
+    The median delay of the heartbeats read in the last HORIZON seconds (at most WINDOW of
+    them) is that backlog, and silence is judged net of it; with none read in that time it is
+    0. It assumes roughly synchronized clocks (as certificates and logs do): a skewed clock can
+    only delay a removal, and by at most `cap` seconds (the agent timeout).
     """
 
-    WINDOW = 255  # heartbeats the median is taken over
-    EVERY = 32  # heartbeats between recomputations
+    WINDOW = 255  # heartbeats the median is taken over, at most
+    EVERY = 32  # heartbeats between recomputations, once the window is full
+    HORIZON = 10.0  # seconds: older readings say nothing about the queues now
 
     def __init__(self, cap: float) -> None:
         self.cap = cap
-        self.lag = 0.0
-        self._recent: deque[float] = deque(maxlen=self.WINDOW)
+        self._lag = 0.0
+        self._recent: deque[tuple[float, float]] = deque(maxlen=self.WINDOW)  # (read at, wait)
         self._seen = 0
 
     def observe(self, sent_at: float, now: float) -> None:
         """A heartbeat sent at `sent_at` (the agent's wall clock) read at `now` (the master's)."""
         if sent_at <= 0:
             return  # no send time given
-        self._recent.append(now - sent_at)
+        recent = self._recent
+        recent.append((now, now - sent_at))
+        while recent[0][0] < now - self.HORIZON:
+            recent.popleft()
         self._seen += 1
-        if self._seen % self.EVERY == 0 or len(self._recent) < self.EVERY:
-            self.lag = min(self.cap, max(0.0, statistics.median(self._recent)))
+        if self._seen % self.EVERY == 0 or len(recent) < self.EVERY:
+            waits = statistics.median(wait for _, wait in recent)
+            self._lag = min(self.cap, max(0.0, waits))
+
+    def lag(self, now: float) -> float:
+        """The backlog at `now` (wall clock): 0 once nothing was read for HORIZON seconds."""
+        if not self._recent or self._recent[-1][0] < now - self.HORIZON:
+            return 0.0
+        return self._lag

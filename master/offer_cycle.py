@@ -5,8 +5,10 @@ sent, offers taken back (declined, rescinded, timed out).
       -> wake(agent_id)                     remembers which agents changed and since when
       -> run(): waits for a wake, batches    (--allocation-batch), sweeps every agent each
          changes into one cycle              --allocation-interval and at filter expiries
+      -> allocate_in_slices(agent_ids)       1,000 agents at a time, the loop free between
       -> allocate(agent_ids)                 the allocator (pure DRF) grants; each grant becomes
-                                             an Offer; one OFFERS event per framework
+                                             an Offer, written from its agent's template into
+                                             OFFERS events of at most 500 per framework
     framework declines -> decline()          resources back with the decline filter -> wake
     offer outlives --offer-timeout, agent or framework leaves -> rescind() -> wake
 """
@@ -35,7 +37,7 @@ from agora.v1 import common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["OfferCycle"]
+__all__ = ["AGENTS_PER_SLICE", "OFFERS_PER_EVENT", "OfferCycle", "offer_template", "write_offer"]
 
 Event = scheduler_pb2.Event
 

@@ -40,14 +40,26 @@ def test_intake_lag_is_the_median_wait_of_recent_heartbeats_capped():
 
     intake = IntakeLag(cap=30.0)
     intake.observe(0.0, 100.0)  # no send time: ignored
-    assert intake.lag == 0.0
+    assert intake.lag(100.0) == 0.0
     for _ in range(100):
         intake.observe(1000.0 - 2.5, 1000.0)  # read 2.5 s after they were sent
     intake.observe(1000.0 - 900, 1000.0)  # one agent's clock far off moves the median little
-    assert intake.lag == pytest.approx(2.5)
+    assert intake.lag(1000.0) == pytest.approx(2.5)
     for _ in range(300):
         intake.observe(1000.0 - 500, 1000.0)  # a huge apparent wait (skewed clocks): capped
-    assert intake.lag == 30.0
+    assert intake.lag(1000.0) == 30.0
     for _ in range(300):
         intake.observe(1000.0 + 5, 1000.0)  # clocks ahead of the master's: no negative lag
-    assert intake.lag == 0.0
+    assert intake.lag(1000.0) == 0.0
+
+
+def test_intake_lag_forgets_what_it_read_long_ago():
+    from agora.master.attention import IntakeLag
+
+    intake = IntakeLag(cap=30.0)
+    for _ in range(10):
+        intake.observe(1000.0 - 4.0, 1000.0)  # a backlog, in a small cluster
+    assert intake.lag(1001.0) == pytest.approx(4.0)
+    assert intake.lag(1000.0 + IntakeLag.HORIZON + 1) == 0.0  # nothing read since: no evidence
+    intake.observe(1020.0 - 0.1, 1020.0)  # the backlog is gone: old readings drop out at once
+    assert intake.lag(1020.0) == pytest.approx(0.1)

@@ -543,6 +543,6 @@ def test_a_master_behind_on_reading_judges_silence_net_of_what_waits_in_its_queu
         for agent in live:
             h.core.agents.heartbeat(agent.agent, sent_at=time.time() - 1.5)
         h.advance(3.0)
-    assert h.core.agents.intake.lag == pytest.approx(1.5, abs=0.1)
+    assert h.core.agents.intake.lag(time.time()) == pytest.approx(1.5, abs=0.1)
     assert not any(agent.inbox.of("shutdown") for agent in live)
     assert "removed" in dead.inbox.expect("shutdown").reason  # it said nothing at all
