@@ -1,7 +1,8 @@
 """The master's state machine, assembled: the books of agents, frameworks and tasks, the offer
 cycle, and the operator's calls on them.
 
-Every method is synchronous and runs on the event loop, so no two changes interleave. Refused
+Every call the services make into it is synchronous and runs on the event loop, so no two
+changes interleave (only the offer cycle's own loop yields, between whole slices). Refused
 calls raise CallError; the services turn it into a gRPC status. Messages leave through each
 peer's Session queue. Time is read through one Clock (master/clock.py), so tests can drive the
 whole machine without sleeping.
