@@ -8,7 +8,7 @@ import grpc
 import structlog
 
 from agora.common.credentials import caller_principal
-from agora.master import limits
+from agora.master import limits, views
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
@@ -118,6 +118,10 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         await self._bound(request, context)
         await run_call(context, self.core.tasks.reconcile, request)
         return scheduler_pb2.ReconcileResponse()
+
+    async def GetClusterView(self, request, context):
+        await self._bound(request, context)
+        return views.cluster_view(self.core)
 
     async def Teardown(self, request, context):
         principal = caller_principal(context)

@@ -1,4 +1,5 @@
-"""The Operator API's view of the registry: summaries of agents, frameworks, tasks and roles."""
+"""The Operator API's view of the registry: summaries of agents, frameworks, tasks and roles;
+and the frameworks' shared view of the cluster's resources (Scheduler.GetClusterView)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from agora.common import EMPTY, Resources
 from agora.common.credentials import is_loopback
 from agora.master.core import MasterCore
 from agora.master.registry import Task
-from agora.v1 import operator_pb2
+from agora.v1 import operator_pb2, scheduler_pb2
 
 
 def _by(items, key) -> dict[str, list]:
@@ -45,6 +46,30 @@ def agent_summaries(
             )
         )
     return out
+
+
+def cluster_view(core: MasterCore) -> scheduler_pb2.ClusterView:
+    """Every agent's total, free, offered and used resources: what a framework may plan with
+    beyond its own offers. Free is what the allocator holds unallocated (nothing for an agent
+    recovered from the store and not yet re-registered: its tasks are not known yet)."""
+    reg = core.reg
+    offers = _by(reg.offers.values(), lambda o: o.agent_id)
+    tasks = _by(reg.tasks.values(), lambda t: t.agent_id)
+    view = scheduler_pb2.ClusterView()
+    for agent_id in sorted(reg.agents):
+        agent = reg.agents[agent_id]
+        free = core.allocator.free(agent_id) if core.ledger.in_allocator(agent) else EMPTY
+        view.agents.add(
+            agent_id=agent_id,
+            hostname=agent.info.hostname,
+            attributes=agent.info.attributes,
+            state=agent.state,
+            total=agent.total.to_proto(),
+            free=free.to_proto(),
+            offered=_sum(o.resources for o in offers.get(agent_id, ())).to_proto(),
+            used=_sum(t.resources for t in tasks.get(agent_id, ())).to_proto(),
+        )
+    return view
 
 
 def framework_summaries(core: MasterCore) -> list[operator_pb2.FrameworkSummary]:

@@ -518,6 +518,15 @@ class Driver:
         """Asks for offers again: ends suppression and clears decline filters."""
         await self._call("Revive", scheduler_pb2.ReviveRequest(**self._ids()))
 
+    async def cluster_view(self) -> scheduler_pb2.ClusterView:
+        """The whole cluster's resources now: every agent's total, free, offered (to any
+        framework) and used, for planning beyond the offers in hand (launches still go through
+        offers)."""
+        request = scheduler_pb2.ClusterViewRequest(**self._ids())
+        view = await self._call("GetClusterView", request)
+        assert isinstance(view, scheduler_pb2.ClusterView)
+        return view
+
     async def suppress(self) -> None:
         """Stops offers until `revive()`: for a framework with nothing (more) to launch."""
         await self._call("Suppress", scheduler_pb2.SuppressRequest(**self._ids()))

@@ -23,7 +23,17 @@ from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 # The unary methods of the Scheduler service, by their gRPC names.
 METHODS = frozenset(
-    {"Accept", "Decline", "Revive", "Suppress", "Kill", "Acknowledge", "Reconcile", "Teardown"}
+    {
+        "Accept",
+        "Decline",
+        "Revive",
+        "Suppress",
+        "Kill",
+        "Acknowledge",
+        "Reconcile",
+        "Teardown",
+        "GetClusterView",
+    }
 )
 
 # Codes after which trying again later can succeed: the master is down, restarting or busy.

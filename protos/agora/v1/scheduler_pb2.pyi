@@ -219,3 +219,36 @@ class TeardownRequest(_message.Message):
 class TeardownResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ClusterViewRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ...) -> None: ...
+
+class ClusterView(_message.Message):
+    __slots__ = ("agents",)
+    class AgentView(_message.Message):
+        __slots__ = ("agent_id", "hostname", "attributes", "state", "total", "free", "offered", "used")
+        AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+        HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+        ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        TOTAL_FIELD_NUMBER: _ClassVar[int]
+        FREE_FIELD_NUMBER: _ClassVar[int]
+        OFFERED_FIELD_NUMBER: _ClassVar[int]
+        USED_FIELD_NUMBER: _ClassVar[int]
+        agent_id: str
+        hostname: str
+        attributes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Attribute]
+        state: str
+        total: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+        free: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+        offered: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+        used: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+        def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[_common_pb2.Attribute, _Mapping]]] = ..., state: _Optional[str] = ..., total: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., free: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., used: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[ClusterView.AgentView]
+    def __init__(self, agents: _Optional[_Iterable[_Union[ClusterView.AgentView, _Mapping]]] = ...) -> None: ...

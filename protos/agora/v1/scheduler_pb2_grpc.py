@@ -79,6 +79,11 @@ class SchedulerStub:
                 request_serializer=agora_dot_v1_dot_scheduler__pb2.TeardownRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_scheduler__pb2.TeardownResponse.FromString,
                 _registered_method=True)
+        self.GetClusterView = channel.unary_unary(
+                '/agora.v1.Scheduler/GetClusterView',
+                request_serializer=agora_dot_v1_dot_scheduler__pb2.ClusterViewRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_scheduler__pb2.ClusterView.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -147,6 +152,15 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetClusterView(self, request, context):
+        """The whole cluster's resources as the master sees them now, offered to this framework or
+        not: every agent's total, what is free, offered (to anyone) and used by tasks. A framework
+        plans with global knowledge (Omega's shared state) and still acts through offers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -194,6 +208,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.Teardown,
                     request_deserializer=agora_dot_v1_dot_scheduler__pb2.TeardownRequest.FromString,
                     response_serializer=agora_dot_v1_dot_scheduler__pb2.TeardownResponse.SerializeToString,
+            ),
+            'GetClusterView': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetClusterView,
+                    request_deserializer=agora_dot_v1_dot_scheduler__pb2.ClusterViewRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_scheduler__pb2.ClusterView.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -439,6 +458,33 @@ class Scheduler:
             '/agora.v1.Scheduler/Teardown',
             agora_dot_v1_dot_scheduler__pb2.TeardownRequest.SerializeToString,
             agora_dot_v1_dot_scheduler__pb2.TeardownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetClusterView(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Scheduler/GetClusterView',
+            agora_dot_v1_dot_scheduler__pb2.ClusterViewRequest.SerializeToString,
+            agora_dot_v1_dot_scheduler__pb2.ClusterView.FromString,
             options,
             channel_credentials,
             insecure,
