@@ -18,7 +18,7 @@ import grpc
 import structlog
 
 from agora.agent.aio_util import cancel_and_wait
-from agora.agent.link_policy import retry_delay, silence_limit
+from agora.agent.link_policy import WaitReason, retry_delay, silence_limit
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.leader import LeaderTracker
@@ -135,10 +135,10 @@ class MasterLink:
                 if self.registrations and self._backoff.attempts == 0:
                     attempt_log.warning("lost the master", error=describe_rpc_error(e))
                 delay, why = retry_delay(e, self._backoff, self.tracker.on_error(e))
-                (attempt_log.info if why == "backoff" else attempt_log.debug)(
-                    "cannot reach the master; retrying"
-                    if why != "master busy"
-                    else "the master is busy; registering again later",
+                (attempt_log.info if why is WaitReason.BACKOFF else attempt_log.debug)(
+                    "the master is busy; registering again later"
+                    if why is WaitReason.MASTER_BUSY
+                    else "cannot reach the master; retrying",
                     error=describe_rpc_error(e),
                     retry_in=round(delay, 2),
                     next=self.master,

@@ -8,13 +8,15 @@ long to wait before dialling again.
 
 from __future__ import annotations
 
+import enum
 import random
 from collections.abc import Callable
+from typing import NamedTuple
 
 from agora.common.backoff import Backoff
-from agora.common.errors import retry_after
+from agora.common.errors import busy_retry_after
 
-__all__ = ["MIN_SILENCE_SECONDS", "retry_delay", "silence_limit"]
+__all__ = ["MIN_SILENCE_SECONDS", "Wait", "WaitReason", "retry_delay", "silence_limit"]
 
 # A master that says nothing for this long (at least) is taken for gone, even with heartbeats
 # more frequent than a third of it: TCP may not notice a dead peer for minutes.
@@ -26,19 +28,30 @@ def silence_limit(heartbeat_interval: float, missed_heartbeats: int) -> float:
     return max(heartbeat_interval * missed_heartbeats, MIN_SILENCE_SECONDS)
 
 
+class WaitReason(enum.Enum):
+    MASTER_BUSY = "the master said when to come back"
+    LEADER_HINT = "following the master set"
+    BACKOFF = "the jittered backoff"
+
+
+class Wait(NamedTuple):
+    seconds: float
+    reason: WaitReason
+
+
 def retry_delay(
     error: BaseException,
     backoff: Backoff,
     hint: float | None = None,
     rng: Callable[[], float] = random.random,
-) -> tuple[float, str]:
-    """(seconds to wait, why) after a failed attempt: the master's own word first (MASTER_BUSY
+) -> Wait:
+    """How long to wait after a failed attempt, and why: the master's own word first (MASTER_BUSY
     names a time, spread by up to as much again so that a wave of agents turned away together
     does not come back together), then a hint from following the master set (`hint`, from
     LeaderTracker.on_error), else the jittered backoff."""
-    busy = retry_after(error)
+    busy = busy_retry_after(error)
     if busy is not None:
-        return busy * (1.0 + rng()), "master busy"
+        return Wait(busy * (1.0 + rng()), WaitReason.MASTER_BUSY)
     if hint is not None:
-        return hint, "following the leader"
-    return backoff.next_delay(), "backoff"
+        return Wait(hint, WaitReason.LEADER_HINT)
+    return Wait(backoff.next_delay(), WaitReason.BACKOFF)

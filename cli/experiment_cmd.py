@@ -7,9 +7,14 @@ import asyncio
 import importlib.util
 import signal
 import sys
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from agora.cli.errors import CommandError
 from agora.cli.options import add_log_flags, setup_logging
+
+if TYPE_CHECKING:  # the experiments (and matplotlib) load only when one runs
+    from agora.experiments.results import Results
 
 
 def register(subparsers) -> None:
@@ -35,7 +40,7 @@ def register(subparsers) -> None:
         p.set_defaults(func=_run, log_level="error")
 
 
-async def _run_and_clean_up(run):
+async def _run_and_clean_up(run: Coroutine[Any, Any, Results]) -> Results:
     from agora.experiments.processes import stop_all
 
     try:

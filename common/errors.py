@@ -15,7 +15,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-__all__ = ["DOMAIN", "Reason", "error_metadata", "reason_of", "retry_after", "rich_status"]
+__all__ = ["DOMAIN", "Reason", "busy_retry_after", "error_metadata", "reason_of", "rich_status"]
 
 DOMAIN = "agora.v1"
 
@@ -75,7 +75,7 @@ def reason_of(error: grpc.RpcError) -> str | None:
     return info.reason if info is not None else None
 
 
-def retry_after(error: BaseException) -> float | None:
+def busy_retry_after(error: BaseException) -> float | None:
     """Seconds a MASTER_BUSY refusal asks the caller to wait (None for any other error)."""
     if not isinstance(error, grpc.RpcError) or reason_of(error) != Reason.MASTER_BUSY:
         return None

@@ -10,7 +10,7 @@ once. Agents it knows (re-registering with their tasks) are always taken. Pure.
 
 from __future__ import annotations
 
-__all__ = ["BUSY_LAG", "retry_after"]
+__all__ = ["BUSY_LAG", "refusal_delay"]
 
 # Seconds behind (its tick loop's lateness) beyond which new agents are turned away. Measured
 # with `agora experiment scale --agents 20000` on 2 cores: 0.25 s turned agents away so often
@@ -21,7 +21,7 @@ BUSY_LAG = 1.0
 MIN_RETRY, MAX_RETRY = 1.0, 15.0
 
 
-def retry_after(behind: float) -> float | None:
+def refusal_delay(behind: float) -> float | None:
     """None to admit; else the seconds after which a new agent should try again."""
     if behind <= BUSY_LAG:
         return None

@@ -9,7 +9,7 @@ import structlog
 
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
 from agora.common.task_states import is_terminal
-from agora.master.admission import retry_after
+from agora.master.admission import refusal_delay
 from agora.master.allocator import AllocatorProtocol
 from agora.master.attention import Attention, IntakeLag
 from agora.master.clock import Clock
@@ -186,7 +186,7 @@ class AgentBook:
         """Refuses a new agent while the master is behind (admission.py): MASTER_BUSY, with
         the seconds after which to register again."""
         behind = self.attention.behind(self.clock.now())
-        delay = retry_after(behind)
+        delay = refusal_delay(behind)
         if delay is None:
             return
         self.counts.agents_refused_busy += 1

@@ -295,13 +295,11 @@ class Master:
                 beat = MasterMessage(heartbeat=MasterMessage.Heartbeat(timestamp=time.time()))
                 agents = list(core.reg.agents.values())
                 for agent in agents[turn::slices]:
-                    if agent.session is not None:
-                        agent.session.send(beat)
+                    agent.send(beat)
                 if turn == 0:
                     event = Event(heartbeat=Event.Heartbeat())
                     for framework in core.reg.frameworks.values():
-                        if framework.session is not None:
-                            framework.session.send(event)
+                        framework.send(event)
                 turn = (turn + 1) % slices
                 core.agents.tick(step)
                 if loop.time() >= next_check:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from agora.common import EMPTY, Resources
 from agora.common.credentials import is_loopback
 from agora.master.core import MasterCore
-from agora.master.registry import Task
+from agora.master.registry import Registry, Task
 from agora.v1 import operator_pb2, scheduler_pb2
 
 
@@ -17,15 +17,22 @@ def _by(items, key) -> dict[str, list]:
     return out
 
 
+def _by_agent(reg: Registry) -> tuple[dict[str, list], dict[str, list]]:
+    """Outstanding offers and live tasks by agent: one pass over each, not one per agent
+    (clusters have thousands of each)."""
+    return (
+        _by(reg.offers.values(), lambda o: o.agent_id),
+        _by(reg.tasks.values(), lambda t: t.agent_id),
+    )
+
+
 def agent_summaries(
     core: MasterCore, agent_ids: list[str] | None = None
 ) -> list[operator_pb2.AgentSummary]:
     """Every agent's summary, or those of `agent_ids` (a slice, for callers that must not hold
     the event loop for the whole cluster at once)."""
     reg = core.reg
-    # One pass over offers and tasks, not one per agent: clusters have thousands of each.
-    offers = _by(reg.offers.values(), lambda o: o.agent_id)
-    tasks = _by(reg.tasks.values(), lambda t: t.agent_id)
+    offers, tasks = _by_agent(reg)
     out = []
     ids = sorted(reg.agents) if agent_ids is None else agent_ids
     for agent_id in ids:
@@ -53,8 +60,7 @@ def cluster_view(core: MasterCore) -> scheduler_pb2.ClusterView:
     beyond its own offers. Free is what the allocator holds unallocated (nothing for an agent
     recovered from the store and not yet re-registered: its tasks are not known yet)."""
     reg = core.reg
-    offers = _by(reg.offers.values(), lambda o: o.agent_id)
-    tasks = _by(reg.tasks.values(), lambda t: t.agent_id)
+    offers, tasks = _by_agent(reg)
     view = scheduler_pb2.ClusterView()
     for agent_id in sorted(reg.agents):
         agent = reg.agents[agent_id]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import grpc
 import structlog
 
-from agora.agent.link_policy import retry_delay, silence_limit
+from agora.agent.link_policy import WaitReason, retry_delay, silence_limit
 from agora.agent.update_queue import UpdateQueue
 from agora.common import Resources, attributes_to_proto
 from agora.common.backoff import Backoff
@@ -162,7 +162,7 @@ class EmulatedAgent:
             except Exception as e:  # noqa: BLE001 - every failure means: dial again later
                 self._log.debug("agent link failed", error=describe_rpc_error(e))
                 delay, why = retry_delay(e, backoff)
-                if why == "master busy":
+                if why is WaitReason.MASTER_BUSY:
                     self.stats.busy_refusals += 1
                 self.stats.reconnects += 1
                 await asyncio.sleep(delay)

@@ -54,7 +54,8 @@ class AllocatorConfig:
     def min_allocatable_set(self) -> tuple[Resources, ...]:
         """min_allocatable as parsed (construction turned a string into Resources)."""
         mins = self.min_allocatable
-        return () if isinstance(mins, str) else mins
+        assert not isinstance(mins, str), "__post_init__ parses the string form"
+        return mins
         refuse = self.default_refuse_seconds
         if not isinstance(refuse, int | float) or math.isnan(refuse) or refuse < 0:
             raise ValueError(f"default_refuse_seconds must be a number >= 0, got {refuse!r}")

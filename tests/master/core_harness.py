@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from master_harness import status_update, task
+from master_harness import agent_info, status_update, task
 
 from agora.common import Resources
 from agora.master.clock import ManualClock
@@ -198,13 +198,7 @@ class SimAgent:
         """Registers (again, with `agent_id`); returns Registered, or None if shut down."""
         if agent_id is not None:
             self.agent_id = agent_id
-        info = common_pb2.AgentInfo(
-            agent_id=self.agent_id,
-            hostname=self.hostname,
-            address=f"{self.hostname}:5051",
-            resources=self.resources.to_proto(),
-            attributes=[common_pb2.Attribute(name=k, text=v) for k, v in self.attributes.items()],
-        )
+        info = agent_info(self.agent_id, self.hostname, self.resources, self.attributes)
         self.session, self.agent = self.h.new_session(), None
         register = AgentMessage.Register(info=info, tasks=list(tasks))
         self.agent = self.h.call(self.h.core.agents.register, register, self.session)

@@ -121,13 +121,7 @@ class FakeAgent:
         self._outbox = asyncio.Queue()
         self._channel = insecure_channel(self.address)
         stub = agent_link_pb2_grpc.AgentLinkStub(self._channel)
-        info = common_pb2.AgentInfo(
-            agent_id=self.agent_id,
-            hostname=self.hostname,
-            address=f"{self.hostname}:5051",
-            resources=self.resources.to_proto(),
-            attributes=[common_pb2.Attribute(name=k, text=v) for k, v in self.attributes.items()],
-        )
+        info = agent_info(self.agent_id, self.hostname, self.resources, self.attributes)
         self.send(AgentMessage(register=AgentMessage.Register(info=info, tasks=list(tasks))))
         call = stub.Connect(self._requests())
         self._tasks = [
@@ -278,6 +272,19 @@ class FakeFramework:
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)
         await self._channel.close()
+
+
+def agent_info(
+    agent_id: str, hostname: str, resources: Resources, attributes: dict[str, str]
+) -> common_pb2.AgentInfo:
+    """What an agent registers with (its address: the hostname, port 5051)."""
+    return common_pb2.AgentInfo(
+        agent_id=agent_id,
+        hostname=hostname,
+        address=f"{hostname}:5051",
+        resources=resources.to_proto(),
+        attributes=[common_pb2.Attribute(name=k, text=v) for k, v in attributes.items()],
+    )
 
 
 def status_update(
