@@ -136,6 +136,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "periodic timer, like Mesos' default, for comparisons",
     )
     p.add_argument(
+        "--offer-mode",
+        choices=["pessimistic", "optimistic"],
+        default="pessimistic",
+        help="pessimistic: each agent's free resources are offered to one framework at a "
+        "time, held while it decides (Mesos; default). optimistic: offered to several "
+        "frameworks at once; the first Accept wins and a conflicting one fails with ABORTED "
+        "(docs/allocator.md)",
+    )
+    p.add_argument(
+        "--optimistic-fanout",
+        type=int,
+        default=3,
+        metavar="N",
+        help="optimistic mode: how many frameworks, in DRF order, are offered the same free "
+        "resources at once (default 3)",
+    )
+    p.add_argument(
+        "--optimistic-grace",
+        type=_seconds,
+        default=0.5,
+        metavar="SECONDS",
+        help="optimistic mode: how long a framework below its fair share keeps priority on "
+        "resources it was offered over a framework above its share (default 0.5)",
+    )
+    p.add_argument(
+        "--max-hold",
+        type=_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="the longest a framework's hold (Scheduler.Hold) may collect resources (default 300)",
+    )
+    p.add_argument(
         "--offer-timeout",
         type=_seconds,
         default=60.0,
@@ -260,6 +292,11 @@ def run(args: argparse.Namespace) -> int:
         allocation_batch_seconds=args.allocation_batch,
         allocation_interval_seconds=args.allocation_interval,
         allocation_mode=args.allocation_mode,
+        offer_mode=args.offer_mode,
+        optimistic_fanout=args.optimistic_fanout,
+        optimistic_grace_seconds=args.optimistic_grace,
+        max_hold_seconds=args.max_hold,
+        default_hold_seconds=min(60.0, args.max_hold),
         offer_timeout_seconds=args.offer_timeout or None,
         max_kill_grace_seconds=args.max_kill_grace,
         max_send_queue=args.max_send_queue,

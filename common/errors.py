@@ -45,6 +45,16 @@ class Reason(enum.StrEnum):
     # The master is behind on its own work and turns new agents away for now: the metadata's
     # "retry_after_seconds" says when to register again (agents add jitter).
     MASTER_BUSY = "MASTER_BUSY"
+    # Optimistic offers (ABORTED): another framework took the offered resources first
+    # (OFFER_CONFLICT), or a framework below its fair share has them on offer and keeps a short
+    # priority (BELOW_SHARE_PRIORITY: the metadata's "retry_after_seconds" says for how long).
+    # Nothing was launched: re-plan with fresh offers.
+    OFFER_CONFLICT = "OFFER_CONFLICT"
+    BELOW_SHARE_PRIORITY = "BELOW_SHARE_PRIORITY"
+    # A hold (Scheduler.Hold) the master cannot take on: above the framework's fair share, or a
+    # shape no agent could ever hold.
+    HOLD_REFUSED = "HOLD_REFUSED"
+    HOLD_UNKNOWN = "HOLD_UNKNOWN"
 
 
 # The reason a refusal has when its raiser names none.

@@ -9,6 +9,7 @@ from pathlib import Path
 from agora.common.credentials import INSECURE, Credentials, check_listen
 
 ALLOCATION_MODES = ("event", "interval")
+OFFER_MODES = ("pessimistic", "optimistic")
 
 
 @dataclass
@@ -33,6 +34,17 @@ class MasterConfig:
     # At most (count, seconds) removals of silent agents per window (Mesos'
     # --agent_removal_rate_limit, e.g. 1/10mins); None: no limit.
     agent_removal_rate_limit: tuple[int, float] | None = None
+    # "pessimistic": an agent's free resources are offered to one framework at a time and held
+    # while it decides (Mesos). "optimistic": offered to the first `optimistic_fanout`
+    # frameworks in DRF order at once; an Accept commits only if its resources are still free
+    # (docs/allocator.md), and a framework below its fair share keeps priority for
+    # `optimistic_grace_seconds` on what it was offered.
+    offer_mode: str = "pessimistic"
+    optimistic_fanout: int = 3
+    optimistic_grace_seconds: float = 0.5
+    # Holds (Scheduler.Hold) last at most this long; a request naming no timeout gets it.
+    max_hold_seconds: float = 300.0
+    default_hold_seconds: float = 60.0
     # Outstanding offers older than this are rescinded, so a framework that never answers
     # cannot hold the cluster; None (or 0 on the command line, as in Mesos) keeps them.
     offer_timeout_seconds: float | None = 60.0
@@ -92,6 +104,28 @@ class MasterConfig:
         }.items():
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be 0 or more seconds, got {value}")
+        if self.offer_mode not in OFFER_MODES:
+            raise ValueError(
+                f"offer_mode must be one of {', '.join(OFFER_MODES)}, got {self.offer_mode!r}"
+            )
+        if self.optimistic_fanout < 1:
+            raise ValueError(f"optimistic_fanout must be at least 1, got {self.optimistic_fanout}")
+        if not (
+            math.isfinite(self.optimistic_grace_seconds) and self.optimistic_grace_seconds >= 0
+        ):
+            raise ValueError(
+                "optimistic_grace_seconds must be 0 or more seconds, "
+                f"got {self.optimistic_grace_seconds}"
+            )
+        for name in ("max_hold_seconds", "default_hold_seconds"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+        if self.default_hold_seconds > self.max_hold_seconds:
+            raise ValueError(
+                f"default_hold_seconds ({self.default_hold_seconds}) must not exceed "
+                f"max_hold_seconds ({self.max_hold_seconds})"
+            )
         if self.allocation_mode not in ALLOCATION_MODES:
             raise ValueError(
                 f"allocation_mode must be one of {', '.join(ALLOCATION_MODES)}, "

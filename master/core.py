@@ -32,6 +32,7 @@ from agora.master.config import MasterConfig
 from agora.master.counters import MasterCounters
 from agora.master.errors import CallError
 from agora.master.frameworks import FrameworkBook
+from agora.master.holds import HoldBook
 from agora.master.ledger import Ledger
 from agora.master.offer_cycle import OfferCycle
 from agora.master.registry import RECOVERING, Agent, Bounds, Framework, Registry, Session
@@ -94,6 +95,7 @@ class MasterCore:
             self.master_id,
             new_session,
         )
+        self.holds = HoldBook(config, self.reg, allocator, self.offers, self.clock, self.counts)
         self.tasks = TaskBook(
             config, self.reg, self.ledger, self.offers, self.frameworks, self.clock, self.counts
         )

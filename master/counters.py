@@ -21,6 +21,13 @@ class MasterCounters:
     offers_rescinded: int = 0
     # ... which are also counted here.
     offers_timed_out: int = 0
+    # Optimistic mode: offers rescinded because another framework took their resources first,
+    # and Accepts refused as conflicts (OFFER_CONFLICT or BELOW_SHARE_PRIORITY).
+    offers_conflicted: int = 0
+    accepts_aborted: int = 0
+    # Holds (Scheduler.Hold) that were met, and those that expired unmet.
+    holds_met: int = 0
+    holds_expired: int = 0
     tasks_launched: int = 0
     # Status updates from agents (each resend counts), updates sent on to frameworks (the
     # master's own too: LOST, reconciliation answers), acknowledgements sent on to agents.

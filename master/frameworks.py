@@ -157,6 +157,7 @@ class FrameworkBook:
         ):
             return  # failed over to a newer stream, or torn down
         framework.session = None
+        self.offers.end_holds(framework.framework_id)
         self.allocator.deactivate_framework(framework.framework_id)
         for offer in self.reg.offers_of_framework(framework.framework_id):
             self.offers.rescind(offer, "framework disconnected", notify=False)
@@ -186,6 +187,7 @@ class FrameworkBook:
         log.info("tearing down framework", framework_id=framework_id, reason=reason)
         if framework.failover_timer is not None:
             framework.failover_timer.cancel()
+        self.offers.end_holds(framework_id)
         dropped = [
             self.reg.drop_offer(offer.offer_id, "framework torn down")
             for offer in self.reg.offers_of_framework(framework_id)
@@ -227,7 +229,7 @@ class FrameworkBook:
                 self.ledger.recover(framework_id, task.agent_id, task.resources)
             for offer in dropped:
                 if offer is not None:
-                    self.ledger.recover(framework_id, offer.agent_id, offer.resources)
+                    self.ledger.release_offer(offer)
         else:
             self.allocator.remove_framework(framework_id)
         framework.send(Event(error=Event.Error(message=f"framework removed: {reason}")))

@@ -14,7 +14,7 @@ import structlog
 from agora.common import EMPTY, Resources
 from agora.master.allocator import AllocatorProtocol
 from agora.master.clock import Clock
-from agora.master.registry import RECOVERING, Agent, Framework, Registry
+from agora.master.registry import RECOVERING, Agent, Framework, Offer, Registry
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +54,24 @@ class Ledger:
                     agent_id=agent_id,
                     resources=str(resources),
                 )
+
+    def release_offer(self, offer: Offer, refuse: float | None = None) -> None:
+        """An offer ended unused (declined, rescinded, timed out): a held one gives its
+        resources back; an optimistic one held nothing and only stops counting as offered.
+        Either way `refuse` filters the agent from the framework for that long."""
+        if offer.held:
+            self.recover(offer.framework_id, offer.agent_id, offer.resources, refuse)
+            return
+        self.allocator.withdraw(offer.framework_id, offer.agent_id, offer.resources)
+        if refuse:
+            self.refuse(offer.framework_id, offer.agent_id, refuse)
+
+    def refuse(self, framework_id: str, agent_id: str, seconds: float) -> None:
+        """Filters `agent_id` from `framework_id` for `seconds` (nothing is given back)."""
+        if self.in_allocator(self.reg.agents.get(agent_id)) and framework_id in self.reg.frameworks:
+            self.allocator.recover(
+                framework_id, agent_id, EMPTY, self.clock.now(), refuse_seconds=seconds
+            )
 
     def add_framework(self, framework: Framework) -> None:
         """Registers `framework` and tells the allocator, with what its known tasks use."""

@@ -45,6 +45,7 @@ MAX_RECONCILE_TASKS = 10_000
 MAX_ACKS_PER_CALL = 10_000
 MAX_AGENT_TASKS = 10_000  # tasks an agent may list when it registers
 MAX_ATTRIBUTES = 64
+MAX_HOLD_RESOURCES = 64  # resource entries in a hold's task size
 # The smallest cpus a task may ask for: less rounds to nothing in resource arithmetic, and
 # thousands of such tasks would fit on one agent for free (Mesos' minimum allocatable cpus).
 MIN_TASK_CPUS = 0.001

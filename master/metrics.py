@@ -58,6 +58,17 @@ COUNTERS = {
         "agora_master_offers_timed_out",
         "Offers rescinded because their framework held them past --offer-timeout.",
     ),
+    "offers_conflicted": (
+        "agora_master_offers_conflicted",
+        "Optimistic offers rescinded because another framework took their resources first.",
+    ),
+    "accepts_aborted": (
+        "agora_master_accepts_aborted",
+        "Optimistic Accepts refused (ABORTED): resources taken first, or a framework below "
+        "its fair share had priority.",
+    ),
+    "holds_met": ("agora_master_holds_met", "Holds that collected their whole shape."),
+    "holds_expired": ("agora_master_holds_expired", "Holds that timed out unmet (released)."),
     "tasks_launched": ("agora_master_tasks_launched", "Tasks sent to agents to launch."),
     "agents_refused_busy": (
         "agora_master_agents_refused_busy",

@@ -11,6 +11,11 @@ sent, offers taken back (declined, rescinded, timed out).
                                              OFFERS events of at most 500 per framework
     framework declines -> decline()          resources back with the decline filter -> wake
     offer outlives --offer-timeout, agent or framework leaves -> rescind() -> wake
+
+Optimistic mode (--offer-mode optimistic, allocator/optimistic.py): offers hold nothing and
+several frameworks are offered the same resources; an Accept commits through take() only if
+its resources are still free, and the offers it leaves unsatisfiable are rescinded at once.
+A hold (holds.py) that is met arrives as held offers, then a HOLD event naming them.
 """
 
 from __future__ import annotations
@@ -23,15 +28,16 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from agora.common import new_id
+from agora.common import EMPTY, new_id
 from agora.master.allocator import AllocatorProtocol
+from agora.master.allocator.optimistic import beyond
 from agora.master.caller import framework_for_call
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.counters import MasterCounters
-from agora.master.errors import CallError
+from agora.master.errors import CallError, Reason
 from agora.master.ledger import Ledger
-from agora.master.offers import check_offers, refuse_seconds
+from agora.master.offers import TAKEN, LaunchPlan, check_offers, refuse_seconds, shortfall
 from agora.master.registry import Agent, Offer, OfferTemplate, Registry
 from agora.v1 import common_pb2, scheduler_pb2
 
@@ -128,16 +134,27 @@ class OfferCycle:
         events: dict[str, scheduler_pb2.Event] = {}  # framework_id -> the event being filled
         freed, sent = self._freed_at, 0
         everyone = freed.get(None)
+        met: dict[str, tuple[str, list[str]]] = {}  # hold_id -> (framework_id, its offer ids)
         for grant in self.allocator.allocate(now, agent_ids):
             framework = self.reg.frameworks.get(grant.framework_id)
             agent = self.reg.agents.get(grant.agent_id)
             if framework is None or not framework.connected or agent is None or not agent.connected:
-                self.ledger.recover(grant.framework_id, grant.agent_id, grant.resources)
+                if grant.held:
+                    self.ledger.recover(grant.framework_id, grant.agent_id, grant.resources)
+                else:
+                    self.allocator.withdraw(grant.framework_id, grant.agent_id, grant.resources)
                 continue
             offer = Offer(
-                new_id("offer"), grant.framework_id, grant.agent_id, grant.resources, created_at=now
+                new_id("offer"),
+                grant.framework_id,
+                grant.agent_id,
+                grant.resources,
+                created_at=now,
+                held=grant.held,
             )
             self.reg.add_offer(offer)
+            if grant.hold_id:
+                met.setdefault(grant.hold_id, (grant.framework_id, []))[1].append(offer.offer_id)
             event = events.get(offer.framework_id)
             if event is None:
                 event = events[offer.framework_id] = Event()
@@ -151,6 +168,9 @@ class OfferCycle:
             sent += 1
         for framework_id, event in events.items():
             self.reg.frameworks[framework_id].send(event)
+        for hold_id, (framework_id, offer_ids) in met.items():
+            self._hold_met(hold_id, framework_id, offer_ids)
+        self._check_touched()
         self.counts.offers_sent += sent
         # The free times this cycle looked at are spent (offered or not: what a filter holds
         # back is not latency).
@@ -189,7 +209,7 @@ class OfferCycle:
         self.reg.drop_offer(offer.offer_id, why)
         self.counts.offers_rescinded += 1
         if recover:
-            self.ledger.recover(offer.framework_id, offer.agent_id, offer.resources)
+            self.ledger.release_offer(offer)
         framework = self.reg.frameworks.get(offer.framework_id)
         if notify and framework is not None:
             framework.send(Event(rescind=Event.Rescind(offer_id=offer.offer_id)))
@@ -226,7 +246,7 @@ class OfferCycle:
         self.counts.offers_declined += len(offers)
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "declined")
-            self.ledger.recover(offer.framework_id, offer.agent_id, offer.resources, refuse=refuse)
+            self.ledger.release_offer(offer, refuse)
             self.wake(offer.agent_id)
         log.info(
             "offers declined",
@@ -234,6 +254,99 @@ class OfferCycle:
             offers=[o.offer_id for o in offers],
             refuse_seconds=refuse,
         )
+
+    # --- optimistic commits and holds ------------------------------------------------------
+
+    def take(self, framework_id: str, plan: LaunchPlan, offers: list[Offer]) -> None:
+        """Commits an Accept whose offers include optimistic ones: what its tasks use must
+        still be free (a held offer's resources count as free to its framework), and the
+        fairness rule (allocator/optimistic.py) must not give a framework below its fair share
+        priority on it. Raises CallError(ABORTED) and changes nothing otherwise; on success the
+        offers are used, and the offers on the agent left unsatisfiable are rescinded."""
+        agent_id = plan.agent_id
+        needed = plan.offered - plan.unused
+        held = EMPTY
+        for offer in offers:
+            if offer.held:
+                held = held + offer.resources
+        available = self.allocator.free(agent_id) + held
+        names = ", ".join(o.offer_id for o in offers)
+        if not available.contains(needed):
+            raise CallError(
+                grpc.StatusCode.ABORTED,
+                f"offer {names} on agent {agent_id}: the tasks need {needed} but only "
+                f"{available} is still free; another framework took "
+                f"{shortfall(available, needed)} first. Nothing was launched: re-plan with "
+                "fresh offers",
+                Reason.OFFER_CONFLICT,
+            )
+        now = self.clock.now()
+        extra = beyond(needed, held) if held else needed
+        grace = self.config.optimistic_grace_seconds
+        rival = self.allocator.priority_rival(framework_id, agent_id, extra, now, grace)
+        if rival is not None:
+            wait = max(0.0, rival.offered_at + grace - now)
+            raise CallError(
+                grpc.StatusCode.ABORTED,
+                f"offer {names} on agent {agent_id}: {extra} of it is also offered to a "
+                f"framework below its fair share ({rival.share:.3f} < {rival.fair_share:.3f}), "
+                "and this framework would be above its own; it has priority for "
+                f"{grace:g} s after its offer. Nothing was launched: retry in {wait:.2f} s or "
+                "use other offers",
+                Reason.BELOW_SHARE_PRIORITY,
+                metadata={"retry_after_seconds": f"{wait:.3f}"},
+            )
+        for offer in offers:
+            self.reg.drop_offer(offer.offer_id, "already accepted")
+            if not offer.held:
+                self.allocator.withdraw(framework_id, agent_id, offer.resources)
+        if held:
+            self.ledger.recover(framework_id, agent_id, held)
+        self.allocator.commit(framework_id, agent_id, needed)
+        if plan.unused and plan.refuse_seconds:
+            self.ledger.refuse(framework_id, agent_id, plan.refuse_seconds)
+        self.rescind_unsatisfiable(agent_id)
+
+    def rescind_unsatisfiable(self, agent_id: str) -> None:
+        """Rescinds the optimistic offers on `agent_id` that ask for more than is free now
+        (an Accept or a hold took part of it), so their frameworks re-plan at once rather
+        than on a failed Accept; what is left is offered again (wake)."""
+        free = self.allocator.free(agent_id)
+        for offer in self.reg.offers_of_agent(agent_id):
+            if not offer.held and not free.contains(offer.resources):
+                self.counts.offers_conflicted += 1
+                self.rescind(offer, f"{TAKEN}; {free} is left on the agent")
+
+    def _check_touched(self) -> None:
+        """After a cycle: holds that took free resources may have left optimistic offers on
+        those agents unsatisfiable."""
+        touched = self.allocator.hold_touched
+        while touched:
+            self.rescind_unsatisfiable(touched.pop())
+
+    def end_holds(self, framework_id: str) -> None:
+        """The framework's holds end with its subscription (no event: it is not listening);
+        what they collected is free again."""
+        for hold in self.allocator.holds_of(framework_id):
+            self.allocator.release_hold(hold.hold_id)
+            for agent_id in hold.taken:
+                self.wake(agent_id)
+
+    def _hold_met(self, hold_id: str, framework_id: str, offer_ids: list[str]) -> None:
+        framework = self.reg.frameworks.get(framework_id)
+        self.counts.holds_met += 1
+        if framework is not None:
+            framework.send(
+                Event(
+                    hold=Event.HoldUpdate(
+                        hold_id=hold_id,
+                        state=scheduler_pb2.HOLD_MET,
+                        offer_ids=offer_ids,
+                        message=f"hold met: {len(offer_ids)} offers",
+                    )
+                )
+            )
+        log.info("hold met", hold_id=hold_id, framework_id=framework_id, offers=len(offer_ids))
 
     # --- the loops -----------------------------------------------------------------------
 

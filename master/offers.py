@@ -18,6 +18,10 @@ from agora.master.errors import CallError, Reason
 from agora.master.registry import Offer
 from agora.v1 import common_pb2, scheduler_pb2
 
+# Why an optimistic offer was rescinded when another framework's Accept (or a hold) took its
+# resources: an Accept naming it fails with ABORTED (OFFER_CONFLICT), not as a stale offer.
+TAKEN = "its resources were taken first by another framework"
+
 
 @dataclass(frozen=True)
 class LaunchPlan:
@@ -61,6 +65,13 @@ def check_offers(
         seen.add(offer_id)
         offer = offers.get(offer_id)
         if offer is None:
+            if offer_id in gone and gone[offer_id].startswith(TAKEN):
+                raise CallError(
+                    grpc.StatusCode.ABORTED,
+                    f"offer {offer_id} was rescinded: {gone[offer_id]}. Nothing was "
+                    "launched: re-plan with fresh offers",
+                    Reason.OFFER_CONFLICT,
+                )
             if offer_id in gone:
                 raise CallError(
                     grpc.StatusCode.FAILED_PRECONDITION,

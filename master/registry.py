@@ -223,6 +223,9 @@ class Offer:
     agent_id: str
     resources: Resources
     created_at: float  # monotonic
+    # True: the allocator holds its resources for the framework (pessimistic offers, a met
+    # hold's). False: an optimistic offer, which holds nothing and may overlap others'.
+    held: bool = True
 
 
 @dataclass

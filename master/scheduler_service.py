@@ -123,6 +123,23 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         await self._bound(request, context)
         return views.cluster_view(self.core)
 
+    async def Hold(self, request, context):
+        await run_call(
+            context,
+            limits.check_count,
+            "resources",
+            len(request.resources),
+            limits.MAX_HOLD_RESOURCES,
+        )
+        await self._bound(request, context)
+        hold_id = await run_call(context, self.core.holds.hold, request)
+        return scheduler_pb2.HoldResponse(hold_id=hold_id)
+
+    async def ReleaseHold(self, request, context):
+        await self._bound(request, context)
+        await run_call(context, self.core.holds.release, request)
+        return scheduler_pb2.ReleaseHoldResponse()
+
     async def Teardown(self, request, context):
         principal = caller_principal(context)
 

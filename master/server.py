@@ -60,6 +60,9 @@ def build_allocator(config: MasterConfig) -> AllocatorProtocol:
             role_sorter=config.role_sorter,
             framework_sorter=config.framework_sorter,
             default_refuse_seconds=config.default_refuse_seconds,
+            optimistic_fanout=(
+                config.optimistic_fanout if config.offer_mode == "optimistic" else 0
+            ),
         )
     )
 
@@ -306,6 +309,7 @@ class Master:
                     next_check = loop.time() + period
                     core.agents.check_silence()
                     core.offers.expire()
+                    core.holds.expire()
             except Exception:
                 log.exception("master tick failed")
             await asyncio.sleep(step)

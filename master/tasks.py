@@ -66,18 +66,29 @@ class TaskBook:
         framework_id = framework.framework_id
         # A view, not a set of every task: Accept stays O(tasks in the call).
         active = _LiveTaskIds(self.reg.tasks, self.reg.completed, framework_id)
-        plan = plan_launch(
-            framework_id,
-            request,
-            self.reg.offers,
-            self.reg.gone_offers,
-            active,
-            self.config.default_refuse_seconds,
-        )
+        try:
+            plan = plan_launch(
+                framework_id,
+                request,
+                self.reg.offers,
+                self.reg.gone_offers,
+                active,
+                self.config.default_refuse_seconds,
+            )
+            offers = [self.reg.offers[offer_id] for offer_id in plan.offer_ids]
+            optimistic = not all(offer.held for offer in offers)
+            if optimistic:
+                # Checked against what is free now; the first Accept wins (OfferCycle.take).
+                self.offers.take(framework_id, plan, offers)
+        except CallError as e:
+            if e.code == grpc.StatusCode.ABORTED:  # an optimistic conflict
+                self.counts.accepts_aborted += 1
+            raise
         agent = self.reg.agents[plan.agent_id]
+        if not optimistic:
+            for offer_id in plan.offer_ids:
+                self.reg.drop_offer(offer_id, "already accepted")
         self.counts.offers_accepted += len(plan.offer_ids)
-        for offer_id in plan.offer_ids:
-            self.reg.drop_offer(offer_id, "already accepted")
         launched = []
         for task_info, resources in plan.tasks:
             info = common_pb2.TaskInfo()
@@ -105,7 +116,7 @@ class TaskBook:
             )
             launched.append(info.task_id)
         self.counts.tasks_launched += len(launched)
-        if plan.unused:
+        if plan.unused and not optimistic:
             self.ledger.recover(
                 framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds
             )

@@ -39,6 +39,7 @@ from agora.frameworks.sdk.tasks import (
 from agora.frameworks.sdk.transport import (
     EventStream,
     GrpcSchedulerTransport,
+    OfferConflict,
     SchedulerError,
     SchedulerTransport,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "FrameworkDaemon",
     "FrameworkNotFound",
     "GrpcSchedulerTransport",
+    "OfferConflict",
     "OfferPacker",
     "Placement",
     "SchedulerError",

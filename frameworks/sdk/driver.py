@@ -21,6 +21,7 @@ import grpc
 import structlog
 from google.protobuf.message import Message
 
+from agora.common import Resources
 from agora.common.backoff import Backoff
 from agora.common.credentials import Credentials
 from agora.common.errors import Reason
@@ -30,12 +31,16 @@ from agora.frameworks.sdk.pending import PendingAnswers, next_ask_delay
 from agora.frameworks.sdk.transport import (
     EventStream,
     GrpcSchedulerTransport,
+    OfferConflict,
     SchedulerError,
     SchedulerTransport,
 )
 from agora.v1 import common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
+
+# Refusals of an optimistic Accept (driver.launch raises OfferConflict for them).
+_CONFLICTS = frozenset({Reason.OFFER_CONFLICT, Reason.BELOW_SHARE_PRIORITY})
 
 OfferLike = common_pb2.Offer | str
 TaskRef = str | tuple[str, str] | common_pb2.TaskStatus | common_pb2.TaskInfo
@@ -329,6 +334,10 @@ class Driver:
             await self._update(event.update.status)
         elif kind == "failure":
             await self._callback("on_agent_lost", event.failure.agent_id)
+        elif kind == "hold":
+            hold = event.hold
+            state = scheduler_pb2.HoldState.Name(hold.state).removeprefix("HOLD_")
+            await self._callback("on_hold", hold.hold_id, state, hold.message)
         elif kind == "error":
             if self._tearing_down:
                 self._log.debug("master confirmed teardown", message=event.error.message)
@@ -480,7 +489,12 @@ class Driver:
         # In flight from before the call: the master may die with the call under way.
         self.pending.launched([(t.task_id, t.agent_id) for t in task_list])
         try:
-            await self._call("Accept", request)
+            try:
+                await self._call("Accept", request)
+            except SchedulerError as e:
+                if e.reason in _CONFLICTS:
+                    raise OfferConflict(e) from None
+                raise
         except SchedulerError as e:
             if not e.transient:  # refused outright: nothing was launched
                 self.pending.not_launched([t.task_id for t in task_list])
@@ -526,6 +540,40 @@ class Driver:
         view = await self._call("GetClusterView", request)
         assert isinstance(view, scheduler_pb2.ClusterView)
         return view
+
+    async def hold(
+        self,
+        count: int,
+        resources: Resources | str,
+        *,
+        distinct_agents: bool = False,
+        timeout_seconds: float | None = None,
+    ) -> str:
+        """Asks the master to hold resources for this framework as they free up, until `count`
+        tasks of `resources` each fit (one per agent with `distinct_agents`), for at most
+        `timeout_seconds` (master default 60 s). Returns the hold's id.
+
+        Met: everything held arrives in one `on_offers` call (offers no other framework can
+        take), then `on_hold(driver, hold_id, "MET", message)`. Timed out: "EXPIRED", and what
+        it held is released. A hold above the framework's fair share is refused
+        (FAILED_PRECONDITION); it ends, silently, if the subscription does."""
+        size = Resources.parse(resources) if isinstance(resources, str) else resources
+        request = scheduler_pb2.HoldRequest(
+            **self._ids(),
+            count=count,
+            resources=size.to_proto(),
+            distinct_agents=distinct_agents,
+            timeout_seconds=timeout_seconds or 0.0,
+        )
+        reply = await self._call("Hold", request)
+        assert isinstance(reply, scheduler_pb2.HoldResponse)
+        return reply.hold_id
+
+    async def release_hold(self, hold_id: str) -> None:
+        """Gives a hold up; what it collected is released (then `on_hold(..., "RELEASED")`)."""
+        await self._call(
+            "ReleaseHold", scheduler_pb2.ReleaseHoldRequest(**self._ids(), hold_id=hold_id)
+        )
 
     async def suppress(self) -> None:
         """Stops offers until `revive()`: for a framework with nothing (more) to launch."""

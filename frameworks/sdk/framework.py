@@ -43,6 +43,11 @@ class Framework:
     async def on_rescind(self, driver: Driver, offer_id: str) -> None:
         """An offer is no longer valid (its agent went away, or the master took it back)."""
 
+    async def on_hold(self, driver: Driver, hold_id: str, state: str, message: str) -> None:
+        """A hold (driver.hold) ended: state "MET" (its offers came just before, through
+        on_offers), "EXPIRED" or "RELEASED"."""
+        log.info("hold ended", hold_id=hold_id, state=state, message=message)
+
     async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
         """An agent was removed; its tasks arrive separately as TASK_LOST updates."""
 

@@ -16,7 +16,7 @@ import grpc
 from google.protobuf.message import Message
 
 from agora.common.credentials import Credentials, aio_channel
-from agora.common.errors import reason_of
+from agora.common.errors import error_metadata, reason_of
 from agora.common.leader import LeaderTracker
 from agora.common.rpc import REDIAL_OPTIONS
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
@@ -33,6 +33,8 @@ METHODS = frozenset(
         "Reconcile",
         "Teardown",
         "GetClusterView",
+        "Hold",
+        "ReleaseHold",
     }
 )
 
@@ -58,19 +60,42 @@ class SchedulerError(Exception):
     people), `reason` what it is (for programs: a Reason from agora.common.errors, or None
     when the failure did not come from the master, e.g. a lost connection)."""
 
-    def __init__(self, code: grpc.StatusCode, message: str, reason: str | None = None) -> None:
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        reason: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
         self.reason = reason
+        self.metadata = metadata or {}  # the ErrorInfo's metadata, e.g. retry_after_seconds
 
     @classmethod
     def from_rpc(cls, error: grpc.aio.AioRpcError) -> SchedulerError:
-        return cls(error.code(), error.details() or "", reason_of(error))
+        return cls(error.code(), error.details() or "", reason_of(error), error_metadata(error))
 
     @property
     def transient(self) -> bool:
         return self.code in TRANSIENT_CODES
+
+
+class OfferConflict(SchedulerError):
+    """An optimistic offer lost (master --offer-mode optimistic): another framework's Accept
+    took its resources first, or a framework below its fair share had priority on them for a
+    moment (`retry_after` seconds). Nothing was launched: re-plan with fresh offers, which the
+    master sends at once for what is left."""
+
+    def __init__(self, error: SchedulerError) -> None:
+        super().__init__(error.code, error.message, error.reason, error.metadata)
+        retry = error.metadata.get("retry_after_seconds")
+        self.retry_after = float(retry) if retry else None
+
+    @property
+    def transient(self) -> bool:
+        return False  # refused outright: nothing was launched, nothing to find out
 
 
 class EventStream(abc.ABC):

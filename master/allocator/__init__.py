@@ -3,8 +3,10 @@
 No grpc, no asyncio, no clock: the master passes `now` in and sends the OfferGrants it gets back.
 """
 
-from agora.master.allocator.allocator import GPU_CAPABILITY, Allocator
+from agora.master.allocator.allocator import GPU_CAPABILITY, Allocator, HoldRefused
 from agora.master.allocator.drf import DRFSorter, dominant_share, scalar_vector
+from agora.master.allocator.holds import Hold
+from agora.master.allocator.optimistic import Rival
 from agora.master.allocator.protocol import AllocatorProtocol
 from agora.master.allocator.quota import Quota
 from agora.master.allocator.random_sorter import RandomSorter
@@ -28,9 +30,12 @@ __all__ = [
     "Allocator",
     "AllocatorConfig",
     "DRFSorter",
+    "Hold",
+    "HoldRefused",
     "OfferGrant",
     "Quota",
     "RandomSorter",
+    "Rival",
     "Sorter",
     "dominant_share",
     "make_sorter",

@@ -20,6 +20,8 @@ from agora.master.allocator.drf import (
     vector_resources,
 )
 from agora.master.allocator.filters import DeclineFilters
+from agora.master.allocator.holds import Hold, slots, times
+from agora.master.allocator.optimistic import Rival, beyond, fair_shares, priority_rival
 from agora.master.allocator.quota import (
     Quota,
     add_into,
@@ -35,6 +37,10 @@ from agora.master.allocator.view import AllocatorView
 GPU_CAPABILITY = "GPU_RESOURCES"
 
 
+class HoldRefused(ValueError):
+    """A hold the allocator will not take on; the message says what to change."""
+
+
 class _Agent:
     __slots__ = (
         "agent_id",
@@ -46,6 +52,7 @@ class _Agent:
         "free_vec",
         "reserved",
         "gpus",
+        "offered",
     )
 
     def __init__(self, agent_id: str, total: Resources, attributes: Mapping[str, str]) -> None:
@@ -60,6 +67,9 @@ class _Agent:
         # As in Mesos, an agent with GPUs is kept for frameworks with the GPU_RESOURCES
         # capability: others would strand its scarce GPUs by taking its CPUs and memory.
         self.gpus = total.scalar("gpus") > 0
+        # Optimistic offers outstanding on this agent, which hold nothing: framework_id ->
+        # (resources offered, when it was first offered them).
+        self.offered: dict[str, tuple[Resources, float]] = {}
 
 
 class _Framework:
@@ -72,6 +82,7 @@ class _Framework:
         "suppressed",
         "allocated",
         "vec",
+        "offered_on",
     )
 
     def __init__(self, framework_id: str, role: str, capabilities: frozenset[str]) -> None:
@@ -83,6 +94,7 @@ class _Framework:
         self.suppressed = False
         self.allocated: dict[str, Resources] = {}  # agent_id -> resources
         self.vec: Vector = {}  # allocated scalars summed over agents
+        self.offered_on: set[str] = set()  # agents where it holds optimistic offers
 
 
 class _Role:
@@ -124,6 +136,11 @@ class Allocator:
         self._quota_roles: set[str] = set()
         # What all unmet guarantees still need, cached until a quota role's consumption moves.
         self._headroom_cache: Vector | None = None
+        # Holds collecting resources, oldest first (holds.py).
+        self._holds: dict[str, Hold] = {}
+        # Agents where a hold took free resources since the caller last emptied this: in
+        # optimistic mode, offers there may no longer be satisfiable.
+        self.hold_touched: set[str] = set()
 
     # agents ---------------------------------------------------------------------------------
 
@@ -175,6 +192,11 @@ class Allocator:
             else:
                 del fw.allocated[agent_id]
                 self._account(fw, scalar_vector(res), -1)
+        for fid in agent.offered:
+            if (fw := self._frameworks.get(fid)) is not None:
+                fw.offered_on.discard(agent_id)
+        for hold in self._holds.values():
+            hold.taken.pop(agent_id, None)  # gone with the agent's allocations above
         self._free_contribution(agent, -1)
         add_into(self._total, scalar_vector(agent.total), -1)
         self._total = {n: v for n, v in self._total.items() if v > 0}
@@ -236,6 +258,11 @@ class Allocator:
         fw = self._frameworks.get(framework_id)
         if fw is None:
             return
+        for hold in self.holds_of(framework_id):
+            del self._holds[hold.hold_id]  # what it took is freed with the rest below
+        for agent_id in fw.offered_on:
+            self._agents[agent_id].offered.pop(framework_id, None)
+        fw.offered_on.clear()
         for agent_id in list(fw.allocated):
             self._set_allocation(framework_id, self._agents[agent_id], EMPTY)
         fw.active = False
@@ -368,8 +395,15 @@ class Allocator:
             known = self._agents
             agents = [known[a] for a in dict.fromkeys(agent_ids) if a in known]
         allocate_agent = self._allocate_agent
+        if self.config.optimistic_fanout > 0:
+            allocate_agent = self._offer_optimistically
+        holds = self._holds
         for agent in agents:
             if agent.active and agent.free:
+                if holds:
+                    self._fill_holds(agent, now, grants)
+                    if not agent.free:
+                        continue
                 allocate_agent(agent, now, grants)
         if self._quota_roles:
             grants = _merge(grants)
@@ -378,6 +412,144 @@ class Allocator:
     def next_wakeup(self) -> float | None:
         """The earliest decline-filter expiry: when an allocation may offer something new."""
         return self._filters.next_expiry()
+
+    # optimistic offers ----------------------------------------------------------------------
+
+    def withdraw(self, framework_id: str, agent_id: str, resources: Resources) -> None:
+        """An optimistic offer ended (accepted, declined, rescinded): it no longer counts as
+        offered to the framework on that agent. Nothing was held, so nothing is freed."""
+        agent = self._agents.get(agent_id)
+        if agent is None or framework_id not in agent.offered:
+            return
+        offered, since = agent.offered[framework_id]
+        left = beyond(offered, resources)
+        if left:
+            agent.offered[framework_id] = (left, since)
+        else:
+            del agent.offered[framework_id]
+            if (fw := self._frameworks.get(framework_id)) is not None:
+                fw.offered_on.discard(agent_id)
+
+    def commit(self, framework_id: str, agent_id: str, resources: Resources) -> None:
+        """An optimistic Accept: `resources` move from free to the framework. ValueError if they
+        are not all free (the caller checks first, to say what conflicts)."""
+        agent = self._agents[agent_id]
+        held = agent.allocated.get(framework_id, EMPTY)
+        self._set_allocation(framework_id, agent, held + resources)
+
+    def fair_share(self, framework_id: str) -> float:
+        """The framework's fair share of the cluster (optimistic.fair_shares)."""
+        return self._fair_shares(framework_id).get(framework_id, 0.0)
+
+    def priority_rival(
+        self, framework_id: str, agent_id: str, resources: Resources, now: float, grace: float
+    ) -> Rival | None:
+        """The framework below its fair share whose recent offer on `agent_id` an Accept of
+        `resources` by `framework_id` would break, if the fairness rule gives it priority
+        (optimistic.py); None when the Accept may commit."""
+        agent = self._agents[agent_id]
+        if not any(fid != framework_id for fid in agent.offered):
+            return None
+        self._refresh_shares()
+        inv = self._inv_total
+        fairs = self._fair_shares(framework_id)
+        after = dict(self._frameworks[framework_id].vec)
+        add_into(after, scalar_vector(resources))
+        left = agent.free - resources
+        rivals = [
+            Rival(
+                framework_id=fid,
+                share=dominant_share(self._frameworks[fid].vec, inv),
+                fair_share=fairs.get(fid, 0.0),
+                offered_at=since,
+                broken=not left.contains(offered),
+            )
+            for fid, (offered, since) in agent.offered.items()
+            if fid != framework_id and fid in self._frameworks
+        ]
+        return priority_rival(
+            dominant_share(after, inv), fairs.get(framework_id, 0.0), rivals, now, grace
+        )
+
+    def _fair_shares(self, asking: str) -> dict[str, float]:
+        roles = {
+            name: (
+                r.weight,
+                [f for f in r.frameworks if f == asking or r.sorter.is_active(f)],
+            )
+            for name, r in self._roles.items()
+        }
+        return fair_shares(roles)
+
+    # holds ----------------------------------------------------------------------------------
+
+    def add_hold(
+        self,
+        hold_id: str,
+        framework_id: str,
+        count: int,
+        size: Resources,
+        distinct: bool,
+        deadline: float,
+    ) -> Hold:
+        """Starts collecting resources for a framework (holds.py). HoldRefused when the shape
+        could never fit the cluster or would take the framework above its fair share."""
+        fw = self._frameworks.get(framework_id)
+        if fw is None:
+            raise HoldRefused(f"framework {framework_id} is unknown to the allocator")
+        if count < 1:
+            raise HoldRefused(f"count must be at least 1, got {count}")
+        if size.ranges or not size:
+            raise HoldRefused(
+                f"a hold's task size takes scalar resources (cpus, mem, ...), got {size or '{}'}"
+            )
+        fits = 0
+        for agent in self._agents.values():
+            if agent.active and (fw.gpu or not agent.gpus):
+                fits += slots(agent.total.unreserved(), size, 1 if distinct else count)
+        if fits < count:
+            where = "distinct agents" if distinct else "the cluster's agents"
+            raise HoldRefused(
+                f"{count} tasks of {size} can never fit: {where} hold at most {fits} even "
+                "when empty; ask for fewer or smaller tasks"
+            )
+        self._refresh_shares()
+        after = dict(fw.vec)
+        add_into(after, scalar_vector(times(size, count)))
+        share = dominant_share(after, self._inv_total)
+        fair = self.fair_share(framework_id)
+        if share > fair + 1e-9:
+            raise HoldRefused(
+                f"holding {count} x {size} would bring framework {framework_id}'s dominant "
+                f"share to {share:.3f} (counting what it holds now), above its fair share "
+                f"{fair:.3f}; ask for fewer tasks, or decline offers you do not use first"
+            )
+        hold = Hold(hold_id, framework_id, count, size, distinct, deadline)
+        self._holds[hold_id] = hold
+        return hold
+
+    def release_hold(self, hold_id: str) -> Hold | None:
+        """Ends a hold that is still collecting; what it took becomes free again."""
+        hold = self._holds.pop(hold_id, None)
+        if hold is None:
+            return None
+        for agent_id, (taken, _) in hold.taken.items():
+            agent = self._agents.get(agent_id)
+            if agent is not None:
+                held = agent.allocated.get(hold.framework_id, EMPTY)
+                self._set_allocation(hold.framework_id, agent, beyond(held, taken))
+        return hold
+
+    def expire_holds(self, now: float) -> list[Hold]:
+        """Releases the holds past their deadline; returns them."""
+        due = [h.hold_id for h in self._holds.values() if h.deadline <= now]
+        return [hold for hold_id in due if (hold := self.release_hold(hold_id)) is not None]
+
+    def holds_of(self, framework_id: str) -> list[Hold]:
+        return [h for h in self._holds.values() if h.framework_id == framework_id]
+
+    def hold(self, hold_id: str) -> Hold | None:
+        return self._holds.get(hold_id)
 
     # reading --------------------------------------------------------------------------------
 
@@ -524,6 +696,76 @@ class Allocator:
                     fw_iter.close()
         finally:
             role_iter.close()
+
+    def _offer_optimistically(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
+        """Optimistic mode: the agent's free resources go, without being held, to at most
+        `optimistic_fanout` frameworks at once, the first in DRF order that may take them; a
+        framework that already holds an offer here is offered only what freed up beyond it."""
+        if not self._fits_min(agent.free_vec):
+            return
+        holders = agent.offered
+        room = self.config.optimistic_fanout - len(holders)
+        unseen = len(holders)  # holders not visited yet (each may need a top-up)
+        refused = self._filters.by_agent.get(agent.agent_id)
+        agent_id = agent.agent_id
+        for role_name in self._role_sorter.peek_order():
+            role = self._roles[role_name]
+            role_offer, _ = self._role_offer(agent, role, False)
+            if role_offer is None:
+                continue
+            for fid in role.sorter.peek_order():
+                had = holders.get(fid)
+                if had is None and room <= 0:
+                    if unseen <= 0:
+                        return
+                    continue
+                if had is not None:
+                    unseen -= 1
+                if refused:
+                    until = refused.get(fid)
+                    if until is not None and until > now:
+                        continue
+                fw = self._frameworks[fid]
+                if agent.gpus and not fw.gpu:
+                    continue
+                extra = role_offer if had is None else beyond(role_offer, had[0])
+                if not extra or not self._fits_min(scalar_vector(extra)):
+                    continue
+                if had is None:
+                    room -= 1
+                    holders[fid] = (extra, now)
+                    fw.offered_on.add(agent_id)
+                else:
+                    holders[fid] = (had[0] + extra, had[1])
+                grants.append(OfferGrant(fid, agent_id, extra, held=False))
+
+    def _fill_holds(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
+        """Holds, oldest first, take what fits of their shape from the agent's free resources;
+        a hold that is met is granted everything it took, on every agent, at once."""
+        for hold in list(self._holds.values()):
+            fw = self._frameworks.get(hold.framework_id)
+            if fw is None or not fw.active or (agent.gpus and not fw.gpu):
+                continue
+            if hold.distinct and agent.agent_id in hold.taken:
+                continue
+            free = agent.free.unreserved() if agent.reserved else agent.free
+            n = slots(free, hold.size, 1 if hold.distinct else hold.remaining)
+            if n <= 0:
+                continue
+            take = times(hold.size, n)
+            held = agent.allocated.get(hold.framework_id, EMPTY)
+            self._set_allocation(hold.framework_id, agent, held + take)
+            before, had = hold.taken.get(agent.agent_id, (EMPTY, 0))
+            hold.taken[agent.agent_id] = (before + take, had + n)
+            self.hold_touched.add(agent.agent_id)
+            if hold.remaining <= 0:
+                del self._holds[hold.hold_id]
+                for agent_id, (taken, _) in hold.taken.items():
+                    grants.append(
+                        OfferGrant(hold.framework_id, agent_id, taken, hold_id=hold.hold_id)
+                    )
+            if not agent.free:
+                return
 
     def _allocate_guarantees(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
         """Stage 1: roles below their guarantee get this agent first, up to the guarantee."""
@@ -794,11 +1036,16 @@ class Allocator:
 
 
 def _merge(grants: list[OfferGrant]) -> list[OfferGrant]:
-    """One grant per (framework, agent): stage 1 and stage 2 may both offer the same pair."""
+    """One grant per (framework, agent): stage 1 and stage 2 may both offer the same pair. A
+    met hold's grants stay apart (they name the hold)."""
     merged: dict[tuple[str, str], Resources] = {}
+    apart = []
     for g in grants:
+        if g.hold_id or not g.held:
+            apart.append(g)
+            continue
         key = (g.framework_id, g.agent_id)
         merged[key] = merged[key] + g.resources if key in merged else g.resources
-    if len(merged) == len(grants):
+    if len(merged) + len(apart) == len(grants) and not apart:
         return grants
-    return [OfferGrant(fid, aid, res) for (fid, aid), res in merged.items()]
+    return [OfferGrant(fid, aid, res) for (fid, aid), res in merged.items()] + apart

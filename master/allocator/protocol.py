@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from agora.common import Resources
+from agora.master.allocator.holds import Hold
+from agora.master.allocator.optimistic import Rival
 from agora.master.allocator.types import OfferGrant
 
 __all__ = ["AllocatorProtocol"]
@@ -57,6 +59,31 @@ class AllocatorProtocol(Protocol):
     def set_quota(
         self, role: str, guarantee: Resources | None, limit: Resources | None = None
     ) -> None: ...
+
+    # optimistic offers (optimistic.py)
+    def withdraw(self, framework_id: str, agent_id: str, resources: Resources) -> None: ...
+    def commit(self, framework_id: str, agent_id: str, resources: Resources) -> None: ...
+    def fair_share(self, framework_id: str) -> float: ...
+    def priority_rival(
+        self, framework_id: str, agent_id: str, resources: Resources, now: float, grace: float
+    ) -> Rival | None: ...
+
+    # holds (holds.py)
+    hold_touched: set[str]
+
+    def add_hold(
+        self,
+        hold_id: str,
+        framework_id: str,
+        count: int,
+        size: Resources,
+        distinct: bool,
+        deadline: float,
+    ) -> Hold: ...
+    def release_hold(self, hold_id: str) -> Hold | None: ...
+    def expire_holds(self, now: float) -> list[Hold]: ...
+    def holds_of(self, framework_id: str) -> list[Hold]: ...
+    def hold(self, hold_id: str) -> Hold | None: ...
 
     # the cycle, and what it tells operators
     def allocate(self, now: float, agent_ids: Iterable[str] | None = None) -> list[OfferGrant]: ...

@@ -15,11 +15,18 @@ MAX_REFUSE_SECONDS = 365 * 24 * 3600.0
 
 @dataclass(frozen=True, slots=True)
 class OfferGrant:
-    """Resources on one agent that one allocation cycle moved from free to a framework."""
+    """Resources on one agent that one allocation cycle offers a framework.
+
+    `held`: moved from free to the framework (pessimistic offers, and a met hold's); False for an
+    optimistic offer, which leaves them free and may overlap other frameworks' offers.
+    `hold_id`: the met hold this grant delivers, if any.
+    """
 
     framework_id: str
     agent_id: str
     resources: Resources
+    held: bool = True
+    hold_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,9 @@ class AllocatorConfig:
     min_allocatable: tuple[Resources, ...] | str = DEFAULT_MIN_ALLOCATABLE
     default_refuse_seconds: float = 5.0  # used by Allocator.decline() when none is given
     seed: int | None = None  # seeds the "random" sorter, so tests can repeat an order
+    # 0: pessimistic offers (each agent's free resources to one framework at a time). N > 0:
+    # optimistic, offered to the first N frameworks in DRF order at once (optimistic.py).
+    optimistic_fanout: int = 0
 
     def __post_init__(self) -> None:
         from agora.master.allocator.sorters import check_sorter_name

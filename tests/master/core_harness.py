@@ -154,6 +154,7 @@ class CoreHarness:
                     self.core.agents.heartbeat(agent.agent)
             self.core.agents.check_silence()
             self.core.offers.expire()
+            self.core.holds.expire()
             self.settle()
 
     def call(self, method, *args):
@@ -312,6 +313,8 @@ class SimFramework:
             "Kill": core.tasks.kill,
             "Acknowledge": core.tasks.acknowledge,
             "Reconcile": core.tasks.reconcile,
+            "Hold": core.holds.hold,
+            "ReleaseHold": core.holds.release,
         }[name]
         return self.h.call(method, request)
 

@@ -1,11 +1,23 @@
 from agora.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class HoldState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HOLD_STATE_UNSPECIFIED: _ClassVar[HoldState]
+    HOLD_MET: _ClassVar[HoldState]
+    HOLD_EXPIRED: _ClassVar[HoldState]
+    HOLD_RELEASED: _ClassVar[HoldState]
+HOLD_STATE_UNSPECIFIED: HoldState
+HOLD_MET: HoldState
+HOLD_EXPIRED: HoldState
+HOLD_RELEASED: HoldState
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("framework",)
@@ -14,7 +26,7 @@ class SubscribeRequest(_message.Message):
     def __init__(self, framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat")
+    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold")
     class Subscribed(_message.Message):
         __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +66,17 @@ class Event(_message.Message):
     class Heartbeat(_message.Message):
         __slots__ = ()
         def __init__(self) -> None: ...
+    class HoldUpdate(_message.Message):
+        __slots__ = ("hold_id", "state", "offer_ids", "message")
+        HOLD_ID_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        OFFER_IDS_FIELD_NUMBER: _ClassVar[int]
+        MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        hold_id: str
+        state: HoldState
+        offer_ids: _containers.RepeatedScalarFieldContainer[str]
+        message: str
+        def __init__(self, hold_id: _Optional[str] = ..., state: _Optional[_Union[HoldState, str]] = ..., offer_ids: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ...) -> None: ...
     SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
     OFFERS_FIELD_NUMBER: _ClassVar[int]
     RESCIND_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +84,7 @@ class Event(_message.Message):
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
     subscribed: Event.Subscribed
     offers: Event.Offers
     rescind: Event.Rescind
@@ -68,7 +92,8 @@ class Event(_message.Message):
     failure: Event.Failure
     error: Event.Error
     heartbeat: Event.Heartbeat
-    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ...) -> None: ...
+    hold: Event.HoldUpdate
+    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ..., hold: _Optional[_Union[Event.HoldUpdate, _Mapping]] = ...) -> None: ...
 
 class Operation(_message.Message):
     __slots__ = ("launch",)
@@ -252,3 +277,39 @@ class ClusterView(_message.Message):
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     agents: _containers.RepeatedCompositeFieldContainer[ClusterView.AgentView]
     def __init__(self, agents: _Optional[_Iterable[_Union[ClusterView.AgentView, _Mapping]]] = ...) -> None: ...
+
+class HoldRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id", "count", "resources", "distinct_agents", "timeout_seconds")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_AGENTS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    count: int
+    resources: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    distinct_agents: bool
+    timeout_seconds: float
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., count: _Optional[int] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., distinct_agents: _Optional[bool] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class HoldResponse(_message.Message):
+    __slots__ = ("hold_id",)
+    HOLD_ID_FIELD_NUMBER: _ClassVar[int]
+    hold_id: str
+    def __init__(self, hold_id: _Optional[str] = ...) -> None: ...
+
+class ReleaseHoldRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id", "hold_id")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    HOLD_ID_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    hold_id: str
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., hold_id: _Optional[str] = ...) -> None: ...
+
+class ReleaseHoldResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -84,6 +84,16 @@ class SchedulerStub:
                 request_serializer=agora_dot_v1_dot_scheduler__pb2.ClusterViewRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_scheduler__pb2.ClusterView.FromString,
                 _registered_method=True)
+        self.Hold = channel.unary_unary(
+                '/agora.v1.Scheduler/Hold',
+                request_serializer=agora_dot_v1_dot_scheduler__pb2.HoldRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_scheduler__pb2.HoldResponse.FromString,
+                _registered_method=True)
+        self.ReleaseHold = channel.unary_unary(
+                '/agora.v1.Scheduler/ReleaseHold',
+                request_serializer=agora_dot_v1_dot_scheduler__pb2.ReleaseHoldRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_scheduler__pb2.ReleaseHoldResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -161,6 +171,24 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Hold(self, request, context):
+        """Asks the master to hold resources for the framework as they free up, until `count` tasks
+        of the given size fit (on distinct agents if asked), within the framework's fair share and
+        for at most timeout_seconds. Met: the held resources arrive in one OFFERS event, then a
+        HOLD event (state MET) naming them. Timed out: released, HOLD event with state EXPIRED.
+        A hold ends with its framework's subscription.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseHold(self, request, context):
+        """Gives a hold up: what it collected is released (HOLD event, state RELEASED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +241,16 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.GetClusterView,
                     request_deserializer=agora_dot_v1_dot_scheduler__pb2.ClusterViewRequest.FromString,
                     response_serializer=agora_dot_v1_dot_scheduler__pb2.ClusterView.SerializeToString,
+            ),
+            'Hold': grpc.unary_unary_rpc_method_handler(
+                    servicer.Hold,
+                    request_deserializer=agora_dot_v1_dot_scheduler__pb2.HoldRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_scheduler__pb2.HoldResponse.SerializeToString,
+            ),
+            'ReleaseHold': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseHold,
+                    request_deserializer=agora_dot_v1_dot_scheduler__pb2.ReleaseHoldRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_scheduler__pb2.ReleaseHoldResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -485,6 +523,60 @@ class Scheduler:
             '/agora.v1.Scheduler/GetClusterView',
             agora_dot_v1_dot_scheduler__pb2.ClusterViewRequest.SerializeToString,
             agora_dot_v1_dot_scheduler__pb2.ClusterView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Hold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Scheduler/Hold',
+            agora_dot_v1_dot_scheduler__pb2.HoldRequest.SerializeToString,
+            agora_dot_v1_dot_scheduler__pb2.HoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseHold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Scheduler/ReleaseHold',
+            agora_dot_v1_dot_scheduler__pb2.ReleaseHoldRequest.SerializeToString,
+            agora_dot_v1_dot_scheduler__pb2.ReleaseHoldResponse.FromString,
             options,
             channel_credentials,
             insecure,
