@@ -41,6 +41,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default: %(default)s)",
     )
     parser.add_argument(
+        "--gang-hold",
+        type=_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="a gang job that does not fit one round of offers asks the master to hold "
+        "resources for it as they free up, for at most this long, so a stream of small jobs "
+        "cannot starve it; 0 = never (default: %(default)s)",
+    )
+    parser.add_argument(
         "--max-finished-jobs",
         type=_count,
         default=10_000,
@@ -90,5 +99,6 @@ def run(args: argparse.Namespace) -> int:
         retry_backoff_seconds=args.retry_backoff,
         retry_backoff_max_seconds=max(60.0, args.retry_backoff),
         max_finished_jobs=args.max_finished_jobs,
+        gang_hold_seconds=args.gang_hold,
     )
     return asyncio.run(serve("batch", BatchDaemon, config))

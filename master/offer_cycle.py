@@ -134,7 +134,7 @@ class OfferCycle:
         events: dict[str, scheduler_pb2.Event] = {}  # framework_id -> the event being filled
         freed, sent = self._freed_at, 0
         everyone = freed.get(None)
-        met: dict[str, tuple[str, list[str]]] = {}  # hold_id -> (framework_id, its offer ids)
+        met: dict[str, scheduler_pb2.Event] = {}  # hold_id -> its HOLD event, offers in it
         for grant in self.allocator.allocate(now, agent_ids):
             framework = self.reg.frameworks.get(grant.framework_id)
             agent = self.reg.agents.get(grant.agent_id)
@@ -153,8 +153,13 @@ class OfferCycle:
                 held=grant.held,
             )
             self.reg.add_offer(offer)
-            if grant.hold_id:
-                met.setdefault(grant.hold_id, (grant.framework_id, []))[1].append(offer.offer_id)
+            if grant.hold_id:  # a met hold's offers travel in its HOLD event, all together
+                event = met.get(grant.hold_id)
+                if event is None:
+                    event = met[grant.hold_id] = _hold_met_event(grant.hold_id)
+                write_offer(event.hold.offers.add(), offer, agent)
+                sent += 1
+                continue
             event = events.get(offer.framework_id)
             if event is None:
                 event = events[offer.framework_id] = Event()
@@ -168,8 +173,8 @@ class OfferCycle:
             sent += 1
         for framework_id, event in events.items():
             self.reg.frameworks[framework_id].send(event)
-        for hold_id, (framework_id, offer_ids) in met.items():
-            self._hold_met(hold_id, framework_id, offer_ids)
+        for hold_event in met.values():
+            self._hold_met(hold_event)
         self._check_touched()
         self.counts.offers_sent += sent
         # The free times this cycle looked at are spent (offered or not: what a filter holds
@@ -332,21 +337,15 @@ class OfferCycle:
             for agent_id in hold.taken:
                 self.wake(agent_id)
 
-    def _hold_met(self, hold_id: str, framework_id: str, offer_ids: list[str]) -> None:
-        framework = self.reg.frameworks.get(framework_id)
+    def _hold_met(self, event: scheduler_pb2.Event) -> None:
+        hold = event.hold
+        framework_id = hold.offers[0].framework_id
+        hold.message = f"hold met: {len(hold.offers)} offers"
         self.counts.holds_met += 1
-        if framework is not None:
-            framework.send(
-                Event(
-                    hold=Event.HoldUpdate(
-                        hold_id=hold_id,
-                        state=scheduler_pb2.HOLD_MET,
-                        offer_ids=offer_ids,
-                        message=f"hold met: {len(offer_ids)} offers",
-                    )
-                )
-            )
-        log.info("hold met", hold_id=hold_id, framework_id=framework_id, offers=len(offer_ids))
+        self.reg.frameworks[framework_id].send(event)
+        log.info(
+            "hold met", hold_id=hold.hold_id, framework_id=framework_id, offers=len(hold.offers)
+        )
 
     # --- the loops -----------------------------------------------------------------------
 
@@ -432,3 +431,7 @@ class OfferCycle:
             self.wanted.clear()
             self.take_changed()
             await self._cycle(None)
+
+
+def _hold_met_event(hold_id: str) -> scheduler_pb2.Event:
+    return Event(hold=Event.HoldUpdate(hold_id=hold_id, state=scheduler_pb2.HOLD_MET))

@@ -48,6 +48,8 @@ class BatchConfig:
     retry_backoff_seconds: float = 1.0  # before the first retry; doubles up to the max
     retry_backoff_max_seconds: float = 60.0
     decline_refuse_seconds: float = 1.0  # unusable offers while work waits
+    # How long a waiting gang's hold (Scheduler.Hold) collects resources; 0: no holds.
+    gang_hold_seconds: float = 120.0
     max_finished_jobs: int = 10_000  # finished jobs remembered, the oldest forgotten first
     idle_refuse_seconds: float = 15.0  # offers while nothing waits (we also suppress;
     # bounded, so that a revive lost on the way costs seconds, not minutes)
@@ -64,6 +66,7 @@ class BatchConfig:
             "retry_backoff_max_seconds",
             "decline_refuse_seconds",
             "idle_refuse_seconds",
+            "gang_hold_seconds",
         ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
@@ -100,6 +103,7 @@ class BatchDaemon(FrameworkDaemon):
             decline_refuse_seconds=config.decline_refuse_seconds,
             idle_refuse_seconds=config.idle_refuse_seconds,
             max_finished_jobs=config.max_finished_jobs,
+            gang_hold_seconds=config.gang_hold_seconds,
         )
         from prometheus_client import Histogram
 

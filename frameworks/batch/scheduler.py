@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import grpc
 import structlog
 
-from agora.common import UNRESERVED, new_id
+from agora.common import UNRESERVED, Resources, new_id
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import Group, Want, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
@@ -60,8 +60,16 @@ class BatchScheduler(Framework):
         idle_refuse_seconds: float = 15.0,
         clock: Callable[[], float] = time.time,
         max_finished_jobs: int = 10_000,
+        gang_hold_seconds: float = 120.0,
     ) -> None:
         self.store = store
+        # A gang that does not fit one round of offers asks the master to hold resources for
+        # it as they free up (Scheduler.Hold), for at most this long; 0: never (it waits for a
+        # round that fits, which a cluster kept busy by small jobs may never offer).
+        self.gang_hold_seconds = gang_hold_seconds
+        self._holds: dict[str, str] = {}  # job id -> its hold collecting at the master
+        self._hold_refused: dict[str, float] = {}  # job id -> when the master refused one
+        self._hold_notes: dict[str, str] = {}  # job id -> what became of its hold
         # Finished jobs kept (listed, their logs found), the oldest forgotten first: jobs are
         # free to submit, so their history may not grow for ever.
         self.max_finished_jobs = max_finished_jobs
@@ -106,7 +114,8 @@ class BatchScheduler(Framework):
         gone = [j.job_id for j in finished[:excess]]
         for job_id in gone:
             del self.jobs[job_id]
-            self._notes.pop(job_id, None)
+            for notes in (self._notes, self._hold_notes, self._hold_refused):
+                notes.pop(job_id, None)
         self.store.delete_jobs(gone)
         self._log.info("forgot finished jobs past the bound", count=len(gone))
         return gone
@@ -156,6 +165,10 @@ class BatchScheduler(Framework):
             raise JobEnded(str(e)) from None
         self.store.put_job(job)
         self._log.info("job killed", job_id=job_id, tasks=len(to_kill))
+        hold_id = self._holds.pop(job_id, None)
+        if hold_id is not None and self.driver is not None:
+            with contextlib.suppress(SchedulerError):
+                await self.driver.release_hold(hold_id)
         self._publish(job, description="killed by request")
         # The job as the kill left it: while the kills go out, updates of tasks that end
         # change `job` (a caller asked how many tasks are being killed, not how many remain).
@@ -280,6 +293,7 @@ class BatchScheduler(Framework):
             self.framework_id = framework_id
             self.store.set_framework_id(framework_id)
         self._suppressed = None  # a (re-)subscription revives us at the master
+        self._holds.clear()  # holds end with the subscription they were asked on
         self._log = log.bind(policy=self.policy_name, framework_id=framework_id)
         active = [a for j in self.jobs.values() for _, a in st.active_attempts(j)]
         self._log.info("subscribed", jobs=len(self.jobs), active_tasks=len(active))
@@ -327,8 +341,68 @@ class BatchScheduler(Framework):
         await self._decline(
             driver, result.unused, self.decline_refuse_seconds if more else self.idle_refuse_seconds
         )
-        if any(self.jobs[j].spec.gang and st.never_launched(self.jobs[j]) for j in result.waiting):
+        gangs = [
+            j for j in result.waiting if self.jobs[j].spec.gang and st.never_launched(self.jobs[j])
+        ]
+        for job_id in gangs:
+            await self._ask_hold(driver, self.jobs[job_id])
+        if any(job_id not in self._holds for job_id in gangs):
             self._arm_realign()
+
+    # --- gang holds ----------------------------------------------------------------------
+
+    async def _ask_hold(self, driver: Driver, job: batch_pb2.Job) -> None:
+        """Asks the master to collect a waiting gang's resources as they free up (once per
+        job while the hold lives; a refused one is asked again after a hold's time)."""
+        if not self.gang_hold_seconds or job.job_id in self._holds:
+            return
+        refused_at = self._hold_refused.get(job.job_id)
+        if refused_at is not None and self.clock() - refused_at < self.gang_hold_seconds:
+            return
+        task = job.spec.task
+        if task.ports:
+            return  # holds collect scalars: such a gang waits for a round that fits
+        size = Resources.of(cpus=task.cpus, mem=task.mem, disk=task.disk)
+        try:
+            hold_id = await driver.hold(
+                job.spec.instances, size, timeout_seconds=self.gang_hold_seconds
+            )
+        except SchedulerError as e:
+            self._hold_refused[job.job_id] = self.clock()
+            self._hold_notes[job.job_id] = f"no hold: {e.message}"
+            self._log.info("gang hold refused", job_id=job.job_id, error=e.message)
+            return
+        self._holds[job.job_id] = hold_id
+        self._hold_notes[job.job_id] = "the master holds resources for it as they free up"
+        self._log.info("gang hold asked", job_id=job.job_id, hold_id=hold_id)
+
+    async def on_held_offers(
+        self, driver: Driver, hold_id: str, offers: Sequence[common_pb2.Offer]
+    ) -> None:
+        """A gang's hold was met: place that gang first, then the rest as usual."""
+        job_id = next((j for j, h in self._holds.items() if h == hold_id), None)
+        job = self.jobs.get(job_id or "")
+        if job is None or not (job.spec.gang and st.never_launched(job)):
+            await self.on_offers(driver, offers)
+            return
+        now = self.clock()
+        wants = [Want(job.job_id, i, self.task_spec(job, i)) for i in st.ready_instances(job, now)]
+        result = plan(offers, [Group(job.job_id, wants, gang=True)], self.role)
+        for launch in result.launches:
+            await self._launch(driver, launch, more_waiting=True)
+        launched = {id(o) for launch in result.launches for o in launch.offers}
+        rest = [o for o in offers if id(o) not in launched]
+        if rest:
+            await self.on_offers(driver, rest)
+
+    async def on_hold(self, driver: Driver, hold_id: str, state: str, message: str) -> None:
+        for job_id, held in list(self._holds.items()):
+            if held == hold_id:
+                del self._holds[job_id]
+                self._hold_notes.pop(job_id, None)
+        self._log.info("gang hold ended", hold_id=hold_id, state=state, message=message)
+        if state != "MET":
+            self._want_offers()  # try a round again (and ask for another hold if it waits)
 
     def _arm_realign(self) -> None:
         """A gang needs several agents offered in the same round. Agents freed at different
@@ -430,8 +504,9 @@ class BatchScheduler(Framework):
             )
         else:
             message = f"waiting for offers with room for {describe_needs(job.spec)}"
-        if job.job_id in self._notes:
-            message += f"; {self._notes[job.job_id]}"
+        for notes in (self._notes, self._hold_notes):
+            if job.job_id in notes:
+                message += f"; {notes[job.job_id]}"
         if job.message != message and not st.is_ended(job):
             job.message = message
             self.store.put_job(job, ())

@@ -337,6 +337,8 @@ class Driver:
         elif kind == "hold":
             hold = event.hold
             state = scheduler_pb2.HoldState.Name(hold.state).removeprefix("HOLD_")
+            if hold.offers and not session.ended:
+                await self._callback("on_held_offers", hold.hold_id, list(hold.offers))
             await self._callback("on_hold", hold.hold_id, state, hold.message)
         elif kind == "error":
             if self._tearing_down:
@@ -553,10 +555,11 @@ class Driver:
         tasks of `resources` each fit (one per agent with `distinct_agents`), for at most
         `timeout_seconds` (master default 60 s). Returns the hold's id.
 
-        Met: everything held arrives in one `on_offers` call (offers no other framework can
-        take), then `on_hold(driver, hold_id, "MET", message)`. Timed out: "EXPIRED", and what
-        it held is released. A hold above the framework's fair share is refused
-        (FAILED_PRECONDITION); it ends, silently, if the subscription does."""
+        Met: everything held arrives in one `on_held_offers` call (offers no other framework
+        can take; by default passed on to `on_offers`), then `on_hold(driver, hold_id, "MET",
+        message)`. Timed out: "EXPIRED", and what it held is released. A hold above the
+        framework's fair share is refused (FAILED_PRECONDITION); it ends, silently, if the
+        subscription does."""
         size = Resources.parse(resources) if isinstance(resources, str) else resources
         request = scheduler_pb2.HoldRequest(
             **self._ids(),

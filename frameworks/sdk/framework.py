@@ -43,6 +43,14 @@ class Framework:
     async def on_rescind(self, driver: Driver, offer_id: str) -> None:
         """An offer is no longer valid (its agent went away, or the master took it back)."""
 
+    async def on_held_offers(
+        self, driver: Driver, hold_id: str, offers: Sequence[common_pb2.Offer]
+    ) -> None:
+        """A hold (driver.hold) was met: `offers` are everything it collected, in one go, and no
+        other framework can take them. The default hands them to on_offers; override to use
+        them for the job that asked (on_hold follows with state "MET")."""
+        await self.on_offers(driver, offers)
+
     async def on_hold(self, driver: Driver, hold_id: str, state: str, message: str) -> None:
         """A hold (driver.hold) ended: state "MET" (its offers came just before, through
         on_offers), "EXPIRED" or "RELEASED"."""

@@ -514,15 +514,13 @@ class Allocator:
                 "when empty; ask for fewer or smaller tasks"
             )
         self._refresh_shares()
-        after = dict(fw.vec)
-        add_into(after, scalar_vector(times(size, count)))
-        share = dominant_share(after, self._inv_total)
+        share = dominant_share(scalar_vector(times(size, count)), self._inv_total)
         fair = self.fair_share(framework_id)
         if share > fair + 1e-9:
             raise HoldRefused(
-                f"holding {count} x {size} would bring framework {framework_id}'s dominant "
-                f"share to {share:.3f} (counting what it holds now), above its fair share "
-                f"{fair:.3f}; ask for fewer tasks, or decline offers you do not use first"
+                f"{count} x {size} is a dominant share of {share:.3f} of the cluster, above "
+                f"framework {framework_id}'s fair share {fair:.3f}: a hold may never take "
+                "more; ask for fewer or smaller tasks"
             )
         hold = Hold(hold_id, framework_id, count, size, distinct, deadline)
         self._holds[hold_id] = hold
@@ -750,6 +748,9 @@ class Allocator:
                 continue
             free = agent.free.unreserved() if agent.reserved else agent.free
             n = slots(free, hold.size, 1 if hold.distinct else hold.remaining)
+            # Within the fair share: a framework whose tasks already fill its share collects
+            # only as they end (what they give back), never what others are due.
+            n = min(n, self._slots_within_share(fw, hold.size))
             if n <= 0:
                 continue
             take = times(hold.size, n)
@@ -766,6 +767,19 @@ class Allocator:
                     )
             if not agent.free:
                 return
+
+    def _slots_within_share(self, fw: _Framework, size: Resources) -> int:
+        """How many more tasks of `size` fit under the framework's fair share."""
+        fair = self._fair_shares(fw.framework_id).get(fw.framework_id, 0.0)
+        inv = self._inv_total
+        n = 1 << 30
+        for name, amount in scalar_vector(size).items():
+            scale = inv.get(name)
+            if amount <= 0 or not scale:
+                continue
+            room = fair / scale - fw.vec.get(name, 0)
+            n = min(n, int((room + 1e-6) // amount) if room > 0 else 0)
+        return n
 
     def _allocate_guarantees(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
         """Stage 1: roles below their guarantee get this agent first, up to the guarantee."""

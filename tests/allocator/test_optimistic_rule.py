@@ -83,7 +83,7 @@ def test_a_hold_is_refused_above_the_fair_share_and_met_from_freed_resources():
     first = alloc.allocate(0.0)  # busy, alone, is offered both agents
     assert [g.framework_id for g in first] == ["busy", "busy"]
     alloc.add_framework("gang")
-    with pytest.raises(HoldRefused, match="above its fair share"):
+    with pytest.raises(HoldRefused, match="above framework gang.s fair share"):
         alloc.add_hold("h0", "gang", 5, Resources.parse("cpus:1"), False, 60.0)  # 5/8 > 1/2
     with pytest.raises(HoldRefused, match="can never fit"):
         alloc.add_hold("h0", "gang", 3, Resources.parse("cpus:1"), True, 60.0)  # 2 agents
@@ -94,6 +94,10 @@ def test_a_hold_is_refused_above_the_fair_share_and_met_from_freed_resources():
     assert not [g for g in grants if g.hold_id]
     hold = alloc.hold("h1")
     assert hold is not None and hold.remaining == 1
+    # The rest of that agent was offered as usual; declined, it no longer counts to gang's
+    # share (the hold collects only within the fair share).
+    for g in grants:
+        alloc.decline(g.framework_id, g.agent_id, g.resources, 1.0, refuse_seconds=60)
     # ... and the second: the hold is met, both agents' parts granted at once, held.
     alloc.recover("busy", "a1", first[1].resources, 2.0)
     met = [g for g in alloc.allocate(2.0) if g.hold_id == "h1"]
@@ -120,3 +124,24 @@ def test_an_expired_hold_gives_back_what_it_took():
     assert expired.hold_id == "h"
     assert alloc.free("a0") == Resources.parse("cpus:4;mem:4096")
     assert alloc.dominant_share("gang") == 0
+
+
+def test_a_hold_collects_only_within_its_frameworks_fair_share():
+    alloc = Allocator()
+    four = Resources.parse("cpus:4;mem:4096")
+    alloc.add_agent("a0", four, allocated={"gang": four})
+    alloc.add_agent("a1", four, allocated={"busy": four})
+    alloc.add_framework("gang")
+    alloc.add_framework("busy")
+    alloc.add_hold("h", "gang", 2, Resources.parse("cpus:1;mem:64"), False, 60.0)
+    # busy's tasks end: gang is at its fair share (0.5) already, so the hold takes none of it.
+    two = Resources.parse("cpus:2;mem:2048")
+    alloc.recover("busy", "a1", two, 1.0)
+    grants = alloc.allocate(1.0)
+    assert [(g.framework_id, g.hold_id) for g in grants] == [("busy", "")]
+    hold = alloc.hold("h")
+    assert hold is not None and hold.remaining == 2
+    # gang's own tasks end: what they give back goes to its hold, which is met.
+    alloc.recover("gang", "a0", two, 2.0)
+    met = [g for g in alloc.allocate(2.0) if g.hold_id == "h"]
+    assert [g.resources for g in met] == [Resources.parse("cpus:2;mem:128")]

@@ -301,6 +301,41 @@ async def test_gang_launches_once_agents_freed_at_different_times_are_all_free(t
         await c.stop()
 
 
+async def test_a_gang_holds_what_frees_up_so_later_small_jobs_cannot_starve_it(tmp_path):
+    # Two agents of 1 cpu, each busy; the gang needs both. When one frees up, the master keeps
+    # it for the gang (Scheduler.Hold) instead of offering it to a small job submitted later.
+    c = BatchCluster(tmp_path, agent_resources=["cpus:1;mem:256", "cpus:1;mem:256"])
+    await c.start()
+    try:
+        gates = [tmp_path / "a", tmp_path / "b"]
+        blockers = [
+            await c.submit(f"while [ ! -f {gate} ]; do sleep 0.05; done", cpus=1) for gate in gates
+        ]
+        for blocker in blockers:
+            await eventually_async(
+                lambda b=blocker: _running(c, b), timeout=30, message="blocker running"
+            )
+        gang = await c.submit("true", instances=2, cpus=1, gang=True)
+        await eventually_async(
+            lambda: _with_message(c, gang, "the master holds resources for it"),
+            timeout=30,
+            message="the gang's hold asked for",
+        )
+        gates[0].touch()
+        await c.wait_state(blockers[0], B.JOB_SUCCEEDED)
+        small = await c.submit("true", cpus=1)  # would take the free agent without the hold
+        await asyncio.sleep(1.0)
+        assert (await c.job(small)).state == B.JOB_QUEUED
+        gates[1].touch()
+        job = await c.wait_state(gang, B.JOB_SUCCEEDED, timeout=30)
+        assert {i.attempts[0].hostname for i in job.instances} == {"host-0", "host-1"}
+        small_job = await c.wait_state(small, B.JOB_SUCCEEDED, timeout=30)
+        gang_start = max(i.attempts[0].launched_at for i in job.instances)
+        assert small_job.instances[0].attempts[0].launched_at >= gang_start
+    finally:
+        await c.stop()
+
+
 async def test_job_commands_reach_the_batch_daemon_while_the_master_is_down(cluster):
     job_id = await cluster.submit("true", instances=2)
     await cluster.wait_state(job_id, B.JOB_SUCCEEDED)

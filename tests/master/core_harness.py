@@ -267,9 +267,10 @@ class SimFramework:
     def offers(self) -> list[common_pb2.Offer]:
         """The live offers received: not answered, not rescinded."""
         rescinded = {r.offer_id for r in self.inbox.of("rescind")}
+        batches = [*self.inbox.of("offers"), *self.inbox.of("hold")]  # a met hold's come in HOLD
         return [
             o
-            for batch in self.inbox.of("offers")
+            for batch in batches
             for o in batch.offers
             if o.offer_id not in rescinded and o.offer_id not in self.answered
         ]

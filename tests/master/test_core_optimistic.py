@@ -218,16 +218,15 @@ def test_a_hold_collects_freed_resources_and_offers_them_in_one_go(mode):
             assert not gang.inbox.of("hold")
     met = gang.inbox.expect("hold")
     assert met.hold_id == hold_id and met.state == scheduler_pb2.HOLD_MET
-    offers = {o.offer_id: o for o in gang.offers()}
-    assert set(met.offer_ids) <= set(offers)
+    assert {o.offer_id for o in met.offers} <= {o.offer_id for o in gang.offers()}
     held = Resources()
-    for offer_id in met.offer_ids:
-        held = held + Resources.from_proto(offers[offer_id].resources)
+    for offer in met.offers:
+        held = held + Resources.from_proto(offer.resources)
     assert held == Resources.parse("cpus:4;mem:1024")
     # Held offers cannot be lost to another framework: they launch.
-    for offer_id in met.offer_ids:
-        res = Resources.from_proto(offers[offer_id].resources)
-        gang.accept([offer_id], [task(f"g-{offer_id}", str(res))])
+    for offer in met.offers:
+        res = Resources.from_proto(offer.resources)
+        gang.accept([offer.offer_id], [task(f"g-{offer.offer_id}", str(res))])
     assert h.core.counts.holds_met == 1
     books_balance(h)
 
@@ -241,8 +240,7 @@ def test_a_hold_on_distinct_agents_takes_one_task_per_agent():
     hold_id = hold(gang, 3, "cpus:1;mem:128", distinct_agents=True)
     met = gang.inbox.expect("hold")
     assert met.hold_id == hold_id
-    offers = {o.offer_id: o for o in gang.offers()}
-    assert sorted(offers[i].agent_id for i in met.offer_ids) == sorted(a.agent_id for a in agents)
+    assert sorted(o.agent_id for o in met.offers) == sorted(a.agent_id for a in agents)
 
 
 def test_a_hold_that_times_out_releases_what_it_collected():
@@ -284,7 +282,7 @@ def test_a_hold_above_the_fair_share_or_that_can_never_fit_is_refused():
         hold(a, 5, "cpus:1;mem:128")  # 5 of 8 cpus: above a fair share of 0.5
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert e.value.reason == Reason.HOLD_REFUSED
-    assert "above its fair share 0.500" in e.value.message
+    assert "fair share 0.500" in e.value.message
     hold(a, 4, "cpus:1;mem:128")  # exactly its share: taken
     with pytest.raises(CallError) as e:
         hold(b, 3, "cpus:1;mem:128", distinct_agents=True)

@@ -67,16 +67,16 @@ class Event(_message.Message):
         __slots__ = ()
         def __init__(self) -> None: ...
     class HoldUpdate(_message.Message):
-        __slots__ = ("hold_id", "state", "offer_ids", "message")
+        __slots__ = ("hold_id", "state", "offers", "message")
         HOLD_ID_FIELD_NUMBER: _ClassVar[int]
         STATE_FIELD_NUMBER: _ClassVar[int]
-        OFFER_IDS_FIELD_NUMBER: _ClassVar[int]
+        OFFERS_FIELD_NUMBER: _ClassVar[int]
         MESSAGE_FIELD_NUMBER: _ClassVar[int]
         hold_id: str
         state: HoldState
-        offer_ids: _containers.RepeatedScalarFieldContainer[str]
+        offers: _containers.RepeatedCompositeFieldContainer[_common_pb2.Offer]
         message: str
-        def __init__(self, hold_id: _Optional[str] = ..., state: _Optional[_Union[HoldState, str]] = ..., offer_ids: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ...) -> None: ...
+        def __init__(self, hold_id: _Optional[str] = ..., state: _Optional[_Union[HoldState, str]] = ..., offers: _Optional[_Iterable[_Union[_common_pb2.Offer, _Mapping]]] = ..., message: _Optional[str] = ...) -> None: ...
     SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
     OFFERS_FIELD_NUMBER: _ClassVar[int]
     RESCIND_FIELD_NUMBER: _ClassVar[int]

@@ -174,8 +174,8 @@ class SchedulerServicer:
     def Hold(self, request, context):
         """Asks the master to hold resources for the framework as they free up, until `count` tasks
         of the given size fit (on distinct agents if asked), within the framework's fair share and
-        for at most timeout_seconds. Met: the held resources arrive in one OFFERS event, then a
-        HOLD event (state MET) naming them. Timed out: released, HOLD event with state EXPIRED.
+        for at most timeout_seconds. Met: a HOLD event (state MET) carries the held resources as
+        offers, in one go. Timed out: released, HOLD event with state EXPIRED.
         A hold ends with its framework's subscription.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
