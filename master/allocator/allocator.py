@@ -703,6 +703,8 @@ class Allocator:
             return
         holders = agent.offered
         room = self.config.optimistic_fanout - len(holders)
+        if room <= 0 and all(offered == agent.free for offered, _ in holders.values()):
+            return  # the usual sweep: every holder has been offered all there is
         unseen = len(holders)  # holders not visited yet (each may need a top-up)
         refused = self._filters.by_agent.get(agent.agent_id)
         agent_id = agent.agent_id
