@@ -54,8 +54,6 @@ class AgentConfig:
     hostname: str | None = None  # None: socket.gethostname()
     # Used until the master states its own interval in Registered.
     heartbeat_interval: float = 5.0
-    # The master is presumed gone after this many intervals of silence.
-    missed_heartbeats: int = 3
     reconnect_backoff_initial: float = 0.2
     # A cap of 0.5 s brings agents back within a second of a restarted master listening
     # (each wait is drawn from 0.25-0.5 s at the cap, so they do not arrive all at once).
@@ -133,7 +131,6 @@ class AgentDaemon:
             backoff_initial=config.reconnect_backoff_initial,
             backoff_max=config.reconnect_backoff_max,
             default_heartbeat=config.heartbeat_interval,
-            missed_heartbeats=config.missed_heartbeats,
             credentials=config.credentials,
         )
         self._server: grpc.aio.Server | None = None

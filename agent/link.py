@@ -1,10 +1,14 @@
 """The agent's end of AgentLink.Connect: dial the master, register, heartbeat, reconnect.
 
 One stream at a time. Each begins with Register (the current id and running tasks, built
-fresh for every attempt); a stream that breaks, or a master silent for several heartbeat
-intervals, is dropped and dialled again with jittered exponential backoff (0.2 s doubling to
-0.5 s). With a set of masters the LeaderTracker says where to dial: a standby's refusal names the
-leader, which is dialled at once, and with zk:// a change of leader wakes the link at once.
+fresh for every attempt); a stream that breaks (the channel's gRPC keepalive breaks it when the
+master stops answering pings: common/rpc.py), or a master that does not answer the Register
+within register_timeout, is dropped and dialled again with jittered exponential backoff (0.2 s
+doubling to 0.5 s). A registered master sends nothing while there is nothing to say: the
+keepalive, answered in gRPC's core, is the evidence it is there, so a master that is busy but
+alive keeps its agents. With a set of masters the LeaderTracker says where to dial: a standby's
+refusal names the leader, which is dialled at once, and with zk:// a change of leader wakes the
+link at once.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import grpc
 import structlog
 
 from agora.agent.aio_util import cancel_and_wait
-from agora.agent.link_policy import WaitReason, retry_delay, silence_limit
+from agora.agent.link_policy import WaitReason, retry_delay
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.leader import LeaderTracker
@@ -54,7 +58,6 @@ class MasterLink:
         backoff_initial: float = 0.2,
         backoff_max: float = 0.5,
         default_heartbeat: float = 5.0,
-        missed_heartbeats: int = 3,
         register_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         credentials: Credentials = INSECURE,
@@ -67,7 +70,6 @@ class MasterLink:
         # the same instant.
         self._backoff = Backoff(initial=backoff_initial, cap=backoff_max)
         self._default_heartbeat = default_heartbeat
-        self._missed = missed_heartbeats
         self._register_timeout = register_timeout
         self._clock = clock
         self._outbox: asyncio.Queue[AgentMessage | None] | None = None
@@ -195,7 +197,9 @@ class MasterLink:
             while True:
                 message = await call.read()
                 if silence.expired:
-                    raise ConnectionError(f"the master said nothing for {silence.limit:.1f} s")
+                    raise ConnectionError(
+                        f"the master did not answer the registration in {silence.limit:.1f} s"
+                    )
                 if message is grpc.aio.EOF:
                     return
                 silence.heard()
@@ -203,8 +207,8 @@ class MasterLink:
                 if kind == "registered":
                     self._failures = 0
                     interval = message.registered.heartbeat_interval_seconds or interval
-                    # A floor, so that a loaded machine's hiccup does not cost a reconnect.
-                    silence.limit = silence_limit(interval, self._missed)
+                    # Registered: from now on the keepalive watches the master.
+                    watchdog.cancel()
                     self._handler.on_registered(message.registered)
                     self._registered = True
                     self.registrations += 1
@@ -222,11 +226,11 @@ class MasterLink:
                         self._handlers[kind](getattr(message, kind))
                     except Exception:  # noqa: BLE001 - one bad message must not cut the link
                         log.exception("failed to handle a master message", kind=kind)
-                # heartbeat: hearing it reset the silence timer; nothing else to do.
+                # heartbeat (from masters of earlier versions): nothing to do.
         except asyncio.CancelledError:
-            if watchdog is not None and watchdog.done() and not _being_cancelled():
+            if watchdog is not None and silence.expired and not _being_cancelled():
                 raise ConnectionError(
-                    f"the master said nothing for {silence.limit:.1f} s"
+                    f"the master did not answer the registration in {silence.limit:.1f} s"
                 ) from None
             raise
         finally:

@@ -18,13 +18,14 @@ from agora.common.errors import busy_retry_after
 
 __all__ = ["MIN_SILENCE_SECONDS", "Wait", "WaitReason", "retry_delay", "silence_limit"]
 
-# A master that says nothing for this long (at least) is taken for gone, even with heartbeats
-# more frequent than a third of it: TCP may not notice a dead peer for minutes.
+# A master that does not answer a Register for this long (at least) is taken for gone. Once an
+# agent is registered the master sends nothing while there is nothing to say, and the channel's
+# gRPC keepalive (common/rpc.py) is what notices a master that is gone.
 MIN_SILENCE_SECONDS = 3.0
 
 
 def silence_limit(heartbeat_interval: float, missed_heartbeats: int) -> float:
-    """Seconds without a word from the master after which the link dials again."""
+    """Seconds without an answer to a Register after which the link dials again."""
     return max(heartbeat_interval * missed_heartbeats, MIN_SILENCE_SECONDS)
 
 

@@ -15,13 +15,17 @@ from agora.common.tokens import TokenAuth
 
 log = structlog.get_logger(__name__)
 
-# Keepalives so a dead peer (a SIGKILLed agent, a partitioned master) is noticed in seconds
-# rather than at the TCP timeout, and large offers fit.
+# Keepalives so a dead peer (a SIGKILLed agent, a partitioned or stopped master) is noticed in
+# 10-15 s rather than at the TCP timeout, and large offers fit. A registered agent hears nothing
+# from an idle master (master/server.py), so pings must keep going with no data in between:
+# gRPC's default spaces such pings 5 minutes apart.
 CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.http2.min_time_between_pings_ms", 10_000),
+    ("grpc.http2.ping_timeout_ms", 5_000),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]

@@ -74,6 +74,7 @@ class AgentSpec:
     hostname: str = "emulated"
     # Used until the master states its interval in Registered.
     heartbeat_interval: float = 5.0
+    # Intervals (at least 3 s) without an answer to a Register before dialling again.
     missed_heartbeats: int = 3
     reconnect_backoff_initial: float = 0.2
     reconnect_backoff_max: float = 5.0
@@ -275,8 +276,10 @@ class EmulatedAgent:
 
     def _heartbeat(self) -> None:
         silence = silence_limit(self.heartbeat_interval, self.spec.missed_heartbeats)
-        if self.clock() - self._last_heard > silence and self._call is not None:
-            # The master (or the path to it) is gone though TCP has not noticed: dial again.
+        waiting = not self.registered.is_set()
+        if waiting and self.clock() - self._last_heard > silence and self._call is not None:
+            # No answer to the Register: dial again. Once registered, the channel's keepalive
+            # watches the master (as the real agent's link does: agent/link.py).
             self._dropped = self._call
             self._call.cancel()
             return
