@@ -33,8 +33,8 @@ protos: install
 	$(PY) -m grpc_tools.protoc -I protos --python_out=protos --pyi_out=protos \
 		--grpc_python_out=protos $(PROTOS)
 
-# Runs every experiment at its documented size (about 55 minutes on 2 cores, 30 of them the
-# soak) and regenerates
+# Runs every experiment at its documented size (about 65 minutes on 2 cores, 30 of them the
+# soak, 9 omega) and regenerates
 # docs/figures/ and the results section of docs/experiments.md.
 experiments: install
 	$(PY) -m agora.experiments.report --docs docs

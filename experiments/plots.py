@@ -81,12 +81,22 @@ def bars(
     ylabel: str,
     groups: Sequence[str],
     series: Sequence[tuple[str, Sequence[float]]],
+    *,
+    notes: Sequence[Sequence[str]] | None = None,
+    hline: tuple[float, str] | None = None,
 ) -> str:
+    """Grouped bars: one bar per series in each group. `notes` (per series, per group) are
+    written above the bars; `hline` draws a labelled limit across the plot."""
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     width = 0.8 / max(len(series), 1)
     for i, (label, values) in enumerate(series):
         xs = [g + i * width for g in range(len(groups))]
-        ax.bar(xs, values, width, label=label)
+        drawn = ax.bar(xs, values, width, label=label)
+        if notes is not None and i < len(notes):
+            ax.bar_label(drawn, labels=list(notes[i]), fontsize=8, padding=2)
+    if hline is not None:
+        ax.axhline(hline[0], color="grey", linestyle=":", linewidth=1)
+        ax.text(-0.4, hline[0], f" {hline[1]}", va="bottom", color="grey", fontsize=8)
     ax.set_xticks([g + width * (len(series) - 1) / 2 for g in range(len(groups))], groups)
     ax.set_title(title, fontsize=10)
     ax.set_ylabel(ylabel)

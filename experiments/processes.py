@@ -187,6 +187,9 @@ class MasterOptions:
     state_dir: Path | None = None
     http_port: int | None = None  # the dashboard's port (0: any free one); None: no dashboard
     tls: list[str] | None = None  # --tls-ca, --tls-cert, --tls-key and their files; None: none
+    # pessimistic: each agent's free resources offered to one framework at a time (the
+    # default); optimistic: offered to several at once, conflicts found at commit.
+    offer_mode: str = "pessimistic"
 
 
 def master_argv(options: MasterOptions) -> list[str]:
@@ -205,6 +208,8 @@ def master_argv(options: MasterOptions) -> list[str]:
         args += ["--http-port", str(options.http_port)]
     if options.tls:
         args += options.tls
+    if options.offer_mode != "pessimistic":  # passed only when asked: older masters lack it
+        args += ["--offer-mode", options.offer_mode]
     return python_m("agora.cli.main", "master", *args)
 
 

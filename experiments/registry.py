@@ -450,6 +450,158 @@ def _build_soak(args: argparse.Namespace) -> Runner:
     return lambda out, command: soak.run(cfg, out, command, quiet)
 
 
+def _floats(text: str) -> list[float]:
+    try:
+        values = [float(x.rstrip("s")) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: write seconds separated by commas, e.g. 0.01,0.1,1,10"
+        ) from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more numbers > 0")
+    return values
+
+
+def _omega_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agents", type=int, default=16, help="emulated agents (default 16)")
+    p.add_argument(
+        "--agent-resources", default="cpus:4;mem:4096", help="each agent (default cpus:4;mem:4096)"
+    )
+    p.add_argument(
+        "--decision-times",
+        type=_floats,
+        default=[0.01, 0.1, 1.0, 10.0],
+        help="the service framework's decision time per job, seconds, a run for each "
+        "(default 0.01,0.1,1,10)",
+    )
+    p.add_argument(
+        "--modes",
+        default="pessimistic,optimistic",
+        help="the master's offer modes to run each decision time in: pessimistic (offers "
+        "exclusive while a framework decides), optimistic (shared, conflicts at commit) or "
+        "both (default pessimistic,optimistic)",
+    )
+    p.add_argument(
+        "--warmup", type=float, default=5.0, help="seconds before each measured window (5)"
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        help="after the window, seconds its batch jobs get to finish launching (10)",
+    )
+    p.add_argument(
+        "--batch-load",
+        type=_fraction,
+        default=0.3,
+        help="share of the CPUs the batch jobs keep busy; sets their arrival rate (0.3)",
+    )
+    p.add_argument(
+        "--service-load",
+        type=_fraction,
+        default=0.4,
+        help="share of the CPUs the service jobs keep busy if it keeps up (0.4)",
+    )
+    p.add_argument(
+        "--batch-decision",
+        type=_positive,
+        default=0.005,
+        help="the batch framework's decision time per job, seconds (0.005)",
+    )
+    p.add_argument(
+        "--gang",
+        choices=["both", "holds", "no-holds", "none"],
+        default="both",
+        help="the gang part: with holds, without, both (default) or none",
+    )
+    p.add_argument("--gang-tasks", type=int, default=64, help="tasks of the gang job (64)")
+    p.add_argument(
+        "--gang-task",
+        default="cpus:0.4;mem:400",
+        help="each gang task (cpus:0.4;mem:400: 64 of them take 40%% of the default cluster, "
+        "within a framework's fair share, as a hold must be)",
+    )
+    p.add_argument(
+        "--gang-load",
+        type=_fraction,
+        default=0.85,
+        help="share of the CPUs the small jobs keep busy in the gang part (0.85)",
+    )
+    p.add_argument(
+        "--gang-warmup",
+        type=float,
+        default=20.0,
+        help="seconds of small jobs before the gang is submitted (20)",
+    )
+    p.add_argument(
+        "--gang-timeout",
+        type=_positive,
+        default=60.0,
+        help="seconds the gang gets to start, each way (60; also the hold's timeout)",
+    )
+    p.add_argument(
+        "--gang-mode",
+        choices=["pessimistic", "optimistic"],
+        default="pessimistic",
+        help="the master's offer mode in the gang part (pessimistic)",
+    )
+    p.add_argument("--seed", type=int, default=1, help="random seed of the job arrivals (1)")
+
+
+def _build_omega(args: argparse.Namespace) -> Runner:
+    quiet = args.quiet
+    from agora.common import Resources
+    from agora.experiments import omega
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - set(omega.MODES):
+        raise ExperimentError(f"--modes {args.modes!r}: use pessimistic, optimistic or both")
+    if args.agents < 1 or args.gang_tasks < 1:
+        raise ExperimentError("--agents and --gang-tasks must be at least 1")
+    try:
+        agent = Resources.parse(args.agent_resources)
+        task = Resources.parse(args.gang_task)
+    except ValueError as e:
+        raise ExperimentError(f"--agent-resources / --gang-task: {e}") from None
+    if task.scalar("cpus") <= 0 or task.scalar("mem") <= 0:
+        raise ExperimentError(f"--gang-task {args.gang_task!r}: give cpus and mem")
+    per_agent = min(
+        int(agent.scalar("cpus") / task.scalar("cpus") + 1e-9),
+        int(agent.scalar("mem") / task.scalar("mem") + 1e-9),
+    )
+    if per_agent * args.agents < args.gang_tasks:
+        raise ExperimentError(
+            f"{args.gang_tasks} gang tasks of {args.gang_task} do not fit even an idle cluster "
+            f"of {args.agents} agents of {args.agent_resources}; add agents or shrink the gang"
+        )
+    defaults = omega.OmegaConfig()
+    batch, service, small = defaults.batch, defaults.service, defaults.small
+    batch.load, batch.decision = args.batch_load, args.batch_decision
+    service.load = args.service_load
+    small.load = args.gang_load
+    holds = {"both": [True, False], "holds": [True], "no-holds": [False], "none": []}
+    cfg = omega.OmegaConfig(
+        agents=args.agents,
+        agent_resources=args.agent_resources,
+        decision_times=args.decision_times,
+        modes=modes,
+        seconds=args.seconds or 45.0,
+        warmup=args.warmup,
+        grace=args.grace,
+        batch=batch,
+        service=service,
+        small=small,
+        gang_holds=holds[args.gang],
+        gang_tasks=args.gang_tasks,
+        gang_task=args.gang_task,
+        gang_mode=args.gang_mode,
+        gang_warmup=args.gang_warmup,
+        gang_timeout=args.gang_timeout,
+        seed=args.seed,
+    )
+    return lambda out, command: omega.run(cfg, out, command, quiet)
+
+
 def _trace(path: Path | None):
     from agora.experiments.load import load_trace
 
@@ -547,6 +699,23 @@ EXPERIMENTS: dict[str, Experiment] = {
             build=_build_soak,
             full=("--minutes", "30"),
             quick=("--minutes", "3", "--kill-every", "20"),
+        ),
+        Experiment(
+            name="omega",
+            help="Omega's experiment: batch job wait vs the service framework's decision time, "
+            "pessimistic vs optimistic offers; a gang with and without holds",
+            description="A batch framework (many short jobs, quick decisions) and a service "
+            "framework (fewer, larger jobs) share emulated agents; the service framework's "
+            "decision time per job is swept (--decision-times) in each offer mode (--modes: "
+            "offers exclusive while a framework decides, or shared with conflicts found at "
+            "commit). Reports the batch job wait (submit -> all tasks launched), each "
+            "framework's busyness (share of time deciding), conflict rate and wasted work; then "
+            "the wait of one --gang-tasks gang job on a cluster kept busy by small jobs, with "
+            "and without holds. Plots on Omega's axes (log decision time).",
+            add_arguments=_omega_arguments,
+            build=_build_omega,
+            full=("--seconds", "45"),
+            quick=("--decision-times", "0.01,1", "--seconds", "15", "--gang-timeout", "30"),
         ),
     )
 }

@@ -213,7 +213,48 @@ def section(docs: Path, figures: Path) -> str:
             *_images(docs, figures, so, "soak"),
             "",
         ]
+    om = found.get("omega")
+    if om:
+        out += ["### omega", "", f"`{' '.join(om['command'])}`", "", *_omega_rows(om), ""]
+        out += [*_images(docs, figures, om, "omega"), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _omega_rows(data: dict) -> list[str]:
+    """Per offer mode and service decision time: the batch wait, busyness and conflicts; then
+    the gang with and without holds."""
+    rows = [
+        "| mode | service decision (s) | batch wait p50 / p90 (s) | busyness batch / service | "
+        "conflicts batch | conflicts service | service s wasted |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    sweep = [r for r in data["runs"] if r["kind"] == "sweep"]
+    for r in sorted(
+        sweep, key=lambda r: (r["mode"] != "pessimistic", r["service_decision_seconds"])
+    ):
+        b, s = r["batch"], r["service"]
+        wait = b["job_wait_seconds"]
+        rows.append(
+            f"| {r['mode']} | {r['service_decision_seconds']:g} | {wait['p50']} / {wait['p90']} "
+            f"| {b['busyness']:.3f} / {s['busyness']:.3f} "
+            f"| {b['conflicts']}/{b['attempts']} | {s['conflicts']}/{s['attempts']} "
+            f"| {s['wasted_decision_seconds']:g} |"
+        )
+    gangs = [r for r in data["runs"] if r["kind"] == "gang"]
+    if gangs:
+        rows.append("")
+    for g in gangs:
+        started = (
+            f"started in {g['wait_seconds']:g} s"
+            if g["started"]
+            else f"did not start within {g['timeout_seconds']:g} s"
+        )
+        rows.append(
+            f"- {g['tasks']}-task gang {'with' if g['holds'] else 'without'} holds "
+            f"({g['mode']} mode, cluster {g['busy_cpus_fraction_at_submit']:.0%} busy): "
+            f"{started}."
+        )
+    return rows
 
 
 def _filesystem_line(run: dict) -> list[str]:

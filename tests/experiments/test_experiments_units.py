@@ -164,7 +164,15 @@ def test_the_registry_is_the_one_list_of_experiments_and_their_sizes():
     from agora.cli import experiment_cmd
     from agora.experiments.registry import EXPERIMENTS, parse
 
-    assert list(EXPERIMENTS) == ["offer-latency", "launch", "scale", "fairness", "failover", "soak"]
+    assert list(EXPERIMENTS) == [
+        "offer-latency",
+        "launch",
+        "scale",
+        "fairness",
+        "failover",
+        "soak",
+        "omega",
+    ]
     parser = argparse.ArgumentParser()
     experiment_cmd.register(parser.add_subparsers(dest="command"))
     for name, experiment in EXPERIMENTS.items():
