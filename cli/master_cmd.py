@@ -94,7 +94,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=_seconds,
         default=5.0,
         metavar="SECONDS",
-        help="heartbeat period for agents and frameworks (default 5)",
+        help="heartbeat period for frameworks, and the shortest for agents, which heartbeat "
+        "every third of --agent-timeout (default 5)",
     )
     p.add_argument(
         "--agent-timeout",

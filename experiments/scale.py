@@ -29,7 +29,10 @@ from agora.experiments.processes import (
 )
 from agora.experiments.results import Progress, Results, stats_table, summarize, targets_md
 
-HEARTBEAT_INTERVAL = 5.0  # the master's default; agents follow what it says in Registered
+# Agents heartbeat every third of the master's agent timeout (30 s by default; MasterConfig.
+# agent_heartbeat_seconds), as it says in Registered; the master sends them none (gRPC keepalive
+# tells them it is there).
+HEARTBEAT_INTERVAL = 10.0
 TARGET_AGENTS = 10000  # where issue 5 sets the idle-master target, issue 14 the offer round's
 LARGE_AGENTS = 50000  # issue 14: registered in 120 s, idle master at most 1 core and 1 GB
 
@@ -70,8 +73,8 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
         idle_cores = meter.cores()
         fleet_cores = sum(m.cores() for m in fleet_meters)
         rss_idle = meter.rss_mb()
-        # Both directions: each agent sends one and receives one per interval.
-        heartbeats_per_second = 2 * agents / HEARTBEAT_INTERVAL
+        # Each agent sends one per interval; the master sends none.
+        heartbeats_per_second = agents / HEARTBEAT_INTERVAL
         cpu_per_heartbeat_us = idle_cores / heartbeats_per_second * 1e6
 
         recorder = Recorder()
@@ -282,8 +285,9 @@ Each step starts a fresh master process (event-driven allocation, in-memory stat
 emulated agents in separate fleet processes (one per {AGENTS_PER_FLEET_PROCESS} agents), waits
 {cfg.settle_seconds:g} s after the last registration, then measures the master process alone
 (psutil user+system CPU time / wall time) for {cfg.idle_seconds:g} s while nothing runs: the
-only traffic is heartbeats, one each way per agent every {HEARTBEAT_INTERVAL:g} s (the master's
-default interval). CPU per heartbeat = idle cores / (2 N / interval) heartbeat messages.
+only traffic is the agents' heartbeats, one per agent every {HEARTBEAT_INTERVAL:g} s (a third of
+the master's default agent timeout; the master sends agents none: gRPC keepalive, in gRPC's core,
+tells them it is there). CPU per heartbeat = idle cores / (N / interval) heartbeat messages.
 
 Allocation: a framework subscribes; the master offers it every agent in one round (a cycle
 run in slices of agents, its offers sent in events of at most 500).

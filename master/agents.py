@@ -162,7 +162,7 @@ class AgentBook:
                 registered=MasterMessage.Registered(
                     agent_id=agent_id,
                     master_id=self.master_id,
-                    heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
+                    heartbeat_interval_seconds=self.config.agent_heartbeat_seconds,
                     master_principal=self.config.credentials.principal,
                 )
             )

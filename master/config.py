@@ -139,5 +139,15 @@ class MasterConfig:
             )
 
     @property
+    def agent_heartbeat_seconds(self) -> float:
+        """How often agents heartbeat (told in Registered): a third of the agent timeout, so a
+        live agent misses three before it is removed, and never more often than
+        heartbeat_interval_seconds. The heartbeats are the master's evidence that an agent is
+        alive and each costs the master about 0.1 ms of Python: with the default timeout of
+        30 s, one every 10 s halves that cost of 10,000 idle agents against one every 5 s,
+        with the same guarantee (an agent gone is removed after the same 30 s)."""
+        return max(self.heartbeat_interval_seconds, self.agent_timeout_seconds / 3)
+
+    @property
     def state_path(self) -> Path | None:
         return None if self.state_dir is None else Path(self.state_dir) / "master.sqlite3"
