@@ -389,6 +389,10 @@ class Allocator:
         self._filters.expire(now)
         self._refresh_shares()
         grants: list[OfferGrant] = []
+        if not self._holds and self._role_sorter.first() is None:
+            # Nobody may be offered anything (no framework, or all suppressed): the master's
+            # periodic sweep of an idle 10,000-agent cluster no longer visits every agent.
+            return grants
         if agent_ids is None:
             agents: Iterable[_Agent] = self._agents.values()
         else:
