@@ -274,19 +274,25 @@ async def test_logs_follow_streams_until_the_task_ends(cluster, tmp_path):
     assert result.out == "first\nsecond\n"
 
 
+async def _block_both_agents(c: BatchCluster, tmp_path) -> tuple[list, list[str]]:
+    """A 1-cpu job running on each agent until its gate file appears: (gates, job ids)."""
+    gates = [tmp_path / "a", tmp_path / "b"]
+    blockers = [
+        await c.submit(f"while [ ! -f {gate} ]; do sleep 0.05; done", cpus=1) for gate in gates
+    ]
+    for blocker in blockers:
+        await eventually_async(
+            lambda b=blocker: _running(c, b), timeout=30, message="blocker running"
+        )
+    return gates, blockers
+
+
 async def test_gang_launches_once_agents_freed_at_different_times_are_all_free(tmp_path):
     # Two agents of 1 cpu, each busy with a blocker; the gang needs both at once.
     c = BatchCluster(tmp_path, agent_resources=["cpus:1;mem:256", "cpus:1;mem:256"])
     await c.start()
     try:
-        gates = [tmp_path / "a", tmp_path / "b"]
-        blockers = [
-            await c.submit(f"while [ ! -f {gate} ]; do sleep 0.05; done", cpus=1) for gate in gates
-        ]
-        for blocker in blockers:
-            await eventually_async(
-                lambda b=blocker: _running(c, b), timeout=30, message="blocker running"
-            )
+        gates, blockers = await _block_both_agents(c, tmp_path)
         gang = await c.submit("true", instances=2, cpus=1, gang=True)
         # One agent frees up and is declined (the gang needs two) before the other does.
         gates[0].touch()
@@ -307,14 +313,7 @@ async def test_a_gang_holds_what_frees_up_so_later_small_jobs_cannot_starve_it(t
     c = BatchCluster(tmp_path, agent_resources=["cpus:1;mem:256", "cpus:1;mem:256"])
     await c.start()
     try:
-        gates = [tmp_path / "a", tmp_path / "b"]
-        blockers = [
-            await c.submit(f"while [ ! -f {gate} ]; do sleep 0.05; done", cpus=1) for gate in gates
-        ]
-        for blocker in blockers:
-            await eventually_async(
-                lambda b=blocker: _running(c, b), timeout=30, message="blocker running"
-            )
+        gates, blockers = await _block_both_agents(c, tmp_path)
         gang = await c.submit("true", instances=2, cpus=1, gang=True)
         await eventually_async(
             lambda: _with_message(c, gang, "the master holds resources for it"),
