@@ -98,6 +98,7 @@ class FrameworkBook:
                 old.close()
             for offer in self.reg.offers_of_framework(framework_id):
                 self.offers.rescind(offer, "framework failed over", notify=False)
+            self.offers.end_holds(framework_id)  # a hold ends with its subscription
             if framework.failover_timer is not None:
                 framework.failover_timer.cancel()
                 framework.failover_timer = None

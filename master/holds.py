@@ -60,6 +60,11 @@ class HoldBook:
             size = Resources.from_proto(request.resources)
         except ResourceError as e:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"bad resources: {e}") from None
+        if size.ranges or not size:
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"a hold's task size takes scalar resources (cpus, mem, ...), got {size or '{}'}",
+            )
         timeout = request.timeout_seconds or self.config.default_hold_seconds
         if not (math.isfinite(timeout) and 0 < timeout <= self.config.max_hold_seconds):
             raise CallError(

@@ -277,6 +277,10 @@ class OfferCycle:
         available = self.allocator.free(agent_id) + held
         names = ", ".join(o.offer_id for o in offers)
         if not available.contains(needed):
+            # Stale: take them back now, so that a fresh offer of what is left follows.
+            for offer in offers:
+                if offer.offer_id in self.reg.offers:
+                    self.rescind(offer, f"{TAKEN}; {available} is left on the agent")
             raise CallError(
                 grpc.StatusCode.ABORTED,
                 f"offer {names} on agent {agent_id}: the tasks need {needed} but only "
@@ -287,6 +291,14 @@ class OfferCycle:
             )
         now = self.clock.now()
         extra = beyond(needed, held) if held else needed
+        quota = self.allocator.quota_room(framework_id, extra)
+        if quota is not None:
+            raise CallError(
+                grpc.StatusCode.ABORTED,
+                f"offer {names} on agent {agent_id}: {quota}. Nothing was launched: "
+                "re-plan with fresh offers",
+                Reason.OFFER_CONFLICT,
+            )
         grace = self.config.optimistic_grace_seconds
         rival = self.allocator.priority_rival(framework_id, agent_id, extra, now, grace)
         if rival is not None:
@@ -317,8 +329,18 @@ class OfferCycle:
         (an Accept or a hold took part of it), so their frameworks re-plan at once rather
         than on a failed Accept; what is left is offered again (wake)."""
         free = self.allocator.free(agent_id)
+        by_framework: dict[str, list[Offer]] = {}
         for offer in self.reg.offers_of_agent(agent_id):
-            if not offer.held and not free.contains(offer.resources):
+            if not offer.held:
+                by_framework.setdefault(offer.framework_id, []).append(offer)
+        for stale in by_framework.values():
+            total = EMPTY
+            for offer in stale:
+                total = total + offer.resources
+            # A framework may merge its offers on one agent: all of them must still fit.
+            if free.contains(total):
+                continue
+            for offer in stale:
                 self.counts.offers_conflicted += 1
                 self.rescind(offer, f"{TAKEN}; {free} is left on the agent")
 

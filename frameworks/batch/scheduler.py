@@ -23,7 +23,14 @@ from agora.frameworks.batch.placement import Group, Want, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.batch.validation import describe_needs
-from agora.frameworks.sdk import Driver, Framework, SchedulerError, TaskSpec, describe_status
+from agora.frameworks.sdk import (
+    Driver,
+    Framework,
+    OfferConflict,
+    SchedulerError,
+    TaskSpec,
+    describe_status,
+)
 from agora.v1 import batch_pb2, common_pb2
 
 log = structlog.get_logger(__name__)
@@ -294,6 +301,7 @@ class BatchScheduler(Framework):
             self.store.set_framework_id(framework_id)
         self._suppressed = None  # a (re-)subscription revives us at the master
         self._holds.clear()  # holds end with the subscription they were asked on
+        self._hold_notes.clear()
         self._log = log.bind(policy=self.policy_name, framework_id=framework_id)
         active = [a for j in self.jobs.values() for _, a in st.active_attempts(j)]
         self._log.info("subscribed", jobs=len(self.jobs), active_tasks=len(active))
@@ -382,6 +390,9 @@ class BatchScheduler(Framework):
         """A gang's hold was met: place that gang first, then the rest as usual."""
         job_id = next((j for j, h in self._holds.items() if h == hold_id), None)
         job = self.jobs.get(job_id or "")
+        if job_id is not None:
+            self._holds.pop(job_id, None)  # met: nothing to release
+            self._hold_notes.pop(job_id, None)
         if job is None or not (job.spec.gang and st.never_launched(job)):
             await self.on_offers(driver, offers)
             return
@@ -474,6 +485,10 @@ class BatchScheduler(Framework):
                 agent_id=launch.agent_id,
                 error=str(e),
             )
+            if isinstance(e, OfferConflict):
+                # Optimistic offers: what is left of them may still be live at the master;
+                # give it back at once rather than holding it until the offer times out.
+                await self._decline(driver, launch.offers, 0)
             now = self.clock()
             for want in launch.wants:
                 st.unrecord_launch(self.jobs[want.job_id], want.index, want.spec.task_id, now)
@@ -484,6 +499,12 @@ class BatchScheduler(Framework):
         self._log.info(
             "launched", agent_id=launch.agent_id, tasks=[t.task_id for t in launch.tasks]
         )
+        for job_id in touched:  # a gang placed from ordinary offers needs its hold no more
+            hold_id = self._holds.pop(job_id, None)
+            if hold_id is not None:
+                self._hold_notes.pop(job_id, None)
+                with contextlib.suppress(SchedulerError):
+                    await driver.release_hold(hold_id)
         for want in launch.wants:  # killed while we were launching
             if self.jobs[want.job_id].state == batch_pb2.JOB_KILLED:
                 await self._kill_task(want.spec.task_id, launch.agent_id)

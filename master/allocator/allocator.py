@@ -138,6 +138,7 @@ class Allocator:
         self._headroom_cache: Vector | None = None
         # Holds collecting resources, oldest first (holds.py).
         self._holds: dict[str, Hold] = {}
+        self._cycle_fairs: dict[str, float] = {}  # fair shares, computed once per cycle
         # Agents where a hold took free resources since the caller last emptied this: in
         # optimistic mode, offers there may no longer be satisfiable.
         self.hold_touched: set[str] = set()
@@ -209,6 +210,12 @@ class Allocator:
             self._free_contribution(agent, -1)
             agent.active = False
             self._free_contribution(agent, 1)
+        # A hold collects on agents it may be offered: what it took here goes back.
+        for hold in self._holds.values():
+            taken = hold.taken.pop(agent_id, None)
+            if taken is not None:
+                held = agent.allocated.get(hold.framework_id, EMPTY)
+                self._set_allocation(hold.framework_id, agent, beyond(held, taken[0]))
 
     def activate_agent(self, agent_id: str) -> None:
         agent = self._agents[agent_id]
@@ -389,7 +396,8 @@ class Allocator:
         self._filters.expire(now)
         self._refresh_shares()
         grants: list[OfferGrant] = []
-        if not self._holds and self._role_sorter.first() is None:
+        self._cycle_fairs = {}
+        if not self._holds and not any(r.eligible for r in self._roles.values()):
             # Nobody may be offered anything (no framework, or all suppressed): the master's
             # periodic sweep of an idle 10,000-agent cluster no longer visits every agent.
             return grants
@@ -440,6 +448,24 @@ class Allocator:
         agent = self._agents[agent_id]
         held = agent.allocated.get(framework_id, EMPTY)
         self._set_allocation(framework_id, agent, held + resources)
+
+    def quota_room(self, framework_id: str, resources: Resources) -> str | None:
+        """Why the framework's role may not take `resources` now (its quota limit, or headroom
+        held back for other roles' guarantees), or None. Optimistic offers hold nothing, so the
+        caps their offers were cut to may be spent by the time one is accepted: the commit
+        checks again."""
+        if not self._quota_roles:
+            return None
+        fw = self._frameworks[framework_id]
+        caps = self._caps(self._roles[fw.role], False)
+        if not caps:
+            return None
+        wanted = scalar_vector(resources.unreserved())
+        over = {n: v for n, v in wanted.items() if n in caps and v > caps[n]}
+        if not over:
+            return None
+        room = ", ".join(f"{n} {caps[n] / MILLI:g}" for n in sorted(over))
+        return f"role {fw.role!r} may take only {room} more now (quota limit or headroom)"
 
     def fair_share(self, framework_id: str) -> float:
         """The framework's fair share of the cluster (optimistic.fair_shares)."""
@@ -776,7 +802,10 @@ class Allocator:
 
     def _slots_within_share(self, fw: _Framework, size: Resources) -> int:
         """How many more tasks of `size` fit under the framework's fair share."""
-        fair = self._fair_shares(fw.framework_id).get(fw.framework_id, 0.0)
+        fid = fw.framework_id
+        fair = self._cycle_fairs.get(fid)
+        if fair is None:  # once per framework and cycle: it walks every role and framework
+            fair = self._cycle_fairs[fid] = self._fair_shares(fid).get(fid, 0.0)
         inv = self._inv_total
         n = 1 << 30
         for name, amount in scalar_vector(size).items():

@@ -23,7 +23,8 @@ def optimistic(**config) -> CoreHarness:
 
 def books_balance(h: CoreHarness) -> None:
     """Nothing double-booked: on every agent the tasks' resources fit its total, and what the
-    allocator counts as in use is exactly the tasks' (optimistic offers hold nothing)."""
+    allocator counts as in use is exactly the tasks', held offers' and holds' (optimistic
+    offers hold nothing)."""
     for agent_id, agent in h.core.reg.agents.items():
         used = Resources()
         for t in h.core.reg.tasks_of_agent(agent_id):
@@ -36,6 +37,9 @@ def books_balance(h: CoreHarness) -> None:
         for offer in h.core.reg.offers_of_agent(agent_id):
             if offer.held:
                 held = held + offer.resources
+        for hold in h.core.allocator._holds.values():  # what holds collect counts too
+            if agent_id in hold.taken:
+                held = held + hold.taken[agent_id][0]
         assert allocated == used + held, (allocated, used, held)
         assert h.core.allocator.free(agent_id) + allocated == agent.total
 
@@ -335,3 +339,81 @@ def test_the_cluster_view_in_optimistic_mode_counts_offers_apart_from_used():
     used = Resources.from_proto(row.used)
     assert used == Resources.parse("cpus:1;mem:128")
     assert Resources.from_proto(row.free) + used == Resources.from_proto(row.total)
+
+
+# --- found in review -------------------------------------------------------------------------
+
+
+def test_a_quota_limit_holds_under_optimistic_offers():
+    from agora.v1 import operator_pb2
+
+    h = optimistic()
+    for i in range(3):
+        h.agent(AGENT, hostname=f"h{i}")
+    limit = operator_pb2.Quota(limit=Resources.parse("cpus:4;mem:4096").to_proto())
+    h.call(h.core.set_quota, "lim", limit)
+    f = h.framework("f", role="lim")
+    launched, refused = 0, 0
+    for i, offer in enumerate(f.offers()):
+        try:
+            f.accept([offer.offer_id], [task(f"t{i}", "cpus:4;mem:1024")])
+            launched += 1
+        except CallError as e:
+            assert e.reason == Reason.OFFER_CONFLICT and "quota" in e.message
+            refused += 1
+    used = Resources()
+    for t in h.core.reg.tasks.values():
+        used = used + t.resources
+    assert launched == 1 and used.scalar("cpus") == 4  # never beyond the limit
+
+
+def test_a_frameworks_merged_offers_are_rescinded_when_together_they_no_longer_fit():
+    h = optimistic()
+    agent = h.agent(AGENT)
+    a, b = h.framework("a"), h.framework("b")
+    [offer_a] = a.offers()
+    a.accept([offer_a.offer_id], [task("ta", "cpus:2;mem:1024")], refuse_seconds=0)
+    [first] = b.offers()  # the rest: cpus 2
+    agent.status(a.framework_id, "ta", common_pb2.TASK_FINISHED)
+    assert len(b.offers()) == 2  # and a top-up of what ta gave back
+    fresh_a = a.offers()[0]
+    a.accept([fresh_a.offer_id], [task("ta2", "cpus:1;mem:128")])
+    # Each of b's offers alone still fits the 3 cpus left, both together do not: both go,
+    # and b is offered what is left.
+    rescinded = {r.offer_id for r in b.inbox.of("rescind")}
+    assert first.offer_id in rescinded
+    [rest] = b.offers()
+    assert Resources.from_proto(rest.resources).scalar("cpus") == 3
+    books_balance(h)
+
+
+def test_a_hold_gives_back_what_it_took_on_an_agent_that_drains():
+    h = CoreHarness()
+    agents = [h.agent(AGENT, hostname=f"h{i}") for i in range(4)]
+    busy = h.framework("busy")
+    for i, offer in enumerate(busy.offers()):
+        busy.accept([offer.offer_id], [task(f"b{i}", AGENT)])
+    gang = h.framework("gang")
+    hold_id = hold(gang, 2, "cpus:4;mem:1024")
+    by_id = {a.agent_id: a for a in agents}
+    first = h.core.reg.tasks[(busy.framework_id, "b0")]
+    by_id[first.agent_id].status(busy.framework_id, "b0", common_pb2.TASK_FINISHED)
+    assert h.core.allocator.hold(hold_id).remaining == 1
+    h.call(h.core.agents.drain, first.agent_id)
+    assert h.core.allocator.hold(hold_id).remaining == 2  # given back: it is draining
+    second = h.core.reg.tasks[(busy.framework_id, "b1")]
+    by_id[second.agent_id].status(busy.framework_id, "b1", common_pb2.TASK_FINISHED)
+    assert not [e for e in gang.inbox.of("hold") if e.state == scheduler_pb2.HOLD_MET]
+    books_balance(h)
+
+
+def test_a_hold_ends_when_its_framework_fails_over():
+    h = CoreHarness()
+    h.agent(AGENT)
+    busy = h.framework("busy")
+    [offer] = busy.offers()
+    busy.accept([offer.offer_id], [task("b0", "cpus:4;mem:1024")])
+    gang = h.framework("gang")
+    hold_id = hold(gang, 2, "cpus:1;mem:128")
+    gang.subscribe(framework_id=gang.framework_id)  # a new scheduler, the old stream open
+    assert h.core.allocator.hold(hold_id) is None
