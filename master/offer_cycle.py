@@ -28,7 +28,7 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from agora.common import EMPTY, new_id
+from agora.common import EMPTY, Resources, new_id
 from agora.master.allocator import AllocatorProtocol
 from agora.master.allocator.optimistic import beyond
 from agora.master.caller import framework_for_call
@@ -278,9 +278,7 @@ class OfferCycle:
         names = ", ".join(o.offer_id for o in offers)
         if not available.contains(needed):
             # Stale: take them back now, so that a fresh offer of what is left follows.
-            for offer in offers:
-                if offer.offer_id in self.reg.offers:
-                    self.rescind(offer, f"{TAKEN}; {available} is left on the agent")
+            self._rescind_taken(offers, available)
             raise CallError(
                 grpc.StatusCode.ABORTED,
                 f"offer {names} on agent {agent_id}: the tasks need {needed} but only "
@@ -338,11 +336,16 @@ class OfferCycle:
             for offer in stale:
                 total = total + offer.resources
             # A framework may merge its offers on one agent: all of them must still fit.
-            if free.contains(total):
-                continue
-            for offer in stale:
+            if not free.contains(total):
+                self._rescind_taken(stale, free)
+
+    def _rescind_taken(self, offers: list[Offer], left: Resources) -> None:
+        """Rescinds offers whose resources another Accept (or a hold) took: an Accept that
+        names one later fails with OFFER_CONFLICT (offers.TAKEN), not as a stale offer."""
+        for offer in offers:
+            if offer.offer_id in self.reg.offers:
                 self.counts.offers_conflicted += 1
-                self.rescind(offer, f"{TAKEN}; {free} is left on the agent")
+                self.rescind(offer, f"{TAKEN}; {left} is left on the agent")
 
     def _check_touched(self) -> None:
         """After a cycle: holds that took free resources may have left optimistic offers on

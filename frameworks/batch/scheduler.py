@@ -172,10 +172,8 @@ class BatchScheduler(Framework):
             raise JobEnded(str(e)) from None
         self.store.put_job(job)
         self._log.info("job killed", job_id=job_id, tasks=len(to_kill))
-        hold_id = self._holds.pop(job_id, None)
-        if hold_id is not None and self.driver is not None:
-            with contextlib.suppress(SchedulerError):
-                await self.driver.release_hold(hold_id)
+        if self.driver is not None:
+            await self._release_hold(self.driver, job_id)
         self._publish(job, description="killed by request")
         # The job as the kill left it: while the kills go out, updates of tasks that end
         # change `job` (a caller asked how many tasks are being killed, not how many remain).
@@ -384,15 +382,28 @@ class BatchScheduler(Framework):
         self._hold_notes[job.job_id] = "the master holds resources for it as they free up"
         self._log.info("gang hold asked", job_id=job.job_id, hold_id=hold_id)
 
+    def _forget_hold(self, hold_id: str) -> str | None:
+        """Forgets the hold (ended at the master); returns the job it was for."""
+        job_id = next((j for j, h in self._holds.items() if h == hold_id), None)
+        if job_id is not None:
+            del self._holds[job_id]
+            self._hold_notes.pop(job_id, None)
+        return job_id
+
+    async def _release_hold(self, driver: Driver, job_id: str) -> None:
+        """Gives up the job's hold, if it has one (killed, or launched without it)."""
+        hold_id = self._holds.get(job_id)
+        if hold_id is not None:
+            self._forget_hold(hold_id)
+            with contextlib.suppress(SchedulerError):
+                await driver.release_hold(hold_id)
+
     async def on_held_offers(
         self, driver: Driver, hold_id: str, offers: Sequence[common_pb2.Offer]
     ) -> None:
         """A gang's hold was met: place that gang first, then the rest as usual."""
-        job_id = next((j for j, h in self._holds.items() if h == hold_id), None)
+        job_id = self._forget_hold(hold_id)  # met: nothing to release
         job = self.jobs.get(job_id or "")
-        if job_id is not None:
-            self._holds.pop(job_id, None)  # met: nothing to release
-            self._hold_notes.pop(job_id, None)
         if job is None or not (job.spec.gang and st.never_launched(job)):
             await self.on_offers(driver, offers)
             return
@@ -407,10 +418,7 @@ class BatchScheduler(Framework):
             await self.on_offers(driver, rest)
 
     async def on_hold(self, driver: Driver, hold_id: str, state: str, message: str) -> None:
-        for job_id, held in list(self._holds.items()):
-            if held == hold_id:
-                del self._holds[job_id]
-                self._hold_notes.pop(job_id, None)
+        self._forget_hold(hold_id)
         self._log.info("gang hold ended", hold_id=hold_id, state=state, message=message)
         if state != "MET":
             self._want_offers()  # try a round again (and ask for another hold if it waits)
@@ -500,11 +508,7 @@ class BatchScheduler(Framework):
             "launched", agent_id=launch.agent_id, tasks=[t.task_id for t in launch.tasks]
         )
         for job_id in touched:  # a gang placed from ordinary offers needs its hold no more
-            hold_id = self._holds.pop(job_id, None)
-            if hold_id is not None:
-                self._hold_notes.pop(job_id, None)
-                with contextlib.suppress(SchedulerError):
-                    await driver.release_hold(hold_id)
+            await self._release_hold(driver, job_id)
         for want in launch.wants:  # killed while we were launching
             if self.jobs[want.job_id].state == batch_pb2.JOB_KILLED:
                 await self._kill_task(want.spec.task_id, launch.agent_id)

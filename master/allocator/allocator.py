@@ -214,8 +214,7 @@ class Allocator:
         for hold in self._holds.values():
             taken = hold.taken.pop(agent_id, None)
             if taken is not None:
-                held = agent.allocated.get(hold.framework_id, EMPTY)
-                self._set_allocation(hold.framework_id, agent, beyond(held, taken[0]))
+                self._give_back(hold, agent, taken[0])
 
     def activate_agent(self, agent_id: str) -> None:
         agent = self._agents[agent_id]
@@ -564,9 +563,13 @@ class Allocator:
         for agent_id, (taken, _) in hold.taken.items():
             agent = self._agents.get(agent_id)
             if agent is not None:
-                held = agent.allocated.get(hold.framework_id, EMPTY)
-                self._set_allocation(hold.framework_id, agent, beyond(held, taken))
+                self._give_back(hold, agent, taken)
         return hold
+
+    def _give_back(self, hold: Hold, agent: _Agent, taken: Resources) -> None:
+        """What `hold` took on `agent` is no longer its framework's: free again."""
+        held = agent.allocated.get(hold.framework_id, EMPTY)
+        self._set_allocation(hold.framework_id, agent, beyond(held, taken))
 
     def expire_holds(self, now: float) -> list[Hold]:
         """Releases the holds past their deadline; returns them."""
@@ -1095,6 +1098,6 @@ def _merge(grants: list[OfferGrant]) -> list[OfferGrant]:
             continue
         key = (g.framework_id, g.agent_id)
         merged[key] = merged[key] + g.resources if key in merged else g.resources
-    if len(merged) + len(apart) == len(grants) and not apart:
-        return grants
+    if not apart and len(merged) == len(grants):
+        return grants  # nothing merged: keep the cycle's order
     return [OfferGrant(fid, aid, res) for (fid, aid), res in merged.items()] + apart

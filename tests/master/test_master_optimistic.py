@@ -12,7 +12,7 @@ from master_harness import FakeAgent, FakeFramework, operator, start_master, tas
 
 from agora.common import Resources
 from agora.common.errors import Reason, reason_of
-from agora.v1 import operator_pb2, scheduler_pb2
+from agora.v1 import common_pb2, operator_pb2, scheduler_pb2
 
 
 async def test_conflicting_accepts_one_wins_one_is_aborted_and_nothing_is_double_booked():
@@ -72,3 +72,45 @@ async def test_conflicting_accepts_one_wins_one_is_aborted_and_nothing_is_double
 async def test_the_master_refuses_an_unknown_offer_mode():
     with pytest.raises(ValueError, match="offer_mode must be one of pessimistic, optimistic"):
         await start_master(None, offer_mode="eager")
+
+
+async def test_a_hold_that_cannot_be_met_expires_on_the_masters_tick():
+    master = await start_master(None)
+    agent = FakeAgent(master.address, resources="cpus:4;mem:4096")
+    busy, gang = FakeFramework(master.address, "busy"), FakeFramework(master.address, "gang")
+    try:
+        await agent.connect()
+        await busy.subscribe()
+        [offer] = await busy.offers()
+        await busy.accept([offer.offer_id], [task("b", "cpus:3;mem:128")], refuse_seconds=60)
+        await gang.subscribe()
+        [rest] = await gang.offers()  # the free cpu: declined, so the hold may collect it
+        await gang.stub.Decline(
+            scheduler_pb2.DeclineRequest(
+                **gang.ids(),
+                offer_ids=[rest.offer_id],
+                filters=common_pb2.Filters(refuse_seconds=60),
+            )
+        )
+        reply = await gang.stub.Hold(
+            scheduler_pb2.HoldRequest(
+                **gang.ids(),
+                count=2,
+                resources=Resources.parse("cpus:1;mem:64").to_proto(),
+                timeout_seconds=1.0,
+            )
+        )
+        ended = await gang.inbox.expect("hold", timeout=10)
+        assert (ended.hold_id, ended.state) == (reply.hold_id, scheduler_pb2.HOLD_EXPIRED)
+        assert "1 of 2" in ended.message  # it had taken the one free cpu, now released
+        assert master.core.allocator.free(agent.agent_id).scalar("cpus") == 1
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await gang.stub.ReleaseHold(
+                scheduler_pb2.ReleaseHoldRequest(**gang.ids(), hold_id=reply.hold_id)
+            )
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        assert reason_of(e.value) == Reason.HOLD_UNKNOWN
+    finally:
+        for client in (busy, gang, agent):
+            await client.close()
+        await master.stop(0)
