@@ -33,7 +33,7 @@ protos: install
 	$(PY) -m grpc_tools.protoc -I protos --python_out=protos --pyi_out=protos \
 		--grpc_python_out=protos $(PROTOS)
 
-# Runs every experiment at its documented size (about 65 minutes on 2 cores, 30 of them the
+# Runs every experiment at its documented size (about 70 minutes on 2 cores, 30 of them the
 # soak, 9 omega) and regenerates
 # docs/figures/ and the results section of docs/experiments.md.
 experiments: install

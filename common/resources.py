@@ -263,6 +263,8 @@ class Resources:
 
     def __sub__(self, other: Resources) -> Resources:
         """Subtracts `other`, which must be contained in self (see `contains`)."""
+        if not other:
+            return self  # immutable: sharing is safe, and saves a copy per idle agent
         if not self.contains(other):
             raise ResourceError(f"cannot subtract {other} from {self}: not contained")
         scalars = dict(self._scalars)

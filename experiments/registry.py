@@ -233,8 +233,8 @@ def _scale_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--agents",
         type=_ints,
-        default=[100, 1000, 5000, 10000],
-        help="agent counts (default 100,1000,5000,10000)",
+        default=[100, 1000, 5000, 10000, 50000],
+        help="agent counts (default 100,1000,5000,10000,50000; 50,000 takes about 6 minutes)",
     )
     p.add_argument(
         "--idle-seconds",
@@ -660,7 +660,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "(full cycle and one re-offer), as N grows.",
             add_arguments=_scale_arguments,
             build=_build_scale,
-            full=("--agents", "100,1000,5000,10000,20000", "--seconds", "15"),
+            full=("--agents", "100,1000,5000,10000,20000,50000", "--seconds", "15"),
             quick=("--agents", "100,1000", "--seconds", "5"),
         ),
         Experiment(

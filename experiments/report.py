@@ -131,8 +131,8 @@ def section(docs: Path, figures: Path) -> str:
             f"`{' '.join(sc['command'])}`",
             "",
             "| agents | registered in (s) | idle master CPU (cores) | us per heartbeat | "
-            "RSS idle (MB) | full allocation (ms) | one re-offer p50 (ms) |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
+            "RSS idle (MB) | full allocation (ms) | one re-offer p50 (ms) | agents removed |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in sorted(sc["runs"], key=lambda r: r["agents"]):
             f = r["figures_ms"]
@@ -141,7 +141,7 @@ def section(docs: Path, figures: Path) -> str:
                 f"{r['idle_master_cpu_cores']} | {r['master_cpu_per_heartbeat_us']} | "
                 f"{r['master_rss_mb_idle']} | "
                 f"{fmt_ms(_whole_round(f))} | "
-                f"{fmt_ms(f['one_agent_decline_to_reoffer'])} |"
+                f"{fmt_ms(f['one_agent_decline_to_reoffer'])} | {r.get('agents_removed', '-')} |"
             )
         out += ["", *_images(docs, figures, sc, "scale"), ""]
     fa = found["fairness"]

@@ -24,12 +24,17 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
         self.gate = gate or Gatekeeper()
 
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
+        # One coroutine per agent and nothing else while it is idle: it reads here, and what
+        # the master sends is written by the session from a task made only while there is
+        # something to write (Session.push_to).
         # The first message must be Register; a silent or confused peer is refused at once.
         timeout = self.core.config.agent_timeout_seconds
         try:
             async with asyncio.timeout(timeout):
-                first = await anext(aiter(request_iterator))
-        except (StopAsyncIteration, TimeoutError):
+                first = await context.read()
+        except TimeoutError:
+            first = grpc.aio.EOF
+        if first is grpc.aio.EOF:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "send Register as the first message on the stream"
             )
@@ -47,23 +52,27 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
             agent = self.core.agents.register(first.register, session, principal)
         except CallError as e:
             await abort(context, e)
-        reader = asyncio.create_task(self._read(agent, session, request_iterator))
+        del first  # the Register's protobuf arena would stay for the stream's life
         try:
-            while True:
-                message = await session.queue.get()
-                if message is None:
-                    break
-                await context.write(message)
+            await session.push_to(context.write)  # Registered (or a Shutdown) first
+            if agent is not None:
+                await self._read(agent, session, context)
+            await session.drain()  # what was sent before the session closed (a Shutdown)
         finally:
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+            session.stop_writing()
             if agent is not None:
                 self.core.agents.disconnected(agent, session)
 
-    async def _read(self, agent: Agent | None, session: Session, request_iterator) -> None:
+    async def _read(self, agent: Agent, session: Session, context) -> None:
+        """Reads the agent's messages until the stream or the session ends."""
         try:
-            async for message in request_iterator:
-                if agent is None or session.closed:
+            while not session.closed:
+                session.reading = True
+                try:
+                    message = await context.read()
+                finally:
+                    session.reading = False
+                if message is grpc.aio.EOF or session.closed:
                     break
                 kind = message.WhichOneof("message")
                 self.core.agents.heartbeat(
@@ -75,9 +84,13 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                     log.warning(
                         "agent sent Register twice on one stream; ignored", agent_id=agent.agent_id
                     )
+                del message  # not held (with its protobuf arena) while waiting for the next
         except asyncio.CancelledError:
-            pass
+            if not session.ending:
+                raise  # the stream was cut (overflow) or the server is stopping
+            if session.owner is not None:  # the session closed: end the call normally
+                session.owner.uncancel()
         except Exception as e:  # the peer vanished mid-stream: same as a clean disconnect
-            log.info("agent stream broke", agent_id=agent.agent_id if agent else "", error=repr(e))
+            log.info("agent stream broke", agent_id=agent.agent_id, error=repr(e))
         finally:
             session.close()

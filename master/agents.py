@@ -36,6 +36,9 @@ from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
+# Distinct agent shapes (resource totals) shared between agents before the table starts over.
+SHAPES_KEPT = 1024
+
 __all__ = ["AgentBook"]
 
 Event = scheduler_pb2.Event
@@ -72,6 +75,9 @@ class AgentBook:
         # Silence is measured in the time the master kept up (attention.py); `last_seen` too.
         self.attention = Attention(clock.now())
         self.intake = IntakeLag(cap=config.agent_timeout_seconds)
+        # Agents of one shape share one (immutable) Resources: fleets are mostly a few machine
+        # types, and at 50,000 agents a copy each is 2 KB apiece.
+        self._shapes: dict[Resources, Resources] = {}
 
     def register(
         self, register: agent_link_pb2.AgentMessage.Register, session: Session, principal: str = ""
@@ -84,7 +90,7 @@ class AgentBook:
         info = common_pb2.AgentInfo()
         info.CopyFrom(register.info)
         try:
-            total = Resources.from_proto(info.resources)
+            total = self._shape(Resources.from_proto(info.resources))
         except ResourceError as e:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"bad agent resources: {e}") from None
         agent_id = info.agent_id
@@ -254,6 +260,16 @@ class AgentBook:
         if self.ledger.forget_reaped():  # a torn-down framework's last task may be gone
             self.offers.wake()
         return shutdown
+
+    def _shape(self, total: Resources) -> Resources:
+        """The shared Resources equal to `total` (at most SHAPES_KEPT kinds are kept)."""
+        shared = self._shapes.get(total)
+        if shared is not None:
+            return shared
+        if len(self._shapes) >= SHAPES_KEPT:
+            self._shapes.clear()
+        self._shapes[total] = total
+        return total
 
     def heartbeat(self, agent: Agent, sent_at: float = 0.0) -> None:
         """The agent said something (a heartbeat sent at `sent_at` on its wall clock, or any

@@ -69,48 +69,145 @@ DEFAULT_MAX_QUEUED = 50_000
 
 
 class Session:
-    """One open stream to an agent or framework: what the master sends goes through `queue`.
+    """One open stream to an agent or framework: what the master sends waits in `pending`.
 
-    None on the queue ends the stream. The queue is bounded: a peer that stops reading (gRPC's
-    flow control holds the writer) would otherwise make the master's memory grow without end.
-    Past `max_queued` messages the stream is cut (its handler task, `owner`, is cancelled, as
-    the writer may be blocked) and what waited is dropped; the peer reconnects and, as after
-    any disconnection, fails over: agents resend unacknowledged updates, frameworks reconcile.
+    Two ways to drain it. A framework's Subscribe pulls with `next()`, which gives None once
+    the session is closed and what was sent before has gone. An agent's stream is pushed:
+    `push_to(write)` writes each message from a task that exists only while there is
+    something to write, so an idle agent costs its stream handler and nothing else (no
+    queue, no reader or writer task: at 50,000 agents these were a third of the master's
+    memory). Closing a pushed session ends its handler's read (`reading`) once what is
+    pending is written; the handler then returns normally.
+
+    The pending messages are bounded: a peer that stops reading (gRPC's flow control holds
+    the writer) would otherwise make the master's memory grow without end. Past `max_queued`
+    messages the stream is cut (its handler task, `owner`, is cancelled, as the writer may be
+    blocked) and what waited is dropped; the peer reconnects and, as after any disconnection,
+    fails over: agents resend unacknowledged updates, frameworks reconcile.
     """
 
+    __slots__ = (
+        "pending",
+        "closed",
+        "max_queued",
+        "overflowed",
+        "owner",
+        "reading",
+        "ending",
+        "_waiter",
+        "_write",
+        "_writer",
+    )
+
     def __init__(self, max_queued: int = DEFAULT_MAX_QUEUED) -> None:
-        self.queue: asyncio.Queue = asyncio.Queue()
+        # Made on the first send and dropped when drained: an empty deque is 600 bytes.
+        self.pending: deque | None = None
         self.closed = False
         self.max_queued = max_queued
         self.overflowed = False
         self.owner: asyncio.Task | None = None  # the stream handler's task
+        # Pushed sessions: the handler is awaiting the peer's next message (safe to interrupt),
+        # and `ending` says that interruption is the session closing, not the call cancelled.
+        self.reading = False
+        self.ending = False
+        self._waiter: asyncio.Future | None = None  # next() waiting for a message
+        self._write = None  # push_to's coroutine function
+        self._writer: asyncio.Task | None = None
 
     def send(self, message) -> None:
         if self.closed:
             return
-        if self.queue.qsize() >= self.max_queued:
+        if self.pending is None:
+            self.pending = deque()
+        elif len(self.pending) >= self.max_queued:
             self._overflow()
             return
-        self.queue.put_nowait(message)
-
-    def _overflow(self) -> None:
-        log.warning(
-            "disconnecting a peer that stopped reading its stream",
-            queued=self.queue.qsize(),
-            limit=self.max_queued,
-        )
-        self.overflowed = True
-        self.closed = True
-        while not self.queue.empty():
-            self.queue.get_nowait()
-        self.queue.put_nowait(None)
-        if self.owner is not None and not self.owner.done():
-            self.owner.cancel()
+        self.pending.append(message)
+        self._wake()
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.queue.put_nowait(None)
+            self._wake()
+
+    async def next(self):
+        """The next message to send; None once the session is closed and what was sent before
+        it closed has been taken."""
+        while not self.pending:
+            if self.closed:
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self.pending.popleft()  # type: ignore[union-attr]
+
+    async def push_to(self, write) -> None:
+        """Writes what is pending with `await write(message)`, here (a registration's reply
+        needs no task of its own); from then on messages are written as they are sent."""
+        while self.pending:
+            await write(self.pending.popleft())
+        self.pending = None
+        self._write = write
+        self._wake()
+
+    async def drain(self) -> None:
+        """Waits until what is pending has been written (pushed sessions)."""
+        while self._writer is not None:
+            await asyncio.shield(self._writer)
+
+    def stop_writing(self) -> None:
+        """The stream is over: a write still under way is abandoned."""
+        self._write = None
+        if self._writer is not None:
+            self._writer.cancel()
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            if not self._waiter.done():
+                self._waiter.set_result(None)
+        elif self._write is not None and self._writer is None:
+            if self.pending:
+                self._writer = asyncio.get_running_loop().create_task(self._push())
+            elif self.closed:
+                self._end_read()
+
+    async def _push(self) -> None:
+        try:
+            while self.pending and self._write is not None:
+                await self._write(self.pending.popleft())
+        except Exception as e:  # the peer is gone: the handler's read ends too
+            log.info("stream write failed", error=repr(e))
+            self.closed = True
+            self.pending = None
+        finally:
+            self._writer = None
+        if not self.pending:
+            self.pending = None
+        if self.closed:
+            self._end_read()
+
+    def _end_read(self) -> None:
+        # Only a handler parked in its read is interrupted; one busy elsewhere sees `closed`
+        # at its next turn of the loop.
+        if self.reading and self.owner is not None and not self.owner.done():
+            self.ending = True
+            self.owner.cancel()
+
+    def _overflow(self) -> None:
+        log.warning(
+            "disconnecting a peer that stopped reading its stream",
+            queued=len(self.pending or ()),
+            limit=self.max_queued,
+        )
+        self.overflowed = True
+        self.closed = True
+        self.pending = None
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+        if self.owner is not None and not self.owner.done():
+            self.owner.cancel()
 
 
 @dataclass(frozen=True)

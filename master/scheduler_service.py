@@ -53,7 +53,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         session.owner = asyncio.current_task()  # cancelled if the framework stops reading
         try:
             while True:
-                event = await session.queue.get()
+                event = await session.next()
                 if event is None:
                     return
                 yield event

@@ -23,7 +23,10 @@ async def test_the_shared_view_shows_every_agent_and_matches_the_operators_state
         offers = await first.offers(count=2)  # DRF: both agents go to the only framework
         await first.accept([offers[0].offer_id], [task("t1", "cpus:1;mem:128")], refuse_seconds=60)
         await agents[0].inbox.expect("run_task")
-        await second.subscribe()  # has been offered nothing (first holds or filtered all)
+        await second.subscribe()
+        # Settle before reading both views: what first refused on the busy agent goes to second.
+        second_offers = await second.offers(count=1)
+        assert {o.agent_id for o in second_offers} == {offers[0].agent_id}
 
         view = await second.stub.GetClusterView(scheduler_pb2.ClusterViewRequest(**second.ids()))
         by_agent = {a.agent_id: a for a in view.agents}
