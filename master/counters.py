@@ -41,4 +41,5 @@ class MasterCounters:
     intake_lag_seconds: float = 0.0
     # Seconds from resources becoming free on an agent (a task ending, a decline, an agent
     # joining) to the offer of them, per offer; a histogram in master/metrics.py.
-    observe_offer_latency: Callable[[float], None] = field(default=lambda seconds: None)
+    # (seconds, how many offers waited that long)
+    observe_offer_latency: Callable[[float, int], None] = field(default=lambda seconds, n: None)

@@ -8,11 +8,14 @@ interceptor on the master's server. Names follow Prometheus' conventions: `agora
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from agora.common import ResourceError, Resources
 from agora.common.metrics import GrpcMetrics
@@ -44,6 +47,40 @@ CYCLE_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 
 
 # Offer latency: about a millisecond event-driven, up to the interval with Mesos' fixed timer.
 OFFER_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class BulkHistogram(Collector):
+    """A Prometheus histogram that takes many equal observations in one call.
+
+    A cycle offering 10,000 agents observes 10,000 offer latencies, mostly the same value
+    (everyone's resources became free at one moment); prometheus_client's Histogram took 8 us
+    an observation (two locked increments), a third of that cycle. Observed on the event
+    loop's thread only; a scrape reads plain ints.
+    """
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry) -> None:
+        self.name, self.documentation = name, documentation
+        self._bounds = [*sorted(buckets), math.inf]
+        self._counts = [0] * len(self._bounds)
+        self._sum = 0.0
+        registry.register(self)
+
+    def observe(self, value: float, count: int = 1) -> None:
+        self._counts[bisect.bisect_left(self._bounds, value)] += count
+        self._sum += value * count
+
+    def describe(self) -> Iterator[HistogramMetricFamily]:
+        yield HistogramMetricFamily(self.name, self.documentation)
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        cumulative, buckets = 0, []
+        for bound, count in zip(self._bounds, self._counts, strict=True):
+            cumulative += count
+            buckets.append((floatToGoString(bound), cumulative))
+        yield HistogramMetricFamily(
+            self.name, self.documentation, buckets=buckets, sum_value=self._sum
+        )
+
 
 # MasterCounters field -> (metric name without _total, help).
 COUNTERS = {
@@ -112,12 +149,12 @@ class MasterMetrics:
             buckets=CYCLE_BUCKETS,
             registry=self.registry,
         )
-        self.offer_latency_seconds = Histogram(
+        self.offer_latency_seconds = BulkHistogram(
             "agora_master_offer_latency_seconds",
             "From resources becoming free on an agent (a task ending, a decline, the agent "
             "joining) to the offer of them to a framework.",
-            buckets=OFFER_LATENCY_BUCKETS,
-            registry=self.registry,
+            OFFER_LATENCY_BUCKETS,
+            self.registry,
         )
 
     def cycles(self) -> int:

@@ -24,6 +24,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import structlog
@@ -76,7 +77,7 @@ def write_offer(target: common_pb2.Offer, offer: Offer, agent: Agent) -> None:
     """Fills `target` (a new Offer in an event) with `offer`, from its agent's template."""
     template = offer_template(agent)
     target.MergeFromString(template.agent_part)
-    if offer.resources == agent.total:
+    if offer.resources is agent.total or offer.resources == agent.total:
         target.MergeFromString(template.total_part)
     else:
         target.resources.extend(offer.resources.to_proto())
@@ -131,10 +132,12 @@ class OfferCycle:
         """One allocation cycle over `agent_ids` (None: every agent): grants become offers,
         sent in OFFERS events of at most OFFERS_PER_EVENT. Returns how many were sent."""
         now = self.clock.now()
-        events: dict[str, scheduler_pb2.Event] = {}  # framework_id -> the event being filled
+        # framework_id -> the event being filled, and its offers
+        events: dict[str, tuple[scheduler_pb2.Event, Any]] = {}
         freed, sent = self._freed_at, 0
         everyone = freed.get(None)
         met: dict[str, scheduler_pb2.Event] = {}  # hold_id -> its HOLD event, offers in it
+        waits: dict[float, int] = {}  # offer latency (seconds) -> offers that waited so long
         for grant in self.allocator.allocate(now, agent_ids):
             framework = self.reg.frameworks.get(grant.framework_id)
             agent = self.reg.agents.get(grant.agent_id)
@@ -160,19 +163,24 @@ class OfferCycle:
                 write_offer(event.hold.offers.add(), offer, agent)
                 sent += 1
                 continue
-            event = events.get(offer.framework_id)
-            if event is None:
-                event = events[offer.framework_id] = Event()
-            write_offer(event.offers.offers.add(), offer, agent)
-            if len(event.offers.offers) >= OFFERS_PER_EVENT:
-                framework.send(events.pop(offer.framework_id))
+            batch = events.get(offer.framework_id)
+            if batch is None:
+                event = Event()
+                batch = events[offer.framework_id] = (event, event.offers.offers)
+            offers = batch[1]  # the repeated field, looked up once per event
+            write_offer(offers.add(), offer, agent)
+            if len(offers) >= OFFERS_PER_EVENT:
+                framework.send(events.pop(offer.framework_id)[0])
             # Offer latency: since the agent's resources (or everyone's) became free.
             since = freed.get(offer.agent_id, everyone)
             if since is not None:
-                self.counts.observe_offer_latency(max(0.0, now - since))
+                wait = max(0.0, now - since)
+                waits[wait] = waits.get(wait, 0) + 1
             sent += 1
-        for framework_id, event in events.items():
+        for framework_id, (event, _) in events.items():
             self.reg.frameworks[framework_id].send(event)
+        for wait, count in waits.items():
+            self.counts.observe_offer_latency(wait, count)
         for hold_event in met.values():
             self._hold_met(hold_event)
         self._check_touched()

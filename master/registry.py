@@ -448,7 +448,10 @@ class Registry:
 
 
 def _index(index: dict, outer: str, key, item) -> None:
-    index.setdefault(outer, {})[key] = item
+    inner = index.get(outer)
+    if inner is None:
+        inner = index[outer] = {}
+    inner[key] = item
 
 
 def _unindex(index: dict, outer: str, key) -> None:

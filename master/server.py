@@ -22,6 +22,7 @@ from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
 from agora.master.dashboard import Dashboard
 from agora.master.dashboard.view import MasterView
+from agora.master.heap import HeapKeeper
 from agora.master.metrics import MasterMetrics
 from agora.master.operator_service import OperatorService
 from agora.master.registry_store import RegistryStore, open_store
@@ -252,6 +253,7 @@ class Master:
             await self._metrics_http.stop()
         for task in self._tasks:
             task.cancel()
+        HeapKeeper.stop()
         # gather, not `suppress(CancelledError)`: a cancellation of stop() itself must still
         # propagate.
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -294,8 +296,10 @@ class Master:
         loop = asyncio.get_running_loop()
         next_check = loop.time()
         turn = 0
+        heap = HeapKeeper(loop.time())
         while True:
             try:
+                heap.tick(loop.time())
                 if turn == 0:
                     event = Event(heartbeat=Event.Heartbeat())
                     for framework in core.reg.frameworks.values():
