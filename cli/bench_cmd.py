@@ -1,4 +1,5 @@
-"""`agora bench allocator`: times the allocator on a cluster built in memory (no network)."""
+"""`agora bench allocator`: times the allocator on a cluster built in memory (no network).
+`agora bench streams`: what an open gRPC stream costs a bare Python server in memory."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from agora.experiments.bench import AGENT_RESOURCES
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "bench",
-        help="benchmark a component in memory (allocator)",
+        help="benchmark a component (allocator, streams)",
         description="Benchmarks that build their input in memory and print their figures.",
     )
     sub = p.add_subparsers(dest="bench_target", metavar="TARGET")
@@ -59,6 +60,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     a.add_argument("--json", action="store_true", help="print JSON for scripts")
     a.set_defaults(func=_run)
+    s = sub.add_parser(
+        "streams",
+        help="server memory per open gRPC stream, with nothing of Agora's on it",
+        description=(
+            "Starts a bare grpc.aio server with the master's server options and opens --streams "
+            "bidirectional streams to it from a child process (--per-connection to an HTTP/2 "
+            "connection, as the emulated fleets do), one message each. Prints the server's RSS "
+            "before and after, and per stream: the floor under the master's memory per agent "
+            "(compare `agora experiment scale`)."
+        ),
+    )
+    s.add_argument(
+        "--streams", type=_positive, default=10_000, help="streams to open (default 10000)"
+    )
+    s.add_argument(
+        "--per-connection",
+        type=_positive,
+        default=100,
+        help="streams per HTTP/2 connection (default 100)",
+    )
+    s.add_argument("--json", action="store_true", help="print JSON for scripts")
+    s.set_defaults(func=_run_streams)
 
 
 def _positive(text: str) -> int:
@@ -124,4 +147,23 @@ def _run(args: argparse.Namespace) -> int:
         f"  peak memory            {result['peak_rss_mb']:.1f} MB RSS "
         f"(baseline {result['baseline_rss_mb']:.1f} MB before building)"
     )
+    return 0
+
+
+def _run_streams(args: argparse.Namespace) -> int:
+    from agora.experiments.bench_streams import BenchError, run_streams_bench
+
+    try:
+        result = run_streams_bench(args.streams, args.per_connection)
+    except BenchError as e:
+        raise CommandError(str(e)) from None
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(
+        f"streams: {result['streams']} open to a bare grpc.aio server "
+        f"({result['streams_per_connection']} per connection) in {result['open_seconds']} s"
+    )
+    print(f"  server RSS   {result['rss_mb_before']} MB -> {result['rss_mb_open']} MB")
+    print(f"  per stream   {result['kb_per_stream']} KB")
     return 0

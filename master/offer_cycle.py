@@ -21,6 +21,7 @@ A hold (holds.py) that is met arrives as held offers, then a HOLD event naming t
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -50,8 +51,9 @@ Event = scheduler_pb2.Event
 
 # Offers per OFFERS event: a framework starts on the first while the rest are made and sent.
 OFFERS_PER_EVENT = 500
-# Agents per slice of a large cycle (allocate_in_slices).
+# Agents per slice of a large cycle (allocate_in_slices), and in its first slice.
 AGENTS_PER_SLICE = 1000
+FIRST_SLICE = 250
 
 
 def offer_template(agent: Agent) -> OfferTemplate:
@@ -205,10 +207,12 @@ class OfferCycle:
         if len(ids) <= AGENTS_PER_SLICE:
             return self._timed(agent_ids)
         sent = 0
-        for start in range(0, len(ids), AGENTS_PER_SLICE):
+        # The first slice is small: its offers are what a framework waits for first.
+        bounds = [0, *range(FIRST_SLICE, len(ids), AGENTS_PER_SLICE), len(ids)]
+        for start, end in itertools.pairwise(bounds):
             if start:
                 await asyncio.sleep(0)
-            sent += self._timed(ids[start : start + AGENTS_PER_SLICE])
+            sent += self._timed(ids[start:end])
         if agent_ids is None:
             self._freed_at.pop(None, None)  # the sweep looked at everyone
         return sent

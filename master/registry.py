@@ -313,7 +313,7 @@ class Task:
         return (self.framework_id, self.task_id)
 
 
-@dataclass
+@dataclass(slots=True)
 class Offer:
     offer_id: str
     framework_id: str

@@ -463,7 +463,7 @@ def test_a_large_round_goes_out_in_events_of_bounded_size_with_every_agent_once(
 
 
 async def test_a_sliced_cycle_offers_what_one_cycle_would(h):
-    from agora.master.offer_cycle import AGENTS_PER_SLICE
+    from agora.master.offer_cycle import AGENTS_PER_SLICE, FIRST_SLICE
 
     h.auto_settle = False  # the master's loop runs the cycle below, in slices
     agents = [h.agent("cpus:1;mem:64", hostname=f"h{i}") for i in range(AGENTS_PER_SLICE + 10)]
@@ -474,6 +474,9 @@ async def test_a_sliced_cycle_offers_what_one_cycle_would(h):
     # DRF across the slices as within one cycle: the two frameworks get half each.
     assert (len(f1.offers()), len(f2.offers())) == (len(agents) // 2, len(agents) // 2)
     assert not h.core.offers._freed_at  # every free time was looked at
+    # The first slice is small, so the first offers go out early: its events carry just it.
+    firsts = [f.inbox.of("offers")[0] for f in (f1, f2)]
+    assert sum(len(e.offers) for e in firsts) == FIRST_SLICE
 
 
 def test_an_agent_registering_again_with_new_attributes_is_offered_with_them(h, framework):
