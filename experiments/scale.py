@@ -49,6 +49,7 @@ class ScaleConfig:
 
 async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) -> dict:
     logs = out / "logs" / f"agents{agents}"
+    log_start = _size(logs / "master.log")  # the log is appended to: an earlier run's is older
     master = await start_master(MasterOptions(), logs)
     fleets = []
     framework_set = None
@@ -107,7 +108,7 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
                 await asyncio.sleep(0.001)
             progress.show(f"{agents} agents: re-offer {k + 1}/{cfg.reoffers}")
         rss_after = meter.rss_mb()
-        removed = _removals(master.log_path)
+        removed = _removals(master.log_path, log_start)
     finally:
         if framework_set is not None:
             await framework_set.stop(teardown=True)
@@ -159,10 +160,16 @@ async def _step(cfg: ScaleConfig, agents: int, out: Path, progress: Progress) ->
     return result
 
 
-def _removals(master_log: Path) -> int:
-    """Agents the master removed, from its log (it says `removing agent` once for each)."""
-    with open(master_log, errors="replace") as log:
-        return sum(1 for line in log if "removing agent" in line)
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _removals(master_log: Path, start: int) -> int:
+    """Agents the master removed, from its log past byte `start` (it says `removing agent`
+    once for each)."""
+    with open(master_log, "rb") as log:
+        log.seek(start)
+        return sum(1 for line in log if b"removing agent" in line)
 
 
 async def run(cfg: ScaleConfig, out: Path, command: list[str], quiet: bool = False) -> Results:

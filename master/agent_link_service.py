@@ -60,6 +60,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
             await session.drain()  # what was sent before the session closed (a Shutdown)
         finally:
             session.stop_writing()
+            session.owner = None  # no task <-> frame cycle left for the (frozen) collector
             if agent is not None:
                 self.core.agents.disconnected(agent, session)
 

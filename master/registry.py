@@ -191,9 +191,12 @@ class Session:
     def _end_read(self) -> None:
         # Only a handler parked in its read is interrupted; one busy elsewhere sees `closed`
         # at its next turn of the loop.
-        if self.reading and self.owner is not None and not self.owner.done():
+        owner = self.owner
+        if self.overflowed or owner is None or owner.done() or owner.cancelling():
+            return  # cut already (overflow, server stop): that cancellation stands
+        if self.reading:
             self.ending = True
-            self.owner.cancel()
+            owner.cancel()
 
     def _overflow(self) -> None:
         log.warning(

@@ -58,6 +58,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     return
                 yield event
         finally:
+            session.owner = None  # no task <-> frame cycle left for the (frozen) collector
             self.core.frameworks.disconnected(framework, session)
 
     async def Accept(self, request, context):

@@ -27,7 +27,23 @@ def test_scale_two_small_steps(tmp_path):
         assert_stats(run["figures_ms"]["full_allocation_subscribe_to_first_offers"])
         assert_stats(run["figures_ms"]["full_allocation_subscribe_to_all_offers"])
         assert_stats(run["figures_ms"]["one_agent_decline_to_reoffer"])
+        assert run["agents_removed"] == 0  # every agent was alive throughout
     # The targets are set at 10,000 agents (and 50,000): not measured by this tiny run.
     assert len(data["targets"]) == 3
     assert all(target["met"] is None for target in data["targets"])
     assert {"scale_master_cpu.png", "scale_allocation_time.png"} <= set(data["plots"])
+
+
+def test_removals_are_counted_in_this_steps_part_of_the_masters_log(tmp_path):
+    """The master's log is appended to across runs into one --out: an earlier run's removals
+    (here, two) are not this step's."""
+    from agora.experiments.scale import _removals, _size
+
+    log = tmp_path / "master.log"
+    log.write_text("[warning] removing agent agent_id=a\n[warning] removing agent agent_id=b\n")
+    start = _size(log)
+    with open(log, "a") as more:
+        more.write("[info] master started\n[warning] removing agent agent_id=c reason=silent\n")
+    assert _removals(log, start) == 1
+    assert _removals(log, 0) == 3
+    assert _size(tmp_path / "none.log") == 0

@@ -1,6 +1,6 @@
 """HeapKeeper: what survives the young generations is frozen (full collections stop visiting
 the master's long-lived heap), cyclic garbage that was frozen is reclaimed by the periodic full
-pass, and stop() thaws everything."""
+pass or once the heap has grown as much again, and stop() thaws everything."""
 
 from __future__ import annotations
 
@@ -14,23 +14,47 @@ class Node:
     peer: Node
 
 
+def frozen_cycle(keeper: HeapKeeper, now: float) -> weakref.ref:
+    """A two-object cycle, frozen by the tick at `now` while alive, then dropped: only the
+    collector can free it, and it cannot see it until the heap is thawed."""
+    a, b = Node(), Node()
+    a.peer, b.peer = b, a
+    gone = weakref.ref(a)
+    keeper.tick(now)
+    del a, b
+    gc.collect()
+    assert gone() is not None, "a frozen cycle is out of the collector's sight"
+    return gone
+
+
 def test_frozen_cycles_wait_for_the_full_pass_and_stop_thaws_the_heap():
     try:
         keeper = HeapKeeper(now=0.0)
-        a, b = Node(), Node()
-        a.peer, b.peer = b, a  # a cycle: only the collector can free it
-        gone = weakref.ref(a)
         keeper.tick(FREEZE_EVERY / 2)
         assert gc.get_freeze_count() == 0, "froze before FREEZE_EVERY"
-        keeper.tick(FREEZE_EVERY)
+        keeper.tick(FREEZE_EVERY)  # this process's whole heap: frozen (after a full pass)
         assert gc.get_freeze_count() > 0
-        del a, b
-        gc.collect()
-        assert gone() is not None, "a frozen cycle is out of the collector's sight"
-        keeper.tick(FULL_EVERY)  # the full pass: thaw, collect everything, freeze again
+        gone = frozen_cycle(keeper, 2 * FREEZE_EVERY)
+        keeper.tick(3 * FREEZE_EVERY)  # an ordinary tick: young collections only
+        assert gone() is not None
+        keeper.tick(FREEZE_EVERY + FULL_EVERY)  # the full pass: thaw, collect, freeze again
         assert gone() is None
         assert gc.get_freeze_count() > 0
         HeapKeeper.stop()
         assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+
+
+def test_a_heap_that_doubled_is_collected_before_the_timer():
+    try:
+        keeper = HeapKeeper(now=0.0)
+        keeper.tick(FREEZE_EVERY)  # the first freeze (after a full pass)
+        gone = frozen_cycle(keeper, 2 * FREEZE_EVERY)
+        # The heap grows (a fleet registering): more than doubles.
+        grown = [[i] for i in range(2 * gc.get_freeze_count() + 20_000)]
+        keeper.tick(3 * FREEZE_EVERY)  # long before FULL_EVERY
+        assert gone() is None
+        del grown
     finally:
         gc.unfreeze()
