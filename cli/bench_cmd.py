@@ -65,8 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="server memory per open gRPC stream, with nothing of Agora's on it",
         description=(
             "Starts a bare grpc.aio server with the master's server options and opens --streams "
-            "bidirectional streams to it from a child process (--per-connection to an HTTP/2 "
-            "connection, as the emulated fleets do), one message each. Prints the server's RSS "
+            "bidirectional streams to it from child processes (5,000 each; --per-connection to an "
+            "HTTP/2 connection), one message each. Prints the server's RSS "
             "before and after, and per stream: the floor under the master's memory per agent "
             "(compare `agora experiment scale`)."
         ),
