@@ -288,6 +288,8 @@ class Resources:
     # comparison and display ---------------------------------------------------------------
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True  # agents of one shape share one (master/agents.py): the common case
         if not isinstance(other, Resources):
             return NotImplemented
         return self._scalars == other._scalars and self._ranges == other._ranges

@@ -79,7 +79,7 @@ def write_offer(target: common_pb2.Offer, offer: Offer, agent: Agent) -> None:
     """Fills `target` (a new Offer in an event) with `offer`, from its agent's template."""
     template = offer_template(agent)
     target.MergeFromString(template.agent_part)
-    if offer.resources is agent.total or offer.resources == agent.total:
+    if offer.resources == agent.total:
         target.MergeFromString(template.total_part)
     else:
         target.resources.extend(offer.resources.to_proto())

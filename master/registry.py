@@ -207,8 +207,7 @@ class Session:
         self.overflowed = True
         self.closed = True
         self.pending = None
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        self._wake()  # a next() waiting gets None; a pushed session's read is left to below
         if self.owner is not None and not self.owner.done():
             self.owner.cancel()
 

@@ -9,6 +9,7 @@ queue-and-two-tasks one promised."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import grpc
 from master_harness import AgentMessage, MasterMessage, agent_info, start_master
@@ -23,6 +24,18 @@ RESOURCES = Resources.parse("cpus:4;mem:4096")
 PATIENT = dict(heartbeat_interval_seconds=1.0, agent_timeout_seconds=30.0)
 
 
+@contextlib.asynccontextmanager
+async def _master(**overrides):
+    """A master (patient with silence, as PATIENT says) and a channel to it, both closed after."""
+    master = await start_master(None, **{**PATIENT, **overrides})
+    channel = insecure_channel(master.address)
+    try:
+        yield master, channel
+    finally:
+        await channel.close()
+        await master.stop(0)
+
+
 async def _register(channel, agent_id: str = "", hostname: str = "h1"):
     """Opens a stream and registers; returns the call and the Registered message."""
     call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect()
@@ -34,9 +47,7 @@ async def _register(channel, agent_id: str = "", hostname: str = "h1"):
 
 
 async def test_messages_arrive_in_the_order_the_master_sent_them():
-    master = await start_master(None, **PATIENT)
-    channel = insecure_channel(master.address)
-    try:
+    async with _master() as (master, channel):
         call, registered = await _register(channel)
         agent = master.core.reg.agents[registered.agent_id]
         # Sent in one go (a burst the writer drains) and then one by one (a writer each time).
@@ -48,15 +59,10 @@ async def test_messages_arrive_in_the_order_the_master_sent_them():
         got = [(await call.read()).kill_task.task_id for _ in range(60)]
         assert got == [f"t{i}" for i in range(60)]
         call.cancel()
-    finally:
-        await channel.close()
-        await master.stop(0)
 
 
 async def test_a_removed_agent_gets_its_shutdown_and_then_a_cleanly_ended_stream():
-    master = await start_master(None, **PATIENT)
-    channel = insecure_channel(master.address)
-    try:
+    async with _master() as (master, channel):
         call, registered = await _register(channel)
         core = master.core
         core.agents.remove(core.reg.agents[registered.agent_id], "retired by the operator")
@@ -66,15 +72,10 @@ async def test_a_removed_agent_gets_its_shutdown_and_then_a_cleanly_ended_stream
         assert await call.read() is grpc.aio.EOF
         assert await call.code() == grpc.StatusCode.OK
         assert registered.agent_id not in core.reg.agents
-    finally:
-        await channel.close()
-        await master.stop(0)
 
 
 async def test_an_agent_that_stops_reading_is_cut_off_but_kept_and_comes_back():
-    master = await start_master(None, max_send_queue=20, **PATIENT)
-    channel = insecure_channel(master.address)
-    try:
+    async with _master(max_send_queue=20) as (master, channel):
         call, registered = await _register(channel)  # then it never reads again
         core = master.core
         agent = core.reg.agents[registered.agent_id]
@@ -96,15 +97,10 @@ async def test_an_agent_that_stops_reading_is_cut_off_but_kept_and_comes_back():
         assert back.agent_id == registered.agent_id
         assert core.reg.agents[registered.agent_id].connected
         again.cancel()
-    finally:
-        await channel.close()
-        await master.stop(0)
 
 
 async def test_a_stream_that_never_registers_is_refused():
-    master = await start_master(None, **PATIENT)
-    channel = insecure_channel(master.address)
-    try:
+    async with _master() as (master, channel):
         call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect()
         await call.write(AgentMessage(heartbeat=AgentMessage.Heartbeat()))
         assert await call.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -112,6 +108,3 @@ async def test_a_stream_that_never_registers_is_refused():
         call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect()
         await call.done_writing()  # ends the stream without a word
         assert await call.code() == grpc.StatusCode.INVALID_ARGUMENT
-    finally:
-        await channel.close()
-        await master.stop(0)

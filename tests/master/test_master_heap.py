@@ -4,8 +4,11 @@ pass or once the heap has grown as much again, and stop() thaws everything."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
+
+from master_harness import start_master
 
 from agora.master.heap import FREEZE_EVERY, FULL_EVERY, HeapKeeper
 
@@ -57,4 +60,16 @@ def test_a_heap_that_doubled_is_collected_before_the_timer():
         assert gone() is None
         del grown
     finally:
+        gc.unfreeze()
+
+
+async def test_a_running_master_keeps_its_heap_frozen_and_thaws_it_when_it_stops():
+    master = await start_master(None)
+    try:
+        await asyncio.sleep(FREEZE_EVERY + 0.5)  # its tick loop's first freeze
+        assert gc.get_freeze_count() > 0
+        await master.stop(0)
+        assert gc.get_freeze_count() == 0  # Master.stop thawed it
+    finally:
+        await master.stop(0)  # (does nothing once stopped)
         gc.unfreeze()
