@@ -40,11 +40,33 @@ def register(subparsers) -> None:
         p.set_defaults(func=_run, log_level="error")
 
 
+class _Terminated(Exception):
+    """The run was told to stop with SIGTERM."""
+
+
 async def _run_and_clean_up(run: Coroutine[Any, Any, Results]) -> Results:
+    """Runs the experiment; SIGTERM cancels it as asyncio.run does on Ctrl-C. A cancellation
+    is delivered at an await, where asyncio cleans up (a process being started is killed),
+    whereas an exception raised by a plain signal handler can land anywhere, even between a
+    fork and the bookkeeping that would have stopped that child."""
     from agora.experiments.processes import stop_all
 
+    main = asyncio.current_task()
+    assert main is not None
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        main.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
         return await run
+    except asyncio.CancelledError:
+        if terminated:
+            raise _Terminated from None
+        raise
     finally:
         await stop_all()
 
@@ -68,10 +90,18 @@ def _run(args: argparse.Namespace) -> int:
         runner = EXPERIMENTS[args.experiment].build(args)
     except ExperimentError as e:
         raise CommandError(str(e)) from None
+    from agora.experiments.processes import stop_all_now
+
     # SIGTERM ends a run as Ctrl-C does: the experiment's own clean-up runs, then every
-    # process it started and did not stop is stopped at exit (experiments/processes.py).
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    results = asyncio.run(_run_and_clean_up(runner(args.out, command)))
+    # process it started and did not stop (and anything else this process started) is
+    # stopped before it exits (experiments/processes.py).
+    try:
+        results = asyncio.run(_run_and_clean_up(runner(args.out, command)))
+    except _Terminated:
+        print(f"agora experiment {args.experiment}: stopped (SIGTERM)", file=sys.stderr)
+        return 143  # 128 + SIGTERM, as a shell reports it
+    finally:
+        stop_all_now(descendants=True)
     print(
         f"{args.experiment}: wrote {args.out / 'results.json'}, {args.out / 'summary.md'} "
         f"and {len(results.data.get('plots', []))} plot(s)",

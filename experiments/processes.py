@@ -145,12 +145,17 @@ async def stop_all(grace: float = EXIT_GRACE) -> None:
     await asyncio.gather(*(d.stop(grace) for d in list(_RUNNING)), return_exceptions=True)
 
 
-def stop_all_now(grace: float = EXIT_GRACE) -> list[int]:
+def stop_all_now(grace: float = EXIT_GRACE, descendants: bool = False) -> list[int]:
     """Stops every daemon still running, and whatever each started (an agent's task runners
     and tasks, in sessions of their own): SIGTERM to all, SIGKILL to what is left after
     `grace` seconds. Synchronous, for exit time (the last resort: a process killed with its
-    loop still running). Returns the pids it found."""
+    loop still running). With `descendants`, also every process this one started and that is
+    still its child (for `agora experiment`, whose children are all daemons of the run).
+    Returns the pids it found."""
     procs: list[psutil.Process] = []
+    if descendants:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            procs += psutil.Process().children(recursive=True)
     for daemon in list(_RUNNING):
         _RUNNING.discard(daemon)
         if daemon.proc is None or daemon.proc.returncode is not None:
@@ -160,6 +165,7 @@ def stop_all_now(grace: float = EXIT_GRACE) -> list[int]:
             procs += [top, *top.children(recursive=True)]
         except psutil.NoSuchProcess:
             continue
+    procs = list(dict.fromkeys(procs))  # a daemon's children may be listed twice
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()

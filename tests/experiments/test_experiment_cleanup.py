@@ -71,3 +71,26 @@ def test_an_interrupted_experiment_stops_every_process_it_started(tmp_path, sig)
         if run.poll() is None:
             run.kill()
             run.communicate()
+
+
+def test_the_exit_sweep_stops_a_child_no_daemon_list_knows():
+    """What `agora experiment` runs last: a child this process started but never recorded
+    (a start cut short by a signal) is stopped with the daemons, and so are its children."""
+    script = (
+        "import subprocess, sys\n"
+        "from agora.experiments.processes import stop_all_now\n"
+        "child = subprocess.Popen([sys.executable, '-c', "
+        '\'import subprocess, time; subprocess.Popen(["sleep", "300"]); time.sleep(300)\'])\n'
+        "import psutil, time\n"
+        "while not psutil.Process(child.pid).children(): time.sleep(0.05)\n"
+        "print(child.pid, psutil.Process(child.pid).children()[0].pid, flush=True)\n"
+        "stop_all_now(grace=5, descendants=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    pids = [int(word) for word in done.stdout.split()]
+    assert len(pids) == 2
+    for pid in pids:
+        eventually(lambda p=pid: _gone(p), timeout=30, message=f"{pid} gone")
