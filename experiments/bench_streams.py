@@ -3,7 +3,8 @@ with nothing of Agora's on it, the floor under the master's memory per agent.
 
 The server is the master's transport and nothing more: the same server options (common/rpc.py),
 one bidirectional stream per client, read in its handler as the master's AgentLink reads an
-agent's (master/agent_link_service.py), nothing sent back. The clients run in child processes
+agent's (master/agent_link_service.py), one empty message sent back (as the master answers a
+registration), which tells the client its stream is open. The clients run in child processes
 (5,000 streams each, as a fleet process carries 5,000 agents), `per_channel` streams to a
 channel as the emulated fleets have them. The server's RSS is read before the clients connect
 and once every stream has delivered its first message; the difference over the number of
@@ -28,6 +29,7 @@ CLIENT_MODULE = "agora.experiments.bench_streams"  # run as the clients' process
 # Streams one client process opens (as a fleet process carries 5,000 agents).
 STREAMS_PER_PROCESS = 5000
 OPEN_ATTEMPTS = 5  # per stream (see _clients)
+ANSWER_SECONDS = 10.0  # for the server's answer on a new stream
 
 
 class BenchError(RuntimeError):
@@ -52,7 +54,8 @@ async def _serve(streams: int, per_channel: int, timeout: float) -> dict:
                 message = await context.read()
                 if message is grpc.aio.EOF:
                     return
-                if first:
+                if first:  # answered, so the client knows its stream is open
+                    await context.write(b"")
                     opened += 1
                     first = False
         except Exception:  # noqa: BLE001 - the client went away: the stream is over
@@ -123,8 +126,12 @@ async def _clients(target: str, streams: int, per_channel: int) -> None:
             call = channels[i // per_channel].stream_stream(f"/{SERVICE}/{METHOD}")()
             try:
                 await call.write(b"x" * 64)
+                # The server's answer: the stream is open at both ends (a write alone can
+                # succeed on a stream the server never sees).
+                await asyncio.wait_for(call.read(), ANSWER_SECONDS)
                 break
-            except grpc.aio.AioRpcError:
+            except (grpc.aio.AioRpcError, TimeoutError):
+                call.cancel()
                 # Now and then, thousands of streams opened back to back fail one with
                 # INTERNAL on this machine; the bench measures open streams: open it again.
                 if attempt == OPEN_ATTEMPTS - 1:
