@@ -53,22 +53,30 @@ async def _run_and_clean_up(run: Coroutine[Any, Any, Results]) -> Results:
 
     main = asyncio.current_task()
     assert main is not None
-    terminated = False
+    terminated = stopping = False
 
     def on_sigterm() -> None:
+        # One cancellation: a second would cut short the clean-up the first set off (an
+        # experiment's own, then the one below), which is bounded and must finish.
         nonlocal terminated
+        if not terminated and not stopping:
+            main.cancel()
         terminated = True
-        main.cancel()
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+    results = None
     try:
-        return await run
+        results = await run
     except asyncio.CancelledError:
-        if terminated:
-            raise _Terminated from None
-        raise
+        if not terminated:
+            raise
     finally:
+        stopping = True
+        interrupted = terminated  # a SIGTERM from now on finds the run finished
         await stop_all()
+    if interrupted or results is None:  # also when the run swallowed the cancellation
+        raise _Terminated
+    return results
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -93,14 +101,17 @@ def _run(args: argparse.Namespace) -> int:
     from agora.experiments.processes import stop_all_now
 
     # SIGTERM ends a run as Ctrl-C does: the experiment's own clean-up runs, then every
-    # process it started and did not stop (and anything else this process started) is
-    # stopped before it exits (experiments/processes.py).
+    # daemon it started and did not stop, and every process still a child of this one (with
+    # their children), is stopped before it exits (experiments/processes.py).
     try:
         results = asyncio.run(_run_and_clean_up(runner(args.out, command)))
     except _Terminated:
         print(f"agora experiment {args.experiment}: stopped (SIGTERM)", file=sys.stderr)
         return 143  # 128 + SIGTERM, as a shell reports it
     finally:
+        # The loop is closed and SIGTERM's default would end this process mid-sweep,
+        # before the SIGKILLs; the sweep is bounded (twice its grace at most).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stop_all_now(descendants=True)
     print(
         f"{args.experiment}: wrote {args.out / 'results.json'}, {args.out / 'summary.md'} "

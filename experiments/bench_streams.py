@@ -128,8 +128,9 @@ async def _clients(target: str, streams: int, per_channel: int) -> None:
                 await call.write(b"x" * 64)
                 # The server's answer: the stream is open at both ends (a write alone can
                 # succeed on a stream the server never sees).
-                await asyncio.wait_for(call.read(), ANSWER_SECONDS)
-                break
+                if await asyncio.wait_for(call.read(), ANSWER_SECONDS) is not grpc.aio.EOF:
+                    break
+                call.cancel()  # the server ended it at once: open it again
             except (grpc.aio.AioRpcError, TimeoutError):
                 call.cancel()
                 # Now and then, thousands of streams opened back to back fail one with

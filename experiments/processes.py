@@ -167,11 +167,11 @@ def stop_all_now(grace: float = EXIT_GRACE, descendants: bool = False) -> list[i
             continue
     procs = list(dict.fromkeys(procs))  # a daemon's children may be listed twice
     for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             proc.terminate()
     _, alive = psutil.wait_procs(procs, timeout=grace)
     for proc in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             proc.kill()
     psutil.wait_procs(alive, timeout=grace)
     return [p.pid for p in procs]

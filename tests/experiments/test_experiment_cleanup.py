@@ -45,8 +45,12 @@ def test_a_fleet_exits_on_sigterm_while_its_master_is_gone(tmp_path):
                 fleet.communicate()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_an_interrupted_experiment_stops_every_process_it_started(tmp_path, sig):
+@pytest.mark.parametrize(
+    ("sig", "twice"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=["ctrl-c", "sigterm", "sigterm-during-clean-up"],
+)
+def test_an_interrupted_experiment_stops_every_process_it_started(tmp_path, sig, twice):
     run = subprocess.Popen(
         [sys.executable, "-m", "agora.cli.main", "experiment", "scale", "--agents", "3000",
          "--idle-seconds", "120", "--out", str(tmp_path / "out"), "--quiet"],
@@ -62,8 +66,11 @@ def test_an_interrupted_experiment_stops_every_process_it_started(tmp_path, sig)
 
         kids = eventually(started, timeout=60, message="the master and a fleet running")
         run.send_signal(sig)  # while the fleet registers: it is in no list of the run's yet
+        if twice:  # again while the run stops its daemons: the clean-up is not cut short
+            time.sleep(0.05)
+            run.send_signal(sig)
         _, err = run.communicate(timeout=120)
-        assert run.returncode != 0
+        assert run.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], err
         assert "Traceback" not in err, err
         for kid in kids:
             eventually(lambda k=kid: _gone(k.pid), timeout=30, message=f"{kid.pid} gone")
@@ -94,3 +101,27 @@ def test_the_exit_sweep_stops_a_child_no_daemon_list_knows():
     assert len(pids) == 2
     for pid in pids:
         eventually(lambda p=pid: _gone(p), timeout=30, message=f"{pid} gone")
+
+
+def test_sigterm_ends_a_run_as_stopped_even_if_the_experiment_swallows_the_cancellation():
+    """An experiment that catches the cancellation and returns does not turn a SIGTERM into
+    a finished run (exit 0, results written)."""
+    script = (
+        "import asyncio, os, signal\n"
+        "from agora.cli import experiment_cmd\n"
+        "async def stubborn():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        await asyncio.sleep(30)\n"
+        "    except asyncio.CancelledError:\n"
+        "        return 'finished anyway'\n"
+        "try:\n"
+        "    print(asyncio.run(experiment_cmd._run_and_clean_up(stubborn())))\n"
+        "except experiment_cmd._Terminated:\n"
+        "    print('stopped')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "stopped"
