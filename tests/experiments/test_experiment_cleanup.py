@@ -80,6 +80,12 @@ def test_an_interrupted_experiment_stops_every_process_it_started(tmp_path, sig,
             run.communicate()
 
 
+def _python(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+
+
 def test_the_exit_sweep_stops_a_child_no_daemon_list_knows():
     """What `agora experiment` runs last: a child this process started but never recorded
     (a start cut short by a signal) is stopped with the daemons, and so are its children."""
@@ -93,9 +99,7 @@ def test_the_exit_sweep_stops_a_child_no_daemon_list_knows():
         "print(child.pid, psutil.Process(child.pid).children()[0].pid, flush=True)\n"
         "stop_all_now(grace=5, descendants=True)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
+    done = _python(script)
     assert done.returncode == 0, done.stderr
     pids = [int(word) for word in done.stdout.split()]
     assert len(pids) == 2
@@ -120,8 +124,6 @@ def test_sigterm_ends_a_run_as_stopped_even_if_the_experiment_swallows_the_cance
         "except experiment_cmd._Terminated:\n"
         "    print('stopped')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
+    done = _python(script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "stopped"
