@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Starts a bare grpc.aio server with the master's server options and opens --streams "
             "bidirectional streams to it from child processes (5,000 each; --per-connection to an "
-            "HTTP/2 connection), one message each. Prints the server's RSS "
+            "HTTP/2 connection), one message each, answered once. Prints the server's RSS "
             "before and after, and per stream: the floor under the master's memory per agent "
             "(compare `agora experiment scale`)."
         ),

@@ -53,28 +53,27 @@ async def _run_and_clean_up(run: Coroutine[Any, Any, Results]) -> Results:
 
     main = asyncio.current_task()
     assert main is not None
-    terminated = stopping = False
+    loop = asyncio.get_running_loop()
+    terminated = False
 
     def on_sigterm() -> None:
-        # One cancellation: a second would cut short the clean-up the first set off (an
-        # experiment's own, then the one below), which is bounded and must finish.
         nonlocal terminated
-        if not terminated and not stopping:
+        if not terminated:  # once: a second would cut short the clean-up the first set off
+            terminated = True
             main.cancel()
-        terminated = True
 
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
-    results = None
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
         results = await run
     except asyncio.CancelledError:
-        if not terminated:
-            raise
+        if terminated:
+            raise _Terminated from None
+        raise
     finally:
-        stopping = True
-        interrupted = terminated  # a SIGTERM from now on finds the run finished
+        # From here a SIGTERM finds the run over: the clean-up is bounded and must finish.
+        loop.add_signal_handler(signal.SIGTERM, lambda: None)
         await stop_all()
-    if interrupted or results is None:  # also when the run swallowed the cancellation
+    if terminated:  # the run swallowed the cancellation: it was stopped all the same
         raise _Terminated
     return results
 

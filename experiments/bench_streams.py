@@ -116,30 +116,31 @@ async def _serve(streams: int, per_channel: int, timeout: float) -> dict:
 
 
 async def _clients(target: str, streams: int, per_channel: int) -> None:
-    """The child: opens the streams, one message on each, then waits to be killed."""
+    """The child: opens the streams (one message each, answered), then waits to be killed."""
     options = [("grpc.use_local_subchannel_pool", 1)]  # a connection of its own per channel
     count = -(-streams // per_channel)
     channels = [grpc.aio.insecure_channel(target, options=options) for _ in range(count)]
-    calls = []
-    for i in range(streams):
-        for attempt in range(OPEN_ATTEMPTS):
-            call = channels[i // per_channel].stream_stream(f"/{SERVICE}/{METHOD}")()
-            try:
-                await call.write(b"x" * 64)
-                # The server's answer: the stream is open at both ends (a write alone can
-                # succeed on a stream the server never sees).
-                if await asyncio.wait_for(call.read(), ANSWER_SECONDS) is not grpc.aio.EOF:
-                    break
-                call.cancel()  # the server ended it at once: open it again
-            except (grpc.aio.AioRpcError, TimeoutError):
-                call.cancel()
-                # Now and then, thousands of streams opened back to back fail one with
-                # INTERNAL on this machine; the bench measures open streams: open it again.
-                if attempt == OPEN_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(0.05)
-        calls.append(call)
+    calls = [await _open(channels[i // per_channel]) for i in range(streams)]
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until killed
+    del calls  # held until here: a call dropped is a stream ended
+
+
+async def _open(channel: grpc.aio.Channel) -> grpc.aio.StreamStreamCall:
+    """One stream, open at both ends: the server has answered its first message (a write
+    alone can succeed on a stream the server never sees). Now and then, thousands of streams
+    opened back to back fail one with INTERNAL on this machine, or it is never answered; the
+    bench measures open streams, so such a stream is opened again."""
+    for _ in range(OPEN_ATTEMPTS):
+        call = channel.stream_stream(f"/{SERVICE}/{METHOD}")()
+        try:
+            await call.write(b"x" * 64)
+            if await asyncio.wait_for(call.read(), ANSWER_SECONDS) is not grpc.aio.EOF:
+                return call
+        except (grpc.aio.AioRpcError, TimeoutError):
+            pass
+        call.cancel()
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"a stream did not open in {OPEN_ATTEMPTS} attempts")
 
 
 if __name__ == "__main__":
