@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "agora.cli.local_cmd",
     "agora.cli.master_cmd",
     "agora.cli.agent_cmd",
+    "agora.cli.relay_cmd",
     "agora.cli.cluster_cmd",
     "agora.cli.bench_cmd",
     "agora.cli.batch_cmd",
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Long-running daemons, which watch gRPC's core for refused TLS handshakes (common/handshakes).
-DAEMONS = {"master", "agent", "batch", "services"}
+DAEMONS = {"master", "agent", "relay", "batch", "services"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,8 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "issue",
         help="issue a certificate and key signed by a CA",
         description="Writes NAME.pem and NAME-key.pem (mode 0600), signed by the CA in --ca. "
-        "Certificates for a master, agent or framework also name localhost, 127.0.0.1 and ::1, "
-        "and every --host, so clients can verify the daemon's address.",
+        "Certificates for a master, agent, relay or framework also name localhost, 127.0.0.1 "
+        "and ::1, and every --host, so clients can verify the daemon's address.",
     )
     p.add_argument("--ca", type=Path, required=True, metavar="DIR", help="the CA's directory")
     p.add_argument("--name", required=True, help="the principal (the certificate's common name)")
@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--for",
         dest="kind",
         required=True,
-        choices=["master", "agent", "framework", "client"],
+        choices=["master", "agent", "relay", "framework", "client"],
         help="who presents it: a daemon (serves and dials) or a client (a person or script)",
     )
     p.add_argument(

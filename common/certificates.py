@@ -39,6 +39,7 @@ CA_KEY = "ca-key.pem"
 KINDS = {
     "master": (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
     "agent": (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
+    "relay": (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
     "framework": (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
     "client": (ExtendedKeyUsageOID.CLIENT_AUTH,),
 }

@@ -267,20 +267,22 @@ AGENTS_PER_FLEET_PROCESS = 5000
 
 
 async def start_fleets(
-    master: str,
+    master: str | list[str],
     agents: int,
     log_dir: Path,
     resources: str | None = None,
     extra: list[str] | None = None,
 ) -> list[Daemon]:
     """`agents` emulated agents split evenly over as few fleet processes as can carry them,
-    started in parallel; returns once every agent registered."""
-    processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS))
+    started in parallel; returns once every agent registered. With a list of addresses (relays)
+    the fleets dial them in turn."""
+    dial = [master] if isinstance(master, str) else master
+    processes = max(1, math.ceil(agents / AGENTS_PER_FLEET_PROCESS), len(dial))
     sizes = [agents // processes + (1 if i < agents % processes else 0) for i in range(processes)]
     ready = await asyncio.gather(
         *(
             start_fleet(
-                master,
+                dial[i % len(dial)],
                 n,
                 log_dir,
                 name=f"fleet-{i}",
@@ -293,6 +295,29 @@ async def start_fleets(
         )
     )
     return [daemon for daemon, _ in ready]
+
+
+async def start_relays(master: str, count: int, log_dir: Path) -> list[Daemon]:
+    """`count` relays (`agora relay`) to the master, started in parallel; returns once each is
+    listening."""
+    return list(
+        await asyncio.gather(
+            *(
+                Daemon(
+                    f"relay-{i}",
+                    agora_argv(
+                        "relay", "--master", master, "--port", "0", "--log-level", "warning"
+                    ),
+                    log_dir,
+                ).start()
+                for i in range(count)
+            )
+        )
+    )
+
+
+def _relay_argv(master: str) -> list[str]:
+    return agora_argv("relay", "--master", master, "--port", "0", "--log-level", "warning")
 
 
 def agora_argv(command: str, *args: str) -> list[str]:

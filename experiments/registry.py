@@ -242,6 +242,14 @@ def _scale_arguments(p: argparse.ArgumentParser) -> None:
         default=10.0,
         help="idle window per step (default 10 s; >= 2 heartbeat intervals is best)",
     )
+    p.add_argument(
+        "--relays",
+        type=_counts,
+        default=[0],
+        help="run each step once per count: the agents dial that many relays (`agora relay`), "
+        "each carrying its share to the master on one stream; 0: they dial the master "
+        "(default 0; e.g. 0,5 for both)",
+    )
 
 
 def _fairness_arguments(p: argparse.ArgumentParser) -> None:
@@ -362,7 +370,9 @@ def _build_scale(args: argparse.Namespace) -> Runner:
     quiet = args.quiet
     from agora.experiments import scale
 
-    cfg = scale.ScaleConfig(agents=args.agents, idle_seconds=args.seconds or args.idle_seconds)
+    cfg = scale.ScaleConfig(
+        agents=args.agents, idle_seconds=args.seconds or args.idle_seconds, relays=args.relays
+    )
     return lambda out, command: scale.run(cfg, out, command, quiet)
 
 
@@ -660,7 +670,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             "(full cycle and one re-offer), as N grows.",
             add_arguments=_scale_arguments,
             build=_build_scale,
-            full=("--agents", "100,1000,5000,10000,20000,50000", "--seconds", "15"),
+            full=(
+                "--agents",
+                "100,1000,5000,10000,20000,50000",
+                "--relays",
+                "0,5",
+                "--seconds",
+                "15",
+            ),
             quick=("--agents", "100,1000", "--seconds", "5"),
         ),
         Experiment(

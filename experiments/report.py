@@ -130,14 +130,14 @@ def section(docs: Path, figures: Path) -> str:
             "",
             f"`{' '.join(sc['command'])}`",
             "",
-            "| agents | registered in (s) | idle master CPU (cores) | us per heartbeat | "
+            "| agents | relays | registered in (s) | idle master CPU (cores) | us per heartbeat | "
             "RSS idle (MB) | full allocation (ms) | one re-offer p50 (ms) | agents removed |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for r in sorted(sc["runs"], key=lambda r: r["agents"]):
+        for r in sorted(sc["runs"], key=lambda r: (r["agents"], r.get("relays", 0))):
             f = r["figures_ms"]
             out.append(
-                f"| {r['agents']} | {r['register_seconds']} | "
+                f"| {r['agents']} | {r.get('relays', 0)} | {r['register_seconds']} | "
                 f"{r['idle_master_cpu_cores']} | {r['master_cpu_per_heartbeat_us']} | "
                 f"{r['master_rss_mb_idle']} | "
                 f"{fmt_ms(_whole_round(f))} | "

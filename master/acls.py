@@ -14,12 +14,15 @@ The file is YAML or JSON, one list of rules per action, in the spirit of Mesos' 
     set_quota:          [{principals: [ops], roles: [ANY]}]
     drain_agents:       [{principals: [ops], agents: [ANY]}]
     read_state:         [{principals: [ANY]}]
+    relay_agents:       [{principals: [relay-1]}]
 
 A rule allows when the caller's principal and the action's object are both listed (ANY matches
 everything; "" is an anonymous caller, without a certificate). Frameworks are named by id or by
 name. A framework always acts on its own tasks and sandboxes; kill_tasks, teardown_frameworks
 and read_sandboxes are for acting on others' (`agora cluster kill`, `agora cluster teardown`,
-the dashboard's and the agents' file API). Pure: parsing and deciding, no I/O but the read.
+the dashboard's and the agents' file API). relay_agents (`agora relay`, which names who each
+agent it carries is) is allowed only by a rule, even with permissive: true. Pure: parsing and
+deciding, no I/O but the read.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from agora.master.authz import Action, Decision
+from agora.master.authz import EXPLICIT_ONLY, Action, Decision
 
 __all__ = ["AclAuthorizer", "AclError", "load_acls"]
 
@@ -48,6 +51,7 @@ SECTIONS: dict[str, tuple[Action, str | None]] = {
     "set_quota": (Action.SET_QUOTA, "roles"),
     "drain_agents": (Action.DRAIN_AGENT, "agents"),
     "read_state": (Action.READ_STATE, None),
+    "relay_agents": (Action.RELAY_AGENTS, None),
 }
 
 
@@ -75,6 +79,8 @@ class AclAuthorizer:
     def authorize(self, principal: str, action: Action, obj: str) -> Decision:
         rules = self.rules.get(action)
         if rules is None:
+            if action in EXPLICIT_ONLY:
+                return Decision(False, f"{self.source} has no {action.value} rule")
             if self.permissive:
                 return Decision(True)
             return Decision(False, f"no rule in {self.source} allows it (permissive: false)")

@@ -16,7 +16,7 @@ import grpc
 
 from agora.master.errors import CallError, Reason
 
-__all__ = ["Action", "AllowAll", "Authorizer", "Decision", "Gatekeeper", "check"]
+__all__ = ["EXPLICIT_ONLY", "Action", "AllowAll", "Authorizer", "Decision", "Gatekeeper", "check"]
 
 
 class Action(enum.StrEnum):
@@ -32,6 +32,12 @@ class Action(enum.StrEnum):
     SET_QUOTA = "set_quota"  # object: the role
     DRAIN_AGENT = "drain_agent"  # object: the agent id
     READ_STATE = "read_state"  # object: "" (the whole cluster)
+    RELAY_AGENTS = "relay_agents"  # object: "" (speak for the agents that dial a relay)
+
+
+# Actions no default allows: only a rule naming the principal does. Relaying agents is speaking
+# for other principals (the relay names who each agent is), so it is never implied.
+EXPLICIT_ONLY = frozenset({Action.RELAY_AGENTS})
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ class AllowAll:
     """Everything is allowed (no --acls)."""
 
     def authorize(self, principal: str, action: Action, obj: str) -> Decision:
+        if action in EXPLICIT_ONLY:
+            return Decision(False, f"it needs a {action.value} rule in the master's --acls file")
         return Decision(True)
 
 

@@ -26,10 +26,13 @@ from agora.master.heap import HeapKeeper
 from agora.master.metrics import MasterMetrics
 from agora.master.operator_service import OperatorService
 from agora.master.registry_store import RegistryStore, open_store
+from agora.master.relay_service import AgentRelayService
 from agora.master.scheduler_service import SchedulerService
 from agora.v1 import (
     agent_link_pb2,
     agent_link_pb2_grpc,
+    agent_relay_pb2,
+    agent_relay_pb2_grpc,
     operator_pb2,
     operator_pb2_grpc,
     scheduler_pb2,
@@ -46,6 +49,7 @@ TICK_STEP = 0.05
 SERVICE_NAMES = [
     service_name(scheduler_pb2, "Scheduler"),
     service_name(agent_link_pb2, "AgentLink"),
+    service_name(agent_relay_pb2, "AgentRelay"),
     service_name(operator_pb2, "Operator"),
 ]
 
@@ -134,6 +138,8 @@ class Master:
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduler, server)
         agent_link = AgentLinkService(self.core, self.gate)
         agent_link_pb2_grpc.add_AgentLinkServicer_to_server(agent_link, server)
+        relay = AgentRelayService(self.core, self.gate)
+        agent_relay_pb2_grpc.add_AgentRelayServicer_to_server(relay, server)
         operator = OperatorService(self.core, gate=self.gate)
         operator_pb2_grpc.add_OperatorServicer_to_server(operator, server)
         add_standard_services(server, SERVICE_NAMES)

@@ -1,0 +1,340 @@
+"""The relay daemon (`agora relay`): a link shard between agents and the master.
+
+Agents dial the relay as they would the master (it serves AgentLink.Connect); the relay keeps
+one AgentRelay.Carry stream to the leading master and carries every agent's link on it
+(agent_relay.proto). It authenticates each agent itself (the same TLS or tokens as a master)
+and tells the master who the agent is; the master then treats the agent as if it had dialled
+directly: the same registration, ACLs, heartbeats, reliable status updates and removal.
+
+Failure stays simple by never hiding one. Until the relay's stream to the master is accepted,
+agents are refused (UNAVAILABLE) and dial again with their own backoff; when that stream
+breaks, every agent's stream is ended the same way and each agent registers again, as after a
+master failover. So the master's guarantees (an agent gone is removed after the agent timeout,
+status updates are resent until acknowledged) hold through the relay unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from dataclasses import dataclass
+
+import grpc
+import structlog
+
+from agora.agent.link_policy import retry_delay
+from agora.common.backoff import Backoff
+from agora.common.credentials import INSECURE, Credentials, caller_principal, check_listen
+from agora.common.leader import LeaderTracker
+from agora.common.rpc import (
+    add_standard_services,
+    bind,
+    describe_rpc_error,
+    new_server,
+    open_channel,
+    service_name,
+)
+from agora.v1 import agent_link_pb2, agent_link_pb2_grpc, agent_relay_pb2, agent_relay_pb2_grpc
+
+log = structlog.get_logger(__name__)
+
+RelayUp = agent_relay_pb2.RelayUp
+RelayDown = agent_relay_pb2.RelayDown
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    master: str  # HOST:PORT, a set, or zk://
+    host: str = "127.0.0.1"
+    port: int = 5052
+    credentials: Credentials = INSECURE
+    insecure: bool = False
+    # An agent that says nothing for this long after dialling is refused (the master's own
+    # limit for a Register is its agent timeout).
+    register_timeout: float = 30.0
+    # Messages waiting for one agent that does not read them: past this its stream is ended.
+    max_queued_per_agent: int = 10_000
+    # Messages waiting for the master, per carried agent: past this the master is taken to have
+    # stopped reading, and the stream to it is dialled again.
+    max_queued_up_per_agent: int = 1_000
+
+
+class _Status(
+    collections.namedtuple("_Status", ("code", "details", "trailing_metadata")), grpc.Status
+):
+    """A status to end an agent's stream with (grpc.Status is an interface)."""
+
+
+class _Link:
+    """One agent's stream at the relay: what the master sent it, waiting to be written."""
+
+    __slots__ = ("number", "queue", "ended", "owner")
+
+    def __init__(self, number: int, owner: asyncio.Task | None) -> None:
+        self.number = number
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.ended = False
+        self.owner = owner  # the agent's stream handler, cut if the agent stops reading
+
+    def end(self, code: grpc.StatusCode, details: str, status_details: bytes = b"") -> None:
+        if not self.ended:
+            self.ended = True
+            self.queue.put_nowait(
+                RelayDown.Ended(code=code.value[0], details=details, status_details=status_details)
+            )
+
+
+class _Uplink:
+    """The relay's one stream to the master: links opened on it and what waits to be sent."""
+
+    def __init__(self, call, max_up_per_link: int, max_down_per_link: int) -> None:
+        self.call = call
+        self._max_down_per_link = max_down_per_link
+        self.links: dict[int, _Link] = {}
+        self.items: list[RelayUp.Item] = []
+        self.broken = False
+        self._next = 0
+        self._max_up_per_link = max_up_per_link
+        self._writer: asyncio.Task | None = None
+
+    def open(self, principal: str, first) -> _Link:
+        self._next += 1
+        link = _Link(self._next, asyncio.current_task())
+        self.links[link.number] = link
+        self.put(RelayUp.Item(link=link.number, message=first, principal=principal))
+        return link
+
+    def put(self, item: RelayUp.Item) -> None:
+        if self.broken:
+            return
+        if len(self.items) >= self._max_up_per_link * max(1, len(self.links)):
+            log.warning("the master stopped reading the relay's stream", queued=len(self.items))
+            self._fail()
+            return
+        self.items.append(item)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._pump())
+
+    def close(self, link: _Link) -> None:
+        """The agent's stream ended: tell the master (unless it ended the link itself)."""
+        if self.links.pop(link.number, None) is not None and not link.ended:
+            self.put(RelayUp.Item(link=link.number, closed=RelayUp.Closed()))
+
+    async def _pump(self) -> None:
+        try:
+            while self.items and not self.broken:
+                batch, self.items = self.items, []
+                await self.call.write(RelayUp(items=batch))
+        except Exception as e:  # noqa: BLE001 - the stream broke: the reader sees it too
+            log.info("write to the master failed", error=describe_rpc_error(e))
+            self._fail()
+        finally:
+            self._writer = None
+
+    def _fail(self) -> None:
+        """Ends the stream to the master: its reader (Relay._carry) then ends every link."""
+        self.broken = True
+        self.items = []
+        self.call.cancel()
+
+    def deliver(self, item: RelayDown.Item) -> None:
+        link = self.links.get(item.link)
+        if link is None or link.ended:
+            return  # the agent has gone: what was meant for it is dropped, as on a broken stream
+        if item.WhichOneof("what") == "ended":
+            link.ended = True
+            self.links.pop(link.number, None)
+            link.queue.put_nowait(item.ended)
+        elif link.queue.qsize() >= self._max_down_per_link:
+            # The agent stopped reading (gRPC's flow control holds the writer): cut its
+            # stream; it dials again and, as after any disconnection, resends what is
+            # unacknowledged.
+            log.warning("disconnecting an agent that stopped reading its stream", link=link.number)
+            self.close(link)
+            link.ended = True
+            if link.owner is not None:
+                link.owner.cancel()
+        else:
+            link.queue.put_nowait(item.message)
+
+    def end_all(self, details: str) -> None:
+        self.broken = True
+        if self._writer is not None:
+            self._writer.cancel()
+        for link in self.links.values():
+            link.end(grpc.StatusCode.UNAVAILABLE, details)
+        self.links.clear()
+
+
+class Relay(agent_link_pb2_grpc.AgentLinkServicer):
+    def __init__(self, config: RelayConfig) -> None:
+        self.config = config
+        self.tracker = LeaderTracker(config.master)
+        self.port = 0
+        self.carried = 0  # agents' streams open now
+        self.connected = asyncio.Event()  # the master accepted the relay's stream
+        self._up: _Uplink | None = None
+        self._server: grpc.aio.Server | None = None
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+        self._backoff = Backoff(initial=0.2, cap=2.0)
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.host}:{self.port}"
+
+    async def start(self) -> int:
+        """Binds the agents' port and starts dialling the master; returns the bound port."""
+        check_listen("the relay", self.config.host, self.config.credentials, self.config.insecure)
+        server = new_server(credentials=self.config.credentials)
+        agent_link_pb2_grpc.add_AgentLinkServicer_to_server(self, server)
+        add_standard_services(server, [service_name(agent_link_pb2, "AgentLink")])
+        self.port = bind(server, f"{self.config.host}:{self.config.port}", self.config.credentials)
+        await server.start()
+        self._server = server
+        await self.tracker.start()
+        self._task = asyncio.create_task(self._run(), name="relay-uplink")
+        return self.port
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._up is not None:
+            self._up.end_all("the relay is stopping; dial again")
+            self._up.call.cancel()
+        if self._server is not None:
+            await self._server.stop(1.0)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.tracker.close()
+
+    # The agents' side -------------------------------------------------------------------
+
+    async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
+        up = self._up
+        if up is None or not self.connected.is_set():
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the relay is not linked to the master ({self.tracker}) yet; dial again",
+            )
+        assert up is not None  # abort raised otherwise
+        try:
+            async with asyncio.timeout(self.config.register_timeout):
+                first = await context.read()
+        except TimeoutError:
+            first = grpc.aio.EOF
+        if first is grpc.aio.EOF:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "send Register as the first message on the stream"
+            )
+        if up.broken:  # the master went while the agent was saying hello
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, "the relay lost the master; dial again"
+            )
+        link = up.open(caller_principal(context), first)
+        del first
+        self.carried += 1
+        reader = asyncio.create_task(self._read_agent(up, link, context))
+        try:
+            while True:
+                message = await link.queue.get()
+                if isinstance(message, RelayDown.Ended):
+                    break
+                await context.write(message)
+            reader.cancel()
+            if message.code != 0:
+                metadata = (
+                    (("grpc-status-details-bin", message.status_details),)
+                    if message.status_details
+                    else ()
+                )
+                await context.abort_with_status(
+                    _Status(
+                        _CODES.get(message.code, grpc.StatusCode.UNKNOWN), message.details, metadata
+                    )
+                )
+        finally:
+            self.carried -= 1
+            reader.cancel()
+            up.close(link)
+
+    async def _read_agent(self, up: _Uplink, link: _Link, context) -> None:
+        """Carries what the agent says up, until its stream ends; then ends the link."""
+        try:
+            while True:
+                message = await context.read()
+                if message is grpc.aio.EOF:
+                    break
+                up.put(RelayUp.Item(link=link.number, message=message))
+                del message
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the agent went away mid-stream
+            log.debug("agent stream broke", error=repr(e))
+        up.close(link)
+        if not link.ended:
+            link.ended = True
+            link.queue.put_nowait(RelayDown.Ended(code=0))
+
+    # The master's side ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                await self._carry()
+                error: BaseException = ConnectionError("the master ended the relay's stream")
+            except asyncio.CancelledError:
+                if self._stopping:
+                    raise
+                error = ConnectionError("the relay's stream was cancelled")
+            except Exception as e:  # noqa: BLE001 - every failure means: dial again later
+                error = e
+            if self._stopping:
+                return
+            first_failure = self._backoff.attempts == 0
+            delay, _ = retry_delay(error, self._backoff, self.tracker.on_error(error))
+            # Loud once per loss (or refusal); the retries after it only say "retrying".
+            (log.warning if first_failure else log.info)(
+                "lost the master; dialling again" if first_failure else "retrying the master",
+                error=describe_rpc_error(error) if isinstance(error, Exception) else repr(error),
+                retry_in=round(delay, 2),
+                next=self.tracker.current() or str(self.tracker),
+            )
+            try:
+                async with asyncio.timeout(delay):
+                    await self.tracker.changed.wait()
+            except TimeoutError:
+                pass
+
+    async def _carry(self) -> None:
+        self.tracker.changed.clear()
+        address = self.tracker.current()
+        if not address:
+            raise ConnectionError(f"no master of {self.tracker} is leading yet")
+        channel = open_channel(address, self.config.credentials, redial=True)
+        call = agent_relay_pb2_grpc.AgentRelayStub(channel).Carry()
+        up = _Uplink(call, self.config.max_queued_up_per_agent, self.config.max_queued_per_agent)
+        try:
+            accepted = await call.read()
+            if accepted is grpc.aio.EOF:
+                raise ConnectionError("the master ended the relay's stream")
+            self._up = up
+            self.connected.set()
+            self._backoff.reset()
+            log.info("carrying agents to the master", master=address)
+            while True:
+                batch = await call.read()
+                if batch is grpc.aio.EOF:
+                    return
+                for item in batch.items:
+                    up.deliver(item)
+                del batch
+        finally:
+            self.connected.clear()
+            self._up = None
+            up.end_all("the relay lost the master; dial again")
+            call.cancel()
+            await channel.close()

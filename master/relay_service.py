@@ -1,0 +1,238 @@
+"""The AgentRelay gRPC service: many agents' links carried on one stream by a relay.
+
+A relay (`agora relay`, agora.master.relay) serves AgentLink to agents and carries them here on
+one Carry stream, so the master pays for one gRPC stream per relay instead of one per agent.
+Each carried agent gets a `RelayedSession`, which the core uses exactly as a direct stream's
+Session (send, close, closed): registration, heartbeats, status updates, removal and failover
+are the same code. What the master sends waits in one list per Carry stream (`Downlink`) and
+goes out in batches, written by a task that exists only while there is something to write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import structlog
+
+from agora.common.credentials import caller_principal
+from agora.common.errors import Reason, rich_status
+from agora.master import limits
+from agora.master.authz import Action, Gatekeeper
+from agora.master.core import MasterCore
+from agora.master.errors import CallError, abort
+from agora.master.registry import Agent
+from agora.v1 import agent_relay_pb2, agent_relay_pb2_grpc
+
+log = structlog.get_logger(__name__)
+
+RelayDown = agent_relay_pb2.RelayDown
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+class Downlink:
+    """What the master sends on one Carry stream, in order, written in batches.
+
+    Bounded as direct sessions are, in aggregate: past `max_send_queue` items per carried link
+    the relay is taken to have stopped reading, and the whole stream is cut (its handler,
+    `owner`, is cancelled); the relay reconnects and its agents register again, as after any
+    disconnection.
+    """
+
+    def __init__(self, write, owner: asyncio.Task, max_per_link: int) -> None:
+        self.items: list[RelayDown.Item] = []
+        self.broken = False
+        self.links = 0  # carried links now: the bound grows with them
+        self._write = write
+        self._owner = owner
+        self._max_per_link = max_per_link
+        self._writer: asyncio.Task | None = None
+
+    def put(self, item: RelayDown.Item) -> None:
+        if self.broken:
+            return
+        if len(self.items) >= self._max_per_link * max(1, self.links):
+            log.warning(
+                "disconnecting a relay that stopped reading its stream", queued=len(self.items)
+            )
+            self._cut()
+            return
+        self.items.append(item)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._pump())
+
+    async def _pump(self) -> None:
+        try:
+            while self.items and not self.broken:
+                batch, self.items = self.items, []
+                await self._write(RelayDown(items=batch))
+        except Exception as e:  # noqa: BLE001 - the relay is gone: its reads end too
+            log.info("relay stream write failed", error=repr(e))
+            self._cut()
+        finally:
+            self._writer = None
+
+    def _cut(self) -> None:
+        self.broken = True
+        self.items = []
+        if not self._owner.done():
+            self._owner.cancel()
+
+    def stop(self) -> None:
+        """The stream is over: a write under way is abandoned."""
+        self.broken = True
+        if self._writer is not None:
+            self._writer.cancel()
+
+
+class RelayedSession:
+    """One agent's link inside a Carry stream: what the core needs of a Session."""
+
+    __slots__ = ("link", "closed", "agent", "_down", "_links")
+
+    def __init__(self, link: int, down: Downlink, links: dict[int, RelayedSession]) -> None:
+        self.link = link
+        self.closed = False
+        self.agent: Agent | None = None
+        self._down = down
+        self._links = links
+
+    def send(self, message) -> None:
+        if not self.closed:
+            self._down.put(RelayDown.Item(link=self.link, message=message))
+
+    def close(self) -> None:
+        """Ends the agent's stream once what was sent before has gone (the relay ends it)."""
+        if not self.closed:
+            self.closed = True
+            self._down.put(RelayDown.Item(link=self.link, ended=RelayDown.Ended(code=0)))
+            self._forget()
+
+    def refuse(self, error: CallError) -> None:
+        """Ends the agent's stream with the refusal, as `abort` ends a direct one."""
+        status = _status_of(error)
+        details = b""
+        for key, value in status.trailing_metadata or ():
+            if key == STATUS_DETAILS_KEY:
+                details = value
+        self.closed = True
+        self._down.put(
+            RelayDown.Item(
+                link=self.link,
+                ended=RelayDown.Ended(
+                    code=status.code.value[0], details=status.details, status_details=details
+                ),
+            )
+        )
+        self._forget()
+
+    def gone(self) -> None:
+        """The relay says the agent's stream ended: nothing more is sent on it."""
+        self.closed = True
+        self._forget()
+
+    def _forget(self) -> None:
+        if self._links.get(self.link) is self:
+            del self._links[self.link]
+            self._down.links = len(self._links)
+
+
+def _status_of(error: CallError) -> grpc.Status:
+    return rich_status(error.code, error.message, error.reason, error.metadata)
+
+
+class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
+    def __init__(self, core: MasterCore, gate: Gatekeeper | None = None) -> None:
+        self.core = core
+        self.gate = gate or Gatekeeper()
+
+    def _check_relay(self, principal: str) -> None:
+        credentials = self.core.config.credentials
+        if not credentials.secure and credentials.tokens is None:
+            # No caller is authenticated here: a relay can claim nothing that any caller of
+            # AgentLink could not.
+            return
+        self.gate.check(principal, Action.RELAY_AGENTS, "")
+
+    async def Carry(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
+        try:
+            self._check_relay(caller_principal(context))
+        except CallError as e:
+            await abort(context, e)
+        owner = asyncio.current_task()
+        assert owner is not None
+        down = Downlink(context.write, owner, self.core.config.max_send_queue)
+        links: dict[int, RelayedSession] = {}
+        await context.write(RelayDown())  # accepted: the relay now takes agents
+        # Links are numbered upwards: a number at or below the highest seen that is not open
+        # was ended here, and what the agent said after that is dropped.
+        highest = 0
+        try:
+            while True:
+                batch = await context.read()
+                if batch is grpc.aio.EOF:
+                    break
+                for item in batch.items:
+                    if item.link > highest:
+                        highest = item.link
+                        self._open(item, down, links)
+                    else:
+                        self._carry(item, links)
+                del batch  # not held (with its protobuf arena) while waiting for the next
+        # A CancelledError (the server stopping, or Downlink cutting a relay that stopped
+        # reading) goes through: the relay sees the stream end and reconnects.
+        except Exception as e:  # noqa: BLE001 - the relay vanished: as many disconnections
+            log.info("relay stream broke", error=repr(e))
+        finally:
+            down.stop()
+            for session in list(links.values()):
+                session.gone()
+                if session.agent is not None:
+                    self.core.agents.disconnected(session.agent, session)  # type: ignore[arg-type]
+
+    def _open(self, item, down: Downlink, links: dict[int, RelayedSession]) -> None:
+        """A link's first item: a Register, registered as on a direct stream."""
+        session = RelayedSession(item.link, down, links)
+        if item.WhichOneof("what") != "message":
+            session.gone()  # closed before it said anything
+            return
+        message = item.message
+        kind = message.WhichOneof("message")
+        try:
+            if kind != "register":
+                raise CallError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"the first message must be Register, got {kind}",
+                    Reason.INVALID_REQUEST,
+                )
+            limits.check_text("principal", item.principal, limits.MAX_NAME_LENGTH)
+            limits.check_register_size(message.register)
+            self.gate.check(item.principal, Action.REGISTER_AGENT, message.register.info.agent_id)
+            links[item.link] = session
+            down.links = len(links)
+            agent = self.core.agents.register(message.register, session, item.principal)  # type: ignore[arg-type]
+        except CallError as e:
+            session.refuse(e)
+            return
+        if agent is None:  # told to shut down; the session is closed already
+            return
+        session.agent = agent
+
+    def _carry(self, item, links: dict[int, RelayedSession]) -> None:
+        session = links.get(item.link)
+        if session is None or session.agent is None:
+            return  # ended here already: the agent's last words
+        agent = session.agent
+        if item.WhichOneof("what") == "closed":
+            session.gone()
+            self.core.agents.disconnected(agent, session)  # type: ignore[arg-type]
+            return
+        message = item.message
+        kind = message.WhichOneof("message")
+        self.core.agents.heartbeat(
+            agent, message.heartbeat.timestamp if kind == "heartbeat" else 0.0
+        )
+        if kind == "status_update":
+            self.core.tasks.status_update(agent, message.status_update)
+        elif kind == "register":
+            log.warning("agent sent Register twice on one stream; ignored", agent_id=agent.agent_id)
