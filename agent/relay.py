@@ -25,6 +25,7 @@ import structlog
 
 from agora.agent.link_policy import retry_delay
 from agora.common.backoff import Backoff
+from agora.common.batches import next_batch
 from agora.common.credentials import INSECURE, Credentials, caller_principal, check_listen
 from agora.common.leader import LeaderTracker
 from agora.common.rpc import (
@@ -41,6 +42,7 @@ log = structlog.get_logger(__name__)
 
 RelayUp = agent_relay_pb2.RelayUp
 RelayDown = agent_relay_pb2.RelayDown
+MasterMessage = agent_link_pb2.MasterMessage
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -56,9 +58,9 @@ class RelayConfig:
     register_timeout: float = 30.0
     # Messages waiting for one agent that does not read them: past this its stream is ended.
     max_queued_per_agent: int = 10_000
-    # Messages waiting for the master, per carried agent: past this the master is taken to have
-    # stopped reading, and the stream to it is dialled again.
-    max_queued_up_per_agent: int = 1_000
+    # Messages waiting for the master: past this the relay stops reading its agents until the
+    # master has taken some (gRPC's flow control then holds the agents, as a master's does).
+    max_queued_up: int = 20_000
 
 
 class _Status(
@@ -89,14 +91,17 @@ class _Link:
 class _Uplink:
     """The relay's one stream to the master: links opened on it and what waits to be sent."""
 
-    def __init__(self, call, max_up_per_link: int, max_down_per_link: int) -> None:
+    def __init__(self, call, max_up: int, max_down_per_link: int) -> None:
         self.call = call
         self._max_down_per_link = max_down_per_link
         self.links: dict[int, _Link] = {}
         self.items: list[RelayUp.Item] = []
         self.broken = False
         self._next = 0
-        self._max_up_per_link = max_up_per_link
+        self._max_up = max_up
+        # Set while the master keeps up: the agents' readers wait on it (backpressure).
+        self.room = asyncio.Event()
+        self.room.set()
         self._writer: asyncio.Task | None = None
 
     def open(self, principal: str, first) -> _Link:
@@ -109,11 +114,9 @@ class _Uplink:
     def put(self, item: RelayUp.Item) -> None:
         if self.broken:
             return
-        if len(self.items) >= self._max_up_per_link * max(1, len(self.links)):
-            log.warning("the master stopped reading the relay's stream", queued=len(self.items))
-            self._fail()
-            return
         self.items.append(item)
+        if len(self.items) >= self._max_up:
+            self.room.clear()
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._pump())
 
@@ -125,18 +128,32 @@ class _Uplink:
     async def _pump(self) -> None:
         try:
             while self.items and not self.broken:
-                batch, self.items = self.items, []
-                await self.call.write(RelayUp(items=batch))
+                batch, oversized = next_batch(self.items)
+                for item in oversized:
+                    self._refuse_oversized(item)
+                if len(self.items) < self._max_up:
+                    self.room.set()
+                if batch:
+                    await self.call.write(RelayUp(items=batch))
+                del batch
         except Exception as e:  # noqa: BLE001 - the stream broke: the reader sees it too
             log.info("write to the master failed", error=describe_rpc_error(e))
             self._fail()
         finally:
             self._writer = None
 
+    def _refuse_oversized(self, item: RelayUp.Item) -> None:
+        link = self.links.get(item.link)
+        if link is not None:
+            log.warning("an agent's message is too large to relay", link=item.link)
+            self.close(link)
+            link.end(grpc.StatusCode.RESOURCE_EXHAUSTED, "the message is too large to relay")
+
     def _fail(self) -> None:
         """Ends the stream to the master: its reader (Relay._carry) then ends every link."""
         self.broken = True
         self.items = []
+        self.room.set()  # readers waiting for room go on (and find the uplink broken)
         self.call.cancel()
 
     def deliver(self, item: RelayDown.Item) -> None:
@@ -157,10 +174,14 @@ class _Uplink:
             if link.owner is not None:
                 link.owner.cancel()
         else:
-            link.queue.put_nowait(item.message)
+            # A copy: a part of the batch would keep the whole batch's memory alive (upb).
+            message = MasterMessage()
+            message.CopyFrom(item.message)
+            link.queue.put_nowait(message)
 
     def end_all(self, details: str) -> None:
         self.broken = True
+        self.room.set()
         if self._writer is not None:
             self._writer.cancel()
         for link in self.links.values():
@@ -265,6 +286,8 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
         """Carries what the agent says up, until its stream ends; then ends the link."""
         try:
             while True:
+                if not up.room.is_set():
+                    await up.room.wait()  # the master is behind: hold this agent meanwhile
                 message = await context.read()
                 if message is grpc.aio.EOF:
                     break
@@ -316,7 +339,7 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
             raise ConnectionError(f"no master of {self.tracker} is leading yet")
         channel = open_channel(address, self.config.credentials, redial=True)
         call = agent_relay_pb2_grpc.AgentRelayStub(channel).Carry()
-        up = _Uplink(call, self.config.max_queued_up_per_agent, self.config.max_queued_per_agent)
+        up = _Uplink(call, self.config.max_queued_up, self.config.max_queued_per_agent)
         try:
             accepted = await call.read()
             if accepted is grpc.aio.EOF:
@@ -331,7 +354,7 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
                     return
                 for item in batch.items:
                     up.deliver(item)
-                del batch
+                batch = item = None  # neither held (with the batch's memory) while waiting
         finally:
             self.connected.clear()
             self._up = None

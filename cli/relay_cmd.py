@@ -89,6 +89,13 @@ async def _serve(config) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     print(f"relay listening on {relay.address} (master {config.master})", flush=True)
+
+    async def linked() -> None:
+        await relay.connected.wait()  # agents are taken from now on
+        print(f"relay linked to the master at {relay.tracker.current()}", flush=True)
+
+    announce = asyncio.create_task(linked())
     await stopping.wait()
+    announce.cancel()
     await relay.stop()
     return 0

@@ -297,27 +297,20 @@ async def start_fleets(
     return [daemon for daemon, _ in ready]
 
 
+_LINKED = re.compile(rb"relay linked to the master")
+
+
 async def start_relays(master: str, count: int, log_dir: Path) -> list[Daemon]:
     """`count` relays (`agora relay`) to the master, started in parallel; returns once each is
-    listening."""
-    return list(
-        await asyncio.gather(
-            *(
-                Daemon(
-                    f"relay-{i}",
-                    agora_argv(
-                        "relay", "--master", master, "--port", "0", "--log-level", "warning"
-                    ),
-                    log_dir,
-                ).start()
-                for i in range(count)
-            )
-        )
-    )
+    linked to it (so agents that dial them are taken at once)."""
 
+    async def one(i: int) -> Daemon:
+        argv = agora_argv("relay", "--master", master, "--port", "0", "--log-level", "warning")
+        relay = await Daemon(f"relay-{i}", argv, log_dir).start()
+        await relay.wait_for_line(_LINKED, 60.0)
+        return relay
 
-def _relay_argv(master: str) -> list[str]:
-    return agora_argv("relay", "--master", master, "--port", "0", "--log-level", "warning")
+    return list(await asyncio.gather(*(one(i) for i in range(count))))
 
 
 def agora_argv(command: str, *args: str) -> list[str]:

@@ -15,10 +15,11 @@ import asyncio
 import grpc
 import structlog
 
+from agora.common.batches import next_batch
 from agora.common.credentials import caller_principal
 from agora.common.errors import Reason, rich_status
 from agora.master import limits
-from agora.master.authz import Action, Gatekeeper
+from agora.master.authz import Action, AllowAll, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
 from agora.master.registry import Agent
@@ -28,6 +29,8 @@ log = structlog.get_logger(__name__)
 
 RelayDown = agent_relay_pb2.RelayDown
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# A relay's batch is handled item by item; the loop gets a turn every this many.
+YIELD_EVERY = 200
 
 
 class Downlink:
@@ -39,13 +42,16 @@ class Downlink:
     disconnection.
     """
 
-    def __init__(self, write, owner: asyncio.Task, max_per_link: int) -> None:
+    def __init__(
+        self, write, owner: asyncio.Task, max_per_link: int, sessions: dict[int, RelayedSession]
+    ) -> None:
         self.items: list[RelayDown.Item] = []
         self.broken = False
         self.links = 0  # carried links now: the bound grows with them
         self._write = write
-        self._owner = owner
+        self._owner: asyncio.Task | None = owner
         self._max_per_link = max_per_link
+        self._sessions = sessions
         self._writer: asyncio.Task | None = None
 
     def put(self, item: RelayDown.Item) -> None:
@@ -64,8 +70,18 @@ class Downlink:
     async def _pump(self) -> None:
         try:
             while self.items and not self.broken:
-                batch, self.items = self.items, []
-                await self._write(RelayDown(items=batch))
+                batch, oversized = next_batch(self.items)
+                for item in oversized:
+                    session = self._sessions.get(item.link)
+                    if session is not None:
+                        session.refuse(
+                            CallError(
+                                grpc.StatusCode.RESOURCE_EXHAUSTED, "message too large to relay"
+                            )
+                        )
+                if batch:
+                    await self._write(RelayDown(items=batch))
+                del batch
         except Exception as e:  # noqa: BLE001 - the relay is gone: its reads end too
             log.info("relay stream write failed", error=repr(e))
             self._cut()
@@ -75,7 +91,10 @@ class Downlink:
     def _cut(self) -> None:
         self.broken = True
         self.items = []
-        if not self._owner.done():
+        # Closed at once, as a stream's Session is on overflow: the core sends nothing more.
+        for session in self._sessions.values():
+            session.closed = True
+        if self._owner is not None and not self._owner.done():
             self._owner.cancel()
 
     def stop(self) -> None:
@@ -83,6 +102,8 @@ class Downlink:
         self.broken = True
         if self._writer is not None:
             self._writer.cancel()
+        # No task <-> frame cycle left for the (frozen) collector.
+        self._owner = self._write = None
 
 
 class RelayedSession:
@@ -146,11 +167,15 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
         self.core = core
         self.gate = gate or Gatekeeper()
 
-    def _check_relay(self, principal: str) -> None:
+    @property
+    def _authenticates(self) -> bool:
         credentials = self.core.config.credentials
-        if not credentials.secure and credentials.tokens is None:
-            # No caller is authenticated here: a relay can claim nothing that any caller of
-            # AgentLink could not.
+        return credentials.secure or credentials.tokens is not None
+
+    def _check_relay(self, principal: str) -> None:
+        if not self._authenticates and isinstance(self.gate.authorizer, AllowAll):
+            # Nobody is authenticated and everything is allowed: a relay that names no one
+            # (see _open) can do nothing a direct caller of AgentLink could not.
             return
         self.gate.check(principal, Action.RELAY_AGENTS, "")
 
@@ -161,8 +186,8 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
             await abort(context, e)
         owner = asyncio.current_task()
         assert owner is not None
-        down = Downlink(context.write, owner, self.core.config.max_send_queue)
         links: dict[int, RelayedSession] = {}
+        down = Downlink(context.write, owner, self.core.config.max_send_queue, links)
         await context.write(RelayDown())  # accepted: the relay now takes agents
         # Links are numbered upwards: a number at or below the highest seen that is not open
         # was ended here, and what the agent said after that is dropped.
@@ -172,13 +197,19 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
                 batch = await context.read()
                 if batch is grpc.aio.EOF:
                     break
-                for item in batch.items:
-                    if item.link > highest:
-                        highest = item.link
-                        self._open(item, down, links)
-                    else:
-                        self._carry(item, links)
-                del batch  # not held (with its protobuf arena) while waiting for the next
+                for n, item in enumerate(batch.items, 1):
+                    try:
+                        if item.link > highest:
+                            highest = item.link
+                            self._open(item, down, links)
+                        else:
+                            self._carry(item, links)
+                    except Exception:  # noqa: BLE001 - one agent's fault ends its link only
+                        log.exception("failed to handle a relayed agent's message")
+                        self._drop(item.link, down, links)
+                    if n % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)  # a batch of thousands does not stall the loop
+                batch = item = None  # not held (with its protobuf arena) while waiting
         # A CancelledError (the server stopping, or Downlink cutting a relay that stopped
         # reading) goes through: the relay sees the stream end and reconnects.
         except Exception as e:  # noqa: BLE001 - the relay vanished: as many disconnections
@@ -190,6 +221,13 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
                 if session.agent is not None:
                     self.core.agents.disconnected(session.agent, session)  # type: ignore[arg-type]
 
+    def _drop(self, link: int, down: Downlink, links: dict[int, RelayedSession]) -> None:
+        """Ends one link after the master failed on its message (a bug: logged)."""
+        session = links.get(link) or RelayedSession(link, down, links)
+        session.refuse(CallError(grpc.StatusCode.INTERNAL, "the master failed to handle a message"))
+        if session.agent is not None:
+            self.core.agents.disconnected(session.agent, session)  # type: ignore[arg-type]
+
     def _open(self, item, down: Downlink, links: dict[int, RelayedSession]) -> None:
         """A link's first item: a Register, registered as on a direct stream."""
         session = RelayedSession(item.link, down, links)
@@ -199,6 +237,19 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
         message = item.message
         kind = message.WhichOneof("message")
         try:
+            if self.core.agents.stopping:
+                raise CallError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    "the master is stopping; dial again",
+                    Reason.UNAVAILABLE,
+                )
+            if item.principal and not self._authenticates:
+                raise CallError(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "this master authenticates no one, so a relay may not name an agent's "
+                    "principal: give the master TLS or --tokens, or run the relay without them",
+                    Reason.PERMISSION_DENIED,
+                )
             if kind != "register":
                 raise CallError(
                     grpc.StatusCode.INVALID_ARGUMENT,

@@ -326,3 +326,88 @@ def test_a_relay_will_not_listen_beyond_loopback_without_tls():
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--insecure" in lines[0], done.stderr
+
+
+async def test_an_agent_flooding_a_relay_is_held_back_and_loses_nothing_and_its_neighbour_stays():
+    master = await start_master(None, agent_timeout_seconds=30.0)
+    try:
+        # Room for one message towards the master: the relay holds its agents back constantly.
+        async with _relay(master.address, max_queued_up=1) as relay:
+            flooder, neighbour = FakeAgent(relay.address, hostname="a"), FakeAgent(relay.address)
+            await flooder.connect()
+            await neighbour.connect()
+            # Updates of a framework the master does not know: each is acknowledged at once.
+            sent = [flooder.status("gone", f"t{i}", common_pb2.TASK_RUNNING) for i in range(300)]
+            await _until(lambda: len(flooder.inbox.of("status_update_ack")) >= 300)
+            assert [a.uuid for a in flooder.inbox.of("status_update_ack")] == sent  # in order
+            agents = master.core.reg.agents
+            assert agents[neighbour.agent_id].state == ACTIVE
+            assert agents[flooder.agent_id].state == ACTIVE
+            assert not neighbour.inbox.closed
+            await flooder.close()
+            await neighbour.close()
+    finally:
+        await master.stop(0)
+
+
+async def _carry_as(
+    address: str, principal: str, first: AgentMessage
+) -> agent_relay_pb2.RelayDown.Ended:
+    """Opens a Carry stream (as a relay would) with one link; returns how the master ended it."""
+    channel = open_channel(address)
+    try:
+        call = agent_relay_pb2_grpc.AgentRelayStub(channel).Carry()
+        await call.write(RelayUp(items=[RelayUp.Item(link=1, message=first, principal=principal)]))
+        async with asyncio.timeout(10):
+            while True:
+                down = await call.read()
+                for item in down.items:
+                    if item.WhichOneof("what") == "ended":
+                        call.cancel()
+                        return item.ended
+    finally:
+        await channel.close()
+
+
+async def test_a_master_that_authenticates_no_one_lets_no_relay_name_a_principal(tmp_path):
+    info = agent_info("", "h1", Resources.parse("cpus:1;mem:64"), {})
+    register = AgentMessage(register=AgentMessage.Register(info=info))
+    master = await start_master(None)
+    try:
+        ended = await _carry_as(master.address, "agent-1", register)
+        assert ended.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+        assert "authenticates no one" in ended.details
+        assert not master.core.reg.agents
+    finally:
+        await master.stop(0)
+    # With an ACL file, relaying needs its rule even where nobody is authenticated.
+    acls = tmp_path / "acls.yaml"
+    acls.write_text("register_agents: [{principals: [ANY]}]\n")
+    master = await start_master(None, acls_path=acls)
+    try:
+        channel = open_channel(master.address)
+        call = agent_relay_pb2_grpc.AgentRelayStub(channel).Carry()
+        await call.write(RelayUp())
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call.read()
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "relay_agents" in refused.value.details()
+        await channel.close()
+    finally:
+        await master.stop(0)
+
+
+async def test_a_stopping_master_takes_no_new_agent_from_a_relay():
+    master = await start_master(None)
+    try:
+        async with _relay(master.address) as relay:
+            master.core.agents.stopping = True  # as Master.stop sets it, before its grace period
+            info = agent_info("", "h1", Resources.parse("cpus:1;mem:64"), {})
+            first = AgentMessage(register=AgentMessage.Register(info=info))
+            error = await _refusal(relay.address, first)
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+            assert "stopping" in error.details()
+            assert not master.core.reg.agents
+    finally:
+        master.core.agents.stopping = False
+        await master.stop(0)
