@@ -26,8 +26,16 @@ import structlog
 from agora.agent.link_policy import retry_delay
 from agora.common.backoff import Backoff
 from agora.common.batches import next_batch
-from agora.common.credentials import INSECURE, Credentials, caller_principal, check_listen
+from agora.common.credentials import (
+    INSECURE,
+    Credentials,
+    caller_principal,
+    check_listen,
+    server_ssl_context,
+)
+from agora.common.http import HttpServer
 from agora.common.leader import LeaderTracker
+from agora.common.metrics import metrics_server
 from agora.common.rpc import (
     add_standard_services,
     bind,
@@ -61,6 +69,19 @@ class RelayConfig:
     # Messages waiting for the master: past this the relay stops reading its agents until the
     # master has taken some (gRPC's flow control then holds the agents, as a master's does).
     max_queued_up: int = 20_000
+    # Prometheus metrics at http(s)://host:metrics_port/metrics; None: not served.
+    metrics_port: int | None = None
+
+
+@dataclass
+class RelayCounts:
+    """What the relay has carried, for its metrics (agent/relay_metrics.py)."""
+
+    links: int = 0
+    messages_up: int = 0
+    batches_up: int = 0
+    messages_down: int = 0
+    batches_down: int = 0
 
 
 class _Status(
@@ -91,8 +112,9 @@ class _Link:
 class _Uplink:
     """The relay's one stream to the master: links opened on it and what waits to be sent."""
 
-    def __init__(self, call, max_up: int, max_down_per_link: int) -> None:
+    def __init__(self, call, max_up: int, max_down_per_link: int, counts: RelayCounts) -> None:
         self.call = call
+        self.counts = counts
         self._max_down_per_link = max_down_per_link
         self.links: dict[int, _Link] = {}
         self.items: list[RelayUp.Item] = []
@@ -134,6 +156,8 @@ class _Uplink:
                 if len(self.items) < self._max_up:
                     self.room.set()
                 if batch:
+                    self.counts.messages_up += len(batch)
+                    self.counts.batches_up += 1
                     await self.call.write(RelayUp(items=batch))
                 del batch
         except Exception as e:  # noqa: BLE001 - the stream broke: the reader sees it too
@@ -195,9 +219,11 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
         self.tracker = LeaderTracker(config.master)
         self.port = 0
         self.carried = 0  # agents' streams open now
+        self.counts = RelayCounts()
         self.connected = asyncio.Event()  # the master accepted the relay's stream
         self._up: _Uplink | None = None
         self._server: grpc.aio.Server | None = None
+        self._metrics: HttpServer | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._backoff = Backoff(initial=0.2, cap=2.0)
@@ -215,9 +241,29 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
         self.port = bind(server, f"{self.config.host}:{self.config.port}", self.config.credentials)
         await server.start()
         self._server = server
+        if self.config.metrics_port is not None:
+            from agora.agent.relay_metrics import relay_registry
+
+            credentials = self.config.credentials
+            self._metrics = metrics_server(
+                self.config.host,
+                self.config.metrics_port,
+                relay_registry(self),
+                server_ssl_context(credentials) if credentials.secure else None,
+            )
+            await self._metrics.start()
         await self.tracker.start()
         self._task = asyncio.create_task(self._run(), name="relay-uplink")
         return self.port
+
+    @property
+    def metrics_url(self) -> str | None:
+        """http(s)://host:port of /metrics, when served."""
+        return self._metrics.url if self._metrics is not None else None
+
+    def queued_up(self) -> int:
+        """Agents' messages waiting to be sent to the master."""
+        return len(self._up.items) if self._up is not None else 0
 
     async def stop(self) -> None:
         self._stopping = True
@@ -226,6 +272,9 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
             self._up.call.cancel()
         if self._server is not None:
             await self._server.stop(1.0)
+        if self._metrics is not None:
+            await self._metrics.stop()
+            self._metrics = None
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -339,12 +388,13 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
             raise ConnectionError(f"no master of {self.tracker} is leading yet")
         channel = open_channel(address, self.config.credentials, redial=True)
         call = agent_relay_pb2_grpc.AgentRelayStub(channel).Carry()
-        up = _Uplink(call, self.config.max_queued_up, self.config.max_queued_per_agent)
+        up = _Uplink(call, self.config.max_queued_up, self.config.max_queued_per_agent, self.counts)
         try:
             accepted = await call.read()
             if accepted is grpc.aio.EOF:
                 raise ConnectionError("the master ended the relay's stream")
             self._up = up
+            self.counts.links += 1
             self.connected.set()
             self._backoff.reset()
             log.info("carrying agents to the master", master=address)
@@ -352,6 +402,8 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
                 batch = await call.read()
                 if batch is grpc.aio.EOF:
                     return
+                self.counts.batches_down += 1
+                self.counts.messages_down += len(batch.items)
                 for item in batch.items:
                     up.deliver(item)
                 batch = item = None  # neither held (with the batch's memory) while waiting

@@ -51,6 +51,14 @@ def register(subparsers) -> None:
         default=5052,
         help="port agents dial; 0 picks a free one (default: %(default)s)",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics (agents carried, messages and batches each way, the "
+        "master link) at http://HOST:PORT/metrics, on --host (default: off; 0 picks a free port)",
+    )
     add_daemon_tls_flags(parser)
     add_log_flags(parser)
     parser.set_defaults(func=run)
@@ -71,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         credentials=daemon_credentials(args),
         insecure=args.insecure,
+        metrics_port=args.metrics_port,
     )
     return asyncio.run(_serve(config))
 
@@ -89,6 +98,8 @@ async def _serve(config) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     print(f"relay listening on {relay.address} (master {config.master})", flush=True)
+    if relay.metrics_url is not None:
+        print(f"relay metrics on {relay.metrics_url}/metrics", flush=True)
 
     async def linked() -> None:
         await relay.connected.wait()  # agents are taken from now on

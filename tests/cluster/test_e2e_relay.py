@@ -1,27 +1,31 @@
 """Agents behind a relay, end to end: `agora master`, `agora relay` and `agora agent` processes
 on loopback, and the example framework run through them. The master sees every agent, tasks
 run and finish on agents it reaches only through the relay, and when the relay dies the agents
-come back through a new one on the same port without losing their tasks' records."""
+come back through a new one on the same port without losing their tasks' records. A real
+Prometheus scrapes the relay's metrics."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 
 import pytest
 from harness import ROOT, Cluster, Daemon, eventually
+from prometheus import Prometheus
 from test_e2e_cluster import cluster_json, wait_agents
 
 pytestmark = pytest.mark.e2e
 
 
-def _relay(cluster: Cluster, port: int = 0) -> Daemon:
+def _relay(cluster: Cluster, port: int = 0, *extra: str) -> Daemon:
     assert cluster.master and cluster.master.address
     return Daemon(
-        ["relay", "--master", cluster.master.address, "--port", str(port), "--log-level", "debug"],
+        ["relay", "--master", cluster.master.address, "--port", str(port), "--log-level", "debug",
+         *extra],
         cluster.root / "logs" / "relay.log",
-    ).start()
+    ).start()  # fmt: skip
 
 
 def _agent_via(cluster: Cluster, index: int, relay: Daemon) -> Daemon:
@@ -37,13 +41,33 @@ def test_tasks_run_on_agents_behind_a_relay_and_the_agents_survive_the_relays_de
     # Patient with silence: the agents must come back as themselves, not be removed meanwhile.
     cluster = Cluster(tmp_path, agent_timeout=60.0)
     relay = None
+    prometheus = None
     try:
         cluster.start_master()
-        relay = _relay(cluster)
+        relay = _relay(cluster, 0, "--metrics-port", "0")
         for index in range(2):
             _agent_via(cluster, index, relay)
         agents = wait_agents(cluster, 2)
         assert {a["state"] for a in agents} == {"ACTIVE"}
+
+        # What the relay carries, as a real Prometheus scrapes it.
+        line = eventually(
+            lambda: next((x for x in relay.lines if x.startswith("relay metrics on")), None),
+            timeout=10,
+            message="the relay's metrics endpoint",
+        )
+        target = re.search(r"https?://(\S+)/metrics", line).group(1)
+        prometheus = Prometheus(tmp_path / "prom", {"relay": [target]}).start()
+
+        def value(promql: str) -> float | None:
+            result = prometheus.query(promql)
+            return result[0][1] if result else None
+
+        eventually(lambda: value("agora_relay_agents") == 2, timeout=30, message="2 agents")
+        assert value("agora_relay_master_linked") == 1
+        assert value("agora_relay_master_links_total") == 1
+        assert value("agora_relay_messages_up_total") >= 2  # at least the two Registers
+        assert value("agora_relay_messages_down_total") >= 2  # and their Registered
 
         hello = subprocess.run(
             [sys.executable, "examples/hello_framework.py", "--master", cluster.master.address,
@@ -81,6 +105,8 @@ def test_tasks_run_on_agents_behind_a_relay_and_the_agents_survive_the_relays_de
         )
         assert {a["agent_id"] for a in again} == {a["agent_id"] for a in agents}
     finally:
+        if prometheus is not None:
+            prometheus.stop()
         if relay is not None:
             relay.stop()
         cluster.stop()
