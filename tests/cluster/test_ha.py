@@ -290,3 +290,37 @@ def test_a_master_started_before_zookeeper_says_so_and_leads_once_it_is_up(tmp_p
         agent.stop()
         master.stop()
         zk.stop()
+
+
+def test_agents_behind_a_relay_follow_the_leader_through_it(masters, tmp_path):
+    """The relay takes the master set as a list, finds the leader (a standby's refusal names
+    it) and, when the leader is killed, carries its agents to the next one."""
+    from harness import Daemon
+
+    leader = masters.leader_index()
+    relay = Daemon(
+        ["relay", "--master", masters.as_list, "--port", "0", "--log-level", "debug"],
+        tmp_path / "logs" / "relay.log",
+    ).start()
+    try:
+        agent = masters.start_agent(0, master=relay.address)
+        eventually(
+            lambda: [a["state"] for a in agents_json(masters.url)] == ["ACTIVE"],
+            timeout=30,
+            message="the agent registered through the relay",
+        )
+        agent_id = agents_json(masters.url)[0]["agent_id"]
+        masters.masters[leader].kill()
+        new_leader = masters.leader_index()
+        assert new_leader != leader
+        eventually(
+            lambda: (
+                [(a["agent_id"], a["state"]) for a in agents_json(masters.url)]
+                == [(agent_id, "ACTIVE")]
+            ),
+            timeout=30,
+            message="the agent back, through the relay, with the new leader",
+        )
+        assert agent.alive()
+    finally:
+        relay.stop()
