@@ -27,6 +27,6 @@ for name, folder in FOLDERS.items():
 # Files served as they are: the dashboard's page, script and style. Their folder is named as a
 # package too (setuptools sees any folder under a package as one, and warns otherwise).
 packages.append("agora.master.dashboard.static")
-PACKAGE_DATA = {"agora.master.dashboard.static": ["*"]}
+PACKAGE_DATA = {"agora.master.dashboard.static": ["*"], "agora.agent": ["task_wrapper.c"]}
 
 setup(packages=packages, package_dir=FOLDERS, package_data=PACKAGE_DATA)

@@ -325,14 +325,53 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def serve() -> int:
-    """The launcher: one launch line per line on stdin; exits at EOF (the agent is gone)."""
+def _native_argv(wrapper: str, run_dir: str, spec: dict) -> list[str]:
+    """The C wrapper's command line for one run (agent/task_wrapper.c's usage)."""
+    user = spec.get("user")
+    who = "-" if not user else f"{user['uid']}:{user['gid']}:" + ",".join(map(str, user["groups"]))
+    cgroups = list(spec.get("cgroups", []))
+    return [wrapper, run_dir, spec["stdout"], spec["stderr"], spec["cwd"], who,
+            str(len(cgroups)), *cgroups, "--", *spec["argv"]]  # fmt: skip
+
+
+def _spawn_native(wrapper: str, line: bytes) -> int | None:
+    """Spawns the C wrapper for a launch line that carries its spec; returns its pid, or None
+    for a line the Python wrapper must take (no spec, or a NUL the C one cannot be given)."""
+    raw_dir, _, raw_spec = line.partition(b"\t")
+    if not raw_spec or b"\\u0000" in raw_spec:
+        return None
+    try:
+        spec = json.loads(raw_spec)
+        argv = _native_argv(wrapper, os.fsdecode(raw_dir), spec)
+        env = spec["env"]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None  # the Python wrapper reports what is wrong with it
+    try:
+        return os.posix_spawn(
+            wrapper,
+            argv,
+            env,
+            # Its own session, dispositions back to default (the launcher ignores SIGCHLD and
+            # SIGINT), stdin on /dev/null; stdout is the shared report pipe, as for a spare.
+            setsid=True,
+            setsigdef=(signal.SIGCHLD, signal.SIGINT),
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)],
+        )
+    except ValueError:  # e.g. "=" in a variable's name: the Python wrapper says so
+        return None
+
+
+def serve(native: str | None = None) -> int:
+    """The launcher: one launch line per line on stdin; exits at EOF (the agent is gone).
+    `native`: the C wrapper (agent/native_wrapper.py) to spawn for each launch, instead of
+    handing it to a forked Python wrapper."""
     # Ctrl-C in the agent's terminal is the agent's business; it closes our stdin when done.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Wrappers are reaped by the kernel as they end: the launcher never waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     spares = _Spares()
-    spares.refill()
+    if native is None:
+        spares.refill()
     pending = b""
     try:
         while True:
@@ -349,7 +388,9 @@ def serve() -> int:
                     continue
                 run_id = Path(os.fsdecode(line.partition(b"\t")[0].strip())).name
                 try:
-                    pid = spares.launch(line.strip())
+                    pid = _spawn_native(native, line.strip()) if native else None
+                    if pid is None:
+                        pid = spares.launch(line.strip())
                 except OSError as e:
                     # No process to spare (EAGAIN, ENOMEM): this launch fails, the launcher
                     # lives.
@@ -362,7 +403,8 @@ def serve() -> int:
                 ticks = start_ticks(pid)
                 os.write(1, f"{run_id} handed {pid} {ticks}\n".encode(errors="replace"))
             # Off the launch's path: the next spare is forked while this one starts its command.
-            spares.refill()
+            if native is None:
+                spares.refill()
     finally:
         spares.close()
 
@@ -370,8 +412,13 @@ def serve() -> int:
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[1] == "--serve":
         return serve()
+    if len(argv) == 4 and argv[1] == "--serve" and argv[2] == "--native":
+        return serve(argv[3])
     if len(argv) != 2:
-        print("usage: python -m agora.agent.executor RUN_DIR | --serve", file=sys.stderr)
+        print(
+            "usage: python -m agora.agent.executor RUN_DIR | --serve [--native WRAPPER]",
+            file=sys.stderr,
+        )
         return 2
     run_dir = Path(argv[1])
     if os.fork() > 0:

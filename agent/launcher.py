@@ -22,6 +22,7 @@ from pathlib import Path
 
 import structlog
 
+from agora.agent import native_wrapper
 from agora.agent.atomic_files import atomic_write_json
 from agora.agent.checkpoint import read_json
 from agora.agent.proc_stat import is_running
@@ -192,6 +193,10 @@ class Launcher:
 
     def __init__(self, log_path: Path | None = None) -> None:
         self._log_path = log_path
+        # The C wrapper the launcher spawns per task (agent/native_wrapper.py): found or built
+        # at the first start; None: it forks Python wrappers.
+        self.native: str | None = None
+        self._native_checked = False
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[str, _Launch] = {}
         # Every launcher process not yet reaped, with its reader task.
@@ -215,6 +220,10 @@ class Launcher:
                 return
             if self._proc is not None:
                 log.warning("the task launcher died; starting a new one")
+            if not self._native_checked:
+                self.native = await asyncio.to_thread(native_wrapper.wrapper_path)
+                self._native_checked = True
+            native = ["--native", self.native] if self.native else []
             log_file = open(self._log_path, "ab") if self._log_path else None
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -222,6 +231,7 @@ class Launcher:
                     "-m",
                     "agora.agent.executor",
                     "--serve",
+                    *native,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=log_file if log_file is not None else asyncio.subprocess.DEVNULL,

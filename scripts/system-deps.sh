@@ -1,13 +1,15 @@
 #!/bin/sh
 # Installs the Debian packages the test suite and `agora local --masters N` use, when missing and
 # when we may (root + apt): iproute2 (network namespaces), zookeeper (HA; brings a Java runtime),
-# chromium (the dashboard's browser tests) and prometheus (scraping the metrics endpoints).
+# chromium (the dashboard's browser tests), prometheus (scraping the metrics endpoints) and a C
+# compiler (the agent builds its C task wrapper with it; without one it uses the Python wrapper).
 set -e
 missing=""
 command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
 [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || missing="$missing zookeeper"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v prometheus >/dev/null 2>&1 || missing="$missing prometheus"
+command -v cc >/dev/null 2>&1 && [ -f /usr/include/stdio.h ] || missing="$missing gcc libc6-dev"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing:$missing"

@@ -12,12 +12,26 @@ import psutil
 import pytest
 from harness import eventually_async
 
-from agora.agent import launcher
+from agora.agent import launcher, native_wrapper
 from agora.agent.launcher import Launcher, LaunchError, Wrapper, start_wrapper
 
 
+@pytest.fixture(params=["c", "python"])
+async def zygote(request, tmp_path: Path, monkeypatch):
+    """A launcher spawning the C wrapper, then one forking Python wrappers (the reference)."""
+    if request.param == "python":
+        monkeypatch.setenv(native_wrapper.ENV_SWITCH, "0")
+    z = Launcher(tmp_path / "launcher.log")
+    await z.start()
+    assert (z.native is not None) == (request.param == "c"), "this machine has a C compiler"
+    yield z
+    await z.stop()
+
+
 @pytest.fixture
-async def zygote(tmp_path: Path):
+async def spare_zygote(tmp_path: Path, monkeypatch):
+    """A launcher forking Python wrappers ahead of time (spares)."""
+    monkeypatch.setenv(native_wrapper.ENV_SWITCH, "0")
     z = Launcher(tmp_path / "launcher.log")
     await z.start()
     yield z
@@ -168,19 +182,19 @@ def spares_of(launcher_pid: int) -> list[int]:
     ]
 
 
-async def test_a_launch_goes_to_a_wrapper_forked_ahead_of_time(zygote, tmp_path):
-    await eventually_async(lambda: len(spares_of(zygote.pid)) == 1, timeout=10)
-    [spare] = spares_of(zygote.pid)
+async def test_a_launch_goes_to_a_wrapper_forked_ahead_of_time(spare_zygote, tmp_path):
+    await eventually_async(lambda: len(spares_of(spare_zygote.pid)) == 1, timeout=10)
+    [spare] = spares_of(spare_zygote.pid)
     run_dir, sandbox = new_run(tmp_path, "sleeper")
     wrapper = await start_wrapper(
-        run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=zygote
+        run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=spare_zygote
     )
     try:
         assert wrapper.wrapper_pid == spare
         # The spec travelled on the pipe: nothing with the task's environment on disk.
         assert not (run_dir / "spec.json").exists()
         await eventually_async(
-            lambda: [p for p in spares_of(zygote.pid) if p != wrapper.wrapper_pid] != [],
+            lambda: [p for p in spares_of(spare_zygote.pid) if p != wrapper.wrapper_pid] != [],
             timeout=10,
             message="a new spare is forked",
         )
@@ -189,23 +203,23 @@ async def test_a_launch_goes_to_a_wrapper_forked_ahead_of_time(zygote, tmp_path)
     assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
 
 
-async def test_a_dead_spare_is_replaced_and_the_launch_still_runs(zygote, tmp_path):
-    await eventually_async(lambda: len(spares_of(zygote.pid)) == 1, timeout=10)
-    [spare] = spares_of(zygote.pid)
+async def test_a_dead_spare_is_replaced_and_the_launch_still_runs(spare_zygote, tmp_path):
+    await eventually_async(lambda: len(spares_of(spare_zygote.pid)) == 1, timeout=10)
+    [spare] = spares_of(spare_zygote.pid)
     os.kill(spare, signal.SIGKILL)
-    await eventually_async(lambda: spare not in spares_of(zygote.pid), timeout=10)
+    await eventually_async(lambda: spare not in spares_of(spare_zygote.pid), timeout=10)
     run_dir, sandbox = new_run(tmp_path, "after-dead-spare")
     wrapper = await start_wrapper(
-        run_dir, ["/bin/sh", "-c", "exit 5"], dict(os.environ), sandbox, launcher=zygote
+        run_dir, ["/bin/sh", "-c", "exit 5"], dict(os.environ), sandbox, launcher=spare_zygote
     )
     assert wrapper.wrapper_pid != spare
     assert await finished(wrapper, run_dir) == {"exit_code": 5}
 
 
-async def test_the_waiting_spare_exits_with_the_launcher(zygote, tmp_path):
-    await eventually_async(lambda: len(spares_of(zygote.pid)) == 1, timeout=10)
-    [spare] = spares_of(zygote.pid)
-    await zygote.stop()
+async def test_the_waiting_spare_exits_with_the_launcher(spare_zygote, tmp_path):
+    await eventually_async(lambda: len(spares_of(spare_zygote.pid)) == 1, timeout=10)
+    [spare] = spares_of(spare_zygote.pid)
+    await spare_zygote.stop()
 
     def gone() -> bool:
         try:
@@ -217,24 +231,26 @@ async def test_the_waiting_spare_exits_with_the_launcher(zygote, tmp_path):
 
 
 async def test_a_wrapper_killed_before_it_reports_fails_the_launch_instead_of_hanging(
-    zygote, tmp_path
+    spare_zygote, tmp_path
 ):
-    await eventually_async(lambda: len(spares_of(zygote.pid)) == 1, timeout=10)
-    [spare] = spares_of(zygote.pid)
+    await eventually_async(lambda: len(spares_of(spare_zygote.pid)) == 1, timeout=10)
+    [spare] = spares_of(spare_zygote.pid)
     # Stopped, the spare takes the launch line into its pipe but cannot act on it.
     os.kill(spare, signal.SIGSTOP)
     run_dir, sandbox = new_run(tmp_path, "killed-before-report")
     launch = asyncio.create_task(
-        start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+        start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=spare_zygote)
     )
     # Once the launcher forked the next spare, it has handed this launch to the stopped one.
     await eventually_async(
-        lambda: len(spares_of(zygote.pid)) == 2, timeout=10, message="launch handed"
+        lambda: len(spares_of(spare_zygote.pid)) == 2, timeout=10, message="launch handed"
     )
     os.kill(spare, signal.SIGKILL)
     with pytest.raises(LaunchError, match="ended without reporting"):
         await asyncio.wait_for(launch, 60)
     # The launcher lives on and serves the next launch.
     run_dir, sandbox = new_run(tmp_path, "next")
-    wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    wrapper = await start_wrapper(
+        run_dir, ["true"], dict(os.environ), sandbox, launcher=spare_zygote
+    )
     assert await finished(wrapper, run_dir) == {"exit_code": 0}
