@@ -9,6 +9,11 @@ Two modes:
     python -m agora.agent.executor RUN_DIR    one wrapper for one run, reading RUN_DIR/spec.json
                                         (the fallback).
 
+With `--serve --native WRAPPER` the launcher spawns the C wrapper (agent/task_wrapper.c, built
+by agent/native_wrapper.py) for each launch that carries its spec, instead of handing it to a
+forked Python spare: the same reports and files, for a fraction of the CPU. This module's
+wrapper is the reference the C one follows, and takes what the C one cannot be given.
+
 A wrapper forked by the launcher (a "spare", forked before its launch arrives and replaced as
 soon as it gets one) has a session of its own, like the one-shot one; it is the launcher's
 child (not the agent's), reaped by the kernel since the launcher ignores SIGCHLD, and adopted
