@@ -90,7 +90,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # wrapper started in the agent's own cgroup: that is where it goes back to.
     homes = [os.path.dirname(os.path.dirname(path)) for path in cgroups]
     try:
-        with open(spec["stdout"], "ab") as out, open(spec["stderr"], "ab") as err:
+        with _open_log(spec["stdout"]) as out, _open_log(spec["stderr"]) as err:
             proc = None
             try:
                 try:
@@ -175,6 +175,13 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # place, into the room the agent reserved: the task may have filled the disk.
     write_json_in_place(run_dir / "exit.json", result)
     return 0
+
+
+def _open_log(path: str):
+    """A sandbox file for the task's output, appended to. Never through a symlink: the sandbox
+    belongs to the task's user, who could otherwise point it at any file the wrapper may write."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    return open(os.open(path, flags, 0o666), "ab")
 
 
 class _NoCgroup(Exception):
@@ -339,31 +346,58 @@ def _native_argv(wrapper: str, run_dir: str, spec: dict) -> list[str]:
             str(len(cgroups)), *cgroups, "--", *spec["argv"]]  # fmt: skip
 
 
+def _environment_block(env: dict) -> bytes | None:
+    """The task's environment as the C wrapper reads it on fd 3; None if it cannot be given so
+    (a name with "=", or a NUL anywhere: the Python wrapper reports on those)."""
+    parts = []
+    for name, value in env.items():
+        raw_name, raw_value = os.fsencode(name), os.fsencode(value)
+        if not raw_name or b"=" in raw_name or b"\0" in raw_name or b"\0" in raw_value:
+            return None
+        parts.append(raw_name + b"=" + raw_value + b"\0")
+    return b"".join(parts)
+
+
 def _spawn_native(wrapper: str, line: bytes) -> int | None:
     """Spawns the C wrapper for a launch line that carries its spec; returns its pid, or None
-    for a line the Python wrapper must take (no spec, or a NUL the C one cannot be given)."""
+    for a line the Python wrapper must take (no spec, or one the C one cannot be given)."""
     raw_dir, _, raw_spec = line.partition(b"\t")
-    if not raw_spec or b"\\u0000" in raw_spec:
+    if not raw_spec:
         return None
     try:
         spec = json.loads(raw_spec)
         argv = _native_argv(wrapper, os.fsdecode(raw_dir), spec)
-        env = spec["env"]
+        environment = _environment_block(spec["env"])
     except (ValueError, TypeError, KeyError, AttributeError):
         return None  # the Python wrapper reports what is wrong with it
+    if environment is None or any("\0" in arg for arg in argv):
+        return None
+    # The wrapper (root, usually) runs with an empty environment: the task's, which a framework
+    # chooses (LD_PRELOAD...), goes to the task alone, through a pipe on the wrapper's fd 3.
+    read_fd, write_fd = os.pipe()
     try:
-        return os.posix_spawn(
+        pid = os.posix_spawn(
             wrapper,
             argv,
-            env,
+            {},
             # Its own session, dispositions back to default (the launcher ignores SIGCHLD and
             # SIGINT), stdin on /dev/null; stdout is the shared report pipe, as for a spare.
             setsid=True,
             setsigdef=(signal.SIGCHLD, signal.SIGINT),
-            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)],
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, read_fd, 3),
+            ],
         )
-    except ValueError:  # e.g. "=" in a variable's name: the Python wrapper says so
-        return None
+    finally:
+        os.close(read_fd)
+    try:
+        _write_all(write_fd, environment)
+    except OSError:
+        pass  # it died already: it never reports, and the agent learns that from its pid
+    finally:
+        os.close(write_fd)
+    return pid
 
 
 def serve(native: str | None = None) -> int:
@@ -393,7 +427,15 @@ def serve(native: str | None = None) -> int:
                     continue
                 run_id = Path(os.fsdecode(line.partition(b"\t")[0].strip())).name
                 try:
-                    pid = _spawn_native(native, line.strip()) if native else None
+                    pid = None
+                    if native is not None:
+                        try:
+                            pid = _spawn_native(native, line.strip())
+                        except OSError as e:
+                            # Gone or broken (a cleaned cache?): Python wrappers from now on.
+                            message = f"the C task wrapper cannot be spawned ({e}); forking "
+                            print(message + "Python wrappers from now on", file=sys.stderr)
+                            native = None
                     if pid is None:
                         pid = spares.launch(line.strip())
                 except OSError as e:

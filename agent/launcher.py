@@ -221,7 +221,8 @@ class Launcher:
             if self._proc is not None:
                 log.warning("the task launcher died; starting a new one")
             if not self._native_checked:
-                self.native = await asyncio.to_thread(native_wrapper.wrapper_path)
+                where = self._log_path.parent / "bin" if self._log_path else None
+                self.native = await asyncio.to_thread(native_wrapper.wrapper_path, where)
                 self._native_checked = True
             native = ["--native", self.native] if self.native else []
             log_file = open(self._log_path, "ab") if self._log_path else None

@@ -1,19 +1,26 @@
-"""The C task wrapper (agent/task_wrapper.c): built once per machine and user, then spawned by
-the launcher for each task instead of a forked Python wrapper (agent/executor.py).
+"""The C task wrapper (agent/task_wrapper.c): built once, then spawned by the launcher for each
+task instead of a forked Python wrapper (agent/executor.py).
 
-A forked Python wrapper costs a task about 3 ms of CPU, most of it the copy-on-write faults of
-the launcher's heap; the C one is spawned without copying anything. It is compiled on first
-use with the system's C compiler into a private cache (~/.cache/agora, mode 0700), named by
-its source's hash so that an upgrade builds the new one. Where no compiler is found, or the
-build fails, the launcher forks Python wrappers as before: same protocol, same files.
+A forked Python wrapper costs a task about 2-3 ms of CPU, most of it the copy-on-write faults
+of the launcher's heap; the C one is spawned without copying anything. The agent builds it on
+first start with the system's C compiler, named by what it is built from (source, machine,
+libc), into a directory only root or the agent's user can change, down to the root of the
+file system: the agent (usually root) runs it for every task, so nobody else may be able to
+replace it. Root agents share /var/cache/agora; others use their work dir. The binary is run
+once with no arguments (it must answer with its usage, exit 2) before it is trusted. Where no
+compiler is found, or any of this fails, the launcher forks Python wrappers as before: same
+protocol, same files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
+import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import structlog
@@ -21,52 +28,85 @@ import structlog
 log = structlog.get_logger(__name__)
 
 SOURCE = Path(__file__).with_name("task_wrapper.c")
+SHARED_DIR = Path("/var/cache/agora")  # for agents running as root
 # Set to "0" to use the Python wrapper (the reference implementation) even where C is built.
 ENV_SWITCH = "AGORA_NATIVE_WRAPPER"
 
 
-def _cache_dir() -> Path | None:
-    """A directory only this user may write to, for the built wrapper; None if none is safe."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agora"
+def safe_dir(directory: Path) -> bool:
+    """True if only root or this user can change `directory` or any directory above it (a
+    sticky directory such as /tmp counts as safe above it: others cannot rename what is ours)."""
+    me = os.geteuid()
+    real = Path(os.path.realpath(directory))
+    for i, path in enumerate([real, *real.parents]):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, me):
+            return False
+        writable_by_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable_by_others and (i == 0 or not st.st_mode & stat.S_ISVTX):
+            return False
+    return True
+
+
+def _build_id(source: bytes) -> str:
+    libc = "-".join(platform.libc_ver())
+    return hashlib.sha256(source + f"|{platform.machine()}|{libc}".encode()).hexdigest()[:16]
+
+
+def _answers(binary: Path) -> bool:
+    """Runs it with no arguments: a sound build prints its usage and exits 2."""
     try:
-        base.mkdir(parents=True, exist_ok=True, mode=0o700)
-        st = base.stat()
-    except OSError:
-        return None
-    # Others able to write here could replace what the agent (maybe root) runs for every task.
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        log.warning("not building the C task wrapper: its cache is not private", cache=str(base))
-        return None
-    return base
+        done = subprocess.run([str(binary)], capture_output=True, timeout=10, env={})
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 2 and b"usage" in done.stderr
 
 
-def wrapper_path() -> str | None:
-    """The built wrapper, building it now if needed; None to use the Python wrapper."""
+def wrapper_path(fallback_dir: Path | None = None) -> str | None:
+    """The built wrapper, building it now if needed; None to use the Python wrapper.
+    `fallback_dir`: where a non-root agent keeps it (its work dir)."""
     if os.environ.get(ENV_SWITCH) == "0":
         return None
     try:
         source = SOURCE.read_bytes()
     except OSError:
         return None
-    cache = _cache_dir()
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if cache is None:
+    directory = SHARED_DIR if os.geteuid() == 0 else fallback_dir
+    if directory is None:
         return None
-    target = cache / f"agora-task-wrapper-{hashlib.sha256(source).hexdigest()[:16]}"
-    if os.access(target, os.X_OK):
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o755)
+    except OSError as e:
+        log.warning("cannot make a place for the C task wrapper", error=str(e))
+        return None
+    if not safe_dir(directory):
+        log.warning(
+            "not using the C task wrapper: others could change its directory",
+            directory=str(directory),
+        )
+        return None
+    target = directory / f"agora-task-wrapper-{_build_id(source)}"
+    if target.exists() and _answers(target):
         return str(target)
+    compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        log.info("no C compiler: tasks get the Python wrapper (about 3 ms more CPU a task)")
+        log.info("no C compiler: tasks get the Python wrapper (about 2 ms more CPU a task)")
         return None
     # Built beside its final name and renamed: agents starting together never run half a file.
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    os.close(fd)
     try:
         subprocess.run(
-            [compiler, "-O2", "-Wall", "-o", str(tmp), str(SOURCE)],
-            check=True,
-            capture_output=True,
-            timeout=120,
+            [compiler, "-O2", "-o", tmp, str(SOURCE)], check=True, capture_output=True, timeout=120
         )
+        os.chmod(tmp, 0o755)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())  # a crash must not leave a truncated binary under the name
+        if not _answers(Path(tmp)):
+            raise OSError("the built wrapper does not answer with its usage")
         os.replace(tmp, target)
     except (OSError, subprocess.SubprocessError) as e:
         detail = getattr(e, "stderr", b"") or b""
@@ -75,6 +115,6 @@ def wrapper_path() -> str | None:
             error=str(e),
             detail=detail.decode(errors="replace")[-500:],
         )
-        tmp.unlink(missing_ok=True)
+        Path(tmp).unlink(missing_ok=True)
         return None
     return str(target)

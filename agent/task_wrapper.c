@@ -6,8 +6,15 @@
  *
  *   agora-task-wrapper RUN_DIR STDOUT STDERR CWD USER NCGROUPS [CGROUP...] -- ARGV...
  *     USER      "-" (the wrapper's own), or "UID:GID:G1,G2,..." (groups may be empty)
- *     the environment is the task's; stdout is the launcher's report pipe; the report lines
- *     are prefixed with the run id (RUN_DIR's last component).
+ *     fd 3      the task's environment, "NAME=VALUE" strings each ended by a NUL, to EOF
+ *     stdout is the launcher's report pipe; the report lines are prefixed with the run id
+ *     (RUN_DIR's last component).
+ *
+ * The wrapper itself runs with an empty environment (it usually runs as root: a task's
+ * LD_PRELOAD must not reach it) and gives the task's environment to the task alone, which also
+ * searches the task's PATH for the command, as Popen(env=...) does. The task's stdout and
+ * stderr are opened by the task's process once it is the task's user, and never through a
+ * symlink: a sandbox belongs to that user, who could otherwise point them at any file.
  *
  * The task is forked, puts itself in its cgroups, its own process group and user, and execs
  * the command with stdin on /dev/null and stdout/stderr appended to the sandbox files; a
@@ -34,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #define MAX_REPORT 3000
 #define IN_PLACE_MAX 4096
 
@@ -50,12 +59,15 @@ static void report(const char *line) {
     char buf[MAX_REPORT + 600];
     int n = snprintf(buf, sizeof buf, "%s%s", prefix, line);
     if (n < 0) n = 0;
-    if (n > MAX_REPORT) n = MAX_REPORT;
+    if (n > MAX_REPORT) {
+        n = MAX_REPORT;
+        while (n > 0 && ((unsigned char)buf[n] & 0xC0) == 0x80) n--; /* a whole character */
+    }
     for (int i = 0; i < n; i++)
         if (buf[i] == '\n') buf[i] = ' ';
     buf[n++] = '\n';
-    ssize_t ignored = write(1, buf, n);
-    (void)ignored;
+    while (write(1, buf, n) < 0 && errno == EINTR) {
+    }
     int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (null >= 0) {
         dup2(null, 1);
@@ -108,8 +120,19 @@ static void write_json(const char *name, const char *json) {
     rename(tmp, path);
 }
 
-static void fail(const char *message) {
-    char escaped[2 * MAX_REPORT], json[2 * MAX_REPORT + 32];
+/* Drops an incomplete UTF-8 sequence that snprintf's truncation left at the end of text. */
+static void utf8_trim(char *text) {
+    size_t len = strlen(text), tail = 0;
+    while (tail < len && tail < 3 && ((unsigned char)text[len - 1 - tail] & 0xC0) == 0x80) tail++;
+    if (tail == len) return;
+    unsigned char lead = (unsigned char)text[len - 1 - tail];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (need > tail + 1) text[len - 1 - tail] = 0;
+}
+
+static void fail(char *message) {
+    utf8_trim(message);
+    char escaped[7 * MAX_REPORT], json[7 * MAX_REPORT + 32];
     json_escape(escaped, sizeof escaped, message);
     snprintf(json, sizeof json, "{\"error\": \"%s\"}", escaped);
     write_json("exit.json", json);
@@ -118,51 +141,85 @@ static void fail(const char *message) {
     report(line);
 }
 
-static int read_file(const char *path, char *buf, size_t size) {
+/* All of fd to EOF, NUL-terminated (the caller frees it); NULL on an error. */
+static char *read_all(int fd, size_t *length) {
+    size_t size = 4096, used = 0;
+    char *buf = malloc(size);
+    while (buf) {
+        if (used + 1 >= size) {
+            char *bigger = realloc(buf, size *= 2);
+            if (!bigger) break;
+            buf = bigger;
+        }
+        ssize_t n = read(fd, buf + used, size - used - 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        if (n == 0) {
+            buf[used] = 0;
+            if (length) *length = used;
+            return buf;
+        }
+        used += (size_t)n;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* A whole (small, /proc or cgroup) file; NULL if it cannot be read. */
+static char *read_file(const char *path) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, size - 1);
+    if (fd < 0) return NULL;
+    char *text = read_all(fd, NULL);
     close(fd);
-    if (n < 0) return -1;
-    buf[n] = 0;
-    return (int)n;
+    return text;
 }
 
 /* Start time of this process, in clock ticks since boot (field 22 of /proc/self/stat). */
 static long long start_ticks(void) {
-    char buf[1024];
-    if (read_file("/proc/self/stat", buf, sizeof buf) < 0) return -1;
+    char *buf = read_file("/proc/self/stat");
+    if (!buf) return -1;
     char *p = strrchr(buf, ')');
-    if (!p) return -1;
-    p += 2; /* field 3, the state */
-    for (int field = 3; field < 22 && p; field++) {
-        p = strchr(p, ' ');
-        if (p) p++;
+    long long ticks = -1;
+    if (p) {
+        p += 2; /* field 3, the state */
+        for (int field = 3; field < 22 && p; field++) {
+            p = strchr(p, ' ');
+            if (p) p++;
+        }
+        if (p) ticks = atoll(p);
     }
-    return p ? atoll(p) : -1;
+    free(buf);
+    return ticks;
 }
 
 static double boot_time(void) {
-    static char buf[16384];
-    if (read_file("/proc/stat", buf, sizeof buf) < 0) return 0;
+    char *buf = read_file("/proc/stat");
+    if (!buf) return 0;
     char *p = strstr(buf, "\nbtime ");
-    return p ? atof(p + 7) : 0;
+    double t = p ? atof(p + 7) : 0;
+    free(buf);
+    return t;
 }
 
 /* The memory limit if the OOM killer acted in these cgroups (v2, then v1), else -1. */
 static long long memory_limit_hit(char **cgroups, int n) {
     static const char *files[][2] = {{"memory.events", "memory.max"},
                                      {"memory.oom_control", "memory.limit_in_bytes"}};
-    char path[4096], buf[4096];
+    char path[4096];
     for (int i = 0; i < n; i++) {
         for (int f = 0; f < 2; f++) {
             snprintf(path, sizeof path, "%s/%s", cgroups[i], files[f][0]);
-            if (read_file(path, buf, sizeof buf) < 0) continue;
-            char *p = strstr(buf, "oom_kill ");
-            if (!p || (p != buf && p[-1] != '\n') || atoll(p + 9) <= 0) continue;
+            char *events = read_file(path);
+            if (!events) continue;
+            char *p = strstr(events, "oom_kill ");
+            int hit = p && (p == events || p[-1] == '\n') && atoll(p + 9) > 0;
+            free(events);
+            if (!hit) continue;
             snprintf(path, sizeof path, "%s/%s", cgroups[i], files[f][1]);
-            if (read_file(path, buf, sizeof buf) < 0) return 0;
-            return atoll(buf); /* "max" reads as 0, as in the Python wrapper */
+            char *limit = read_file(path);
+            long long value = limit ? atoll(limit) : 0; /* "max" reads as 0, as in Python */
+            free(limit);
+            return value;
         }
     }
     return -1;
@@ -170,19 +227,21 @@ static long long memory_limit_hit(char **cgroups, int n) {
 
 /* Kills what escaped the process group but not the cgroups, then removes them. */
 static void empty_cgroups(char **cgroups, int n) {
-    char path[4096], buf[65536];
+    char path[4096];
     for (int round = 0; round < 50; round++) {
         int found = 0;
         for (int i = 0; i < n; i++) {
             snprintf(path, sizeof path, "%s/cgroup.procs", cgroups[i]);
-            if (read_file(path, buf, sizeof buf) < 0) continue;
-            for (char *p = strtok(buf, " \n"); p; p = strtok(NULL, " \n")) {
+            char *procs = read_file(path);
+            if (!procs) continue;
+            for (char *p = strtok(procs, " \n"); p; p = strtok(NULL, " \n")) {
                 pid_t pid = (pid_t)atoi(p);
                 if (pid > 0 && pid != getpid()) {
                     kill(pid, SIGKILL);
                     found = 1;
                 }
             }
+            free(procs);
         }
         if (!found) break;
         struct timespec pause = {0, 20 * 1000 * 1000};
@@ -198,9 +257,47 @@ static const char *what(int err) {
     return strerror(err);
 }
 
-/* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO". */
+/* The directory holding `path` (O_PATH), and in *name the last component. */
+static int open_parent(const char *path, const char **name) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        *name = path;
+        return open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    *name = slash + 1;
+    if (slash == path) return open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    return open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* execve of the command, searching the task's PATH as Popen does (no retry through /bin/sh
+ * for a file without a shebang: that is an "Exec format error", as in Python). */
+static int exec_command(char **argv, char **envp) {
+    if (strchr(argv[0], '/')) {
+        execve(argv[0], argv, envp);
+        return errno;
+    }
+    const char *path = "/bin:/usr/bin"; /* Python's os.defpath */
+    for (char **e = envp; *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0) path = *e + 5;
+    int first = 0;
+    char candidate[8192];
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        snprintf(candidate, sizeof candidate, "%.*s%s%s", (int)len, p, len ? "/" : "", argv[0]);
+        execve(candidate, argv, envp);
+        if (errno != ENOENT && errno != ENOTDIR && !first) first = errno;
+        if (!end) break;
+        p = end;
+    }
+    return first ? first : ENOENT;
+}
+
+/* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO [INDEX]". */
 static void start_task(int errfd, char **cgroups, int ncg, const char *user, const char *cwd,
-                       int out, int err, char **argv) {
+                       const char *out_path, const char *err_path, char **argv, char **envp) {
     char msg[64];
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigaction(SIGTERM, &dfl, NULL);
@@ -215,14 +312,17 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
         snprintf(path, sizeof path, "%s/cgroup.procs", cgroups[i]);
         int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd < 0 || write(fd, msg, strlen(msg)) < 0) {
-            dprintf(errfd, "cgroup %d", errno);
+            dprintf(errfd, "cgroup %d %d", errno, i);
             _exit(127);
         }
         close(fd);
     }
     setpgid(0, 0);
-    /* Before giving up root: the sandbox's parents need not be open to the task's user. */
-    if (chdir(cwd) < 0) {
+    /* Before giving up root: the sandbox's parents need not be open to the task's user (the
+     * files are opened below through their directories, found now). */
+    const char *out_name, *err_name;
+    int out_dir = open_parent(out_path, &out_name), err_dir = open_parent(err_path, &err_name);
+    if (chdir(cwd) < 0 || out_dir < 0 || err_dir < 0) {
         dprintf(errfd, "exec %d", errno);
         _exit(127);
     }
@@ -233,36 +333,59 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
             dprintf(errfd, "exec %d", EINVAL);
             _exit(127);
         }
-        gid_t groups[256];
-        int ngroups = 0;
-        for (char *p = (char *)user + used; *p && ngroups < 256;) {
+        const char *list = user + used;
+        size_t count = *list ? 1 : 0;
+        for (const char *p = list; *p; p++) count += *p == ',';
+        gid_t *groups = calloc(count ? count : 1, sizeof(gid_t));
+        size_t ngroups = 0;
+        for (char *p = (char *)list; groups && *p && ngroups < count;) {
             groups[ngroups++] = (gid_t)strtoul(p, &p, 10);
             if (*p == ',') p++;
             else break;
         }
-        if (setgroups(ngroups, groups) < 0 || setregid(gid, gid) < 0 || setreuid(uid, uid) < 0) {
-            dprintf(errfd, "exec %d", errno);
+        if (!groups || setgroups(ngroups, groups) < 0 || setregid(gid, gid) < 0 ||
+            setreuid(uid, uid) < 0) {
+            dprintf(errfd, "exec %d", groups ? errno : ENOMEM);
             _exit(127);
         }
     }
-    int null = open("/dev/null", O_RDONLY);
+    /* As the task's user, and never through a symlink: see the top of this file. */
+    int flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW;
+    int out = openat(out_dir, out_name, flags, 0666);
+    int err = out < 0 ? -1 : openat(err_dir, err_name, flags, 0666);
+    int null = err < 0 ? -1 : open("/dev/null", O_RDONLY);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
         dprintf(errfd, "exec %d", errno);
         _exit(127);
     }
     /* Nothing else of the wrapper's stays open in the task (the error pipe closes on exec). */
-    for (int fd = 3; fd < 1024; fd++)
-        if (fd != errfd) close(fd);
-    execvp(argv[0], argv);
-    dprintf(errfd, "exec %d", errno);
+    if (errfd > 3) close_range(3, errfd - 1, 0);
+    close_range(errfd + 1, ~0U, 0);
+    dprintf(errfd, "exec %d", exec_command(argv, envp));
     _exit(127);
+}
+
+/* The task's environment from fd 3 ("NAME=VALUE\0" each, to EOF); NULL on an error. */
+static char **read_environment(void) {
+    size_t length = 0;
+    char *text = read_all(3, &length);
+    close(3);
+    if (!text) return NULL;
+    size_t count = 0;
+    for (size_t i = 0; i < length; i++) count += text[i] == 0;
+    char **envp = calloc(count + 1, sizeof(char *));
+    if (!envp) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < length && n < count; i += strlen(text + i) + 1) envp[n++] = text + i;
+    envp[n] = NULL;
+    return envp;
 }
 
 int main(int argc, char **argv) {
     if (argc < 8) {
         fprintf(stderr,
                 "usage: agora-task-wrapper RUN_DIR STDOUT STDERR CWD USER NCGROUPS [CGROUP...] "
-                "-- ARGV...\n");
+                "-- ARGV... (the task's environment on fd 3)\n");
         return 2;
     }
     run_dir = argv[1];
@@ -277,10 +400,12 @@ int main(int argc, char **argv) {
     char **cgroups = argv + 7;
     char **task_argv = argv + 8 + ncg;
 
-    /* The launcher's dispositions are not ours: we wait for our child. */
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    /* The launcher's dispositions are not ours: we wait for our child; a closed report pipe
+     * must not kill us before the task's end is recorded. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
     sigaction(SIGCHLD, &dfl, NULL);
     sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGPIPE, &ign, NULL);
     setsid();
     int null = open("/dev/null", O_RDONLY);
     if (null >= 0) {
@@ -289,10 +414,10 @@ int main(int argc, char **argv) {
     }
 
     char message[MAX_REPORT];
-    int out = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    int err = out < 0 ? -1 : open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    if (out < 0 || err < 0) {
-        snprintf(message, sizeof message, "cannot run '%s': %s", task_argv[0], what(errno));
+    char **envp = read_environment();
+    if (!envp) {
+        snprintf(message, sizeof message, "cannot run '%s': cannot read its environment",
+                 task_argv[0]);
         fail(message);
         return 1;
     }
@@ -310,11 +435,9 @@ int main(int argc, char **argv) {
     pid_t pid = fork();
     if (pid == 0) {
         close(pipefd[0]);
-        start_task(pipefd[1], cgroups, ncg, user, cwd, out, err, task_argv);
+        start_task(pipefd[1], cgroups, ncg, user, cwd, out_path, err_path, task_argv, envp);
     }
     close(pipefd[1]);
-    close(out);
-    close(err);
     if (pid < 0) {
         snprintf(message, sizeof message, "cannot run '%s': %s", task_argv[0], strerror(errno));
         fail(message);
@@ -327,15 +450,16 @@ int main(int argc, char **argv) {
     } while (got < 0 && errno == EINTR);
     close(pipefd[0]);
     if (got > 0) {
-        int status, code = 0;
+        int status, code = 0, index = 0;
         char kind[16] = {0};
-        sscanf(failure, "%15s %d", kind, &code);
+        sscanf(failure, "%15s %d %d", kind, &code, &index);
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
         empty_cgroups(cgroups, ncg);
-        if (strcmp(kind, "cgroup") == 0)
-            snprintf(message, sizeof message, "cannot put the task in its cgroup: %s",
-                     strerror(code));
+        if (strcmp(kind, "cgroup") == 0 && index >= 0 && index < ncg)
+            snprintf(message, sizeof message,
+                     "cannot put the task in its cgroup: [Errno %d] %s: '%s/cgroup.procs'", code,
+                     strerror(code), cgroups[index]);
         else
             snprintf(message, sizeof message, "cannot run '%s': %s", task_argv[0], what(code));
         fail(message);
@@ -343,10 +467,9 @@ int main(int argc, char **argv) {
     }
 
     task_pgid = pid;
-    struct sigaction fwd = {.sa_handler = forward};
+    struct sigaction fwd = {.sa_handler = forward, .sa_flags = SA_RESTART};
     sigaction(SIGTERM, &fwd, NULL);
     sigprocmask(SIG_SETMASK, &old, NULL);
-
     long long ticks = start_ticks();
     double start = boot_time() + (double)ticks / (double)sysconf(_SC_CLK_TCK);
     snprintf(message, sizeof message, "started %d %d %.6f %lld", pid, getpid(), start, ticks);

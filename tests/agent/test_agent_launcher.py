@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -254,3 +255,73 @@ async def test_a_wrapper_killed_before_it_reports_fails_the_launch_instead_of_ha
         run_dir, ["true"], dict(os.environ), sandbox, launcher=spare_zygote
     )
     assert await finished(wrapper, run_dir) == {"exit_code": 0}
+
+
+PRELOAD_SOURCE = r"""
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    FILE *f = fopen(MARKS, "a");
+    if (f) { fprintf(f, "%d\n", getpid()); fclose(f); }
+}
+"""
+
+
+async def test_the_tasks_environment_reaches_the_task_and_not_its_wrapper(zygote, tmp_path):
+    """A framework chooses a task's environment, LD_PRELOAD included: the wrapper (root,
+    usually) must not load what it names; the task does."""
+    marks = tmp_path / "marks"
+    source = tmp_path / "mark.c"
+    source.write_text(PRELOAD_SOURCE)
+    library = tmp_path / "mark.so"
+    built = await asyncio.to_thread(
+        subprocess.run,
+        ["cc", "-shared", "-fPIC", f'-DMARKS="{marks}"', "-o", str(library), str(source)],
+        capture_output=True,
+    )
+    assert built.returncode == 0, built.stderr
+    run_dir, sandbox = new_run(tmp_path, "preload")
+    env = dict(os.environ, LD_PRELOAD=str(library), SECRET_FOR_THE_TASK="s3")
+    argv = ["/bin/sh", "-c", "echo $SECRET_FOR_THE_TASK"]
+    wrapper = await start_wrapper(run_dir, argv, env, sandbox, launcher=zygote)
+    assert await finished(wrapper, run_dir) == {"exit_code": 0}
+    assert (sandbox / "stdout").read_text() == "s3\n"
+    loaded = {int(p) for p in marks.read_text().split()}
+    assert wrapper.task_pid in loaded
+    assert wrapper.wrapper_pid not in loaded
+
+
+async def test_the_tasks_output_is_never_written_through_a_symlink(zygote, tmp_path):
+    """A sandbox belongs to its task's user, who could point stdout at any file."""
+    target = tmp_path / "precious"
+    target.write_text("keep\n")
+    run_dir, sandbox = new_run(tmp_path, "symlinked")
+    (sandbox / "stdout").symlink_to(target)
+    with pytest.raises(LaunchError, match="cannot run"):
+        await start_wrapper(run_dir, ["echo", "overwritten"], dict(os.environ), sandbox,
+                            launcher=zygote)  # fmt: skip
+    assert target.read_text() == "keep\n"
+
+
+async def test_a_script_without_an_interpreter_line_is_an_exec_format_error(zygote, tmp_path):
+    script = tmp_path / "script"
+    script.write_text("echo ran anyway\n")
+    script.chmod(0o755)
+    run_dir, sandbox = new_run(tmp_path, "no-shebang")
+    with pytest.raises(LaunchError, match="cannot run"):
+        await start_wrapper(run_dir, [str(script)], dict(os.environ), sandbox, launcher=zygote)
+    assert not (sandbox / "stdout").exists() or "ran anyway" not in (sandbox / "stdout").read_text()
+
+
+async def test_a_c_wrapper_that_cannot_be_spawned_gives_way_to_the_python_one(tmp_path):
+    z = Launcher(tmp_path / "launcher.log")
+    z.native, z._native_checked = str(tmp_path / "gone"), True  # as after a cleaned cache
+    await z.start()
+    try:
+        for name in ("first", "second"):
+            run_dir, sandbox = new_run(tmp_path, name)
+            wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=z)
+            assert await finished(wrapper, run_dir) == {"exit_code": 0}
+    finally:
+        await z.stop()
+    assert "cannot be spawned" in (tmp_path / "launcher.log").read_text()
