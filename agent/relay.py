@@ -42,6 +42,7 @@ from agora.common.rpc import (
     describe_rpc_error,
     new_server,
     open_channel,
+    read_first,
     service_name,
 )
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc, agent_relay_pb2, agent_relay_pb2_grpc
@@ -291,11 +292,7 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
                 f"the relay is not linked to the master ({self.tracker}) yet; dial again",
             )
         assert up is not None  # abort raised otherwise
-        try:
-            async with asyncio.timeout(self.config.register_timeout):
-                first = await context.read()
-        except TimeoutError:
-            first = grpc.aio.EOF
+        first = await read_first(context, self.config.register_timeout)
         if first is grpc.aio.EOF:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "send Register as the first message on the stream"

@@ -166,6 +166,15 @@ def parse_address(text: str, default_port: int | None = None) -> tuple[str, int]
     return host.strip("[]"), number
 
 
+async def read_first(context: grpc.aio.ServicerContext, timeout: float):
+    """A stream's first message, or grpc.aio.EOF if it ends or says nothing for `timeout`."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await context.read()
+    except TimeoutError:
+        return grpc.aio.EOF
+
+
 async def drain_queue(outbox: asyncio.Queue) -> AsyncIterator:
     """The request iterator of a client stream: what is put on `outbox`, until None."""
     while True:

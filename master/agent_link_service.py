@@ -8,6 +8,7 @@ import grpc
 import structlog
 
 from agora.common.credentials import caller_principal
+from agora.common.rpc import read_first
 from agora.master import limits
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
@@ -16,6 +17,17 @@ from agora.master.registry import Agent, Session
 from agora.v1 import agent_link_pb2_grpc
 
 log = structlog.get_logger(__name__)
+
+
+def on_agent_message(core: MasterCore, agent: Agent, message) -> None:
+    """A registered agent's message, from its stream or carried by a relay."""
+    kind = message.WhichOneof("message")
+    # Any message is evidence the agent is there; a heartbeat also says when it was sent.
+    core.agents.heartbeat(agent, message.heartbeat.timestamp if kind == "heartbeat" else 0.0)
+    if kind == "status_update":
+        core.tasks.status_update(agent, message.status_update)
+    elif kind == "register":
+        log.warning("agent sent Register twice on one stream; ignored", agent_id=agent.agent_id)
 
 
 class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
@@ -28,12 +40,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
         # the master sends is written by the session from a task made only while there is
         # something to write (Session.push_to).
         # The first message must be Register; a silent or confused peer is refused at once.
-        timeout = self.core.config.agent_timeout_seconds
-        try:
-            async with asyncio.timeout(timeout):
-                first = await context.read()
-        except TimeoutError:
-            first = grpc.aio.EOF
+        first = await read_first(context, self.core.config.agent_timeout_seconds)
         if first is grpc.aio.EOF:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "send Register as the first message on the stream"
@@ -75,16 +82,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                     session.reading = False
                 if message is grpc.aio.EOF or session.closed:
                     break
-                kind = message.WhichOneof("message")
-                self.core.agents.heartbeat(
-                    agent, message.heartbeat.timestamp if kind == "heartbeat" else 0.0
-                )
-                if kind == "status_update":
-                    self.core.tasks.status_update(agent, message.status_update)
-                elif kind == "register":
-                    log.warning(
-                        "agent sent Register twice on one stream; ignored", agent_id=agent.agent_id
-                    )
+                on_agent_message(self.core, agent, message)
                 del message  # not held (with its protobuf arena) while waiting for the next
         except asyncio.CancelledError:
             if not session.ending:

@@ -19,6 +19,7 @@ from agora.common.batches import next_batch
 from agora.common.credentials import caller_principal
 from agora.common.errors import Reason, rich_status
 from agora.master import limits
+from agora.master.agent_link_service import on_agent_message
 from agora.master.authz import Action, AllowAll, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
@@ -278,12 +279,4 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
             session.gone()
             self.core.agents.disconnected(agent, session)  # type: ignore[arg-type]
             return
-        message = item.message
-        kind = message.WhichOneof("message")
-        self.core.agents.heartbeat(
-            agent, message.heartbeat.timestamp if kind == "heartbeat" else 0.0
-        )
-        if kind == "status_update":
-            self.core.tasks.status_update(agent, message.status_update)
-        elif kind == "register":
-            log.warning("agent sent Register twice on one stream; ignored", agent_id=agent.agent_id)
+        on_agent_message(self.core, agent, item.message)
