@@ -42,9 +42,12 @@ Files in RUN_DIR:
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -90,7 +93,8 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # wrapper started in the agent's own cgroup: that is where it goes back to.
     homes = [os.path.dirname(os.path.dirname(path)) for path in cgroups]
     try:
-        with _open_log(spec["stdout"]) as out, _open_log(spec["stderr"]) as err:
+        user = spec.get("user")
+        with _open_log(spec["stdout"], user) as out, _open_log(spec["stderr"], user) as err:
             proc = None
             try:
                 try:
@@ -177,11 +181,21 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     return 0
 
 
-def _open_log(path: str):
-    """A sandbox file for the task's output, appended to. Never through a symlink: the sandbox
-    belongs to the task's user, who could otherwise point it at any file the wrapper may write."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    return open(os.open(path, flags, 0o666), "ab")
+def _open_log(path: str, user: dict | None):
+    """A sandbox file for the task's output, appended to. The sandbox belongs to the task's
+    user, who could put anything there: never through a symlink, only a plain file with one
+    link (of that user's, when the task runs as one), and a FIFO does not block the open."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o666)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (user and st.st_uid != user["uid"]):
+            raise PermissionError(errno.EACCES, "not a plain file of the task's", path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "ab")
 
 
 class _NoCgroup(Exception):
@@ -355,7 +369,8 @@ def _environment_block(env: dict) -> bytes | None:
         if not raw_name or b"=" in raw_name or b"\0" in raw_name or b"\0" in raw_value:
             return None
         parts.append(raw_name + b"=" + raw_value + b"\0")
-    return b"".join(parts)
+    # An empty string ends the block: the wrapper tells a whole environment from a cut one.
+    return b"".join(parts) + b"\0"
 
 
 def _spawn_native(wrapper: str, line: bytes) -> int | None:
@@ -374,7 +389,15 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
         return None
     # The wrapper (root, usually) runs with an empty environment: the task's, which a framework
     # chooses (LD_PRELOAD...), goes to the task alone, through a pipe on the wrapper's fd 3.
-    read_fd, write_fd = os.pipe()
+    # Its read end is moved above the low fds first, so that fd 3 is always a fresh dup2.
+    low_read, write_fd = os.pipe()
+    try:
+        read_fd = fcntl.fcntl(low_read, fcntl.F_DUPFD_CLOEXEC, 10)
+    except OSError:
+        os.close(low_read)
+        os.close(write_fd)
+        raise
+    os.close(low_read)
     try:
         pid = os.posix_spawn(
             wrapper,
@@ -389,6 +412,9 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
                 (os.POSIX_SPAWN_DUP2, read_fd, 3),
             ],
         )
+    except BaseException:
+        os.close(write_fd)
+        raise
     finally:
         os.close(read_fd)
     try:
@@ -398,6 +424,11 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
     finally:
         os.close(write_fd)
     return pid
+
+
+# The C wrapper's own failures to start: the launcher forks Python wrappers from then on. Others
+# (EAGAIN, ENOMEM, EMFILE) pass, and fail this launch only.
+_WRAPPER_BROKEN = {errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ETXTBSY, errno.ENOTDIR}
 
 
 def serve(native: str | None = None) -> int:
@@ -432,6 +463,8 @@ def serve(native: str | None = None) -> int:
                         try:
                             pid = _spawn_native(native, line.strip())
                         except OSError as e:
+                            if e.errno not in _WRAPPER_BROKEN:
+                                raise
                             # Gone or broken (a cleaned cache?): Python wrappers from now on.
                             message = f"the C task wrapper cannot be spawned ({e}); forking "
                             print(message + "Python wrappers from now on", file=sys.stderr)

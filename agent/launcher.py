@@ -264,7 +264,7 @@ class Launcher:
                 # JSON holds no raw newline or tab: one line, split at the first tab.
                 line += b"\t" + json.dumps(spec, separators=(",", ":")).encode()
             self._proc.stdin.write(line + b"\n")
-            first: set[asyncio.Future[str] | asyncio.Future[tuple[int, int]]] = {
+            first: set[asyncio.Future[str] | asyncio.Future[tuple[int, int | None]]] = {
                 launch.report,
                 launch.handed,
             }
@@ -288,7 +288,10 @@ class Launcher:
                 if report.startswith("handed "):
                     with contextlib.suppress(ValueError, IndexError, asyncio.InvalidStateError):
                         _, pid, ticks = report.split()
-                        launch.handed.set_result((int(pid), int(ticks)))
+                        # "None": the wrapper had already ended when the launcher looked.
+                        launch.handed.set_result(
+                            (int(pid), None if ticks == "None" else int(ticks))
+                        )
                     continue
                 del pending[run_id]
                 if not launch.report.done():
@@ -343,10 +346,12 @@ class _Launch:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.report: asyncio.Future[str] = loop.create_future()
         # (pid, start ticks) of the wrapper that took the run.
-        self.handed: asyncio.Future[tuple[int, int]] = loop.create_future()
+        self.handed: asyncio.Future[tuple[int, int | None]] = loop.create_future()
 
 
-async def _report_or_death(report: asyncio.Future[str], wrapper_pid: int, ticks: int) -> None:
+async def _report_or_death(
+    report: asyncio.Future[str], wrapper_pid: int, ticks: int | None
+) -> None:
     """Waits for the report; raises WrapperDied if the wrapper ends without one.
 
     Without this a wrapper killed between taking the run and reporting (the OOM killer, an

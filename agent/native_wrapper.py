@@ -33,22 +33,36 @@ SHARED_DIR = Path("/var/cache/agora")  # for agents running as root
 ENV_SWITCH = "AGORA_NATIVE_WRAPPER"
 
 
-def safe_dir(directory: Path) -> bool:
-    """True if only root or this user can change `directory` or any directory above it (a
-    sticky directory such as /tmp counts as safe above it: others cannot rename what is ours)."""
+def safe_dir(directory: Path) -> Path | None:
+    """`directory` resolved, if only root or this user can change it or any directory above it
+    (a sticky directory such as /tmp counts as safe above it: others cannot rename what is
+    ours); else None. Use the path returned: a symlink on the way is not checked again."""
     me = os.geteuid()
     real = Path(os.path.realpath(directory))
     for i, path in enumerate([real, *real.parents]):
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except OSError:
-            return False
+            return None
         if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, me):
-            return False
+            return None
         writable_by_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
         if writable_by_others and (i == 0 or not st.st_mode & stat.S_ISVTX):
-            return False
-    return True
+            return None
+    return real
+
+
+def _trusted_file(path: Path) -> bool:
+    """A plain file of root's or this user's that no one else may write."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_uid in (0, os.geteuid())
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
 
 
 def _build_id(source: bytes) -> str:
@@ -82,14 +96,16 @@ def wrapper_path(fallback_dir: Path | None = None) -> str | None:
     except OSError as e:
         log.warning("cannot make a place for the C task wrapper", error=str(e))
         return None
-    if not safe_dir(directory):
+    safe = safe_dir(directory)
+    if safe is None:
         log.warning(
             "not using the C task wrapper: others could change its directory",
             directory=str(directory),
         )
         return None
+    directory = safe
     target = directory / f"agora-task-wrapper-{_build_id(source)}"
-    if target.exists() and _answers(target):
+    if target.exists() and _trusted_file(target) and _answers(target):
         return str(target)
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:

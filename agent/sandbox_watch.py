@@ -16,8 +16,10 @@ The decisions are pure functions below; the loop only reads the disk and acts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -57,15 +59,46 @@ def over_disk_limit(used_bytes: int, disk_mb: float) -> str | None:
 
 
 def rotate(path: Path, max_bytes: int) -> bool:
-    """Copies `path` to `path.1` and empties it when past `max_bytes`; True if it did."""
+    """Copies `path` to `path.1` and empties it when past `max_bytes`; True if it did.
+
+    The agent (root, usually) does this inside a sandbox that the task's user owns, so nothing
+    is followed: not a symlink or a second link at `path` (the task could point it at any
+    file, to have it copied out and emptied), nor anything at `path.1` (to have it written):
+    `path.1` is made anew, owned as `path` is. A FIFO is left alone.
+    """
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        if path.stat().st_size <= max_bytes:
-            return False
-        shutil.copyfile(path, path.with_name(path.name + ".1"))
-        os.truncate(path, 0)
+        fd = os.open(path, flags)
     except OSError as e:
         log.warning("cannot rotate a task's log", path=str(path), error=str(e))
         return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            log.warning("not rotating a task's log that is not a plain file", path=str(path))
+            return False
+        if st.st_size <= max_bytes:
+            return False
+        old = path.with_name(path.name + ".1")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(old)
+        # O_EXCL: whatever the task put there since (a symlink included) makes this fail.
+        out = os.open(old, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      0o600)  # fmt: skip
+        try:
+            os.fchown(out, st.st_uid, st.st_gid)
+            os.fchmod(out, stat.S_IMODE(st.st_mode))
+            offset = 0
+            while sent := os.sendfile(out, fd, offset, 1 << 20):
+                offset += sent
+        finally:
+            os.close(out)
+        os.ftruncate(fd, 0)
+    except OSError as e:
+        log.warning("cannot rotate a task's log", path=str(path), error=str(e))
+        return False
+    finally:
+        os.close(fd)
     return True
 
 

@@ -6,7 +6,8 @@
  *
  *   agora-task-wrapper RUN_DIR STDOUT STDERR CWD USER NCGROUPS [CGROUP...] -- ARGV...
  *     USER      "-" (the wrapper's own), or "UID:GID:G1,G2,..." (groups may be empty)
- *     fd 3      the task's environment, "NAME=VALUE" strings each ended by a NUL, to EOF
+ *     fd 3      the task's environment, "NAME=VALUE" strings each ended by a NUL, then an
+ *               empty one (a lone NUL) and EOF: a cut environment is refused, not run
  *     stdout is the launcher's report pipe; the report lines are prefixed with the run id
  *     (RUN_DIR's last component).
  *
@@ -257,6 +258,21 @@ static const char *what(int err) {
     return strerror(err);
 }
 
+/* A log of the task's, appended to: a plain file only (a FIFO does not block the open). */
+static int open_log(int dir, const char *name) {
+    int fd = openat(dir, name, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                    0666);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        close(fd);
+        errno = EACCES;
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
 /* The directory holding `path` (O_PATH), and in *name the last component. */
 static int open_parent(const char *path, const char **name) {
     const char *slash = strrchr(path, '/');
@@ -350,27 +366,34 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
         }
     }
     /* As the task's user, and never through a symlink: see the top of this file. */
-    int flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW;
-    int out = openat(out_dir, out_name, flags, 0666);
-    int err = out < 0 ? -1 : openat(err_dir, err_name, flags, 0666);
-    int null = err < 0 ? -1 : open("/dev/null", O_RDONLY);
+    int out = open_log(out_dir, out_name);
+    int err = out < 0 ? -1 : open_log(err_dir, err_name);
+    int null = err < 0 ? -1 : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
         dprintf(errfd, "exec %d", errno);
         _exit(127);
     }
-    /* Nothing else of the wrapper's stays open in the task (the error pipe closes on exec). */
-    if (errfd > 3) close_range(3, errfd - 1, 0);
-    close_range(errfd + 1, ~0U, 0);
+    /* Nothing else of the wrapper's stays open in the task (the error pipe closes on exec;
+     * what was opened here is close-on-exec, which dup2 does not pass to 0, 1 and 2). */
+    if ((errfd > 3 && close_range(3, errfd - 1, 0) < 0) || close_range(errfd + 1, ~0U, 0) < 0)
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != errfd) close(fd); /* a kernel before 5.9 */
     dprintf(errfd, "exec %d", exec_command(argv, envp));
     _exit(127);
 }
 
-/* The task's environment from fd 3 ("NAME=VALUE\0" each, to EOF); NULL on an error. */
+/* The task's environment from fd 3 ("NAME=VALUE\0" each, then "\0"); NULL if it is not all
+ * there (the launcher died while writing it). */
 static char **read_environment(void) {
     size_t length = 0;
     char *text = read_all(3, &length);
     close(3);
     if (!text) return NULL;
+    if (length == 0 || text[length - 1] != 0 || (length > 1 && text[length - 2] != 0)) {
+        free(text);
+        return NULL;
+    }
+    length--; /* the empty string that ends the block */
     size_t count = 0;
     for (size_t i = 0; i < length; i++) count += text[i] == 0;
     char **envp = calloc(count + 1, sizeof(char *));

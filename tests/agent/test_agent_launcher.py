@@ -325,3 +325,40 @@ async def test_a_c_wrapper_that_cannot_be_spawned_gives_way_to_the_python_one(tm
     finally:
         await z.stop()
     assert "cannot be spawned" in (tmp_path / "launcher.log").read_text()
+
+
+async def test_a_fifo_in_place_of_the_tasks_stdout_fails_the_launch_without_hanging(
+    zygote, tmp_path
+):
+    run_dir, sandbox = new_run(tmp_path, "fifo")
+    os.mkfifo(sandbox / "stdout")
+    with pytest.raises(LaunchError, match="cannot run"):
+        await asyncio.wait_for(
+            start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote), 20
+        )
+
+
+def test_the_c_wrapper_refuses_an_environment_cut_short(tmp_path):
+    """A launcher that dies while writing the task's environment must not start the task with
+    part of it."""
+    wrapper = native_wrapper.wrapper_path(tmp_path / "bin")
+    assert wrapper is not None, "this machine has a C compiler"
+    run_dir, sandbox = new_run(tmp_path, "cut")
+    (run_dir / "exit.json").write_text("{}".ljust(512))
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"PATH=/usr/bin:/bin\0HOME=/")  # no end, and the writer goes away
+    os.close(write_fd)
+    argv = [wrapper, str(run_dir), str(sandbox / "stdout"), str(sandbox / "stderr"),
+            str(sandbox), "-", "0", "--", "/bin/sh", "-c", "echo started > ran"]  # fmt: skip
+    done = subprocess.run(
+        argv,
+        env={},
+        pass_fds=(read_fd,),
+        capture_output=True,
+        preexec_fn=lambda: os.dup2(read_fd, 3),
+    )
+    os.close(read_fd)
+    assert done.returncode == 1
+    assert b"cannot read its environment" in done.stdout
+    assert "cannot read its environment" in launcher.read_exit(run_dir)["error"]
+    assert not (sandbox / "ran").exists()
