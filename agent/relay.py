@@ -59,7 +59,7 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 class RelayConfig:
     master: str  # HOST:PORT, a set, or zk://
     host: str = "127.0.0.1"
-    port: int = 5052
+    port: int = 5053
     credentials: Credentials = INSECURE
     insecure: bool = False
     # An agent that says nothing for this long after dialling is refused (the master's own

@@ -48,7 +48,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--port",
         type=port_number,
-        default=5052,
+        default=5053,  # after the master (5050), the agent (5051) and `agora local --masters 3`
         help="port agents dial; 0 picks a free one (default: %(default)s)",
     )
     parser.add_argument(
