@@ -1,6 +1,6 @@
 """The AgentRelay gRPC service: many agents' links carried on one stream by a relay.
 
-A relay (`agora relay`, agora.master.relay) serves AgentLink to agents and carries them here on
+A relay (`agora relay`, agora.agent.relay) serves AgentLink to agents and carries them here on
 one Carry stream, so the master pays for one gRPC stream per relay instead of one per agent.
 Each carried agent gets a `RelayedSession`, which the core uses exactly as a direct stream's
 Session (send, close, closed): registration, heartbeats, status updates, removal and failover
