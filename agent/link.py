@@ -145,17 +145,9 @@ class MasterLink:
                     retry_in=round(delay, 2),
                     next=self.master,
                 )
-                await self._pause(delay)
+                await self.tracker.pause(delay)
                 continue
             await asyncio.sleep(self._backoff_initial)
-
-    async def _pause(self, seconds: float) -> None:
-        """Sleeps `seconds`, or less if ZooKeeper has named a new leader since the last dial."""
-        try:
-            async with asyncio.timeout(seconds):
-                await self.tracker.changed.wait()
-        except TimeoutError:
-            pass
 
     async def stop(self, task: asyncio.Task) -> None:
         """Ends the stream and the `run` task. Cancelling the call first matters: a task

@@ -16,12 +16,13 @@ status updates are resent until acknowledged) hold through the relay unchanged.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 from dataclasses import dataclass
 
 import grpc
 import structlog
+from google.rpc import status_pb2
+from grpc_status import rpc_status
 
 from agora.agent.link_policy import retry_delay
 from agora.common.backoff import Backoff
@@ -83,12 +84,6 @@ class RelayCounts:
     batches_up: int = 0
     messages_down: int = 0
     batches_down: int = 0
-
-
-class _Status(
-    collections.namedtuple("_Status", ("code", "details", "trailing_metadata")), grpc.Status
-):
-    """A status to end an agent's stream with (grpc.Status is an interface)."""
 
 
 class _Link:
@@ -312,17 +307,12 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
                     break
                 await context.write(message)
             reader.cancel()
+            if message.status_details:  # the master's refusal, with its reason (ErrorInfo)
+                status = status_pb2.Status.FromString(message.status_details)
+                await context.abort_with_status(rpc_status.to_status(status))
             if message.code != 0:
-                metadata = (
-                    (("grpc-status-details-bin", message.status_details),)
-                    if message.status_details
-                    else ()
-                )
-                await context.abort_with_status(
-                    _Status(
-                        _CODES.get(message.code, grpc.StatusCode.UNKNOWN), message.details, metadata
-                    )
-                )
+                code = _CODES.get(message.code, grpc.StatusCode.UNKNOWN)
+                await context.abort(code, message.details)
         finally:
             self.carried -= 1
             reader.cancel()
@@ -339,14 +329,10 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
                     break
                 up.put(RelayUp.Item(link=link.number, message=message))
                 del message
-        except asyncio.CancelledError:
-            raise
         except Exception as e:  # noqa: BLE001 - the agent went away mid-stream
             log.debug("agent stream broke", error=repr(e))
         up.close(link)
-        if not link.ended:
-            link.ended = True
-            link.queue.put_nowait(RelayDown.Ended(code=0))
+        link.end(grpc.StatusCode.OK, "")
 
     # The master's side ------------------------------------------------------------------
 
@@ -372,11 +358,7 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
                 retry_in=round(delay, 2),
                 next=self.tracker.current() or str(self.tracker),
             )
-            try:
-                async with asyncio.timeout(delay):
-                    await self.tracker.changed.wait()
-            except TimeoutError:
-                pass
+            await self.tracker.pause(delay)
 
     async def _carry(self) -> None:
         self.tracker.changed.clear()

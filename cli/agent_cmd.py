@@ -13,11 +13,12 @@ from agora.cli.options import (
     add_daemon_tls_flags,
     add_log_flags,
     daemon_credentials,
+    master_spec,
+    one_line_errors,
     port_number,
     setup_logging,
 )
 from agora.common import AttributeParseError, ResourceError, Resources, parse_attributes
-from agora.common.masters import MasterSpecError, parse_masters
 
 
 def _resources(text: str) -> Resources:
@@ -59,14 +60,6 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _master(text: str) -> str:
-    try:
-        parse_masters(text)
-    except MasterSpecError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
-
-
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "agent",
@@ -83,7 +76,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--master",
         required=True,
-        type=_master,
+        type=master_spec,
         metavar="HOST:PORT",
         help="the master: HOST:PORT, a set h1:5050,h2:5050,h3:5050, or "
         "zk://h1:2181,h2:2181/agora; the agent finds the leader and follows it when it changes",
@@ -209,11 +202,7 @@ def register(subparsers) -> None:
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
-    # A bad flag value is one line naming the flag and what to write, not a usage dump.
-    def one_line_error(message: str):
-        parser.exit(2, f"agora agent: error: {message} (see agora agent --help)\n")
-
-    parser.error = one_line_error
+    one_line_errors(parser, "agent")
 
 
 def run(args: argparse.Namespace) -> int:

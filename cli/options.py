@@ -40,6 +40,26 @@ def add_master_flag(parser: argparse.ArgumentParser) -> None:
     add_tls_flags(parser, env=True)
 
 
+def master_spec(text: str) -> str:
+    """An argparse type: a daemon's --master (HOST:PORT, a set, or zk://), checked at once."""
+    from agora.common.masters import MasterSpecError, parse_masters
+
+    try:
+        parse_masters(text)
+    except MasterSpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def one_line_errors(parser: argparse.ArgumentParser, command: str) -> None:
+    """A bad flag value is one line naming the flag and what to write, not a usage dump."""
+
+    def error(message: str):
+        parser.exit(2, f"agora {command}: error: {message} (see agora {command} --help)\n")
+
+    parser.error = error  # type: ignore[method-assign]
+
+
 def master_address(args: argparse.Namespace) -> str:
     """The leading master's host:port, from --master in any form (one address, a list, or
     zk://): a standby's refusal names the leader. Found once per command."""

@@ -6,12 +6,13 @@ import argparse
 import asyncio
 import signal
 
-from agora.cli.agent_cmd import _master
 from agora.cli.errors import CommandError
 from agora.cli.options import (
     add_daemon_tls_flags,
     add_log_flags,
     daemon_credentials,
+    master_spec,
+    one_line_errors,
     port_number,
     setup_logging,
 )
@@ -34,7 +35,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--master",
         required=True,
-        type=_master,
+        type=master_spec,
         metavar="HOST:PORT",
         help="the master: HOST:PORT, a set h1:5050,h2:5050,h3:5050, or "
         "zk://h1:2181,h2:2181/agora; the relay follows the leader",
@@ -63,10 +64,7 @@ def register(subparsers) -> None:
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
-    def one_line_error(message: str):
-        parser.exit(2, f"agora relay: error: {message} (see agora relay --help)\n")
-
-    parser.error = one_line_error
+    one_line_errors(parser, "relay")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -154,6 +154,15 @@ class LeaderTracker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    async def pause(self, seconds: float) -> None:
+        """Sleeps `seconds`, or less if ZooKeeper names a new leader meanwhile (since the last
+        `changed.clear()`, which a dial makes)."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self.changed.wait()
+        except TimeoutError:
+            pass
+
     async def close(self) -> None:
         if self._zk is not None:
             zk, self._zk = self._zk, None

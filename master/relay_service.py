@@ -48,7 +48,6 @@ class Downlink:
     ) -> None:
         self.items: list[RelayDown.Item] = []
         self.broken = False
-        self.links = 0  # carried links now: the bound grows with them
         self._write = write
         self._owner: asyncio.Task | None = owner
         self._max_per_link = max_per_link
@@ -58,7 +57,8 @@ class Downlink:
     def put(self, item: RelayDown.Item) -> None:
         if self.broken:
             return
-        if len(self.items) >= self._max_per_link * max(1, self.links):
+        # The bound grows with the links carried now.
+        if len(self.items) >= self._max_per_link * max(1, len(self._sessions)):
             log.warning(
                 "disconnecting a relay that stopped reading its stream", queued=len(self.items)
             )
@@ -132,7 +132,7 @@ class RelayedSession:
 
     def refuse(self, error: CallError) -> None:
         """Ends the agent's stream with the refusal, as `abort` ends a direct one."""
-        status = _status_of(error)
+        status = rich_status(error.code, error.message, error.reason, error.metadata)
         details = b""
         for key, value in status.trailing_metadata or ():
             if key == STATUS_DETAILS_KEY:
@@ -156,11 +156,6 @@ class RelayedSession:
     def _forget(self) -> None:
         if self._links.get(self.link) is self:
             del self._links[self.link]
-            self._down.links = len(self._links)
-
-
-def _status_of(error: CallError) -> grpc.Status:
-    return rich_status(error.code, error.message, error.reason, error.metadata)
 
 
 class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
@@ -261,7 +256,6 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
             limits.check_register_size(message.register)
             self.gate.check(item.principal, Action.REGISTER_AGENT, message.register.info.agent_id)
             links[item.link] = session
-            down.links = len(links)
             agent = self.core.agents.register(message.register, session, item.principal)  # type: ignore[arg-type]
         except CallError as e:
             session.refuse(e)
