@@ -24,6 +24,7 @@ import structlog
 from agora.agent.aio_util import cancel_and_wait
 from agora.agent.link_policy import WaitReason, retry_delay
 from agora.common.backoff import Backoff
+from agora.common.batches import Batcher
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.leader import LeaderTracker
 from agora.common.rpc import describe_rpc_error, drain_queue, open_channel
@@ -178,10 +179,13 @@ class MasterLink:
                 agent_id=register.info.agent_id or "(new)",
                 tasks=len(register.tasks),
             )
+            register.accepts_batches = True
             outbox.put_nowait(AgentMessage(register=register))
             self._outbox = outbox
+            # Enabled once the master says it reads batches (Registered).
+            batcher = Batcher(_agent_batch)
             call = self._call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(
-                drain_queue(outbox)
+                drain_queue(outbox, batcher)
             )
             interval = self._default_heartbeat
             silence = _Silence(self._clock, self._register_timeout)
@@ -195,30 +199,27 @@ class MasterLink:
                 if message is grpc.aio.EOF:
                     return
                 silence.heard()
-                kind = message.WhichOneof("message")
-                if kind == "registered":
-                    self._failures = 0
-                    interval = message.registered.heartbeat_interval_seconds or interval
-                    # Registered: from now on the keepalive watches the master.
-                    watchdog.cancel()
-                    self._handler.on_registered(message.registered)
-                    self._registered = True
-                    self.registrations += 1
-                    if heartbeat is None:
-                        heartbeat = asyncio.create_task(self._heartbeat(outbox, interval))
-                elif kind == "shutdown":
-                    # Also the answer to a Register with an id the master has removed.
-                    self._registered = False
-                    await self._handler.on_shutdown(message.shutdown)
-                    raise _Reconnect()
-                elif not self._registered:
-                    log.warning("ignoring a master message before registration", kind=kind)
-                elif kind in self._handlers:
-                    try:
-                        self._handlers[kind](getattr(message, kind))
-                    except Exception:  # noqa: BLE001 - one bad message must not cut the link
-                        log.exception("failed to handle a master message", kind=kind)
-                # heartbeat (from masters of earlier versions): nothing to do.
+                batch = message.batch.messages if message.HasField("batch") else (message,)
+                for one in batch:
+                    kind = one.WhichOneof("message")
+                    if kind == "registered":
+                        self._failures = 0
+                        interval = one.registered.heartbeat_interval_seconds or interval
+                        batcher.enabled = one.registered.accepts_batches
+                        # Registered: from now on the keepalive watches the master.
+                        watchdog.cancel()
+                        self._handler.on_registered(one.registered)
+                        self._registered = True
+                        self.registrations += 1
+                        if heartbeat is None:
+                            heartbeat = asyncio.create_task(self._heartbeat(outbox, interval))
+                    elif kind == "shutdown":
+                        # Also the answer to a Register with an id the master has removed.
+                        self._registered = False
+                        await self._handler.on_shutdown(one.shutdown)
+                        raise _Reconnect()
+                    else:
+                        self._dispatch(kind, one)
         except asyncio.CancelledError:
             if watchdog is not None and silence.expired and not _being_cancelled():
                 raise ConnectionError(
@@ -237,10 +238,26 @@ class MasterLink:
                 call.cancel()
             await channel.close()
 
+    def _dispatch(self, kind: str | None, message: MasterMessage) -> None:
+        if not self._registered:
+            log.warning("ignoring a master message before registration", kind=kind)
+        elif kind in self._handlers:
+            try:
+                self._handlers[kind](getattr(message, kind))
+            except Exception:  # noqa: BLE001 - one bad message must not cut the link
+                log.exception("failed to handle a master message", kind=kind)
+        elif kind == "batch":
+            log.warning("ignoring a Batch inside a Batch from the master")
+        # heartbeat (from masters of earlier versions): nothing to do.
+
     async def _heartbeat(self, outbox: asyncio.Queue, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
             outbox.put_nowait(AgentMessage(heartbeat=AgentMessage.Heartbeat(timestamp=time.time())))
+
+
+def _agent_batch(items: list) -> AgentMessage:
+    return AgentMessage(batch=AgentMessage.Batch(messages=items))
 
 
 class _Silence:

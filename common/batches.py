@@ -1,19 +1,31 @@
 """Batching protobuf messages into one gRPC message, within its size limit (pure).
 
-A relay and the master carry many agents' messages in one stream message each way
-(agent_relay.proto). What waits goes in the next message, but never more than BATCH_BYTES of it:
-gRPC refuses a message over the receiver's limit (64 MiB, common/rpc.py), which would cut the
-stream of every agent carried on it. An item too big to be sent even alone is set apart for the
-caller to refuse, so one agent's oversized message ends that agent's link only.
+Each gRPC stream message costs both ends about as much as its content (grpc.aio's per-message
+work), so under load what waits to be sent goes in one: a relay and the master carry many
+agents' messages in one stream message each way (agent_relay.proto), and an agent, the master
+and a framework put what their stream has queued in one Batch (agent_link.proto,
+scheduler.proto; `Batcher`). What waits goes in the next message, but never more than
+BATCH_BYTES of it: gRPC refuses a message over the receiver's limit (64 MiB, common/rpc.py),
+which would cut the stream (of every agent carried on it, for a relay). A relay's item too big
+to be sent even alone is set apart for the caller to refuse, so one agent's oversized message
+ends that agent's link only.
 """
 
 from __future__ import annotations
 
-__all__ = ["BATCH_BYTES", "ITEM_LIMIT", "next_batch"]
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BATCH_BYTES", "ITEM_LIMIT", "MAX_BATCH_ITEMS", "Batcher", "next_batch"]
 
 BATCH_BYTES = 4 * 1024 * 1024
 # The receivers' limit is 64 MiB; a batch's framing and one item's envelope fit in the rest.
 ITEM_LIMIT = 64 * 1024 * 1024 - 64 * 1024
+# Messages in one Batch: enough to make the per-message cost vanish, few enough that the
+# receiver's loop is not held long by one.
+MAX_BATCH_ITEMS = 512
 
 
 def next_batch(
@@ -36,3 +48,30 @@ def next_batch(
         taken += 1
     del items[:taken]
     return batch, oversized
+
+
+@dataclass
+class Batcher:
+    """What a stream sends next: the first message waiting, or while `enabled` (the peer said it
+    reads batches) every message waiting, up to `budget` bytes and MAX_BATCH_ITEMS, wrapped in
+    one by `wrap`. Nothing waits for a batch to fill: a batch is what queued while the stream
+    was busy, so an idle stream sends each message at once and a loaded one sends fewer."""
+
+    wrap: Callable[[list], Any]
+    enabled: bool = False
+    budget: int = BATCH_BYTES
+
+    def take(self, pending: deque) -> Any:
+        """Pops the next message to send from the front of `pending` (not empty)."""
+        first = pending.popleft()
+        if not self.enabled or not pending:
+            return first
+        items = [first]
+        size = first.ByteSize()
+        while pending and len(items) < MAX_BATCH_ITEMS:
+            n = pending[0].ByteSize()
+            if size + n > self.budget:
+                break  # an oversized message goes alone (the caller's limits keep it legal)
+            items.append(pending.popleft())
+            size += n + 8  # the repeated field's tag and length
+        return first if len(items) == 1 else self.wrap(items)

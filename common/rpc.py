@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
@@ -10,6 +11,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
+from agora.common.batches import Batcher
 from agora.common.credentials import INSECURE, Credentials, add_port, aio_channel
 from agora.common.tokens import TokenAuth
 
@@ -175,13 +177,27 @@ async def read_first(context: grpc.aio.ServicerContext, timeout: float):
         return grpc.aio.EOF
 
 
-async def drain_queue(outbox: asyncio.Queue) -> AsyncIterator:
-    """The request iterator of a client stream: what is put on `outbox`, until None."""
+async def drain_queue(outbox: asyncio.Queue, batcher: Batcher | None = None) -> AsyncIterator:
+    """The request iterator of a client stream: what is put on `outbox`, until None. With a
+    `batcher`, what queued while the last message was being written goes as one (when enabled).
+    """
+    waiting: deque = deque()
+    ending = False
     while True:
-        message = await outbox.get()
-        if message is None:
-            return
-        yield message
+        if not waiting:
+            if ending:
+                return
+            message = await outbox.get()
+            if message is None:
+                return
+            waiting.append(message)
+        while not ending and not outbox.empty():
+            message = outbox.get_nowait()
+            if message is None:
+                ending = True  # what came before it is still sent
+            else:
+                waiting.append(message)
+        yield batcher.take(waiting) if batcher is not None else waiting.popleft()
 
 
 def describe_rpc_error(error: Exception) -> str:

@@ -13,7 +13,7 @@ from agora.master import limits
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
-from agora.master.registry import Agent, Session
+from agora.master.registry import Agent, Session, agent_batches
 from agora.v1 import agent_link_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -22,8 +22,23 @@ log = structlog.get_logger(__name__)
 def on_agent_message(core: MasterCore, agent: Agent, message) -> None:
     """A registered agent's message, from its stream or carried by a relay."""
     kind = message.WhichOneof("message")
-    # Any message is evidence the agent is there; a heartbeat also says when it was sent.
+    if kind == "batch":
+        core.agents.heartbeat(agent, 0.0)  # any message is evidence the agent is there
+        for inner in message.batch.messages:
+            inner_kind = inner.WhichOneof("message")
+            if inner_kind == "batch":
+                log.warning("agent sent a Batch inside a Batch; ignored", agent_id=agent.agent_id)
+            elif inner_kind == "heartbeat":
+                core.agents.heartbeat(agent, inner.heartbeat.timestamp)
+            else:
+                _on_one(core, agent, inner, inner_kind)
+        return
+    # A heartbeat also says when it was sent.
     core.agents.heartbeat(agent, message.heartbeat.timestamp if kind == "heartbeat" else 0.0)
+    _on_one(core, agent, message, kind)
+
+
+def _on_one(core: MasterCore, agent: Agent, message, kind: str | None) -> None:
     if kind == "status_update":
         core.tasks.status_update(agent, message.status_update)
     elif kind == "register":
@@ -59,9 +74,12 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
             agent = self.core.agents.register(first.register, session, principal)
         except CallError as e:
             await abort(context, e)
+        batches = first.register.accepts_batches
         del first  # the Register's protobuf arena would stay for the stream's life
         try:
-            await session.push_to(context.write)  # Registered (or a Shutdown) first
+            await session.push_to(context.write)  # Registered (or a Shutdown) first, alone
+            if batches:
+                session.batcher = agent_batches()
             if agent is not None:
                 await self._read(agent, session, context)
             await session.drain()  # what was sent before the session closed (a Shutdown)

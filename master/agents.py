@@ -170,6 +170,7 @@ class AgentBook:
                     master_id=self.master_id,
                     heartbeat_interval_seconds=self.config.agent_heartbeat_seconds,
                     master_principal=self.config.credentials.principal,
+                    accepts_batches=True,
                 )
             )
         )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from agora.common import EMPTY, Resources
+from agora.common.batches import Batcher
 from agora.master.clock import Timer
 from agora.v1 import agent_link_pb2, common_pb2, scheduler_pb2
 
@@ -64,6 +65,24 @@ def master_status(
     )
 
 
+def agent_batches() -> Batcher:
+    """For the session of an agent that reads MasterMessage.Batch."""
+    return Batcher(_master_batch, enabled=True)
+
+
+def event_batches() -> Batcher:
+    """For the session of a framework that reads Event.Batch."""
+    return Batcher(_event_batch, enabled=True)
+
+
+def _master_batch(items: list) -> agent_link_pb2.MasterMessage:
+    return agent_link_pb2.MasterMessage(batch=agent_link_pb2.MasterMessage.Batch(messages=items))
+
+
+def _event_batch(items: list) -> scheduler_pb2.Event:
+    return scheduler_pb2.Event(batch=scheduler_pb2.Event.Batch(events=items))
+
+
 # How many messages may wait for one peer before it is taken for a reader that stopped reading.
 DEFAULT_MAX_QUEUED = 50_000
 
@@ -88,6 +107,7 @@ class Session:
 
     __slots__ = (
         "pending",
+        "batcher",
         "closed",
         "max_queued",
         "overflowed",
@@ -102,6 +122,8 @@ class Session:
     def __init__(self, max_queued: int = DEFAULT_MAX_QUEUED) -> None:
         # Made on the first send and dropped when drained: an empty deque is 600 bytes.
         self.pending: deque | None = None
+        # Set when the peer reads batches: what waits is then written as one message.
+        self.batcher: Batcher | None = None
         self.closed = False
         self.max_queued = max_queued
         self.overflowed = False
@@ -141,7 +163,12 @@ class Session:
                 await self._waiter
             finally:
                 self._waiter = None
-        return self.pending.popleft()  # type: ignore[union-attr]
+        return self._take()
+
+    def _take(self):
+        pending = self.pending
+        assert pending
+        return self.batcher.take(pending) if self.batcher is not None else pending.popleft()
 
     async def push_to(self, write) -> None:
         """Writes what is pending with `await write(message)`, here (a registration's reply
@@ -176,7 +203,7 @@ class Session:
     async def _push(self) -> None:
         try:
             while self.pending and self._write is not None:
-                await self._write(self.pending.popleft())
+                await self._write(self._take())
         except Exception as e:  # the peer is gone: the handler's read ends too
             log.info("stream write failed", error=repr(e))
             self.closed = True

@@ -12,6 +12,7 @@ from agora.master import limits, views
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
+from agora.master.registry import event_batches
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -51,6 +52,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             context, self.core.frameworks.subscribe, request.framework, principal
         )
         session.owner = asyncio.current_task()  # cancelled if the framework stops reading
+        if request.accepts_batches:
+            session.batcher = event_batches()
         try:
             while True:
                 event = await session.next()

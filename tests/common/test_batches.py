@@ -1,8 +1,14 @@
-"""next_batch: what a relay or the master puts in one stream message (common/batches.py)."""
+"""next_batch and Batcher: what a relay, the master, an agent or a framework stream puts in one
+stream message (common/batches.py), and drain_queue, an agent's outgoing stream (common/rpc.py).
+"""
 
 from __future__ import annotations
 
-from agora.common.batches import next_batch
+import asyncio
+from collections import deque
+
+from agora.common.batches import MAX_BATCH_ITEMS, Batcher, next_batch
+from agora.common.rpc import drain_queue
 from agora.v1 import agent_link_pb2, agent_relay_pb2
 
 Item = agent_relay_pb2.RelayUp.Item
@@ -42,3 +48,82 @@ def test_an_item_too_big_to_send_is_set_apart_and_the_others_still_go():
 
 def test_nothing_waiting_makes_an_empty_batch():
     assert next_batch([]) == ([], [])
+
+
+def _update(task_id: str, size: int = 0) -> AgentMessage:
+    message = AgentMessage()
+    message.status_update.status.task_id = task_id
+    message.status_update.status.message = "m" * size
+    return message
+
+
+def _wrap(items: list) -> AgentMessage:
+    return AgentMessage(batch=AgentMessage.Batch(messages=items))
+
+
+def _ids(message: AgentMessage) -> list[str]:
+    if message.HasField("batch"):
+        return [m.status_update.status.task_id for m in message.batch.messages]
+    return [message.status_update.status.task_id]
+
+
+def test_a_disabled_batcher_sends_one_message_at_a_time():
+    pending = deque(_update(f"t{i}") for i in range(3))
+    batcher = Batcher(_wrap)
+    assert [_ids(batcher.take(pending)) for _ in range(3)] == [["t0"], ["t1"], ["t2"]]
+
+
+def test_an_enabled_batcher_sends_what_waits_in_one_message_in_order():
+    pending = deque(_update(f"t{i}") for i in range(5))
+    batch = Batcher(_wrap, enabled=True).take(pending)
+    assert batch.HasField("batch")
+    assert _ids(batch) == ["t0", "t1", "t2", "t3", "t4"]
+    assert not pending
+
+
+def test_a_lone_message_is_sent_as_itself():
+    pending = deque([_update("t0")])
+    message = Batcher(_wrap, enabled=True).take(pending)
+    assert not message.HasField("batch")
+    assert _ids(message) == ["t0"]
+
+
+def test_a_batch_stops_at_its_byte_budget_and_at_its_item_cap():
+    pending = deque(_update(f"t{i}", 1000) for i in range(10))
+    batcher = Batcher(_wrap, enabled=True, budget=3500)
+    first = batcher.take(pending)
+    assert _ids(first) == ["t0", "t1", "t2"]
+    assert len(pending) == 7
+    # One message over the budget still goes, alone.
+    pending = deque([_update("big", 5000), _update("small")])
+    assert _ids(batcher.take(pending)) == ["big"]
+    pending = deque(_update(f"t{i}") for i in range(MAX_BATCH_ITEMS + 5))
+    assert len(_ids(Batcher(_wrap, enabled=True).take(pending))) == MAX_BATCH_ITEMS
+    assert len(pending) == 5
+
+
+async def test_drain_queue_batches_what_queued_and_ends_after_what_came_before_none():
+    outbox: asyncio.Queue = asyncio.Queue()
+    batcher = Batcher(_wrap, enabled=True)
+    for i in range(4):
+        outbox.put_nowait(_update(f"t{i}"))
+    outbox.put_nowait(None)
+    outbox.put_nowait(_update("after the end"))
+    sent = [_ids(m) async for m in drain_queue(outbox, batcher)]
+    assert sent == [["t0", "t1", "t2", "t3"]]
+
+
+async def test_drain_queue_sends_singly_until_its_batcher_is_enabled():
+    outbox: asyncio.Queue = asyncio.Queue()
+    batcher = Batcher(_wrap)
+    stream = drain_queue(outbox, batcher)
+    outbox.put_nowait(_update("register"))
+    outbox.put_nowait(_update("t0"))
+    assert _ids(await anext(stream)) == ["register"]
+    assert _ids(await anext(stream)) == ["t0"]
+    batcher.enabled = True  # the master said it reads batches
+    for i in range(1, 4):
+        outbox.put_nowait(_update(f"t{i}"))
+    assert _ids(await anext(stream)) == ["t1", "t2", "t3"]
+    outbox.put_nowait(None)
+    assert [m async for m in stream] == []

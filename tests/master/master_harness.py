@@ -97,8 +97,13 @@ class FakeAgent:
         resources: str = "cpus:4;mem:4096;ports:[31000-31099]",
         hostname: str = "host-a",
         attributes: dict[str, str] | None = None,
+        batches: bool = False,
     ) -> None:
         self.address = address
+        # Says it reads MasterMessage.Batch (as the real agent does); a batch's messages are
+        # put in the inbox one by one, and `batches_read` counts the batches.
+        self.batches = batches
+        self.batches_read = 0
         self.resources = Resources.parse(resources)
         self.hostname = hostname
         self.attributes = attributes or {}
@@ -122,7 +127,8 @@ class FakeAgent:
         self._channel = insecure_channel(self.address)
         stub = agent_link_pb2_grpc.AgentLinkStub(self._channel)
         info = agent_info(self.agent_id, self.hostname, self.resources, self.attributes)
-        self.send(AgentMessage(register=AgentMessage.Register(info=info, tasks=list(tasks))))
+        register = AgentMessage.Register(info=info, tasks=list(tasks), accepts_batches=self.batches)
+        self.send(AgentMessage(register=register))
         call = stub.Connect(self._requests())
         self._tasks = [
             asyncio.create_task(self._receive(call)),
@@ -148,7 +154,12 @@ class FakeAgent:
         error = None
         try:
             async for message in call:
-                await self.inbox.put(message)
+                if message.HasField("batch"):
+                    self.batches_read += 1
+                    for one in message.batch.messages:
+                        await self.inbox.put(one)
+                else:
+                    await self.inbox.put(message)
         except grpc.aio.AioRpcError as e:
             error = e
         except asyncio.CancelledError:
@@ -169,6 +180,13 @@ class FakeAgent:
         self.send(AgentMessage(status_update=update))
         return update.status.uuid
 
+    def status_update_message(
+        self, framework_id: str, task_id: str, state: int, **fields
+    ) -> agent_link_pb2.AgentMessage:
+        """A status update to send (in a batch, say), not sent."""
+        update = status_update(self.agent_id, framework_id, task_id, state, None, **fields)
+        return AgentMessage(status_update=update)
+
     async def close(self) -> None:
         """Drops the connection (a crashed agent, as the master sees it)."""
         for task in self._tasks:
@@ -184,9 +202,17 @@ class FakeFramework:
     """Subscribes over Scheduler.Subscribe and makes unary calls naming its stream."""
 
     def __init__(
-        self, address: str, name: str = "test-fw", role: str = "*", failover_timeout: float = 60.0
+        self,
+        address: str,
+        name: str = "test-fw",
+        role: str = "*",
+        failover_timeout: float = 60.0,
+        batches: bool = False,
     ) -> None:
         self.address = address
+        # Says it reads Event.Batch; a batch's events go in the inbox one by one.
+        self.batches = batches
+        self.batches_read = 0
         self.info = common_pb2.FrameworkInfo(
             name=name, role=role, failover_timeout_seconds=failover_timeout
         )
@@ -203,7 +229,9 @@ class FakeFramework:
         if framework_id is not None:
             self.info.framework_id = framework_id
         self.inbox = Inbox(lambda e: e.WhichOneof("event"))
-        self._call = self.stub.Subscribe(scheduler_pb2.SubscribeRequest(framework=self.info))
+        self._call = self.stub.Subscribe(
+            scheduler_pb2.SubscribeRequest(framework=self.info, accepts_batches=self.batches)
+        )
         self._reader = asyncio.create_task(self._receive(self._call, self.inbox))
         if not wait:
             return None
@@ -212,12 +240,16 @@ class FakeFramework:
         self.stream_id = subscribed.stream_id
         return subscribed
 
-    @staticmethod
-    async def _receive(call, inbox: Inbox) -> None:
+    async def _receive(self, call, inbox: Inbox) -> None:
         error = None
         try:
             async for event in call:
-                await inbox.put(event)
+                if event.HasField("batch"):
+                    self.batches_read += 1
+                    for one in event.batch.events:
+                        await inbox.put(one)
+                else:
+                    await inbox.put(event)
         except grpc.aio.AioRpcError as e:
             error = e
         except asyncio.CancelledError:

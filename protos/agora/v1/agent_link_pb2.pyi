@@ -18,16 +18,18 @@ class RunningTask(_message.Message):
     def __init__(self, framework_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.TaskInfo, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "status_update")
+    __slots__ = ("register", "heartbeat", "status_update", "batch")
     class Register(_message.Message):
-        __slots__ = ("info", "tasks", "version")
+        __slots__ = ("info", "tasks", "version", "accepts_batches")
         INFO_FIELD_NUMBER: _ClassVar[int]
         TASKS_FIELD_NUMBER: _ClassVar[int]
         VERSION_FIELD_NUMBER: _ClassVar[int]
+        ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
         info: _common_pb2.AgentInfo
         tasks: _containers.RepeatedCompositeFieldContainer[RunningTask]
         version: str
-        def __init__(self, info: _Optional[_Union[_common_pb2.AgentInfo, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ..., version: _Optional[str] = ...) -> None: ...
+        accepts_batches: bool
+        def __init__(self, info: _Optional[_Union[_common_pb2.AgentInfo, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ..., version: _Optional[str] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
     class Heartbeat(_message.Message):
         __slots__ = ("timestamp",)
         TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
@@ -40,27 +42,36 @@ class AgentMessage(_message.Message):
         framework_id: str
         status: _common_pb2.TaskStatus
         def __init__(self, framework_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.TaskStatus, _Mapping]] = ...) -> None: ...
+    class Batch(_message.Message):
+        __slots__ = ("messages",)
+        MESSAGES_FIELD_NUMBER: _ClassVar[int]
+        messages: _containers.RepeatedCompositeFieldContainer[AgentMessage]
+        def __init__(self, messages: _Optional[_Iterable[_Union[AgentMessage, _Mapping]]] = ...) -> None: ...
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     STATUS_UPDATE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     register: AgentMessage.Register
     heartbeat: AgentMessage.Heartbeat
     status_update: AgentMessage.StatusUpdate
-    def __init__(self, register: _Optional[_Union[AgentMessage.Register, _Mapping]] = ..., heartbeat: _Optional[_Union[AgentMessage.Heartbeat, _Mapping]] = ..., status_update: _Optional[_Union[AgentMessage.StatusUpdate, _Mapping]] = ...) -> None: ...
+    batch: AgentMessage.Batch
+    def __init__(self, register: _Optional[_Union[AgentMessage.Register, _Mapping]] = ..., heartbeat: _Optional[_Union[AgentMessage.Heartbeat, _Mapping]] = ..., status_update: _Optional[_Union[AgentMessage.StatusUpdate, _Mapping]] = ..., batch: _Optional[_Union[AgentMessage.Batch, _Mapping]] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("registered", "run_task", "kill_task", "status_update_ack", "shutdown", "heartbeat", "shutdown_framework")
+    __slots__ = ("registered", "run_task", "kill_task", "status_update_ack", "shutdown", "heartbeat", "shutdown_framework", "batch")
     class Registered(_message.Message):
-        __slots__ = ("agent_id", "master_id", "heartbeat_interval_seconds", "master_principal")
+        __slots__ = ("agent_id", "master_id", "heartbeat_interval_seconds", "master_principal", "accepts_batches")
         AGENT_ID_FIELD_NUMBER: _ClassVar[int]
         MASTER_ID_FIELD_NUMBER: _ClassVar[int]
         HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
         MASTER_PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+        ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
         agent_id: str
         master_id: str
         heartbeat_interval_seconds: float
         master_principal: str
-        def __init__(self, agent_id: _Optional[str] = ..., master_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_principal: _Optional[str] = ...) -> None: ...
+        accepts_batches: bool
+        def __init__(self, agent_id: _Optional[str] = ..., master_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_principal: _Optional[str] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
     class RunTask(_message.Message):
         __slots__ = ("framework_id", "task", "framework", "framework_principal")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +116,11 @@ class MasterMessage(_message.Message):
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
         framework_id: str
         def __init__(self, framework_id: _Optional[str] = ...) -> None: ...
+    class Batch(_message.Message):
+        __slots__ = ("messages",)
+        MESSAGES_FIELD_NUMBER: _ClassVar[int]
+        messages: _containers.RepeatedCompositeFieldContainer[MasterMessage]
+        def __init__(self, messages: _Optional[_Iterable[_Union[MasterMessage, _Mapping]]] = ...) -> None: ...
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     RUN_TASK_FIELD_NUMBER: _ClassVar[int]
     KILL_TASK_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +128,7 @@ class MasterMessage(_message.Message):
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     registered: MasterMessage.Registered
     run_task: MasterMessage.RunTask
     kill_task: MasterMessage.KillTask
@@ -119,4 +136,5 @@ class MasterMessage(_message.Message):
     shutdown: MasterMessage.Shutdown
     heartbeat: MasterMessage.Heartbeat
     shutdown_framework: MasterMessage.ShutdownFramework
-    def __init__(self, registered: _Optional[_Union[MasterMessage.Registered, _Mapping]] = ..., run_task: _Optional[_Union[MasterMessage.RunTask, _Mapping]] = ..., kill_task: _Optional[_Union[MasterMessage.KillTask, _Mapping]] = ..., status_update_ack: _Optional[_Union[MasterMessage.StatusUpdateAck, _Mapping]] = ..., shutdown: _Optional[_Union[MasterMessage.Shutdown, _Mapping]] = ..., heartbeat: _Optional[_Union[MasterMessage.Heartbeat, _Mapping]] = ..., shutdown_framework: _Optional[_Union[MasterMessage.ShutdownFramework, _Mapping]] = ...) -> None: ...
+    batch: MasterMessage.Batch
+    def __init__(self, registered: _Optional[_Union[MasterMessage.Registered, _Mapping]] = ..., run_task: _Optional[_Union[MasterMessage.RunTask, _Mapping]] = ..., kill_task: _Optional[_Union[MasterMessage.KillTask, _Mapping]] = ..., status_update_ack: _Optional[_Union[MasterMessage.StatusUpdateAck, _Mapping]] = ..., shutdown: _Optional[_Union[MasterMessage.Shutdown, _Mapping]] = ..., heartbeat: _Optional[_Union[MasterMessage.Heartbeat, _Mapping]] = ..., shutdown_framework: _Optional[_Union[MasterMessage.ShutdownFramework, _Mapping]] = ..., batch: _Optional[_Union[MasterMessage.Batch, _Mapping]] = ...) -> None: ...

@@ -20,13 +20,15 @@ HOLD_EXPIRED: HoldState
 HOLD_RELEASED: HoldState
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("framework",)
+    __slots__ = ("framework", "accepts_batches")
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     framework: _common_pb2.FrameworkInfo
-    def __init__(self, framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ...) -> None: ...
+    accepts_batches: bool
+    def __init__(self, framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold")
+    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold", "batch")
     class Subscribed(_message.Message):
         __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +68,11 @@ class Event(_message.Message):
     class Heartbeat(_message.Message):
         __slots__ = ()
         def __init__(self) -> None: ...
+    class Batch(_message.Message):
+        __slots__ = ("events",)
+        EVENTS_FIELD_NUMBER: _ClassVar[int]
+        events: _containers.RepeatedCompositeFieldContainer[Event]
+        def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
     class HoldUpdate(_message.Message):
         __slots__ = ("hold_id", "state", "offers", "message")
         HOLD_ID_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +92,7 @@ class Event(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     HOLD_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     subscribed: Event.Subscribed
     offers: Event.Offers
     rescind: Event.Rescind
@@ -93,7 +101,8 @@ class Event(_message.Message):
     error: Event.Error
     heartbeat: Event.Heartbeat
     hold: Event.HoldUpdate
-    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ..., hold: _Optional[_Union[Event.HoldUpdate, _Mapping]] = ...) -> None: ...
+    batch: Event.Batch
+    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ..., hold: _Optional[_Union[Event.HoldUpdate, _Mapping]] = ..., batch: _Optional[_Union[Event.Batch, _Mapping]] = ...) -> None: ...
 
 class Operation(_message.Message):
     __slots__ = ("launch",)
