@@ -362,3 +362,16 @@ def test_the_c_wrapper_refuses_an_environment_cut_short(tmp_path):
     assert b"cannot read its environment" in done.stdout
     assert "cannot read its environment" in launcher.read_exit(run_dir)["error"]
     assert not (sandbox / "ran").exists()
+
+
+def test_the_c_wrapper_is_built_the_usual_way_where_static_linking_fails(tmp_path, monkeypatch):
+    """A system without a static C library still gets the C wrapper, dynamically linked."""
+    if os.geteuid() == 0:
+        monkeypatch.setattr(native_wrapper, "SHARED_DIR", tmp_path / "shared")
+    broken_static = ("-O2", "-static", "-l:no-such-library.a")
+    monkeypatch.setattr(native_wrapper, "BUILDS", (broken_static, ("-O2",)))
+    wrapper = native_wrapper.wrapper_path(tmp_path / "bin")
+    assert wrapper is not None
+    done = subprocess.run([wrapper], capture_output=True, env={})
+    assert done.returncode == 2 and b"usage" in done.stderr
+    assert b"libc.so" in subprocess.run(["ldd", wrapper], capture_output=True).stdout
