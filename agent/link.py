@@ -24,7 +24,7 @@ import structlog
 from agora.agent.aio_util import cancel_and_wait
 from agora.agent.link_policy import WaitReason, retry_delay
 from agora.common.backoff import Backoff
-from agora.common.batches import Batcher
+from agora.common.batches import agent_batches
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.leader import LeaderTracker
 from agora.common.rpc import describe_rpc_error, drain_queue, open_channel
@@ -183,7 +183,7 @@ class MasterLink:
             outbox.put_nowait(AgentMessage(register=register))
             self._outbox = outbox
             # Enabled once the master says it reads batches (Registered).
-            batcher = Batcher(_agent_batch)
+            batcher = agent_batches()
             call = self._call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(
                 drain_queue(outbox, batcher)
             )
@@ -254,10 +254,6 @@ class MasterLink:
         while True:
             await asyncio.sleep(interval)
             outbox.put_nowait(AgentMessage(heartbeat=AgentMessage.Heartbeat(timestamp=time.time())))
-
-
-def _agent_batch(items: list) -> AgentMessage:
-    return AgentMessage(batch=AgentMessage.Batch(messages=items))
 
 
 class _Silence:

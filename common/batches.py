@@ -18,7 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BATCH_BYTES", "ITEM_LIMIT", "MAX_BATCH_ITEMS", "Batcher", "next_batch"]
+from agora.v1 import agent_link_pb2, scheduler_pb2
+
+__all__ = [
+    "BATCH_BYTES",
+    "ITEM_LIMIT",
+    "MAX_BATCH_ITEMS",
+    "Batcher",
+    "agent_batches",
+    "event_batches",
+    "master_batches",
+    "next_batch",
+]
 
 BATCH_BYTES = 4 * 1024 * 1024
 # The receivers' limit is 64 MiB; a batch's framing and one item's envelope fit in the rest.
@@ -75,3 +86,30 @@ class Batcher:
             items.append(pending.popleft())
             size += n + 8  # the repeated field's tag and length
         return first if len(items) == 1 else self.wrap(items)
+
+
+def agent_batches(enabled: bool = False) -> Batcher:
+    """For an agent's stream to the master: AgentMessage.Batch."""
+    return Batcher(_agent_batch, enabled)
+
+
+def master_batches(enabled: bool = True) -> Batcher:
+    """For the master's stream to an agent that reads MasterMessage.Batch."""
+    return Batcher(_master_batch, enabled)
+
+
+def event_batches(enabled: bool = True) -> Batcher:
+    """For the master's stream to a framework that reads Event.Batch."""
+    return Batcher(_event_batch, enabled)
+
+
+def _agent_batch(items: list) -> agent_link_pb2.AgentMessage:
+    return agent_link_pb2.AgentMessage(batch=agent_link_pb2.AgentMessage.Batch(messages=items))
+
+
+def _master_batch(items: list) -> agent_link_pb2.MasterMessage:
+    return agent_link_pb2.MasterMessage(batch=agent_link_pb2.MasterMessage.Batch(messages=items))
+
+
+def _event_batch(items: list) -> scheduler_pb2.Event:
+    return scheduler_pb2.Event(batch=scheduler_pb2.Event.Batch(events=items))

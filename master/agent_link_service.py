@@ -7,13 +7,14 @@ import asyncio
 import grpc
 import structlog
 
+from agora.common.batches import master_batches
 from agora.common.credentials import caller_principal
 from agora.common.rpc import read_first
 from agora.master import limits
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
-from agora.master.registry import Agent, Session, agent_batches
+from agora.master.registry import Agent, Session
 from agora.v1 import agent_link_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -79,7 +80,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
         try:
             await session.push_to(context.write)  # Registered (or a Shutdown) first, alone
             if batches:
-                session.batcher = agent_batches()
+                session.batcher = master_batches()
             if agent is not None:
                 await self._read(agent, session, context)
             await session.drain()  # what was sent before the session closed (a Shutdown)

@@ -65,24 +65,6 @@ def master_status(
     )
 
 
-def agent_batches() -> Batcher:
-    """For the session of an agent that reads MasterMessage.Batch."""
-    return Batcher(_master_batch, enabled=True)
-
-
-def event_batches() -> Batcher:
-    """For the session of a framework that reads Event.Batch."""
-    return Batcher(_event_batch, enabled=True)
-
-
-def _master_batch(items: list) -> agent_link_pb2.MasterMessage:
-    return agent_link_pb2.MasterMessage(batch=agent_link_pb2.MasterMessage.Batch(messages=items))
-
-
-def _event_batch(items: list) -> scheduler_pb2.Event:
-    return scheduler_pb2.Event(batch=scheduler_pb2.Event.Batch(events=items))
-
-
 # How many messages may wait for one peer before it is taken for a reader that stopped reading.
 DEFAULT_MAX_QUEUED = 50_000
 

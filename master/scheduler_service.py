@@ -7,12 +7,12 @@ import asyncio
 import grpc
 import structlog
 
+from agora.common.batches import event_batches
 from agora.common.credentials import caller_principal
 from agora.master import limits, views
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
-from agora.master.registry import event_batches
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 log = structlog.get_logger(__name__)

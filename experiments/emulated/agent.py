@@ -27,6 +27,7 @@ from agora.agent.link_policy import WaitReason, retry_delay, silence_limit
 from agora.agent.update_queue import UpdateQueue
 from agora.common import Resources, attributes_to_proto
 from agora.common.backoff import Backoff
+from agora.common.batches import Batcher, agent_batches
 from agora.common.rpc import describe_rpc_error, drain_queue
 from agora.common.task_states import TERMINAL_STATES
 from agora.experiments.emulated.tasks import Sampler, declared_duration, exit_code, has_command
@@ -111,6 +112,7 @@ class EmulatedAgent:
         self.registered = asyncio.Event()
         self._rng = random.Random(seed)
         self._outbox: asyncio.Queue | None = None
+        self._batcher: Batcher | None = None  # this stream's, enabled by Registered
         self._call = None
         self._runner: asyncio.Task | None = None
         self._heartbeat_timer: asyncio.TimerHandle | None = None
@@ -177,7 +179,9 @@ class EmulatedAgent:
         outbox.put_nowait(AgentMessage(register=self._build_register()))
         self.register_sent_at = self.clock()
         self._outbox = outbox
-        call = agent_link_pb2_grpc.AgentLinkStub(self.channel).Connect(drain_queue(outbox))
+        # As a real agent: batches both ways once the master says it reads them.
+        self._batcher = batcher = agent_batches()
+        call = agent_link_pb2_grpc.AgentLinkStub(self.channel).Connect(drain_queue(outbox, batcher))
         self._call = call
         self._last_heard = self.clock()
         # Until Registered arrives, the heartbeat timer only watches for silence.
@@ -196,24 +200,9 @@ class EmulatedAgent:
                     return
                 self._last_heard = self.clock()
                 self.stats.messages_received += 1
-                kind = message.WhichOneof("message")
-                if kind == "registered":
-                    self._on_registered(message.registered)
-                elif kind == "shutdown":
-                    self._on_shutdown(message.shutdown)
-                    raise _Reregister()
-                elif not self.registered.is_set():
-                    continue
-                elif kind == "run_task":
-                    self._on_run_task(message.run_task)
-                elif kind == "kill_task":
-                    self._on_kill_task(message.kill_task)
-                elif kind == "status_update_ack":
-                    self._on_ack(message.status_update_ack)
-                elif kind == "shutdown_framework":
-                    for task in list(self.tasks.values()):
-                        if task.framework_id == message.shutdown_framework.framework_id:
-                            self._kill(task)
+                batch = message.batch.messages if message.HasField("batch") else (message,)
+                for one in batch:
+                    self._on_message(one)
         finally:
             self.registered.clear()
             self._outbox = None
@@ -221,6 +210,26 @@ class EmulatedAgent:
             outbox.put_nowait(None)
             self._cancel_timers()
             call.cancel()
+
+    def _on_message(self, message: MasterMessage) -> None:
+        kind = message.WhichOneof("message")
+        if kind == "registered":
+            self._on_registered(message.registered)
+        elif kind == "shutdown":
+            self._on_shutdown(message.shutdown)
+            raise _Reregister()
+        elif not self.registered.is_set():
+            return
+        elif kind == "run_task":
+            self._on_run_task(message.run_task)
+        elif kind == "kill_task":
+            self._on_kill_task(message.kill_task)
+        elif kind == "status_update_ack":
+            self._on_ack(message.status_update_ack)
+        elif kind == "shutdown_framework":
+            for task in list(self.tasks.values()):
+                if task.framework_id == message.shutdown_framework.framework_id:
+                    self._kill(task)
 
     def _build_register(self) -> AgentMessage.Register:
         info = common_pb2.AgentInfo(
@@ -233,7 +242,7 @@ class EmulatedAgent:
             agent_link_pb2.RunningTask(framework_id=t.framework_id, task=t.info, state=t.state)
             for t in self.active_tasks()
         ]
-        return AgentMessage.Register(info=info, tasks=tasks, version=VERSION)
+        return AgentMessage.Register(info=info, tasks=tasks, version=VERSION, accepts_batches=True)
 
     def _send(self, message: AgentMessage) -> bool:
         if self._outbox is None or not self.registered.is_set():
@@ -243,6 +252,8 @@ class EmulatedAgent:
 
     def _on_registered(self, msg: MasterMessage.Registered) -> None:
         self.agent_id, self.master_id = msg.agent_id, msg.master_id
+        if self._batcher is not None:
+            self._batcher.enabled = msg.accepts_batches
         self.heartbeat_interval = msg.heartbeat_interval_seconds or self.heartbeat_interval
         self.registered_at = self.clock()
         self.stats.registrations += 1
