@@ -12,6 +12,7 @@ import enum
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -101,6 +102,18 @@ def error_metadata(error: grpc.RpcError) -> dict[str, str]:
     return dict(info.metadata) if info is not None else {}
 
 
+def details_info(status_details: bytes) -> tuple[str | None, dict[str, str]]:
+    """The ErrorInfo reason and metadata in a serialized google.rpc.Status (a CallResult's
+    status_details, as grpc-status-details-bin): (None, {}) if it has none of ours."""
+    status = status_pb2.Status()
+    try:
+        status.ParseFromString(status_details)
+    except DecodeError:  # not ours
+        return None, {}
+    info = _info_in(status)
+    return (info.reason, dict(info.metadata)) if info is not None else (None, {})
+
+
 def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
     try:
         status = rpc_status.from_call(error)  # type: ignore[arg-type]
@@ -108,6 +121,10 @@ def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
         return None
     if status is None:
         return None
+    return _info_in(status)
+
+
+def _info_in(status: status_pb2.Status) -> error_details_pb2.ErrorInfo | None:
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()
         if detail.Unpack(info) and info.domain == DOMAIN:

@@ -49,6 +49,10 @@ class GrpcMetrics(grpc.aio.ServerInterceptor):
             registry=registry,
         )
 
+    def count(self, service: str, method: str, code: str) -> None:
+        """Counts a call handled without a gRPC call of its own (one carried on a stream)."""
+        self.handled.labels(service, method, code).inc()
+
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         if handler is None:

@@ -11,6 +11,7 @@ from agora.common.batches import event_batches
 from agora.common.credentials import caller_principal
 from agora.master import limits, views
 from agora.master.authz import Action, Gatekeeper
+from agora.master.call_stream import CallStream, CountCall
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
@@ -27,19 +28,29 @@ async def run_call(context: grpc.aio.ServicerContext, call, *args):
 
 
 class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
-    def __init__(self, core: MasterCore, gate: Gatekeeper | None = None) -> None:
+    def __init__(
+        self,
+        core: MasterCore,
+        gate: Gatekeeper | None = None,
+        count: CountCall | None = None,
+    ) -> None:
         self.core = core
         self.gate = gate or Gatekeeper()
+        self.call_stream = CallStream(
+            {
+                "accept": ("Accept", self._accept),
+                "decline": ("Decline", self._decline),
+                "revive": ("Revive", self._revive),
+                "suppress": ("Suppress", self._suppress),
+                "kill": ("Kill", self._kill),
+                "acknowledge": ("Acknowledge", self._acknowledge),
+                "reconcile": ("Reconcile", self._reconcile),
+            },
+            count,
+        )
 
     async def _bound(self, request, context) -> None:
-        """Refuses a call for a framework its caller did not subscribe (PERMISSION_DENIED)."""
-        await run_call(
-            context,
-            self.core.frameworks.for_call,
-            request.framework_id,
-            request.stream_id,
-            caller_principal(context),
-        )
+        await run_call(context, self._check_bound, request, caller_principal(context))
 
     async def Subscribe(
         self, request: scheduler_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
@@ -64,64 +75,85 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             session.owner = None  # no task <-> frame cycle left for the (frozen) collector
             self.core.frameworks.disconnected(framework, session)
 
-    async def Accept(self, request, context):
-        await run_call(
-            context, _check_accept_size, request, self.core.config.max_kill_grace_seconds
-        )
-        await self._bound(request, context)
+    # The calls that may also come on the Calls stream: each is a plain function of the request
+    # and the caller's principal that raises CallError, run by its unary handler or by Calls.
+
+    def _check_bound(self, request, principal: str) -> None:
+        """Refuses a call for a framework its caller did not subscribe (PERMISSION_DENIED)."""
+        self.core.frameworks.for_call(request.framework_id, request.stream_id, principal)
+
+    def _accept(self, request, principal: str) -> None:
+        _check_accept_size(request, self.core.config.max_kill_grace_seconds)
+        self._check_bound(request, principal)
         framework = self.core.reg.frameworks[request.framework_id]
-        principal = caller_principal(context)
         for user in sorted(_task_users(request, framework.info.user)):
-            await run_call(context, self.gate.check, principal, Action.RUN_AS_USER, user)
-        await run_call(context, self.core.tasks.accept, request)
-        return scheduler_pb2.AcceptResponse()
+            self.gate.check(principal, Action.RUN_AS_USER, user)
+        self.core.tasks.accept(request)
+
+    def _decline(self, request, principal: str) -> None:
+        limits.check_count("offer_ids", len(request.offer_ids), limits.MAX_OFFERS_PER_CALL)
+        self._check_bound(request, principal)
+        self.core.offers.decline(request)
+
+    def _revive(self, request, principal: str) -> None:
+        self._check_bound(request, principal)
+        self.core.frameworks.revive(request)
+
+    def _suppress(self, request, principal: str) -> None:
+        self._check_bound(request, principal)
+        self.core.frameworks.suppress(request)
+
+    def _kill(self, request, principal: str) -> None:
+        self._check_bound(request, principal)
+        self.core.tasks.kill(request)
+
+    def _acknowledge(self, request, principal: str) -> None:
+        limits.check_count(
+            "acknowledgements", len(request.acknowledgements), limits.MAX_ACKS_PER_CALL
+        )
+        self._check_bound(request, principal)
+        self.core.tasks.acknowledge(request)
+
+    def _reconcile(self, request, principal: str) -> None:
+        limits.check_count("tasks", len(request.tasks), limits.MAX_RECONCILE_TASKS)
+        self._check_bound(request, principal)
+        self.core.tasks.reconcile(request)
+
+    async def _unary(self, handle, request, context, response):
+        try:
+            handle(request, caller_principal(context))
+        except CallError as e:
+            await abort(context, e)
+        return response
+
+    async def Accept(self, request, context):
+        return await self._unary(self._accept, request, context, scheduler_pb2.AcceptResponse())
 
     async def Decline(self, request, context):
-        await run_call(
-            context,
-            limits.check_count,
-            "offer_ids",
-            len(request.offer_ids),
-            limits.MAX_OFFERS_PER_CALL,
-        )
-        await self._bound(request, context)
-        await run_call(context, self.core.offers.decline, request)
-        return scheduler_pb2.DeclineResponse()
+        return await self._unary(self._decline, request, context, scheduler_pb2.DeclineResponse())
 
     async def Revive(self, request, context):
-        await self._bound(request, context)
-        await run_call(context, self.core.frameworks.revive, request)
-        return scheduler_pb2.ReviveResponse()
+        return await self._unary(self._revive, request, context, scheduler_pb2.ReviveResponse())
 
     async def Suppress(self, request, context):
-        await self._bound(request, context)
-        await run_call(context, self.core.frameworks.suppress, request)
-        return scheduler_pb2.SuppressResponse()
+        return await self._unary(self._suppress, request, context, scheduler_pb2.SuppressResponse())
 
     async def Kill(self, request, context):
-        await self._bound(request, context)
-        await run_call(context, self.core.tasks.kill, request)
-        return scheduler_pb2.KillResponse()
+        return await self._unary(self._kill, request, context, scheduler_pb2.KillResponse())
 
     async def Acknowledge(self, request, context):
-        await run_call(
-            context,
-            limits.check_count,
-            "acknowledgements",
-            len(request.acknowledgements),
-            limits.MAX_ACKS_PER_CALL,
+        return await self._unary(
+            self._acknowledge, request, context, scheduler_pb2.AcknowledgeResponse()
         )
-        await self._bound(request, context)
-        await run_call(context, self.core.tasks.acknowledge, request)
-        return scheduler_pb2.AcknowledgeResponse()
 
     async def Reconcile(self, request, context):
-        await run_call(
-            context, limits.check_count, "tasks", len(request.tasks), limits.MAX_RECONCILE_TASKS
+        return await self._unary(
+            self._reconcile, request, context, scheduler_pb2.ReconcileResponse()
         )
-        await self._bound(request, context)
-        await run_call(context, self.core.tasks.reconcile, request)
-        return scheduler_pb2.ReconcileResponse()
+
+    async def Calls(self, request_iterator, context) -> None:
+        """The calls above on one stream (master/call_stream.py), answered batch by batch."""
+        await self.call_stream.serve(request_iterator, context)
 
     async def GetClusterView(self, request, context):
         await self._bound(request, context)

@@ -134,7 +134,7 @@ class Master:
                 reason
             ).inc(),
         )
-        scheduler = SchedulerService(self.core, self.gate)
+        scheduler = SchedulerService(self.core, self.gate, self.metrics.grpc.count)
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduler, server)
         agent_link = AgentLinkService(self.core, self.gate)
         agent_link_pb2_grpc.add_AgentLinkServicer_to_server(agent_link, server)

@@ -25,6 +25,7 @@ from agora.frameworks.sdk.driver import (
     run,
     run_async,
 )
+from agora.frameworks.sdk.errors import OfferConflict, SchedulerError
 from agora.frameworks.sdk.framework import Framework
 from agora.frameworks.sdk.offers import Fit, OfferPacker, Placement, TaskSpec, fit, offer_resources
 from agora.frameworks.sdk.state_store import StateStore
@@ -36,13 +37,7 @@ from agora.frameworks.sdk.tasks import (
     shell_command,
     state_name,
 )
-from agora.frameworks.sdk.transport import (
-    EventStream,
-    GrpcSchedulerTransport,
-    OfferConflict,
-    SchedulerError,
-    SchedulerTransport,
-)
+from agora.frameworks.sdk.transport import EventStream, GrpcSchedulerTransport, SchedulerTransport
 from agora.v1.common_pb2 import TaskState  # status.state == TaskState.TASK_FINISHED
 
 __all__ = [

@@ -26,15 +26,10 @@ from agora.common.backoff import Backoff
 from agora.common.credentials import Credentials
 from agora.common.errors import Reason
 from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
+from agora.frameworks.sdk.errors import OfferConflict, SchedulerError
 from agora.frameworks.sdk.framework import Framework
 from agora.frameworks.sdk.pending import PendingAnswers, next_ask_delay
-from agora.frameworks.sdk.transport import (
-    EventStream,
-    GrpcSchedulerTransport,
-    OfferConflict,
-    SchedulerError,
-    SchedulerTransport,
-)
+from agora.frameworks.sdk.transport import EventStream, GrpcSchedulerTransport, SchedulerTransport
 from agora.v1 import common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)

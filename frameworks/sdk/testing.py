@@ -23,7 +23,8 @@ import grpc
 from google.protobuf.message import Message
 
 from agora.common import Resources
-from agora.frameworks.sdk.transport import METHODS, EventStream, SchedulerError, SchedulerTransport
+from agora.frameworks.sdk.errors import SchedulerError
+from agora.frameworks.sdk.transport import METHODS, EventStream, SchedulerTransport
 from agora.v1 import common_pb2, scheduler_pb2
 
 Handler = Callable[[str, Message], Message | None]

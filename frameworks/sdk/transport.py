@@ -16,9 +16,10 @@ import grpc
 from google.protobuf.message import Message
 
 from agora.common.credentials import Credentials, aio_channel
-from agora.common.errors import error_metadata, reason_of
 from agora.common.leader import LeaderTracker
 from agora.common.rpc import REDIAL_OPTIONS
+from agora.frameworks.sdk.call_stream import STREAMED, CallStream
+from agora.frameworks.sdk.errors import SchedulerError
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 # The unary methods of the Scheduler service, by their gRPC names.
@@ -38,64 +39,8 @@ METHODS = frozenset(
     }
 )
 
-# Codes after which trying again later can succeed: the master is down, restarting or busy.
-TRANSIENT_CODES = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.CANCELLED,
-        grpc.StatusCode.UNKNOWN,
-        grpc.StatusCode.INTERNAL,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        grpc.StatusCode.ABORTED,
-    }
-)
-
 # Our own reconnect backoff decides when to dial again (common/rpc.REDIAL_OPTIONS).
 _CHANNEL_OPTIONS = REDIAL_OPTIONS
-
-
-class SchedulerError(Exception):
-    """A call to the master failed; `code` is the gRPC status code, `message` says why (for
-    people), `reason` what it is (for programs: a Reason from agora.common.errors, or None
-    when the failure did not come from the master, e.g. a lost connection)."""
-
-    def __init__(
-        self,
-        code: grpc.StatusCode,
-        message: str,
-        reason: str | None = None,
-        metadata: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
-        self.message = message
-        self.reason = reason
-        self.metadata = metadata or {}  # the ErrorInfo's metadata, e.g. retry_after_seconds
-
-    @classmethod
-    def from_rpc(cls, error: grpc.aio.AioRpcError) -> SchedulerError:
-        return cls(error.code(), error.details() or "", reason_of(error), error_metadata(error))
-
-    @property
-    def transient(self) -> bool:
-        return self.code in TRANSIENT_CODES
-
-
-class OfferConflict(SchedulerError):
-    """An optimistic offer lost (master --offer-mode optimistic): another framework's Accept
-    took its resources first, or a framework below its fair share had priority on them for a
-    moment (`retry_after` seconds). Nothing was launched: re-plan with fresh offers, which the
-    master sends at once for what is left."""
-
-    def __init__(self, error: SchedulerError) -> None:
-        super().__init__(error.code, error.message, error.reason, error.metadata)
-        retry = error.metadata.get("retry_after_seconds")
-        self.retry_after = float(retry) if retry else None
-
-    @property
-    def transient(self) -> bool:
-        return False  # refused outright: nothing was launched, nothing to find out
 
 
 class EventStream(abc.ABC):
@@ -203,6 +148,10 @@ class GrpcSchedulerTransport(SchedulerTransport):
         self.call_timeout = call_timeout
         self._channel: grpc.aio.Channel | None = None
         self._stub: scheduler_pb2_grpc.SchedulerStub | None = None
+        # Accept, Acknowledge, ... go on one Calls stream (call_stream.py); False once a master
+        # of an earlier version answered that it does not know it.
+        self._calls: CallStream | None = None
+        self.streams_calls = True
 
     @property
     def address(self) -> str:
@@ -253,7 +202,18 @@ class GrpcSchedulerTransport(SchedulerTransport):
     async def call(self, method: str, request: Message) -> Message:
         if method not in METHODS:
             raise ValueError(f"unknown Scheduler method {method!r}")
-        rpc = getattr(self._get_stub(), method)
+        stub = self._get_stub()
+        if method in STREAMED and self.streams_calls:
+            stream = self._calls
+            if stream is None or stream.ended is not None or stream.stub is not stub:
+                stream = self._calls = CallStream(stub, self.learn)
+            try:
+                return await stream.call(method, request, self.call_timeout)
+            except SchedulerError as e:
+                if e.code != grpc.StatusCode.UNIMPLEMENTED or stream.ended is None:
+                    raise
+                self.streams_calls = False  # a master of an earlier version: unary from now on
+        rpc = getattr(stub, method)
         try:
             return await rpc(request, timeout=self.call_timeout)
         except grpc.aio.AioRpcError as e:
@@ -261,6 +221,9 @@ class GrpcSchedulerTransport(SchedulerTransport):
             raise SchedulerError.from_rpc(e) from None
 
     async def reset(self) -> None:
+        calls, self._calls = self._calls, None
+        if calls is not None:
+            await calls.close()
         channel, self._channel, self._stub = self._channel, None, None
         if channel is not None:
             await channel.close()

@@ -168,6 +168,9 @@ def master(tmp_path_factory):
     daemon.stop()
 
 
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
 def unary_methods():
     for module, stub in (
         (scheduler_pb2, scheduler_pb2_grpc.SchedulerStub),
@@ -196,7 +199,14 @@ def test_every_rpc_answers_nonsense_with_a_proper_status(master, module, stub_cl
         request = fill(request_class(), fields)
         call = getattr(stub, method.name)
         try:
-            if streaming:
+            if method.client_streaming:  # Calls: each call's result has its own status
+                for batch in call(iter([request]), timeout=5):
+                    for result in batch.results:
+                        if result.code:
+                            code = _CODES[result.code]
+                            assert code in PROPER, (method.name, code, result.message[:300])
+                            assert len(result.message) < 2_000
+            elif streaming:
                 stream = call(request, timeout=0.5)
                 next(iter(stream), None)
                 stream.cancel()

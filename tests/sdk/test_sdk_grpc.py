@@ -41,6 +41,9 @@ Event = scheduler_pb2.Event
 
 
 class FakeMaster(scheduler_pb2_grpc.SchedulerServicer):
+    """A Scheduler service of unary calls only: it does not implement Calls, as a master of an
+    earlier version, so every test here also shows the SDK falling back to unary calls."""
+
     def __init__(
         self,
         agents: dict[str, str] | None = None,
@@ -482,7 +485,7 @@ async def test_hello_framework_launches_spreads_and_exits_zero(master):
     assert sorted(t.command.shell for t in launched) == sorted(
         f"echo hello from task {n}" for n in range(1, 21)
     )
-    assert {t.agent_id for t in launched} == set(AGENTS)  # spread over every agent
+    assert {t.agent_id for t in launched} == set(AGENTS), out + err  # spread over every agent
     assert out.count(" FINISHED on ") == 20
     assert "all 20 tasks finished" in out
     assert master.acked == master.sent_uuids

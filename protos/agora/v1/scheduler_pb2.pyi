@@ -322,3 +322,47 @@ class ReleaseHoldRequest(_message.Message):
 class ReleaseHoldResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class Call(_message.Message):
+    __slots__ = ("id", "accept", "decline", "revive", "suppress", "kill", "acknowledge", "reconcile")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_FIELD_NUMBER: _ClassVar[int]
+    DECLINE_FIELD_NUMBER: _ClassVar[int]
+    REVIVE_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESS_FIELD_NUMBER: _ClassVar[int]
+    KILL_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGE_FIELD_NUMBER: _ClassVar[int]
+    RECONCILE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    accept: AcceptRequest
+    decline: DeclineRequest
+    revive: ReviveRequest
+    suppress: SuppressRequest
+    kill: KillRequest
+    acknowledge: AcknowledgeRequest
+    reconcile: ReconcileRequest
+    def __init__(self, id: _Optional[int] = ..., accept: _Optional[_Union[AcceptRequest, _Mapping]] = ..., decline: _Optional[_Union[DeclineRequest, _Mapping]] = ..., revive: _Optional[_Union[ReviveRequest, _Mapping]] = ..., suppress: _Optional[_Union[SuppressRequest, _Mapping]] = ..., kill: _Optional[_Union[KillRequest, _Mapping]] = ..., acknowledge: _Optional[_Union[AcknowledgeRequest, _Mapping]] = ..., reconcile: _Optional[_Union[ReconcileRequest, _Mapping]] = ...) -> None: ...
+
+class CallBatch(_message.Message):
+    __slots__ = ("calls",)
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[Call]
+    def __init__(self, calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ...) -> None: ...
+
+class CallResult(_message.Message):
+    __slots__ = ("id", "code", "message", "status_details")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    code: int
+    message: str
+    status_details: bytes
+    def __init__(self, id: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., status_details: _Optional[bytes] = ...) -> None: ...
+
+class ResultBatch(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CallResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CallResult, _Mapping]]] = ...) -> None: ...

@@ -94,6 +94,11 @@ class SchedulerStub:
                 request_serializer=agora_dot_v1_dot_scheduler__pb2.ReleaseHoldRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_scheduler__pb2.ReleaseHoldResponse.FromString,
                 _registered_method=True)
+        self.Calls = channel.stream_stream(
+                '/agora.v1.Scheduler/Calls',
+                request_serializer=agora_dot_v1_dot_scheduler__pb2.CallBatch.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_scheduler__pb2.ResultBatch.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -189,6 +194,18 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Calls(self, request_iterator, context):
+        """Accept, Decline, Revive, Suppress, Kill, Acknowledge and Reconcile, carried on one stream
+        and answered in order, each as its unary call would be (the same checks, ACLs and status).
+        A unary call costs the master several times what a stream message does (about 260 us of
+        CPU against 40 on a 2-core EPYC), and a framework under load makes one or two a task; what
+        queues while the stream is busy goes in one CallBatch. The SDK uses it, and unary calls
+        with a master that does not know it (UNIMPLEMENTED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -251,6 +268,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ReleaseHold,
                     request_deserializer=agora_dot_v1_dot_scheduler__pb2.ReleaseHoldRequest.FromString,
                     response_serializer=agora_dot_v1_dot_scheduler__pb2.ReleaseHoldResponse.SerializeToString,
+            ),
+            'Calls': grpc.stream_stream_rpc_method_handler(
+                    servicer.Calls,
+                    request_deserializer=agora_dot_v1_dot_scheduler__pb2.CallBatch.FromString,
+                    response_serializer=agora_dot_v1_dot_scheduler__pb2.ResultBatch.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -577,6 +599,33 @@ class Scheduler:
             '/agora.v1.Scheduler/ReleaseHold',
             agora_dot_v1_dot_scheduler__pb2.ReleaseHoldRequest.SerializeToString,
             agora_dot_v1_dot_scheduler__pb2.ReleaseHoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Calls(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/agora.v1.Scheduler/Calls',
+            agora_dot_v1_dot_scheduler__pb2.CallBatch.SerializeToString,
+            agora_dot_v1_dot_scheduler__pb2.ResultBatch.FromString,
             options,
             channel_credentials,
             insecure,
