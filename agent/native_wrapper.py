@@ -67,19 +67,38 @@ def _trusted_file(path: Path) -> bool:
 
 # Linked statically where the C library allows it (Debian's libc6-dev ships libc.a): each
 # task's exec then maps no shared library, about 0.15 ms less CPU a task (0.38 ms against 0.53
-# to spawn and reap it, measured on a 2-core EPYC). Dynamically linked otherwise.
-BUILDS = (("-O2", "-static"), ("-O2",))
+# to spawn and reap it, measured on a 2-core EPYC). Position-independent where the toolchain
+# can (-static-pie: the root-run binary keeps its address randomization), else plain -static,
+# else dynamically linked.
+BUILDS = (("-O2", "-static-pie"), ("-O2", "-static"), ("-O2",))
+
+
+def _libc_identity() -> str:
+    """The C library this process runs on, as a file (size and time): a security update of
+    libc changes it, and a statically linked wrapper must then be built again with the new one
+    (libc6-dev's libc.a is updated with it)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").partition("/")[2]
+                if "/libc.so" in f"/{path}" or "/libc-" in f"/{path}":
+                    st = os.stat(f"/{path}")
+                    return f"{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        pass
+    return ""
 
 
 def _build_id(source: bytes) -> str:
     libc = "-".join(platform.libc_ver())
     builds = ";".join(" ".join(flags) for flags in BUILDS)  # a new way to build, a new name
-    key = source + f"|{platform.machine()}|{libc}|{builds}".encode()
+    key = source + f"|{platform.machine()}|{libc}|{_libc_identity()}|{builds}".encode()
     return hashlib.sha256(key).hexdigest()[:16]
 
 
 def _compile(compiler: str, output: str) -> None:
-    """Builds the wrapper at `output`: statically if that works, else as usual."""
+    """Builds the wrapper at `output` the first way in BUILDS that compiles and answers."""
+    failure: Exception | None = None
     for flags in BUILDS:
         try:
             subprocess.run(
@@ -88,10 +107,14 @@ def _compile(compiler: str, output: str) -> None:
                 capture_output=True,
                 timeout=120,
             )
-            return
-        except subprocess.CalledProcessError:
-            if flags == BUILDS[-1]:
-                raise
+            os.chmod(output, 0o755)
+            if _answers(Path(output)):
+                return
+            failure = OSError(f"the wrapper built with {' '.join(flags)} does not answer")
+        except (OSError, subprocess.SubprocessError) as e:
+            failure = e
+    assert failure is not None
+    raise failure
 
 
 def _answers(binary: Path) -> bool:
@@ -140,11 +163,8 @@ def wrapper_path(fallback_dir: Path | None = None) -> str | None:
     os.close(fd)
     try:
         _compile(compiler, tmp)
-        os.chmod(tmp, 0o755)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())  # a crash must not leave a truncated binary under the name
-        if not _answers(Path(tmp)):
-            raise OSError("the built wrapper does not answer with its usage")
         os.replace(tmp, target)
     except (OSError, subprocess.SubprocessError) as e:
         detail = getattr(e, "stderr", b"") or b""

@@ -17,6 +17,7 @@ as it would a unary call.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import grpc
@@ -34,8 +35,9 @@ __all__ = ["MAX_CALLS_PER_BATCH", "CallStream", "CountCall"]
 
 SERVICE = "agora.v1.Scheduler"
 MAX_CALLS_PER_BATCH = 1000
-# Calls run back to back without awaiting; a long batch lets the loop turn every so often.
-YIELD_EVERY = 100
+# Calls run back to back without awaiting; a long batch lets the loop turn every so often (one
+# call can be 1,000 tasks or 10,000 acks, so by time rather than by count).
+YIELD_AFTER = 0.005
 
 # (service, method, code name): counts a call handled (common/metrics.GrpcMetrics.count).
 CountCall = Callable[[str, str, str], None]
@@ -63,9 +65,11 @@ class CallStream:
                     f"{len(batch.calls)}: send them in several",
                 )
             results = []
-            for i, call in enumerate(batch.calls):
-                if i and i % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
+            turn = time.monotonic()
+            for call in batch.calls:
+                if time.monotonic() - turn > YIELD_AFTER:
+                    await asyncio.sleep(0)  # let heartbeats, offers and other callers in
+                    turn = time.monotonic()
                 results.append(self.run(call, principal))
             del batch  # not held (with its protobuf arena) while the results are written
             await context.write(scheduler_pb2.ResultBatch(results=results))
@@ -75,11 +79,14 @@ class CallStream:
         kind = call.WhichOneof("call")
         entry = self.handlers.get(kind) if kind is not None else None
         if entry is None:
+            # UNIMPLEMENTED: a caller of a later version may carry a call this master does not
+            # know (an unknown field); it then makes that call unary.
             return _refusal(
                 call.id,
                 CallError(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"call {call.id} names no call: set one of {', '.join(self.handlers)}",
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"call {call.id} names no call this master knows: set one of "
+                    f"{', '.join(self.handlers)}",
                 ),
             )
         method, handle = entry

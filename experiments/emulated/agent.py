@@ -199,8 +199,8 @@ class EmulatedAgent:
                 if message is grpc.aio.EOF:
                     return
                 self._last_heard = self.clock()
-                self.stats.messages_received += 1
                 batch = message.batch.messages if message.HasField("batch") else (message,)
+                self.stats.messages_received += len(batch)
                 for one in batch:
                     self._on_message(one)
         finally:

@@ -13,7 +13,6 @@ opens a new stream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
 
@@ -25,7 +24,7 @@ from agora.common.errors import details_info
 from agora.frameworks.sdk.errors import SchedulerError
 from agora.v1 import scheduler_pb2
 
-__all__ = ["MAX_CALLS_PER_BATCH", "STREAMED", "CallStream"]
+__all__ = ["MAX_CALLS_PER_BATCH", "STREAMED", "STREAM_CALL_BYTES", "CallStream"]
 
 # The unary methods the stream carries: gRPC name -> the Call's field.
 STREAMED = {
@@ -40,6 +39,9 @@ STREAMED = {
 _RESPONSES = {method: getattr(scheduler_pb2, f"{method}Response") for method in STREAMED}
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 MAX_CALLS_PER_BATCH = 1000  # the master's limit (master/call_stream.py)
+# A call this big goes as a unary call: alone in its own message, it cannot make a batch too big
+# for the master to take (64 MiB), which would fail every call in flight on the stream.
+STREAM_CALL_BYTES = 8 * 1024 * 1024
 
 
 class CallStream:
@@ -67,10 +69,7 @@ class CallStream:
         future = asyncio.get_running_loop().create_future()
         try:
             async with asyncio.timeout(timeout):
-                with contextlib.suppress(grpc.aio.AioRpcError):  # the reader reports it
-                    await asyncio.shield(self._opened)
-                if self._call.done():  # refused or broken: the reader is ending it
-                    await asyncio.shield(self._reader)
+                await self._until_open()
                 if self.ended is not None:
                     raise _copy(self.ended)
                 self._pending[call_id] = future
@@ -79,10 +78,16 @@ class CallStream:
                 self._outbox.put_nowait(call)
                 result = await future
         except TimeoutError:
-            raise SchedulerError(
+            # Answers come in order: the calls behind this one would wait as long. The stream
+            # is dropped (its calls fail) and the next call dials a new one.
+            error = SchedulerError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 f"the master did not answer {method} within {timeout:g} s",
-            ) from None
+            )
+            self._pending.pop(call_id, None)
+            self._end(error)
+            self._call.cancel()
+            raise _copy(error) from None
         finally:
             self._pending.pop(call_id, None)
         if result.code != 0:
@@ -91,13 +96,28 @@ class CallStream:
             raise SchedulerError(code, result.message, reason, metadata)
         return _RESPONSES[method]()
 
+    async def _until_open(self) -> None:
+        """Waits until the master has answered the stream, or the stream has ended (`ended`)."""
+        for step in (self._opened, self._reader):
+            if self.ended is not None:
+                return
+            try:
+                await asyncio.shield(step)
+            except (grpc.aio.AioRpcError, asyncio.CancelledError):
+                if not step.done():
+                    raise  # the caller itself is being cancelled
+            if step is self._opened and not self._call.done():
+                return  # open: the reader reports whatever happens next
+        if self.ended is None:  # the reader was stopped before it could say why
+            self._end(SchedulerError(grpc.StatusCode.CANCELLED, "the call stream was closed"))
+
     async def close(self) -> None:
         """Ends the stream; calls waiting on it fail with CANCELLED."""
+        self._end(SchedulerError(grpc.StatusCode.CANCELLED, "the call stream was closed"))
         self._call.cancel()
         self._reader.cancel()
         self._opened.cancel()
         await asyncio.gather(self._reader, self._opened, return_exceptions=True)
-        self._end(SchedulerError(grpc.StatusCode.CANCELLED, "the call stream was closed"))
 
     async def _requests(self) -> AsyncIterator[scheduler_pb2.CallBatch]:
         """What queued while the last batch was written, in order, in one CallBatch (at most
@@ -108,12 +128,16 @@ class CallStream:
             carried = None
             if first is None:
                 return
+            if first.id not in self._pending:
+                continue  # its caller gave up (timed out or cancelled) before it was sent
             calls, size, ending = [first], first.ByteSize(), False
             while len(calls) < MAX_CALLS_PER_BATCH and not self._outbox.empty():
                 call = self._outbox.get_nowait()
                 if call is None:
                     ending = True
                     break
+                if call.id not in self._pending:
+                    continue
                 size += call.ByteSize()
                 if size > BATCH_BYTES:
                     carried = call  # the first of the next batch
@@ -124,6 +148,7 @@ class CallStream:
                 return
 
     async def _read(self) -> None:
+        error = SchedulerError(grpc.StatusCode.UNAVAILABLE, "the master ended the call stream")
         try:
             async for batch in self._call:
                 for result in batch.results:
@@ -133,9 +158,12 @@ class CallStream:
         except grpc.aio.AioRpcError as e:
             if e.code() != grpc.StatusCode.UNIMPLEMENTED:  # that only says: use unary calls
                 self._on_error(e)
-            self._end(SchedulerError.from_rpc(e))
-            return
-        self._end(SchedulerError(grpc.StatusCode.UNAVAILABLE, "the master ended the call stream"))
+            error = SchedulerError.from_rpc(e)
+        except asyncio.CancelledError:
+            # The call was cancelled under us (its channel closed: a new leader) or closed.
+            error = SchedulerError(grpc.StatusCode.UNAVAILABLE, "the call stream was cut")
+        finally:
+            self._end(error)
 
     def _end(self, error: SchedulerError) -> None:
         if self.ended is None:

@@ -340,6 +340,8 @@ class Driver:
                 self._log.debug("master confirmed teardown", message=event.error.message)
             else:
                 await self._end(event.error.message)
+        elif kind == "batch":  # the transport unwraps batches; one inside one is not allowed
+            self._log.warning("ignoring an event batch inside a batch")
         else:
             self._log.debug("ignoring unknown event", kind=kind)
 

@@ -18,8 +18,18 @@ from google.protobuf.message import Message
 from agora.common.credentials import Credentials, aio_channel
 from agora.common.leader import LeaderTracker
 from agora.common.rpc import REDIAL_OPTIONS
-from agora.frameworks.sdk.call_stream import STREAMED, CallStream
-from agora.frameworks.sdk.errors import SchedulerError
+from agora.frameworks.sdk.call_stream import STREAM_CALL_BYTES, STREAMED, CallStream
+from agora.frameworks.sdk.errors import OfferConflict, SchedulerError
+
+# Also importable from here, where they were defined before errors.py.
+__all__ = [
+    "METHODS",
+    "EventStream",
+    "GrpcSchedulerTransport",
+    "OfferConflict",
+    "SchedulerError",
+    "SchedulerTransport",
+]
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 # The unary methods of the Scheduler service, by their gRPC names.
@@ -168,6 +178,7 @@ class GrpcSchedulerTransport(SchedulerTransport):
             if self._channel is not None:
                 asyncio.ensure_future(self._channel.close())
             self._dialled = address
+            self.streams_calls = True  # a new master may know Calls
             self._channel = aio_channel(address, self.credentials, _CHANNEL_OPTIONS)
             self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
         return self._stub
@@ -203,16 +214,22 @@ class GrpcSchedulerTransport(SchedulerTransport):
         if method not in METHODS:
             raise ValueError(f"unknown Scheduler method {method!r}")
         stub = self._get_stub()
-        if method in STREAMED and self.streams_calls:
+        # A call too big to share a stream message goes alone, as a unary call.
+        if method in STREAMED and self.streams_calls and request.ByteSize() < STREAM_CALL_BYTES:
             stream = self._calls
             if stream is None or stream.ended is not None or stream.stub is not stub:
+                if stream is not None and stream.ended is None:
+                    asyncio.ensure_future(stream.close())  # its channel is gone
                 stream = self._calls = CallStream(stub, self.learn)
             try:
                 return await stream.call(method, request, self.call_timeout)
             except SchedulerError as e:
-                if e.code != grpc.StatusCode.UNIMPLEMENTED or stream.ended is None:
+                if e.code != grpc.StatusCode.UNIMPLEMENTED:
                     raise
-                self.streams_calls = False  # a master of an earlier version: unary from now on
+                if stream.ended is not None:
+                    # A master of an earlier version: unary calls until the next master.
+                    self.streams_calls = False
+                # Else this master takes the stream but not this call: it goes unary.
         rpc = getattr(stub, method)
         try:
             return await rpc(request, timeout=self.call_timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -375,3 +376,19 @@ def test_the_c_wrapper_is_built_the_usual_way_where_static_linking_fails(tmp_pat
     done = subprocess.run([wrapper], capture_output=True, env={})
     assert done.returncode == 2 and b"usage" in done.stderr
     assert b"libc.so" in subprocess.run(["ldd", wrapper], capture_output=True).stdout
+
+
+def test_the_c_wrapper_is_linked_statically_where_the_c_library_allows_it(tmp_path):
+    """Each task's exec then maps no shared library (agent/native_wrapper.py BUILDS)."""
+    wrapper = native_wrapper.wrapper_path(tmp_path / "bin")
+    assert wrapper is not None, "this machine has a C compiler"
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    assert compiler is not None
+    archive = subprocess.run(
+        [compiler, "-print-file-name=libc.a"], capture_output=True, text=True
+    ).stdout.strip()
+    linked = subprocess.run(["ldd", wrapper], capture_output=True).stdout
+    if os.path.isabs(archive) and os.path.exists(archive):
+        assert b"libc.so" not in linked, linked
+    else:  # no static C library here: built the usual way
+        assert b"libc.so" in linked, linked

@@ -267,3 +267,37 @@ def test_a_bad_acl_file_stops_the_master_with_one_line(tmp_path, text, message):
     result = agora("master", "--port", "0", "--acls", str(acls))
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+async def test_calls_on_the_calls_stream_follow_the_acls_as_unary_calls_do(master, certs):
+    """The Calls stream (master/call_stream.py) runs each call through the same ACLs."""
+    channel, stub, subscribed = await subscribe(master, certs, "batch")
+    ids = {"framework_id": subscribed.framework_id, "stream_id": subscribed.stream_id}
+    task = common_pb2.TaskInfo(task_id="t", command=common_pb2.CommandInfo(shell="true"))
+    as_root = common_pb2.TaskInfo()
+    as_root.CopyFrom(task)
+    as_root.command.user = "root"
+
+    def accept(call_id: int, info: common_pb2.TaskInfo) -> scheduler_pb2.Call:
+        launch = scheduler_pb2.Operation.Launch(task_infos=[info])
+        request = scheduler_pb2.AcceptRequest(
+            **ids, offer_ids=["offer-x"], operations=[scheduler_pb2.Operation(launch=launch)]
+        )
+        return scheduler_pb2.Call(id=call_id, accept=request)
+
+    calls = stub.Calls()
+    await calls.write(scheduler_pb2.CallBatch(calls=[accept(1, as_root), accept(2, task)]))
+    root, nobody = (await calls.read()).results
+    assert root.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+    assert "batch may not run as user 'root'" in root.message
+    assert nobody.code == grpc.StatusCode.NOT_FOUND.value[0]  # allowed; the offer is unknown
+    calls.cancel()
+    # Another principal cannot act for batch on its own stream either.
+    async with open_channel(address(master), creds(certs, "mallory")) as mallory:
+        theirs = scheduler_pb2_grpc.SchedulerStub(mallory).Calls()
+        await theirs.write(scheduler_pb2.CallBatch(calls=[accept(1, task)]))
+        [refused] = (await theirs.read()).results
+        assert refused.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+        assert "mallory may not act for framework" in refused.message
+        theirs.cancel()
+    await channel.close()

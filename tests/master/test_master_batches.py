@@ -150,6 +150,8 @@ async def test_the_sdk_transport_asks_for_batches_and_hands_out_single_events(ma
         events = aiter(stream)
         first = await anext(events)
         assert first.WhichOneof("event") == "subscribed"
+        # The transport said it reads batches, so the master may send them.
+        assert master.core.reg.frameworks[framework.framework_id].session.batcher is not None
         fid = framework.framework_id
         updates = [agent.status_update_message(fid, i, common_pb2.TASK_RUNNING) for i in ids]
         agent.send(AgentMessage(batch=AgentMessage.Batch(messages=updates)))

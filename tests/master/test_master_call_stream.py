@@ -101,7 +101,9 @@ async def test_a_refused_call_gets_its_own_status_and_the_others_in_its_batch_go
     assert master.core.reg.frameworks[framework.framework_id].suppressed
     assert long_id.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert "framework_id" in long_id.message and len(long_id.message) < 500
-    assert empty.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    # A call this master does not know (from a caller of a later version, say): that caller
+    # then makes it as a unary call.
+    assert empty.code == grpc.StatusCode.UNIMPLEMENTED.value[0]
     assert "accept" in empty.message  # says what a call may be
     assert _handled(master, "Revive", "PERMISSION_DENIED") == 1
 
@@ -151,7 +153,9 @@ async def test_a_call_on_a_stream_that_breaks_fails_as_a_transient_error():
         await master.stop(0)
         with pytest.raises(SchedulerError) as failed:
             await transport.call("Revive", revive)
+        # The stream's own error, at once: not a wait for the call's timeout.
         assert failed.value.transient, failed.value
+        assert failed.value.code != grpc.StatusCode.DEADLINE_EXCEEDED, failed.value
     finally:
         await transport.close()
         await framework.close()

@@ -37,6 +37,7 @@ PROPER = {
     grpc.StatusCode.RESOURCE_EXHAUSTED,
     grpc.StatusCode.UNAVAILABLE,  # e.g. "agent not re-registered yet, retry"
     grpc.StatusCode.DEADLINE_EXCEEDED,  # a stream that waits for more (Subscribe, Connect)
+    grpc.StatusCode.UNIMPLEMENTED,  # a Call on the Calls stream naming no call it knows
 }
 
 TEXT = st.one_of(
