@@ -24,6 +24,7 @@ __all__ = [
     "BATCH_BYTES",
     "ITEM_LIMIT",
     "MAX_BATCH_ITEMS",
+    "SOLO_BYTES",
     "Batcher",
     "agent_batches",
     "event_batches",
@@ -37,6 +38,10 @@ ITEM_LIMIT = 64 * 1024 * 1024 - 64 * 1024
 # Messages in one Batch: enough to make the per-message cost vanish, few enough that the
 # receiver's loop is not held long by one.
 MAX_BATCH_ITEMS = 512
+# A message this big goes alone and ends a batch: the per-message cost is small beside its own,
+# and a big message is usually a slice of a large offer round (master/offer_cycle.py), which
+# must reach the framework slice by slice, the first at once, not merged back into one.
+SOLO_BYTES = 64 * 1024
 
 
 def next_batch(
@@ -65,8 +70,9 @@ def next_batch(
 class Batcher:
     """What a stream sends next: the first message waiting, or while `enabled` (the peer said it
     reads batches) every message waiting, up to `budget` bytes and MAX_BATCH_ITEMS, wrapped in
-    one by `wrap`. Nothing waits for a batch to fill: a batch is what queued while the stream
-    was busy, so an idle stream sends each message at once and a loaded one sends fewer."""
+    one by `wrap`; a message over SOLO_BYTES always goes alone. Nothing waits for a batch to
+    fill: a batch is what queued while the stream was busy, so an idle stream sends each
+    message at once and a loaded one sends fewer."""
 
     wrap: Callable[[list], Any]
     enabled: bool = False
@@ -77,12 +83,14 @@ class Batcher:
         first = pending.popleft()
         if not self.enabled or not pending:
             return first
-        items = [first]
         size = first.ByteSize()
+        if size > SOLO_BYTES:
+            return first
+        items = [first]
         while pending and len(items) < MAX_BATCH_ITEMS:
             n = pending[0].ByteSize()
-            if size + n > self.budget:
-                break  # an oversized message goes alone (the caller's limits keep it legal)
+            if n > SOLO_BYTES or size + n > self.budget:
+                break  # it goes next, alone (the caller's limits keep it legal)
             items.append(pending.popleft())
             size += n + 8  # the repeated field's tag and length
         return first if len(items) == 1 else self.wrap(items)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from agora.common.batches import MAX_BATCH_ITEMS, Batcher, next_batch
+from agora.common.batches import MAX_BATCH_ITEMS, SOLO_BYTES, Batcher, next_batch
 from agora.common.rpc import drain_queue
 from agora.v1 import agent_link_pb2, agent_relay_pb2
 
@@ -97,6 +97,15 @@ def test_a_batch_stops_at_its_byte_budget_and_at_its_item_cap():
     # One message over the budget still goes, alone.
     pending = deque([_update("big", 5000), _update("small")])
     assert _ids(batcher.take(pending)) == ["big"]
+
+
+def test_a_big_message_goes_alone_and_ends_a_batch():
+    """Slices of a large offer round reach the framework slice by slice."""
+    big = SOLO_BYTES + 10
+    pending = deque([_update("a"), _update("b"), _update("slice-1", big), _update("slice-2", big)])
+    batcher = Batcher(_wrap, enabled=True)
+    sent = [_ids(batcher.take(pending)) for _ in range(3)]
+    assert sent == [["a", "b"], ["slice-1"], ["slice-2"]]
     pending = deque(_update(f"t{i}") for i in range(MAX_BATCH_ITEMS + 5))
     assert len(_ids(Batcher(_wrap, enabled=True).take(pending))) == MAX_BATCH_ITEMS
     assert len(pending) == 5
