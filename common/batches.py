@@ -77,17 +77,24 @@ class Batcher:
     wrap: Callable[[list], Any]
     enabled: bool = False
     budget: int = BATCH_BYTES
+    # Messages that always go alone (and end a batch), whatever their size.
+    alone: Callable[[Any], bool] | None = None
 
     def take(self, pending: deque) -> Any:
         """Pops the next message to send from the front of `pending` (not empty)."""
         first = pending.popleft()
         if not self.enabled or not pending:
             return first
+        alone = self.alone
+        if alone is not None and (alone(first) or alone(pending[0])):
+            return first
         size = first.ByteSize()
         if size > SOLO_BYTES:
             return first
         items = [first]
         while pending and len(items) < MAX_BATCH_ITEMS:
+            if alone is not None and alone(pending[0]):
+                break
             n = pending[0].ByteSize()
             if n > SOLO_BYTES or size + n > self.budget:
                 break  # it goes next, alone (the caller's limits keep it legal)
@@ -107,8 +114,15 @@ def master_batches(enabled: bool = True) -> Batcher:
 
 
 def event_batches(enabled: bool = True) -> Batcher:
-    """For the master's stream to a framework that reads Event.Batch."""
-    return Batcher(_event_batch, enabled)
+    """For the master's stream to a framework that reads Event.Batch. Offers go alone: the
+    offer cycle already puts up to 500 in an event and sends a large round's events as it makes
+    them, the first at once (master/offer_cycle.py); merged, the first offers would wait for
+    the rest. SUBSCRIBED goes alone too: it is the framework's first word from the master."""
+    return Batcher(_event_batch, enabled, alone=_event_alone)
+
+
+def _event_alone(event: scheduler_pb2.Event) -> bool:
+    return event.WhichOneof("event") in ("offers", "hold", "subscribed")
 
 
 def _agent_batch(items: list) -> agent_link_pb2.AgentMessage:

@@ -7,12 +7,19 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from agora.common.batches import MAX_BATCH_ITEMS, SOLO_BYTES, Batcher, next_batch
+from agora.common.batches import (
+    MAX_BATCH_ITEMS,
+    SOLO_BYTES,
+    Batcher,
+    event_batches,
+    next_batch,
+)
 from agora.common.rpc import drain_queue
-from agora.v1 import agent_link_pb2, agent_relay_pb2
+from agora.v1 import agent_link_pb2, agent_relay_pb2, common_pb2, scheduler_pb2
 
 Item = agent_relay_pb2.RelayUp.Item
 AgentMessage = agent_link_pb2.AgentMessage
+Event = scheduler_pb2.Event
 
 
 def _item(link: int, size: int) -> Item:
@@ -136,3 +143,16 @@ async def test_drain_queue_sends_singly_until_its_batcher_is_enabled():
     assert _ids(await anext(stream)) == ["t1", "t2", "t3"]
     outbox.put_nowait(None)
     assert [m async for m in stream] == []
+
+
+def test_offers_and_subscribed_events_go_alone_and_updates_batch_around_them():
+    def update(task_id: str) -> Event:
+        return Event(update=Event.Update(status=common_pb2.TaskStatus(task_id=task_id)))
+
+    offers = Event(offers=Event.Offers(offers=[common_pb2.Offer(offer_id="o1")]))
+    subscribed = Event(subscribed=Event.Subscribed(framework_id="f"))
+    pending = deque([subscribed, update("t1"), update("t2"), offers, update("t3")])
+    batcher = event_batches()
+    sent = [batcher.take(pending) for _ in range(4)]
+    assert [e.WhichOneof("event") for e in sent] == ["subscribed", "batch", "offers", "update"]
+    assert [e.update.status.task_id for e in sent[1].batch.events] == ["t1", "t2"]
