@@ -114,15 +114,23 @@ def master_batches(enabled: bool = True) -> Batcher:
 
 
 def event_batches(enabled: bool = True) -> Batcher:
-    """For the master's stream to a framework that reads Event.Batch. Offers go alone: the
-    offer cycle already puts up to 500 in an event and sends a large round's events as it makes
-    them, the first at once (master/offer_cycle.py); merged, the first offers would wait for
-    the rest. SUBSCRIBED goes alone too: it is the framework's first word from the master."""
+    """For the master's stream to a framework that reads Event.Batch. An event of many offers
+    goes alone: the offer cycle puts up to 500 in an event and sends a large round's events as
+    it makes them, the first at once (master/offer_cycle.py); merged, the first offers would
+    wait for the rest. A few offers (resources freed by a task that ended) batch with the
+    updates around them. SUBSCRIBED and HOLD go alone too."""
     return Batcher(_event_batch, enabled, alone=_event_alone)
 
 
+# An OFFERS event with more offers than this goes alone (a slice of a large round).
+FEW_OFFERS = 32
+
+
 def _event_alone(event: scheduler_pb2.Event) -> bool:
-    return event.WhichOneof("event") in ("offers", "hold", "subscribed")
+    kind = event.WhichOneof("event")
+    if kind == "offers":
+        return len(event.offers.offers) > FEW_OFFERS
+    return kind in ("hold", "subscribed")
 
 
 def _agent_batch(items: list) -> agent_link_pb2.AgentMessage:

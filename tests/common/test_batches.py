@@ -145,14 +145,24 @@ async def test_drain_queue_sends_singly_until_its_batcher_is_enabled():
     assert [m async for m in stream] == []
 
 
-def test_offers_and_subscribed_events_go_alone_and_updates_batch_around_them():
+def test_big_offers_events_and_subscribed_go_alone_and_updates_batch_around_them():
     def update(task_id: str) -> Event:
         return Event(update=Event.Update(status=common_pb2.TaskStatus(task_id=task_id)))
 
-    offers = Event(offers=Event.Offers(offers=[common_pb2.Offer(offer_id="o1")]))
+    def offers(count: int) -> Event:
+        return Event(offers=Event.Offers(offers=[common_pb2.Offer()] * count))
+
     subscribed = Event(subscribed=Event.Subscribed(framework_id="f"))
-    pending = deque([subscribed, update("t1"), update("t2"), offers, update("t3")])
+    pending = deque([subscribed, update("t1"), update("t2"), offers(500), update("t3")])
     batcher = event_batches()
     sent = [batcher.take(pending) for _ in range(4)]
     assert [e.WhichOneof("event") for e in sent] == ["subscribed", "batch", "offers", "update"]
     assert [e.update.status.task_id for e in sent[1].batch.events] == ["t1", "t2"]
+    # A few offers (a task ended, its resources came back) batch with the updates.
+    pending = deque([update("t4"), offers(1), update("t5")])
+    [a, b, c] = batcher.take(pending).batch.events
+    assert [a.WhichOneof("event"), b.WhichOneof("event"), c.WhichOneof("event")] == [
+        "update",
+        "offers",
+        "update",
+    ]
