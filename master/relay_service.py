@@ -11,6 +11,7 @@ goes out in batches, written by a task that exists only while there is something
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 import structlog
@@ -30,8 +31,9 @@ log = structlog.get_logger(__name__)
 
 RelayDown = agent_relay_pb2.RelayDown
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
-# A relay's batch is handled item by item; the loop gets a turn every this many.
-YIELD_EVERY = 200
+# A relay's batch is handled item by item; the loop gets a turn every this many seconds (by
+# time: an item may itself be an agent's batch of hundreds of updates).
+YIELD_AFTER = 0.005
 
 
 class Downlink:
@@ -193,7 +195,8 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
                 batch = await context.read()
                 if batch is grpc.aio.EOF:
                     break
-                for n, item in enumerate(batch.items, 1):
+                turn = time.monotonic()
+                for item in batch.items:
                     try:
                         if item.link > highest:
                             highest = item.link
@@ -203,8 +206,9 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
                     except Exception:  # noqa: BLE001 - one agent's fault ends its link only
                         log.exception("failed to handle a relayed agent's message")
                         self._drop(item.link, down, links)
-                    if n % YIELD_EVERY == 0:
+                    if time.monotonic() - turn > YIELD_AFTER:
                         await asyncio.sleep(0)  # a batch of thousands does not stall the loop
+                        turn = time.monotonic()
                 batch = item = None  # not held (with its protobuf arena) while waiting
         # A CancelledError (the server stopping, or Downlink cutting a relay that stopped
         # reading) goes through: the relay sees the stream end and reconnects.
