@@ -19,18 +19,19 @@ from agora.common.credentials import Credentials, aio_channel
 from agora.common.leader import LeaderTracker
 from agora.common.rpc import REDIAL_OPTIONS
 from agora.frameworks.sdk.call_stream import STREAM_CALL_BYTES, STREAMED, CallStream
-from agora.frameworks.sdk.errors import OfferConflict, SchedulerError
+from agora.frameworks.sdk.errors import TRANSIENT_CODES, OfferConflict, SchedulerError
+from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
-# Also importable from here, where they were defined before errors.py.
+# The errors are also importable from here, where they were defined before errors.py.
 __all__ = [
     "METHODS",
+    "TRANSIENT_CODES",
     "EventStream",
     "GrpcSchedulerTransport",
     "OfferConflict",
     "SchedulerError",
     "SchedulerTransport",
 ]
-from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 # The unary methods of the Scheduler service, by their gRPC names.
 METHODS = frozenset(
