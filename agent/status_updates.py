@@ -3,10 +3,11 @@
 Updates are appended to `meta/updates.jsonl` (written to the OS, so an agent process that
 crashes at any point resends every update not yet acknowledged) before they leave the agent.
 The log is fsync'd in the background, once for everything appended since the last fsync (a
-group commit in a worker thread), and sending does not wait for it: an fsync before sending
-would only delay the update. After a crash of the machine, an update that had not reached the
-disk is gone whether or not it was sent, and the agent, which lost the task with the machine,
-re-registers without it (or, with a terminal update on disk, reports how it ended).
+group commit, in a worker thread unless fsyncs here are quicker than the hand-off), and
+sending does not wait for it: an fsync before sending would only delay the update. After a
+crash of the machine, an update that had not reached the disk is gone whether or not it was
+sent, and the agent, which lost the task with the machine, re-registers without it (or, with a
+terminal update on disk, reports how it ended).
 Acknowledgements are appended without an fsync: one lost in a machine crash only makes the
 agent resend an update the master already has, and the master takes duplicates. The log is
 compacted to the pending updates on every start.
@@ -46,6 +47,11 @@ RESERVE_RETRY_SECONDS = 5.0
 SendFn = Callable[[str, common_pb2.TaskStatus], bool]
 
 
+# An fsync quicker than this runs in the event loop rather than a worker thread (UpdateLog.
+# sync_soon): about what handing it to a thread and back costs.
+INLINE_FSYNC_SECONDS = 0.0002
+
+
 class UpdateLog:
     """Append-only JSON lines: {"u": fw, "s": status} and {"a": fw, "t": task, "id": uuid}."""
 
@@ -57,6 +63,8 @@ class UpdateLog:
         # Updates are numbered as appended; those up to `synced` are on disk.
         self.appended = 0
         self.synced = 0
+        # The last fsync was quicker than a hand-off to a thread: the next runs in the loop.
+        self.quick_fsync = False
 
     def replay(self) -> list[tuple[str, common_pb2.TaskStatus]]:
         """The updates not yet acknowledged, in the order they were made."""
@@ -131,13 +139,23 @@ class UpdateLog:
         os.fsync(self._file.fileno())
         self.synced = self.appended
 
-    async def sync_in_thread(self) -> None:
-        """sync() without blocking the event loop; appends meanwhile are not covered."""
+    async def sync_soon(self) -> None:
+        """sync() without holding up the event loop; appends meanwhile are not covered.
+
+        The fsync runs in a worker thread, unless the last one took less than
+        INLINE_FSYNC_SECONDS (a tmpfs, a disk with a write cache that is safe to trust): then
+        the hand-off would cost more than the fsync (the submit, the wake-up, the GIL back and
+        forth: a tenth of an agent's CPU in a launch run on tmpfs), and it runs here. Each is
+        timed, so a disk that turns slow goes back to the thread after one slow fsync."""
         assert self._file is not None, "UpdateLog.open() first"
         target = self.appended
-        # A duplicate fd: compaction may close and reopen the log while the fsync runs.
-        fd = os.dup(self._file.fileno())
-        await asyncio.get_running_loop().run_in_executor(None, _fsync_and_close, fd)
+        if self.quick_fsync:
+            self.quick_fsync = _timed_fsync(self._file.fileno()) < INLINE_FSYNC_SECONDS
+        else:
+            # A duplicate fd: compaction may close and reopen the log while the fsync runs.
+            fd = os.dup(self._file.fileno())
+            took = await asyncio.get_running_loop().run_in_executor(None, _fsync_and_close, fd)
+            self.quick_fsync = took < INLINE_FSYNC_SECONDS
         self.synced = max(self.synced, target)
 
     def close(self) -> None:
@@ -169,11 +187,18 @@ class UpdateLog:
         return json.dumps({"u": framework_id, "s": b64(status.SerializeToString())}) + "\n"
 
 
-def _fsync_and_close(fd: int) -> None:
+def _fsync_and_close(fd: int) -> float:
     try:
-        os.fsync(fd)
+        return _timed_fsync(fd)
     finally:
         os.close(fd)
+
+
+def _timed_fsync(fd: int) -> float:
+    """fsync(fd); returns the seconds it took."""
+    started = time.perf_counter()
+    os.fsync(fd)
+    return time.perf_counter() - started
 
 
 class StatusUpdateManager:
@@ -330,7 +355,7 @@ class StatusUpdateManager:
             if not self._log.unsynced:
                 continue
             try:
-                await self._log.sync_in_thread()
+                await self._log.sync_soon()
                 self._retake_reserve()
             except OSError as e:
                 # A full or failing disk: keep trying (the updates still go out meanwhile).

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agora.agent import executor, proc_stat, sandbox_files, task_user
+from agora.agent import executor, proc_stat, sandbox_files, status_updates, task_user
 from agora.agent.launcher import Wrapper, command_argv, exit_outcome, task_environment
 from agora.agent.resources_detect import default_resources, detect_resources
 from agora.agent.sandbox_files import SandboxPathError, open_beneath
@@ -117,6 +117,30 @@ def test_update_log_replays_what_was_not_acknowledged(tmp_path):
     again.close()
     assert len(path.read_text().splitlines()) == 2
     assert [s.uuid for _, s in UpdateLog(path).replay()] == [b.uuid, c.uuid]
+
+
+async def test_update_log_fsyncs_in_the_loop_only_while_fsyncs_are_quick(tmp_path, monkeypatch):
+    """A quick fsync (tmpfs) is not worth a thread hand-off; one slow fsync sends the next
+    back to the worker thread, so a slow disk never holds up the loop twice in a row."""
+    took = iter([0.00001, 0.00001, 0.05, 0.00001])
+    where: list[bool] = []
+    loop_thread = threading.get_ident()
+
+    def timed_fsync(fd: int) -> float:
+        os.fsync(fd)
+        where.append(threading.get_ident() == loop_thread)
+        return next(took)
+
+    monkeypatch.setattr(status_updates, "_timed_fsync", timed_fsync)
+    log = UpdateLog(tmp_path / "updates.jsonl")
+    log.open([])
+    for n in range(4):
+        log.append_update("fw", status(f"t{n}"))
+        await log.sync_soon()
+        assert not log.unsynced
+    log.close()
+    # thread (the first), loop (quick before), loop (quick before) but slow, thread again
+    assert where == [False, True, True, False]
 
 
 # --- sandbox paths ------------------------------------------------------------------------
