@@ -71,8 +71,9 @@ class Batcher:
     """What a stream sends next: the first message waiting, or while `enabled` (the peer said it
     reads batches) every message waiting, up to `budget` bytes and MAX_BATCH_ITEMS, wrapped in
     one by `wrap`; a message over SOLO_BYTES always goes alone. Nothing waits for a batch to
-    fill: a batch is what queued while the stream was busy, so an idle stream sends each
-    message at once and a loaded one sends fewer."""
+    fill: a batch is what queued while the stream was busy, and what the callbacks ready when
+    the writer wakes send (the writers let the loop turn once, a few us, before they take), so
+    an idle stream sends each message at once and a loaded one sends fewer."""
 
     wrap: Callable[[list], Any]
     enabled: bool = False

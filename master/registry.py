@@ -145,6 +145,10 @@ class Session:
                 await self._waiter
             finally:
                 self._waiter = None
+        if self.batcher is not None:
+            await asyncio.sleep(0)  # what the ready callbacks send joins this batch
+            if not self.pending:
+                return None if self.closed else await self.next()
         return self._take()
 
     def _take(self):
@@ -185,6 +189,10 @@ class Session:
     async def _push(self) -> None:
         try:
             while self.pending and self._write is not None:
+                if self.batcher is not None:
+                    await asyncio.sleep(0)  # what the ready callbacks send joins this batch
+                    if not self.pending or self._write is None:
+                        break
                 await self._write(self._take())
         except Exception as e:  # the peer is gone: the handler's read ends too
             log.info("stream write failed", error=repr(e))

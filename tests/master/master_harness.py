@@ -104,6 +104,7 @@ class FakeAgent:
         # put in the inbox one by one, and `batches_read` counts the batches.
         self.batches = batches
         self.batches_read = 0
+        self.messages_read = 0  # stream messages, a batch counting one
         self.resources = Resources.parse(resources)
         self.hostname = hostname
         self.attributes = attributes or {}
@@ -154,6 +155,7 @@ class FakeAgent:
         error = None
         try:
             async for message in call:
+                self.messages_read += 1
                 if message.HasField("batch"):
                     self.batches_read += 1
                     for one in message.batch.messages:

@@ -48,6 +48,27 @@ async def test_a_burst_reaches_the_agent_in_order_batched_only_if_it_reads_batch
         await agent.close()
 
 
+async def test_what_callbacks_ready_in_the_same_turn_send_goes_in_one_message(master):
+    """The writer lets the loop turn once before it takes: messages sent by the callbacks
+    ready now (the rest of a batch being handled) join the first, a few us later."""
+    agent = await _agent(master, batches=True)
+    try:
+        core_agent = master.core.reg.agents[agent.agent_id]
+        loop = asyncio.get_running_loop()
+
+        def send(task_id: str) -> None:
+            core_agent.send(MasterMessage(kill_task=MasterMessage.KillTask(task_id=task_id)))
+
+        send("k0")  # starts the writer; the next three come from callbacks after it
+        for i in range(1, 4):
+            loop.call_soon(send, f"k{i}")
+        await agent.inbox.expect("kill_task", lambda k: k.task_id == "k3")
+        assert [k.task_id for k in agent.inbox.of("kill_task")] == ["k0", "k1", "k2", "k3"]
+        assert agent.messages_read == 2  # Registered, then one batch of the four
+    finally:
+        await agent.close()
+
+
 async def _launch(master, agent: FakeAgent, framework: FakeFramework, count: int) -> list[str]:
     [offer] = await framework.offers()
     ids = [f"t{i}" for i in range(count)]
