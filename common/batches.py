@@ -81,6 +81,11 @@ class Batcher:
     # Messages that always go alone (and end a batch), whatever their size.
     alone: Callable[[Any], bool] | None = None
 
+    def gathers(self, message: Any) -> bool:
+        """Whether `message` may start a batch: worth letting the loop turn before taking it
+        (one that goes alone, say a slice of offers, is written at once)."""
+        return self.enabled and (self.alone is None or not self.alone(message))
+
     def take(self, pending: deque) -> Any:
         """Pops the next message to send from the front of `pending` (not empty)."""
         first = pending.popleft()

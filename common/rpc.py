@@ -191,7 +191,7 @@ async def drain_queue(outbox: asyncio.Queue, batcher: Batcher | None = None) -> 
             if message is None:
                 return
             waiting.append(message)
-        if batcher is not None and batcher.enabled:
+        if batcher is not None and batcher.gathers(waiting[0]):
             # One turn of the loop first: what the callbacks ready now would send goes in this
             # message too, a few us later.
             await asyncio.sleep(0)

@@ -145,7 +145,7 @@ class Session:
                 await self._waiter
             finally:
                 self._waiter = None
-        if self.batcher is not None:
+        if self.batcher is not None and self.batcher.gathers(self.pending[0]):
             await asyncio.sleep(0)  # what the ready callbacks send joins this batch
             if not self.pending:
                 return None if self.closed else await self.next()
@@ -189,7 +189,7 @@ class Session:
     async def _push(self) -> None:
         try:
             while self.pending and self._write is not None:
-                if self.batcher is not None:
+                if self.batcher is not None and self.batcher.gathers(self.pending[0]):
                     await asyncio.sleep(0)  # what the ready callbacks send joins this batch
                     if not self.pending or self._write is None:
                         break
