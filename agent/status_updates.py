@@ -3,7 +3,7 @@
 Updates are appended to `meta/updates.jsonl` (written to the OS, so an agent process that
 crashes at any point resends every update not yet acknowledged) before they leave the agent.
 The log is fsync'd in the background, once for everything appended since the last fsync (a
-group commit, in a worker thread unless fsyncs here are quicker than the hand-off), and
+group commit, in a worker thread unless the log is on a filesystem in memory), and
 sending does not wait for it: an fsync before sending would only delay the update. After a
 crash of the machine, an update that had not reached the disk is gone whether or not it was
 sent, and the agent, which lost the task with the machine, re-registers without it (or, with a
@@ -47,11 +47,6 @@ RESERVE_RETRY_SECONDS = 5.0
 SendFn = Callable[[str, common_pb2.TaskStatus], bool]
 
 
-# An fsync quicker than this runs in the event loop rather than a worker thread (UpdateLog.
-# sync_soon): about what handing it to a thread and back costs.
-INLINE_FSYNC_SECONDS = 0.0002
-
-
 class UpdateLog:
     """Append-only JSON lines: {"u": fw, "s": status} and {"a": fw, "t": task, "id": uuid}."""
 
@@ -63,8 +58,8 @@ class UpdateLog:
         # Updates are numbered as appended; those up to `synced` are on disk.
         self.appended = 0
         self.synced = 0
-        # The last fsync was quicker than a hand-off to a thread: the next runs in the loop.
-        self.quick_fsync = False
+        # On a filesystem in memory an fsync does nothing: it runs in the loop (sync_soon).
+        self.fsync_in_loop = in_memory(self.path)
 
     def replay(self) -> list[tuple[str, common_pb2.TaskStatus]]:
         """The updates not yet acknowledged, in the order they were made."""
@@ -142,20 +137,18 @@ class UpdateLog:
     async def sync_soon(self) -> None:
         """sync() without holding up the event loop; appends meanwhile are not covered.
 
-        The fsync runs in a worker thread, unless the last one took less than
-        INLINE_FSYNC_SECONDS (a tmpfs, a disk with a write cache that is safe to trust): then
-        the hand-off would cost more than the fsync (the submit, the wake-up, the GIL back and
-        forth: a tenth of an agent's CPU in a launch run on tmpfs), and it runs here. Each is
-        timed, so a disk that turns slow goes back to the thread after one slow fsync."""
+        The fsync runs in a worker thread, except on a filesystem in memory (tmpfs, ramfs),
+        where it returns at once and the hand-off would cost far more (the submit, the wake-up,
+        the GIL back and forth: a tenth of an agent's CPU in a launch run on tmpfs). Not by
+        timing fsyncs: a disk that is usually quick can still stall, and the loop must not."""
         assert self._file is not None, "UpdateLog.open() first"
         target = self.appended
-        if self.quick_fsync:
-            self.quick_fsync = _timed_fsync(self._file.fileno()) < INLINE_FSYNC_SECONDS
+        if self.fsync_in_loop:
+            os.fsync(self._file.fileno())
         else:
             # A duplicate fd: compaction may close and reopen the log while the fsync runs.
             fd = os.dup(self._file.fileno())
-            took = await asyncio.get_running_loop().run_in_executor(None, _fsync_and_close, fd)
-            self.quick_fsync = took < INLINE_FSYNC_SECONDS
+            await asyncio.get_running_loop().run_in_executor(None, _fsync_and_close, fd)
         self.synced = max(self.synced, target)
 
     def close(self) -> None:
@@ -187,18 +180,35 @@ class UpdateLog:
         return json.dumps({"u": framework_id, "s": b64(status.SerializeToString())}) + "\n"
 
 
-def _fsync_and_close(fd: int) -> float:
+def _fsync_and_close(fd: int) -> None:
     try:
-        return _timed_fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def _timed_fsync(fd: int) -> float:
-    """fsync(fd); returns the seconds it took."""
-    started = time.perf_counter()
-    os.fsync(fd)
-    return time.perf_counter() - started
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+
+
+def in_memory(path: Path, mounts: str | None = None) -> bool:
+    """Whether `path` is on a filesystem kept in memory, by the longest mount point above it
+    in `mounts` (/proc/self/mounts). False when that cannot be told."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text()
+        except OSError:
+            return False
+    target = os.path.realpath(path)
+    best, fstype = "", ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best):
+            best, fstype = point, fields[2]
+    return fstype in MEMORY_FILESYSTEMS
 
 
 class StatusUpdateManager:

@@ -128,11 +128,11 @@ class CallStream:
             carried = None
             if first is None:
                 return
-            if first.id not in self._pending:
-                continue  # its caller gave up (timed out or cancelled) before it was sent
             # One turn of the loop first: what the callbacks ready now would send (the rest of
             # a batch of events being handled) goes in this message too, a few us later.
             await asyncio.sleep(0)
+            if first.id not in self._pending:
+                continue  # its caller gave up (timed out or cancelled) before it was sent
             calls, size, ending = [first], first.ByteSize(), False
             while len(calls) < MAX_CALLS_PER_BATCH and not self._outbox.empty():
                 call = self._outbox.get_nowait()
