@@ -141,14 +141,14 @@ class UpdateLog:
         where it returns at once and the hand-off would cost far more (the submit, the wake-up,
         the GIL back and forth: a tenth of an agent's CPU in a launch run on tmpfs). Not by
         timing fsyncs: a disk that is usually quick can still stall, and the loop must not."""
+        if self.fsync_in_loop:
+            self.sync()
+            return
         assert self._file is not None, "UpdateLog.open() first"
         target = self.appended
-        if self.fsync_in_loop:
-            os.fsync(self._file.fileno())
-        else:
-            # A duplicate fd: compaction may close and reopen the log while the fsync runs.
-            fd = os.dup(self._file.fileno())
-            await asyncio.get_running_loop().run_in_executor(None, _fsync_and_close, fd)
+        # A duplicate fd: compaction may close and reopen the log while the fsync runs.
+        fd = os.dup(self._file.fileno())
+        await asyncio.get_running_loop().run_in_executor(None, _fsync_and_close, fd)
         self.synced = max(self.synced, target)
 
     def close(self) -> None:

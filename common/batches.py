@@ -13,6 +13,7 @@ ends that agent's link only.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,10 +82,12 @@ class Batcher:
     # Messages that always go alone (and end a batch), whatever their size.
     alone: Callable[[Any], bool] | None = None
 
-    def gathers(self, message: Any) -> bool:
-        """Whether `message` may start a batch: worth letting the loop turn before taking it
-        (one that goes alone, say a slice of offers, is written at once)."""
-        return self.enabled and (self.alone is None or not self.alone(message))
+    async def settle(self, first: Any) -> None:
+        """Before a writer takes: if `first` may start a batch, lets the loop turn once, so
+        what the callbacks ready now send joins it. One that goes alone (a slice of offers,
+        say) is written at once: meanwhile the offer cycle would make its next slice."""
+        if self.enabled and (self.alone is None or not self.alone(first)):
+            await asyncio.sleep(0)
 
     def take(self, pending: deque) -> Any:
         """Pops the next message to send from the front of `pending` (not empty)."""
@@ -92,7 +95,7 @@ class Batcher:
         if not self.enabled or not pending:
             return first
         alone = self.alone
-        if alone is not None and (alone(first) or alone(pending[0])):
+        if alone is not None and alone(first):
             return first
         size = first.ByteSize()
         if size > SOLO_BYTES:
@@ -109,23 +112,23 @@ class Batcher:
         return first if len(items) == 1 else self.wrap(items)
 
 
-def agent_batches(enabled: bool = False) -> Batcher:
-    """For an agent's stream to the master: AgentMessage.Batch."""
-    return Batcher(_agent_batch, enabled)
+def agent_batches() -> Batcher:
+    """For an agent's stream to the master: AgentMessage.Batch, once Registered allows it."""
+    return Batcher(_agent_batch)
 
 
-def master_batches(enabled: bool = True) -> Batcher:
+def master_batches() -> Batcher:
     """For the master's stream to an agent that reads MasterMessage.Batch."""
-    return Batcher(_master_batch, enabled)
+    return Batcher(_master_batch, enabled=True)
 
 
-def event_batches(enabled: bool = True) -> Batcher:
+def event_batches() -> Batcher:
     """For the master's stream to a framework that reads Event.Batch. An event of many offers
     goes alone: the offer cycle puts up to 500 in an event and sends a large round's events as
     it makes them, the first at once (master/offer_cycle.py); merged, the first offers would
     wait for the rest. A few offers (resources freed by a task that ended) batch with the
     updates around them. SUBSCRIBED and HOLD go alone too."""
-    return Batcher(_event_batch, enabled, alone=_event_alone)
+    return Batcher(_event_batch, enabled=True, alone=_event_alone)
 
 
 # An OFFERS event with more offers than this goes alone (a slice of a large round).

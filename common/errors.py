@@ -72,12 +72,17 @@ def rich_status(
     code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None
 ) -> grpc.Status:
     """A status whose details carry ErrorInfo(reason, domain "agora.v1", metadata)."""
+    return rpc_status.to_status(rich_status_proto(code, message, reason, metadata))
+
+
+def rich_status_proto(
+    code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None
+) -> status_pb2.Status:
+    """rich_status as the google.rpc.Status itself (serialized, grpc-status-details-bin)."""
     info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})
     detail = any_pb2.Any()
     detail.Pack(info)
-    return rpc_status.to_status(
-        status_pb2.Status(code=code.value[0], message=message, details=[detail])
-    )
+    return status_pb2.Status(code=code.value[0], message=message, details=[detail])
 
 
 def reason_of(error: grpc.RpcError) -> str | None:

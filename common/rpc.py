@@ -191,10 +191,8 @@ async def drain_queue(outbox: asyncio.Queue, batcher: Batcher | None = None) -> 
             if message is None:
                 return
             waiting.append(message)
-        if batcher is not None and batcher.gathers(waiting[0]):
-            # One turn of the loop first: what the callbacks ready now would send goes in this
-            # message too, a few us later.
-            await asyncio.sleep(0)
+        if batcher is not None:
+            await batcher.settle(waiting[0])
         while not ending and not outbox.empty():
             message = outbox.get_nowait()
             if message is None:

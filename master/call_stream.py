@@ -24,9 +24,8 @@ import grpc
 import structlog
 
 from agora.common.credentials import caller_principal
-from agora.common.errors import rich_status
 from agora.master import limits
-from agora.master.errors import CallError
+from agora.master.errors import CallError, status_details
 from agora.v1 import scheduler_pb2
 
 log = structlog.get_logger(__name__)
@@ -114,8 +113,9 @@ class CallStream:
 
 
 def _refusal(call_id: int, error: CallError) -> scheduler_pb2.CallResult:
-    status = rich_status(error.code, error.message, error.reason, error.metadata)
-    details = dict(status.trailing_metadata).get("grpc-status-details-bin", b"")
     return scheduler_pb2.CallResult(
-        id=call_id, code=error.code.value[0], message=error.message, status_details=details
+        id=call_id,
+        code=error.code.value[0],
+        message=error.message,
+        status_details=status_details(error),
     )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import grpc
 
-from agora.common.errors import DEFAULT_REASONS, Reason, rich_status
+from agora.common.errors import DEFAULT_REASONS, Reason, rich_status, rich_status_proto
 
-__all__ = ["CallError", "Reason", "abort"]
+__all__ = ["CallError", "Reason", "abort", "status_details"]
 
 
 class CallError(Exception):
@@ -36,3 +36,11 @@ async def abort(context: grpc.aio.ServicerContext, error: CallError) -> None:
     await context.abort_with_status(
         rich_status(error.code, error.message, error.reason, error.metadata)
     )
+
+
+def status_details(error: CallError) -> bytes:
+    """The refusal as a serialized google.rpc.Status, for a refusal carried in a message (a
+    relayed agent's end, a streamed call's result) rather than as a call's status."""
+    return rich_status_proto(
+        error.code, error.message, error.reason, error.metadata
+    ).SerializeToString()

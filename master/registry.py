@@ -137,19 +137,19 @@ class Session:
     async def next(self):
         """The next message to send; None once the session is closed and what was sent before
         it closed has been taken."""
-        while not self.pending:
-            if self.closed:
-                return None
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        if self.batcher is not None and self.batcher.gathers(self.pending[0]):
-            await asyncio.sleep(0)  # what the ready callbacks send joins this batch
-            if not self.pending:
-                return None if self.closed else await self.next()
-        return self._take()
+        while True:
+            while not self.pending:
+                if self.closed:
+                    return None
+                self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+            if self.batcher is not None:
+                await self.batcher.settle(self.pending[0])
+            if self.pending:  # else it closed (overflow) during the turn: the loop says so
+                return self._take()
 
     def _take(self):
         pending = self.pending
@@ -189,8 +189,8 @@ class Session:
     async def _push(self) -> None:
         try:
             while self.pending and self._write is not None:
-                if self.batcher is not None and self.batcher.gathers(self.pending[0]):
-                    await asyncio.sleep(0)  # what the ready callbacks send joins this batch
+                if self.batcher is not None:
+                    await self.batcher.settle(self.pending[0])
                     if not self.pending or self._write is None:
                         break
                 await self._write(self._take())

@@ -18,19 +18,18 @@ import structlog
 
 from agora.common.batches import next_batch
 from agora.common.credentials import caller_principal
-from agora.common.errors import Reason, rich_status
+from agora.common.errors import Reason
 from agora.master import limits
 from agora.master.agent_link_service import on_agent_message
 from agora.master.authz import Action, AllowAll, Gatekeeper
 from agora.master.core import MasterCore
-from agora.master.errors import CallError, abort
+from agora.master.errors import CallError, abort, status_details
 from agora.master.registry import Agent
 from agora.v1 import agent_relay_pb2, agent_relay_pb2_grpc
 
 log = structlog.get_logger(__name__)
 
 RelayDown = agent_relay_pb2.RelayDown
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # A relay's batch is handled item by item; the loop gets a turn every this many seconds (by
 # time: an item may itself be an agent's batch of hundreds of updates).
 YIELD_AFTER = 0.005
@@ -134,17 +133,14 @@ class RelayedSession:
 
     def refuse(self, error: CallError) -> None:
         """Ends the agent's stream with the refusal, as `abort` ends a direct one."""
-        status = rich_status(error.code, error.message, error.reason, error.metadata)
-        details = b""
-        for key, value in status.trailing_metadata or ():
-            if key == STATUS_DETAILS_KEY:
-                details = value
         self.closed = True
         self._down.put(
             RelayDown.Item(
                 link=self.link,
                 ended=RelayDown.Ended(
-                    code=status.code.value[0], details=status.details, status_details=details
+                    code=error.code.value[0],
+                    details=error.message,
+                    status_details=status_details(error),
                 ),
             )
         )
