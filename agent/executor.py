@@ -381,10 +381,23 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
         return None
     try:
         spec = json.loads(raw_spec)
-        argv = _native_argv(wrapper, os.fsdecode(raw_dir), spec)
+    except ValueError:
+        return None  # the Python wrapper reports what is wrong with it
+    return spawn_native(wrapper, os.fsdecode(raw_dir), spec)
+
+
+def spawn_native(
+    wrapper: str, run_dir: str, spec: dict, report_fd: int = 1, stderr_fd: int = 2
+) -> int | None:
+    """Spawns the C wrapper for one run, its reports going to `report_fd` and its complaints
+    to `stderr_fd`; returns its pid, or
+    None for a spec the C wrapper cannot be given (the Python wrapper reports on it). Used by
+    the launcher and, without it, by an agent that spawns C wrappers itself."""
+    try:
+        argv = _native_argv(wrapper, run_dir, spec)
         environment = _environment_block(spec["env"])
     except (ValueError, TypeError, KeyError, AttributeError):
-        return None  # the Python wrapper reports what is wrong with it
+        return None
     if environment is None or any("\0" in arg for arg in argv):
         return None
     # The wrapper (root, usually) runs with an empty environment: the task's, which a framework
@@ -398,6 +411,14 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
         os.close(write_fd)
         raise
     os.close(low_read)
+    file_actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, read_fd, 3),
+    ]
+    if report_fd != 1:
+        file_actions.append((os.POSIX_SPAWN_DUP2, report_fd, 1))
+    if stderr_fd != 2:
+        file_actions.append((os.POSIX_SPAWN_DUP2, stderr_fd, 2))
     try:
         pid = os.posix_spawn(
             wrapper,
@@ -407,10 +428,7 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
             # SIGINT), stdin on /dev/null; stdout is the shared report pipe, as for a spare.
             setsid=True,
             setsigdef=(signal.SIGCHLD, signal.SIGINT),
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, read_fd, 3),
-            ],
+            file_actions=file_actions,
         )
     except BaseException:
         os.close(write_fd)
@@ -428,7 +446,7 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
 
 # The C wrapper's own failures to start: the launcher forks Python wrappers from then on. Others
 # (EAGAIN, ENOMEM, EMFILE) pass, and fail this launch only.
-_WRAPPER_BROKEN = {errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ETXTBSY, errno.ENOTDIR}
+WRAPPER_BROKEN = {errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ETXTBSY, errno.ENOTDIR}
 
 
 def serve(native: str | None = None) -> int:
@@ -463,7 +481,7 @@ def serve(native: str | None = None) -> int:
                         try:
                             pid = _spawn_native(native, line.strip())
                         except OSError as e:
-                            if e.errno not in _WRAPPER_BROKEN:
+                            if e.errno not in WRAPPER_BROKEN:
                                 raise
                             # Gone or broken (a cleaned cache?): Python wrappers from now on.
                             message = f"the C task wrapper cannot be spawned ({e}); forking "

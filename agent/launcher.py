@@ -1,7 +1,8 @@
 """Starting, watching and killing one task's wrapper process (see agora.agent.executor).
 
-Wrappers are forked by one long-lived launcher process (`Launcher`), so a launch costs a fork
-rather than a Python start-up; `python -m agora.agent.executor RUN_DIR` per task is the fallback.
+The C wrapper is spawned by the agent itself (agent/direct_spawn.py); Python wrappers are forked
+by one long-lived launcher process (`Launcher`), so a launch costs a fork rather than a Python
+start-up; `python -m agora.agent.executor RUN_DIR` per task is the last fallback.
 
 Watching works the same for a wrapper this agent started and for one a previous agent left
 behind: through a pidfd (Linux >= 5.3), which reports the exit of any process, not only of a
@@ -25,6 +26,7 @@ import structlog
 from agora.agent import native_wrapper
 from agora.agent.atomic_files import atomic_write_json
 from agora.agent.checkpoint import read_json
+from agora.agent.direct_spawn import REPORT_GRACE, DirectSpawns, WrapperDied, usable
 from agora.agent.proc_stat import is_running
 from agora.agent.task_user import TaskUser
 from agora.common import ResourceError, Resources
@@ -172,15 +174,6 @@ class LauncherDied(Exception):
     """The launcher process ended before any wrapper reported on this run."""
 
 
-class WrapperDied(Exception):
-    """The wrapper handed this run ended without reporting on it."""
-
-
-# After a wrapper dies, how long its report (written before it died, if at all) may take to
-# come through the launcher's pipe.
-REPORT_GRACE = 1.0
-
-
 class Launcher:
     """The agent's end of `python -m agora.agent.executor --serve`, the wrapper-forking launcher.
 
@@ -197,6 +190,9 @@ class Launcher:
         # at the first start; None: it forks Python wrappers.
         self.native: str | None = None
         self._native_checked = False
+        # Where the C wrapper is used, the agent spawns it itself (agent/direct_spawn.py); the
+        # launcher process is then the fallback, for specs the C wrapper cannot take.
+        self._direct: DirectSpawns | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[str, _Launch] = {}
         # Every launcher process not yet reaped, with its reader task.
@@ -224,6 +220,10 @@ class Launcher:
                 where = self._log_path.parent / "bin" if self._log_path else None
                 self.native = await asyncio.to_thread(native_wrapper.wrapper_path, where)
                 self._native_checked = True
+                if self.native is not None and usable():
+                    direct = DirectSpawns(self.native, self._log_path)
+                    await direct.start()
+                    self._direct = direct
             native = ["--native", self.native] if self.native else []
             log_file = open(self._log_path, "ab") if self._log_path else None
             try:
@@ -251,6 +251,12 @@ class Launcher:
         START_TICKS" or "error MESSAGE". The spec goes down the pipe with the run dir (None:
         the wrapper reads RUN_DIR/spec.json). Raises LauncherDied, or WrapperDied when the
         wrapper handed the run died before reporting."""
+        if not self._native_checked:
+            await self.start()
+        if spec is not None and self._direct is not None:
+            report = await self._direct.launch(run_dir, spec)
+            if report is not None:
+                return report
         await self.start()
         if not self._usable():
             raise LauncherDied("the task launcher is not running")
@@ -334,6 +340,9 @@ class Launcher:
         for proc, _ in generations:
             await self._reap(proc)
         self._proc = None
+        if self._direct is not None:
+            await self._direct.close()
+            self._direct = None
 
     @property
     def pid(self) -> int | None:

@@ -37,12 +37,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 extern char **environ;
+
+#ifndef SYS_close_range
+#define SYS_close_range 436 /* the same number on every architecture */
+#endif
+
+/* close_range(2) by its number: musl has no wrapper for it. */
+static int close_fds(unsigned first, unsigned last) {
+    return (int)syscall(SYS_close_range, first, last, 0);
+}
 
 #define MAX_REPORT 3000
 #define IN_PLACE_MAX 4096
@@ -375,7 +385,7 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
     }
     /* Nothing else of the wrapper's stays open in the task (the error pipe closes on exec;
      * what was opened here is close-on-exec, which dup2 does not pass to 0, 1 and 2). */
-    if ((errfd > 3 && close_range(3, errfd - 1, 0) < 0) || close_range(errfd + 1, ~0U, 0) < 0)
+    if ((errfd > 3 && close_fds(3, errfd - 1) < 0) || close_fds(errfd + 1, ~0U) < 0)
         for (int fd = 3; fd < 1024; fd++)
             if (fd != errfd) close(fd); /* a kernel before 5.9 */
     dprintf(errfd, "exec %d", exec_command(argv, envp));
@@ -422,6 +432,9 @@ int main(int argc, char **argv) {
     }
     char **cgroups = argv + 7;
     char **task_argv = argv + 8 + ncg;
+    /* Nothing of the spawner's beyond the environment pipe stays open here for the task's
+     * lifetime (an agent spawning wrappers itself has sockets and pipes of its own). */
+    close_fds(4, ~0U);
 
     /* The launcher's dispositions are not ours: we wait for our child; a closed report pipe
      * must not kill us before the task's end is recorded. */

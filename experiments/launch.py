@@ -413,9 +413,9 @@ def _summary(cfg: LaunchConfig, results: Results, run: dict) -> str:
             f"{run['raw_python_spawn']['per_second']}/s. Real-task throughput is "
             f"{run['throughput_vs_raw_spawn']:.1%} of the `true` rate and "
             f"{run['throughput_vs_python_spawn']:.1%} of the bare-Python rate (each task's "
-            f"wrapper is spawned by the agent's long-lived launcher, "
-            f"`python -m agora.agent.executor --serve`: the C wrapper, or a Python one it "
-            f"forks where no C compiler is found; no Python start-up per task).\n"
+            f"wrapper is the C one, spawned by the agent itself, or where no C compiler is "
+            f"found a Python one forked by the agent's long-lived launcher, "
+            f"`python -m agora.agent.executor --serve`; no Python start-up per task).\n"
         )
         fs = run["work_dir_filesystem"]
         spawn += (

@@ -4,10 +4,12 @@ errors, detaching like the one-shot wrapper, and a killed launcher replaced on t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -101,11 +103,14 @@ async def test_the_wrapper_detaches_and_holds_no_launcher_pipe(zygote, tmp_path)
     )
     try:
         proc = psutil.Process(wrapper.wrapper_pid)
-        assert proc.ppid() != os.getpid(), "the wrapper is not the agent's child"
+        # A C wrapper is spawned by the agent itself (agent/direct_spawn.py), a Python one is
+        # forked by the launcher; either way it has a session of its own.
+        spawner = os.getpid() if zygote.native else zygote.pid
+        assert proc.ppid() == spawner
         assert os.getsid(wrapper.wrapper_pid) not in (os.getsid(0), os.getsid(zygote.pid))
         assert os.getpgid(wrapper.task_pid) == wrapper.task_pid
         assert wrapper.alive()
-        launcher_pipes = pipes_of(zygote.pid)
+        launcher_pipes = pipes_of(zygote.pid) | pipes_of(os.getpid())
         assert launcher_pipes, "the launcher talks to the agent over pipes"
         # The task never had them; the wrapper lets go of the report pipe right after its report.
         assert not (pipes_of(wrapper.task_pid) & launcher_pipes)
@@ -114,12 +119,39 @@ async def test_the_wrapper_detaches_and_holds_no_launcher_pipe(zygote, tmp_path)
             timeout=10,
             message="the wrapper closed the launcher's pipe",
         )
-        # The task outlives the launcher (and so the agent that owns it).
+        # The task outlives the launcher and its spawner (and so the agent that owns them).
         await zygote.stop()
         assert wrapper.alive()
     finally:
         wrapper.signal_group(signal.SIGKILL)
     assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
+
+
+async def test_a_wrapper_outlives_the_agent_that_spawned_it(tmp_path):
+    """An agent that spawns C wrappers itself dies: the wrapper, re-parented, runs on and
+    records the task's end."""
+    script = f"""
+import asyncio, os, sys
+sys.path[:0] = {sys.path!r}
+from pathlib import Path
+from agora.agent.launcher import Launcher, start_wrapper
+async def main():
+    z = Launcher(Path({str(tmp_path / "launcher.log")!r}))
+    await z.start()
+    assert z.native is not None
+    w = await start_wrapper(Path({str(tmp_path / "runs" / "orphan")!r}),
+        ["/bin/sh", "-c", "sleep 1; exit 7"], dict(os.environ),
+        Path({str(tmp_path / "sandboxes" / "orphan")!r}), launcher=z)
+    print(w.wrapper_pid, flush=True)
+    os._exit(0)  # no clean-up: as if killed
+asyncio.run(main())
+"""
+    run_dir, _ = new_run(tmp_path, "orphan")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    wrapper = Wrapper.load(run_dir)
+    assert wrapper is not None and wrapper.wrapper_pid == int(done.stdout)
+    assert await finished(wrapper, run_dir) == {"exit_code": 7}
 
 
 async def test_ended_wrappers_leave_no_zombie_behind(zygote, tmp_path):
@@ -152,6 +184,20 @@ async def test_a_killed_launcher_is_replaced_on_the_next_launch(zygote, tmp_path
         run_dir, ["/bin/sh", "-c", "exit 3"], dict(os.environ), sandbox, launcher=zygote
     )
     assert await finished(wrapper, run_dir) == {"exit_code": 3}
+    if zygote.native:
+        # C wrappers are spawned without the launcher; a launch that needs it (a spec only
+        # the Python wrapper takes, here read from spec.json) starts a new one.
+        assert zygote.pid == old
+        run_dir, sandbox = new_run(tmp_path, "third")
+        spec = {"argv": ["/bin/sh", "-c", "exit 4"], "env": dict(os.environ),
+                "cwd": str(sandbox), "stdout": str(sandbox / "stdout"),
+                "stderr": str(sandbox / "stderr"), "cgroups": [], "user": None}  # fmt: skip
+        (run_dir / "spec.json").write_text(json.dumps(spec))
+        report = await asyncio.wait_for(zygote.launch(run_dir, None), 30)
+        assert report.startswith("started "), report
+        wrapper = Wrapper.load(run_dir)
+        assert wrapper is not None
+        assert await finished(wrapper, run_dir) == {"exit_code": 4}
     assert zygote.pid != old
 
 
@@ -371,6 +417,7 @@ def test_the_c_wrapper_is_built_the_usual_way_where_static_linking_fails(tmp_pat
         monkeypatch.setattr(native_wrapper, "SHARED_DIR", tmp_path / "shared")
     broken_static = ("-O2", "-static", "-l:no-such-library.a")
     monkeypatch.setattr(native_wrapper, "BUILDS", (broken_static, ("-O2",)))
+    monkeypatch.setattr(native_wrapper, "MUSL_GCC", "no-such-musl-gcc")
     wrapper = native_wrapper.wrapper_path(tmp_path / "bin")
     assert wrapper is not None
     done = subprocess.run([wrapper], capture_output=True, env={})
@@ -388,7 +435,22 @@ def test_the_c_wrapper_is_linked_statically_where_the_c_library_allows_it(tmp_pa
         [compiler, "-print-file-name=libc.a"], capture_output=True, text=True
     ).stdout.strip()
     linked = subprocess.run(["ldd", wrapper], capture_output=True).stdout
-    if os.path.isabs(archive) and os.path.exists(archive):
+    if os.path.isabs(archive) and os.path.exists(archive) or shutil.which("musl-gcc"):
         assert b"libc.so" not in linked, linked
     else:  # no static C library here: built the usual way
         assert b"libc.so" in linked, linked
+
+
+def test_the_c_wrapper_is_built_with_musl_where_it_is_installed(tmp_path):
+    """musl's start-up costs a task a third of glibc's (agent/native_wrapper.py MUSL_GCC);
+    `make system-deps` installs it. The binary is static and position-independent."""
+    assert shutil.which("musl-gcc"), "make system-deps installs musl-tools"
+    wrapper = native_wrapper.wrapper_path(tmp_path / "bin")
+    assert wrapper is not None
+    image = Path(wrapper).read_bytes()
+    assert b"glibc.malloc" not in image, "glibc's tunables are linked in: not a musl build"
+    header = subprocess.run(["readelf", "-h", "-l", wrapper], capture_output=True, text=True)
+    assert "DYN (Position-Independent Executable" in header.stdout, header.stdout
+    assert "INTERP" not in header.stdout, "it must need no dynamic loader"
+    done = subprocess.run([wrapper], capture_output=True, env={})
+    assert done.returncode == 2 and b"usage" in done.stderr
