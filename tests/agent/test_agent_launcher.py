@@ -149,6 +149,10 @@ asyncio.run(main())
     run_dir, _ = new_run(tmp_path, "orphan")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
+    # The wrapper writes wrapper.json just after its report.
+    await eventually_async(
+        lambda: Wrapper.load(run_dir) is not None, timeout=10, message="wrapper.json"
+    )
     wrapper = Wrapper.load(run_dir)
     assert wrapper is not None and wrapper.wrapper_pid == int(done.stdout)
     assert await finished(wrapper, run_dir) == {"exit_code": 7}
@@ -195,8 +199,9 @@ async def test_a_killed_launcher_is_replaced_on_the_next_launch(zygote, tmp_path
         (run_dir / "spec.json").write_text(json.dumps(spec))
         report = await asyncio.wait_for(zygote.launch(run_dir, None), 30)
         assert report.startswith("started "), report
-        wrapper = Wrapper.load(run_dir)
-        assert wrapper is not None
+        # The report comes before wrapper.json is written: the wrapper is in it.
+        wrapper = launcher._reported_wrapper(report)
+        assert wrapper is not None, report
         assert await finished(wrapper, run_dir) == {"exit_code": 4}
     assert zygote.pid != old
 
