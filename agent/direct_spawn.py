@@ -9,15 +9,19 @@ reports on a pipe the agent keeps (one for all runs: each report is one write sh
 PIPE_BUF, prefixed with the run id, as on the launcher's pipe).
 
 The wrapper is then the agent's child: it still has its own session and outlives the agent
-(re-parented when the agent exits), and each one is watched through a pidfd from its spawn,
-reaped as it ends (a child nobody waits for stays a zombie), and a launch whose wrapper ends
-without reporting fails instead of waiting for ever.
+(re-parented when the agent exits). Until it reports, a pidfd watches it: a wrapper that ends
+without reporting fails its launch instead of leaving it waiting, and is reaped. Once it has
+reported "started", the task manager watches it (Wrapper.wait, which reaps it as it ends), so
+a running task holds one pidfd, not two; one that reported an error is reaped here. A wrapper
+still running when the agent stops stays its child, a zombie once it ends, until the agent's
+process exits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -31,6 +35,8 @@ log = structlog.get_logger(__name__)
 # come through the report pipe.
 REPORT_GRACE = 1.0
 POLL_SECONDS = 0.25
+# The report pipe's and the log's fds are kept above the ones a wrapper's are dup'd onto (0-3).
+HIGH_FD = 10
 
 
 def usable() -> bool:
@@ -42,6 +48,21 @@ def usable() -> bool:
     return True
 
 
+def reap(pid: int) -> None:
+    """Reaps `pid` if it is an ended child of this process (a wrapper it spawned)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _high(fd: int) -> int:
+    """`fd` moved to HIGH_FD or above (close-on-exec), so no file action of a spawn overwrites
+    it before it is dup'd."""
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, HIGH_FD)
+    finally:
+        os.close(fd)
+
+
 class WrapperDied(Exception):
     """The wrapper handed this run ended without reporting on it."""
 
@@ -51,50 +72,79 @@ class DirectSpawns:
 
     def __init__(self, wrapper: str, log_path: Path | None = None) -> None:
         self.wrapper = wrapper
-        # The wrappers' stderr, as for the launcher's (else the agent's own).
-        self._log_fd = (
-            os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            if log_path is not None
-            else 2
-        )
-        self._reports_r, self._reports_w = os.pipe2(os.O_CLOEXEC)
+        self._log_path = log_path
+        self._log_fd: int | None = None  # the wrappers' stderr (None: the agent's own)
+        self._reports_r: int | None = None
+        self._reports_w: int | None = None
         self._pending: dict[str, asyncio.Future[str]] = {}
-        self._children: dict[int, int] = {}  # pid -> pidfd, until reaped
+        self._children: dict[int, int] = {}  # pid -> pidfd, until it reports or ends
         self._reader: asyncio.Task | None = None
         self._transport: asyncio.ReadTransport | None = None
         self.broken: str | None = None  # why the C wrapper cannot be spawned, once it cannot
 
     async def start(self) -> None:
+        """Opens the report pipe (and the log); OSError if it cannot, with nothing left open."""
         loop = asyncio.get_running_loop()
-        stream = asyncio.StreamReader()
-        pipe = os.fdopen(self._reports_r, "rb", buffering=0)
-        self._transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), pipe
-        )
+        try:
+            if self._log_path is not None:
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+                self._log_fd = _high(os.open(self._log_path, flags, 0o644))
+            read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+            self._reports_w = _high(write_fd)
+            self._reports_r = read_fd
+            stream = asyncio.StreamReader()
+            pipe = os.fdopen(read_fd, "rb", buffering=0)
+            self._reports_r = None  # the file object owns it now
+            try:
+                self._transport, _ = await loop.connect_read_pipe(
+                    lambda: asyncio.StreamReaderProtocol(stream), pipe
+                )
+            except BaseException:
+                pipe.close()
+                raise
+        except BaseException:
+            self._close_fds()
+            raise
         self._reader = asyncio.create_task(self._read(stream), name="wrapper-reports-reader")
 
     async def _read(self, stream: asyncio.StreamReader) -> None:
         # The agent holds the write end for spawning: EOF comes only from close().
-        while line := await stream.readline():
-            run_id, _, report = line.decode(errors="replace").rstrip("\n").partition(" ")
-            future = self._pending.pop(run_id, None)
-            if future is not None and not future.done():
-                future.set_result(report)
+        try:
+            while line := await stream.readline():
+                run_id, _, report = line.decode(errors="replace").rstrip("\n").partition(" ")
+                future = self._pending.pop(run_id, None)
+                if future is not None and not future.done():
+                    future.set_result(report)
+        except (OSError, ValueError) as e:  # ValueError: a line over the reader's limit
+            log.warning("cannot read the task wrappers' reports", error=str(e))
+            self.broken = f"cannot read the task wrappers' reports: {e}"
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(WrapperDied(self.broken))
+            self._pending.clear()
 
     async def launch(self, run_dir: Path, spec: dict) -> str | None:
         """The wrapper's report on run_dir ("started ..." or "error ..."); None when the C
         wrapper cannot take this spec (or cannot be spawned any more): the caller hands it to
         the launcher. Raises WrapperDied if the wrapper ends without reporting."""
-        if self.broken is not None:
+        if self.broken is not None or self._reports_w is None:
             return None
         loop = asyncio.get_running_loop()
         run_id = run_dir.name
         report: asyncio.Future[str] = loop.create_future()
         self._pending[run_id] = report
+        pid = None
         try:
             try:
                 pid = executor.spawn_native(
-                    self.wrapper, str(run_dir), spec, self._reports_w, self._log_fd
+                    self.wrapper,
+                    str(run_dir),
+                    spec,
+                    self._reports_w,
+                    self._log_fd if self._log_fd is not None else 2,
+                    # The loop must not block on the environment pipe: one too big for it goes
+                    # to the launcher.
+                    pipe_only=True,
                 )
             except OSError as e:
                 if e.errno in executor.WRAPPER_BROKEN:
@@ -109,13 +159,17 @@ class DirectSpawns:
             if pid is None:
                 return None
             self._watch(pid, report)
-            return await report
+            result = await report
+            if result.startswith("started "):
+                self._unwatch(pid)  # the task manager's Wrapper.wait takes over (and reaps)
+            return result
         finally:
             if self._pending.get(run_id) is report:
                 del self._pending[run_id]
 
     def _watch(self, pid: int, report: asyncio.Future[str]) -> None:
-        """Reaps `pid` when it ends; fails `report` if it ended without one."""
+        """Reaps `pid` when it ends before reporting "started"; fails `report` if it ended
+        without one."""
         loop = asyncio.get_running_loop()
         try:
             fd = os.pidfd_open(pid)
@@ -125,23 +179,28 @@ class DirectSpawns:
         self._children[pid] = fd
 
         def on_exit() -> None:
-            loop.remove_reader(fd)
-            os.close(fd)
-            del self._children[pid]
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+            self._unwatch(pid)
+            reap(pid)
             self._ended(report, pid)
 
         loop.add_reader(fd, on_exit)
 
+    def _unwatch(self, pid: int) -> None:
+        fd = self._children.pop(pid, None)
+        if fd is not None:
+            asyncio.get_running_loop().remove_reader(fd)
+            os.close(fd)
+
     def _poll(self, pid: int, report: asyncio.Future[str]) -> None:
+        if report.done() and report.result().startswith("started "):
+            return  # Wrapper.wait watches it now
         try:
             ended = os.waitpid(pid, os.WNOHANG)[0] != 0
         except ChildProcessError:
             ended = True
         if ended:
             self._ended(report, pid)
-        else:
+        elif self._reports_w is not None:  # not closed
             asyncio.get_running_loop().call_later(POLL_SECONDS, self._poll, pid, report)
 
     @staticmethod
@@ -161,23 +220,25 @@ class DirectSpawns:
     async def close(self) -> None:
         """Stops reading reports and watching; running wrappers carry on (and are re-parented
         when this process exits)."""
-        loop = asyncio.get_running_loop()
-        for fd in self._children.values():
-            loop.remove_reader(fd)
-            os.close(fd)
-        self._children.clear()
+        for pid in list(self._children):
+            self._unwatch(pid)
         if self._reader is not None:
             self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader
         if self._transport is not None:
             self._transport.close()
-        else:
-            os.close(self._reports_r)
-        os.close(self._reports_w)
-        if self._log_fd != 2:
-            os.close(self._log_fd)
+            self._transport = None
+        self._close_fds()
         for future in self._pending.values():
             if not future.done():
                 future.cancel()
         self._pending.clear()
+
+    def _close_fds(self) -> None:
+        for name in ("_reports_r", "_reports_w", "_log_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, None)

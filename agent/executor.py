@@ -9,9 +9,10 @@ Two modes:
     python -m agora.agent.executor RUN_DIR    one wrapper for one run, reading RUN_DIR/spec.json
                                         (the fallback).
 
-With `--serve --native WRAPPER` the launcher spawns the C wrapper (agent/task_wrapper.c, built
-by agent/native_wrapper.py) for each launch that carries its spec, instead of handing it to a
-forked Python spare: the same reports and files, for a fraction of the CPU. This module's
+The agent spawns the C wrapper (agent/task_wrapper.c, built by agent/native_wrapper.py) itself
+(agent/direct_spawn.py, with spawn_native here); where it cannot (no pidfds), `--serve --native
+WRAPPER` makes the launcher spawn it for each launch that carries its spec, instead of handing
+it to a forked Python spare: the same reports and files, for a fraction of the CPU. This module's
 wrapper is the reference the C one follows, and takes what the C one cannot be given.
 
 A wrapper forked by the launcher (a "spare", forked before its launch arrives and replaced as
@@ -345,6 +346,17 @@ class _Spares:
             self._spare = None
 
 
+def _fits_pipe(fd: int, size: int) -> bool:
+    """Whether `size` bytes fit in the pipe `fd` at once (growing it if need be, up to the
+    system's pipe-max-size): then writing them never waits for the reader."""
+    try:
+        if fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) >= size:
+            return True
+        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size) >= size
+    except OSError:
+        return False
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -387,10 +399,16 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
 
 
 def spawn_native(
-    wrapper: str, run_dir: str, spec: dict, report_fd: int = 1, stderr_fd: int = 2
+    wrapper: str,
+    run_dir: str,
+    spec: dict,
+    report_fd: int = 1,
+    stderr_fd: int = 2,
+    pipe_only: bool = False,
 ) -> int | None:
     """Spawns the C wrapper for one run, its reports going to `report_fd` and its complaints
-    to `stderr_fd`; returns its pid, or
+    to `stderr_fd`; `pipe_only`: only if the environment fits in its pipe at once (the caller
+    cannot wait for the wrapper to read it). Returns the wrapper's pid, or
     None for a spec the C wrapper cannot be given (the Python wrapper reports on it). Used by
     the launcher and, without it, by an agent that spawns C wrappers itself."""
     try:
@@ -411,6 +429,10 @@ def spawn_native(
         os.close(write_fd)
         raise
     os.close(low_read)
+    if pipe_only and not _fits_pipe(write_fd, len(environment)):
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
     file_actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, read_fd, 3),

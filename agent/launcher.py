@@ -26,7 +26,7 @@ import structlog
 from agora.agent import native_wrapper
 from agora.agent.atomic_files import atomic_write_json
 from agora.agent.checkpoint import read_json
-from agora.agent.direct_spawn import REPORT_GRACE, DirectSpawns, WrapperDied, usable
+from agora.agent.direct_spawn import REPORT_GRACE, DirectSpawns, WrapperDied, reap, usable
 from agora.agent.proc_stat import is_running
 from agora.agent.task_user import TaskUser
 from agora.common import ResourceError, Resources
@@ -84,7 +84,14 @@ class Wrapper:
             return False
 
     async def wait(self) -> None:
-        """Returns once the wrapper has exited."""
+        """Returns once the wrapper has exited (reaped, if it is this process's child: a C
+        wrapper the agent spawned itself)."""
+        try:
+            await self._wait()
+        finally:
+            reap(self.wrapper_pid)
+
+    async def _wait(self) -> None:
         try:
             fd = os.pidfd_open(self.wrapper_pid)
         except ProcessLookupError:
@@ -175,9 +182,11 @@ class LauncherDied(Exception):
 
 
 class Launcher:
-    """The agent's end of `python -m agora.agent.executor --serve`, the wrapper-forking launcher.
+    """How the agent starts wrappers: C ones it spawns itself (agent/direct_spawn.py), others
+    through `python -m agora.agent.executor --serve`, the wrapper-forking launcher.
 
-    One line per launch goes to its stdin (the run dir); one reader task reads the reports
+    To the launcher, one line per launch goes to its stdin (the run dir); one reader task reads
+    the reports
     that the forked wrappers write to the shared stdout pipe and resolves each run's future.
     A dead launcher is restarted by the next launch. Its in-flight launches fail with
     LauncherDied once its stdout reaches EOF, i.e. once no process (launcher or a wrapper it
@@ -186,8 +195,9 @@ class Launcher:
 
     def __init__(self, log_path: Path | None = None) -> None:
         self._log_path = log_path
-        # The C wrapper the launcher spawns per task (agent/native_wrapper.py): found or built
-        # at the first start; None: it forks Python wrappers.
+        # The C wrapper (agent/native_wrapper.py): found or built at the first start; None:
+        # Python wrappers only. The agent spawns it itself (below); the launcher does where
+        # that is not possible (no pidfds).
         self.native: str | None = None
         self._native_checked = False
         # Where the C wrapper is used, the agent spawns it itself (agent/direct_spawn.py); the
@@ -222,8 +232,14 @@ class Launcher:
                 self._native_checked = True
                 if self.native is not None and usable():
                     direct = DirectSpawns(self.native, self._log_path)
-                    await direct.start()
-                    self._direct = direct
+                    try:
+                        await direct.start()
+                        self._direct = direct
+                    except OSError as e:
+                        log.warning(
+                            "cannot spawn C wrappers from the agent; the launcher does",
+                            error=str(e),
+                        )
             native = ["--native", self.native] if self.native else []
             log_file = open(self._log_path, "ab") if self._log_path else None
             try:
@@ -248,9 +264,10 @@ class Launcher:
 
     async def launch(self, run_dir: Path, spec: dict | None = None) -> str:
         """The wrapper's report on run_dir: "started TASK_PID WRAPPER_PID WRAPPER_START
-        START_TICKS" or "error MESSAGE". The spec goes down the pipe with the run dir (None:
-        the wrapper reads RUN_DIR/spec.json). Raises LauncherDied, or WrapperDied when the
-        wrapper handed the run died before reporting."""
+        START_TICKS" or "error MESSAGE". A C wrapper spawned here gets the spec on its command
+        line and a pipe; else the spec goes down the launcher's pipe with the run dir (None: the
+        wrapper reads RUN_DIR/spec.json). Raises LauncherDied, or WrapperDied when the wrapper
+        handed the run died before reporting."""
         if not self._native_checked:
             await self.start()
         if spec is not None and self._direct is not None:
@@ -413,8 +430,9 @@ async def start_wrapper(
 ) -> Wrapper:
     """Starts the task's wrapper and returns once the command runs.
 
-    Through `launcher` when given (a fork of an already-running Python), else, or when the
-    launcher died before starting this run, with `python -m agora.agent.executor RUN_DIR`.
+    Through `launcher` when given (a C wrapper it spawns, or a fork of its already-running
+    Python launcher), else, or when the launcher died before starting this run, with
+    `python -m agora.agent.executor RUN_DIR`.
     Raises LaunchError when the command could not be started.
     """
     spec = {

@@ -109,33 +109,39 @@ def _gcc_file(name: str) -> str | None:
     return found if os.path.isabs(found) and os.path.exists(found) else None
 
 
-def _musl_builds() -> list[tuple[list[str], list[str]]]:
-    """The musl builds to try first, as (compiler and flags before the source, after it)."""
+Build = tuple[list[str], list[str]]  # the compiler and flags before the source, and after it
+
+
+def _musl_builds() -> tuple[list[Build], list[Build]]:
+    """musl's builds: (position-independent, plain static); empty without musl-gcc."""
     musl_gcc = shutil.which(MUSL_GCC)
     if musl_gcc is None:
-        return []
-    builds = []
+        return [], []
+    pie: list[Build] = []
     lib = _musl_lib_dir(musl_gcc)
     begin, end = _gcc_file("crtbeginS.o"), _gcc_file("crtendS.o")
     if lib is not None and begin and end:
+        # In the canonical order: start files, the source, musl's C library, end files.
         static_pie = "-Wl,-static,-pie,--no-dynamic-linker,-z,text"
-        builds.append(
+        pie.append(
             (
                 [musl_gcc, "-O2", "-fPIE", "-nostartfiles", str(lib / "rcrt1.o"),
                  str(lib / "crti.o"), begin],
-                [end, str(lib / "crtn.o"), static_pie],
+                [static_pie, "-lc", end, str(lib / "crtn.o")],
             )
         )  # fmt: skip
-    builds.append(([musl_gcc, "-O2", "-static"], []))
-    return builds
+    return pie, [([musl_gcc, "-O2", "-static"], [])]
 
 
-def _builds(compiler: str | None) -> list[tuple[list[str], list[str]]]:
-    """Every way to build, best first: musl's, then the system compiler's BUILDS."""
-    system: list[tuple[list[str], list[str]]] = (
-        [([compiler, *flags], []) for flags in BUILDS] if compiler else []
-    )
-    return _musl_builds() + system
+def _builds(compiler: str | None) -> list[Build]:
+    """Every way to build, best first: position-independent ones first (the binary runs as
+    root), musl's before the system compiler's at each step."""
+    musl_pie, musl_static = _musl_builds()
+    system: list[Build] = [([compiler, *flags], []) for flags in BUILDS] if compiler else []
+    pie = [b for b in system if "-static-pie" in b[0]]
+    static = [b for b in system if "-static" in b[0]]
+    rest = [b for b in system if b not in pie and b not in static]
+    return musl_pie + pie + musl_static + static + rest
 
 
 def _libc_identity() -> str:
@@ -154,7 +160,7 @@ def _libc_identity() -> str:
     return ""
 
 
-def _build_id(source: bytes, builds: list[tuple[list[str], list[str]]]) -> str:
+def _build_id(source: bytes, builds: list[Build]) -> str:
     libc = "-".join(platform.libc_ver())
     # A new way to build, a new name; so is an update of musl (its libc.a is linked in).
     how = ";".join(" ".join(before[1:] + after) for before, after in builds)
@@ -169,7 +175,7 @@ def _build_id(source: bytes, builds: list[tuple[list[str], list[str]]]) -> str:
     return hashlib.sha256(source + what.encode()).hexdigest()[:16]
 
 
-def _compile(builds: list[tuple[list[str], list[str]]], output: str) -> None:
+def _compile(builds: list[Build], output: str) -> None:
     """Builds the wrapper at `output` the first way in `builds` that compiles and answers."""
     failure: Exception | None = None
     for before, after in builds:

@@ -1,5 +1,6 @@
-/* agora-task-wrapper: one task's wrapper, in C (the launcher's fast path; agent/native_wrapper.py
- * builds it, agent/executor.py's Python wrapper is the reference and the fallback).
+/* agora-task-wrapper: one task's wrapper, in C (the agent spawns it, agent/direct_spawn.py;
+ * agent/native_wrapper.py builds it; agent/executor.py's Python wrapper is the reference and
+ * the fallback).
  *
  * It does what the Python wrapper does, without a forked Python process per task (about 3 ms
  * of CPU a task, most of it copy-on-write faults of the launcher's heap):
@@ -8,7 +9,7 @@
  *     USER      "-" (the wrapper's own), or "UID:GID:G1,G2,..." (groups may be empty)
  *     fd 3      the task's environment, "NAME=VALUE" strings each ended by a NUL, then an
  *               empty one (a lone NUL) and EOF: a cut environment is refused, not run
- *     stdout is the launcher's report pipe; the report lines are prefixed with the run id
+ *     stdout is the agent's (or the launcher's) report pipe; report lines start with the run id
  *     (RUN_DIR's last component).
  *
  * The wrapper itself runs with an empty environment (it usually runs as root: a task's
@@ -45,13 +46,13 @@
 
 extern char **environ;
 
-#ifndef SYS_close_range
-#define SYS_close_range 436 /* the same number on every architecture */
+/* Closes fds first..last: close_range(2) by its number (musl has no wrapper for it), else (a
+ * kernel before 5.9, or headers without the number) one by one up to 1024. */
+static void close_fds(unsigned first, unsigned last) {
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, first, last, 0) == 0) return;
 #endif
-
-/* close_range(2) by its number: musl has no wrapper for it. */
-static int close_fds(unsigned first, unsigned last) {
-    return (int)syscall(SYS_close_range, first, last, 0);
+    for (unsigned fd = first; fd <= last && fd < 1024; fd++) close((int)fd);
 }
 
 #define MAX_REPORT 3000
@@ -65,7 +66,7 @@ static void forward(int signum) {
     if (task_pgid > 0) kill(-task_pgid, signum);
 }
 
-/* One report line on the launcher's pipe (one write), then the pipe is let go. */
+/* One report line on the report pipe (one write), then the pipe is let go. */
 static void report(const char *line) {
     char buf[MAX_REPORT + 600];
     int n = snprintf(buf, sizeof buf, "%s%s", prefix, line);
@@ -385,15 +386,14 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
     }
     /* Nothing else of the wrapper's stays open in the task (the error pipe closes on exec;
      * what was opened here is close-on-exec, which dup2 does not pass to 0, 1 and 2). */
-    if ((errfd > 3 && close_fds(3, errfd - 1) < 0) || close_fds(errfd + 1, ~0U) < 0)
-        for (int fd = 3; fd < 1024; fd++)
-            if (fd != errfd) close(fd); /* a kernel before 5.9 */
+    if (errfd > 3) close_fds(3, (unsigned)errfd - 1);
+    close_fds((unsigned)errfd + 1, ~0U);
     dprintf(errfd, "exec %d", exec_command(argv, envp));
     _exit(127);
 }
 
 /* The task's environment from fd 3 ("NAME=VALUE\0" each, then "\0"); NULL if it is not all
- * there (the launcher died while writing it). */
+ * there (its spawner died while writing it). */
 static char **read_environment(void) {
     size_t length = 0;
     char *text = read_all(3, &length);
@@ -433,10 +433,10 @@ int main(int argc, char **argv) {
     char **cgroups = argv + 7;
     char **task_argv = argv + 8 + ncg;
     /* Nothing of the spawner's beyond the environment pipe stays open here for the task's
-     * lifetime (an agent spawning wrappers itself has sockets and pipes of its own). */
+     * lifetime (the agent, which spawns it, has sockets and pipes of its own). */
     close_fds(4, ~0U);
 
-    /* The launcher's dispositions are not ours: we wait for our child; a closed report pipe
+    /* The spawner's dispositions are not ours: we wait for our child; a closed report pipe
      * must not kill us before the task's end is recorded. */
     struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
     sigaction(SIGCHLD, &dfl, NULL);

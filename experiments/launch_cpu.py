@@ -202,8 +202,8 @@ By clock ticks (psutil.cpu_times()): busy {cores["busy"]:.3f} = user
 How: the machine's counters and cpu_times() of each long-lived process, read at both ends
 of the window; one scan of all processes splits off {interrupts} and the
 long-lived processes outside the experiment (the machine is shared). Other is what is left of
-the machine's busy time: the short-lived processes (each task's wrapper, spawned by the
-launcher, and the task itself; their CPU is summed by no surviving process) and kernel work
+the machine's busy time: the short-lived processes (each task's wrapper, spawned by its agent
+or its launcher, and the task itself; their CPU is summed by no surviving process) and kernel work
 charged to no thread. CPU ms per task = CPU seconds in the window / tasks finished in it;
 share = of the machine's busy time.
 {notes}"""

@@ -459,3 +459,85 @@ def test_the_c_wrapper_is_built_with_musl_where_it_is_installed(tmp_path):
     assert "INTERP" not in header.stdout, "it must need no dynamic loader"
     done = subprocess.run([wrapper], capture_output=True, env={})
     assert done.returncode == 2 and b"usage" in done.stderr
+
+
+async def test_a_c_wrapper_that_ends_without_reporting_fails_its_launch(tmp_path):
+    """The agent watches each wrapper it spawned until it reports: one that ends first (here a
+    stand-in that exits at once) fails the launch instead of leaving it waiting."""
+    z = Launcher(tmp_path / "launcher.log")
+    await z.start()
+    try:
+        assert z._direct is not None, "this machine has a C compiler and pidfds"
+        z._direct.wrapper = shutil.which("true") or "/bin/true"
+        run_dir, sandbox = new_run(tmp_path, "silent")
+        with pytest.raises(LaunchError, match="ended without reporting"):
+            await asyncio.wait_for(
+                start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=z), 20
+            )
+    finally:
+        await z.stop()
+
+
+async def test_a_c_wrapper_the_agent_cannot_spawn_gives_way_to_the_launcher(tmp_path):
+    z = Launcher(tmp_path / "launcher.log")
+    await z.start()
+    try:
+        assert z._direct is not None, "this machine has a C compiler and pidfds"
+        z._direct.wrapper = str(tmp_path / "gone")  # as after a cleaned cache
+        run_dir, sandbox = new_run(tmp_path, "first")
+        wrapper = await start_wrapper(
+            run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=z
+        )
+        assert z._direct.broken is not None
+        assert psutil.Process(wrapper.wrapper_pid).ppid() == z.pid
+        wrapper.signal_group(signal.SIGKILL)
+        assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
+    finally:
+        await z.stop()
+
+
+async def test_without_pidfds_the_launcher_spawns_the_c_wrapper(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "usable", lambda: False)
+    z = Launcher(tmp_path / "launcher.log")
+    await z.start()
+    try:
+        assert z.native is not None and z._direct is None
+        run_dir, sandbox = new_run(tmp_path, "first")
+        wrapper = await start_wrapper(
+            run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=z
+        )
+        proc = psutil.Process(wrapper.wrapper_pid)
+        assert proc.ppid() == z.pid and "agora-task-wrapper" in proc.name()
+        wrapper.signal_group(signal.SIGKILL)
+        assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
+    finally:
+        await z.stop()
+
+
+async def test_an_environment_too_big_for_a_pipe_goes_through_the_launcher(zygote, tmp_path):
+    """The agent's loop must not wait for a wrapper to read the task's environment: one bigger
+    than a pipe can hold at once (pipe-max-size, 1 MiB by default) goes to the launcher, and
+    reaches the task whole."""
+    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    chunk = 100 * 1024  # under the kernel's 128 KiB limit for one environment string
+    env = dict(os.environ)
+    env.update({f"BIG{i}": "x" * chunk for i in range(limit // chunk + 2)})
+    run_dir, sandbox = new_run(tmp_path, "big-env")
+    wrapper = await start_wrapper(
+        run_dir,
+        ["/bin/sh", "-c", 'printf %s "$BIG0" | wc -c > size; sleep 30'],
+        env,
+        sandbox,
+        launcher=zygote,
+    )
+    try:
+        assert psutil.Process(wrapper.wrapper_pid).ppid() == zygote.pid
+        await eventually_async(
+            lambda: (sandbox / "size").exists() and (sandbox / "size").read_text().strip(),
+            timeout=10,
+            message="the task wrote its variable's size",
+        )
+        assert int((sandbox / "size").read_text()) == chunk
+    finally:
+        wrapper.signal_group(signal.SIGKILL)
+    await finished(wrapper, run_dir)
