@@ -78,6 +78,7 @@ class DirectSpawns:
         self._reports_w: int | None = None
         self._pending: dict[str, asyncio.Future[str]] = {}
         self._children: dict[int, int] = {}  # pid -> pidfd, until it reports or ends
+        self._polled: set[int] = set()  # the same, where no pidfd could be opened
         self._reader: asyncio.Task | None = None
         self._transport: asyncio.ReadTransport | None = None
         self.broken: str | None = None  # why the C wrapper cannot be spawned, once it cannot
@@ -174,7 +175,8 @@ class DirectSpawns:
         try:
             fd = os.pidfd_open(pid)
         except OSError:
-            self._poll(pid, report)  # no fd to spare now: polled instead
+            self._polled.add(pid)  # no fd to spare now: polled instead
+            self._poll(pid, report)
             return
         self._children[pid] = fd
 
@@ -186,21 +188,23 @@ class DirectSpawns:
         loop.add_reader(fd, on_exit)
 
     def _unwatch(self, pid: int) -> None:
+        self._polled.discard(pid)
         fd = self._children.pop(pid, None)
         if fd is not None:
             asyncio.get_running_loop().remove_reader(fd)
             os.close(fd)
 
     def _poll(self, pid: int, report: asyncio.Future[str]) -> None:
-        if report.done() and report.result().startswith("started "):
-            return  # Wrapper.wait watches it now
+        if pid not in self._polled:
+            return  # it reported (Wrapper.wait watches it now), or this was closed
         try:
             ended = os.waitpid(pid, os.WNOHANG)[0] != 0
         except ChildProcessError:
             ended = True
         if ended:
+            self._polled.discard(pid)
             self._ended(report, pid)
-        elif self._reports_w is not None:  # not closed
+        else:
             asyncio.get_running_loop().call_later(POLL_SECONDS, self._poll, pid, report)
 
     @staticmethod
@@ -220,7 +224,7 @@ class DirectSpawns:
     async def close(self) -> None:
         """Stops reading reports and watching; running wrappers carry on (and are re-parented
         when this process exits)."""
-        for pid in list(self._children):
+        for pid in [*self._children, *self._polled]:
             self._unwatch(pid)
         if self._reader is not None:
             self._reader.cancel()

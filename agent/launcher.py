@@ -186,11 +186,11 @@ class Launcher:
     through `python -m agora.agent.executor --serve`, the wrapper-forking launcher.
 
     To the launcher, one line per launch goes to its stdin (the run dir); one reader task reads
-    the reports
-    that the forked wrappers write to the shared stdout pipe and resolves each run's future.
-    A dead launcher is restarted by the next launch. Its in-flight launches fail with
-    LauncherDied once its stdout reaches EOF, i.e. once no process (launcher or a wrapper it
-    forked) can still report on them, so the caller may decide from the run dir's files.
+    the reports that the forked wrappers write to the shared stdout pipe and resolves each
+    run's future. A dead launcher is restarted by the next launch that needs it. Its in-flight
+    launches fail with LauncherDied once its stdout reaches EOF, i.e. once no process (launcher
+    or a wrapper it forked) can still report on them, so the caller may decide from the run
+    dir's files.
     """
 
     def __init__(self, log_path: Path | None = None) -> None:

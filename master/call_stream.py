@@ -16,8 +16,6 @@ as it would a unary call.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 
 import grpc
@@ -26,6 +24,7 @@ import structlog
 from agora.common.credentials import caller_principal
 from agora.master import limits
 from agora.master.errors import CallError, status_details
+from agora.master.turns import Turns
 from agora.v1 import scheduler_pb2
 
 log = structlog.get_logger(__name__)
@@ -34,9 +33,6 @@ __all__ = ["MAX_CALLS_PER_BATCH", "CallStream", "CountCall"]
 
 SERVICE = "agora.v1.Scheduler"
 MAX_CALLS_PER_BATCH = 1000
-# Calls run back to back without awaiting; a long batch lets the loop turn every so often (one
-# call can be 1,000 tasks or 10,000 acks, so by time rather than by count).
-YIELD_AFTER = 0.005
 
 # (service, method, code name): counts a call handled (common/metrics.GrpcMetrics.count).
 CountCall = Callable[[str, str, str], None]
@@ -64,11 +60,10 @@ class CallStream:
                     f"{len(batch.calls)}: send them in several",
                 )
             results = []
-            turn = time.monotonic()
+            turns = Turns()  # calls run back to back; a long batch lets the loop turn
             for call in batch.calls:
-                if time.monotonic() - turn > YIELD_AFTER:
-                    await asyncio.sleep(0)  # let heartbeats, offers and other callers in
-                    turn = time.monotonic()
+                if turns.due():
+                    await turns.take()
                 results.append(self.run(call, principal))
             del batch  # not held (with its protobuf arena) while the results are written
             await context.write(scheduler_pb2.ResultBatch(results=results))

@@ -11,7 +11,6 @@ goes out in batches, written by a task that exists only while there is something
 from __future__ import annotations
 
 import asyncio
-import time
 
 import grpc
 import structlog
@@ -25,14 +24,12 @@ from agora.master.authz import Action, AllowAll, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.errors import CallError, abort, status_details
 from agora.master.registry import Agent
+from agora.master.turns import Turns
 from agora.v1 import agent_relay_pb2, agent_relay_pb2_grpc
 
 log = structlog.get_logger(__name__)
 
 RelayDown = agent_relay_pb2.RelayDown
-# A relay's batch is handled item by item; the loop gets a turn every this many seconds (by
-# time: an item may itself be an agent's batch of hundreds of updates).
-YIELD_AFTER = 0.005
 
 
 class Downlink:
@@ -191,7 +188,7 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
                 batch = await context.read()
                 if batch is grpc.aio.EOF:
                     break
-                turn = time.monotonic()
+                turns = Turns()  # a batch of thousands does not stall the loop
                 for item in batch.items:
                     try:
                         if item.link > highest:
@@ -202,9 +199,8 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
                     except Exception:  # noqa: BLE001 - one agent's fault ends its link only
                         log.exception("failed to handle a relayed agent's message")
                         self._drop(item.link, down, links)
-                    if time.monotonic() - turn > YIELD_AFTER:
-                        await asyncio.sleep(0)  # a batch of thousands does not stall the loop
-                        turn = time.monotonic()
+                    if turns.due():
+                        await turns.take()
                 batch = item = None  # not held (with its protobuf arena) while waiting
         # A CancelledError (the server stopping, or Downlink cutting a relay that stopped
         # reading) goes through: the relay sees the stream end and reconnects.
