@@ -4,6 +4,7 @@ daemons running real processes, and a ServicesDaemon, all on loopback; plus a Se
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 import urllib.request
 from pathlib import Path
@@ -18,14 +19,22 @@ from agora.master import Master, MasterConfig
 from agora.v1 import services_pb2, services_pb2_grpc
 
 
+def _ephemeral_low() -> int:
+    """The first port the kernel hands out for port 0 and outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port_range(count: int) -> tuple[int, int]:
-    """A run of ports that were free a moment ago (bound one by one, then released)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            first = s.getsockname()[1]
-        if first + count > 65000:
-            continue
+    """A run of ports that were free a moment ago (bound one by one, then released), below the
+    kernel's ephemeral range: taken from it, a port of the range could be handed out again at
+    once to a server started on port 0 (another agent's) or to an outgoing connection, and the
+    task offered it would find it taken."""
+    top = _ephemeral_low() - count
+    for _ in range(200):
+        first = random.randrange(10000, top)
         sockets = []
         try:
             for port in range(first, first + count):
