@@ -43,6 +43,7 @@ class LaunchConfig:
     agents: int = 10
     real_agents: int = 0
     concurrency: int = 32
+    tasks_per_accept: int = 0  # 0: as many as fit
     seconds: float = 10.0
     warmup: float = 2.0
     spawn_seconds: float = 3.0
@@ -155,6 +156,7 @@ async def _phase(
         max_held=10**9,
         leftover_refuse_seconds=0.0,
         command="true" if real else "sleep",
+        tasks_per_offer=cfg.tasks_per_accept,
     )
     framework_set = FrameworkSet(
         master, [load], recorder, tls.credentials("frameworks") if tls else None
@@ -164,6 +166,7 @@ async def _phase(
         await framework_set.wait_subscribed()
         await asyncio.sleep(cfg.warmup)
         recorder.recording = True
+        counts_before = recorder.counts.copy()
         start = cpu.begin() if cpu else time.monotonic()
         while (now := time.monotonic()) < start + seconds:
             ended = sum(1 for t in recorder.finished_at if t >= start)
@@ -174,6 +177,8 @@ async def _phase(
             await asyncio.sleep(0.25)
         end = cpu.end() if cpu else time.monotonic()
         recorder.recording = False
+        # Counters are cumulative: what the window itself saw is the difference.
+        counts = recorder.counts - counts_before
         window = end - start
     finally:
         await framework_set.stop(teardown=True)
@@ -182,6 +187,7 @@ async def _phase(
         "recorder": recorder,
         "start": start,
         "window": window,
+        "counts": counts,
         "failed": framework_set.frameworks[0].failed,
     }
 
@@ -259,6 +265,7 @@ async def _one_run(cfg, out, progress, real, raw, python, tls):
         "agents": cfg.real_agents or cfg.agents,
         "real_agents": real,
         "concurrency": cfg.concurrency,
+        "tasks_per_accept_limit": cfg.tasks_per_accept,
         "window_seconds": round(window, 3),
         "latency_window_seconds": round(latency["window"], 3),
         "tasks_finished": len(ended),
@@ -277,9 +284,31 @@ async def _one_run(cfg, out, progress, real, raw, python, tls):
             round(throughput / python["per_second"], 4) if python else None
         ),
         "counts": dict(recorder.counts),
+        "window_counts": dict(throughput_phase["counts"]),
+        # How the launches went: few offers and Accepts per task is the cheap regime (each
+        # Accept launches many tasks); near one of each per task, every task pays a whole
+        # offer -> Accept -> re-offer cycle (docs/experiments.md, "Why a faster agent ...").
+        "per_task": _per_task(throughput_phase["counts"]),
         "figures_ms": figures,
     }
     return run_result, latency, throughput_phase, cpu, recorder, start, window
+
+
+def _per_accept_md(cfg: LaunchConfig) -> str:
+    if cfg.tasks_per_accept <= 0:
+        return ""
+    return f", at most {cfg.tasks_per_accept} task(s) an Accept (`--tasks-per-accept`)"
+
+
+def _per_task(counts) -> dict:
+    """Offers, OFFERS events and Accepts per task launched in the throughput window."""
+    launched = counts["launched"] or 1
+    return {
+        "offers": round(counts["offers"] / launched, 3),
+        "offer_events": round(counts["offer_events"] / launched, 3),
+        "accepts": round(counts["accepts"] / launched, 3),
+        "tasks_per_accept": round(counts["launched"] / max(counts["accepts"], 1), 2),
+    }
 
 
 async def run(cfg: LaunchConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
@@ -434,7 +463,7 @@ Python {results.data["machine"]["python"]}. Command: `{" ".join(results.data["co
 One load framework (real SDK, in the runner's process) keeps {cfg.concurrency} tasks in flight
 on {run["label"]}: {"`true` as a real process" if run["real_agents"] else "zero-length tasks"}
 ({cfg.cpus:g} cpus, {cfg.mem:g} MB each). It holds the offers it gets and launches a new task
-as soon as one ends.
+as soon as one ends{_per_accept_md(cfg)}.
 
 - **accept_to_running** (ms): the framework issues Accept (LAUNCH) -> it receives that task's
   TASK_RUNNING update (time.monotonic() in the framework's process, stamped as the event is read
@@ -460,7 +489,10 @@ as soon as one ends.
 Throughput: {run["tasks_per_second"]} tasks/s ({run["tasks_finished"]} finished in
 {run["window_seconds"]} s, {run["failed_tasks"]} not FINISHED). Master CPU
 {run["master_cpu_cores"]} cores, agents' CPU {run["agents_cpu_cores"]} cores (their own process
-only; task wrappers are separate processes).
+only; task wrappers are separate processes). Per task launched in the window the framework got
+{run["per_task"]["offers"]} offers (in {run["per_task"]["offer_events"]} OFFERS events) and
+issued {run["per_task"]["accepts"]} Accepts, {run["per_task"]["tasks_per_accept"]} tasks an
+Accept: the closer to one Accept a task, the more of its cost is the offer -> Accept cycle.
 
 {cpu_md(run)}{_tls_md(results)}"""
 

@@ -70,6 +70,16 @@ def _tls_modes(text: str) -> list[str]:
     return modes
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text.rstrip("s"))
@@ -202,6 +212,14 @@ def _launch_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=32,
         help="tasks the framework keeps in flight (default 32)",
+    )
+    p.add_argument(
+        "--tasks-per-accept",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="launch at most N tasks an Accept (default 0: as many as the offers and the "
+        "concurrency allow); 1 makes every task pay a whole offer -> Accept cycle, to measure it",
     )
     p.add_argument(
         "--spawn-seconds",
@@ -356,6 +374,7 @@ def _build_launch(args: argparse.Namespace) -> Runner:
         agents=args.agents,
         real_agents=args.real_agents,
         concurrency=args.concurrency,
+        tasks_per_accept=args.tasks_per_accept,
         seconds=args.seconds or 10.0,
         spawn_seconds=args.spawn_seconds,
         latency_seconds=args.latency_seconds,

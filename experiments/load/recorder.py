@@ -150,7 +150,9 @@ class Recorder:
             self._freed.setdefault(agent, (now, status.timestamp))
 
     def accepted(self, task_ids: Iterable[str]) -> None:
+        """Call as one Accept (LAUNCH) of these tasks is issued."""
         now = self.clock()
+        self.counts["accepts"] += 1
         for task_id in task_ids:
             self._accepted[task_id] = now
             self.counts["launched"] += 1

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import pytest
 from experiments_helpers import assert_stats, load_results, run_experiment
 
 from agora.experiments import report
+from agora.experiments.processes import ROOT, agora_argv
 
 pytestmark = pytest.mark.e2e
 
@@ -92,6 +94,57 @@ def test_launch_on_emulated_agents(tmp_path):
     assert not any(c["kind"] == "launchers" for c in cpu["components"].values())
     assert "Where the CPU goes" in (out / "summary.md").read_text()
     assert "launch_cpu.png" in data["plots"]
+    # How the launches went, counted over the throughput window only.
+    per_task, counts = run["per_task"], run["window_counts"]
+    assert counts["launched"] > 0 and counts["accepts"] > 0
+    assert counts["launched"] <= run["counts"]["launched"]
+    assert per_task["tasks_per_accept"] == pytest.approx(
+        counts["launched"] / counts["accepts"], abs=0.01
+    )
+    assert per_task["accepts"] == pytest.approx(counts["accepts"] / counts["launched"], abs=1e-3)
+
+
+def test_launch_one_task_an_accept(tmp_path):
+    """--tasks-per-accept 1: every task pays its own Accept, and the summary says so."""
+    out = tmp_path / "launch"
+    run_experiment(
+        "launch",
+        "--agents",
+        "2",
+        "--seconds",
+        "2",
+        "--latency-seconds",
+        "0.5",
+        "--warmup",
+        "0.5",
+        "--concurrency",
+        "4",
+        "--tasks-per-accept",
+        "1",
+        "--out",
+        str(out),
+    )
+    data = load_results(out, "launch")
+    (run,) = data["runs"]
+    assert data["config"]["tasks_per_accept"] == 1 and run["tasks_finished"] > 0
+    assert run["window_counts"]["accepts"] == run["window_counts"]["launched"] > 0
+    assert run["per_task"]["accepts"] == run["per_task"]["tasks_per_accept"] == 1.0
+    assert "at most 1 task(s) an Accept (`--tasks-per-accept`)" in (out / "summary.md").read_text()
+
+
+def test_launch_refuses_a_negative_tasks_per_accept(tmp_path):
+    result = subprocess.run(
+        agora_argv(
+            "experiment", "launch", "--tasks-per-accept", "-1", "--out", str(tmp_path / "x")
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--tasks-per-accept: must be 0 or more, got -1" in result.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_launch_on_real_agents_reports_the_spawn_ratio(tmp_path):
