@@ -87,6 +87,7 @@ class WorkDir:
         self.runs = self.meta / "runs"
         self.sandboxes = self.root / "sandboxes"
         self.updates_log = self.meta / "updates.jsonl"
+        self._runs, self._sandboxes = str(self.runs), str(self.sandboxes)
         self._lock_fd: int | None = None
         for path in (self.meta, self.runs, self.sandboxes):
             path.mkdir(parents=True, exist_ok=True)
@@ -146,37 +147,51 @@ class WorkDir:
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id
 
+    def run_file(self, run_id: str, name: str) -> str:
+        """A file of the run's directory, as a string: the per-task paths are built several
+        times a task, and a str join costs a tenth of pathlib's."""
+        return f"{self._runs}/{run_id}/{name}"
+
     def new_sandbox(self, framework_id: str, task_id: str, owner: TaskUser | None = None) -> Path:
         """`sandboxes/<fw>/<task_id>/`, or `<task_id>.N/` when the id was run here before.
 
         Mode 0700, owned by `owner` when the task runs as another user than the agent's: no
         other task's user can read it.
         """
-        parent = self.sandboxes / framework_id
-        if not parent.is_dir():
-            parent.mkdir(mode=0o711, parents=True, exist_ok=True)
-        candidate, n = parent / task_id, 1
+        parent = f"{self._sandboxes}/{framework_id}"
+        candidate, n = f"{parent}/{task_id}", 1
         while True:
             try:
-                candidate.mkdir(mode=0o700)
-                # There from the start, so a client may follow them before the command runs.
-                (candidate / "stdout").touch()
-                (candidate / "stderr").touch()
-                if owner is not None:
-                    for path in (candidate, candidate / "stdout", candidate / "stderr"):
-                        os.chown(path, owner.uid, owner.gid)
-                return candidate
+                os.mkdir(candidate, 0o700)
             except FileExistsError:
                 n += 1
-                candidate = parent / f"{task_id}.{n}"
+                candidate = f"{parent}/{task_id}.{n}"
+                continue
+            except FileNotFoundError:
+                # The framework's first task here (or its directory was removed since).
+                Path(parent).mkdir(mode=0o711, parents=True, exist_ok=True)
+                continue
+            # There from the start, so a client may follow them before the command runs.
+            files = (f"{candidate}/stdout", f"{candidate}/stderr")
+            for path in files:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
+            if owner is not None:
+                for path in (candidate, *files):
+                    os.chown(path, owner.uid, owner.gid)
+            return Path(candidate)
 
     def prepare_run(self, record: TaskRecord) -> None:
         """The run's directory with its record, and the room its wrapper writes into later."""
-        run_dir = self.run_dir(record.run_id)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(run_dir / "task.json", vars(record), durable=False)
+        run_dir = f"{self._runs}/{record.run_id}"
+        try:
+            os.mkdir(run_dir)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:  # runs/ itself was removed
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
+        atomic_write_json(f"{run_dir}/task.json", vars(record), durable=False)
         for name in ("wrapper.json", "exit.json"):
-            reserve_json(run_dir / name)
+            reserve_json(f"{run_dir}/{name}")
 
     def discard_run(self, record: TaskRecord) -> None:
         """Removes what prepare_run and new_sandbox made of a run that never started."""
@@ -186,14 +201,14 @@ class WorkDir:
 
     def save_record(self, record: TaskRecord, durable: bool = True) -> None:
         """Writes the run's record; `durable=False` may rewrite it in place (see overwrite_json)."""
-        run_dir = self.run_dir(record.run_id)
+        path = self.run_file(record.run_id, "task.json")
         # vars(), not asdict(): the fields are flat, and asdict's deep copy was most of the cost
         # of the three saves every task makes.
         data = vars(record)
-        if not durable and overwrite_json(run_dir / "task.json", data):
+        if not durable and overwrite_json(path, data):
             return
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(run_dir / "task.json", data, durable=durable)
+        self.run_dir(record.run_id).mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, data, durable=durable)
 
     def load_records(self) -> list[TaskRecord]:
         out = []

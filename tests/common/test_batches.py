@@ -7,11 +7,16 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+import pytest
+
 from agora.common.batches import (
+    HOLD_MAX,
+    HOLD_STEP,
     MAX_BATCH_ITEMS,
     SOLO_BYTES,
     Batcher,
     event_batches,
+    hold_after,
     next_batch,
 )
 from agora.common.rpc import drain_queue
@@ -166,3 +171,64 @@ def test_big_offers_events_and_subscribed_go_alone_and_updates_batch_around_them
         "offers",
         "update",
     ]
+
+
+def test_one_or_two_messages_hold_nothing_and_bigger_batches_hold_more_up_to_a_bound():
+    assert hold_after(1) == hold_after(2) == 0
+    assert hold_after(3) == HOLD_STEP and hold_after(4) == 2 * HOLD_STEP
+    assert hold_after(MAX_BATCH_ITEMS) == HOLD_MAX
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_after_a_big_batch_the_next_write_waits_and_a_quiet_stream_never_does():
+    clock = _Clock()
+    batcher = Batcher(_wrap, enabled=True, clock=clock)
+    pending = deque(_update(f"t{i}") for i in range(2))
+    batcher.take(pending)
+    assert batcher.wait_before_next() == 0  # two at a time: no sign of load
+    pending = deque(_update(f"t{i}") for i in range(6))
+    assert len(_ids(batcher.take(pending))) == 6
+    assert batcher.wait_before_next() == pytest.approx(hold_after(6))
+    clock.now += hold_after(6) / 2
+    assert batcher.wait_before_next() == pytest.approx(hold_after(6) / 2)
+    clock.now += hold_after(6)
+    assert batcher.wait_before_next() == 0
+    # A single message after that holds nothing for the next one.
+    batcher.take(deque([_update("alone")]))
+    assert batcher.wait_before_next() == 0
+
+
+def test_a_disabled_batcher_never_holds():
+    batcher = Batcher(_wrap, clock=_Clock())
+    pending = deque(_update(f"t{i}") for i in range(6))
+    for _ in range(6):
+        batcher.take(pending)
+    assert batcher.wait_before_next() == 0
+
+
+async def test_drain_queue_holds_its_next_write_after_a_big_batch_so_more_gather():
+    outbox: asyncio.Queue = asyncio.Queue()
+    stream = drain_queue(outbox, Batcher(_wrap, enabled=True))
+    for i in range(4):
+        outbox.put_nowait(_update(f"a{i}"))
+    assert _ids(await anext(stream)) == ["a0", "a1", "a2", "a3"]
+
+    async def trickle() -> None:
+        # One message at a time, well within the hold of the batch of four.
+        for i in range(3):
+            outbox.put_nowait(_update(f"b{i}"))
+            await asyncio.sleep(0)
+
+    await asyncio.gather(trickle(), _expect_batch(stream, ["b0", "b1", "b2"]))
+    outbox.put_nowait(None)
+
+
+async def _expect_batch(stream, ids: list[str]) -> None:
+    assert _ids(await anext(stream)) == ids
