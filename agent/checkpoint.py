@@ -29,17 +29,28 @@ from agora.v1 import common_pb2
 log = structlog.get_logger(__name__)
 
 
-def read_json(path: Path) -> dict | None:
+def read_json(path: str | os.PathLike) -> dict | None:
     """The parsed file, or None if it is missing or unreadable (a torn write of an old agent)."""
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = json.loads(_read_small(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
         log.warning("unreadable checkpoint file", path=str(path), error=str(e))
         return None
     return data if isinstance(data, dict) else None
+
+
+def _read_small(path: str | os.PathLike) -> bytes:
+    """A whole file with os-level calls (the agent reads a few small ones a task)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def b64(data: bytes) -> str:

@@ -124,7 +124,7 @@ class Wrapper:
 def read_exit(run_dir: Path) -> dict | None:
     """What the wrapper recorded of the task's end; None while it has not (the file is
     missing, or still the placeholder the agent reserved it with)."""
-    return read_json(run_dir / "exit.json") or None
+    return read_json(os.path.join(run_dir, "exit.json")) or None
 
 
 def command_argv(command: common_pb2.CommandInfo) -> list[str]:
@@ -139,6 +139,8 @@ def command_argv(command: common_pb2.CommandInfo) -> list[str]:
 
 
 def task_ports(task: common_pb2.TaskInfo) -> list[int]:
+    if not any(r.name == "ports" for r in task.resources):
+        return []  # most tasks: no need to parse (and check) all of their resources
     try:
         ranges = Resources.from_proto(task.resources).port_ranges()
     except ResourceError:
