@@ -204,6 +204,27 @@ class WorkDir:
         for name in ("wrapper.json", "exit.json"):
             reserve_json(f"{run_dir}/{name}")
 
+    # What a run's directory holds once its wrapper is done (agora.agent.executor's files).
+    RUN_FILES = ("task.json", "wrapper.json", "exit.json", "spec.json", "executor.log")
+
+    def remove_run(self, run_id: str) -> None:
+        """Removes a run's directory: its known files one by one (a completed run is trimmed
+        every task, and rmtree's walk costs several times more), whatever else by a walk."""
+        run_dir = f"{self._runs}/{run_id}"
+        for name in self.RUN_FILES:
+            try:
+                os.unlink(f"{run_dir}/{name}")
+            except FileNotFoundError:
+                pass
+            except OSError:
+                break
+        try:
+            os.rmdir(run_dir)
+        except FileNotFoundError:
+            pass
+        except OSError:  # something else in it (a leftover temp file, say)
+            shutil.rmtree(run_dir, ignore_errors=True)
+
     def discard_run(self, record: TaskRecord) -> None:
         """Removes what prepare_run and new_sandbox made of a run that never started."""
         for path in (self.run_dir(record.run_id), Path(record.sandbox) if record.sandbox else None):

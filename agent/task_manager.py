@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import shutil
 import signal
 import time
 from collections import deque
@@ -614,7 +613,7 @@ class TaskManager:
         while len(self._completed) > self._history:
             run_id = self._completed.popleft()
             self._runs.pop(run_id, None)
-            shutil.rmtree(self._work.run_dir(run_id), ignore_errors=True)
+            self._work.remove_run(run_id)
 
     # plumbing ---------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ their acknowledgements from frameworks, reconciliation.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
@@ -324,12 +325,16 @@ class TaskBook:
             if status.uuid:
                 self._send_ack(agent, framework_id, status.task_id, status.uuid)
             return
-        bound = log.bind(
-            agent_id=agent.agent_id,
-            framework_id=framework_id,
-            task_id=status.task_id,
-            state=common_pb2.TaskState.Name(status.state),
-        )
+
+        # The log's context, built only when a line is logged (every update passes here).
+        def bound():
+            return log.bind(
+                agent_id=agent.agent_id,
+                framework_id=framework_id,
+                task_id=status.task_id,
+                state=common_pb2.TaskState.Name(status.state),
+            )
+
         if framework_id not in self.reg.frameworks:
             # Nobody will acknowledge it: do so now, or the agent resends forever.
             if status.uuid:
@@ -340,13 +345,13 @@ class TaskBook:
                 self._complete(task, status)
                 self.ledger.forget_reaped()
                 self.offers.wake(task.agent_id)
-            bound.info("status update for a removed framework acknowledged")
+            bound().info("status update for a removed framework acknowledged")
             return
         task = self.reg.find_task(framework_id, status.task_id)
         if task is not None and task.agent_id != agent.agent_id:
             # Only the agent that runs a task reports on it: another's "FINISHED" must not free
             # resources while the task runs on. Acked, so it is not resent.
-            bound.warning(
+            bound().warning(
                 "status update for a task on another agent refused", runs_on=task.agent_id
             )
             if status.uuid:
@@ -374,11 +379,12 @@ class TaskBook:
             # an earlier update in a machine crash resends it. Nobody needs it any more.
             if status.uuid:
                 self._send_ack(agent, framework_id, status.task_id, status.uuid)
-            bound.info("stale status update of an ended task acknowledged, not forwarded")
+            bound().info("stale status update of an ended task acknowledged, not forwarded")
             return
         else:
             task.last_status = status
-        bound.info("status update")
+        if log.is_enabled_for(logging.INFO):
+            bound().info("status update")
         self.frameworks.send_update(framework_id, status)
 
     def _send_ack(self, agent: Agent, framework_id: str, task_id: str, uuid: bytes) -> None:
