@@ -349,12 +349,17 @@ class _Spares:
 def _fits_pipe(fd: int, size: int) -> bool:
     """Whether `size` bytes fit in the pipe `fd` at once (growing it if need be, up to the
     system's pipe-max-size): then writing them never waits for the reader."""
+    if size <= PAGE_PIPE:
+        return True  # every pipe holds a page, even one made when the user's pipes are capped
     try:
         if fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) >= size:
             return True
         return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size) >= size
     except OSError:
         return False
+
+
+PAGE_PIPE = 4096
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -433,10 +438,8 @@ def spawn_native(
         os.close(read_fd)
         os.close(write_fd)
         return None
-    file_actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, read_fd, 3),
-    ]
+    # Its stdin: the wrapper puts /dev/null there itself, first thing.
+    file_actions = [(os.POSIX_SPAWN_DUP2, read_fd, 3)]
     if report_fd != 1:
         file_actions.append((os.POSIX_SPAWN_DUP2, report_fd, 1))
     if stderr_fd != 2:
@@ -447,7 +450,7 @@ def spawn_native(
             argv,
             {},
             # Its own session, dispositions back to default (the launcher ignores SIGCHLD and
-            # SIGINT), stdin on /dev/null; stdout is the shared report pipe, as for a spare.
+            # SIGINT); stdout is the shared report pipe, as for a spare.
             setsid=True,
             setsigdef=(signal.SIGCHLD, signal.SIGINT),
             file_actions=file_actions,
