@@ -10,6 +10,7 @@ wrong user.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 from dataclasses import dataclass
@@ -36,10 +37,19 @@ class TaskUser:
         return {"uid": self.uid, "gid": self.gid, "groups": list(self.groups)}
 
 
+@functools.cache
+def _user_name(uid: int) -> str | None:
+    """The name of `uid` (the agent's own, looked up once)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
+
 def resolve_task_user(name: str) -> TaskUser | None:
     """The user to switch to, or None to run as the agent's own user (no name, or the same)."""
-    if not name:
-        return None
+    if not name or name == _user_name(os.geteuid()):
+        return None  # the common case, without a lookup in the user database every task
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
