@@ -1,5 +1,6 @@
 """`agora bench allocator`: times the allocator on a cluster built in memory (no network).
-`agora bench streams`: what an open gRPC stream costs a bare Python server in memory."""
+`agora bench streams`: what an open gRPC stream costs a bare Python server in memory.
+`agora bench tasks`: an agent's own CPU per task (launch, updates, records), no network."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from agora.experiments.bench import AGENT_RESOURCES
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "bench",
-        help="benchmark a component (allocator, streams)",
+        help="benchmark a component (allocator, streams, tasks)",
         description="Benchmarks that build their input in memory and print their figures.",
     )
     sub = p.add_subparsers(dest="bench_target", metavar="TARGET")
@@ -82,6 +83,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--json", action="store_true", help="print JSON for scripts")
     s.set_defaults(func=_run_streams)
+    t = sub.add_parser(
+        "tasks",
+        help="an agent's own CPU per task, without the network",
+        description=(
+            "Runs --tasks tasks (`true`, 0.1 cpus and 16 MB each, in their cgroups where the "
+            "agent could make them) through the agent's task manager and status-update manager "
+            "and its task wrapper, --concurrency at a time, with every update acknowledged at "
+            "once in place of a master. Prints the agent's CPU per task (its own process) and "
+            "that of each task's wrapper and command (its children). Run as root for cgroups."
+        ),
+    )
+    t.add_argument("--tasks", type=_positive, default=2000, help="tasks to run (default 2000)")
+    t.add_argument("--concurrency", type=_positive, default=16, help="tasks at a time (default 16)")
+    t.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        default=None,
+        help="make the agent's work dir under DIR (default: $TMPDIR or /tmp; the cost of "
+        "the per-task files depends on the filesystem: /dev/shm is in memory)",
+    )
+    t.add_argument(
+        "--no-cgroups", action="store_true", help="process groups only, no cgroup per task"
+    )
+    t.add_argument("--json", action="store_true", help="print JSON for scripts")
+    t.set_defaults(func=_run_tasks)
 
 
 def _positive(text: str) -> int:
@@ -166,4 +192,35 @@ def _run_streams(args: argparse.Namespace) -> int:
     )
     print(f"  server RSS   {result['rss_mb_before']} MB -> {result['rss_mb_open']} MB")
     print(f"  per stream   {result['kb_per_stream']} KB")
+    return 0
+
+
+def _run_tasks(args: argparse.Namespace) -> int:
+    from agora.common.logs import configure_logging
+    from agora.experiments.bench_tasks import BenchError, run_tasks_bench
+
+    configure_logging("warning", final=True)  # the task manager logs every task at info
+    try:
+        result = run_tasks_bench(
+            args.tasks, args.concurrency, args.work_dir, cgroups=not args.no_cgroups
+        )
+    except BenchError as e:
+        raise CommandError(str(e)) from None
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    agent, children = result["agent_cpu_per_task"], result["wrapper_and_task_cpu_per_task"]
+    print(
+        f"tasks: {result['tasks']} ({result['concurrency']} at a time, isolation "
+        f"{result['isolation']}, work dir under {result['work_dir']}) in {result['seconds']} s, "
+        f"{result['tasks_per_second']}/s"
+    )
+    print(
+        f"  agent CPU per task            {agent['ms']} ms "
+        f"(user {agent['user_ms']}, system {agent['system_ms']})"
+    )
+    print(
+        f"  wrapper + task CPU per task   {children['ms']} ms "
+        f"(user {children['user_ms']}, system {children['system_ms']})"
+    )
     return 0

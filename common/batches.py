@@ -57,10 +57,10 @@ def hold_after(items: int) -> float:
     A batch of three or more is a sign of load: messages are coming faster than the stream
     sends them one by one, and every stream message costs both ends about as much as its
     content. Holding the next write a little lets the next batch gather more, so the cost per
-    message falls as the load grows (a launch run went from 4.5 to 3.6 ms of CPU a task, and
-    from about 2.6 to 4 tasks an Accept). One or two messages at a time, the common case of a
-    quiet cluster (an update; an acknowledgement with the next launch), hold nothing, so an
-    idle stream still sends each message at once. The hold grows with the batch and stops at
+    message falls as the load grows (one task an Accept on emulated agents: about a quarter
+    less CPU a task; docs/experiments.md). One or two at a time, the common case of a quiet
+    cluster (an update; an acknowledgement with the next launch), hold nothing, so an idle
+    stream still sends each message at once. The hold grows with the batch and stops at
     HOLD_MAX, which bounds what it adds to a message's latency per hop.
     """
     return min(HOLD_MAX, max(0, items - 2) * HOLD_STEP)

@@ -117,6 +117,7 @@ def section(docs: Path, figures: Path) -> str:
             f"{raw.get('per_second')}/s (ratio {r.get('throughput_vs_raw_spawn')}); "
             f"`python -c pass` {py.get('per_second')}/s (ratio "
             f"{r.get('throughput_vs_python_spawn')})",
+            *_launches_line(r),
             *_filesystem_line(r),
             "",
             *_cpu_table(r),
@@ -273,6 +274,17 @@ def _filesystem_line(run: dict) -> list[str]:
     return [
         f"- agents' work dirs under `{fs['path']}`: creating a sandbox (a directory, two "
         f"files) took p50 {fmt_ms(fs['sandbox_create_ms'])} ms there"
+    ]
+
+
+def _launches_line(run: dict) -> list[str]:
+    """How the launches went (runs made before the counts were kept have none)."""
+    per = run.get("per_task")
+    if not per:
+        return []
+    return [
+        f"- launches: {per['tasks_per_accept']} tasks an Accept; {per['offers']} offers "
+        f"and {per['accepts']} Accepts a task"
     ]
 
 
