@@ -170,7 +170,7 @@ class WorkDir:
         other task's user can read it.
         """
         parent = f"{self._sandboxes}/{framework_id}"
-        candidate, n = f"{parent}/{task_id}", 1
+        candidate, n, made_parent = f"{parent}/{task_id}", 1, False
         while True:
             try:
                 os.mkdir(candidate, 0o700)
@@ -179,8 +179,11 @@ class WorkDir:
                 candidate = f"{parent}/{task_id}.{n}"
                 continue
             except FileNotFoundError:
+                if made_parent:
+                    raise  # removed again at once: something else is at work in there
                 # The framework's first task here (or its directory was removed since).
                 Path(parent).mkdir(mode=0o711, parents=True, exist_ok=True)
+                made_parent = True
                 continue
             # There from the start, so a client may follow them before the command runs.
             files = (f"{candidate}/stdout", f"{candidate}/stderr")
@@ -235,7 +238,7 @@ class WorkDir:
         """Writes the run's record; `durable=False` may rewrite it in place (see overwrite_json)."""
         path = self.run_file(record.run_id, "task.json")
         # vars(), not asdict(): the fields are flat, and asdict's deep copy was most of the cost
-        # of the three saves every task makes.
+        # of the saves every task makes.
         data = vars(record)
         if not durable and overwrite_json(path, data):
             return

@@ -438,7 +438,7 @@ def spawn_native(
         os.close(read_fd)
         os.close(write_fd)
         return None
-    # Its stdin: the wrapper puts /dev/null there itself, first thing.
+    # Its stdin: the wrapper puts /dev/null there itself, before it reads anything.
     file_actions = [(os.POSIX_SPAWN_DUP2, read_fd, 3)]
     if report_fd != 1:
         file_actions.append((os.POSIX_SPAWN_DUP2, report_fd, 1))

@@ -221,6 +221,11 @@ class Launcher:
             and not proc.stdin.is_closing()
         )
 
+    @property
+    def spawns_directly(self) -> bool:
+        """Whether the agent spawns C wrappers itself (they are its children)."""
+        return self._direct is not None and self._direct.broken is None
+
     async def start(self) -> None:
         """Starts the launcher process unless one is running."""
         async with self._starting:

@@ -115,6 +115,11 @@ class TaskManager:
         # Forks wrappers from an already-running Python (None: one `python -m` per task).
         self._launcher = launcher.Launcher(work_dir.meta / "launcher.log") if use_launcher else None
 
+    @property
+    def spawns_wrappers(self) -> bool:
+        """Whether task wrappers are this process's own children (not the launcher's)."""
+        return self._launcher is not None and self._launcher.spawns_directly
+
     async def start_launcher(self) -> None:
         """Starts the wrapper launcher now rather than on the first launch."""
         if self._launcher is not None:
@@ -591,6 +596,8 @@ class TaskManager:
                 self._end(run, state, message, reason, code)
             else:
                 log_.warning("the agent stopped while launching this task")
+                # Its cgroups were made before the wrapper (which removes them) ever ran.
+                self._isolator.cleanup(run.record.cgroups)
                 self._end(
                     run,
                     common_pb2.TASK_FAILED,

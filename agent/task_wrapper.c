@@ -436,8 +436,10 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &dfl, NULL);
     sigaction(SIGPIPE, &ign, NULL);
     setsid();
+    /* Stdin on /dev/null (the spawner leaves it to us). Opened as fd 0 when the spawner had
+     * none: then it is in place already. */
     int null = open("/dev/null", O_RDONLY);
-    if (null >= 0) {
+    if (null > 0) {
         dup2(null, 0);
         close(null);
     }

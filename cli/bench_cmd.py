@@ -219,8 +219,11 @@ def _run_tasks(args: argparse.Namespace) -> int:
         f"  agent CPU per task            {agent['ms']} ms "
         f"(user {agent['user_ms']}, system {agent['system_ms']})"
     )
-    print(
-        f"  wrapper + task CPU per task   {children['ms']} ms "
-        f"(user {children['user_ms']}, system {children['system_ms']})"
-    )
+    if children is None:
+        print("  wrapper + task CPU per task   not measured (the agent's launcher spawns them)")
+    else:
+        print(
+            f"  wrapper + task CPU per task   {children['ms']} ms "
+            f"(user {children['user_ms']}, system {children['system_ms']})"
+        )
     return 0

@@ -33,6 +33,26 @@ class BenchError(RuntimeError):
     """The benchmark could not run; the message says why."""
 
 
+# A run in which no task finished for this long has stalled (a task normally takes milliseconds).
+STALL_SECONDS = 30.0
+
+
+async def _wait_while_finishing(done: asyncio.Event, counts: dict[str, int]) -> None:
+    """Waits for `done`; BenchError if tasks stop finishing for STALL_SECONDS."""
+    seen = -1
+    while not done.is_set():
+        if counts["finished"] == seen:
+            raise BenchError(
+                f"no task finished in {STALL_SECONDS:g} s ({seen} of {counts['launched']} "
+                "launched did): the agent's task path is stuck"
+            )
+        seen = counts["finished"]
+        try:
+            await asyncio.wait_for(done.wait(), STALL_SECONDS)
+        except TimeoutError:
+            pass
+
+
 def run_tasks_bench(
     tasks: int, concurrency: int, work_dir: str | None = None, cgroups: bool = True
 ) -> dict:
@@ -86,13 +106,14 @@ async def _run(root: Path, tasks: int, concurrency: int, cgroups: bool) -> dict:
     manager.recover(updates.pending)
     updates.start()
     await manager.start_launcher()
+    spawned_here = manager.spawns_wrappers
     try:
         own_before = resource.getrusage(resource.RUSAGE_SELF)
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         for _ in range(min(concurrency, tasks)):
             launch()
-        await done.wait()
+        await _wait_while_finishing(done, counts)
         elapsed = time.perf_counter() - started
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -100,7 +121,7 @@ async def _run(root: Path, tasks: int, concurrency: int, cgroups: bool) -> dict:
         await manager.stop()
         await updates.stop()
     if counts["failed"]:
-        raise BenchError(f"{counts['failed']} of {tasks} tasks did not finish: see {root}")
+        raise BenchError(f"{counts['failed']} of {tasks} tasks did not finish (exit code 0)")
 
     def per_task(after, before) -> dict[str, float]:
         user = (after.ru_utime - before.ru_utime) * 1000 / tasks
@@ -119,5 +140,8 @@ async def _run(root: Path, tasks: int, concurrency: int, cgroups: bool) -> dict:
         "seconds": round(elapsed, 3),
         "tasks_per_second": round(tasks / elapsed, 1),
         "agent_cpu_per_task": per_task(own, own_before),
-        "wrapper_and_task_cpu_per_task": per_task(children, children_before),
+        # Only where the agent spawns the wrappers: the launcher's children are not ours.
+        "wrapper_and_task_cpu_per_task": (
+            per_task(children, children_before) if spawned_here else None
+        ),
     }

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -177,8 +178,8 @@ async def _phase(
             await asyncio.sleep(0.25)
         end = cpu.end() if cpu else time.monotonic()
         recorder.recording = False
-        # Counters are cumulative: what the window itself saw is the difference.
-        counts = recorder.counts - counts_before
+        # Counters are cumulative: what the window itself saw is the difference (zeros kept).
+        counts = Counter({k: n - counts_before[k] for k, n in recorder.counts.items()})
         window = end - start
     finally:
         await framework_set.stop(teardown=True)

@@ -383,7 +383,7 @@ class TaskBook:
             return
         else:
             task.last_status = status
-        if log.is_enabled_for(logging.INFO):
+        if _logs(logging.INFO):
             bound().info("status update")
         self.frameworks.send_update(framework_id, status)
 
@@ -396,6 +396,12 @@ class TaskBook:
                 )
             )
         )
+
+
+def _logs(level: int) -> bool:
+    """Whether `log` writes lines of `level` (a logger that cannot say is taken to)."""
+    enabled = getattr(log, "is_enabled_for", None)
+    return True if enabled is None else bool(enabled(level))
 
 
 @dataclass(frozen=True)

@@ -429,3 +429,39 @@ def test_a_memory_limit_hit_is_the_reason_unless_the_agent_was_killing(tmp_path)
     # The agent's own kill is a kill, whatever else happened.
     assert exit_outcome(killed_by_oom, killed=True)[0] == common_pb2.TASK_KILLED
     assert exit_outcome({"signal": 9}, killed=False)[2] == "REASON_COMMAND_EXITED"
+
+
+def test_a_run_whose_wrapper_never_started_fails_on_recovery_and_its_cgroups_go(tmp_path):
+    """The agent stopped between writing a run's record (which names its cgroups) and its
+    wrapper starting: the restarted agent fails the task and removes those cgroups (an empty
+    directory stands in for one here), which no wrapper ever will."""
+    from agora.agent.checkpoint import TaskRecord, WorkDir, b64
+    from agora.agent.isolation import Isolator
+    from agora.agent.task_manager import TaskManager
+
+    work = WorkDir(tmp_path / "work")
+    cgroup = tmp_path / "cgroup" / "run-1"
+    cgroup.mkdir(parents=True)
+    task = common_pb2.TaskInfo(task_id="t1", name="t1")
+    record = TaskRecord(
+        run_id="run-1",
+        framework_id="fw",
+        task=b64(task.SerializeToString()),
+        sandbox=str(work.new_sandbox("fw", "t1")),
+        state=common_pb2.TASK_STARTING,
+        cgroups=[str(cgroup)],
+    )
+    work.prepare_run(record)
+    emitted: list[common_pb2.TaskStatus] = []
+    manager = TaskManager(
+        work,
+        lambda framework_id, status: emitted.append(status),
+        lambda: "agent-1",
+        isolator=Isolator(enabled=False),
+        use_launcher=False,
+    )
+    manager.recover(lambda framework_id, task_id: [])
+    assert [(s.task_id, s.state, s.reason) for s in emitted] == [
+        ("t1", common_pb2.TASK_FAILED, "REASON_AGENT_RESTARTED")
+    ]
+    assert not cgroup.exists()
