@@ -13,6 +13,13 @@ from agora.experiments.results import STAT_KEYS
 MACHINE_KEYS = {"cpu_model", "cores", "memory_mb", "python"}
 
 
+def run_agora(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`agora ARGS...` as a user runs it, whatever its exit code (the caller checks)."""
+    return subprocess.run(
+        agora_argv(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def run_experiment(*args: str, timeout: float = 110) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run(

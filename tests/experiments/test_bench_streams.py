@@ -4,17 +4,8 @@ master's memory per agent) at a small size, through the command as a user runs i
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-
-def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agora.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from experiments_helpers import run_agora as agora
 
 
 def test_streams_bench_opens_every_stream_and_reports_the_memory_each_costs():

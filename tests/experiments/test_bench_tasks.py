@@ -5,17 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
-
-def agora(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agora.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from experiments_helpers import run_agora as agora
 
 
 def test_tasks_bench_runs_every_task_to_the_end_and_reports_the_cpu_of_each(tmp_path):

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
-from experiments_helpers import assert_stats, load_results, run_experiment
+from experiments_helpers import assert_stats, load_results, run_agora, run_experiment
 
 from agora.experiments import report
-from agora.experiments.processes import ROOT, agora_argv
 
 pytestmark = pytest.mark.e2e
 
@@ -133,14 +131,8 @@ def test_launch_one_task_an_accept(tmp_path):
 
 
 def test_launch_refuses_a_negative_tasks_per_accept(tmp_path):
-    result = subprocess.run(
-        agora_argv(
-            "experiment", "launch", "--tasks-per-accept", "-1", "--out", str(tmp_path / "x")
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = run_agora(
+        "experiment", "launch", "--tasks-per-accept", "-1", "--out", str(tmp_path / "x")
     )
     assert result.returncode == 2
     assert "--tasks-per-accept: must be 0 or more, got -1" in result.stderr
