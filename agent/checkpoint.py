@@ -158,10 +158,10 @@ class WorkDir:
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id
 
-    def run_file(self, run_id: str, name: str) -> str:
-        """A file of the run's directory, as a string: the per-task paths are built several
-        times a task, and a str join costs a tenth of pathlib's."""
-        return f"{self._runs}/{run_id}/{name}"
+    def run_path(self, run_id: str, name: str = "") -> str:
+        """The run's directory, or a file `name` in it, as a string: the per-task paths are
+        built several times a task, and a str join costs a tenth of pathlib's."""
+        return f"{self._runs}/{run_id}/{name}" if name else f"{self._runs}/{run_id}"
 
     def new_sandbox(self, framework_id: str, task_id: str, owner: TaskUser | None = None) -> Path:
         """`sandboxes/<fw>/<task_id>/`, or `<task_id>.N/` when the id was run here before.
@@ -196,7 +196,7 @@ class WorkDir:
 
     def prepare_run(self, record: TaskRecord) -> None:
         """The run's directory with its record, and the room its wrapper writes into later."""
-        run_dir = f"{self._runs}/{record.run_id}"
+        run_dir = self.run_path(record.run_id)
         try:
             os.mkdir(run_dir)
         except FileExistsError:
@@ -213,14 +213,14 @@ class WorkDir:
     def remove_run(self, run_id: str) -> None:
         """Removes a run's directory: its known files one by one (a completed run is trimmed
         every task, and rmtree's walk costs several times more), whatever else by a walk."""
-        run_dir = f"{self._runs}/{run_id}"
         for name in self.RUN_FILES:
             try:
-                os.unlink(f"{run_dir}/{name}")
+                os.unlink(self.run_path(run_id, name))
             except FileNotFoundError:
                 pass
             except OSError:
                 break
+        run_dir = self.run_path(run_id)
         try:
             os.rmdir(run_dir)
         except FileNotFoundError:
@@ -236,7 +236,7 @@ class WorkDir:
 
     def save_record(self, record: TaskRecord, durable: bool = True) -> None:
         """Writes the run's record; `durable=False` may rewrite it in place (see overwrite_json)."""
-        path = self.run_file(record.run_id, "task.json")
+        path = self.run_path(record.run_id, "task.json")
         # vars(), not asdict(): the fields are flat, and asdict's deep copy was most of the cost
         # of the saves every task makes.
         data = vars(record)

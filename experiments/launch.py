@@ -266,7 +266,6 @@ async def _one_run(cfg, out, progress, real, raw, python, tls):
         "agents": cfg.real_agents or cfg.agents,
         "real_agents": real,
         "concurrency": cfg.concurrency,
-        "tasks_per_accept_limit": cfg.tasks_per_accept,
         "window_seconds": round(window, 3),
         "latency_window_seconds": round(latency["window"], 3),
         "tasks_finished": len(ended),
