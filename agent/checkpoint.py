@@ -77,6 +77,8 @@ class TaskRecord:
     completed: bool = False
     # The task's cgroup directories (agora.agent.isolation); empty without cgroups.
     cgroups: list[str] = field(default_factory=list)
+    # The CPU seconds [user, system] those cgroups counted before this run (kept ones).
+    cgroup_cpu_base: list[float] = field(default_factory=list)
     # The Unix user the task runs as when not the agent's own (agora.agent.task_user).
     user: str = ""
     # Set when the agent killed the task for exceeding a limit: [reason, message].

@@ -14,7 +14,7 @@ from agora.agent.checkpoint import WorkDir
 from agora.agent.file_access import SandboxAccess
 from agora.agent.files_service import AgentFilesService
 from agora.agent.health_checks import HealthCheckManager
-from agora.agent.isolation import Isolator
+from agora.agent.isolation import Isolator, owner_name
 from agora.agent.link import MasterLink
 from agora.agent.metrics import AgentMetrics
 from agora.agent.resources_detect import detect_resources
@@ -109,7 +109,7 @@ class AgentDaemon:
             max_backoff=config.update_backoff_max,
         )
         self.health = HealthCheckManager(self.updates.update, lambda: self.agent_id)
-        self.isolator = Isolator(enabled=config.cgroups)
+        self.isolator = Isolator(enabled=config.cgroups, owner=owner_name(self.work.root))
         self.metrics = AgentMetrics()
         self.access = SandboxAccess(
             load_acls(config.acls_path) if config.acls_path is not None else None,
@@ -301,6 +301,7 @@ class AgentDaemon:
             await self._metrics_server.stop()
             self._metrics_server = None
         await self.tasks.stop()
+        self.isolator.close()
         await self.health.stop_all()
         await self.updates.stop()
         if self._server is not None:

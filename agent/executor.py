@@ -90,9 +90,8 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # The wrapper steps into the task's cgroups just for the spawn, so the command starts
     # inside (and all it forks stays there) without a preexec_fn: that would make Popen fork
     # this process and run Python in the child instead of a vfork (~1 ms of CPU a task).
-    # agora.agent.isolation puts a task's cgroup at <the agent's own cgroup>/agora/<run>, and the
-    # wrapper started in the agent's own cgroup: that is where it goes back to.
-    homes = [os.path.dirname(os.path.dirname(path)) for path in cgroups]
+    # The wrapper started in the agent's own cgroups: that is where it goes back to.
+    homes = cgroup_members.homes(cgroups) if cgroups else []
     try:
         user = spec.get("user")
         with _open_log(spec["stdout"], user) as out, _open_log(spec["stderr"], user) as err:
@@ -170,7 +169,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     returncode = proc.wait()
     # The command is gone; so must be anything it left running in its group.
     _kill_group(proc.pid)
-    memory_limit_hit = cgroup_members.memory_limit_hit(cgroups)  # before they are removed
+    memory_limit_hit = cgroup_members.memory_limit_hit(cgroups)
     _empty_cgroups(cgroups)
     result = {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
     if memory_limit_hit is not None:
@@ -218,17 +217,13 @@ def _kill_group(pgid: int) -> None:
 
 
 def _empty_cgroups(cgroups: list[str]) -> None:
-    """Kills what escaped the process group (setsid) but not the cgroup, then removes it."""
+    """Kills what escaped the process group (setsid) but not the cgroup. The agent removes it
+    after, or keeps it for its next task (agora.agent.isolation)."""
     for _ in range(50):
         # This process is still inside only if it could not step out after the spawn.
         if not cgroup_members.kill(cgroups, spare=os.getpid()):
             break
         time.sleep(0.02)
-    for path in cgroups:
-        try:
-            os.rmdir(path)
-        except OSError:
-            pass
 
 
 def _wrap(run_dir: Path, spec: dict | None = None) -> int:

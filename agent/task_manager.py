@@ -219,9 +219,12 @@ class TaskManager:
             record.sandbox = str(self._work.new_sandbox(framework_id, task.task_id, task_user))
             # The cgroups go in the record's first write too: a restarted agent must find them
             # whatever happens from here on.
-            record.cgroups = self._isolator.prepare(
+            lease = self._isolator.prepare(
                 record.run_id, task_limits(_resources(task), self._cpu_hard_limit)
             )
+            record.cgroups = lease.paths
+            if lease.cpu_base is not None:
+                record.cgroup_cpu_base = list(lease.cpu_base)
             # Everything the run will write later takes its room now: on a full disk the task
             # fails here, at once and saying why, rather than after it started.
             self._work.prepare_run(record)
@@ -316,7 +319,13 @@ class TaskManager:
         if result is None:
             # The wrapper itself was killed: do not leave the command behind.
             run.wrapper.signal_group(signal.SIGKILL)
-        self._isolator.cleanup(run.record.cgroups)
+            await self._empty_cgroups(run.record.cgroups)
+        else:
+            # The wrapper emptied them before it wrote its exit file: kept for the next task
+            # if they are as good as new, else removed.
+            self._isolator.release(run.record.cgroups)
+        # They are no longer this run's (its record is saved with its end, just below).
+        run.record.cgroups, run.record.cgroup_cpu_base = [], []
         state, message, reason, exit_code = launcher.exit_outcome(result, run.record.killing)
         if run.record.limitation and state == common_pb2.TASK_KILLED:
             # Killed by the agent for a limit it enforces: the task failed, and says why.
@@ -572,6 +581,9 @@ class TaskManager:
             if is_terminal(record.state):
                 continue
             self._reattach(run)
+        # What the last agent kept for its next tasks (or a crashed launch left) goes; the
+        # live runs' cgroups are released as each one ends.
+        self._isolator.sweep({path for run in self._active.values() for path in run.record.cgroups})
         self._gc_queue = deque(sorted(self._gc_queue, key=lambda entry: entry[0]))
         self._trim_history()
 
@@ -592,11 +604,11 @@ class TaskManager:
         result = launcher.read_exit(run_dir)
         if run.wrapper is None:
             if result is not None:
+                self._isolator.cleanup(run.record.cgroups)
                 state, message, reason, code = launcher.exit_outcome(result, run.record.killing)
                 self._end(run, state, message, reason, code)
             else:
                 log_.warning("the agent stopped while launching this task")
-                # Its cgroups were made before the wrapper (which removes them) ever ran.
                 self._isolator.cleanup(run.record.cgroups)
                 self._end(
                     run,

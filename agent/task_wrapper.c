@@ -24,8 +24,9 @@
  * enters the task's cgroups (the Python wrapper steps in and out only to spare Python a fork).
  * It reports "started TASK_PID WRAPPER_PID WRAPPER_START START_TICKS" (or "error MESSAGE") in
  * one write shorter than PIPE_BUF, lets go of the pipe, writes wrapper.json, forwards SIGTERM
- * to the task's group, waits, kills what the task left in its group and cgroups, and writes
- * exit.json: {"exit_code": N} | {"signal": N} | {"error": "..."}, with "memory_limit_hit".
+ * to the task's group, waits, kills what the task left in its group and cgroups (which the
+ * agent then keeps for its next task or removes), and writes exit.json: {"exit_code": N} |
+ * {"signal": N} | {"error": "..."}, with "memory_limit_hit".
  * Both JSON files are written in place over the placeholders the agent reserved (a full disk
  * does not stop that), else through a temporary file and a rename.
  */
@@ -228,7 +229,8 @@ static long long memory_limit_hit(char **cgroups, int n) {
     return -1;
 }
 
-/* Kills what escaped the process group but not the cgroups, then removes them. */
+/* Kills what escaped the process group but not the cgroups. The agent removes them after, or
+ * keeps them for its next task if it finds them empty and clean (agora.agent.isolation). */
 static void empty_cgroups(char **cgroups, int n) {
     char path[4096];
     for (int round = 0; round < 50; round++) {
@@ -250,7 +252,6 @@ static void empty_cgroups(char **cgroups, int n) {
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
-    for (int i = 0; i < n; i++) rmdir(cgroups[i]);
 }
 
 /* The Python wrapper's words for a failed start (agent/executor.py). */
@@ -523,7 +524,7 @@ int main(int argc, char **argv) {
     }
     /* The command is gone; so must be anything it left running in its group. */
     kill(-pid, SIGKILL);
-    long long limit = memory_limit_hit(cgroups, ncg); /* before the cgroups are removed */
+    long long limit = memory_limit_hit(cgroups, ncg);
     empty_cgroups(cgroups, ncg);
     int n = WIFSIGNALED(status)
                 ? snprintf(json, sizeof json, "{\"signal\": %d", WTERMSIG(status))

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agora.agent import cgroup_members
 from agora.common import ResourceError, Resources
 from agora.v1 import agent_pb2
 
@@ -61,10 +62,13 @@ def _keyed(text: str | None) -> dict[str, int]:
 def _from_cgroups(cgroups: list[str]) -> dict:
     """The figures the task's cgroups hold (v2, or v1 memory and cpu[acct]); {} if none."""
     found: dict = {}
+    # v2's cpu.stat, or v1's cpuacct.stat where cpuacct shares the cpu controller's mount.
+    cpu = cgroup_members.cpu_seconds(cgroups, "cpu.stat") or cgroup_members.cpu_seconds(
+        cgroups, "cpuacct.stat"
+    )
+    if cpu is not None:
+        found["cpu"] = cpu
     for directory in map(Path, cgroups):
-        cpu_stat = _keyed(_read(directory / "cpu.stat"))
-        if "user_usec" in cpu_stat:  # v2
-            found["cpu"] = (cpu_stat["user_usec"] / 1e6, cpu_stat["system_usec"] / 1e6)
         mem_stat = _keyed(_read(directory / "memory.stat"))
         if (current := _read(directory / "memory.current")) is not None:  # v2
             found["rss"] = mem_stat.get("anon", int(current))
@@ -75,9 +79,6 @@ def _from_cgroups(cgroups: list[str]) -> dict:
             limit_text = (_read(directory / "memory.limit_in_bytes") or "0").strip()
             limit = int(limit_text) if limit_text.isdigit() else 0
             found["limit"] = 0 if limit >= _NO_LIMIT_V1 else limit
-        acct = _keyed(_read(directory / "cpuacct.stat"))  # v1, when cpuacct shares the mount
-        if "user" in acct:
-            found["cpu"] = (acct["user"] / _TICKS, acct["system"] / _TICKS)
     return found
 
 
@@ -125,12 +126,17 @@ def disk_used(sandbox: Path) -> int:
 
 
 def task_usage(
-    pgid: int | None, cgroups: list[str], sandbox: Path, mem_allocated_bytes: int = 0
+    pgid: int | None,
+    cgroups: list[str],
+    sandbox: Path,
+    mem_allocated_bytes: int = 0,
+    cpu_base: Sequence[float] = (),
 ) -> Usage:
     """The task's usage now; `pgid` is its process group (its first process's pid), if running.
 
     Without a memory cgroup, `mem_allocated_bytes` (its `mem` resource) stands as the limit it
-    is held to.
+    is held to. `cpu_base`: the (user, system) seconds its cgroups counted before it (kept
+    from earlier tasks: agora.agent.isolation).
     """
     cg = _from_cgroups(cgroups)
     user = system = 0.0
@@ -139,6 +145,8 @@ def task_usage(
         user, system, rss = _from_proc(pgid)
     if "cpu" in cg:
         user, system = cg["cpu"]
+        if cpu_base:
+            user, system = max(user - cpu_base[0], 0.0), max(system - cpu_base[1], 0.0)
     if "rss" in cg:
         rss = cg["rss"]
     return Usage(
@@ -166,6 +174,7 @@ def usage_report(runs: Iterable[TaskRun]) -> agent_pb2.GetUsageResponse:
             run.record.cgroups,
             run.sandbox,
             mem_allocated_bytes=int(resources.scalar("mem") * MB),
+            cpu_base=run.record.cgroup_cpu_base,
         )
         reply.usage.append(
             agent_pb2.TaskUsage(

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from agora.agent.checkpoint import WorkDir
-from agora.agent.isolation import Isolator
+from agora.agent.isolation import Isolator, owner_name
 from agora.agent.status_updates import StatusUpdateManager
 from agora.agent.task_manager import TaskManager
 from agora.common.task_states import is_terminal
@@ -101,7 +101,7 @@ async def _run(root: Path, tasks: int, concurrency: int, cgroups: bool) -> dict:
 
     updates = StatusUpdateManager(work.updates_log, send)
     updates.recover()
-    isolator = Isolator(enabled=cgroups)
+    isolator = Isolator(enabled=cgroups, owner=owner_name(work.root))
     manager = TaskManager(work, updates.update, lambda: "bench-agent", isolator=isolator)
     manager.recover(updates.pending)
     updates.start()
@@ -119,6 +119,7 @@ async def _run(root: Path, tasks: int, concurrency: int, cgroups: bool) -> dict:
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         await manager.stop()
+        isolator.close()
         await updates.stop()
     if counts["failed"]:
         raise BenchError(f"{counts['failed']} of {tasks} tasks did not finish (exit code 0)")

@@ -12,7 +12,7 @@ import pytest
 from agent_fake_master import FakeMaster, shell_task
 from harness import eventually_async
 
-from agora.agent import AgentConfig, AgentDaemon
+from agora.agent import AgentConfig, AgentDaemon, native_wrapper
 from agora.agent.isolation import Isolator
 from agora.v1 import common_pb2 as S
 
@@ -23,8 +23,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-async def cluster(tmp_path):
+@pytest.fixture(params=["c", "python"])
+async def cluster(request, tmp_path, monkeypatch):
+    """An agent whose tasks get cgroups, spawning the C task wrapper, then the Python one (the
+    reference, which steps into the task's cgroups and back out around the spawn)."""
+    if request.param == "python":
+        monkeypatch.setenv(native_wrapper.ENV_SWITCH, "0")
     master = FakeMaster(heartbeat=0.3)
     await master.start()
     daemon = AgentDaemon(AgentConfig(master=master.address, port=0, work_dir=tmp_path / "a"))
@@ -56,12 +60,80 @@ async def test_task_runs_in_a_cgroup_with_its_memory_limit(cluster):
         inside |= {int(p) for p in (cgroup / "cgroup.procs").read_text().split()}
     assert run.wrapper.task_pid in inside
     assert run.wrapper.wrapper_pid not in inside
+    # It is where it started, in the agent's own cgroups (the agent runs in this process).
+    own = Path("/proc/self/cgroup").read_text()
+    assert Path(f"/proc/{run.wrapper.wrapper_pid}/cgroup").read_text() == own
+    cgroups = list(run.record.cgroups)
     (run.sandbox / "go").touch()
     assert (await eventually_async(lambda: master.terminal("mem"))).state == S.TASK_FINISHED
     assert run.record.run_id in (run.sandbox / "stdout").read_text()
-    await eventually_async(
-        lambda: not any(Path(c).exists() for c in run.record.cgroups), message="cgroups removed"
+    # Kept, empty, for the agent's next task; the ended run no longer names them.
+    assert run.record.cgroups == [] and all(_procs(c) == set() for c in cgroups)
+    await daemon.stop(kill_tasks=True)
+    assert not any(Path(c).exists() for c in cgroups)
+    assert not any(Path(d).exists() for d in daemon.isolator.directories)
+
+
+def _procs(cgroup: str) -> set[int]:
+    return {int(p) for p in (Path(cgroup) / "cgroup.procs").read_text().split()}
+
+
+def _limit(cgroups: list[str]) -> int:
+    [limit] = [
+        int((Path(c) / name).read_text())
+        for c in cgroups
+        for name in ("memory.limit_in_bytes", "memory.max")
+        if (Path(c) / name).exists()
+    ]
+    return limit
+
+
+def _cgroups_in(daemon: AgentDaemon) -> set[str]:
+    return {str(p) for d in daemon.isolator.directories for p in Path(d).iterdir() if p.is_dir()}
+
+
+async def _finish(master, daemon, task_id: str, command: str, mem: float = 32):
+    task = shell_task(task_id, command)
+    task.resources[1].scalar = mem
+    master.run_task(FW, task)
+    status = await eventually_async(lambda: master.terminal(task_id), timeout=30)
+    return status, daemon.tasks.find(FW, task_id)
+
+
+async def test_the_next_task_reuses_a_finished_tasks_cgroups_with_its_own_limits(cluster):
+    master, daemon = cluster
+    first, _ = await _finish(master, daemon, "first", "true")
+    assert first.state == S.TASK_FINISHED
+    [kept] = {Path(c).name for c in _cgroups_in(daemon)}
+    # The next task asks for twice the memory: same cgroups, its own limit, and it is inside.
+    task = shell_task(
+        "second", "cat /proc/self/cgroup > mine; while [ ! -e go ]; do sleep 0.05; done"
     )
+    task.resources[1].scalar = 64
+    master.run_task(FW, task)
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("second"))
+    run = daemon.tasks.find(FW, "second")
+    assert {Path(c).name for c in run.record.cgroups} == {kept}
+    assert _limit(run.record.cgroups) == 64 * 1024 * 1024
+    assert all(run.wrapper.task_pid in _procs(c) for c in run.record.cgroups)
+    (run.sandbox / "go").touch()
+    assert (await eventually_async(lambda: master.terminal("second"))).state == S.TASK_FINISHED
+    assert kept in (run.sandbox / "mine").read_text()
+
+
+async def test_a_cgroup_left_holding_memory_is_removed_not_reused(cluster):
+    master, daemon = cluster
+    # Shared memory outlives the task (a file in /dev/shm) and stays charged to its cgroup:
+    # the next task would not get its whole limit there.
+    name = f"/dev/shm/agora-test-{id(daemon)}"
+    try:
+        status, run = await _finish(master, daemon, "shm", f"head -c 4000000 /dev/zero > {name}")
+        assert status.state == S.TASK_FINISHED
+        assert not any(run.record.run_id in c for c in _cgroups_in(daemon))
+        status, after = await _finish(master, daemon, "after", "cat /proc/self/cgroup")
+        assert after.record.run_id in (after.sandbox / "stdout").read_text()
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 async def test_kill_reaches_processes_that_left_the_process_group(cluster):
@@ -95,3 +167,10 @@ async def test_a_task_over_its_memory_limit_fails_saying_so(cluster):
     assert status.state == S.TASK_FAILED
     assert status.reason == "REASON_CONTAINER_LIMITATION_MEMORY"
     assert "memory limit of 32 MB exceeded" in status.message
+    # Its cgroups count that OOM kill for good: removed, and the next task gets new ones (an
+    # OOM kill counted there would be reported as its own).
+    hog = daemon.tasks.find(FW, "hog").record.run_id
+    assert not any(hog in c for c in _cgroups_in(daemon))
+    status, after = await _finish(master, daemon, "after", "true")
+    assert status.state == S.TASK_FINISHED and status.reason != "REASON_CONTAINER_LIMITATION_MEMORY"
+    assert any(after.record.run_id in c for c in _cgroups_in(daemon))

@@ -10,6 +10,7 @@ import pytest
 from agent_fake_master import FakeMaster, shell_task
 from harness import Daemon, agora, eventually_async
 
+from agora.agent.isolation import Isolator, owner_name
 from agora.agent.launcher import Wrapper
 from agora.v1 import common_pb2 as S
 
@@ -199,3 +200,33 @@ async def test_sigterm_leaves_tasks_running_and_sigusr1_kills_them(master, agent
     await eventually_async(lambda: not wrapper.alive(), message="task killed")
     final = master.terminal("stays")
     assert final is not None and final.state == S.TASK_KILLED
+
+
+def _cgroups_of(directories: list[str]) -> set[str]:
+    return {str(p) for d in directories for p in Path(d).iterdir() if p.is_dir()}
+
+
+@pytest.mark.skipif(not Isolator().enabled, reason="this host does not let the agent make cgroups")
+async def test_a_restarted_agent_removes_the_cgroups_its_predecessor_kept(master, agent_process):
+    """An agent keeps a finished task's cgroups for its next task; one SIGKILLed keeps them for
+    no one. The next agent on its work dir removes them, and only them: a task still running
+    keeps its own."""
+    directories = Isolator(owner=owner_name(agent_process.work_dir)).directories
+    await agent_process.start()
+    await registered(master, 1)
+    master.run_task(FW, shell_task("live", "while [ ! -e go ]; do sleep 0.05; done"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("live"))
+    live = _cgroups_of(directories)
+    master.run_task(FW, shell_task("done", "true"))
+    await eventually_async(lambda: master.terminal("done"))
+    kept = _cgroups_of(directories) - live
+    assert len(live) == len(directories) and len(kept) == len(directories)
+    await agent_process.sigkill()
+    assert _cgroups_of(directories) == live | kept
+
+    master.auto_ack = True
+    await agent_process.start()
+    await registered(master, 2)
+    await eventually_async(lambda: _cgroups_of(directories) == live, message="kept cgroups gone")
+    (agent_process.work_dir / "sandboxes" / FW / "live" / "go").touch()
+    assert (await eventually_async(lambda: master.terminal("live"))).state == S.TASK_FINISHED
