@@ -38,8 +38,8 @@ def kill(cgroups: list[str], spare: int | None = None) -> bool:
 def memory_limit_hit(cgroups: list[str]) -> int | None:
     """The memory limit (bytes) if the kernel's OOM killer acted in these cgroups, else None.
 
-    Read before the cgroups are removed: v2 counts kills in memory.events, v1 in
-    memory.oom_control.
+    v2 counts kills in memory.events, v1 in memory.oom_control (a cgroup where one was ever
+    counted is never kept for another task: agora.agent.isolation).
     """
     for directory in cgroups:
         for events, limit in (

@@ -87,6 +87,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     if spec is None:
         spec = json.loads((run_dir / "spec.json").read_text())
     cgroups = spec.get("cgroups", [])
+    spawner = os.getppid()  # the launcher, which ends with the agent
     # The wrapper steps into the task's cgroups just for the spawn, so the command starts
     # inside (and all it forks stays there) without a preexec_fn: that would make Popen fork
     # this process and run Python in the child instead of a vfork (~1 ms of CPU a task).
@@ -123,7 +124,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
                         proc.wait()
                     raise _NoCgroup(f"cannot take the task wrapper out of its cgroup: {e}") from e
     except _NoCgroup as e:
-        _empty_cgroups(cgroups)
+        _empty_cgroups(cgroups, spawner)
         message = str(e)
         write_json_in_place(run_dir / "exit.json", {"error": message})
         _report(f"error {message}")
@@ -170,7 +171,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # The command is gone; so must be anything it left running in its group.
     _kill_group(proc.pid)
     memory_limit_hit = cgroup_members.memory_limit_hit(cgroups)
-    _empty_cgroups(cgroups)
+    _empty_cgroups(cgroups, spawner)
     result = {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
     if memory_limit_hit is not None:
         result["memory_limit_hit"] = memory_limit_hit
@@ -216,14 +217,21 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _empty_cgroups(cgroups: list[str]) -> None:
+def _empty_cgroups(cgroups: list[str], spawner: int) -> None:
     """Kills what escaped the process group (setsid) but not the cgroup. The agent removes it
-    after, or keeps it for its next task (agora.agent.isolation)."""
+    after, or keeps it for its next task (agora.agent.isolation); where the agent is gone
+    (this process was re-parented away from `spawner`), it is removed here."""
     for _ in range(50):
         # This process is still inside only if it could not step out after the spawn.
         if not cgroup_members.kill(cgroups, spare=os.getpid()):
             break
         time.sleep(0.02)
+    if os.getppid() != spawner:
+        for path in cgroups:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
 
 
 def _wrap(run_dir: Path, spec: dict | None = None) -> int:

@@ -3,10 +3,12 @@
 Uses cgroups v2 (memory.max, cpu.max) when /sys/fs/cgroup is the unified hierarchy, else v1
 (memory.limit_in_bytes, cpu.cfs_quota_us), nested under the agent's own cgroup as
 <own>/agora/<owner>/<run>: `owner` names the agent (its work dir), so agents sharing a machine
-and a cgroup never touch each other's. Where the agent may not create cgroups (no permission, a
-v2 parent that holds processes) it logs at debug level and tasks run with process-group
-isolation only. The task wrapper puts the command in the task's cgroups and stays out itself,
-so the command and every process it forks are inside them and the wrapper is not.
+and a cgroup never touch each other's; <run> is the run that made the cgroups, which later runs
+may have been given. Where the agent may not create cgroups (no permission, a v2 parent that
+holds processes) it logs at debug level and tasks run with process-group isolation only. The
+command starts inside the task's cgroups and the wrapper does not stay there (the C one never
+enters; the Python one steps in for the spawn and back out), so the command and every process
+it forks are inside them and the wrapper is not.
 
 A finished task's cgroups are kept for the agent's next task when they are left as a new one
 would be: empty, no OOM kill counted, no memory held that the kernel could not reclaim (the next
@@ -15,7 +17,12 @@ launch's other cgroup work (mkdir, rmdir and the offlining after it: about 0.4 m
 on a 2-core VM, a tenth of a whole launch); a kept one takes only the limits that differ. The
 CPU time a kept cgroup already counts goes in the next task's record, which its usage subtracts.
 Whatever is not kept is removed, as are the kept ones when the agent stops; an agent that
-starts removes what a predecessor kept (its owner's directory, minus its live tasks' cgroups).
+starts removes what a predecessor kept (its owner's directory, minus its live tasks' cgroups),
+and a wrapper whose agent is gone when its task ends removes the task's cgroups itself.
+
+A task that runs as root could change its own cgroups' settings, and a kept cgroup would carry
+them to the next task. That is no new power: root can write any task's cgroups while they run.
+The control files are root's, and tasks of other users can change none of them.
 """
 
 from __future__ import annotations
@@ -143,23 +150,36 @@ def limit_writes(
     ]
 
 
-# Memory a cgroup holds after its processes are gone that the kernel cannot simply reclaim
-# (memory.stat keys: v1 counts anonymous memory as rss, v2 as anon). Page cache can stay: it
-# is reclaimed as soon as the next task needs the room.
-_HELD = ("rss", "anon", "shmem", "unevictable", "swap")
+# Memory a cgroup holds after its processes are gone that the kernel cannot simply reclaim,
+# by memory.stat's keys: anonymous memory (v1 counts it as rss, v2 as anon), shared memory (a
+# file left in /dev/shm), locked pages, and under v1 what went to swap. Each key a kernel must
+# show is required: a stat without it says nothing, and nothing is kept on its word. Page cache
+# can stay: it is reclaimed as soon as the next task needs the room.
+_HELD_V1 = ("rss", "shmem", "unevictable")
+_HELD_V2 = ("anon", "shmem", "unevictable")
 
 
-def reusable(procs: list[str], oom_counts: str | None, memory_stat: str | None) -> bool:
+def reusable(
+    procs: list[str],
+    oom_counts: str | None,
+    memory_stat: str | None,
+    swap_current: str | None = None,
+) -> bool:
     """Whether a finished task's cgroups are as good as new, from what they read: no process
-    in them (`procs`, each cgroup's cgroup.procs), no OOM kill ever counted (memory.events or
-    memory.oom_control), no memory held that could not be reclaimed (memory.stat)."""
+    in them (`procs`, each cgroup's cgroup.procs), no OOM kill ever counted and the OOM killer
+    not turned off (memory.events or memory.oom_control), no memory held that could not be
+    reclaimed (memory.stat, and v2's memory.swap.current where swap is accounted)."""
     if any(text.strip() for text in procs) or oom_counts is None or memory_stat is None:
         return False
     counts = _counts(oom_counts)
-    if counts.get("oom_kill", 1) != 0:  # v1 and v2 both count kills as oom_kill
+    # v1 and v2 both count kills as oom_kill; v1 also says whether the killer is off.
+    if counts.get("oom_kill", 1) != 0 or counts.get("oom_kill_disable", 0) != 0:
         return False
     stat = _counts(memory_stat)
-    return all(stat.get(key, 0) == 0 for key in _HELD)
+    held = _HELD_V2 if "anon" in stat else _HELD_V1
+    if any(stat.get(key, 1) != 0 for key in held) or stat.get("swap", 0) != 0:
+        return False
+    return swap_current is None or swap_current.strip() == "0"
 
 
 def _counts(text: str) -> dict[str, int]:
@@ -340,9 +360,21 @@ class Isolator:
     def _clean(self, cgroups: list[str]) -> bool:
         memory = cgroups[0]  # v2's one cgroup, or v1's memory one (the first controller)
         try:
+            # A cgroup directory's link count is 2 plus its subdirectories: a task that made
+            # cgroups of its own inside (root can) may have put processes there, out of sight
+            # of cgroup.procs.
+            if any(os.stat(path).st_nlink != 2 for path in cgroups):
+                return False
             procs = [_read(f"{path}/cgroup.procs") for path in cgroups]
-            events = "memory.events" if self.kind == "cgroup2" else "memory.oom_control"
-            return reusable(procs, _read(f"{memory}/{events}"), _read(f"{memory}/memory.stat"))
+            if self.kind == "cgroup2":
+                events = _read(f"{memory}/memory.events")
+                try:
+                    swap = _read(f"{memory}/memory.swap.current")
+                except FileNotFoundError:
+                    swap = None  # no swap accounting
+            else:
+                events, swap = _read(f"{memory}/memory.oom_control"), None
+            return reusable(procs, events, _read(f"{memory}/memory.stat"), swap)
         except OSError:
             return False
 

@@ -282,11 +282,11 @@ class TaskManager:
                 run_dir, argv, env, run.sandbox, run.record.cgroups, self._launcher, run.user
             )
         except launcher.LaunchError as e:
-            await self._empty_cgroups(run.record.cgroups)
+            await self._empty_cgroups(run)
             self._end(run, common_pb2.TASK_ERROR, str(e), "REASON_CONTAINER_LAUNCH_FAILED")
             return
         except OSError as e:
-            await self._empty_cgroups(run.record.cgroups)
+            await self._empty_cgroups(run)
             self._end(
                 run,
                 common_pb2.TASK_ERROR,
@@ -319,13 +319,12 @@ class TaskManager:
         if result is None:
             # The wrapper itself was killed: do not leave the command behind.
             run.wrapper.signal_group(signal.SIGKILL)
-            await self._empty_cgroups(run.record.cgroups)
+            await self._empty_cgroups(run)
         else:
             # The wrapper emptied them before it wrote its exit file: kept for the next task
             # if they are as good as new, else removed.
             self._isolator.release(run.record.cgroups)
-        # They are no longer this run's (its record is saved with its end, just below).
-        run.record.cgroups, run.record.cgroup_cpu_base = [], []
+            _drop_cgroups(run)
         state, message, reason, exit_code = launcher.exit_outcome(result, run.record.killing)
         if run.record.limitation and state == common_pb2.TASK_KILLED:
             # Killed by the agent for a limit it enforces: the task failed, and says why.
@@ -333,14 +332,17 @@ class TaskManager:
             reason, message = run.record.limitation
         self._end(run, state, message, reason, exit_code)
 
-    async def _empty_cgroups(self, cgroups: list[str]) -> None:
-        """After a failed launch: whatever did start (a wrapper can die between starting the
-        command and reporting it) is killed, then the cgroups are removed."""
+    async def _empty_cgroups(self, run: TaskRun) -> None:
+        """After a failed launch or a killed wrapper: whatever did start (a wrapper can die
+        between starting the command and reporting it) is killed, then the cgroups are
+        removed."""
+        cgroups = run.record.cgroups
         for _ in range(50):
             if not cgroup_members.kill(cgroups):
                 break
             await asyncio.sleep(0.02)
         self._isolator.cleanup(cgroups)
+        _drop_cgroups(run)
 
     async def _kill_when_asked(self, run: TaskRun) -> None:
         await run.kill_requested.wait()
@@ -605,11 +607,13 @@ class TaskManager:
         if run.wrapper is None:
             if result is not None:
                 self._isolator.cleanup(run.record.cgroups)
+                _drop_cgroups(run)
                 state, message, reason, code = launcher.exit_outcome(result, run.record.killing)
                 self._end(run, state, message, reason, code)
             else:
                 log_.warning("the agent stopped while launching this task")
                 self._isolator.cleanup(run.record.cgroups)
+                _drop_cgroups(run)
                 self._end(
                     run,
                     common_pb2.TASK_FAILED,
@@ -648,6 +652,12 @@ class TaskManager:
         await cancel_and_wait(*self._bg)
         if self._launcher is not None:
             await self._launcher.stop()
+
+
+def _drop_cgroups(run: TaskRun) -> None:
+    """The run's cgroups are no longer its own (removed, or kept for the next task): its record,
+    saved with its end, names none. A new list, so a usage read in flight sees the change."""
+    run.record.cgroups, run.record.cgroup_cpu_base = [], []
 
 
 def _resources(task: common_pb2.TaskInfo) -> Resources:

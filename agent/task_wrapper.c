@@ -229,8 +229,13 @@ static long long memory_limit_hit(char **cgroups, int n) {
     return -1;
 }
 
+/* The agent that spawned us (set in main): if it is gone by the task's end, nobody will keep
+ * or remove the task's cgroups but us. */
+static pid_t spawner;
+
 /* Kills what escaped the process group but not the cgroups. The agent removes them after, or
- * keeps them for its next task if it finds them empty and clean (agora.agent.isolation). */
+ * keeps them for its next task if it finds them empty and clean (agora.agent.isolation);
+ * where the agent is gone (we were re-parented), they are removed here. */
 static void empty_cgroups(char **cgroups, int n) {
     char path[4096];
     for (int round = 0; round < 50; round++) {
@@ -252,6 +257,8 @@ static void empty_cgroups(char **cgroups, int n) {
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
+    if (getppid() != spawner)
+        for (int i = 0; i < n; i++) rmdir(cgroups[i]);
 }
 
 /* The Python wrapper's words for a failed start (agent/executor.py). */
@@ -415,6 +422,7 @@ int main(int argc, char **argv) {
     }
     struct timespec started;
     clock_gettime(CLOCK_REALTIME, &started);
+    spawner = getppid();
     run_dir = argv[1];
     const char *slash = strrchr(run_dir, '/');
     snprintf(prefix, sizeof prefix, "%s ", slash ? slash + 1 : run_dir);

@@ -169,13 +169,19 @@ def usage_report(runs: Iterable[TaskRun]) -> agent_pb2.GetUsageResponse:
             resources = Resources()
         assert run.wrapper is not None
         now = time.time()
+        # Read off the event loop: the run may end meanwhile, and its cgroups go to the next
+        # task (agora.agent.isolation). Its ending replaces the list, so a sample whose
+        # cgroups are no longer the run's is not this run's and is left out.
+        cgroups, cpu_base = run.record.cgroups, run.record.cgroup_cpu_base
         usage = task_usage(
             run.wrapper.task_pid,
-            run.record.cgroups,
+            cgroups,
             run.sandbox,
             mem_allocated_bytes=int(resources.scalar("mem") * MB),
-            cpu_base=run.record.cgroup_cpu_base,
+            cpu_base=cpu_base,
         )
+        if run.record.cgroups is not cgroups:
+            continue
         reply.usage.append(
             agent_pb2.TaskUsage(
                 framework_id=run.record.framework_id,

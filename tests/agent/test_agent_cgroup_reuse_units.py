@@ -71,6 +71,17 @@ def test_a_cgroup_is_kept_only_when_it_is_as_good_as_new():
     # Unreadable files say nothing: not kept.
     assert not reusable([""], None, V1_CLEAN_STAT)
     assert not reusable([""], V1_OOM_NONE, None)
+    # Nor does a stat without the keys that say what is held: kept on no one's word.
+    assert not reusable([""], V1_OOM_NONE, "cache 0\nrss 0\n")
+    assert not reusable([""], v2_events, "anon 0\nfile 0\n")
+    # The OOM killer turned off in it (root can): the next task would hang at its limit.
+    assert not reusable(
+        [""], V1_OOM_NONE.replace("oom_kill_disable 0", "oom_kill_disable 1"), V1_CLEAN_STAT
+    )
+    # What went to swap (v1 in memory.stat where swap is accounted, v2 in its own file).
+    assert not reusable([""], V1_OOM_NONE, V1_CLEAN_STAT.replace("swap 0", "swap 4096"))
+    assert not reusable([""], v2_events, v2_stat, swap_current="8192\n")
+    assert reusable([""], v2_events, v2_stat, swap_current="0\n")
 
 
 def test_the_cpu_time_a_cgroup_counts_is_read_from_v2_or_v1_cpuacct(tmp_path):
@@ -118,6 +129,11 @@ def test_a_task_in_a_kept_cgroup_is_charged_only_its_own_cpu_time(tmp_path):
             "2:cpu,cpuacct:/x\n",
             ["/sys/fs/cgroup/cpu,cpuacct/x/agora/a1/run-1"],
             ["/sys/fs/cgroup/cpu,cpuacct/x"],
+        ),
+        (  # v1, cpu and cpuacct mounted apart
+            "3:cpuacct:/\n2:cpu:/a\n1:memory:/a\n",
+            ["/sys/fs/cgroup/memory/a/agora/a1/run-1", "/sys/fs/cgroup/cpu/a/agora/a1/run-1"],
+            ["/sys/fs/cgroup/memory/a", "/sys/fs/cgroup/cpu/a"],
         ),
         (  # v2
             "0::/system.slice/agora-agent.service\n",

@@ -5,6 +5,7 @@ Skipped where the agent may not create cgroups (it then runs tasks with process 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psutil
@@ -18,8 +19,17 @@ from agora.v1 import common_pb2 as S
 
 FW = "fw-1"
 
+
+def _cgroups_available() -> bool:
+    probe = Isolator(owner=f"probe-{os.getpid()}")
+    try:
+        return probe.enabled
+    finally:
+        probe.close()
+
+
 pytestmark = pytest.mark.skipif(
-    not Isolator().enabled, reason="this host does not let the agent create cgroups"
+    not _cgroups_available(), reason="this host does not let the agent create cgroups"
 )
 
 
@@ -172,5 +182,74 @@ async def test_a_task_over_its_memory_limit_fails_saying_so(cluster):
     hog = daemon.tasks.find(FW, "hog").record.run_id
     assert not any(hog in c for c in _cgroups_in(daemon))
     status, after = await _finish(master, daemon, "after", "true")
-    assert status.state == S.TASK_FINISHED and status.reason != "REASON_CONTAINER_LIMITATION_MEMORY"
+    assert status.state == S.TASK_FINISHED
     assert any(after.record.run_id in c for c in _cgroups_in(daemon))
+
+
+def _settings(cgroups: list[str]) -> dict[str, str]:
+    """The limits these cgroups hold, by control file (v1's or v2's names)."""
+    names = ("memory.limit_in_bytes", "cpu.shares", "cpu.cfs_quota_us")
+    names += ("memory.max", "cpu.weight", "cpu.max")
+    return {
+        name: (Path(c) / name).read_text().strip()
+        for c in cgroups
+        for name in names
+        if (Path(c) / name).exists()
+    }
+
+
+async def test_a_kept_cgroup_takes_each_tasks_own_limits_and_lifts_those_it_has_not(tmp_path):
+    master = FakeMaster(heartbeat=0.3)
+    await master.start()
+    config = AgentConfig(
+        master=master.address, port=0, work_dir=tmp_path / "a", cpu_hard_limit=True
+    )
+    daemon = AgentDaemon(config)
+    await daemon.start()
+    try:
+        await eventually_async(lambda: master.connected, message="registration")
+        wait = "while [ ! -e go ]; do sleep 0.05; done"
+
+        async def run(task_id: str, cpus: float | None, mem: float) -> list[str]:
+            task = shell_task(task_id, wait)
+            task.resources[1].scalar = mem
+            if cpus is None:
+                del task.resources[0]
+            else:
+                task.resources[0].scalar = cpus
+            master.run_task(FW, task)
+            await eventually_async(lambda: S.TASK_RUNNING in master.states(task_id))
+            found = daemon.tasks.find(FW, task_id)
+            cgroups, settings = list(found.record.cgroups), _settings(found.record.cgroups)
+            (found.sandbox / "go").touch()
+            await eventually_async(lambda: master.terminal(task_id))
+            return cgroups, settings
+
+        first, small = await run("small", 0.1, 32)
+        second, big = await run("big", 0.5, 64)
+        third, unbounded = await run("no-cpus", None, 48)
+        assert first == second == third  # one set of cgroups, handed on
+        if daemon.isolator.kind == "cgroup1":
+            assert small == {
+                "memory.limit_in_bytes": str(32 << 20),
+                "cpu.shares": "102",
+                "cpu.cfs_quota_us": "10000",
+            }
+            assert big == {
+                "memory.limit_in_bytes": str(64 << 20),
+                "cpu.shares": "512",
+                "cpu.cfs_quota_us": "50000",
+            }
+            # No cpus asked: no CPU limit left over from the tasks before.
+            assert unbounded == {
+                "memory.limit_in_bytes": str(48 << 20),
+                "cpu.shares": "1024",
+                "cpu.cfs_quota_us": "-1",
+            }
+        else:
+            assert big["memory.max"] == str(64 << 20) and big["cpu.max"] == "50000 100000"
+            assert unbounded["memory.max"] == str(48 << 20)
+            assert unbounded["cpu.max"] == "max 100000" and unbounded["cpu.weight"] == "100"
+    finally:
+        await daemon.stop(kill_tasks=True)
+        await master.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 
@@ -206,7 +207,20 @@ def _cgroups_of(directories: list[str]) -> set[str]:
     return {str(p) for d in directories for p in Path(d).iterdir() if p.is_dir()}
 
 
-@pytest.mark.skipif(not Isolator().enabled, reason="this host does not let the agent make cgroups")
+def _cgroups_available() -> bool:
+    probe = Isolator(owner=f"probe-{os.getpid()}")
+    try:
+        return probe.enabled
+    finally:
+        probe.close()
+
+
+needs_cgroups = pytest.mark.skipif(
+    not _cgroups_available(), reason="this host does not let the agent make cgroups"
+)
+
+
+@needs_cgroups
 async def test_a_restarted_agent_removes_the_cgroups_its_predecessor_kept(master, agent_process):
     """An agent keeps a finished task's cgroups for its next task; one SIGKILLed keeps them for
     no one. The next agent on its work dir removes them, and only them: a task still running
@@ -230,3 +244,23 @@ async def test_a_restarted_agent_removes_the_cgroups_its_predecessor_kept(master
     await eventually_async(lambda: _cgroups_of(directories) == live, message="kept cgroups gone")
     (agent_process.work_dir / "sandboxes" / FW / "live" / "go").touch()
     assert (await eventually_async(lambda: master.terminal("live"))).state == S.TASK_FINISHED
+    # A run the last agent started is not kept by this one: its cgroups go as it ends.
+    await eventually_async(lambda: not _cgroups_of(directories), message="live's cgroups gone")
+
+
+@needs_cgroups
+async def test_a_task_that_ends_with_its_agent_gone_leaves_no_cgroups(master, agent_process):
+    """An agent stopped with SIGTERM leaves its tasks running; one that ends before any agent
+    comes back has its cgroups removed by its wrapper, which nobody else would do."""
+    directories = Isolator(owner=owner_name(agent_process.work_dir)).directories
+    await agent_process.start()
+    await registered(master, 1)
+    master.run_task(FW, shell_task("orphan", "while [ ! -e go ]; do sleep 0.05; done"))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("orphan"))
+    assert len(_cgroups_of(directories)) == len(directories)
+    run_dir = next(agent_process.work_dir.glob("meta/runs/*"))
+    await asyncio.to_thread(agent_process.daemon.stop)  # SIGTERM: the task stays
+    assert agent_process.daemon.proc.returncode == 0
+    (agent_process.work_dir / "sandboxes" / FW / "orphan" / "go").touch()
+    await eventually_async(lambda: (run_dir / "exit.json").exists(), message="the task's end")
+    await eventually_async(lambda: not _cgroups_of(directories), message="its cgroups gone")

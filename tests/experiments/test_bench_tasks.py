@@ -19,7 +19,7 @@ def test_tasks_bench_runs_every_task_to_the_end_and_reports_the_cpu_of_each(tmp_
     assert (result["tasks"], result["concurrency"]) == (60, 4)
     assert result["work_dir"] == str(tmp_path)
     if os.geteuid() == 0:
-        assert result["isolation"] != "none"  # each task in cgroups of its own
+        assert result["isolation"] != "none"  # each task in its own cgroups while it runs
     # The wrappers are the bench's children where the agent spawns them itself (pidfds, Linux
     # >= 5.3, and a C compiler: what `make system-deps` installs).
     assert result["wrapper_and_task_cpu_per_task"] is not None
