@@ -1,12 +1,14 @@
 """A small fake master for the agent's tests: a real grpc.aio AgentLink server on loopback.
 
 It records every Register and StatusUpdate, acknowledges updates unless told not to, and lets
-a test push any MasterMessage (RunTask, KillTask, Shutdown...) down the current stream.
+a test push any MasterMessage (RunTask, KillTask, Shutdown...) down the current stream. Beside
+it, the task helpers the agent's tests share.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 import grpc
 
@@ -198,3 +200,15 @@ def shell_task(
         command=common_pb2.CommandInfo(shell=shell, environment=env or {}),
         kill_grace_period_seconds=grace,
     )
+
+
+def cgroups_available() -> bool:
+    """Whether this host lets an agent (this process's user, in its cgroups) make task cgroups;
+    the probe's own directory is removed after."""
+    from agora.agent.isolation import Isolator
+
+    probe = Isolator(owner=f"probe-{os.getpid()}")
+    try:
+        return probe.enabled
+    finally:
+        probe.close()

@@ -5,31 +5,21 @@ Skipped where the agent may not create cgroups (it then runs tasks with process 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import psutil
 import pytest
-from agent_fake_master import FakeMaster, shell_task
+from agent_fake_master import FakeMaster, cgroups_available, shell_task
 from harness import eventually_async
 
 from agora.agent import AgentConfig, AgentDaemon, native_wrapper
-from agora.agent.isolation import Isolator
 from agora.v1 import common_pb2 as S
 
 FW = "fw-1"
 
 
-def _cgroups_available() -> bool:
-    probe = Isolator(owner=f"probe-{os.getpid()}")
-    try:
-        return probe.enabled
-    finally:
-        probe.close()
-
-
 pytestmark = pytest.mark.skipif(
-    not _cgroups_available(), reason="this host does not let the agent create cgroups"
+    not cgroups_available(), reason="this host does not let the agent create cgroups"
 )
 
 

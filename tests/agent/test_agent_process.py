@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from pathlib import Path
 
 import pytest
-from agent_fake_master import FakeMaster, shell_task
+from agent_fake_master import FakeMaster, cgroups_available, shell_task
 from harness import Daemon, agora, eventually_async
 
 from agora.agent.isolation import Isolator, owner_name
@@ -207,16 +206,8 @@ def _cgroups_of(directories: list[str]) -> set[str]:
     return {str(p) for d in directories for p in Path(d).iterdir() if p.is_dir()}
 
 
-def _cgroups_available() -> bool:
-    probe = Isolator(owner=f"probe-{os.getpid()}")
-    try:
-        return probe.enabled
-    finally:
-        probe.close()
-
-
 needs_cgroups = pytest.mark.skipif(
-    not _cgroups_available(), reason="this host does not let the agent make cgroups"
+    not cgroups_available(), reason="this host does not let the agent make cgroups"
 )
 
 
