@@ -100,6 +100,9 @@ class WorkDir:
         self.runs = self.meta / "runs"
         self.sandboxes = self.root / "sandboxes"
         self.updates_log = self.meta / "updates.jsonl"
+        # Present while no agent watches this work dir's tasks: a wrapper whose task ends then
+        # removes the task's cgroups itself (agent/task_wrapper.c, agent/executor.py).
+        self.unwatched = self.meta / "unwatched"
         self._runs, self._sandboxes = str(self.runs), str(self.sandboxes)
         self._lock_fd: int | None = None
         for path in (self.meta, self.runs, self.sandboxes):

@@ -277,8 +277,10 @@ class AgentDaemon:
         With `kill_tasks` (the default, for an agent embedded in a process such as
         `agora local` or a test) its tasks are killed first, their updates checkpointed.
         Without it they keep running for the next agent on this work dir to re-attach to, as
-        `agora agent` does on SIGTERM (like Mesos' agent recovery).
+        `agora agent` does on SIGTERM (like Mesos' agent recovery). A second stop does nothing.
         """
+        if self._closed.is_set():
+            return
         if kill_tasks:
             await self.tasks.kill_all()
             # Give the master a moment to hear (and acknowledge) how the tasks ended; what it

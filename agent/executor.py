@@ -124,7 +124,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
                         proc.wait()
                     raise _NoCgroup(f"cannot take the task wrapper out of its cgroup: {e}") from e
     except _NoCgroup as e:
-        _empty_cgroups(cgroups, spawner)
+        _empty_cgroups(cgroups, spawner, run_dir)
         message = str(e)
         write_json_in_place(run_dir / "exit.json", {"error": message})
         _report(f"error {message}")
@@ -171,7 +171,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # The command is gone; so must be anything it left running in its group.
     _kill_group(proc.pid)
     memory_limit_hit = cgroup_members.memory_limit_hit(cgroups)
-    _empty_cgroups(cgroups, spawner)
+    _empty_cgroups(cgroups, spawner, run_dir)
     result = {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
     if memory_limit_hit is not None:
         result["memory_limit_hit"] = memory_limit_hit
@@ -217,16 +217,17 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _empty_cgroups(cgroups: list[str], spawner: int) -> None:
+def _empty_cgroups(cgroups: list[str], spawner: int, run_dir: Path) -> None:
     """Kills what escaped the process group (setsid) but not the cgroup. The agent removes it
-    after, or keeps it for its next task (agora.agent.isolation); where the agent is gone
-    (this process was re-parented away from `spawner`), it is removed here."""
+    after, or keeps it for its next task (agora.agent.isolation); where no agent watches (this
+    process was re-parented away from `spawner`, or the agent is stopping: the work dir's
+    meta/unwatched), it is removed here."""
     for _ in range(50):
         # This process is still inside only if it could not step out after the spawn.
         if not cgroup_members.kill(cgroups, spare=os.getpid()):
             break
         time.sleep(0.02)
-    if os.getppid() != spawner:
+    if os.getppid() != spawner or (run_dir.parent.parent / "unwatched").exists():
         for path in cgroups:
             try:
                 os.rmdir(path)

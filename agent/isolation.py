@@ -18,7 +18,8 @@ on a 2-core VM, a tenth of a whole launch); a kept one takes only the limits tha
 CPU time a kept cgroup already counts goes in the next task's record, which its usage subtracts.
 Whatever is not kept is removed, as are the kept ones when the agent stops; an agent that
 starts removes what a predecessor kept (its owner's directory, minus its live tasks' cgroups),
-and a wrapper whose agent is gone when its task ends removes the task's cgroups itself.
+and a wrapper whose task ends while no agent watches (its agent gone, or stopping: the work
+dir's meta/unwatched) removes the task's cgroups itself.
 
 A task that runs as root could change its own cgroups' settings, and a kept cgroup would carry
 them to the next task. That is no new power: root can write any task's cgroups while they run.
@@ -243,9 +244,9 @@ class Isolator:
         self._parents: dict[str, str] = {}  # controller ("" for v2) -> our parent cgroup
         self._kept: dict[Limits, list[_Kept]] = {}
         self._kept_count = 0
-        # paths[0] of the runs this Isolator handed out, and their limits: only those are kept
-        # (a recovered run's cgroups, made by an earlier agent, are removed).
-        self._leased: dict[str, Limits] = {}
+        # paths[0] of the runs this Isolator handed out -> their limits and paths: only those
+        # are kept (a recovered run's cgroups, made by an earlier agent, are removed).
+        self._leased: dict[str, tuple[Limits, list[str]]] = {}
         self._cpu_file: str | None = None  # where a cgroup counts its CPU time, if it does
         if not enabled:
             return
@@ -305,7 +306,7 @@ class Isolator:
                 log.debug("cannot reuse a kept cgroup; removing it", error=str(e))
                 self._remove(kept.paths)
                 continue
-            self._leased[kept.paths[0]] = limits
+            self._leased[kept.paths[0]] = (limits, kept.paths)
             return Lease(kept.paths, kept.cpu_base)
         made: list[str] = []
         try:
@@ -324,7 +325,7 @@ class Isolator:
             )
             self._remove(made)
             return Lease()
-        self._leased[made[0]] = limits
+        self._leased[made[0]] = (limits, made)
         return Lease(made)
 
     def _take_kept(self, limits: Limits) -> _Kept | None:
@@ -344,10 +345,11 @@ class Isolator:
         they are as good as new (see `reusable`), else removed."""
         if not cgroups:
             return
-        limits = self._leased.pop(cgroups[0], None)
-        if limits is None or self._kept_count >= MAX_KEPT or not self._clean(cgroups):
+        leased = self._leased.pop(cgroups[0], None)
+        if leased is None or self._kept_count >= MAX_KEPT or not self._clean(cgroups):
             self._remove(cgroups)
             return
+        limits = leased[0]
         base = None
         if self._cpu_file is not None:
             base = cgroup_members.cpu_seconds(cgroups, self._cpu_file)
@@ -408,13 +410,18 @@ class Isolator:
                     self._remove([path])
 
     def close(self) -> None:
-        """Removes the kept cgroups, and this agent's directory if no task is left in it (the
-        agent is stopping)."""
+        """Removes the kept cgroups, those of runs that ended while the agent was stopping (a
+        running task's stay: its wrapper removes them), and this agent's directory if no task
+        is left in it (the agent is stopping)."""
         for entries in self._kept.values():
             for kept in entries:
                 self._remove(kept.paths)
         self._kept.clear()
         self._kept_count = 0
+        for _, paths in self._leased.values():
+            for path in paths:
+                with contextlib.suppress(OSError):  # EBUSY: the task still runs
+                    os.rmdir(path)
         for parent in self._parents.values():
             with contextlib.suppress(OSError):  # tasks that outlive the agent are still in it
                 os.rmdir(parent)

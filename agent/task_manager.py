@@ -9,6 +9,7 @@ Status updates leave through `emit`, which checkpoints them for reliable deliver
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import signal
@@ -551,6 +552,8 @@ class TaskManager:
 
         `pending(framework_id, task_id)`: the task's updates still to be acknowledged.
         """
+        # Watched again: the tasks that end from now on have their cgroups released here.
+        self._work.unwatched.unlink(missing_ok=True)
         records = sorted(self._work.load_records(), key=lambda r: r.launched_at)
         for record in records:
             try:
@@ -649,6 +652,9 @@ class TaskManager:
 
     async def stop(self) -> None:
         """Stops watching (the tasks themselves keep running, for the next agent)."""
+        # Nobody releases the cgroups of the tasks that end from now on: their wrappers do.
+        with contextlib.suppress(OSError):
+            self._work.unwatched.touch()
         await cancel_and_wait(*self._bg)
         if self._launcher is not None:
             await self._launcher.stop()

@@ -229,13 +229,20 @@ static long long memory_limit_hit(char **cgroups, int n) {
     return -1;
 }
 
-/* The agent that spawned us (set in main): if it is gone by the task's end, nobody will keep
- * or remove the task's cgroups but us. */
+/* The agent that spawned us (set in main): if it is gone by the task's end, or no agent
+ * watches the work dir's tasks any more (it is stopping: RUN_DIR/../../unwatched), nobody will
+ * keep or remove the task's cgroups but us. */
 static pid_t spawner;
+
+static int unwatched(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../../unwatched", run_dir);
+    return getppid() != spawner || access(path, F_OK) == 0;
+}
 
 /* Kills what escaped the process group but not the cgroups. The agent removes them after, or
  * keeps them for its next task if it finds them empty and clean (agora.agent.isolation);
- * where the agent is gone (we were re-parented), they are removed here. */
+ * where no agent watches (see `spawner`), they are removed here. */
 static void empty_cgroups(char **cgroups, int n) {
     char path[4096];
     for (int round = 0; round < 50; round++) {
@@ -257,7 +264,7 @@ static void empty_cgroups(char **cgroups, int n) {
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
-    if (getppid() != spawner)
+    if (unwatched())
         for (int i = 0; i < n; i++) rmdir(cgroups[i]);
 }
 

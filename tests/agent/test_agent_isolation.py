@@ -243,3 +243,31 @@ async def test_a_kept_cgroup_takes_each_tasks_own_limits_and_lifts_those_it_has_
     finally:
         await daemon.stop(kill_tasks=True)
         await master.stop()
+
+
+async def test_a_task_that_ends_while_no_agent_watches_leaves_no_cgroups(cluster, tmp_path):
+    """The agent stopped, leaving its task running (as `agora agent` does on SIGTERM), but its
+    process lives on (here: this test's): the task's wrapper removes the cgroups as it ends,
+    which no agent will release. The next agent on the work dir watches its tasks again."""
+    master, daemon = cluster
+    task = shell_task("stays", "while [ ! -e go ]; do sleep 0.05; done")
+    master.run_task(FW, task)
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("stays"))
+    run = daemon.tasks.find(FW, "stays")
+    cgroups = list(run.record.cgroups)
+    await daemon.stop(kill_tasks=False)
+    assert all(Path(c).exists() for c in cgroups)  # the task still runs in them
+    (run.sandbox / "go").touch()
+    await eventually_async(lambda: not any(Path(c).exists() for c in cgroups), message="removed")
+
+    again = AgentDaemon(AgentConfig(master=master.address, port=0, work_dir=tmp_path / "a"))
+    await again.start()
+    try:
+        await eventually_async(lambda: len(master.registrations) == 2 and master.connected)
+        assert not again.work.unwatched.exists()
+        status, after = await _finish(master, again, "after", "true")
+        assert status.state == S.TASK_FINISHED
+        # Watched: kept for the next task, not removed by its wrapper.
+        assert any(after.record.run_id in c for c in _cgroups_in(again))
+    finally:
+        await again.stop(kill_tasks=True)
