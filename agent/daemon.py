@@ -280,6 +280,8 @@ class AgentDaemon:
         `agora agent` does on SIGTERM (like Mesos' agent recovery). A second stop does nothing.
         """
         if self._closed.is_set():
+            if kill_tasks:
+                self._log.warning("already stopped, leaving its tasks running: none killed")
             return
         if kill_tasks:
             await self.tasks.kill_all()

@@ -83,11 +83,10 @@ def _as_user(user: dict | None) -> dict:
     return {"user": user["uid"], "group": user["gid"], "extra_groups": user["groups"]}
 
 
-def _launch(run_dir: Path, spec: dict | None) -> int:
+def _launch(run_dir: Path, spec: dict | None, spawner: int) -> int:
     if spec is None:
         spec = json.loads((run_dir / "spec.json").read_text())
     cgroups = spec.get("cgroups", [])
-    spawner = os.getppid()  # the launcher, which ends with the agent
     # The wrapper steps into the task's cgroups just for the spawn, so the command starts
     # inside (and all it forks stays there) without a preexec_fn: that would make Popen fork
     # this process and run Python in the child instead of a vfork (~1 ms of CPU a task).
@@ -124,9 +123,10 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
                         proc.wait()
                     raise _NoCgroup(f"cannot take the task wrapper out of its cgroup: {e}") from e
     except _NoCgroup as e:
-        _empty_cgroups(cgroups, spawner, run_dir)
+        _empty_cgroups(cgroups)
         message = str(e)
         write_json_in_place(run_dir / "exit.json", {"error": message})
+        _let_go(cgroups, spawner, run_dir)
         _report(f"error {message}")
         return 1
     except OSError as e:
@@ -137,6 +137,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
             what = "permission denied"
         message = f"cannot run {spec['argv'][0]!r}: {what}"
         write_json_in_place(run_dir / "exit.json", {"error": message})
+        _let_go(cgroups, spawner, run_dir)
         _report(f"error {message}")
         return 1
 
@@ -171,7 +172,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # The command is gone; so must be anything it left running in its group.
     _kill_group(proc.pid)
     memory_limit_hit = cgroup_members.memory_limit_hit(cgroups)
-    _empty_cgroups(cgroups, spawner, run_dir)
+    _empty_cgroups(cgroups)
     result = {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
     if memory_limit_hit is not None:
         result["memory_limit_hit"] = memory_limit_hit
@@ -179,6 +180,7 @@ def _launch(run_dir: Path, spec: dict | None) -> int:
     # logs the terminal update; a machine crash before that ends the task's run anyway. In
     # place, into the room the agent reserved: the task may have filled the disk.
     write_json_in_place(run_dir / "exit.json", result)
+    _let_go(cgroups, spawner, run_dir)
     return 0
 
 
@@ -217,16 +219,21 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _empty_cgroups(cgroups: list[str], spawner: int, run_dir: Path) -> None:
+def _empty_cgroups(cgroups: list[str]) -> None:
     """Kills what escaped the process group (setsid) but not the cgroup. The agent removes it
-    after, or keeps it for its next task (agora.agent.isolation); where no agent watches (this
-    process was re-parented away from `spawner`, or the agent is stopping: the work dir's
-    meta/unwatched), it is removed here."""
+    after, or keeps it for its next task (agora.agent.isolation)."""
     for _ in range(50):
         # This process is still inside only if it could not step out after the spawn.
         if not cgroup_members.kill(cgroups, spare=os.getpid()):
             break
         time.sleep(0.02)
+
+
+def _let_go(cgroups: list[str], spawner: int, run_dir: Path) -> None:
+    """After exit.json: where no agent watches (this process was re-parented away from
+    `spawner`, the agent's process, or the agent is stopping: the work dir's meta/unwatched),
+    nobody will keep or remove the run's cgroups but this wrapper. Checked after exit.json, so
+    a stopping agent that found no exit.json is sure to have left its mark before this."""
     if os.getppid() != spawner or (run_dir.parent.parent / "unwatched").exists():
         for path in cgroups:
             try:
@@ -235,11 +242,12 @@ def _empty_cgroups(cgroups: list[str], spawner: int, run_dir: Path) -> None:
                 pass
 
 
-def _wrap(run_dir: Path, spec: dict | None = None) -> int:
+def _wrap(run_dir: Path, spec: dict | None = None, spawner: int | None = None) -> int:
     """The wrapper's life, in the process that has already detached; `spec` None: read
     RUN_DIR/spec.json."""
     try:
-        return _launch(run_dir, spec)
+        # The spawner: the launcher, which ends with the agent, or the one-shot's agent.
+        return _launch(run_dir, spec, os.getppid() if spawner is None else spawner)
     except BaseException as e:  # noqa: BLE001 - the agent must learn of any failure
         if not read_exit_json(run_dir):
             write_json_in_place(run_dir / "exit.json", {"error": f"executor failed: {e!r}"})
@@ -548,11 +556,12 @@ def main(argv: list[str]) -> int:
         )
         return 2
     run_dir = Path(argv[1])
+    agent = os.getppid()  # before the fork: the wrapper below is re-parented
     if os.fork() > 0:
         # The intermediate process: exit at once so the agent reaps it and the wrapper below
         # is re-parented, free to outlive the agent.
         os._exit(0)
-    return _wrap(run_dir)
+    return _wrap(run_dir, spawner=agent)
 
 
 if __name__ == "__main__":

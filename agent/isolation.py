@@ -410,18 +410,14 @@ class Isolator:
                     self._remove([path])
 
     def close(self) -> None:
-        """Removes the kept cgroups, those of runs that ended while the agent was stopping (a
-        running task's stay: its wrapper removes them), and this agent's directory if no task
-        is left in it (the agent is stopping)."""
+        """Removes the kept cgroups, and this agent's directory if no task is left in it (the
+        agent is stopping; the tasks still running have their cgroups removed by their
+        wrappers, or by the next agent on this work dir)."""
         for entries in self._kept.values():
             for kept in entries:
                 self._remove(kept.paths)
         self._kept.clear()
         self._kept_count = 0
-        for _, paths in self._leased.values():
-            for path in paths:
-                with contextlib.suppress(OSError):  # EBUSY: the task still runs
-                    os.rmdir(path)
         for parent in self._parents.values():
             with contextlib.suppress(OSError):  # tasks that outlive the agent are still in it
                 os.rmdir(parent)

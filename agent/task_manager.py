@@ -9,7 +9,6 @@ Status updates leave through `emit`, which checkpoints them for reliable deliver
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import signal
@@ -105,6 +104,7 @@ class TaskManager:
         self._default_grace = default_kill_grace
         self._base_env = dict(os.environ) if base_env is None else base_env
         self._isolator = isolator or Isolator(enabled=False)
+        self._watching = False  # from recover() to stop(): see WorkDir.unwatched
         self._cpu_hard_limit = cpu_hard_limit
         self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
         self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
@@ -554,6 +554,7 @@ class TaskManager:
         """
         # Watched again: the tasks that end from now on have their cgroups released here.
         self._work.unwatched.unlink(missing_ok=True)
+        self._watching = True
         records = sorted(self._work.load_records(), key=lambda r: r.launched_at)
         for record in records:
             try:
@@ -652,10 +653,24 @@ class TaskManager:
 
     async def stop(self) -> None:
         """Stops watching (the tasks themselves keep running, for the next agent)."""
-        # Nobody releases the cgroups of the tasks that end from now on: their wrappers do.
-        with contextlib.suppress(OSError):
-            self._work.unwatched.touch()
+        if self._watching:
+            # Nobody releases the cgroups of the tasks that end from now on: their wrappers do
+            # (after writing exit.json), and what ended before is released just below.
+            try:
+                self._work.unwatched.touch()
+            except OSError as e:
+                log.warning(
+                    "cannot mark the tasks unwatched: the cgroups of those that end before the "
+                    "next agent starts stay until it does",
+                    error=str(e),
+                )
+            self._watching = False
         await cancel_and_wait(*self._bg)
+        for run in self._active.values():
+            if run.record.cgroups and run.wrapper is not None:
+                if launcher.read_exit(self._work.run_dir(run.record.run_id)) is not None:
+                    self._isolator.cleanup(run.record.cgroups)
+                    _drop_cgroups(run)
         if self._launcher is not None:
             await self._launcher.stop()
 

@@ -25,8 +25,9 @@
  * It reports "started TASK_PID WRAPPER_PID WRAPPER_START START_TICKS" (or "error MESSAGE") in
  * one write shorter than PIPE_BUF, lets go of the pipe, writes wrapper.json, forwards SIGTERM
  * to the task's group, waits, kills what the task left in its group and cgroups (which the
- * agent then keeps for its next task or removes), and writes exit.json: {"exit_code": N} |
- * {"signal": N} | {"error": "..."}, with "memory_limit_hit".
+ * agent then keeps for its next task or removes; where no agent watches, this wrapper removes
+ * them after exit.json), and writes exit.json: {"exit_code": N} | {"signal": N} |
+ * {"error": "..."}, with "memory_limit_hit".
  * Both JSON files are written in place over the placeholders the agent reserved (a full disk
  * does not stop that), else through a temporary file and a rename.
  */
@@ -62,6 +63,22 @@ static void close_fds(unsigned first, unsigned last) {
 static const char *run_dir;
 static char prefix[512];
 static volatile pid_t task_pgid;
+
+/* The agent that spawned us, and the task's cgroups (set in main). */
+static pid_t spawner;
+static char **task_cgroups;
+static int task_ncg;
+
+/* After exit.json: where no agent watches (the agent is gone: we were re-parented; or it is
+ * stopping: RUN_DIR/../../unwatched), nobody will keep or remove the task's cgroups but us.
+ * Checked after exit.json, so a stopping agent that found no exit.json is sure to have left
+ * its mark before this. */
+static void let_go(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../../unwatched", run_dir);
+    if (getppid() != spawner || access(path, F_OK) == 0)
+        for (int i = 0; i < task_ncg; i++) rmdir(task_cgroups[i]);
+}
 
 static void forward(int signum) {
     if (task_pgid > 0) kill(-task_pgid, signum);
@@ -149,6 +166,7 @@ static void fail(char *message) {
     json_escape(escaped, sizeof escaped, message);
     snprintf(json, sizeof json, "{\"error\": \"%s\"}", escaped);
     write_json("exit.json", json);
+    let_go();
     char line[MAX_REPORT];
     snprintf(line, sizeof line, "error %s", message);
     report(line);
@@ -229,20 +247,8 @@ static long long memory_limit_hit(char **cgroups, int n) {
     return -1;
 }
 
-/* The agent that spawned us (set in main): if it is gone by the task's end, or no agent
- * watches the work dir's tasks any more (it is stopping: RUN_DIR/../../unwatched), nobody will
- * keep or remove the task's cgroups but us. */
-static pid_t spawner;
-
-static int unwatched(void) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/../../unwatched", run_dir);
-    return getppid() != spawner || access(path, F_OK) == 0;
-}
-
 /* Kills what escaped the process group but not the cgroups. The agent removes them after, or
- * keeps them for its next task if it finds them empty and clean (agora.agent.isolation);
- * where no agent watches (see `spawner`), they are removed here. */
+ * keeps them for its next task if it finds them empty and clean (agora.agent.isolation). */
 static void empty_cgroups(char **cgroups, int n) {
     char path[4096];
     for (int round = 0; round < 50; round++) {
@@ -264,8 +270,6 @@ static void empty_cgroups(char **cgroups, int n) {
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
-    if (unwatched())
-        for (int i = 0; i < n; i++) rmdir(cgroups[i]);
 }
 
 /* The Python wrapper's words for a failed start (agent/executor.py). */
@@ -440,6 +444,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     char **cgroups = argv + 7;
+    task_cgroups = cgroups;
+    task_ncg = ncg;
     char **task_argv = argv + 8 + ncg;
     /* Nothing of the spawner's beyond the environment pipe stays open here for the task's
      * lifetime (the agent, which spawns it, has sockets and pipes of its own). */
@@ -547,5 +553,6 @@ int main(int argc, char **argv) {
     if (limit >= 0) n += snprintf(json + n, sizeof json - n, ", \"memory_limit_hit\": %lld", limit);
     snprintf(json + n, sizeof json - n, "}");
     write_json("exit.json", json);
+    let_go();
     return 0;
 }

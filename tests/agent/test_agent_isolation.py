@@ -255,9 +255,11 @@ async def test_a_task_that_ends_while_no_agent_watches_leaves_no_cgroups(cluster
     await eventually_async(lambda: S.TASK_RUNNING in master.states("stays"))
     run = daemon.tasks.find(FW, "stays")
     cgroups = list(run.record.cgroups)
-    await daemon.stop(kill_tasks=False)
-    assert all(Path(c).exists() for c in cgroups)  # the task still runs in them
-    (run.sandbox / "go").touch()
+    try:
+        await daemon.stop(kill_tasks=False)
+        assert all(Path(c).exists() for c in cgroups)  # the task still runs in them
+    finally:
+        (run.sandbox / "go").touch()  # nobody else would end it
     await eventually_async(lambda: not any(Path(c).exists() for c in cgroups), message="removed")
 
     again = AgentDaemon(AgentConfig(master=master.address, port=0, work_dir=tmp_path / "a"))
