@@ -47,39 +47,46 @@ def memory_limit_hit(cgroups: list[str]) -> int | None:
             ("memory.oom_control", "memory.limit_in_bytes"),
         ):
             try:
-                counts = dict(
-                    line.split() for line in _read(os.path.join(directory, events)).splitlines()
-                )
-            except (OSError, ValueError):
+                kills = counts(read(os.path.join(directory, events))).get("oom_kill", 0)
+            except OSError:
                 continue
-            if int(counts.get("oom_kill", "0")) > 0:
+            if kills > 0:
                 try:
-                    return int(_read(os.path.join(directory, limit)).strip())
+                    return int(read(os.path.join(directory, limit)).strip())
                 except (OSError, ValueError):
                     return 0
     return None
+
+
+def own_cgroups(text: str | None = None) -> dict[str, str]:
+    """This process's cgroup path in each hierarchy, from /proc/self/cgroup (`text`, read if
+    None): "" for v2's; v1's under each controller's name and under a joint mount's name
+    ("cpu,cpuacct") alike."""
+    if text is None:
+        text = read("/proc/self/cgroup")
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.count(":") < 2:
+            continue
+        _, controllers, path = line.split(":", 2)
+        names = [*controllers.split(","), controllers] if controllers else [""]
+        for name in names:
+            out[name] = path
+    return out
 
 
 def homes(cgroups: list[str], root: str = "/sys/fs/cgroup", own: str | None = None) -> list[str]:
     """This process's own cgroup in the hierarchy of each of these (`own`: /proc/self/cgroup's
     text, read if None): v2's one, or v1's where the path lies under the controller's mount
     (`root`/cpu, or a joint `root`/cpu,cpuacct)."""
-    if own is None:
-        own = _read("/proc/self/cgroup")
-    lines = [line.split(":", 2) for line in own.splitlines() if line.count(":") >= 2]
-    mounts: list[tuple[str, str]] = []  # (mount dir, own path in it)
-    for _, controllers, path in lines:
-        names = controllers.split(",") if controllers else []
-        dirs = [root] if not controllers else [f"{root}/{n}" for n in [*names, controllers]]
-        mounts.extend((d, path) for d in dirs)
+    mounts = {(f"{root}/{name}" if name else root): path for name, path in own_cgroups(own).items()}
     out = []
     for path in cgroups:
         # The longest mount the path lies under: v1's controllers sit below v2's root.
-        mount, mine = max(
-            ((d, p) for d, p in mounts if path.startswith(d.rstrip("/") + "/")),
-            key=lambda m: len(m[0]),
-            default=(root, "/"),
+        mount = max(
+            (d for d in mounts if path.startswith(d.rstrip("/") + "/")), key=len, default=root
         )
+        mine = mounts.get(mount, "/")
         out.append(mount.rstrip("/") + "/" + mine.lstrip("/") if mine != "/" else mount)
     return out
 
@@ -92,21 +99,31 @@ def cpu_seconds(cgroups: list[str], name: str) -> tuple[float, float] | None:
     cpu.stat (microseconds) or v1's cpuacct.stat (clock ticks); None where none has it."""
     for directory in cgroups:
         try:
-            text = _read(os.path.join(directory, name))
+            found = counts(read(os.path.join(directory, name)))
         except OSError:
             continue
-        counts = {}
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if value.strip().isdigit():
-                counts[key] = int(value)
-        if "user_usec" in counts:
-            return counts["user_usec"] / 1e6, counts.get("system_usec", 0) / 1e6
-        if "user" in counts:
-            return counts["user"] / _TICKS, counts.get("system", 0) / _TICKS
+        if "user_usec" in found:
+            return found["user_usec"] / 1e6, found.get("system_usec", 0) / 1e6
+        if "user" in found:
+            return found["user"] / _TICKS, found.get("system", 0) / _TICKS
     return None
 
 
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
+def read(path: str) -> str:
+    """A whole control file, with os-level calls (the agent reads a few of them a task)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 65536).decode()
+    finally:
+        os.close(fd)
+
+
+def counts(text: str) -> dict[str, int]:
+    """A control file's "key value" lines (memory.stat, memory.events, cpu.stat...): key ->
+    number; lines without a whole number are left out."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            out[key] = int(value)
+    return out

@@ -92,14 +92,6 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _read(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.read(fd, 65536).decode()
-    finally:
-        os.close(fd)
-
-
 # What each control file holds when nothing limits the task: a kept cgroup whose next task
 # has no such limit is set back to it.
 _NO_LIMIT = {
@@ -172,38 +164,15 @@ def reusable(
     reclaimed (memory.stat, and v2's memory.swap.current where swap is accounted)."""
     if any(text.strip() for text in procs) or oom_counts is None or memory_stat is None:
         return False
-    counts = _counts(oom_counts)
+    counts = cgroup_members.counts(oom_counts)
     # v1 and v2 both count kills as oom_kill; v1 also says whether the killer is off.
     if counts.get("oom_kill", 1) != 0 or counts.get("oom_kill_disable", 0) != 0:
         return False
-    stat = _counts(memory_stat)
+    stat = cgroup_members.counts(memory_stat)
     held = _HELD_V2 if "anon" in stat else _HELD_V1
     if any(stat.get(key, 1) != 0 for key in held) or stat.get("swap", 0) != 0:
         return False
     return swap_current is None or swap_current.strip() == "0"
-
-
-def _counts(text: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if value.isdigit():
-            out[key] = int(value)
-    return out
-
-
-def _own_cgroups() -> dict[str, str]:
-    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
-    out: dict[str, str] = {}
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        for name in controllers.split(",") if controllers else [""]:
-            out[name] = path
-    return out
 
 
 def owner_name(work_dir: Path) -> str:
@@ -244,9 +213,9 @@ class Isolator:
         self._parents: dict[str, str] = {}  # controller ("" for v2) -> our parent cgroup
         self._kept: dict[Limits, list[_Kept]] = {}
         self._kept_count = 0
-        # paths[0] of the runs this Isolator handed out -> their limits and paths: only those
-        # are kept (a recovered run's cgroups, made by an earlier agent, are removed).
-        self._leased: dict[str, tuple[Limits, list[str]]] = {}
+        # paths[0] of the runs this Isolator handed out, and their limits: only those are kept
+        # (a recovered run's cgroups, made by an earlier agent, are removed).
+        self._leased: dict[str, Limits] = {}
         self._cpu_file: str | None = None  # where a cgroup counts its CPU time, if it does
         if not enabled:
             return
@@ -257,7 +226,10 @@ class Isolator:
             self.kind, self._parents = "none", {}
 
     def _detect(self, root: Path, name: str, owner: str) -> None:
-        own = _own_cgroups()
+        try:
+            own = cgroup_members.own_cgroups()
+        except OSError:
+            own = {}
         if (root / "cgroup.controllers").exists():
             parent = root / own.get("", "/").lstrip("/")
             # Each level hands memory and cpu on to the next.
@@ -306,7 +278,7 @@ class Isolator:
                 log.debug("cannot reuse a kept cgroup; removing it", error=str(e))
                 self._remove(kept.paths)
                 continue
-            self._leased[kept.paths[0]] = (limits, kept.paths)
+            self._leased[kept.paths[0]] = limits
             return Lease(kept.paths, kept.cpu_base)
         made: list[str] = []
         try:
@@ -325,7 +297,7 @@ class Isolator:
             )
             self._remove(made)
             return Lease()
-        self._leased[made[0]] = (limits, made)
+        self._leased[made[0]] = limits
         return Lease(made)
 
     def _take_kept(self, limits: Limits) -> _Kept | None:
@@ -345,11 +317,10 @@ class Isolator:
         they are as good as new (see `reusable`), else removed."""
         if not cgroups:
             return
-        leased = self._leased.pop(cgroups[0], None)
-        if leased is None or self._kept_count >= MAX_KEPT or not self._clean(cgroups):
+        limits = self._leased.pop(cgroups[0], None)
+        if limits is None or self._kept_count >= MAX_KEPT or not self._clean(cgroups):
             self._remove(cgroups)
             return
-        limits = leased[0]
         base = None
         if self._cpu_file is not None:
             base = cgroup_members.cpu_seconds(cgroups, self._cpu_file)
@@ -367,16 +338,16 @@ class Isolator:
             # of cgroup.procs.
             if any(os.stat(path).st_nlink != 2 for path in cgroups):
                 return False
-            procs = [_read(f"{path}/cgroup.procs") for path in cgroups]
+            procs = [cgroup_members.read(f"{path}/cgroup.procs") for path in cgroups]
             if self.kind == "cgroup2":
-                events = _read(f"{memory}/memory.events")
+                events = cgroup_members.read(f"{memory}/memory.events")
                 try:
-                    swap = _read(f"{memory}/memory.swap.current")
+                    swap = cgroup_members.read(f"{memory}/memory.swap.current")
                 except FileNotFoundError:
                     swap = None  # no swap accounting
             else:
-                events, swap = _read(f"{memory}/memory.oom_control"), None
-            return reusable(procs, events, _read(f"{memory}/memory.stat"), swap)
+                events, swap = cgroup_members.read(f"{memory}/memory.oom_control"), None
+            return reusable(procs, events, cgroup_members.read(f"{memory}/memory.stat"), swap)
         except OSError:
             return False
 

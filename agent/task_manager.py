@@ -342,7 +342,11 @@ class TaskManager:
             if not cgroup_members.kill(cgroups):
                 break
             await asyncio.sleep(0.02)
-        self._isolator.cleanup(cgroups)
+        self._remove_cgroups(run)
+
+    def _remove_cgroups(self, run: TaskRun) -> None:
+        """Removes the run's cgroups (never kept for another task) and drops them from it."""
+        self._isolator.cleanup(run.record.cgroups)
         _drop_cgroups(run)
 
     async def _kill_when_asked(self, run: TaskRun) -> None:
@@ -610,14 +614,12 @@ class TaskManager:
         result = launcher.read_exit(run_dir)
         if run.wrapper is None:
             if result is not None:
-                self._isolator.cleanup(run.record.cgroups)
-                _drop_cgroups(run)
+                self._remove_cgroups(run)
                 state, message, reason, code = launcher.exit_outcome(result, run.record.killing)
                 self._end(run, state, message, reason, code)
             else:
                 log_.warning("the agent stopped while launching this task")
-                self._isolator.cleanup(run.record.cgroups)
-                _drop_cgroups(run)
+                self._remove_cgroups(run)
                 self._end(
                     run,
                     common_pb2.TASK_FAILED,
@@ -669,8 +671,7 @@ class TaskManager:
         for run in self._active.values():
             if run.record.cgroups and run.wrapper is not None:
                 if launcher.read_exit(self._work.run_dir(run.record.run_id)) is not None:
-                    self._isolator.cleanup(run.record.cgroups)
-                    _drop_cgroups(run)
+                    self._remove_cgroups(run)
         if self._launcher is not None:
             await self._launcher.stop()
 

@@ -50,15 +50,6 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _keyed(text: str | None) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for line in (text or "").splitlines():
-        key, _, value = line.partition(" ")
-        if value.strip().isdigit():
-            out[key] = int(value)
-    return out
-
-
 def _from_cgroups(cgroups: list[str]) -> dict:
     """The figures the task's cgroups hold (v2, or v1 memory and cpu[acct]); {} if none."""
     found: dict = {}
@@ -69,7 +60,7 @@ def _from_cgroups(cgroups: list[str]) -> dict:
     if cpu is not None:
         found["cpu"] = cpu
     for directory in map(Path, cgroups):
-        mem_stat = _keyed(_read(directory / "memory.stat"))
+        mem_stat = cgroup_members.counts(_read(directory / "memory.stat") or "")
         if (current := _read(directory / "memory.current")) is not None:  # v2
             found["rss"] = mem_stat.get("anon", int(current))
             limit_text = (_read(directory / "memory.max") or "max").strip()

@@ -8,6 +8,7 @@ import argparse
 import json
 
 from agora.cli.errors import CommandError
+from agora.cli.options import whole_number
 from agora.experiments.bench import AGENT_RESOURCES
 
 
@@ -110,14 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.set_defaults(func=_run_tasks)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
+_positive = whole_number(1)
 
 
 def _seconds(text: str) -> float:

@@ -17,6 +17,7 @@ from agora.cli.options import (
     daemon_credentials,
     port_number,
     setup_logging,
+    whole_number,
 )
 from agora.common import Resources
 
@@ -85,14 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # Bad values are usage errors (exit 2, one line naming the flag), as for `agora agent`.
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not 0 or more")
-    return value
+_count = whole_number(0)
 
 
 def _resources(text: str) -> Resources:

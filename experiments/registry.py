@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agora.cli.options import whole_number
+
 if TYPE_CHECKING:  # imported by each experiment when it runs
     from agora.experiments.results import Results
 
@@ -70,14 +72,7 @@ def _tls_modes(text: str) -> list[str]:
     return modes
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
+_count = whole_number(0)
 
 
 def _positive(text: str) -> float:

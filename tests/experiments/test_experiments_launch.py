@@ -62,23 +62,13 @@ def assert_cpu_account(cpu: dict, unit: str, count: int, named: set[str]) -> Non
         )
 
 
+# Two emulated agents, 4 tasks in flight for 2 s: enough to count launches, quick to run.
+SMALL_EMULATED_RUN = ("--agents", "2", "--seconds", "2", "--warmup", "0.5", "--concurrency", "4")
+
+
 def test_launch_on_emulated_agents(tmp_path):
     out = tmp_path / "launch"
-    run_experiment(
-        "launch",
-        "--agents",
-        "2",
-        "--seconds",
-        "2",
-        "--latency-seconds",
-        "1",
-        "--warmup",
-        "0.5",
-        "--concurrency",
-        "4",
-        "--out",
-        str(out),
-    )
+    run_experiment("launch", *SMALL_EMULATED_RUN, "--latency-seconds", "1", "--out", str(out))
     data = load_results(out, "launch")
     (run,) = data["runs"]
     assert run["real_agents"] is False and run["tasks_finished"] > 0
@@ -107,16 +97,9 @@ def test_launch_one_task_an_accept(tmp_path):
     out = tmp_path / "launch"
     run_experiment(
         "launch",
-        "--agents",
-        "2",
-        "--seconds",
-        "2",
+        *SMALL_EMULATED_RUN,
         "--latency-seconds",
         "0.5",
-        "--warmup",
-        "0.5",
-        "--concurrency",
-        "4",
         "--tasks-per-accept",
         "1",
         "--out",
