@@ -36,7 +36,8 @@ class Ledger:
         self, framework_id: str, agent_id: str, resources: Resources, refuse: float | None = None
     ) -> None:
         """Gives `resources` of `framework_id` on `agent_id` back to the allocator, with a decline
-        filter of `refuse` seconds when given."""
+        filter of `refuse` seconds when given: offers contained in `resources` stay hidden from
+        the framework for that long (allocator/filters.py)."""
         if (
             resources
             and self.in_allocator(self.reg.agents.get(agent_id))
@@ -55,22 +56,26 @@ class Ledger:
                     resources=str(resources),
                 )
 
-    def release_offer(self, offer: Offer, refuse: float | None = None) -> None:
+    def release_offer(self, offer: Offer) -> None:
         """An offer ended unused (declined, rescinded, timed out): a held one gives its
         resources back; an optimistic one held nothing and only stops counting as offered.
-        Either way `refuse` filters the agent from the framework for that long."""
+        A decline's filter is the caller's to install (refuse), once for all its offers."""
         if offer.held:
-            self.recover(offer.framework_id, offer.agent_id, offer.resources, refuse)
+            self.recover(offer.framework_id, offer.agent_id, offer.resources)
             return
         self.allocator.withdraw(offer.framework_id, offer.agent_id, offer.resources)
-        if refuse:
-            self.refuse(offer.framework_id, offer.agent_id, refuse)
 
-    def refuse(self, framework_id: str, agent_id: str, seconds: float) -> None:
-        """Filters `agent_id` from `framework_id` for `seconds` (nothing is given back)."""
+    def refuse(self, framework_id: str, agent_id: str, seconds: float, refused: Resources) -> None:
+        """A decline filter: offers on `agent_id` contained in `refused` stay hidden from
+        `framework_id` for `seconds` (nothing is given back here)."""
         if self.in_allocator(self.reg.agents.get(agent_id)) and framework_id in self.reg.frameworks:
             self.allocator.recover(
-                framework_id, agent_id, EMPTY, self.clock.now(), refuse_seconds=seconds
+                framework_id,
+                agent_id,
+                EMPTY,
+                self.clock.now(),
+                refuse_seconds=seconds,
+                refused=refused,
             )
 
     def add_framework(self, framework: Framework) -> None:

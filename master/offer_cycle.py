@@ -261,10 +261,18 @@ class OfferCycle:
             return
         offers = check_offers(framework.framework_id, live, self.reg.offers, self.reg.gone_offers)
         self.counts.offers_declined += len(offers)
+        # One filter per agent, refusing the sum of the offers declined there: a filter per
+        # offer would let the next refuse only its own part, and the rest come straight back.
+        refused: dict[str, Resources] = {}
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "declined")
-            self.ledger.release_offer(offer, refuse)
-            self.wake(offer.agent_id)
+            self.ledger.release_offer(offer)
+            had = refused.get(offer.agent_id)
+            refused[offer.agent_id] = offer.resources if had is None else had + offer.resources
+        for agent_id, resources in refused.items():
+            if refuse:
+                self.ledger.refuse(framework.framework_id, agent_id, refuse, resources)
+            self.wake(agent_id)
         log.info(
             "offers declined",
             framework_id=framework.framework_id,
@@ -331,7 +339,7 @@ class OfferCycle:
             self.ledger.recover(framework_id, agent_id, held)
         self.allocator.commit(framework_id, agent_id, needed)
         if plan.unused and plan.refuse_seconds:
-            self.ledger.refuse(framework_id, agent_id, plan.refuse_seconds)
+            self.ledger.refuse(framework_id, agent_id, plan.refuse_seconds, plan.unused)
         self.rescind_unsatisfiable(agent_id)
 
     def rescind_unsatisfiable(self, agent_id: str) -> None:

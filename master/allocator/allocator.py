@@ -319,12 +319,15 @@ class Allocator:
         resources: Resources,
         now: float,
         refuse_seconds: float | None = None,
+        refused: Resources | None = None,
     ) -> None:
         """Resources allocated to a framework on an agent become free again.
 
-        refuse_seconds > 0 also hides the agent from the framework until now + refuse_seconds
-        (capped at 365 days); None or 0 installs no filter. Recovering on a removed agent, or
-        for a removed framework, is a no-op (their allocations were already dropped).
+        refuse_seconds > 0 also installs a decline filter until now + refuse_seconds (capped at
+        365 days): the agent's offers stay hidden from the framework while they are contained
+        in `refused` (default: `resources`, what it gave back), as in Mesos (filters.py). None
+        or 0 installs no filter. Recovering on a removed agent, or for a removed framework, is
+        a no-op (their allocations were already dropped).
         """
         agent = self._agents.get(agent_id)
         if agent is not None and resources:
@@ -347,7 +350,9 @@ class Allocator:
                 raise ValueError("refuse_seconds must be a number, got NaN")
             if refuse_seconds > 0:
                 until = now + min(float(refuse_seconds), MAX_REFUSE_SECONDS)
-                self._filters.add(framework_id, agent_id, until)
+                self._filters.add(
+                    framework_id, agent_id, until, resources if refused is None else refused
+                )
 
     def decline(
         self,
@@ -357,7 +362,8 @@ class Allocator:
         now: float,
         refuse_seconds: float | None = None,
     ) -> None:
-        """recover() for a declined offer: None means the configured default (Mesos' 5 s)."""
+        """recover() for a declined offer: None means the configured default (Mesos' 5 s);
+        the filter hides offers contained in the declined `resources`."""
         if refuse_seconds is None:
             refuse_seconds = self.config.default_refuse_seconds
         self.recover(framework_id, agent_id, resources, now, refuse_seconds)
@@ -683,8 +689,8 @@ class Allocator:
                     break  # its offers are cut to the limit: the general path below
                 for fid in role.sorter.peek_order():
                     if refused:
-                        until = refused.get(fid)
-                        if until is not None and until > now:
+                        refusal = refused.get(fid)
+                        if refusal is not None and refusal.hides(agent.free, now):
                             continue
                     fw = frameworks[fid]
                     if agent.gpus and not fw.gpu:
@@ -711,8 +717,8 @@ class Allocator:
                     for fid in fw_iter:
                         table = filters.get(fid)
                         if table:
-                            until = table.get(agent_id)
-                            if until is not None and until > now:
+                            refusal = table.get(agent_id)
+                            if refusal is not None and refusal.hides(role_offer, now):
                                 continue
                         fw = frameworks[fid]
                         if agent.gpus and not fw.gpu:
@@ -754,16 +760,16 @@ class Allocator:
                     continue
                 if had is not None:
                     unseen -= 1
-                if refused:
-                    until = refused.get(fid)
-                    if until is not None and until > now:
-                        continue
                 fw = self._frameworks[fid]
                 if agent.gpus and not fw.gpu:
                     continue
                 extra = role_offer if had is None else beyond(role_offer, had[0])
                 if not extra or not self._fits_min(scalar_vector(extra)):
                     continue
+                if refused:
+                    refusal = refused.get(fid)
+                    if refusal is not None and refusal.hides(extra, now):
+                        continue
                 if had is None:
                     room -= 1
                     holders[fid] = (extra, now)
@@ -774,7 +780,12 @@ class Allocator:
 
     def _fill_holds(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
         """Holds, oldest first, take what fits of their shape from the agent's free resources;
-        a hold that is met is granted everything it took, on every agent, at once."""
+        a hold that is met is granted everything it took, on every agent, at once.
+
+        Decline filters and suppression do not apply, on purpose: a hold is its framework's
+        own request for resources of one shape, made after its declines (a framework declines
+        the offers too small for its gang, then asks for a hold), so like a Revive it outranks
+        them; honouring them would make a gang wait out a filter for what it just asked for."""
         for hold in list(self._holds.values()):
             fw = self._frameworks.get(hold.framework_id)
             if fw is None or not fw.active or (agent.gpus and not fw.gpu):
@@ -837,7 +848,7 @@ class Allocator:
             fw_iter = role.sorter.sorted()
             try:
                 for fid in fw_iter:
-                    if self._filters.is_filtered(fid, agent.agent_id, now):
+                    if self._filters.hides(fid, agent.agent_id, role_offer, now):
                         continue
                     fw = self._frameworks[fid]
                     if agent.gpus and not fw.gpu:

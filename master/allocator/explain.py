@@ -27,13 +27,16 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
     if fw.suppressed:
         reasons.append("suppressed: the framework asked for no offers; Revive resumes them")
 
-    filtered = alloc.active_filters(framework_id, now)
+    # Only the filters that hide what the agents have free now: one that refused less than
+    # an agent now has (a task ended there since) stands in nobody's way.
+    filtered = alloc.hidden_agents(framework_id, role, now)
     if filtered:
         # `now` is the master's monotonic clock, meaningless to a reader: say how long is left.
         soonest, latest = min(filtered.values()) - now, max(filtered.values()) - now
         span = f"{latest:.1f} s" if latest - soonest < 0.05 else f"{soonest:.1f}-{latest:.1f} s"
         reasons.append(
-            f"filtered on {len(filtered)} agent(s) for {span} more: it declined their offers; "
+            f"filtered on {len(filtered)} agent(s) for {span} more: it declined offers of what "
+            "they have free now; anything more there (a task ending) is offered at once, and "
             "Revive clears the filters"
         )
 
@@ -67,21 +70,11 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
             continue
         fits.append(agent.agent_id)
 
-    if not fits and filtered:
-        # Its filters are not what stands in the way when nothing would fit anyway: say that
-        # first (a full cluster), as the operator's question is "why", not "which agents".
-        anywhere = [
-            a
-            for a in alloc.agents()
-            if a.active and a.free and alloc.role_offer(a, role) is not None
-        ]
-        if not anywhere:
-            free = sum((a.free for a in alloc.agents() if a.active), EMPTY)
-            reasons.insert(
-                0,
-                "no free resources it could use on any agent, filtered or not (free now: "
-                f"{free.format() or 'nothing'})",
-            )
+    if not fits and not filtered:
+        # A full cluster is the whole story: say it first, as the operator's question is "why".
+        free = sum((a.free for a in alloc.agents() if a.active), EMPTY)
+        if not free:
+            reasons.insert(0, "no free resources on any agent: all are offered or in use")
             return reasons
     if not fits:
         mins = " | ".join(str(m) for m in alloc.min_allocatable) or "anything"

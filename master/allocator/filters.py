@@ -1,32 +1,60 @@
-"""Decline filters: an agent hidden from one framework until a time given by the caller."""
+"""Decline filters, with Mesos' meaning: a framework's refusal of what an agent offered.
+
+A decline (or the unused part of an Accept, with `refuse_seconds`) refuses the resources of
+that offer on that agent for a time. The filter hides the agent's next offer from the framework
+only while what would be offered is contained in what it refused: a task that ends there, or an
+agent that grows, makes the offer larger and it goes out at once. (Mesos' RefusedOfferFilter;
+Agora's first filters hid the whole agent, so a framework that declined the memory left on a
+full agent did not see the CPUs of its own next finished task until the filter expired.)
+
+`Refusal.hides` is the one rule; the allocation paths, optimistic offers and explanations all
+ask it. One filter per (framework, agent): a newer refusal replaces the older, as it is the
+framework's latest word on that agent (a Decline of several offers on one agent refuses their
+sum: the master adds them up before it tells the allocator).
+"""
 
 from __future__ import annotations
 
 import heapq
+from typing import NamedTuple
+
+from agora.common import Resources
+
+
+class Refusal(NamedTuple):
+    """What a framework refused on an agent, and until when."""
+
+    until: float
+    refused: Resources
+
+    def hides(self, offer: Resources, now: float) -> bool:
+        """True while the filter holds and `offer` is no more than what was refused."""
+        return self.until > now and self.refused.contains(offer)
 
 
 class DeclineFilters:
-    """(framework, agent) -> refuse_until, with a heap of expiries for next_wakeup()."""
+    """(framework, agent) -> Refusal, with a heap of expiries for next_expiry()."""
 
     def __init__(self) -> None:
-        # Read directly by the allocator's inner loops: framework_id -> {agent_id: until},
-        # and the same filters by agent (agent_id -> {framework_id: until}).
-        self.by_framework: dict[str, dict[str, float]] = {}
-        self.by_agent: dict[str, dict[str, float]] = {}
+        # Read directly by the allocator's inner loops: framework_id -> {agent_id: Refusal},
+        # and the same filters by agent (agent_id -> {framework_id: Refusal}).
+        self.by_framework: dict[str, dict[str, Refusal]] = {}
+        self.by_agent: dict[str, dict[str, Refusal]] = {}
         self._expiries: list[tuple[float, str, str]] = []
 
-    def add(self, framework_id: str, agent_id: str, until: float) -> None:
-        # A newer decline replaces the older filter, as in Mesos.
-        self.by_framework.setdefault(framework_id, {})[agent_id] = until
-        self.by_agent.setdefault(agent_id, {})[framework_id] = until
+    def add(self, framework_id: str, agent_id: str, until: float, refused: Resources) -> None:
+        refusal = Refusal(until, refused)
+        self.by_framework.setdefault(framework_id, {})[agent_id] = refusal
+        self.by_agent.setdefault(agent_id, {})[framework_id] = refusal
         heapq.heappush(self._expiries, (until, framework_id, agent_id))
 
-    def is_filtered(self, framework_id: str, agent_id: str, now: float) -> bool:
+    def hides(self, framework_id: str, agent_id: str, offer: Resources, now: float) -> bool:
+        """Whether the framework's filter on the agent hides an offer of `offer` now."""
         table = self.by_framework.get(framework_id)
         if not table:
             return False
-        until = table.get(agent_id)
-        return until is not None and until > now
+        refusal = table.get(agent_id)
+        return refusal is not None and refusal.hides(offer, now)
 
     def clear_framework(self, framework_id: str) -> None:
         for agent_id in self.by_framework.pop(framework_id, {}):
@@ -39,13 +67,14 @@ class DeclineFilters:
             if not table:
                 del self.by_agent[agent_id]
 
-    def active(self, framework_id: str, now: float) -> dict[str, float]:
-        """agent_id -> until for the filters of a framework that still hold at `now`."""
+    def active(self, framework_id: str, now: float) -> dict[str, Refusal]:
+        """agent_id -> Refusal for the filters of a framework that still hold at `now`."""
         table = self.by_framework.get(framework_id, {})
-        return {agent: until for agent, until in table.items() if until > now}
+        return {agent: r for agent, r in table.items() if r.until > now}
 
     def _is_current(self, until: float, framework_id: str, agent_id: str) -> bool:
-        return self.by_framework.get(framework_id, {}).get(agent_id) == until
+        refusal = self.by_framework.get(framework_id, {}).get(agent_id)
+        return refusal is not None and refusal.until == until
 
     def expire(self, now: float) -> None:
         """Drops filters whose time has come (cheap: pops only what expired)."""

@@ -54,6 +54,7 @@ class AllocatorProtocol(Protocol):
         resources: Resources,
         now: float,
         refuse_seconds: float | None = None,
+        refused: Resources | None = None,
     ) -> None: ...
     def set_weight(self, role: str, weight: float) -> None: ...
     def set_quota(

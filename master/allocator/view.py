@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agora.master.allocator.allocator import Allocator
+    from agora.master.allocator.filters import Refusal
 
 __all__ = ["AllocatorView"]
 
@@ -32,10 +33,25 @@ class AllocatorView:
         """Every agent's entry (agent_id, active, free, gpus)."""
         return self._a._agents.values()
 
-    def active_filters(self, framework_id: str, now: float) -> dict[str, float]:
-        """agent_id -> until, for the framework's decline filters on agents still present."""
+    def active_filters(self, framework_id: str, now: float) -> dict[str, Refusal]:
+        """agent_id -> Refusal, for the framework's decline filters on agents still present,
+        whether or not they hide what the agent has free now."""
         agents = self._a._agents
-        return {a: u for a, u in self._a._filters.active(framework_id, now).items() if a in agents}
+        return {a: r for a, r in self._a._filters.active(framework_id, now).items() if a in agents}
+
+    def hidden_agents(self, framework_id: str, role, now: float) -> dict[str, float]:
+        """agent_id -> until, for the agents whose offer to the framework (of `role`) a decline
+        filter hides now: the allocator's own rule (Refusal.hides) on what it would offer."""
+        hidden = {}
+        agents = self._a._agents
+        for agent_id, refusal in self._a._filters.active(framework_id, now).items():
+            agent = agents.get(agent_id)
+            if agent is None or not agent.active or not agent.free:
+                continue
+            offer = self.role_offer(agent, role)
+            if offer is not None and refusal.hides(offer, now):
+                hidden[agent_id] = refusal.until
+        return hidden
 
     def consumption(self, role) -> Mapping[str, float]:
         return self._a._consumption(role)

@@ -204,15 +204,20 @@ def test_filters_are_indexed_by_agent_and_expire_from_both_sides():
     from agora.master.allocator.filters import DeclineFilters
 
     f = DeclineFilters()
-    f.add("f1", "a1", 10.0)
-    f.add("f1", "a2", 20.0)
-    f.add("f2", "a1", 30.0)
-    assert f.by_agent == {"a1": {"f1": 10.0, "f2": 30.0}, "a2": {"f1": 20.0}}
+    r = Resources.of(cpus=1, mem=64)
+    f.add("f1", "a1", 10.0, r)
+    f.add("f1", "a2", 20.0, r)
+    f.add("f2", "a1", 30.0, r)
+
+    def untils(table):
+        return {k: {fid: refusal.until for fid, refusal in v.items()} for k, v in table.items()}
+
+    assert untils(f.by_agent) == {"a1": {"f1": 10.0, "f2": 30.0}, "a2": {"f1": 20.0}}
     f.expire(10.0)
-    assert f.by_agent == {"a1": {"f2": 30.0}, "a2": {"f1": 20.0}}
+    assert untils(f.by_agent) == {"a1": {"f2": 30.0}, "a2": {"f1": 20.0}}
     assert f.next_expiry() == 20.0
     f.clear_framework("f1")
-    assert f.by_agent == {"a1": {"f2": 30.0}}
-    assert f.by_framework == {"f2": {"a1": 30.0}}
+    assert untils(f.by_agent) == {"a1": {"f2": 30.0}}
+    assert untils(f.by_framework) == {"f2": {"a1": 30.0}}
     assert f.next_expiry() == 30.0
-    assert f.is_filtered("f2", "a1", 29.9) and not f.is_filtered("f2", "a1", 30.0)
+    assert f.hides("f2", "a1", r, 29.9) and not f.hides("f2", "a1", r, 30.0)

@@ -3,8 +3,8 @@
 A model kept by the test (what each framework holds on each agent, the filters it asked for)
 is checked against every grant: no resource offered twice at once, offered + used + free =
 total on every agent, nothing beyond a quota limit, reservations only to their role, GPU agents
-only to GPU frameworks, no offer through a filter or to a suppressed or inactive framework; and
-DRF's progressive filling with equal weights.
+only to GPU frameworks, no offer through a filter (one contained in what its framework refused)
+or to a suppressed or inactive framework; and DRF's progressive filling with equal weights.
 """
 
 from __future__ import annotations
@@ -74,7 +74,9 @@ class Model:
         self.suppressed: set[str] = set()
         self.inactive: set[str] = set()
         self.held: dict[str, dict[str, Resources]] = {a: {} for a in agent_totals}
-        self.filters: dict[tuple[str, str], float] = {}
+        # (fid, agent) -> (until, what it refused): Mesos' filters hide only offers contained
+        # in what was refused.
+        self.filters: dict[tuple[str, str], tuple[float, Resources]] = {}
         self.limit_r1 = limit_r1
         self.now = 0.0
 
@@ -84,7 +86,9 @@ class Model:
             fid, agent = g.framework_id, g.agent_id
             assert fid in self.present and fid not in self.suppressed and fid not in self.inactive
             assert agent in self.agents and agent not in self.drained
-            assert self.filters.get((fid, agent), -1.0) <= self.now, "offered through a filter"
+            until, refused = self.filters.get((fid, agent), (-1.0, Resources()))
+            hidden = until > self.now and refused.contains(g.resources)
+            assert not hidden, "offered through a filter"
             role, gpu = self.frameworks[fid]
             assert g.resources.roles() <= {UNRESERVED, role}, "reservation to another role"
             if self.totals[agent].scalar("gpus") > 0:
@@ -128,7 +132,7 @@ class Model:
             alloc.recover(fid, agent, part, self.now, refuse_seconds=args[2])
             self.held[agent][fid] = self.held[agent][fid] - part
             if args[2]:
-                self.filters[(fid, agent)] = self.now + args[2]
+                self.filters[(fid, agent)] = (self.now + args[2], part)
         elif kind == "advance":
             self.now += args[0]
         elif kind == "weight":

@@ -106,3 +106,57 @@ async def test_decline_filter_hides_the_agent_until_revive(master, agent, framew
     again = await framework.inbox.expect("offers", after=n)
     assert again.offers[0].agent_id == agent.agent_id
     assert again.offers[0].offer_id != offer.offer_id
+
+
+async def test_a_declined_leftover_does_not_hide_the_cpus_a_finished_task_frees(
+    master, agent, framework
+):
+    # Four tasks take all four CPUs; the framework declines the memory left for an hour.
+    [offer] = await framework.offers()
+    tasks = [task(f"t{i}", "cpus:1;mem:128") for i in range(4)]
+    await framework.accept([offer.offer_id], tasks, refuse_seconds=0)
+    for i in range(4):
+        agent.status(framework.framework_id, f"t{i}", common_pb2.TASK_RUNNING)
+    [leftover] = await framework.offers()
+    assert Resources.from_proto(leftover.resources).scalar("cpus") == 0
+    await framework.stub.Decline(
+        scheduler_pb2.DeclineRequest(
+            **framework.ids(),
+            offer_ids=[leftover.offer_id],
+            filters=common_pb2.Filters(refuse_seconds=3600),
+        )
+    )
+    framework.used.add(leftover.offer_id)
+    cycles = master.metrics.cycles()
+    await eventually_async(lambda: master.metrics.cycles() > cycles, message="a cycle")
+    assert await framework.offers(count=0) == []  # filtered, not offered again
+    # A task ends: what it frees, with the memory refused, is offered at once (Mesos' filter
+    # hides only what is contained in what was refused), not after the hour.
+    agent.status(framework.framework_id, "t0", common_pb2.TASK_FINISHED)
+    [fresh] = await framework.offers(timeout=10.0)
+    resources = Resources.from_proto(fresh.resources)
+    assert resources.scalar("cpus") == 1
+    assert resources.contains(Resources.from_proto(leftover.resources))
+
+
+async def test_declining_two_offers_on_one_agent_refuses_their_sum(master, agent, framework):
+    [offer] = await framework.offers()
+    tasks = [task(f"t{i}", "cpus:1;mem:128") for i in range(4)]
+    await framework.accept([offer.offer_id], tasks, refuse_seconds=0)
+    [leftover] = await framework.offers()  # the memory left, kept while a task ends
+    agent.status(framework.framework_id, "t0", common_pb2.TASK_FINISHED)
+    offers = await framework.offers(count=2)
+    assert {o.agent_id for o in offers} == {agent.agent_id}
+    await framework.stub.Decline(
+        scheduler_pb2.DeclineRequest(
+            **framework.ids(),
+            offer_ids=[o.offer_id for o in offers],
+            filters=common_pb2.Filters(refuse_seconds=3600),
+        )
+    )
+    framework.used.update(o.offer_id for o in offers)
+    cycles = master.metrics.cycles()
+    await eventually_async(lambda: master.metrics.cycles() > cycles, message="a cycle")
+    # Both came back, and together they are what was refused: nothing is offered again.
+    assert await framework.offers(count=0) == []
+    assert leftover.offer_id in {o.offer_id for o in offers}
