@@ -1,7 +1,9 @@
 """Entry point of the `agora` command.
 
-Each subcommand lives in its own module exposing `register(subparsers)`; the module is imported
-only when listed here, so `agora --help` stays fast and one command's imports never slow another.
+Each subcommand lives in its own module exposing `register(subparsers)`. The table below names
+every command and its one-line summary, so `agora --help` lists them all without importing any,
+and `agora job submit ...` imports only agora.cli.job_cmd: one command's imports never slow
+another, and `agora --help` takes about as long as Python takes to start.
 """
 
 from __future__ import annotations
@@ -13,33 +15,71 @@ import sys
 
 from agora.cli.errors import CommandError, UsageError
 
-# (module, summary) in the order `agora --help` lists them.
-COMMAND_MODULES = [
-    "agora.cli.local_cmd",
-    "agora.cli.master_cmd",
-    "agora.cli.agent_cmd",
-    "agora.cli.relay_cmd",
-    "agora.cli.cluster_cmd",
-    "agora.cli.bench_cmd",
-    "agora.cli.batch_cmd",
-    "agora.cli.job_cmd",
-    "agora.cli.services_cmd",
-    "agora.cli.app_cmd",
-    "agora.cli.task_cmd",
-    "agora.cli.experiment_cmd",
-    "agora.cli.tls_cmd",
-]
+# name -> (module, summary), in the order `agora --help` lists them. A summary is the `help=`
+# its module registers (tests/cli checks that they agree).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "local": (
+        "agora.cli.local_cmd",
+        "run a master and agents in one process (a cluster on this machine)",
+    ),
+    "master": ("agora.cli.master_cmd", "run the master daemon"),
+    "agent": (
+        "agora.cli.agent_cmd",
+        "run an agent: offer this machine's resources to a master and run its tasks",
+    ),
+    "relay": (
+        "agora.cli.relay_cmd",
+        "run a relay: agents dial it as a master, and it carries them all on one stream",
+    ),
+    "cluster": ("agora.cli.cluster_cmd", "show the live cluster; set role weights and quota"),
+    "bench": ("agora.cli.bench_cmd", "benchmark a component (allocator, streams, tasks)"),
+    "batch": (
+        "agora.cli.batch_cmd",
+        "run the batch framework daemon (the API behind `agora job`)",
+    ),
+    "job": ("agora.cli.job_cmd", "submit and manage batch jobs (needs `agora batch` running)"),
+    "services": (
+        "agora.cli.services_cmd",
+        "run the service framework daemon (the API behind `agora app`)",
+    ),
+    "app": ("agora.cli.app_cmd", "manage long-running apps on the service framework"),
+    "task": ("agora.cli.task_cmd", "read any framework's task output"),
+    "experiment": (
+        "agora.cli.experiment_cmd",
+        "measure the real master against emulated agents (results + plots)",
+    ),
+    "tls": (
+        "agora.cli.tls_cmd",
+        "create a certificate authority and certificates for mutual TLS",
+    ),
+}
+COMMAND_MODULES = [module for module, _ in COMMANDS.values()]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: list[str]) -> str | None:
+    """The command `argv` names: its first word that is not an option (`agora` itself takes
+    only -h), or None when it names none of COMMANDS."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The `agora` parser with the command `argv` names registered in full (its module
+    imported); every other command is a name and a summary, enough for `agora --help`."""
     parser = argparse.ArgumentParser(
         prog="agora",
         description="Agora: a two-level resource-offer cluster manager (in the line of Mesos).",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    command = chosen_command(sys.argv[1:] if argv is None else argv)
+    for name, (module, summary) in COMMANDS.items():
+        if name == command:
+            importlib.import_module(module).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary)
     return parser
 
 
@@ -53,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         from agora.common import handshakes
 
         handshakes.prepare()  # before anything imports grpc
-    parser = build_parser()
+    parser = build_parser(words)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -6,7 +6,6 @@ import argparse
 import os
 
 from agora.cli.errors import CommandError, UsageError
-from agora.common import configure_logging
 
 DEFAULT_MASTER = "127.0.0.1:5050"
 
@@ -27,6 +26,8 @@ def add_log_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_logging(args: argparse.Namespace) -> None:
+    from agora.common.logs import configure_logging
+
     configure_logging(level=args.log_level, fmt=args.log_format, final=True)
 
 

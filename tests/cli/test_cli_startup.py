@@ -1,0 +1,113 @@
+"""The `agora` command imports only what the chosen command uses.
+
+`agora --help` names every command from the table in agora.cli.main without importing any
+command module, and `agora job submit ...` imports agora.cli.job_cmd alone; so a client command
+never pays for the master, the agent, the experiments or a framework daemon. Each case runs the
+command in a fresh interpreter and reads its sys.modules afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agora.cli.main import COMMANDS, build_parser, main
+
+# Run `agora ARGS` as the console script does (agora.cli.main.main), then report the exit
+# status and every module loaded, as JSON on the last line of stderr.
+PROBE = """
+import json, sys
+from agora.cli.main import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+# Whole subsystems no client command needs: the daemons, the experiments and their plots,
+# the framework daemons (agora.frameworks.batch.daemon among them).
+DAEMONS_AND_EXPERIMENTS = (
+    "agora.master",
+    "agora.agent",
+    "agora.experiments",
+    "agora.frameworks",
+    "aiohttp",
+    "matplotlib",
+)
+# What a help page never needs: it talks to nothing.
+NETWORK_AND_WIRE = ("grpc", "google.protobuf", "cryptography", "structlog", "asyncio")
+
+
+def run_agora(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60
+    )
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    return result, report
+
+
+def loaded(modules: list[str], packages: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in packages)]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--help"], "COMMAND"),
+        (["job", "submit", "--help"], "--instances"),
+        (["job", "--help"], "submit"),
+        (["cluster", "agents", "--help"], "--json"),
+        (["app", "put", "--help"], "usage: agora app put"),
+        (["task", "logs", "--help"], "usage: agora task logs"),
+    ],
+)
+def test_help_loads_no_daemon_and_no_grpc(args, expected):
+    result, report = run_agora(*args)
+    assert report["exit"] == 0, result.stderr
+    assert expected in result.stdout  # the full help of the command asked for
+    modules = report["modules"]
+    assert loaded(modules, DAEMONS_AND_EXPERIMENTS) == []
+    assert loaded(modules, NETWORK_AND_WIRE) == []
+    # Of the command modules, only the one named is imported (none for `agora --help`).
+    commands = sorted(m for m in modules if m.startswith("agora.cli.") and m.endswith("_cmd"))
+    chosen = [COMMANDS[args[0]][0]] if args[0] in COMMANDS else []
+    assert commands == chosen
+
+
+def test_a_client_command_that_runs_loads_no_daemon():
+    # Port 1 refuses at once: the command reaches its gRPC call and fails there.
+    result, report = run_agora("cluster", "agents", "--master", "127.0.0.1:1", "--json")
+    assert report["exit"] == 1
+    assert "cannot reach the master at 127.0.0.1:1" in result.stderr
+    assert "grpc" in report["modules"]  # it did get as far as dialling
+    assert loaded(report["modules"], DAEMONS_AND_EXPERIMENTS) == []
+
+
+def test_top_level_help_is_the_same_whichever_command_is_loaded():
+    # The table's summaries are what each module registers: `agora --help` (no module loaded)
+    # reads exactly as it does with any one command's module registered in full.
+    unloaded = build_parser([]).format_help()
+    assert all(name in unloaded for name in COMMANDS)
+    for name in COMMANDS:
+        assert build_parser([name]).format_help() == unloaded, name
+
+
+def test_each_module_registers_the_command_the_table_names():
+    for name, (module, _) in COMMANDS.items():
+        parser = build_parser([name])
+        (subparsers,) = [a for a in parser._actions if a.dest == "command"]
+        # A registered command has its own flags beyond --help; a stub from the table has none.
+        assert len(subparsers.choices[name]._actions) > 1, module
+
+
+def test_unknown_command_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["nosuch"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'nosuch'" in err
+    assert all(repr(name) in err for name in COMMANDS)
