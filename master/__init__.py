@@ -7,7 +7,26 @@ validation), plain data (registry), the durable registry (registry_store) and Ma
 (config). The allocation policy itself is agora.master.allocator; README.md draws the paths.
 """
 
-from agora.master.config import MasterConfig
-from agora.master.server import Master
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agora.master.config import MasterConfig
+    from agora.master.server import Master
 
 __all__ = ["Master", "MasterConfig"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: Master brings the whole daemon (gRPC services, aiohttp, the
+    # dashboard), which importing agora.master.allocator (`agora bench`) must not.
+    if name == "Master":
+        from agora.master.server import Master
+
+        return Master
+    if name == "MasterConfig":
+        from agora.master.config import MasterConfig
+
+        return MasterConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
