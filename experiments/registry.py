@@ -626,6 +626,119 @@ def _build_omega(args: argparse.Namespace) -> Runner:
     return lambda out, command: omega.run(cfg, out, command, quiet)
 
 
+def _throughput_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tasks", type=int, default=1000, help="tasks of `true` each path runs (default 1000)"
+    )
+    p.add_argument(
+        "--single",
+        type=int,
+        default=50,
+        metavar="N",
+        help="single tasks, one at a time on an idle cluster, through the Batch API, the "
+        "`agora job submit` command and the SDK (and srun and sbatch with --peer slurm) "
+        "(default 50; 0: none)",
+    )
+    p.add_argument("--agents", type=int, default=2, help="real agents (default 2)")
+    p.add_argument(
+        "--agent-resources",
+        default="cpus:1;mem:1024",
+        help="each agent's --resources (default cpus:1;mem:1024: ten tasks at once)",
+    )
+    p.add_argument("--cpus", type=float, default=0.1, help="cpus per task (default 0.1)")
+    p.add_argument("--mem", type=float, default=32.0, help="MB of memory per task (default 32)")
+    p.add_argument(
+        "--paths",
+        default="batch,readme,sdk",
+        help="the paths to run, each on a fresh cluster: batch (`agora job submit` to `agora "
+        "batch`), readme (the README's framework), sdk (an SDK framework holding offers) "
+        "(default batch,readme,sdk)",
+    )
+    p.add_argument(
+        "--peer",
+        default=None,
+        metavar="NAME",
+        help="also run the workload on a peer and give the ratios: slurm (a single-node Slurm "
+        "on loopback, from Debian's slurm-wlm and munge; default: none)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive,
+        default=900.0,
+        help="seconds a path may take before it is stopped and reported unfinished (900)",
+    )
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="put the agents' work dirs (and the peer's files) under DIR (default: $TMPDIR "
+        "or /tmp; /dev/shm as for `launch`)",
+    )
+
+
+def _build_throughput(args: argparse.Namespace) -> Runner:
+    quiet = args.quiet
+    from agora.common import Resources
+    from agora.experiments import throughput
+
+    if args.seconds is not None:
+        raise ExperimentError("--seconds does not apply: throughput runs --tasks tasks per path")
+    if args.tasks < 1:
+        raise ExperimentError(f"--tasks {args.tasks}: run 1 or more tasks")
+    if args.single < 0 or args.agents < 1:
+        raise ExperimentError("--single must be 0 or more and --agents 1 or more")
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    if not paths or set(paths) - set(throughput.PATHS):
+        raise ExperimentError(f"--paths {args.paths!r}: use one or more of batch,readme,sdk")
+    if args.peer is not None and args.peer not in throughput.PEERS:
+        raise ExperimentError(f"--peer {args.peer!r}: the peer this experiment runs is slurm")
+    try:
+        agent = Resources.parse(args.agent_resources)
+    except ValueError as e:
+        raise ExperimentError(f"--agent-resources: {e}") from None
+    if not (args.cpus > 0 and args.mem > 0):
+        raise ExperimentError("--cpus and --mem must be more than 0")
+    per_agent = min(
+        int(agent.scalar("cpus") / args.cpus + 1e-9), int(agent.scalar("mem") / args.mem + 1e-9)
+    )
+    if per_agent < 1:
+        raise ExperimentError(
+            f"a task of {args.cpus:g} cpus / {args.mem:g} MB does not fit an agent of "
+            f"{args.agent_resources}"
+        )
+    if args.work_dir is not None and not (
+        args.work_dir.is_dir() and os.access(args.work_dir, os.W_OK | os.X_OK)
+    ):
+        raise ExperimentError(
+            f"--work-dir {args.work_dir}: not a directory this user can write to; "
+            "create it or pick another"
+        )
+    programs: dict[str, str] = {}
+    if args.peer == "slurm":
+        from agora.experiments.slurm_peer import find_programs
+
+        found = find_programs()
+        if isinstance(found, str):
+            raise ExperimentError(found)
+        programs = found
+    cfg = throughput.ThroughputConfig(
+        tasks=args.tasks,
+        single=args.single,
+        agents=args.agents,
+        agent_resources=args.agent_resources,
+        cpus=args.cpus,
+        mem=args.mem,
+        paths=paths,
+        peer=args.peer,
+        timeout=args.timeout,
+        work_dir=str(args.work_dir) if args.work_dir else None,
+        per_agent=per_agent,
+        slurm_programs=programs,
+    )
+    return lambda out, command: throughput.run(cfg, out, command, quiet)
+
+
 def _trace(path: Path | None):
     from agora.experiments.load import load_trace
 
@@ -747,6 +860,22 @@ EXPERIMENTS: dict[str, Experiment] = {
             build=_build_omega,
             full=("--seconds", "45"),
             quick=("--decision-times", "0.01,1", "--seconds", "15", "--gang-timeout", "30"),
+        ),
+        Experiment(
+            name="throughput",
+            help="the user's paths (`agora job submit`, the README's framework, an SDK "
+            "framework holding offers): tasks/s, submit -> start, CPU per task; --peer slurm",
+            description="N x `true` (0.1 cpu, 32 MB each) on a master and two real agents of "
+            "cpus:1;mem:1024, through the batch framework (`agora job submit` to `agora "
+            'batch`), through the README\'s "Write your own framework" code as its own '
+            "process, and through an SDK framework that holds offers, each on a fresh "
+            "cluster: tasks/s, launch -> RUNNING, CPU per task per daemon; then single tasks "
+            "one at a time (Batch API, the command, the SDK). --peer slurm runs the same on a "
+            "single-node Slurm and gives the ratios.",
+            add_arguments=_throughput_arguments,
+            build=_build_throughput,
+            full=("--tasks", "1000", "--single", "50", "--work-dir", "/dev/shm"),
+            quick=("--tasks", "200", "--single", "10"),
         ),
     )
 }

@@ -4,20 +4,15 @@ file as the README says, run against a real cluster and do what the README says 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
 import pytest
-from harness import ROOT, Cluster
+from harness import Cluster
+
+from agora.experiments.readme_framework import framework_blocks
 
 pytestmark = pytest.mark.e2e
-
-
-def framework_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Write your own framework", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
 
 
 def test_the_readme_framework_runs_as_written(tmp_path):

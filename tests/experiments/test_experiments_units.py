@@ -172,6 +172,7 @@ def test_the_registry_is_the_one_list_of_experiments_and_their_sizes():
         "failover",
         "soak",
         "omega",
+        "throughput",
     ]
     parser = argparse.ArgumentParser()
     experiment_cmd.register(parser.add_subparsers(dest="command"))

@@ -1,0 +1,241 @@
+"""throughput: the user's paths on real processes, N x `true`, beside a peer (issue 31).
+
+On a master and real agents (`cpus:1;mem:1024` each by default: ten tasks of 0.1 cpu / 32 MB
+at once per agent), each its own process, N tasks of `true` run through three paths, each a
+phase on a fresh cluster (experiments/throughput_paths.py):
+
+- batch: the `agora batch` daemon and the command a user types,
+  `agora job submit --instances N --cpus 0.1 --mem 32 -- true`;
+- readme: the README's "Write your own framework" code, as its own process;
+- sdk: an SDK framework that holds the offers it cannot use yet (what the other experiments do).
+
+Per path: tasks/s over the whole run, launch -> RUNNING and submit -> RUNNING per task, and the
+CPU per task of every daemon. Then one task at a time on an idle cluster, submit -> start,
+through the Batch API, the `agora job submit` command and an SDK framework at rest. With
+`--peer slurm` the same workload runs on a single-node Slurm (experiments/slurm_peer.py) and
+the summary gives the ratios Agora / Slurm.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from agora.experiments.results import Progress, Results
+from agora.experiments.throughput_cluster import cluster
+from agora.experiments.throughput_paths import (
+    Workload,
+    batch_path,
+    batch_singles,
+    readme_path,
+    sdk_path,
+    sdk_singles,
+    warm_up,
+)
+from agora.experiments.throughput_report import plots, summary
+
+PATHS = ("batch", "readme", "sdk")
+PEERS = ("slurm",)
+# Issue 31's targets.
+TASKS_PER_SECOND = 200.0
+SINGLE_P50_MS = 15.0
+
+
+@dataclass
+class ThroughputConfig:
+    tasks: int = 1000
+    single: int = 50  # single tasks one at a time, per way of submitting one (0: none)
+    agents: int = 2
+    agent_resources: str = "cpus:1;mem:1024"
+    cpus: float = 0.1
+    mem: float = 32.0
+    paths: list[str] = field(default_factory=lambda: list(PATHS))
+    peer: str | None = None
+    timeout: float = 900.0  # seconds a path may take
+    work_dir: str | None = None  # agents' work dirs (and the peer's files) under it
+    per_agent: int = 10  # tasks of cpus/mem that fit an agent at once (the registry works it out)
+    # Each program's path when --peer slurm (found by the registry, which checks them first).
+    slurm_programs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def at_once(self) -> int:
+        return self.per_agent * self.agents
+
+
+async def run(cfg: ThroughputConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
+    config = asdict(cfg)
+    config.pop("slurm_programs")
+    results = Results("throughput", out, config, command)
+    progress = Progress("throughput", quiet)
+    workload = Workload(cfg.tasks, cfg.cpus, cfg.mem, "true", cfg.timeout)
+    scratch = Path(tempfile.mkdtemp(prefix="agora-throughput-", dir=cfg.work_dir))
+    logs = out / "logs"
+    singles: dict[str, dict] = {}
+    rows: list[dict] = []
+    try:
+        for path in cfg.paths:
+            run_result, path_rows = await _phase(
+                cfg, path, workload, scratch / path, logs / path, singles, progress
+            )
+            results.add_run(run_result)
+            rows += path_rows
+        if cfg.peer == "slurm":
+            from agora.experiments.slurm_peer import SlurmSetup, run_peer
+
+            progress.show("slurm: starting munged, slurmctld and slurmd", force=True)
+            setup = SlurmSetup(
+                cpus=cfg.at_once,
+                memory_mb=int(cfg.agents * _agent_mem(cfg)),
+                max_array=cfg.tasks,
+            )
+            array, peer_singles, peer_rows = await run_peer(
+                cfg.slurm_programs, setup, workload, cfg.single, scratch / "slurm",
+                logs / "slurm", out, progress,
+            )  # fmt: skip
+            results.add_run(array)
+            singles.update(peer_singles)
+            rows += peer_rows
+            progress.done(f"slurm: {array['tasks_per_second']} tasks/s")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    results.data["single_task"] = singles
+    if cfg.peer:
+        results.data["peer"] = {"name": cfg.peer, "ratios": ratios(results.runs, singles)}
+    results.add_samples(rows)
+    _targets(results, cfg, singles)
+    names = plots(out, results.runs, singles, rows)
+    results.write(summary(cfg, results), names)
+    for line in ratio_lines(results.data.get("peer")):
+        progress.done(line)
+    return results
+
+
+async def _phase(cfg, path, workload, work, logs, singles, progress) -> tuple[dict, list]:
+    progress.show(f"{path}: starting a master and {cfg.agents} agents", force=True)
+    rows: list[dict] = []
+    async with cluster(work, logs, cfg.agents, cfg.agent_resources, batch=path == "batch") as cl:
+        await warm_up(cl, workload)
+        if path == "batch" and cfg.single:
+            singles["batch_api"], singles["command"], single_rows = await batch_singles(
+                cl, workload, cfg.single, progress
+            )
+            rows += single_rows
+        elif path == "sdk" and cfg.single:
+            singles["sdk"], single_rows = await sdk_singles(cl, workload, cfg.single, progress)
+            rows += single_rows
+        if path == "batch":
+            result, path_rows = await batch_path(cl, workload, progress)
+        elif path == "readme":
+            result, path_rows = await readme_path(cl, workload, work, logs, progress)
+        else:
+            result, path_rows = await sdk_path(cl, workload, progress)
+    progress.done(
+        f"{path}: {result['ended']}/{cfg.tasks} tasks ended, {result['tasks_per_second']} "
+        f"tasks/s, launch -> RUNNING p50 {result['figures_ms']['launch_to_running']['p50']} ms"
+    )
+    return result, rows + path_rows
+
+
+def _agent_mem(cfg: ThroughputConfig) -> float:
+    from agora.common import Resources
+
+    return Resources.parse(cfg.agent_resources).scalar("mem")
+
+
+def _run(runs: list[dict], system: str, path: str) -> dict | None:
+    return next((r for r in runs if r["system"] == system and r["path"] == path), None)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def ratios(runs: list[dict], singles: dict) -> dict:
+    """Agora / Slurm: tasks/s per path against the job array, single-task p50s against srun
+    and sbatch, and CPU per task (the whole experiment's) per path against the array's."""
+    slurm = _run(runs, "slurm", "array")
+    if slurm is None:
+        return {}
+    agora = [r for r in runs if r["system"] == "agora"]
+
+    def p50(key: str) -> float | None:
+        return singles[key]["submit_to_start"]["p50"] if key in singles else None
+
+    return {
+        "tasks_per_second": {
+            r["path"]: _ratio(r["tasks_per_second"], slurm["tasks_per_second"]) for r in agora
+        },
+        "single_submit_to_start_p50": {
+            "batch_api/srun": _ratio(p50("batch_api"), p50("srun")),
+            "sdk/srun": _ratio(p50("sdk"), p50("srun")),
+            "command/sbatch": _ratio(p50("command"), p50("sbatch")),
+        },
+        "cpu_ms_per_task": {
+            r["path"]: _ratio(
+                r["cpu_ms_per_task"]["experiment"], slurm["cpu_ms_per_task"]["experiment"]
+            )
+            for r in agora
+        },
+    }
+
+
+def ratio_lines(peer: dict | None) -> list[str]:
+    """The ratios as lines for people (stderr at the end, and the summary)."""
+    if not peer or not peer.get("ratios"):
+        return []
+    r = peer["ratios"]
+    lines = [
+        f"Agora/Slurm tasks/s: {path} {value}" for path, value in r["tasks_per_second"].items()
+    ]
+    lines += [
+        f"Agora/Slurm single-task submit -> start p50: {pair} {value}"
+        for pair, value in r["single_submit_to_start_p50"].items()
+        if value is not None
+    ]
+    lines += [
+        f"Agora/Slurm CPU per task: {path} {value}" for path, value in r["cpu_ms_per_task"].items()
+    ]
+    return lines
+
+
+def _targets(results: Results, cfg: ThroughputConfig, singles: dict) -> None:
+    workload = (
+        f"{cfg.tasks} x `true` of {cfg.cpus:g} cpu / {cfg.mem:g} MB, {cfg.agents} agents of "
+        f"{cfg.agent_resources}, submit -> the last task's end"
+    )
+    for path, name in (
+        ("batch", "batch framework tasks/s (`agora job submit --instances N`)"),
+        ("readme", "README framework tasks/s"),
+    ):
+        run = _run(results.runs, "agora", path)
+        results.target(
+            name,
+            run["tasks_per_second"] if run else None,
+            TASKS_PER_SECOND,
+            "tasks/s",
+            at_most=False,
+            measured_in=workload if run else "path not run (--paths)",
+        )
+    for key, name in (("batch_api", "Batch API"), ("sdk", "SDK")):
+        single = singles.get(key)
+        results.target(
+            f"single task submit -> start p50, {name}",
+            single["submit_to_start"]["p50"] if single else None,
+            SINGLE_P50_MS,
+            "ms",
+            measured_in=f"{single['count']} tasks one at a time on an idle cluster"
+            if single
+            else "not run (--single 0 or --paths)",
+        )
+    batch = _run(results.runs, "agora", "batch")
+    per_task = batch["cpu_ms_per_task"] if batch else {}
+    daemon, master = per_task.get("batch daemon"), per_task.get("master")
+    results.target(
+        "batch daemon CPU per task / the master's",
+        daemon / master if daemon is not None and master else None,
+        1.0,
+        "ratio",
+        measured_in=f"batch path: {daemon} ms / {master} ms a task" if batch else "path not run",
+    )

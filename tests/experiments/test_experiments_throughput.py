@@ -1,0 +1,158 @@
+"""agora experiment throughput, tiny: every path runs all its tasks and reports its figures;
+bad input fails in one line; the Slurm peer's pieces that need no Slurm."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from experiments_helpers import assert_stats, load_results, run_agora, run_experiment
+
+from agora.experiments import slurm_peer
+from agora.experiments.readme_framework import benchmark_script, framework_blocks
+from agora.experiments.throughput import ratios
+
+pytestmark = pytest.mark.e2e
+
+TASKS = 20
+# Each path's own process, named in its CPU account.
+FRAMEWORK = {
+    "batch": "batch daemon",
+    "readme": "README framework",
+    "sdk": "SDK framework (runner)",
+}
+
+
+def test_every_path_runs_all_its_tasks_and_reports_them(tmp_path):
+    out = tmp_path / "throughput"
+    proc = run_experiment(
+        "throughput", "--tasks", str(TASKS), "--single", "2", "--out", str(out), timeout=150
+    )
+    assert f"wrote {out / 'results.json'}" in proc.stdout
+    data = load_results(out, "throughput")
+    runs = {r["path"]: r for r in data["runs"]}
+    assert list(runs) == ["batch", "readme", "sdk"] and "peer" not in data
+    summary = (out / "summary.md").read_text()
+    for path, run in runs.items():
+        assert run["system"] == "agora"
+        assert run["tasks"] == run["ended"] == run["finished"] == TASKS and run["complete"]
+        assert run["tasks_per_second"] > 0 and run["launch_span_tasks_per_second"] > 0
+        for figure in ("launch_to_running", "submit_to_running"):
+            assert_stats(run["figures_ms"][figure])
+            assert run["figures_ms"][figure]["count"] == TASKS
+        per_task = run["cpu_ms_per_task"]
+        assert {"master", "agent-0", "agent-1", FRAMEWORK[path], "experiment"} <= set(per_task)
+        assert all(v is None or v >= 0 for v in per_task.values()) and per_task["experiment"] > 0
+        assert run["cpu"]["count"] == TASKS
+        # The summary's throughput table shows the run's figure.
+        assert f"| {TASKS} | {TASKS} |" in summary and f"{run['tasks_per_second']:.1f}" in summary
+    assert "agora job submit" in runs["batch"]["cpu_ms_per_task"]
+    singles = data["single_task"]
+    assert set(singles) == {"batch_api", "command", "sdk"}
+    for single in singles.values():
+        assert single["count"] == single["finished"] == 2
+        assert_stats(single["submit_to_start"])
+        assert single["label"] in summary
+    # Every target was measured: the run had every path and single tasks.
+    assert [t["met"] is not None for t in data["targets"]] == [True] * 5
+    for section in ("## Throughput", "## One task at a time", "## CPU per task, per process"):
+        assert section in summary
+    assert {
+        "throughput_tasks_per_second.png",
+        "throughput_launch_to_running_cdf.png",
+        "throughput_single_cdf.png",
+        "throughput_cpu.png",
+    } <= set(data["plots"])
+    rows = (out / "samples.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3 * TASKS + 3 * 2  # a row per task and per single task
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tasks", "0"), "--tasks 0: run 1 or more tasks"),
+        (("--peer", "pbs"), "--peer 'pbs': the peer this experiment runs is slurm"),
+        (("--paths", "batch,mesos"), "--paths 'batch,mesos': use one or more of"),
+        (("--cpus", "2"), "a task of 2 cpus / 32 MB does not fit an agent of cpus:1;mem:1024"),
+    ],
+)
+def test_bad_input_gets_one_line_and_a_failure(tmp_path, args, message):
+    result = run_agora("experiment", "throughput", *args, "--out", str(tmp_path / "x"))
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_peer_slurm_says_how_to_install_it_when_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(slurm_peer, "SBIN", ())
+    message = slurm_peer.find_programs()
+    assert isinstance(message, str) and "\n" not in message
+    assert "slurmctld" in message and "apt-get install -y slurm-wlm munge" in message
+
+
+def test_the_slurm_configuration_is_the_issues(tmp_path):
+    conf = slurm_peer.slurm_conf(
+        slurm_peer.SlurmSetup(cpus=20, memory_mb=2048, max_array=5000),
+        host="node", user="me", munge_socket=tmp_path / "munge.sock", state=tmp_path / "state",
+        spool=tmp_path / "spool", logs=tmp_path / "logs", ctld_port=7001, slurmd_port=7002,
+    )  # fmt: skip
+    settings = dict(line.split("=", 1) for line in conf.splitlines() if "=" in line[:40])
+    assert settings["SchedulerParameters"] == "batch_sched_delay=0"  # and no defer
+    assert settings["Epilog"] == "/bin/true"
+    assert settings["AccountingStorageType"] == "accounting_storage/none"
+    assert settings["SlurmctldHost"] == "node(127.0.0.1)"
+    assert "NoCtldInAddrAny" in settings["CommunicationParameters"]
+    assert settings["MaxArraySize"] == "5001"
+    assert "CPUs=20 RealMemory=2048" in conf and "NodeAddr=127.0.0.1" in conf
+
+
+def test_the_readme_framework_is_the_readmes_code():
+    blocks = framework_blocks()
+    script = benchmark_script()
+    assert all(block in script for block in blocks[:3]) and blocks[3] not in script
+    compile(script, "readme_framework.py", "exec")
+
+
+def test_ratios_are_agora_over_slurm():
+    def run(system, path, tps, cpu):
+        return {
+            "system": system, "path": path, "tasks_per_second": tps,
+            "cpu_ms_per_task": {"experiment": cpu},
+        }  # fmt: skip
+
+    def single(p50):
+        return {"submit_to_start": {"p50": p50}}
+
+    runs = [run("agora", "batch", 50.0, 8.0), run("slurm", "array", 100.0, 4.0)]
+    singles = {"batch_api": single(30.0), "srun": single(20.0), "sbatch": single(500.0)}
+    assert ratios(runs, singles) == {
+        "tasks_per_second": {"batch": 0.5},
+        "single_submit_to_start_p50": {
+            "batch_api/srun": 1.5,
+            "sdk/srun": None,
+            "command/sbatch": None,
+        },
+        "cpu_ms_per_task": {"batch": 2.0},
+    }
+    assert ratios(runs[:1], singles) == {}
+
+
+@pytest.mark.skipif(
+    shutil.which("slurmctld", path="/usr/sbin:/usr/local/sbin:/sbin") is None,
+    reason="Slurm is not installed (apt-get install slurm-wlm munge); the suite needs no Slurm",
+)
+def test_peer_slurm_beside_the_sdk_path(tmp_path):
+    out = tmp_path / "peer"
+    run_experiment(
+        "throughput", "--tasks", str(TASKS), "--single", "1", "--paths", "sdk",
+        "--peer", "slurm", "--out", str(out), timeout=150,
+    )  # fmt: skip
+    data = load_results(out, "throughput")
+    slurm = data["runs"][-1]
+    assert slurm["system"] == "slurm" and slurm["finished"] == TASKS
+    assert slurm["tasks_per_second"] > 0 and slurm["cpu_ms_per_task"]["slurm slurmctld"] >= 0
+    assert data["single_task"]["srun"]["count"] == data["single_task"]["sbatch"]["count"] == 1
+    assert data["peer"]["ratios"]["tasks_per_second"]["sdk"] > 0
+    assert (out / "slurm.conf").exists() and "## Beside Slurm" in (out / "summary.md").read_text()
