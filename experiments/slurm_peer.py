@@ -42,6 +42,7 @@ from agora.experiments.throughput_paths import (
     POLL_SECONDS,
     SINGLE_GAP,
     Workload,
+    cpu_per_task,
     run_command,
     single_result,
 )
@@ -378,10 +379,7 @@ async def _array(slurm: SlurmCluster, workload: Workload, progress: Progress) ->
             "array's tasks left; no per-task times without accounting",
         },
         "cpu": account,
-        "cpu_ms_per_task": {
-            **{name: c["ms_per_task"] for name, c in account["components"].items()},
-            "experiment": account["experiment"]["ms_per_task"],
-        },
+        "cpu_ms_per_task": cpu_per_task(account),
         "job_id": job_id,
         "ended_in_time": ended_in_time,
     }

@@ -154,7 +154,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def ratios(runs: list[dict], singles: dict) -> dict:
     """Agora / Slurm: tasks/s per path against the job array, single-task p50s against srun
-    and sbatch, and CPU per task (the whole experiment's) per path against the array's."""
+    and sbatch, and CPU per task per path against the array's: all of it (the experiment's),
+    and the long-lived daemons' alone (master, agents, framework / slurmctld, slurmd, munged)."""
     slurm = _run(runs, "slurm", "array")
     if slurm is None:
         return {}
@@ -178,6 +179,10 @@ def ratios(runs: list[dict], singles: dict) -> dict:
             )
             for r in agora
         },
+        "daemons_cpu_ms_per_task": {
+            r["path"]: _ratio(r["cpu_ms_per_task"]["daemons"], slurm["cpu_ms_per_task"]["daemons"])
+            for r in agora
+        },
     }
 
 
@@ -195,7 +200,12 @@ def ratio_lines(peer: dict | None) -> list[str]:
         if value is not None
     ]
     lines += [
-        f"Agora/Slurm CPU per task: {path} {value}" for path, value in r["cpu_ms_per_task"].items()
+        f"Agora/Slurm CPU per task, everything: {path} {value}"
+        for path, value in r["cpu_ms_per_task"].items()
+    ]
+    lines += [
+        f"Agora/Slurm CPU per task, the daemons: {path} {value}"
+        for path, value in r["daemons_cpu_ms_per_task"].items()
     ]
     return lines
 

@@ -88,7 +88,6 @@ def path_result(
     first_launch = min(launched) if launched else None
     finished = sum(r.finished for r in records)
     span = last_end - first_launch if last_end is not None and first_launch is not None else None
-    components = account["components"]
     return {
         "system": "agora",
         "path": path,
@@ -117,11 +116,27 @@ def path_result(
         },
         "measured": measured,
         "cpu": account,
-        "cpu_ms_per_task": {
-            **{name: c["ms_per_task"] for name, c in components.items()},
-            "experiment": account["experiment"]["ms_per_task"],
-        },
+        "cpu_ms_per_task": cpu_per_task(account),
         **extra,
+    }
+
+
+# The long-lived daemons a cluster manager runs for its tasks (not the task wrappers or Slurm's
+# slurmstepd, one per task; not the commands, the runner or the kernel).
+DAEMON_KINDS = ("master", "agents", "launchers", "framework", "daemons")
+
+
+def cpu_per_task(account: dict) -> dict[str, float | None]:
+    """CPU ms per task of each component; "daemons", the long-lived daemons' sum; and
+    "experiment", everything (the machine's busy time less the processes outside the run)."""
+    components = account["components"]
+    return {
+        **{name: c["ms_per_task"] for name, c in components.items()},
+        "daemons": round(
+            sum(c["ms_per_task"] or 0.0 for c in components.values() if c["kind"] in DAEMON_KINDS),
+            4,
+        ),
+        "experiment": account["experiment"]["ms_per_task"],
     }
 
 

@@ -41,7 +41,9 @@ def test_every_path_runs_all_its_tasks_and_reports_them(tmp_path):
             assert_stats(run["figures_ms"][figure])
             assert run["figures_ms"][figure]["count"] == TASKS
         per_task = run["cpu_ms_per_task"]
-        assert {"master", "agent-0", "agent-1", FRAMEWORK[path], "experiment"} <= set(per_task)
+        assert {"master", "agent-0", "agent-1", FRAMEWORK[path], "daemons", "experiment"} <= set(
+            per_task
+        )
         assert all(v is None or v >= 0 for v in per_task.values()) and per_task["experiment"] > 0
         assert run["cpu"]["count"] == TASKS
         # The summary's throughput table shows the run's figure.
@@ -119,7 +121,7 @@ def test_ratios_are_agora_over_slurm():
     def run(system, path, tps, cpu):
         return {
             "system": system, "path": path, "tasks_per_second": tps,
-            "cpu_ms_per_task": {"experiment": cpu},
+            "cpu_ms_per_task": {"experiment": cpu, "daemons": cpu / 2},
         }  # fmt: skip
 
     def single(p50):
@@ -135,6 +137,7 @@ def test_ratios_are_agora_over_slurm():
             "command/sbatch": None,
         },
         "cpu_ms_per_task": {"batch": 2.0},
+        "daemons_cpu_ms_per_task": {"batch": 2.0},
     }
     assert ratios(runs[:1], singles) == {}
 
