@@ -25,9 +25,7 @@ FRAMEWORK = {
 
 def test_every_path_runs_all_its_tasks_and_reports_them(tmp_path):
     out = tmp_path / "throughput"
-    proc = run_experiment(
-        "throughput", "--tasks", str(TASKS), "--single", "2", "--out", str(out), timeout=150
-    )
+    proc = run_experiment("throughput", "--tasks", str(TASKS), "--single", "2", "--out", str(out))
     assert f"wrote {out / 'results.json'}" in proc.stdout
     data = load_results(out, "throughput")
     runs = {r["path"]: r for r in data["runs"]}
@@ -150,7 +148,7 @@ def test_peer_slurm_beside_the_sdk_path(tmp_path):
     out = tmp_path / "peer"
     run_experiment(
         "throughput", "--tasks", str(TASKS), "--single", "1", "--paths", "sdk",
-        "--peer", "slurm", "--out", str(out), timeout=150,
+        "--peer", "slurm", "--out", str(out),
     )  # fmt: skip
     data = load_results(out, "throughput")
     slurm = data["runs"][-1]
