@@ -132,6 +132,7 @@ def role_row(r: operator_pb2.RoleSummary) -> dict:
         "guarantee": _res(r.quota.guarantee),
         "limit": _res(r.quota.limit),
         "allocated": _res(r.allocated),
+        "held_back": _res(r.headroom),
         "dominant_share": round(r.dominant_share, 6),
         "frameworks": list(r.framework_ids),
     }
@@ -362,6 +363,7 @@ async def _roles(stub, args) -> None:
             ("guarantee", "GUARANTEE"),
             ("limit", "LIMIT"),
             ("allocated", "ALLOCATED"),
+            ("held_back", "HELD BACK FOR IT"),
             ("dominant_share", "DRF SHARE"),
             ("frameworks", "FRAMEWORKS"),
         ],

@@ -144,6 +144,7 @@ def role_summaries(core: MasterCore) -> list[operator_pb2.RoleSummary]:
             dominant_share=row["dominant_share"],
             framework_ids=row["frameworks"],
             allocated=row["allocated"].to_proto(),
+            headroom=row["headroom"].to_proto(),
         )
         summary.quota.guarantee.extend(row["guarantee"].to_proto())
         if row["limit"] is not None:

@@ -636,12 +636,21 @@ class Allocator:
                     ),
                     "allocated": vector_resources(r.vec),
                     "consumed": vector_resources(self._consumption(r)),
+                    "headroom": self._headroom_of(r),
                     "dominant_share": share,
                     "weighted_share": share / r.weight,
                     "frameworks": sorted(r.frameworks),
                 }
             )
         return out
+
+    def _headroom_of(self, role: _Role) -> Resources:
+        """What the role still lacks of its quota guarantee: free unreserved resources up to
+        this much are held back from every other role for it (empty when it lacks nothing)."""
+        quota = role.quota
+        if quota is None or not quota.guarantee:
+            return EMPTY
+        return vector_resources(quota.unmet(self._consumption(role)))
 
     def explain(self, framework_id: str, now: float) -> list[str]:
         """Why the framework is getting no offers right now, one reason per line."""

@@ -60,15 +60,22 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
             )
         usable = [a for a in usable if not a.gpus]
     fits = []
-    held_back = 0
+    held_back = 0  # agents whose whole offer quota caps take away
+    cut = 0  # agents whose offer quota caps make smaller
     for agent in usable:
         offer = alloc.role_offer(agent, role)
+        plain = alloc.plain_offer(agent, role)
         if offer is None:
-            plain = agent.free.allocatable_to(role.name)
             if alloc.has_quota_roles and alloc.fits_min(scalar_vector(plain)):
                 held_back += 1
             continue
+        if offer != plain:
+            cut += 1
         fits.append(agent.agent_id)
+    at_limit = role.quota is not None and bool(role.quota.at_limit(consumed))
+    owed = [(r, lack) for r, lack in alloc.headroom_roles() if r.name != role.name]
+    if owed and not at_limit and (held_back or cut):
+        reasons.append(_headroom_reason(owed, held_back, cut))
 
     if not fits and not filtered:
         # A full cluster is the whole story: say it first, as the operator's question is "why".
@@ -79,11 +86,6 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
     if not fits:
         mins = " | ".join(str(m) for m in alloc.min_allocatable) or "anything"
         holds = f"; it holds resources on {len(fw.allocated)} agent(s)" if fw.allocated else ""
-        if held_back and not (role.quota is not None and role.quota.at_limit(consumed)):
-            reasons.append(
-                f"free resources on {held_back} agent(s) are held back as headroom for the "
-                "quota guarantees of other roles"
-            )
         if usable or not filtered:  # else the filters already say it all
             reasons.append(
                 f"nothing free fits the minimum allocatable ({mins}) on the "
@@ -106,6 +108,30 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
                 "in line; the next allocation will offer them"
             )
     return reasons
+
+
+def _headroom_reason(owed: list, held_back: int, cut: int) -> str:
+    """Which roles' guarantees hold free resources back, and whether anyone there wants them
+    (a guarantee for a role with no framework holds the cluster back for nobody)."""
+    parts = []
+    for other, lack in owed:
+        if not other.frameworks:
+            who = "no framework of that role is subscribed, so nobody is using them"
+        elif not other.eligible:
+            who = "its frameworks are suppressed or disconnected, so nobody is using them"
+        else:
+            who = "its frameworks have not taken them yet"
+        parts.append(f"role {other.name} lacks {lack.format()} of its quota guarantee ({who})")
+    where = []
+    if held_back:
+        where.append(f"take all that {held_back} agent(s) have free")
+    if cut:
+        where.append(f"cut the offers of {cut} agent(s) to what is left")
+    return (
+        "free resources are held back as headroom for other roles' quota guarantees, and "
+        f"{' and '.join(where)}: {'; '.join(parts)}. `agora cluster quota ROLE` with a "
+        "smaller guarantee, or a framework in that role, releases them"
+    )
 
 
 def _frameworks_ahead(alloc: AllocatorView, framework_id: str) -> int:

@@ -68,6 +68,21 @@ class AllocatorView:
     def has_quota_roles(self) -> bool:
         return bool(self._a._quota_roles)
 
+    def plain_offer(self, agent, role):
+        """What the agent has free for the role before quota caps (limit, headroom)."""
+        return agent.free.allocatable_to(role.name) if agent.reserved else agent.free
+
+    def headroom_roles(self) -> list[tuple[object, object]]:
+        """(role entry, what it lacks of its guarantee as Resources) for every role below its
+        quota guarantee: the roles the free resources are held back for."""
+        out = []
+        for name in sorted(self._a._quota_roles):
+            role = self._a._roles[name]
+            lack = self._a._headroom_of(role)
+            if lack:
+                out.append((role, lack))
+        return out
+
     @property
     def inverse_totals(self) -> Mapping[str, float]:
         return self._a._inv_total

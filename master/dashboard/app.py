@@ -161,6 +161,7 @@ def _role(r: operator_pb2.RoleSummary) -> dict:
         "allocated": _resources(r.allocated),
         "guarantee": _resources(r.quota.guarantee),
         "limit": _resources(r.quota.limit) if r.quota.limit else "",
+        "held_back": _resources(r.headroom),
         "frameworks": list(r.framework_ids),
     }
 

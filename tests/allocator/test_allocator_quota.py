@@ -167,3 +167,39 @@ def test_framework_gains_the_gpu_capability_on_update():
     assert alloc.allocate(0.0) == []
     alloc.update_framework("ml", {GPU_CAPABILITY})
     assert [g.agent_id for g in alloc.allocate(0.0)] == ["g1"]
+
+
+def test_a_guarantee_nobody_uses_is_named_by_why_and_in_the_role_summary():
+    # The README's example: analytics is guaranteed 4 of the cluster's 6 cpus, and no
+    # framework of that role exists. A framework in role * is offered the rest, declines
+    # it, and asks why it gets nothing more.
+    alloc = Allocator(AllocatorConfig())
+    for n in range(3):
+        alloc.add_agent(f"a{n}", Resources.of(cpus=2, mem=2048))
+    alloc.set_quota("analytics", guarantee=Resources.parse("cpus:4;mem:4096"))
+    alloc.add_framework("f1")
+    (grant,) = alloc.allocate(0.0)
+    assert grant.resources == Resources.of(cpus=2, mem=2048)  # 4 of 6 held back
+    reasons = alloc.explain("f1", 0.0)
+    assert not any(r.startswith("not blocked") for r in reasons)
+    (headroom,) = [r for r in reasons if "headroom" in r]
+    assert "take all that 2 agent(s) have free" in headroom
+    assert "role analytics lacks cpus:4;mem:4096 of its quota guarantee" in headroom
+    assert "no framework of that role is subscribed" in headroom
+    (row,) = [r for r in alloc.role_summaries() if r["role"] == "analytics"]
+    assert row["headroom"] == Resources.parse("cpus:4;mem:4096")
+    alloc.add_framework("an1", role="analytics")
+    alloc.suppress("an1")
+    reasons = alloc.explain("f1", 0.0)
+    assert any("its frameworks are suppressed or disconnected" in r for r in reasons)
+
+
+def test_offers_cut_by_headroom_are_said_even_when_something_is_offered():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", Resources.of(cpus=8, mem=1024))
+    alloc.set_quota("prod", guarantee=Resources.of(cpus=6))
+    alloc.add_framework("d1", role="dev")
+    reasons = alloc.explain("d1", 0.0)  # before any cycle: a0's 8 cpus would be cut to 2
+    (headroom,) = [r for r in reasons if "headroom" in r]
+    assert "cut the offers of 1 agent(s) to what is left" in headroom
+    assert "role prod lacks cpus:6 of its quota guarantee" in headroom

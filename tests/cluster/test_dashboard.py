@@ -153,3 +153,24 @@ def test_unknown_pages_and_ids_are_404s_not_tracebacks(local, browser):
             urllib.request.urlopen(local.url + path, timeout=10)
         assert e.value.code == status
         assert message in json.load(e.value)["error"]
+
+
+def test_the_roles_page_shows_what_a_guarantee_holds_back(local, browser):
+    quota = agora(
+        "cluster", "quota", "analytics", "--guarantee", "cpus:0.5;mem:64",
+        "--master", local.address,
+    )  # fmt: skip
+    assert quota.returncode == 0, quota.stderr
+    try:
+        page = browser.new_page()
+        page.goto(local.url + "/#/roles")
+        row = page.get_by_test_id("roles").locator("tr", has_text="analytics")
+        row.wait_for()
+        headings = page.get_by_test_id("roles").locator("th").all_inner_texts()
+        cells = row.locator("td").all_inner_texts()
+        # Headings are upper-cased by the page's style.
+        assert dict(zip(headings, cells, strict=True))["HELD BACK FOR IT"] == "cpus:0.5;mem:64"
+        page.close()
+    finally:
+        cleared = agora("cluster", "quota", "analytics", "--master", local.address)
+        assert cleared.returncode == 0, cleared.stderr

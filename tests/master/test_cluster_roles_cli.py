@@ -110,3 +110,45 @@ async def test_weight_quota_and_why_through_the_command_line(tmp_path):
         assert Resources.parse(analytics["limit"]) == Resources.parse("cpus:1;mem:1024")
     finally:
         master.stop()
+
+
+async def test_a_guarantee_for_a_role_without_frameworks_is_named_where_it_holds_back(tmp_path):
+    # The README's quota example on a cluster of 6 cpus: 4 are held back for analytics, which
+    # has no framework; a framework of role * is offered the rest and asks why.
+    master = start_master(tmp_path)
+    agents = [FakeAgent(master.address, resources="cpus:2;mem:2048") for _ in range(3)]
+    framework = FakeFramework(master.address, name="web")
+    try:
+        for agent in agents:
+            await agent.connect()
+        out = await agora_async(
+            "cluster",
+            "quota",
+            "analytics",
+            "--guarantee",
+            "cpus:4;mem:4096",
+            "--master",
+            master.address,
+        )
+        assert out.returncode == 0, out.stderr
+        await framework.subscribe()
+        offers = await framework.offers()
+        offered = sum((Resources.from_proto(o.resources) for o in offers), Resources())
+        assert offered.scalar("cpus") == 2
+
+        out = await agora_async("cluster", "roles", "--master", master.address)
+        assert "HELD BACK FOR IT" in out.stdout
+        out = await agora_async("cluster", "roles", "--json", "--master", master.address)
+        held = roles_by_name(out.stdout)["analytics"]["held_back"]
+        assert Resources.parse(held) == Resources.parse("cpus:4;mem:4096")
+
+        out = await agora_async("cluster", "frameworks", "--why", "web", "--master", master.address)
+        assert out.returncode == 0, out.stderr
+        assert "held back as headroom" in out.stdout
+        assert "role analytics lacks cpus:4;mem:4096" in out.stdout
+        assert "no framework of that role is subscribed" in out.stdout
+    finally:
+        await framework.close()
+        for agent in agents:
+            await agent.close()
+        master.stop()

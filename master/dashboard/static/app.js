@@ -194,6 +194,8 @@ const pages = {
       ["Allocated", (r) => h("code", {}, r.allocated)],
       ["Quota guarantee", (r) => h("code", {}, r.guarantee || "-")],
       ["Quota limit", (r) => h("code", {}, r.limit || "-")],
+      // What other roles may not be offered while this role is below its guarantee.
+      ["Held back for it", (r) => h("code", {}, r.held_back || "-")],
       ["Frameworks", (r) => r.frameworks.length],
     ], roles, "No roles yet.")];
   },

@@ -74,20 +74,22 @@ class Quota(_message.Message):
     def __init__(self, guarantee: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., limit: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
 
 class RoleSummary(_message.Message):
-    __slots__ = ("role", "weight", "quota", "allocated", "dominant_share", "framework_ids")
+    __slots__ = ("role", "weight", "quota", "allocated", "dominant_share", "framework_ids", "headroom")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     QUOTA_FIELD_NUMBER: _ClassVar[int]
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
     DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_IDS_FIELD_NUMBER: _ClassVar[int]
+    HEADROOM_FIELD_NUMBER: _ClassVar[int]
     role: str
     weight: float
     quota: Quota
     allocated: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
     dominant_share: float
     framework_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, role: _Optional[str] = ..., weight: _Optional[float] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., framework_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    headroom: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    def __init__(self, role: _Optional[str] = ..., weight: _Optional[float] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., framework_ids: _Optional[_Iterable[str]] = ..., headroom: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
 
 class GetStateRequest(_message.Message):
     __slots__ = ()
