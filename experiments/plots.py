@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,16 +55,28 @@ def cdf(
     xlabel: str,
     series: Sequence[tuple[str, Sequence[float]]],
     logx: bool = True,
+    unit: str = "ms",
 ) -> str:
+    """Empirical CDFs. Every finite value is drawn and counted in its legend's n, as a table
+    of the same values counts them: on a log axis the values at or below zero (an event that
+    came before the one it is timed from) are drawn at a floor a decade below the smallest
+    positive value, marked on the axis, and the legend says how many are drawn there."""
+    floor = log_floor(series) if logx else None
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    for label, values in series:
-        data = sorted(v for v in values if v > 0)
+    for (_, values), legend in zip(series, cdf_labels(series, logx, unit), strict=True):
+        data = sorted(_finite(values))
         if not data:
             continue
+        if floor is not None:
+            data = [max(v, floor) for v in data]
         ys = [(i + 1) / len(data) for i in range(len(data))]
-        ax.step(data, ys, where="post", label=f"{label} (n={len(data)})")
+        ax.step(data, ys, where="post", label=legend)
     if logx:
         ax.set_xscale("log")
+    if floor is not None:
+        ax.axvline(floor, color="grey", linestyle=":", linewidth=1)
+        label = f" at or below 0 {unit}: drawn at {floor:g} {unit}"
+        ax.text(floor, 0.05, label, rotation=90, va="bottom", color="grey", fontsize=7)
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of samples")
@@ -73,6 +86,37 @@ def cdf(
     fig.savefig(path)
     plt.close(fig)
     return path.name
+
+
+def cdf_labels(
+    series: Sequence[tuple[str, Sequence[float]]], logx: bool = True, unit: str = "ms"
+) -> list[str]:
+    """The legend cdf() gives each series: its label and n, every finite value (what
+    results.summarize counts), and how many were drawn at the log axis's floor."""
+    floor = log_floor(series) if logx else None
+    labels = []
+    for label, values in series:
+        data = _finite(values)
+        low = sum(1 for v in data if v <= 0) if floor is not None else 0
+        at = "at 0" if all(v == 0 for v in data if v <= 0) else "at or below 0"
+        drawn = f", {low} {at} {unit} drawn at {floor:g} {unit}" if low else ""
+        labels.append(f"{label} (n={len(data)}{drawn})")
+    return labels
+
+
+def log_floor(series: Sequence[tuple[str, Sequence[float]]]) -> float | None:
+    """Where a log axis draws the values at or below zero: a power of ten a decade below the
+    smallest positive value of all the series (None when there are none to draw)."""
+    values = [v for _, vs in series for v in _finite(vs)]
+    if not any(v <= 0 for v in values):
+        return None
+    positive = [v for v in values if v > 0]
+    smallest = min(positive) if positive else 1.0
+    return 10.0 ** (math.floor(math.log10(smallest)) - 1)
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [v for v in values if v is not None and math.isfinite(v)]
 
 
 def bars(

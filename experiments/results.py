@@ -108,7 +108,10 @@ class Results:
         unit: str,
         at_most: bool = True,
         measured_in: str = "",
+        not_measured: str = "",
     ) -> dict:
+        """Records a target; `figure` None means this run did not measure it, and
+        `not_measured` says why in words (what the run ran instead), for not_measured_text."""
         met = None if figure is None else (figure <= limit if at_most else figure >= limit)
         entry = {
             "name": name,
@@ -119,6 +122,8 @@ class Results:
             "met": met,
             "measured_in": measured_in,
         }
+        if figure is None:
+            entry["not_measured"] = not_measured
         self.data["targets"].append(entry)
         return entry
 
@@ -160,16 +165,46 @@ def stats_table(rows: list[tuple[str, dict]], unit: str = "ms") -> str:
     return "\n".join(lines)
 
 
+def not_measured_text(target: dict) -> str:
+    """A target this run did not measure, in words: "offer latency p50 at 1,000 agents and 10
+    frameworks (event mode, ...): not measured in this run (it ran 200 agents with 10
+    frameworks)". Never a figure of None beside a limit, which reads as if one was measured."""
+    where = f" ({target['measured_in']})" if target.get("measured_in") else ""
+    why = f" ({target['not_measured']})" if target.get("not_measured") else ""
+    return f"{target['name']}{where}: not measured in this run{why}"
+
+
+def target_line(target: dict) -> str:
+    """One line for a terminal: the figure against its limit, or why it was not measured."""
+    if target["figure"] is None:
+        return not_measured_text(target)
+    sign = "<=" if target["at_most"] else ">="
+    met = "met" if target["met"] else "MISSED"
+    return (
+        f"{target['name']}: {target['figure']:g} {target['unit']} "
+        f"(limit {sign} {target['limit']:g} {target['unit']}) {met}"
+    )
+
+
 def targets_md(targets: list[dict]) -> str:
     if not targets:
         return ""
     lines = ["| target | measured | limit | met |", "|---|---:|---:|---|"]
     for t in targets:
         sign = "<=" if t["at_most"] else ">="
-        figure = "-" if t["figure"] is None else f"{t['figure']:g} {t['unit']}"
+        figure = measured_cell(t)
         met = {True: "yes", False: "**no**", None: "not measured"}[t["met"]]
         lines.append(f"| {t['name']} | {figure} | {sign} {t['limit']:g} {t['unit']} | {met} |")
     return "\n".join(lines)
+
+
+def measured_cell(target: dict) -> str:
+    """The figure, or for a target not measured the reason in words (in a table the row
+    already names the target and where it is measured)."""
+    if target["figure"] is not None:
+        return f"{target['figure']:g} {target['unit']}"
+    why = target.get("not_measured")
+    return f"not measured in this run ({why})" if why else "not measured in this run"
 
 
 class Progress:
