@@ -63,6 +63,7 @@ def build_allocator(config: MasterConfig) -> AllocatorProtocol:
             role_sorter=config.role_sorter,
             framework_sorter=config.framework_sorter,
             default_refuse_seconds=config.default_refuse_seconds,
+            offer_mode=config.offer_mode,
             optimistic_fanout=(
                 config.optimistic_fanout if config.offer_mode == "optimistic" else 0
             ),

@@ -20,8 +20,10 @@ from agora.master.allocator.drf import (
     vector_resources,
 )
 from agora.master.allocator.filters import DeclineFilters
+from agora.master.allocator.hold_filling import HoldFilling
 from agora.master.allocator.holds import Hold, slots, times
 from agora.master.allocator.optimistic import Rival, beyond, fair_shares, priority_rival
+from agora.master.allocator.policies import OFFER_POLICIES, OfferPolicy
 from agora.master.allocator.quota import (
     Quota,
     add_into,
@@ -113,9 +115,10 @@ class _Role:
 class Allocator:
     """Hierarchical weighted DRF: roles by weighted dominant share, frameworks within a role.
 
-    Every cycle visits the given agents; on each, roles below their quota guarantee are served
-    first (stage 1), then all roles in sorter order (stage 2), each framework in its role's
-    order, skipping filtered frameworks and offers below the minimum allocatable size.
+    Keeps the books (agents, frameworks, roles, quota pools, filters, holds); every cycle
+    visits the given agents and, on each, lets holds collect (hold_filling.py) and then the
+    offer policy (policies.py: pessimistic or optimistic) grant what is free, passing over
+    whom the eligibility rule says (eligibility.py).
     """
 
     def __init__(self, config: AllocatorConfig | None = None) -> None:
@@ -136,9 +139,11 @@ class Allocator:
         self._quota_roles: set[str] = set()
         # What all unmet guarantees still need, cached until a quota role's consumption moves.
         self._headroom_cache: Vector | None = None
-        # Holds collecting resources, oldest first (holds.py).
+        # Holds collecting resources, oldest first (holds.py), and the stage that fills them.
         self._holds: dict[str, Hold] = {}
-        self._cycle_fairs: dict[str, float] = {}  # fair shares, computed once per cycle
+        self._hold_filling = HoldFilling(self)
+        # How free resources become offers, chosen by name (policies.py).
+        self._policy: OfferPolicy = OFFER_POLICIES[self.config.mode](self)
         # Agents where a hold took free resources since the caller last emptied this: in
         # optimistic mode, offers there may no longer be satisfiable.
         self.hold_touched: set[str] = set()
@@ -401,7 +406,7 @@ class Allocator:
         self._filters.expire(now)
         self._refresh_shares()
         grants: list[OfferGrant] = []
-        self._cycle_fairs = {}
+        self._hold_filling.new_cycle()
         if not self._holds and not any(r.eligible for r in self._roles.values()):
             # Nobody may be offered anything (no framework, or all suppressed): the master's
             # periodic sweep of an idle 10,000-agent cluster no longer visits every agent.
@@ -411,17 +416,16 @@ class Allocator:
         else:
             known = self._agents
             agents = [known[a] for a in dict.fromkeys(agent_ids) if a in known]
-        allocate_agent = self._allocate_agent
-        if self.config.optimistic_fanout > 0:
-            allocate_agent = self._offer_optimistically
+        offer = self._policy.offer
         holds = self._holds
+        fill_holds = self._hold_filling.fill
         for agent in agents:
             if agent.active and agent.free:
                 if holds:
-                    self._fill_holds(agent, now, grants)
+                    fill_holds(agent, now, grants)
                     if not agent.free:
                         continue
-                allocate_agent(agent, now, grants)
+                offer(agent, now, grants)
         if self._quota_roles:
             grants = _merge(grants)
         return grants
@@ -664,212 +668,6 @@ class Allocator:
         return AllocatorView(self)
 
     # internals: the per-agent step ----------------------------------------------------------
-
-    def _allocate_agent(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
-        fits = self._fits_min
-        if not fits(agent.free_vec):
-            return
-        quota_on = bool(self._quota_roles)
-        filters = self._filters.by_framework
-        if quota_on and self._required_headroom():
-            self._allocate_guarantees(agent, now, grants)
-            if not agent.free or not fits(agent.free_vec):
-                return
-        elif not agent.reserved:
-            # Fast path, the common case: no reservation, and no guarantee waiting for
-            # headroom, so every framework of a role without a quota limit would be offered
-            # the whole free agent, and the first one in line not filtered on it takes it.
-            # Peeking reads the heaps without changing them (nothing to put back), and
-            # usually stops at the head.
-            refused = self._filters.by_agent.get(agent.agent_id)
-            frameworks = self._frameworks
-            if not refused and not agent.gpus and not quota_on:  # the head takes it: O(1)
-                role_name = self._role_sorter.first()
-                if role_name is None:
-                    return
-                role = self._roles[role_name]
-                fid = role.sorter.first()
-                if fid is not None:
-                    self._grant(frameworks[fid], role, agent, agent.free, agent.free_vec, grants)
-                    return
-            for role_name in self._role_sorter.peek_order():
-                role = self._roles[role_name]
-                if role.quota is not None and role.quota.limit is not None:
-                    break  # its offers are cut to the limit: the general path below
-                for fid in role.sorter.peek_order():
-                    if refused:
-                        refusal = refused.get(fid)
-                        if refusal is not None and refusal.hides(agent.free, now):
-                            continue
-                    fw = frameworks[fid]
-                    if agent.gpus and not fw.gpu:
-                        continue
-                    # The sorters change under the grant: stop peeking now.
-                    self._grant(fw, role, agent, agent.free, agent.free_vec, grants)
-                    return
-            else:
-                return  # nobody may take this agent now
-        # General path: reservations or quota make the offer depend on the role, and a grant
-        # may leave something for the next framework or role on the same agent.
-        frameworks = self._frameworks
-        roles = self._roles
-        agent_id = agent.agent_id
-        role_iter = self._role_sorter.sorted()
-        try:
-            for role_name in role_iter:
-                role = roles[role_name]
-                role_offer, role_vec = self._role_offer(agent, role, False)
-                if role_offer is None:
-                    continue
-                fw_iter = role.sorter.sorted()
-                try:
-                    for fid in fw_iter:
-                        table = filters.get(fid)
-                        if table:
-                            refusal = table.get(agent_id)
-                            if refusal is not None and refusal.hides(role_offer, now):
-                                continue
-                        fw = frameworks[fid]
-                        if agent.gpus and not fw.gpu:
-                            continue
-                        self._grant(fw, role, agent, role_offer, role_vec, grants)
-                        if not agent.free or not fits(agent.free_vec):
-                            return
-                        role_offer, role_vec = self._role_offer(agent, role, False)
-                        if role_offer is None:
-                            break
-                finally:
-                    fw_iter.close()
-        finally:
-            role_iter.close()
-
-    def _offer_optimistically(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
-        """Optimistic mode: the agent's free resources go, without being held, to at most
-        `optimistic_fanout` frameworks at once, the first in DRF order that may take them; a
-        framework that already holds an offer here is offered only what freed up beyond it."""
-        if not self._fits_min(agent.free_vec):
-            return
-        holders = agent.offered
-        room = self.config.optimistic_fanout - len(holders)
-        if room <= 0 and all(offered == agent.free for offered, _ in holders.values()):
-            return  # the usual sweep: every holder has been offered all there is
-        unseen = len(holders)  # holders not visited yet (each may need a top-up)
-        refused = self._filters.by_agent.get(agent.agent_id)
-        agent_id = agent.agent_id
-        for role_name in self._role_sorter.peek_order():
-            role = self._roles[role_name]
-            role_offer, _ = self._role_offer(agent, role, False)
-            if role_offer is None:
-                continue
-            for fid in role.sorter.peek_order():
-                had = holders.get(fid)
-                if had is None and room <= 0:
-                    if unseen <= 0:
-                        return
-                    continue
-                if had is not None:
-                    unseen -= 1
-                fw = self._frameworks[fid]
-                if agent.gpus and not fw.gpu:
-                    continue
-                extra = role_offer if had is None else beyond(role_offer, had[0])
-                if not extra or not self._fits_min(scalar_vector(extra)):
-                    continue
-                if refused:
-                    refusal = refused.get(fid)
-                    if refusal is not None and refusal.hides(extra, now):
-                        continue
-                if had is None:
-                    room -= 1
-                    holders[fid] = (extra, now)
-                    fw.offered_on.add(agent_id)
-                else:
-                    holders[fid] = (had[0] + extra, had[1])
-                grants.append(OfferGrant(fid, agent_id, extra, held=False))
-
-    def _fill_holds(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
-        """Holds, oldest first, take what fits of their shape from the agent's free resources;
-        a hold that is met is granted everything it took, on every agent, at once.
-
-        Decline filters and suppression do not apply, on purpose: a hold is its framework's
-        own request for resources of one shape, made after its declines (a framework declines
-        the offers too small for its gang, then asks for a hold), so like a Revive it outranks
-        them; honouring them would make a gang wait out a filter for what it just asked for."""
-        for hold in list(self._holds.values()):
-            fw = self._frameworks.get(hold.framework_id)
-            if fw is None or not fw.active or (agent.gpus and not fw.gpu):
-                continue
-            if hold.distinct and agent.agent_id in hold.taken:
-                continue
-            free = agent.free.unreserved() if agent.reserved else agent.free
-            n = slots(free, hold.size, 1 if hold.distinct else hold.remaining)
-            # Within the fair share: a framework whose tasks already fill its share collects
-            # only as they end (what they give back), never what others are due.
-            n = min(n, self._slots_within_share(fw, hold.size))
-            if n <= 0:
-                continue
-            take = times(hold.size, n)
-            held = agent.allocated.get(hold.framework_id, EMPTY)
-            self._set_allocation(hold.framework_id, agent, held + take)
-            before, had = hold.taken.get(agent.agent_id, (EMPTY, 0))
-            hold.taken[agent.agent_id] = (before + take, had + n)
-            self.hold_touched.add(agent.agent_id)
-            if hold.remaining <= 0:
-                del self._holds[hold.hold_id]
-                for agent_id, (taken, _) in hold.taken.items():
-                    grants.append(
-                        OfferGrant(hold.framework_id, agent_id, taken, hold_id=hold.hold_id)
-                    )
-            if not agent.free:
-                return
-
-    def _slots_within_share(self, fw: _Framework, size: Resources) -> int:
-        """How many more tasks of `size` fit under the framework's fair share."""
-        fid = fw.framework_id
-        fair = self._cycle_fairs.get(fid)
-        if fair is None:  # once per framework and cycle: it walks every role and framework
-            fair = self._cycle_fairs[fid] = self._fair_shares(fid).get(fid, 0.0)
-        inv = self._inv_total
-        n = 1 << 30
-        for name, amount in scalar_vector(size).items():
-            scale = inv.get(name)
-            if amount <= 0 or not scale:
-                continue
-            room = fair / scale - fw.vec.get(name, 0)
-            n = min(n, int((room + 1e-6) // amount) if room > 0 else 0)
-        return n
-
-    def _allocate_guarantees(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
-        """Stage 1: roles below their guarantee get this agent first, up to the guarantee."""
-        sorter = self._role_sorter
-        waiting = []
-        for name in self._quota_roles:
-            r = self._roles[name]
-            quota = r.quota  # set: it is a quota role
-            if r.eligible and quota and quota.guarantee and quota.unmet(self._consumption(r)):
-                waiting.append((sorter.share(name) / sorter.weight(name), name))
-        waiting.sort()
-        for _key, name in waiting:
-            role = self._roles[name]
-            role_offer, role_vec = self._role_offer(agent, role, True)
-            if role_offer is None:
-                continue
-            fw_iter = role.sorter.sorted()
-            try:
-                for fid in fw_iter:
-                    if self._filters.hides(fid, agent.agent_id, role_offer, now):
-                        continue
-                    fw = self._frameworks[fid]
-                    if agent.gpus and not fw.gpu:
-                        continue
-                    self._grant(fw, role, agent, role_offer, role_vec, grants)
-                    if not agent.free or not self._fits_min(agent.free_vec):
-                        return
-                    role_offer, role_vec = self._role_offer(agent, role, True)
-                    if role_offer is None:
-                        break
-            finally:
-                fw_iter.close()
 
     def _role_offer(
         self, agent: _Agent, role: _Role, guarantee_stage: bool

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from agora.common import EMPTY
 from agora.master.allocator.drf import MILLI, dominant_share, scalar_vector
+from agora.master.allocator.eligibility import FILTERED, GPU_AGENT
 
 if TYPE_CHECKING:
     from agora.master.allocator.view import AllocatorView
@@ -27,9 +28,11 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
     if fw.suppressed:
         reasons.append("suppressed: the framework asked for no offers; Revive resumes them")
 
-    # Only the filters that hide what the agents have free now: one that refused less than
-    # an agent now has (a task ended there since) stands in nobody's way.
-    filtered = alloc.hidden_agents(framework_id, role, now)
+    # Every agent with something free, through the allocator's own eligibility rule.
+    judged = alloc.judge(framework_id, now)
+    filtered = {
+        j.agent.agent_id: j.until for j in judged if j.why == FILTERED and j.until is not None
+    }
     if filtered:
         # `now` is the master's monotonic clock, meaningless to a reader: say how long is left.
         soonest, latest = min(filtered.values()) - now, max(filtered.values()) - now
@@ -49,29 +52,22 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
             )
             reasons.append(f"role {role.name} at quota limit ({detail})")
 
+    gpu_agents = [j for j in judged if j.why == GPU_AGENT]
+    if any(j.offer is not None for j in gpu_agents):
+        reasons.append(
+            f"{len(gpu_agents)} agent(s) with free resources have GPUs: they are kept for "
+            "frameworks with the GPU_RESOURCES capability"
+        )
     # What could it be offered on the agents it may use right now?
-    usable = [a for a in alloc.agents() if a.active and a.free and a.agent_id not in filtered]
-    if not fw.gpu:
-        gpu_agents = [a for a in usable if a.gpus]
-        if gpu_agents and alloc.fits_min(scalar_vector(gpu_agents[0].free)):
-            reasons.append(
-                f"{len(gpu_agents)} agent(s) with free resources have GPUs: they are kept for "
-                "frameworks with the GPU_RESOURCES capability"
-            )
-        usable = [a for a in usable if not a.gpus]
-    fits = []
-    held_back = 0  # agents whose whole offer quota caps take away
-    cut = 0  # agents whose offer quota caps make smaller
-    for agent in usable:
-        offer = alloc.role_offer(agent, role)
-        plain = alloc.plain_offer(agent, role)
-        if offer is None:
-            if alloc.has_quota_roles and alloc.fits_min(scalar_vector(plain)):
-                held_back += 1
-            continue
-        if offer != plain:
-            cut += 1
-        fits.append(agent.agent_id)
+    usable = [j for j in judged if j.why is None]
+    fits = [j.agent.agent_id for j in usable if j.offer is not None]
+    # Agents whose whole offer quota caps take away, and those whose offer they make smaller.
+    held_back = sum(
+        1
+        for j in usable
+        if j.offer is None and alloc.has_quota_roles and alloc.fits_min(scalar_vector(j.plain))
+    )
+    cut = sum(1 for j in usable if j.offer is not None and j.offer != j.plain)
     at_limit = role.quota is not None and bool(role.quota.at_limit(consumed))
     owed = [(r, lack) for r, lack in alloc.headroom_roles() if r.name != role.name]
     if owed and not at_limit and (held_back or cut):

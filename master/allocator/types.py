@@ -40,15 +40,42 @@ class AllocatorConfig:
     min_allocatable: tuple[Resources, ...] | str = DEFAULT_MIN_ALLOCATABLE
     default_refuse_seconds: float = 5.0  # used by Allocator.decline() when none is given
     seed: int | None = None  # seeds the "random" sorter, so tests can repeat an order
-    # 0: pessimistic offers (each agent's free resources to one framework at a time). N > 0:
-    # optimistic, offered to the first N frameworks in DRF order at once (optimistic.py).
+    # How free resources become offers (policies.py): "pessimistic" (Mesos: each agent's free
+    # resources to one framework at a time, held while it decides) or "optimistic" (to the
+    # first `optimistic_fanout` frameworks in DRF order at once, held by none: optimistic.py).
+    # None: optimistic when optimistic_fanout > 0, else pessimistic.
+    offer_mode: str | None = None
     optimistic_fanout: int = 0
 
     def __post_init__(self) -> None:
+        from agora.master.allocator.policies import OFFER_POLICIES
         from agora.master.allocator.sorters import check_sorter_name
 
         check_sorter_name("role_sorter", self.role_sorter)
         check_sorter_name("framework_sorter", self.framework_sorter)
+        fanout = self.optimistic_fanout
+        if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout < 0:
+            raise ValueError(f"optimistic_fanout must be a whole number >= 0, got {fanout!r}")
+        mode = self.offer_mode
+        if mode is None:
+            mode = "optimistic" if fanout > 0 else "pessimistic"
+        if mode not in OFFER_POLICIES:
+            raise ValueError(
+                f"offer_mode {mode!r} is not one of: {', '.join(sorted(OFFER_POLICIES))}"
+            )
+        if mode == "optimistic" and fanout < 1:
+            raise ValueError("optimistic offers need optimistic_fanout >= 1 (how many at once)")
+        if mode == "pessimistic" and fanout > 0:
+            raise ValueError("optimistic_fanout is for optimistic offers; leave it 0 here")
+        object.__setattr__(self, "offer_mode", mode)
+        refuse = self.default_refuse_seconds
+        if (
+            isinstance(refuse, bool)
+            or not isinstance(refuse, int | float)
+            or math.isnan(refuse)
+            or refuse < 0
+        ):
+            raise ValueError(f"default_refuse_seconds must be a number >= 0, got {refuse!r}")
         mins = self.min_allocatable
         if isinstance(mins, str):
             mins = tuple(Resources.parse(part) for part in mins.split("|") if part.strip())
@@ -66,6 +93,9 @@ class AllocatorConfig:
         mins = self.min_allocatable
         assert not isinstance(mins, str), "__post_init__ parses the string form"
         return mins
-        refuse = self.default_refuse_seconds
-        if not isinstance(refuse, int | float) or math.isnan(refuse) or refuse < 0:
-            raise ValueError(f"default_refuse_seconds must be a number >= 0, got {refuse!r}")
+
+    @property
+    def mode(self) -> str:
+        """offer_mode as resolved (construction turned None into a name)."""
+        assert self.offer_mode is not None, "__post_init__ resolves it"
+        return self.offer_mode

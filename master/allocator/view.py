@@ -8,13 +8,27 @@ only reads; nothing it returns is to be modified.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from agora.common import Resources
+from agora.master.allocator.eligibility import skip_reason
 
 if TYPE_CHECKING:
     from agora.master.allocator.allocator import Allocator
     from agora.master.allocator.filters import Refusal
 
-__all__ = ["AllocatorView"]
+
+class Judged(NamedTuple):
+    """One agent through the eligibility rule, for one framework (AllocatorView.judge)."""
+
+    agent: Any  # the allocator's agent entry (agent_id, active, free, gpus)
+    offer: Resources | None  # what the framework's role could be offered there now
+    plain: Resources  # the same before quota caps
+    why: str | None  # the rule's reason to pass the framework over, or None
+    until: float | None  # when the framework's decline filter there expires, if it has one
+
+
+__all__ = ["AllocatorView", "Judged"]
 
 
 class AllocatorView:
@@ -39,19 +53,28 @@ class AllocatorView:
         agents = self._a._agents
         return {a: r for a, r in self._a._filters.active(framework_id, now).items() if a in agents}
 
-    def hidden_agents(self, framework_id: str, role, now: float) -> dict[str, float]:
-        """agent_id -> until, for the agents whose offer to the framework (of `role`) a decline
-        filter hides now: the allocator's own rule (Refusal.hides) on what it would offer."""
-        hidden = {}
-        agents = self._a._agents
-        for agent_id, refusal in self._a._filters.active(framework_id, now).items():
-            agent = agents.get(agent_id)
-            if agent is None or not agent.active or not agent.free:
+    def judge(self, framework_id: str, now: float) -> list[Judged]:
+        """The eligibility rule (eligibility.py) for the framework on every active agent with
+        something free: what its role could be offered there (None: nothing above the minimum
+        once quota caps apply), before the caps, and the rule's reason to pass it over."""
+        a = self._a
+        fw = a._frameworks[framework_id]
+        role = a._roles[fw.role]
+        refusals = a._filters.active(framework_id, now)
+        out = []
+        for agent in a._agents.values():
+            if not agent.active or not agent.free:
                 continue
             offer = self.role_offer(agent, role)
-            if offer is not None and refusal.hides(offer, now):
-                hidden[agent_id] = refusal.until
-        return hidden
+            plain = self.plain_offer(agent, role)
+            refusal = refusals.get(agent.agent_id)
+            # Without an offer a filter hides nothing: it is the caps or the scraps that do.
+            why = skip_reason(
+                fw.gpu, agent.gpus, refusal if offer is not None else None, offer or plain, now
+            )
+            until = refusal.until if refusal is not None else None
+            out.append(Judged(agent, offer, plain, why, until))
+        return out
 
     def consumption(self, role) -> Mapping[str, float]:
         return self._a._consumption(role)
@@ -72,7 +95,7 @@ class AllocatorView:
         """What the agent has free for the role before quota caps (limit, headroom)."""
         return agent.free.allocatable_to(role.name) if agent.reserved else agent.free
 
-    def headroom_roles(self) -> list[tuple[object, object]]:
+    def headroom_roles(self) -> list[tuple[Any, Resources]]:
         """(role entry, what it lacks of its guarantee as Resources) for every role below its
         quota guarantee: the roles the free resources are held back for."""
         out = []
