@@ -2,14 +2,42 @@
 
 `BatchDaemon(BatchConfig(master=...))` serves the `Batch` gRPC API and runs the framework;
 `agora batch` is its command line and `agora job` its client.
+
+Each name loads its module on first use (agora.common.lazy): `agora job`, which reads
+`agora.frameworks.batch.client`, loads neither the daemon, the scheduler nor the store.
 """
 
-from agora.frameworks.batch.client import find_batch_address
-from agora.frameworks.batch.daemon import BatchConfig, BatchDaemon
-from agora.frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
-from agora.frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
-from agora.frameworks.batch.store import JobStore
-from agora.frameworks.batch.validation import SpecError, validate_spec
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agora.common.lazy import exports_on_first_use
+
+if TYPE_CHECKING:
+    from agora.frameworks.batch.client import find_batch_address
+    from agora.frameworks.batch.daemon import BatchConfig, BatchDaemon
+    from agora.frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
+    from agora.frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
+    from agora.frameworks.batch.store import JobStore
+    from agora.frameworks.batch.validation import SpecError, validate_spec
+else:
+    __getattr__, __dir__ = exports_on_first_use(
+        __name__,
+        {
+            "agora.frameworks.batch.client": ("find_batch_address",),
+            "agora.frameworks.batch.daemon": ("BatchConfig", "BatchDaemon"),
+            "agora.frameworks.batch.queue": (
+                "DEFAULT_POLICY",
+                "POLICIES",
+                "QueuedJob",
+                "get_policy",
+                "order",
+            ),
+            "agora.frameworks.batch.scheduler": ("BatchScheduler", "JobEnded", "UnknownJob"),
+            "agora.frameworks.batch.store": ("JobStore",),
+            "agora.frameworks.batch.validation": ("SpecError", "validate_spec"),
+        },
+    )
 
 __all__ = [
     "DEFAULT_POLICY",
