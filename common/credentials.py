@@ -15,10 +15,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
 from agora.common.tokens import (
     BearerInterceptor,
@@ -28,6 +27,9 @@ from agora.common.tokens import (
     read_token_file,
     token_principal,
 )
+
+if TYPE_CHECKING:  # at run time cryptography (~20 ms) is loaded only to read TLS files
+    from cryptography import x509
 
 __all__ = [
     "INSECURE",
@@ -105,6 +107,9 @@ class Credentials:
                 data[flag] = Path(str(path)).read_bytes()
             except OSError as e:
                 raise CredentialsError(f"{flag} {path}: {e.strerror or e}") from None
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+
         ca_cert = _certificate(data["--tls-ca"], f"--tls-ca {ca}")
         own = _certificate(data["--tls-cert"], f"--tls-cert {cert}")
         try:
@@ -169,6 +174,8 @@ INSECURE = Credentials()
 
 
 def _certificate(data: bytes, what: str) -> x509.Certificate:
+    from cryptography import x509
+
     try:
         cert = x509.load_pem_x509_certificate(data)
     except ValueError as e:

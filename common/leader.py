@@ -21,13 +21,10 @@ import time
 from dataclasses import dataclass
 
 import grpc
-import structlog
 
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.errors import Reason, error_metadata, reason_of
 from agora.common.masters import MasterSet
-
-log = structlog.get_logger(__name__)
 
 __all__ = ["FollowingStub", "LeaderNotFound", "LeaderTracker", "Step", "find_leader", "next_step"]
 
@@ -84,6 +81,11 @@ class LeaderTracker:
             from agora.common.masters import parse_masters
 
             masters = parse_masters(masters)
+        # Loaded here: a client that only asks which master leads (`find_leader`, every
+        # `agora` command) logs nothing and never loads structlog.
+        import structlog
+
+        self._log = structlog.get_logger(__name__)
         self.masters = masters
         self._current = masters.addresses[0] if masters.addresses else ""
         # Set whenever ZooKeeper reports a different leader: wake up and dial it.
@@ -116,7 +118,7 @@ class LeaderTracker:
             # again shortly rather than after a whole backoff (jittered, bounded in time).
             step = Step(step.address, STARTING_RETRY * (0.5 + random.random()))
         if step.address != self._current:
-            log.info("following the master set", previous=self._current, now=step.address)
+            self._log.info("following the master set", previous=self._current, now=step.address)
         self._current = step.address
         return step.delay
 
@@ -137,7 +139,7 @@ class LeaderTracker:
             async with asyncio.timeout(5.0):
                 await self._first_read.wait()
         except TimeoutError:
-            log.warning("ZooKeeper has not named a leader yet; still watching", zk=str(self))
+            self._log.warning("ZooKeeper has not named a leader yet; still watching", zk=str(self))
 
     async def _watch(self, election: str) -> None:
         """Sets the election watch once ZooKeeper answers, trying for as long as it takes."""
@@ -150,7 +152,9 @@ class LeaderTracker:
                 await asyncio.to_thread(_watch_children, zk, path, self._on_members)
                 return
             except Exception as e:  # noqa: BLE001 - unreachable: kazoo keeps reconnecting
-                log.warning("cannot reach ZooKeeper yet; retrying", zk=str(self), error=repr(e))
+                self._log.warning(
+                    "cannot reach ZooKeeper yet; retrying", zk=str(self), error=repr(e)
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
@@ -188,7 +192,7 @@ class LeaderTracker:
         self._zk_leader = address
         if address and address != self._current:
             self._learned_at = time.monotonic()
-            log.info("the master set has a new leader", leader=address)
+            self._log.info("the master set has a new leader", leader=address)
             self._current = address
             self.changed.set()
 

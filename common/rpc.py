@@ -7,15 +7,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
-import structlog
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from agora.common.batches import Batcher
 from agora.common.credentials import INSECURE, Credentials, add_port, aio_channel
 from agora.common.tokens import TokenAuth
-
-log = structlog.get_logger(__name__)
 
 # Keepalives so a dead peer (a SIGKILLed agent, a partitioned or stopped master) is noticed in
 # 10-15 s rather than at the TCP timeout, and large offers fit. A registered agent hears nothing
@@ -52,6 +47,9 @@ def new_server(
     `on_auth_failure(reason, method)` counts a refusal; each is logged here."""
     chain = list(interceptors)
     if credentials.tokens is not None:
+        import structlog  # here: a client of this module logs nothing, and never loads it
+
+        log = structlog.get_logger(__name__)
 
         def failed(reason: str, method: str) -> None:
             log.warning("authentication failed", reason=reason, method=method)
@@ -68,59 +66,13 @@ def bind(server: grpc.aio.Server, where: str, credentials: Credentials = INSECUR
     return add_port(server, where, credentials)
 
 
-REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
-
-
-class _ReflectionServicer(reflection.aio.ReflectionServicer):
-    """grpcio-reflection's servicer, also resolving method names (`agora.v1.Batch.SubmitJob`).
-
-    Its descriptor pool lookup finds messages and services but not methods (grpc/grpc#34743),
-    so `grpcurl describe SERVICE.METHOD` and tools that start from a method failed.
-    """
-
-    def _file_containing_symbol(self, request, fully_qualified_name):
-        try:
-            method = self._pool.FindMethodByName(fully_qualified_name)
-        except KeyError:
-            pass
-        else:  # the method's file is its service's
-            fully_qualified_name = method.containing_service.full_name
-        return super()._file_containing_symbol(request, fully_qualified_name)
-
-
 def add_standard_services(server: grpc.aio.Server, service_names: Iterable[str]) -> None:
-    """Serves grpc.health.v1 (every service SERVING) and reflection, for generic tools.
+    """Serves grpc.health.v1 (every service SERVING) and reflection (v1alpha and v1), for
+    generic tools (agora.common.standard_services)."""
+    # Loaded here, by daemons only: clients import this module and never serve either.
+    from agora.common.standard_services import add_standard_services as add
 
-    Reflection is served as v1alpha and as v1, which current tools (grpcurl, grpcui, Postman)
-    try first. The two versions' messages are the same on the wire, so v1 is the same servicer
-    under v1's service name (grpcio-reflection ships only v1alpha).
-    """
-    health_servicer = health.aio.HealthServicer()
-    names = list(service_names)
-    for name in ["", *names]:
-        _run_now(health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING))
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    servicer = _ReflectionServicer([*names, health.SERVICE_NAME, reflection.SERVICE_NAME])
-    handler = grpc.stream_stream_rpc_method_handler(
-        servicer.ServerReflectionInfo,
-        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
-        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
-    )
-    for service in (reflection.SERVICE_NAME, REFLECTION_V1):
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(service, {"ServerReflectionInfo": handler}),)
-        )
-
-
-def _run_now(coroutine) -> None:
-    """Runs a coroutine that never suspends, from sync code. The aio HealthServicer's `set` is
-    async but only awaits when someone watches; a fresh servicer has no watchers yet."""
-    try:
-        coroutine.send(None)
-    except StopIteration:
-        return
-    coroutine.close()
-    raise RuntimeError("coroutine suspended; call it from async code instead")
+    add(server, service_names)
 
 
 def service_name(pb2_module, service: str) -> str:

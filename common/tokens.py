@@ -30,7 +30,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
-import yaml
 
 __all__ = [
     "TokenBook",
@@ -94,6 +93,8 @@ class TokenBook:
 
     @classmethod
     def load(cls, path: str | Path) -> TokenBook:
+        import yaml  # only servers given --tokens read a tokens file
+
         path = Path(path)
         try:
             text = path.read_text()

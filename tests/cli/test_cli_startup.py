@@ -2,8 +2,10 @@
 
 `agora --help` names every command from the table in agora.cli.main without importing any
 command module, and `agora job submit ...` imports agora.cli.job_cmd alone; so a client command
-never pays for the master, the agent, the experiments or a framework daemon. Each case runs the
-command in a fresh interpreter and reads its sys.modules afterwards.
+never pays for the master, the agent, the experiments or a framework daemon. A client command
+that runs loads its client side only: no framework daemon or store, no TLS library when it has
+no certificates, no tokens-file parser, server-side gRPC service or logging library. Each case
+runs the command in a fresh interpreter and reads its sys.modules afterwards.
 """
 
 from __future__ import annotations
@@ -28,18 +30,40 @@ except SystemExit as e:
 print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
 """
 
-# Whole subsystems no client command needs: the daemons, the experiments and their plots,
-# the framework daemons (agora.frameworks.batch.daemon among them).
+# Whole subsystems no client command needs: the daemons, the experiments and their plots.
 DAEMONS_AND_EXPERIMENTS = (
     "agora.master",
     "agora.agent",
     "agora.experiments",
-    "agora.frameworks",
     "aiohttp",
     "matplotlib",
 )
 # What a help page never needs: it talks to nothing.
 NETWORK_AND_WIRE = ("grpc", "google.protobuf", "cryptography", "structlog", "asyncio")
+# What a client that calls a daemon never needs: the framework daemons, their schedulers and
+# stores (SQLite), the SDK's driver; TLS certificates (cryptography) when it has none to read;
+# a tokens file's parser (yaml); the health and reflection services a server offers; structlog
+# (a client command logs nothing). `import grpc` itself loads the empty packages grpc_health
+# and grpc_reflection, not their servers.
+NOT_FOR_A_CLIENT = (
+    "agora.frameworks.batch.daemon",
+    "agora.frameworks.batch.scheduler",
+    "agora.frameworks.batch.service",
+    "agora.frameworks.batch.store",
+    "agora.frameworks.sdk.daemon",
+    "agora.frameworks.sdk.driver",
+    "agora.frameworks.service.daemon",
+    "agora.frameworks.service.scheduler",
+    "agora.frameworks.service.servicer",
+    "agora.frameworks.service.store",
+    "agora.common.standard_services",
+    "sqlite3",
+    "cryptography",
+    "yaml",
+    "grpc_health.v1",
+    "grpc_reflection.v1alpha",
+    "structlog",
+)
 
 
 def run_agora(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -71,6 +95,7 @@ def test_help_loads_no_daemon_and_no_grpc(args, expected):
     assert expected in result.stdout  # the full help of the command asked for
     modules = report["modules"]
     assert loaded(modules, DAEMONS_AND_EXPERIMENTS) == []
+    assert loaded(modules, ("agora.frameworks",)) == []  # not even a framework's client
     assert loaded(modules, NETWORK_AND_WIRE) == []
     # Of the command modules, only the one named is imported (none for `agora --help`).
     commands = sorted(m for m in modules if m.startswith("agora.cli.") and m.endswith("_cmd"))
@@ -78,13 +103,27 @@ def test_help_loads_no_daemon_and_no_grpc(args, expected):
     assert commands == chosen
 
 
-def test_a_client_command_that_runs_loads_no_daemon():
+@pytest.mark.parametrize(
+    "args, client",
+    [
+        (["cluster", "agents", "--master", "127.0.0.1:1", "--json"], None),
+        (["job", "submit", "--master", "127.0.0.1:1", "--", "true"], "agora.frameworks.batch"),
+        (["app", "list", "--master", "127.0.0.1:1"], "agora.frameworks.service"),
+    ],
+)
+def test_a_client_command_that_runs_loads_no_daemon(args, client):
     # Port 1 refuses at once: the command reaches its gRPC call and fails there.
-    result, report = run_agora("cluster", "agents", "--master", "127.0.0.1:1", "--json")
+    result, report = run_agora(*args)
     assert report["exit"] == 1
     assert "cannot reach the master at 127.0.0.1:1" in result.stderr
-    assert "grpc" in report["modules"]  # it did get as far as dialling
-    assert loaded(report["modules"], DAEMONS_AND_EXPERIMENTS) == []
+    modules = report["modules"]
+    assert "grpc" in modules  # it did get as far as dialling
+    assert loaded(modules, DAEMONS_AND_EXPERIMENTS) == []
+    assert loaded(modules, NOT_FOR_A_CLIENT) == []
+    if client is None:
+        assert loaded(modules, ("agora.frameworks",)) == []
+    else:  # it found the framework's API through its client module
+        assert client + ".client" in modules
 
 
 def test_top_level_help_is_the_same_whichever_command_is_loaded():
