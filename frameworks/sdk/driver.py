@@ -392,6 +392,16 @@ class Driver:
         """Sends one batch of implicit acks. A failure is harmless: the agent resends an
         unacknowledged update and we acknowledge it then."""
         try:
+            await self.framework.before_acknowledging(self)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._log.exception(
+                "not acknowledging: the framework could not make its updates durable",
+                count=len(statuses),
+            )
+            return
+        try:
             await self._call(
                 "Acknowledge", acknowledge_request(self.framework_id, self.stream_id, statuses)
             )

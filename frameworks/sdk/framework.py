@@ -31,6 +31,14 @@ class Framework:
     async def on_subscribed(self, driver: Driver, framework_id: str) -> None:
         """Subscribed, or subscribed again after a reconnect (same framework_id)."""
 
+    async def before_acknowledging(self, driver: Driver) -> None:
+        """Called just before the driver acknowledges updates that `on_update` has handled
+        (implicit acknowledgements go out in the background, several at a time). A framework
+        that defers writing what its updates changed, to write a burst of them at once, makes
+        it durable here. If this raises, those acknowledgements are not sent: the agents send
+        the updates again, and they are acknowledged after a later call succeeds. It runs in
+        the driver's acknowledging task, so it may come while a callback awaits a call."""
+
     async def on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
         """Resources to launch tasks on. The default declines them all, so that a framework
         with nothing to run does not hold resources others could use."""

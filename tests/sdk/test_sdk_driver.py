@@ -642,3 +642,75 @@ def test_one_backoff_serves_retries_restarts_and_reconnects():
     restart.failed(0.0)
     restart.failed(0.0)
     assert restart.delay() == exponential(2, 1.0, 2.0, 5.0) == 2.0
+
+
+# --- making updates durable before they are acknowledged ------------------------------------
+
+
+class Deferring(Recorder):
+    """Writes what its updates changed only in before_acknowledging (as the batch framework
+    commits a burst of them at once); `broken` makes that write fail."""
+
+    def __init__(self, transport_calls):
+        super().__init__()
+        self.noted: list[str] = []
+        self.written: list[str] = []
+        self.broken = False
+        self.calls = transport_calls  # the transport's calls, to see what went out first
+
+    async def on_update(self, driver, status):
+        self.noted.append(status.task_id)
+        await super().on_update(driver, status)
+
+    async def before_acknowledging(self, driver):
+        if self.broken:
+            raise OSError("disk full")
+        # Nothing of these updates was acknowledged before they were written.
+        acked_so_far = {e[1] for name, r in self.calls if name == "Acknowledge" for e in acked(r)}
+        assert not acked_so_far & set(self.noted)
+        self.written.extend(self.noted)
+        self.noted.clear()
+
+
+async def test_updates_are_acknowledged_only_after_the_framework_made_them_durable():
+    transport = MemoryTransport(timeout=TIMEOUT)
+    fw = Deferring(transport.calls)
+    driver = Driver(fw, transport, framework_info("test"), backoff=fast_backoff())
+    task = asyncio.create_task(driver.run())
+    stream = await transport.next_stream()
+    stream.send(subscribed("fw-1"))
+    sent = [f"t-{n}" for n in range(20)]
+    stream.send(
+        *(update_event(t, common_pb2.TASK_RUNNING, uuid=uuid_of(n)) for n, t in enumerate(sent))
+    )
+
+    def all_acked():
+        return sorted(e[1] for r in transport.calls_of("Acknowledge") for e in acked(r)) == sorted(
+            sent
+        )
+
+    await eventually_async(all_acked, timeout=TIMEOUT)
+    assert sorted(fw.written) == sorted(sent)
+    await finish(driver, task)
+
+
+async def test_updates_that_cannot_be_made_durable_are_not_acknowledged():
+    transport = MemoryTransport(timeout=TIMEOUT)
+    fw = Deferring(transport.calls)
+    fw.broken = True
+    driver = Driver(fw, transport, framework_info("test"), backoff=fast_backoff())
+    task = asyncio.create_task(driver.run())
+    stream = await transport.next_stream()
+    stream.send(subscribed("fw-1"), update_event("t-1", common_pb2.TASK_FINISHED, uuid=UUID))
+    await fw.next("on_update")
+    stream.send(rescind_event("o-1"))  # a later event: the ack's turn has come and gone
+    await fw.next("on_rescind")
+    await driver._flush_acks()
+    assert transport.calls_of("Acknowledge") == []
+    # The agent sends it again (it was not acknowledged); now the write works: acknowledged.
+    fw.broken = False
+    stream.send(update_event("t-1", common_pb2.TASK_FINISHED, uuid=UUID))
+    _, ack = await transport.next_call("Acknowledge")
+    assert (ack.task_id, ack.uuid) == ("t-1", UUID)
+    assert fw.written == ["t-1", "t-1"]
+    await finish(driver, task)
