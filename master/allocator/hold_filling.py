@@ -9,6 +9,7 @@ from agora.common import EMPTY, Resources
 from agora.master.allocator.drf import scalar_vector
 from agora.master.allocator.eligibility import skip_reason
 from agora.master.allocator.holds import slots, times
+from agora.master.allocator.quota import cap_unreserved
 from agora.master.allocator.types import OfferGrant
 
 if TYPE_CHECKING:
@@ -42,6 +43,12 @@ class HoldFilling:
             free = agent.free.unreserved() if agent.reserved else agent.free
             if skip_reason(fw.gpu, agent.gpus, None, free, now):
                 continue
+            if a._quota_roles:
+                # Quota binds holds as it binds offers: never past the role's limit, and not
+                # into the headroom held back for other roles' guarantees.
+                caps = a._caps(a._roles[fw.role], False)
+                if caps:
+                    free = cap_unreserved(free, caps)
             n = slots(free, hold.size, 1 if hold.distinct else hold.remaining)
             # Within the fair share: a framework whose tasks already fill its share collects
             # only as they end (what they give back), never what others are due.

@@ -1,10 +1,13 @@
 """Property tests (hypothesis) over random clusters and event sequences.
 
-A model kept by the test (what each framework holds on each agent, the filters it asked for)
-is checked against every grant: no resource offered twice at once, offered + used + free =
-total on every agent, nothing beyond a quota limit, reservations only to their role, GPU agents
-only to GPU frameworks, no offer through a filter (one contained in what its framework refused)
-or to a suppressed or inactive framework; and DRF's progressive filling with equal weights.
+A model kept by the test (what each framework holds on each agent, the filters it asked for,
+its outstanding optimistic offers and its holds) is checked against every grant, in both offer
+modes and with holds collecting: no resource held twice at once, held + collected by holds +
+free = total on every agent, an optimistic offer never more than is free and never to more
+frameworks at once than the fanout, nothing beyond a quota limit, reservations only to their
+role, GPU agents only to GPU frameworks, no offer through a filter (one contained in what its
+framework refused) or to a suppressed or inactive framework (a met hold excepted: filters and
+suppression do not stop holds); and DRF's progressive filling with equal weights.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agora.common import UNRESERVED, Resources
-from agora.master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, sorter_names
+from agora.master.allocator import (
+    GPU_CAPABILITY,
+    Allocator,
+    AllocatorConfig,
+    HoldRefused,
+    sorter_names,
+)
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROLES = [UNRESERVED, "r1", "r2"]
@@ -51,6 +60,18 @@ EVENTS = st.lists(
         ),
         st.tuples(st.sampled_from(["drain", "undrain", "toggle_agent"]), st.integers(0, 50)),
         st.tuples(st.just("weight"), st.sampled_from(ROLES), st.sampled_from([0.5, 1.0, 3.0])),
+        # optimistic offers: decline one (with a filter or not), or accept half of one
+        st.tuples(st.just("decline_offer"), st.integers(0, 1000), st.sampled_from([None, 5.0])),
+        st.tuples(st.just("accept_offer"), st.integers(0, 1000)),
+        # holds: ask one (framework, count, cpus and mem per task, one per agent), release one
+        st.tuples(
+            st.just("hold"),
+            st.integers(0, 50),
+            st.integers(1, 3),
+            st.sampled_from([(1, 64), (0.5, 128), (2, 32)]),
+            st.booleans(),
+        ),
+        st.tuples(st.just("release_hold"), st.integers(0, 50)),
     ),
     min_size=1,
     max_size=40,
@@ -79,20 +100,53 @@ class Model:
         self.filters: dict[tuple[str, str], tuple[float, Resources]] = {}
         self.limit_r1 = limit_r1
         self.now = 0.0
+        self.fanout = alloc.config.optimistic_fanout
+        # agent -> fid -> outstanding optimistic offer (they hold nothing)
+        self.offered: dict[str, dict[str, Resources]] = {a: {} for a in agent_totals}
+        self.holds: list[str] = []  # hold ids asked, live or not
+        self.hold_seq = 0
+
+    def collected(self, agent: str) -> dict[str, Resources]:
+        """What live holds have taken on `agent`, by framework (allocated, not yet granted)."""
+        out: dict[str, Resources] = {}
+        for hold_id in self.holds:
+            hold = self.alloc.hold(hold_id)
+            if hold is not None and agent in hold.taken:
+                fid = hold.framework_id
+                out[fid] = out.get(fid, Resources()) + hold.taken[agent][0]
+        return out
+
+    def rescind_unsatisfiable(self):
+        """As the master does after a commit or a hold took resources: optimistic offers
+        that ask for more than is free now are rescinded (withdrawn, no filter)."""
+        for agent in self.agents:
+            free = self.alloc.free(agent)
+            for fid, offer in list(self.offered[agent].items()):
+                if not free.contains(offer):
+                    del self.offered[agent][fid]
+                    self.alloc.withdraw(fid, agent, offer)
 
     def check_grants(self, grants):
         granted_r1_unreserved = 0.0
         for g in grants:
             fid, agent = g.framework_id, g.agent_id
-            assert fid in self.present and fid not in self.suppressed and fid not in self.inactive
-            assert agent in self.agents and agent not in self.drained
-            until, refused = self.filters.get((fid, agent), (-1.0, Resources()))
-            hidden = until > self.now and refused.contains(g.resources)
-            assert not hidden, "offered through a filter"
+            assert fid in self.present and fid not in self.inactive
+            assert agent in self.agents
+            if not g.hold_id:  # a met hold's grants skip filters and suppression, on purpose
+                assert fid not in self.suppressed and agent not in self.drained
+                until, refused = self.filters.get((fid, agent), (-1.0, Resources()))
+                hidden = until > self.now and refused.contains(g.resources)
+                assert not hidden, "offered through a filter"
             role, gpu = self.frameworks[fid]
             assert g.resources.roles() <= {UNRESERVED, role}, "reservation to another role"
             if self.totals[agent].scalar("gpus") > 0:
                 assert gpu, "GPU agent offered to a framework without the capability"
+            if not g.held:
+                outstanding = self.offered[agent]
+                outstanding[fid] = outstanding.get(fid, Resources()) + g.resources
+                assert len(outstanding) <= self.fanout, "offered to more than the fanout"
+                assert self.alloc.free(agent).contains(g.resources), "offered beyond free"
+                continue
             held = self.held[agent]
             held[fid] = held.get(fid, Resources()) + g.resources
             in_use = sum(held.values(), Resources())
@@ -111,7 +165,10 @@ class Model:
     def check_conservation(self):
         for agent in self.agents:
             allocs = self.alloc.agent_allocations(agent)
-            assert allocs == {f: r for f, r in self.held[agent].items() if r}
+            expected = dict(self.held[agent])
+            for fid, taken in self.collected(agent).items():
+                expected[fid] = expected.get(fid, Resources()) + taken
+            assert allocs == {f: r for f, r in expected.items() if r}
             assert sum(allocs.values(), self.alloc.free(agent)) == self.totals[agent]
 
     def step(self, event):
@@ -121,8 +178,10 @@ class Model:
         names = sorted(self.totals)
         if kind == "allocate":
             self.check_grants(alloc.allocate(self.now))
+            self.rescind_unsatisfiable()
         elif kind == "allocate_one":
             self.check_grants(alloc.allocate(self.now, [names[args[0] % len(names)]]))
+            self.rescind_unsatisfiable()
         elif kind == "recover":
             pairs = [(a, f) for a in sorted(self.agents) for f, r in self.held[a].items() if r]
             if not pairs:
@@ -135,6 +194,44 @@ class Model:
                 self.filters[(fid, agent)] = (self.now + args[2], part)
         elif kind == "advance":
             self.now += args[0]
+            self.alloc.expire_holds(self.now)
+        elif kind in ("decline_offer", "accept_offer"):
+            pairs = [(a, f) for a in sorted(self.agents) for f in sorted(self.offered[a])]
+            if not pairs:
+                return
+            agent, fid = pairs[args[0] % len(pairs)]
+            offer = self.offered[agent].pop(fid)
+            alloc.withdraw(fid, agent, offer)
+            if kind == "decline_offer":
+                if args[1]:  # as the master's Ledger.refuse: nothing given back, a filter
+                    alloc.recover(
+                        fid, agent, Resources(), self.now, refuse_seconds=args[1], refused=offer
+                    )
+                    self.filters[(fid, agent)] = (self.now + args[1], offer)
+                return
+            part = _half(offer)
+            if part and alloc.free(agent).contains(part):  # as the master checks first
+                alloc.commit(fid, agent, part)
+                self.held[agent][fid] = self.held[agent].get(fid, Resources()) + part
+                self.rescind_unsatisfiable()
+        elif kind == "hold":
+            fid = fids[args[0] % len(fids)]
+            if fid not in self.present:
+                return
+            cpus, mem = args[2]
+            self.hold_seq += 1
+            hold_id = f"h{self.hold_seq}"
+            try:
+                alloc.add_hold(
+                    hold_id, fid, args[1], Resources.of(cpus=cpus, mem=mem), args[3], self.now + 5
+                )
+            except HoldRefused:
+                return
+            self.holds.append(hold_id)
+        elif kind == "release_hold":
+            live = [h for h in self.holds if alloc.hold(h) is not None]
+            if live:
+                alloc.release_hold(live[args[0] % len(live)])
         elif kind == "weight":
             alloc.set_weight(*args)
         elif kind in ("suppress", "revive", "deactivate", "activate", "toggle"):
@@ -145,6 +242,8 @@ class Model:
                     self.present.discard(fid)
                     for held in self.held.values():
                         held.pop(fid, None)
+                    for offered in self.offered.values():
+                        offered.pop(fid, None)
                     self.filters = {k: v for k, v in self.filters.items() if k[0] != fid}
                 else:
                     role, gpu = self.frameworks[fid]
@@ -176,6 +275,7 @@ class Model:
                     self.agents.discard(agent)
                     self.drained.discard(agent)
                     self.held[agent] = {}
+                    self.offered[agent] = {}
                 else:
                     alloc.add_agent(agent, self.totals[agent])
                     self.agents.add(agent)
@@ -188,6 +288,7 @@ class Model:
                     self.drained.discard(agent)
 
 
+@pytest.mark.parametrize("fanout", [0, 2], ids=["pessimistic", "optimistic"])
 @pytest.mark.parametrize("sorter", sorter_names())
 @SETTINGS
 @given(
@@ -198,9 +299,13 @@ class Model:
     events=EVENTS,
 )
 def test_safety_over_random_event_sequences(
-    sorter, cluster, frameworks, limit_r1, guarantee_r2, events
+    sorter, fanout, cluster, frameworks, limit_r1, guarantee_r2, events
 ):
-    alloc = Allocator(AllocatorConfig(role_sorter=sorter, framework_sorter=sorter, seed=5))
+    alloc = Allocator(
+        AllocatorConfig(
+            role_sorter=sorter, framework_sorter=sorter, seed=5, optimistic_fanout=fanout
+        )
+    )
     if limit_r1 is not None:
         alloc.set_quota("r1", None, Resources.of(cpus=limit_r1))
     if guarantee_r2:

@@ -203,3 +203,16 @@ def test_offers_cut_by_headroom_are_said_even_when_something_is_offered():
     (headroom,) = [r for r in reasons if "headroom" in r]
     assert "cut the offers of 1 agent(s) to what is left" in headroom
     assert "role prod lacks cpus:6 of its quota guarantee" in headroom
+
+
+def test_a_hold_collects_no_more_than_its_roles_quota_limit():
+    # Found by the property test: holds took free resources past the role's limit.
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", Resources.parse("cpus:1;mem:256;cpus(r1):1;mem(r1):128"))
+    alloc.add_framework("f1", role="r1")
+    alloc.set_quota("r1", None, Resources.of(cpus=1))  # its reservation already counts 1
+    alloc.add_hold("h1", "f1", count=1, size=Resources.of(cpus=1, mem=64), distinct=False,
+                   deadline=10.0)  # fmt: skip
+    grants = alloc.allocate(0.0)
+    assert not any(g.hold_id for g in grants)  # it would take r1 to 2 cpus: it waits
+    assert alloc.hold("h1").taken == {}
