@@ -3,11 +3,15 @@
 Jobs come in queue order. A plain job places as many of its ready instances as fit; a gang job
 places all of its instances in this round or none of them (its trial placements are rolled
 back), and later jobs may still use what it could not (backfill).
+
+A job's instances all need the same resources, so once one fits nowhere the rest do not either:
+a group's wants are read lazily and no further than that, and a round of offers costs what it
+places, not what waits (a 10,000-instance job builds a few task specs per offer, not 10,000).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from agora.common import UNRESERVED, Resources
@@ -26,10 +30,11 @@ class Want:
 
 @dataclass
 class Group:
-    """The ready instances of one job, in the order the queue serves jobs."""
+    """The ready instances of one job, in the order the queue serves jobs. `wants` may be lazy
+    (read once, no further than the first that fits nowhere); they share one shape."""
 
     job_id: str
-    wants: list[Want]
+    wants: Iterable[Want]
     gang: bool = False
 
 
@@ -78,8 +83,7 @@ def plan(
                     break
             else:
                 left = True
-                if group.gang:
-                    break
+                break  # the rest are the same shape: none fits either
         if left:
             waiting.append(group.job_id)
             if group.gang:

@@ -5,24 +5,32 @@ order, retries failed instances with backoff, kills, and tells watchers about ev
 The gRPC servicer calls `submit`, `kill`, `get`, `jobs`, `watch`; the SDK driver calls the
 `on_*` callbacks. Both run on one event loop, so no locks: nothing here holds an invariant
 across an await.
+
+Per task it costs what that task needs, not what the book holds: the instances waiting for
+offers are kept in waiting.py as they change (no scan of every job per offer, update or
+timer), an offer round builds task specs only for what it places, a job's counts follow its
+instances as they change (state.py), and the writes of a burst of updates go to SQLite in one
+transaction, committed before any of those updates is acknowledged (store.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import grpc
 import structlog
 
 from agora.common import UNRESERVED, Resources, new_id
 from agora.frameworks.batch import state as st
-from agora.frameworks.batch.placement import Group, Want, plan
+from agora.frameworks.batch.placement import Group, Plan, Want, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.batch.validation import describe_needs
+from agora.frameworks.batch.waiting import WaitingInstances
 from agora.frameworks.sdk import (
     Driver,
     Framework,
@@ -95,8 +103,13 @@ class BatchScheduler(Framework):
         # makes it a Prometheus histogram).
         self.observe_queue_wait: Callable[[float], None] = lambda seconds: None
         self.jobs: dict[str, batch_pb2.Job] = {job.job_id: job for job in store.load_jobs()}
+        self._waiting = WaitingInstances()  # instances to launch, now or after a backoff
+        self._keys: dict[str, tuple] = {}  # job id -> its place in the queue (the policy's key)
+        self._unended: set[str] = set()  # ids of the jobs that have not ended
+        self._commit_soon = False  # a commit is due at the end of this loop turn
         for job in self.jobs.values():
             st.refresh(job, clock())  # counts follow the instances as stored
+            self._track(job)
         self._sequence = max((j.sequence for j in self.jobs.values()), default=0)
         self._watchers: dict[str, set[asyncio.Queue]] = {}
         self._suppressed: bool | None = None  # unknown until we tell the master
@@ -104,6 +117,7 @@ class BatchScheduler(Framework):
         self._realign: asyncio.TimerHandle | None = None  # see _arm_realign
         self._notes: dict[str, str] = {}  # job id -> why it may wait long (from submit)
         self._offers_wanted = 0  # see _want_offers
+        self.agents_lost = 0  # agents the master removed since we started (service.py)
         self._background: set[asyncio.Task] = set()
         self._log = log.bind(policy=policy)
         self.forget_old_jobs()
@@ -113,7 +127,11 @@ class BatchScheduler(Framework):
     def forget_old_jobs(self) -> list[str]:
         """Forgets the finished jobs (ended, no task left) beyond max_finished_jobs, the ones
         that ended first; returns their ids."""
-        finished = [j for j in self.jobs.values() if st.is_finished(j)]
+        if len(self.jobs) - len(self._unended) <= self.max_finished_jobs:
+            return []  # not even the ended jobs are too many (the common case: no scan)
+        finished = [
+            j for j in self.jobs.values() if j.job_id not in self._unended and st.is_finished(j)
+        ]
         excess = len(finished) - self.max_finished_jobs
         if excess <= 0:
             return []
@@ -121,6 +139,7 @@ class BatchScheduler(Framework):
         gone = [j.job_id for j in finished[:excess]]
         for job_id in gone:
             del self.jobs[job_id]
+            self._keys.pop(job_id, None)
             for notes in (self._notes, self._hold_notes, self._hold_refused):
                 notes.pop(job_id, None)
         self.store.delete_jobs(gone)
@@ -140,7 +159,14 @@ class BatchScheduler(Framework):
             self._notes[job.job_id] = note
             job.message = f"{job.message}; {note}"
         self.store.put_job(job)
+        try:
+            self.store.commit()  # stored before the caller hears of it
+        except BaseException:
+            self.store.discard(job.job_id)
+            self._notes.pop(job.job_id, None)
+            raise
         self.jobs[job.job_id] = job
+        self._track(job)
         self.forget_old_jobs()
         self._log.info(
             "job submitted",
@@ -170,7 +196,9 @@ class BatchScheduler(Framework):
             to_kill = st.kill_job(job, self.clock())
         except ValueError as e:
             raise JobEnded(str(e)) from None
+        self._untrack(job_id)
         self.store.put_job(job)
+        self.store.commit()  # killed for good before the kills go out and the caller hears
         self._log.info("job killed", job_id=job_id, tasks=len(to_kill))
         if self.driver is not None:
             await self._release_hold(self.driver, job_id)
@@ -209,11 +237,11 @@ class BatchScheduler(Framework):
         watchers = self._watchers.get(job.job_id)
         if not watchers:
             return
-        event = batch_pb2.JobEvent(timestamp=self.clock(), description=description)
-        event.job.CopyFrom(job)
         # The changed instance travels in `attempt`; repeating every instance in every event
         # would make watching a big job quadratic.
-        del event.job.instances[:]
+        event = batch_pb2.JobEvent(
+            timestamp=self.clock(), description=description, job=st.without_instances(job)
+        )
         if index is not None:
             event.instance = index
         if attempt is not None:
@@ -223,19 +251,30 @@ class BatchScheduler(Framework):
 
     # --- offers and interest -----------------------------------------------------------------
 
-    def _queue(self) -> list[batch_pb2.Job]:
-        """Jobs that may launch something, in the order the policy serves them."""
-        jobs = [j for j in self.jobs.values() if not st.is_ended(j)]
-        return sorted(
-            jobs,
-            key=lambda j: self.sort_key(
-                QueuedJob(j.job_id, j.sequence, j.spec.priority, j.spec.duration_seconds)
-            ),
+    def _track(self, job: batch_pb2.Job) -> None:
+        """Takes a job that has not ended into the queue (its pending instances wait)."""
+        if st.is_ended(job):
+            return
+        self._unended.add(job.job_id)
+        self._keys[job.job_id] = self.sort_key(
+            QueuedJob(job.job_id, job.sequence, job.spec.priority, job.spec.duration_seconds)
         )
+        self._waiting.add_job(job)
+
+    def _untrack(self, job_id: str) -> None:
+        """The job has ended: nothing of it waits any more."""
+        self._unended.discard(job_id)
+        self._waiting.forget(job_id)
+
+    def _queue(self) -> list[batch_pb2.Job]:
+        """Jobs with instances waiting (ready or in backoff), in the order the policy serves
+        them."""
+        jobs = [self.jobs[j] for j in self._waiting.job_ids() if j in self.jobs]
+        return sorted(jobs, key=lambda j: self._keys[j.job_id])
 
     def has_ready_work(self, now: float | None = None) -> bool:
         now = self.clock() if now is None else now
-        return any(st.ready_instances(job, now) for job in self._queue())
+        return any(self._waiting.has_ready(job, now) for job in self._queue())
 
     async def update_interest(self, revive: bool = False) -> None:
         """Revives when instances are ready to launch and suppresses when none are, so an
@@ -257,13 +296,14 @@ class BatchScheduler(Framework):
             self._suppressed = None
 
     def _arm_wakeup(self) -> None:
-        times = [t for t in (st.next_retry_at(j) for j in self.jobs.values()) if t]
+        now = self.clock()
+        times = [t for t in (self._waiting.next_retry_at(j, now) for j in self._queue()) if t]
         if self._wakeup is not None:
             self._wakeup.cancel()
             self._wakeup = None
         if not times:
             return
-        delay = max(0.0, min(times) - self.clock())
+        delay = max(0.0, min(times) - now)
         loop = asyncio.get_running_loop()
         self._wakeup = loop.call_later(delay, self._want_offers)
 
@@ -289,6 +329,43 @@ class BatchScheduler(Framework):
                 timer.cancel()
         for task in list(self._background):
             task.cancel()
+        self._commit_quietly()
+
+    # --- persistence -------------------------------------------------------------------------
+
+    def _save(self, job: batch_pb2.Job, instances: Sequence[int] | None = None) -> None:
+        """Notes the job's change for the next commit: at the latest at the end of this turn
+        of the event loop, earlier where something depends on it (before_acknowledging, a
+        launch, an API answer)."""
+        self.store.put_job(job, instances)
+        if self._commit_soon:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.store.commit()  # no loop (a unit test of the book alone): at once
+            return
+        self._commit_soon = True
+        loop.call_soon(self._commit_quietly)
+
+    def commit(self) -> None:
+        """Writes what is noted: the API calls it before it shows jobs, so that nothing it
+        shows is lost in a crash. A failure is logged, and what was noted stays for the next
+        commit (nothing is acknowledged before one succeeds)."""
+        try:
+            self.store.commit()
+        except sqlite3.Error as e:
+            self._log.error("cannot write the jobs; will try again", error=str(e))
+
+    def _commit_quietly(self) -> None:
+        """The end of a loop turn's commit."""
+        self._commit_soon = False
+        self.commit()
+
+    async def before_acknowledging(self, driver: Driver) -> None:
+        """The updates about to be acknowledged are written first (raises if they cannot be:
+        then they are not acknowledged, and the agents send them again)."""
+        self.store.commit()
 
     # --- Framework callbacks -----------------------------------------------------------------
 
@@ -325,20 +402,34 @@ class BatchScheduler(Framework):
             # before our declines' filters; revive again so that they do not hide it.
             await self.update_interest(revive=self._offers_wanted != wanted)
 
-    async def _use_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+    def _plan(self, offers: Sequence[common_pb2.Offer]) -> Plan | None:
+        """The ready instances placed into the offers in queue order; None if none is ready.
+        Each job's instances are read lazily: only those placed (and the first that does not
+        fit) get a task spec."""
         now = self.clock()
-        groups = []
-        for job in self._queue():
-            indices = st.ready_instances(job, now)
-            if not indices:
-                continue
-            gang = job.spec.gang and st.never_launched(job)
-            wants = [Want(job.job_id, i, self.task_spec(job, i)) for i in indices]
-            groups.append(Group(job.job_id, wants, gang))
-        if not groups:
+        groups, readers = [], []
+        try:
+            for job in self._queue():
+                if not self._waiting.has_ready(job, now):
+                    continue
+                gang = job.spec.gang and st.never_launched(job)
+                reader = self._waiting.ready(job, now)
+                readers.append(reader)
+                groups.append(Group(job.job_id, self._wants(job, reader), gang))
+            return plan(offers, groups, self.role) if groups else None
+        finally:
+            for reader in readers:
+                reader.close()  # what they read waits on, as hints (waiting.py)
+
+    def _wants(self, job: batch_pb2.Job, indices: Iterable[int]) -> Iterator[Want]:
+        for index in indices:
+            yield Want(job.job_id, index, self.task_spec(job, index))
+
+    async def _use_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+        result = self._plan(offers)
+        if result is None:
             await self._decline(driver, offers, self.idle_refuse_seconds)
             return
-        result = plan(offers, groups, self.role)
         for job_id in result.waiting:
             self._note_waiting(self.jobs[job_id])
         more = bool(result.waiting)
@@ -354,6 +445,10 @@ class BatchScheduler(Framework):
             await self._ask_hold(driver, self.jobs[job_id])
         if any(job_id not in self._holds for job_id in gangs):
             self._arm_realign()
+
+    async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
+        """Its tasks come as TASK_LOST updates; the agents' sizes kept for submissions go."""
+        self.agents_lost += 1
 
     # --- gang holds ----------------------------------------------------------------------
 
@@ -441,7 +536,7 @@ class BatchScheduler(Framework):
         offer = launch.offers[0]
         now = self.clock()
         # A kill may have come in while an earlier launch of this round was awaited.
-        wants = [w for w in launch.wants if w.index in st.ready_instances(self.jobs[w.job_id], now)]
+        wants = [w for w in launch.wants if st.is_ready(self.jobs[w.job_id], w.index, now)]
         if len(wants) != len(launch.wants):
             keep = {w.spec.task_id for w in wants}
             launch.wants = wants
@@ -475,6 +570,13 @@ class BatchScheduler(Framework):
         for job_id, indices in touched.items():
             self.store.put_job(self.jobs[job_id], indices)
         try:
+            self.store.commit()
+        except sqlite3.Error as e:
+            self._log.error("cannot record a launch; not launching", error=str(e))
+            self._undo_launch(launch, touched, f"not launched: cannot record it ({e})")
+            await self._decline(driver, launch.offers, 0)
+            return
+        try:
             await driver.launch(
                 launch.offers, launch.tasks, refuse_seconds=0 if more_waiting else None
             )
@@ -497,14 +599,9 @@ class BatchScheduler(Framework):
                 # Optimistic offers: what is left of them may still be live at the master;
                 # give it back at once rather than holding it until the offer times out.
                 await self._decline(driver, launch.offers, 0)
-            now = self.clock()
-            for want in launch.wants:
-                st.unrecord_launch(self.jobs[want.job_id], want.index, want.spec.task_id, now)
-            for job_id, indices in touched.items():
-                self.store.put_job(self.jobs[job_id], indices)
-                self._publish(self.jobs[job_id], description=f"launch refused: {e.message}")
+            self._undo_launch(launch, touched, f"launch refused: {e.message}")
             return
-        self._log.info(
+        self._log.debug(
             "launched", agent_id=launch.agent_id, tasks=[t.task_id for t in launch.tasks]
         )
         for job_id in touched:  # a gang placed from ordinary offers needs its hold no more
@@ -512,6 +609,18 @@ class BatchScheduler(Framework):
         for want in launch.wants:  # killed while we were launching
             if self.jobs[want.job_id].state == batch_pb2.JOB_KILLED:
                 await self._kill_task(want.spec.task_id, launch.agent_id)
+
+    def _undo_launch(self, launch, touched: dict[str, list[int]], why: str) -> None:
+        """The launch did not happen: its attempts are undone and the instances wait again."""
+        now = self.clock()
+        for want in launch.wants:
+            job = self.jobs[want.job_id]
+            st.unrecord_launch(job, want.index, want.spec.task_id, now)
+            if st.is_ready(job, want.index, now):
+                self._waiting.add(job.job_id, want.index)
+        for job_id, indices in touched.items():
+            self._save(self.jobs[job_id], indices)
+            self._publish(self.jobs[job_id], description=why)
 
     async def _decline(self, driver: Driver, offers, refuse_seconds: float) -> None:
         if not offers:
@@ -534,7 +643,7 @@ class BatchScheduler(Framework):
                 message += f"; {notes[job.job_id]}"
         if job.message != message and not st.is_ended(job):
             job.message = message
-            self.store.put_job(job, ())
+            self._save(job, ())
             self._publish(job, description=message)
 
     def task_spec(self, job: batch_pb2.Job, index: int) -> TaskSpec:
@@ -573,19 +682,37 @@ class BatchScheduler(Framework):
             return
         change = st.apply_update(job, index, status, now=self.clock(), backoff=self.backoff)
         if change.changed:
-            self.store.put_job(job, [index])  # before the (implicit) acknowledgement
-            self._log.info(
-                "task update",
-                job_id=job.job_id,
-                status=describe_status(status),
-                job_state=st.job_state_name(job.state),
-            )
+            # Written before the (implicit) acknowledgement: see before_acknowledging.
+            self._save(job, [index])
+            self._follow(job, index, change)
+            self._log_update(job, status, change)
             attempt = next(a for a in job.instances[index].attempts if a.task_id == status.task_id)
             self._publish(job, index=index, attempt=attempt, description=change.description)
         if job.state == batch_pb2.JOB_KILLED and not st.is_terminal_task(status.state):
             await self._kill_task(status.task_id, status.agent_id)
         if change.retry_at is not None or change.instance_ended:
             await self.update_interest()
+
+    def _follow(self, job: batch_pb2.Job, index: int, change: st.Change) -> None:
+        """Keeps the queue in step with an applied update."""
+        if change.retry_at is not None:
+            self._waiting.add(job.job_id, index, job.instances[index].not_before)
+        if change.job_ended:
+            self._untrack(job.job_id)
+
+    def _log_update(self, job: batch_pb2.Job, status: common_pb2.TaskStatus, change) -> None:
+        """Failures and a job's end at info; the rest of a task's life, a few lines a task
+        (the job and WatchJob have it all), at debug."""
+        failed = st.is_terminal_task(status.state) and status.state != common_pb2.TASK_FINISHED
+        if failed or change.job_ended:
+            self._log.info(
+                "task update",
+                job_id=job.job_id,
+                status=describe_status(status),
+                job_state=st.job_state_name(job.state),
+            )
+        else:
+            self._log.debug("task update", task_id=status.task_id, state=status.state)
 
     async def _kill_task(self, task_id: str, agent_id: str) -> None:
         driver = self.driver
@@ -605,8 +732,9 @@ class BatchScheduler(Framework):
                 status = common_pb2.TaskStatus(
                     task_id=attempt.task_id, state=common_pb2.TASK_LOST, message=reason
                 )
-                st.apply_update(job, index, status, now=now, backoff=self.backoff)
-                self.store.put_job(job, [index])
+                change = st.apply_update(job, index, status, now=now, backoff=self.backoff)
+                self._save(job, [index])
+                self._follow(job, index, change)
                 self._publish(job, index=index, attempt=attempt, description=reason)
         self.framework_id = ""
         self.store.set_framework_id("")

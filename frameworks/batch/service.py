@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import structlog
 
@@ -19,6 +21,11 @@ from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
 log = structlog.get_logger(__name__)
 
 OPERATOR_TIMEOUT = 5.0
+# How long the agents' sizes from one ListAgents serve the submissions that follow. A refusal
+# is only ever made on a fresh answer, and an agent lost meanwhile (the scheduler hears of it)
+# drops the kept one; so reusing it costs at most a job accepted that then waits, as when the
+# master cannot be asked, and spares every submission a round trip to the master.
+AGENT_SIZES_SECONDS = 2.0
 
 
 class BatchService(batch_pb2_grpc.BatchServicer):
@@ -29,6 +36,8 @@ class BatchService(batch_pb2_grpc.BatchServicer):
     ) -> None:
         self.scheduler = scheduler
         self.operator = operator
+        # (when asked, the scheduler's agents_lost then, the answer) of the last ListAgents.
+        self._sizes: tuple[float, int, list[tuple[str, Resources]]] | None = None
 
     async def SubmitJob(self, request: batch_pb2.SubmitJobRequest, context):
         spec = request.spec
@@ -38,9 +47,12 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             probe = self.scheduler.task_spec(st.new_job("probe", spec, 0, 0.0), 0)
         except (SpecError, ValueError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        totals = await self._agent_totals()
         role = spec.task.role or self.scheduler.role
+        totals, kept = await self._agent_totals()
         too_big = self._too_big(spec, probe, totals, role)
+        if too_big and kept:  # refused only on a fresh answer: an agent may have joined
+            totals, _ = await self._agent_totals(fresh=True)
+            too_big = self._too_big(spec, probe, totals, role)
         if too_big:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, too_big)
         note = ""
@@ -61,22 +73,35 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         environment values unless it owns the job (ownership.py)."""
         return message if may_act(principal, job.spec.labels) else without_environments(message)
 
-    async def _agent_totals(self) -> list[tuple[str, Resources]]:
+    async def _agent_totals(self, fresh: bool = False) -> tuple[list[tuple[str, Resources]], bool]:
         """(name, total resources) of each registered agent; empty if we cannot tell (no agents
-        yet, or the master unreachable): then a job is accepted and waits."""
+        yet, or the master unreachable): then a job is accepted and waits. With it, whether the
+        answer was kept from an earlier call (see AGENT_SIZES_SECONDS) rather than asked now."""
         if self.operator is None:
-            return []
+            return [], False
+        now = time.monotonic()
+        kept = self._sizes
+        if (
+            not fresh
+            and kept is not None
+            and now - kept[0] < AGENT_SIZES_SECONDS
+            and kept[1] == self.scheduler.agents_lost
+        ):
+            return kept[2], True
+        lost = self.scheduler.agents_lost
         try:
             reply = await self.operator.ListAgents(
                 operator_pb2.ListAgentsRequest(), timeout=OPERATOR_TIMEOUT
             )
         except grpc.aio.AioRpcError as e:
             log.warning("cannot ask the master for agent sizes", error=e.details())
-            return []
-        return [
+            return [], False
+        totals = [
             (a.info.hostname or a.info.agent_id, Resources.from_proto(a.info.resources))
             for a in reply.agents
         ]
+        self._sizes = (now, lost, totals) if totals else None
+        return totals, False
 
     def _too_big(self, spec: batch_pb2.JobSpec, probe, totals, role: str) -> str:
         """Why no agent could ever run one instance, or "" if one could (or we cannot tell)."""
@@ -97,9 +122,11 @@ class BatchService(batch_pb2_grpc.BatchServicer):
 
     async def GetJob(self, request: batch_pb2.GetJobRequest, context):
         job = await self._job(request.job_id, context)
+        self.scheduler.commit()  # what a caller sees survives a crash
         return self._shown(job, job, caller_principal(context))
 
     async def ListJobs(self, request: batch_pb2.ListJobsRequest, context):
+        self.scheduler.commit()
         principal = caller_principal(context)
         jobs = [
             self._shown(j, j, principal) for j in self.scheduler.list_jobs(list(request.states))
@@ -134,11 +161,13 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             )
             principal = caller_principal(context)
             first.job.CopyFrom(self._shown(job, job, principal))
+            self.scheduler.commit()
             yield first
             if st.is_finished(job):
                 return
             while True:
                 event = await queue.get()
+                self.scheduler.commit()
                 yield self._shown(event, event.job, principal)
                 if st.is_finished(event.job):
                     return

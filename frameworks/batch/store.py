@@ -2,14 +2,23 @@
 
 A job is stored as its header (the `Job` message without instances) plus one row per instance,
 so a task update rewrites one small row, not the whole job: a 10,000-instance job costs the same
-per update as a single one. Every change is written before it is acknowledged, so a restarted
-daemon resumes exactly where it stopped. `JobStore(None)` keeps everything in memory.
+per update as a single one. `JobStore(None)` keeps everything in memory.
+
+Writes are grouped: `put_job` notes what changed, and `commit` writes everything noted so far
+in one transaction (the jobs as they are then: an instance changed three times in one batch of
+updates is written once). The scheduler commits before anything leaves the daemon that depends
+on a change: before the driver acknowledges the updates handled so far (so every update is
+written before it is acknowledged, and a restarted daemon resumes where it stopped), before a
+launch goes to the master, before the Batch API answers, and at the end of every turn of the
+event loop whatever else was noted. A commit that fails keeps everything noted for the next
+one, and nothing is acknowledged until one succeeds: the agents resend those updates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agora.frameworks.batch.state import without_instances
 from agora.frameworks.sdk import StateStore
 from agora.v1 import batch_pb2
 
@@ -32,18 +41,46 @@ CREATE TABLE IF NOT EXISTS instances (
 class JobStore(StateStore):
     SCHEMA = _SCHEMA
 
+    def __init__(self, path) -> None:
+        super().__init__(path)
+        # job id -> (the job, the indices of its changed instances; None: all of them), noted
+        # by put_job and written by the next commit.
+        self._changed: dict[str, tuple[batch_pb2.Job, set[int] | None]] = {}
+
+    @property
+    def uncommitted(self) -> bool:
+        """Whether changes are noted that no commit has written yet."""
+        return bool(self._changed)
+
     def put_job(self, job: batch_pb2.Job, instances: Iterable[int] | None = None) -> None:
-        """Writes the job's header and the given instances (None: all of them) atomically."""
-        header = batch_pb2.Job()
-        header.CopyFrom(job)
-        del header.instances[:]
-        indices = range(len(job.instances)) if instances is None else sorted(set(instances))
-        rows = [(job.job_id, i, job.instances[i].SerializeToString()) for i in indices]
+        """Notes the job's header and the given instances (None: all of them) as changed; the
+        next `commit` writes them as they are then, together."""
+        noted = self._changed.get(job.job_id)
+        if noted is None or noted[0] is not job:
+            self._changed[job.job_id] = (job, None if instances is None else set(instances))
+        elif noted[1] is not None:
+            if instances is None:
+                self._changed[job.job_id] = (job, None)
+            else:
+                noted[1].update(instances)
+
+    def commit(self) -> int:
+        """Writes every noted change in one transaction; returns how many jobs it wrote. If it
+        fails, the changes stay noted (the next commit writes them) and it raises."""
+        if not self._changed:
+            return 0
+        jobs: list[tuple[str, int, int, bytes]] = []
+        rows: list[tuple[str, int, bytes]] = []
+        for job, indices in self._changed.values():
+            header = without_instances(job).SerializeToString()
+            jobs.append((job.job_id, job.sequence, job.state, header))
+            which = range(len(job.instances)) if indices is None else sorted(indices)
+            rows.extend((job.job_id, i, job.instances[i].SerializeToString()) for i in which)
         self._db.execute("BEGIN")
         try:
-            self._db.execute(
+            self._db.executemany(
                 "INSERT OR REPLACE INTO jobs (job_id, sequence, state, data) VALUES (?, ?, ?, ?)",
-                (job.job_id, job.sequence, job.state, header.SerializeToString()),
+                jobs,
             )
             self._db.executemany(
                 "INSERT OR REPLACE INTO instances (job_id, idx, data) VALUES (?, ?, ?)", rows
@@ -52,8 +89,17 @@ class JobStore(StateStore):
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        self._changed.clear()
+        return len(jobs)
+
+    def discard(self, job_id: str) -> None:
+        """Forgets what was noted of the job (a submission that could not be stored)."""
+        self._changed.pop(job_id, None)
 
     def delete_jobs(self, job_ids: list[str]) -> None:
+        """Deletes the jobs at once (with what was noted of them)."""
+        for job_id in job_ids:
+            self._changed.pop(job_id, None)
         self._db.execute("BEGIN")
         try:
             for job_id in job_ids:
@@ -63,6 +109,13 @@ class JobStore(StateStore):
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Writes what is noted, then closes."""
+        try:
+            self.commit()
+        finally:
+            super().close()
 
     def load_jobs(self) -> list[batch_pb2.Job]:
         jobs: dict[str, batch_pb2.Job] = {}

@@ -10,6 +10,9 @@ import pytest
 from batch_harness import BatchCluster
 from harness import Daemon, eventually_async
 
+from agora.common.rpc import insecure_channel
+from agora.v1 import batch_pb2, batch_pb2_grpc, common_pb2
+
 pytestmark = pytest.mark.e2e
 
 
@@ -75,6 +78,77 @@ async def test_sigkilled_batch_process_restarts_and_finishes_its_job(cluster, tm
             await asyncio.to_thread(daemon.stop)
 
 
+async def test_sigkill_mid_burst_loses_no_finished_instance_and_the_rest_finish(cluster, tmp_path):
+    """The daemon groups the writes of a burst of updates into one commit: killed with -9 in
+    the middle of 100 instances ending, every instance it had shown FINISHED is still FINISHED
+    when it comes back (nothing it shows is unwritten), and all the rest finish."""
+    args = [
+        "batch",
+        "--master",
+        cluster.master.address,
+        "--port",
+        "0",
+        "--state-dir",
+        str(tmp_path / "batch"),
+    ]
+    gate = tmp_path / "go"
+    # Instances 0-99 end at once; 100-119 wait for the gate, so the job is mid-run whenever
+    # the kill lands.
+    script = f'[ "$AGORA_INSTANCE" -lt 100 ] || while [ ! -f {gate} ]; do sleep 0.05; done'
+    daemons = [Daemon(args, tmp_path / "logs" / "batch-1.log")]
+    try:
+        await asyncio.to_thread(daemons[0].start)
+        submitted = await cluster.cli(
+            "job", "submit", "--instances", "120", "--cpus", "0.02", "--mem", "8", "--json",
+            "--", script,
+        )  # fmt: skip
+        assert submitted.code == 0, submitted.err
+        job_id = json.loads(submitted.out)["job_id"]
+
+        async with insecure_channel(daemons[0].address) as channel:
+            stub = batch_pb2_grpc.BatchStub(channel)
+            request = batch_pb2.GetJobRequest(job_id=job_id)
+
+            async def some_finished():
+                job = await stub.GetJob(request)
+                return job if job.counts.succeeded >= 20 else None
+
+            await eventually_async(some_finished, timeout=60, message="20 instances finished")
+            shown = await stub.GetJob(request)  # what it shows, the kill follows at once
+            await asyncio.to_thread(daemons[0].kill, signal.SIGKILL)
+        finished = {
+            i.index: i.attempts[-1].task_id
+            for i in shown.instances
+            if i.state == batch_pb2.INSTANCE_SUCCEEDED
+        }
+        assert len(finished) >= 20
+        gate.touch()  # the gated instances end while no scheduler is there
+
+        daemons.append(Daemon(args, tmp_path / "logs" / "batch-2.log"))
+        await asyncio.to_thread(daemons[1].start)
+        async with insecure_channel(daemons[1].address) as channel:
+            stub = batch_pb2_grpc.BatchStub(channel)
+            first = await stub.GetJob(request)
+            for index, task_id in finished.items():
+                instance = first.instances[index]
+                assert instance.state == batch_pb2.INSTANCE_SUCCEEDED, index
+                assert instance.attempts[-1].task_id == task_id
+                assert instance.attempts[-1].state == common_pb2.TASK_FINISHED
+
+            async def succeeded():
+                job = await stub.GetJob(request)
+                return job if job.state == batch_pb2.JOB_SUCCEEDED else None
+
+            job = await eventually_async(succeeded, timeout=90, message="job SUCCEEDED")
+        assert job.counts.succeeded == 120
+        assert all(i.state == batch_pb2.INSTANCE_SUCCEEDED for i in job.instances)
+        for index, task_id in finished.items():
+            assert [a.task_id for a in job.instances[index].attempts] == [task_id]
+    finally:
+        for daemon in daemons:
+            await asyncio.to_thread(daemon.stop)
+
+
 async def _state(coroutine, state):
     job = await coroutine
     return job if job and job["state"] == state else None
@@ -96,7 +170,12 @@ def _agora(*args: str):
 
 
 @pytest.mark.parametrize(
-    "flag, value", [("--port", "99999"), ("--queue", "lifo"), ("--retry-backoff", "-1")]
+    "flag, value",
+    [
+        ("--port", "99999"),
+        ("--queue", "lifo"),
+        ("--retry-backoff", "-1"),
+    ],
 )
 def test_bad_batch_flags_exit_2(tmp_path, flag, value):
     result = _agora(
@@ -108,7 +187,13 @@ def test_bad_batch_flags_exit_2(tmp_path, flag, value):
 
 def test_batch_and_job_help_name_their_flags():
     batch = _agora("batch", "--help").stdout
-    for flag in ("--master", "--port", "--state-dir", "--queue", "--retry-backoff"):
+    for flag in (
+        "--master",
+        "--port",
+        "--state-dir",
+        "--queue",
+        "--retry-backoff",
+    ):
         assert flag in batch
     submit = _agora("job", "submit", "--help").stdout
     for flag in (

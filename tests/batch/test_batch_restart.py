@@ -10,6 +10,7 @@ from batch_harness import BatchCluster
 from harness import eventually_async
 
 from agora.common.rpc import insecure_channel
+from agora.frameworks.batch.store import JobStore
 from agora.v1 import batch_pb2 as B
 from agora.v1 import common_pb2 as C
 from agora.v1 import operator_pb2, operator_pb2_grpc
@@ -95,6 +96,41 @@ async def test_job_submitted_then_daemon_restarted_before_any_offer_still_runs(c
     await cluster.stop_batch()
     await cluster.start_batch()
     await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+
+
+async def test_many_instances_restart_mid_run_every_instance_recorded_once(cluster, tmp_path):
+    """A big job's updates are written a burst at a time: a restart in the middle of its run
+    finds every instance as the API last showed it, and each one runs exactly once."""
+    gate = tmp_path / "go"
+    script = f'[ "$AGORA_INSTANCE" -lt 40 ] || while [ ! -f {gate} ]; do sleep 0.05; done'
+    job_id = await cluster.submit(script, instances=60, cpus=0.05, mem=8)
+
+    async def forty_finished():
+        job = await cluster.job(job_id)
+        gated = job.instances[40:]
+        settled = all(i.state == B.INSTANCE_RUNNING for i in gated)  # no update to come
+        return job if job.counts.succeeded == 40 and settled else None
+
+    before = await eventually_async(forty_finished, timeout=60, message="40 finished, 20 running")
+    await cluster.stop_batch()
+    # On disk as shown: every instance, with the attempt it had.
+    store = JobStore(tmp_path / "batch" / "batch.sqlite3")
+    try:
+        [stored] = [j for j in store.load_jobs() if j.job_id == job_id]
+    finally:
+        store.close()
+    assert list(stored.instances) == list(before.instances)
+    assert stored.counts == before.counts
+
+    gate.touch()
+    await cluster.start_batch()
+    job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+    assert job.counts.succeeded == 60
+    assert [len(i.attempts) for i in job.instances] == [1] * 60
+    assert [i.attempts[0].task_id for i in job.instances] == [
+        i.attempts[0].task_id for i in before.instances
+    ]
+    assert all(i.attempts[0].state == C.TASK_FINISHED for i in job.instances)
 
 
 async def _is(coroutine, state):

@@ -42,9 +42,11 @@ def test_store_writes_only_the_instances_named(tmp_path):
     store = JobStore(tmp_path / "b.sqlite3")
     job = st.new_job("job-1", spec(), 1, 10.0)
     store.put_job(job)
+    store.commit()
     st.record_launch(job, 2, agent_id="a1", now=12.0)
     stale = st.record_launch(job, 3, agent_id="a1", now=12.0)
     store.put_job(job, [2])  # instance 3's launch not written (yet)
+    assert store.commit() == 1
     loaded = store.load_jobs()[0]
     assert loaded.state == B.JOB_RUNNING and loaded.counts.running == 2
     assert loaded.instances[2] == job.instances[2]
