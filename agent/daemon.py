@@ -29,12 +29,12 @@ from agora.agent.status_updates import StatusUpdateManager
 from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
 from agora.agent.usage import usage_report
 from agora.common import Resources, attributes_to_proto
+from agora.common.acls import AclError, load_acls
 from agora.common.credentials import INSECURE, Credentials, check_listen, server_ssl_context
 from agora.common.http import HttpServer
 from agora.common.masters import parse_masters
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
-from agora.master.acls import AclError, load_acls
 from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 
 log = structlog.get_logger(__name__)

@@ -21,8 +21,8 @@ from collections.abc import Callable
 import structlog
 
 from agora.agent.checkpoint import TaskRecord
-from agora.master.acls import AclAuthorizer
-from agora.master.authz import Action
+from agora.common.acls import AclAuthorizer
+from agora.common.authz import Action
 
 log = structlog.get_logger(__name__)
 

@@ -207,7 +207,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agora.agent import AgentConfig
-    from agora.master.acls import AclError, load_acls
+    from agora.common.acls import AclError, load_acls
 
     if args.max_completed_tasks < 1:
         raise UsageError(

@@ -50,6 +50,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "cannot starve it; 0 = never (default: %(default)s)",
     )
     parser.add_argument(
+        "--decline-refuse",
+        type=_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="while work waits, offers it cannot use (and what a launch leaves of an offer) "
+        "are refused for this long; the master still offers them again at once when anything "
+        "frees up on that agent, and new work (a submission, a retry due) revives, so a longer "
+        "refusal only spares the master the same unusable offer (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-refuse",
+        type=_seconds,
+        default=15.0,
+        metavar="SECONDS",
+        help="offers refused when nothing waits; the framework also suppresses its offers "
+        "then, so this only bounds what a revive lost on the way costs (default: %(default)s)",
+    )
+    parser.add_argument(
         "--max-finished-jobs",
         type=_count,
         default=10_000,
@@ -100,5 +118,7 @@ def run(args: argparse.Namespace) -> int:
         retry_backoff_max_seconds=max(60.0, args.retry_backoff),
         max_finished_jobs=args.max_finished_jobs,
         gang_hold_seconds=args.gang_hold,
+        decline_refuse_seconds=args.decline_refuse,
+        idle_refuse_seconds=args.idle_refuse,
     )
     return asyncio.run(serve("batch", BatchDaemon, config))

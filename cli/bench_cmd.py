@@ -8,7 +8,7 @@ import argparse
 import json
 
 from agora.cli.errors import CommandError
-from agora.cli.options import whole_number
+from agora.common.arguments import whole_number
 from agora.experiments.bench import AGENT_RESOURCES
 
 

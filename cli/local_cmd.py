@@ -17,9 +17,9 @@ from agora.cli.options import (
     daemon_credentials,
     port_number,
     setup_logging,
-    whole_number,
 )
 from agora.common import Resources
+from agora.common.arguments import whole_number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -99,7 +99,7 @@ def _resources(text: str) -> Resources:
 async def _start_masters(args: argparse.Namespace, work_dir: Path, http_port: int | None):
     """ZooKeeper and --masters master processes; their logs go to work_dir/master-N.log."""
     from agora.cli.local_masters import LocalMasters
-    from agora.cli.local_zookeeper import ZooKeeperNotInstalled
+    from agora.common.zookeeper_server import ZooKeeperNotInstalled
 
     extra = ["--log-level", args.log_level, "--log-format", args.log_format]
     for flag in ("tls_ca", "tls_cert", "tls_key"):

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agora.cli.local_zookeeper import ZooKeeperServer
+from agora.common.zookeeper_server import ZooKeeperServer
 
 __all__ = ["LocalMasters"]
 

@@ -313,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
         insecure=args.insecure,
         acls_path=args.acls,
     )
-    from agora.master.acls import AclError, load_acls
+    from agora.common.acls import AclError, load_acls
 
     zk = _zk_masters(args)
     try:

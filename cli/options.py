@@ -166,18 +166,3 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is not in 0-65535")
     return port
-
-
-def whole_number(minimum: int = 0):
-    """An argparse type for a whole number of at least `minimum` (a count of things)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
-        return value
-
-    return parse

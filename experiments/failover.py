@@ -168,7 +168,7 @@ async def _list_agents(address: str) -> list[operator_pb2.AgentSummary] | None:
 
 
 async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
-    from agora.cli.local_zookeeper import ZooKeeperServer
+    from agora.common.zookeeper_server import ZooKeeperServer
 
     progress = Progress("failover", quiet)
     results = Results("failover", out, cfg.__dict__.copy(), command)

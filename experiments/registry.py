@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agora.cli.options import whole_number
+from agora.common.arguments import whole_number
 
 if TYPE_CHECKING:  # imported by each experiment when it runs
     from agora.experiments.results import Results

@@ -8,13 +8,13 @@ from collections.abc import Callable
 import grpc
 import structlog
 
+from agora.common.acls import AclError, load_acls
 from agora.common.credentials import server_ssl_context
 from agora.common.http import HttpServer
 from agora.common.masters import MasterInfo
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
 from agora.master import limits, views
-from agora.master.acls import AclError, load_acls
 from agora.master.agent_link_service import AgentLinkService
 from agora.master.allocator import AllocatorProtocol
 from agora.master.authz import Authorizer, Gatekeeper

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agora.cli.local_zookeeper import ZooKeeperServer
+from agora.common.zookeeper_server import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,8 @@ from e2e_framework import Recorder, running
 from ha import MasterSet, ZkProxy, agora
 from harness import eventually, eventually_async
 
-from agora.cli.local_zookeeper import ZooKeeperServer
 from agora.common.errors import Reason, error_metadata, reason_of
+from agora.common.zookeeper_server import ZooKeeperServer
 from agora.frameworks.sdk import TaskSpec, new_task_id
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 

@@ -17,7 +17,7 @@ import pytest
 from harness import ROOT, Daemon, eventually
 from netns import Hosts, netns_unavailable_reason
 
-from agora.cli.local_zookeeper import ZooKeeperServer
+from agora.common.zookeeper_server import ZooKeeperServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]
 

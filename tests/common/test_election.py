@@ -68,7 +68,7 @@ def test_a_leader_whose_session_dies_is_replaced_after_the_session_timeout(zooke
 
 
 def test_a_leader_cut_off_from_zookeeper_steps_down_before_a_successor_is_elected(tmp_path, path):
-    from agora.cli.local_zookeeper import ZooKeeperServer
+    from agora.common.zookeeper_server import ZooKeeperServer
 
     # Its own server, to stop under the contenders: the leader sees its connection suspended.
     server = ZooKeeperServer(tmp_path / "zk").start()

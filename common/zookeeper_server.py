@@ -1,4 +1,5 @@
-"""A ZooKeeper server from Debian's `zookeeper` package, for `agora local --masters N` and tests.
+"""A ZooKeeper server from Debian's `zookeeper` package, for `agora local --masters N`, the
+failover experiment and tests.
 
 One standalone server (ZooKeeperServerMain) on loopback, its data in a directory of ours; a JVM
 of its own that we start, wait for (until "srvr" reports its mode) and stop. Production runs a
@@ -125,7 +126,7 @@ class ZooKeeperServer:
         if not self.prefix:
             return four_letter_word(self.address, word)
         code = (
-            "from agora.cli.local_zookeeper import four_letter_word as f; "
+            "from agora.common.zookeeper_server import four_letter_word as f; "
             f"print(f({self.address!r}, {word!r}))"
         )
         done = subprocess.run(

@@ -1,4 +1,5 @@
-"""ACLs from a file (`agora master --acls FILE`): which principals may do what, to what.
+"""ACLs from a file (`--acls FILE` of the master and the agents): which principals may do what,
+to what.
 
 The file is YAML or JSON, one list of rules per action, in the spirit of Mesos' ACLs:
 
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from agora.master.authz import EXPLICIT_ONLY, Action, Decision
+from agora.common.authz import EXPLICIT_ONLY, Action, Decision
 
 __all__ = ["AclAuthorizer", "AclError", "load_acls"]
 
