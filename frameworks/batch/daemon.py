@@ -47,7 +47,10 @@ class BatchConfig:
     metrics_port: int | None = None
     retry_backoff_seconds: float = 1.0  # before the first retry; doubles up to the max
     retry_backoff_max_seconds: float = 60.0
-    decline_refuse_seconds: float = 1.0  # unusable offers while work waits
+    # How long what we refuse (an offer we cannot use, what a launch leaves of one) stays
+    # refused while work waits. A filter hides only an offer no larger than what was refused:
+    # resources freed there come back at once, and new work revives (clearing every filter).
+    decline_refuse_seconds: float = 5.0
     # How long a waiting gang's hold (Scheduler.Hold) collects resources; 0: no holds.
     gang_hold_seconds: float = 120.0
     max_finished_jobs: int = 10_000  # finished jobs remembered, the oldest forgotten first

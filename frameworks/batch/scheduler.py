@@ -43,6 +43,10 @@ from agora.v1 import batch_pb2, common_pb2
 
 log = structlog.get_logger(__name__)
 
+# How soon a gang that waits for a round of offers that fits it (without a hold) asks for every
+# offer again at once (see _arm_realign).
+REALIGN_SECONDS = 1.0
+
 # Accept failed without saying whether the master acted on it.
 _OUTCOME_UNKNOWN = frozenset(
     {
@@ -71,7 +75,7 @@ class BatchScheduler(Framework):
         policy: str = "fifo",
         role: str = UNRESERVED,
         backoff: st.Backoff | None = None,
-        decline_refuse_seconds: float = 1.0,
+        decline_refuse_seconds: float = 5.0,
         idle_refuse_seconds: float = 15.0,
         clock: Callable[[], float] = time.time,
         max_finished_jobs: int = 10_000,
@@ -92,8 +96,13 @@ class BatchScheduler(Framework):
         self.sort_key = get_policy(policy)  # ValueError on a bad name, at start-up
         self.role = role or UNRESERVED
         self.backoff = backoff or st.Backoff()
-        # Offers we cannot use while work waits come back soon (resources free up as tasks
-        # end); with nothing to do we also suppress, so the long filter is only a backstop.
+        # What we refuse (offers we cannot use, what a launch leaves of an offer) is not
+        # offered to us again for this long while work waits. A filter hides only an offer
+        # that is no more than what was refused: resources that free up on the agent (our
+        # own tasks ending) come back at once, and new work (a submission, a retry due)
+        # revives, which clears every filter. So the filter only spares the master and us
+        # the same useless offer over and over. With nothing to do we also suppress, so the
+        # idle filter is only a backstop.
         self.decline_refuse_seconds = decline_refuse_seconds
         self.idle_refuse_seconds = idle_refuse_seconds
         self.clock = clock
@@ -521,8 +530,8 @@ class BatchScheduler(Framework):
     def _arm_realign(self) -> None:
         """A gang needs several agents offered in the same round. Agents freed at different
         times are declined, and so filtered, at different times: each would come back alone,
-        forever out of step. Reviving when the filters run out clears them all at once, so
-        the next round offers every free agent together."""
+        forever out of step. Reviving a moment later clears the filters all at once, so the
+        next round offers every free agent together."""
         if self._realign is not None:
             return
 
@@ -530,7 +539,7 @@ class BatchScheduler(Framework):
             self._realign = None
             self._want_offers()
 
-        self._realign = asyncio.get_running_loop().call_later(self.decline_refuse_seconds, fire)
+        self._realign = asyncio.get_running_loop().call_later(REALIGN_SECONDS, fire)
 
     async def _launch(self, driver: Driver, launch, more_waiting: bool) -> None:
         offer = launch.offers[0]
@@ -577,8 +586,12 @@ class BatchScheduler(Framework):
             await self._decline(driver, launch.offers, 0)
             return
         try:
+            # What the tasks leave of the offers is refused like an unused offer: we placed
+            # all we could in it, and it comes back as soon as anything frees up there.
             await driver.launch(
-                launch.offers, launch.tasks, refuse_seconds=0 if more_waiting else None
+                launch.offers,
+                launch.tasks,
+                refuse_seconds=self.decline_refuse_seconds if more_waiting else None,
             )
         except SchedulerError as e:
             if e.code in _OUTCOME_UNKNOWN:

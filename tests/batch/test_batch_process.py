@@ -175,6 +175,8 @@ def _agora(*args: str):
         ("--port", "99999"),
         ("--queue", "lifo"),
         ("--retry-backoff", "-1"),
+        ("--decline-refuse", "-1"),
+        ("--idle-refuse", "nan"),
     ],
 )
 def test_bad_batch_flags_exit_2(tmp_path, flag, value):
@@ -193,6 +195,8 @@ def test_batch_and_job_help_name_their_flags():
         "--state-dir",
         "--queue",
         "--retry-backoff",
+        "--decline-refuse",
+        "--idle-refuse",
     ):
         assert flag in batch
     submit = _agora("job", "submit", "--help").stdout

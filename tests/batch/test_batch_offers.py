@@ -1,0 +1,101 @@
+"""What the batch framework refuses, and for how long, now that a refusal hides only an offer no
+larger than what was refused (Mesos' decline filters): the test plays the master through the
+SDK's in-memory transport, then a real cluster checks that long refusals cost no launches."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from batch_harness import BatchCluster
+
+from agora.frameworks.batch.scheduler import BatchScheduler
+from agora.frameworks.batch.store import JobStore
+from agora.frameworks.sdk import Driver, framework_info
+from agora.frameworks.sdk.testing import MemoryTransport, make_offer, offers_event, subscribed
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+
+TIMEOUT = 10.0
+
+
+def job_spec(instances: int, cpus: float = 1.0) -> B.JobSpec:
+    return B.JobSpec(
+        name="j",
+        instances=instances,
+        task=B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=cpus, mem=64),
+    )
+
+
+@pytest.fixture
+async def framework():
+    scheduler = BatchScheduler(JobStore(None), decline_refuse_seconds=7.0, idle_refuse_seconds=30)
+    transport = MemoryTransport(timeout=TIMEOUT)
+    driver = Driver(scheduler, transport, framework_info("batch"))
+    task = asyncio.create_task(driver.run())
+    stream = await transport.next_stream()
+    stream.send(subscribed("fw-1"))
+    await transport.next_call("Suppress")  # nothing to run yet
+    yield scheduler, transport, stream
+    driver.stop()
+    await asyncio.wait_for(task, TIMEOUT)
+    scheduler.close()
+
+
+async def test_what_a_launch_leaves_is_refused_while_work_waits(framework):
+    scheduler, transport, stream = framework
+    scheduler.submit(job_spec(3))
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    assert len(accept.operations[0].launch.task_infos) == 2
+    # The third instance waits: the memory left on a1 is refused, for --decline-refuse.
+    assert accept.filters.refuse_seconds == 7.0
+    # An offer nothing fits in is refused as long.
+    stream.send(offers_event(make_offer("o-2", "a2", "cpus:0.5;mem:1024")))
+    _, decline = await transport.next_call("Decline")
+    assert list(decline.offer_ids) == ["o-2"] and decline.filters.refuse_seconds == 7.0
+
+
+async def test_the_last_launch_refuses_for_the_masters_default_and_suppresses(framework):
+    scheduler, transport, stream = framework
+    scheduler.submit(job_spec(1))
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    assert not accept.HasField("filters")  # nothing waits: the master's default
+    await transport.next_call("Suppress")
+
+
+async def test_new_work_revives_which_clears_the_refusals(framework):
+    scheduler, transport, stream = framework
+    scheduler.submit(job_spec(1, cpus=4))  # fits no offer below
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
+    _, decline = await transport.next_call("Decline")
+    assert decline.filters.refuse_seconds == 7.0
+    revives = len(transport.calls_of("Revive"))
+    scheduler.submit(job_spec(1))  # a job that a1 could hold: asked for again at once
+    await transport.next_call("Revive")
+    assert len(transport.calls_of("Revive")) == revives + 1
+
+
+async def test_long_refusals_do_not_slow_a_job_whose_tasks_free_what_the_next_needs(tmp_path):
+    """Two agents whose memory outlasts their CPUs (as `agora job submit` against agents of
+    cpus:1;mem:1024): every launch leaves memory that is refused for an hour, yet each task
+    that ends frees CPUs that come back at once, and the job runs through."""
+    cluster = BatchCluster(
+        tmp_path,
+        agent_resources=["cpus:1;mem:1024", "cpus:1;mem:1024"],
+        batch_overrides={"decline_refuse_seconds": 3600.0, "idle_refuse_seconds": 3600.0},
+    )
+    await cluster.start()
+    try:
+        job_id = await cluster.submit("true", instances=30, cpus=0.5, mem=32)
+        job = await cluster.wait_state(job_id, B.JOB_SUCCEEDED, timeout=60)
+        assert job.counts.succeeded == 30
+        # Idle now (suppressed, its last offers refused for an hour): new work still runs.
+        again = await cluster.submit("true", instances=2, cpus=0.5, mem=32)
+        await cluster.wait_state(again, B.JOB_SUCCEEDED, timeout=60)
+    finally:
+        await cluster.stop()
