@@ -75,12 +75,21 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--master",
-        required=True,
         type=master_spec,
         metavar="HOST:PORT",
-        help="the master: HOST:PORT, a set h1:5050,h2:5050,h3:5050, or "
-        "zk://h1:2181,h2:2181/agora; the agent finds the leader and follows it when it changes",
+        help="the master (required unless --check): HOST:PORT, a set "
+        "h1:5050,h2:5050,h3:5050, or zk://h1:2181,h2:2181/agora; the agent finds the leader "
+        "and follows it when it changes",
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="do not start: report what this host supports for an agent (cgroups v1 or v2 "
+        "and their controllers, namespaces, the work dir's disk, the ports offered, the "
+        "clock, the certificates' expiry, the hostname), as a table or with --json; exits 1 "
+        "when something would stop the agent",
+    )
+    parser.add_argument("--json", action="store_true", help="with --check: print JSON")
     parser.add_argument(
         "--host",
         default="127.0.0.1",
@@ -209,6 +218,10 @@ def run(args: argparse.Namespace) -> int:
     from agora.agent import AgentConfig
     from agora.common.acls import AclError, load_acls
 
+    if args.check:
+        return _check(args)
+    if args.master is None:
+        raise UsageError("--master is required: the master's HOST:PORT (or --check)")
     if args.max_completed_tasks < 1:
         raise UsageError(
             f"--max-completed-tasks must be at least 1, got {args.max_completed_tasks}"
@@ -242,6 +255,34 @@ def run(args: argparse.Namespace) -> int:
         max_completed_tasks=args.max_completed_tasks,
     )
     return asyncio.run(_serve(config))
+
+
+def _check(args: argparse.Namespace) -> int:
+    """`agora agent --check`: the host's report, and 1 when a check fails."""
+    import json
+
+    from agora.agent.host_check import FAIL, run_checks
+    from agora.agent.resources_detect import detect_resources
+    from agora.cli.tables import format_table
+
+    work_dir = args.work_dir or Path(f"agora-agent-{args.port}")
+    resources = args.resources or detect_resources(work_dir)
+    checks = run_checks(
+        work_dir,
+        resources,
+        Path(args.tls_cert) if args.tls_cert else None,
+        Path(args.tls_ca) if args.tls_ca else None,
+    )
+    if args.json:
+        print(json.dumps([c.__dict__ for c in checks], indent=2))
+    else:
+        print(f"resources: {resources.format()}")
+        print(
+            format_table(
+                ["CHECK", "STATUS", "DETAIL"], [[c.name, c.status, c.detail] for c in checks]
+            )
+        )
+    return 1 if any(c.status == FAIL for c in checks) else 0
 
 
 async def _serve(config) -> int:
