@@ -114,6 +114,7 @@ class BatchScheduler(Framework):
         self.jobs: dict[str, batch_pb2.Job] = {job.job_id: job for job in store.load_jobs()}
         self._waiting = WaitingInstances()  # instances to launch, now or after a backoff
         self._keys: dict[str, tuple] = {}  # job id -> its place in the queue (the policy's key)
+        self._needs: dict[str, str] = {}  # job id -> describe_needs of its spec (_note_waiting)
         self._unended: set[str] = set()  # ids of the jobs that have not ended
         self._commit_soon = False  # a commit is due at the end of this loop turn
         for job in self.jobs.values():
@@ -274,6 +275,7 @@ class BatchScheduler(Framework):
         """The job has ended: nothing of it waits any more."""
         self._unended.discard(job_id)
         self._waiting.forget(job_id)
+        self._needs.pop(job_id, None)
 
     def _queue(self) -> list[batch_pb2.Job]:
         """Jobs with instances waiting (ready or in backoff), in the order the policy serves
@@ -644,13 +646,17 @@ class BatchScheduler(Framework):
             self._log.debug("decline failed", error=str(e))
 
     def _note_waiting(self, job: batch_pb2.Job) -> None:
+        # Every offer round that leaves the job waiting comes here: its needs are worded once.
+        needs = self._needs.get(job.job_id)
+        if needs is None:
+            needs = self._needs[job.job_id] = describe_needs(job.spec)
         if job.spec.gang and st.never_launched(job):
             message = (
                 f"waiting: gang of {job.spec.instances} launches only when all "
-                f"instances ({describe_needs(job.spec)} each) fit in one round of offers"
+                f"instances ({needs} each) fit in one round of offers"
             )
         else:
-            message = f"waiting for offers with room for {describe_needs(job.spec)}"
+            message = f"waiting for offers with room for {needs}"
         for notes in (self._notes, self._hold_notes):
             if job.job_id in notes:
                 message += f"; {notes[job.job_id]}"

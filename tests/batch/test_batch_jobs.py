@@ -403,3 +403,14 @@ async def test_only_the_newest_finished_jobs_are_remembered(tmp_path):
         assert [i for i in again if i in ids] == ids[2:]
     finally:
         await c.stop()
+
+
+async def test_list_jobs_gives_instances_only_when_asked(cluster):
+    job_id = await cluster.submit("true", instances=3)
+    await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+    [short] = (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs
+    assert short.job_id == job_id and not short.instances
+    assert short.counts.succeeded == 3 and short.spec.instances == 3
+    [whole] = (await cluster.stub.ListJobs(B.ListJobsRequest(include_instances=True))).jobs
+    assert [i.state for i in whole.instances] == [B.INSTANCE_SUCCEEDED] * 3
+    assert whole.counts == short.counts
