@@ -199,6 +199,17 @@ class MasterCore:
         self.store.put_quota(role, quota if (guarantee or limit is not None) else None)
         self.offers.wake()
 
+    def tick(self, step: float, check: bool) -> None:
+        """One turn of the master's tick loop, meant to come `step` seconds after the last:
+        the agents' attention clock moves; on a `check` turn silent agents are removed and
+        offers and holds past their time expire. The server's loop and the test harness both
+        turn the master through here (frameworks' heartbeats are the server's to send)."""
+        self.agents.tick(step)
+        if check:
+            self.agents.check_silence()
+            self.offers.expire()
+            self.holds.expire()
+
     def explain_offers(self, framework_id: str) -> list[str]:
         """Why `framework_id` gets no offers: the allocator's reasons, then who holds the
         cluster's resources as offers it has not answered (the usual culprit on a full cluster)."""

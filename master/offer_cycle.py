@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +30,7 @@ import grpc
 import structlog
 
 from agora.common import EMPTY, Resources, new_id
+from agora.master.allocation_timing import AllocationTiming
 from agora.master.allocator import AllocatorProtocol
 from agora.master.allocator.optimistic import beyond
 from agora.master.caller import framework_for_call
@@ -423,45 +423,28 @@ class OfferCycle:
 
     async def _run_event_driven(self) -> None:
         """Allocates soon after any change (batched), at the allocator's next filter expiry,
-        and every allocation_interval_seconds as a safety net."""
-        config = self.config
-        loop = asyncio.get_running_loop()
-        last_cycle = -math.inf  # loop time the previous cycle ended
-        next_sweep = loop.time() + config.allocation_interval_seconds
+        and every allocation_interval_seconds as a safety net: when and over which agents is
+        AllocationTiming's to say, on the master's clock; this loop only waits."""
+        config, clock = self.config, self.clock
+        timing = AllocationTiming(
+            config.allocation_batch_seconds, config.allocation_interval_seconds, clock.now()
+        )
         while True:
-            wakeup = self.allocator.next_wakeup()
-            timeout = max(0.0, next_sweep - loop.time())
-            if wakeup is not None:
-                timeout = max(0.0, min(timeout, wakeup - self.clock.now()))
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
             # races with the event, and the loop would never stop.
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(timing.wait(clock.now(), self.allocator.next_wakeup())):
                     await self.wanted.wait()
             except TimeoutError:
                 pass
             else:
-                # Batching on the leading edge: after a quiet spell allocate at once (one pass
-                # of the loop lets changes made in the same pass join in), and while changes
-                # keep coming run at most one cycle per allocation_batch_seconds, so a burst
-                # still costs one cycle. Waiting a full window after every change instead put
-                # the whole window into every offer's latency.
-                await asyncio.sleep(
-                    max(0.0, last_cycle + config.allocation_batch_seconds - loop.time())
-                )
+                # One pass of the loop at least, so changes made in the same pass join in.
+                await asyncio.sleep(timing.batch_delay(clock.now()))
             self.wanted.clear()
-            changed = self.take_changed()
-            # A cycle triggered by changes looks only at the agents that changed (at 10,000
-            # agents a full cycle costs ~100 ms); a filter expiry and the periodic sweep look at
-            # every agent.
-            wakeup = self.allocator.next_wakeup()
-            if loop.time() >= next_sweep or (wakeup is not None and wakeup <= self.clock.now()):
-                changed = None
-            if changed is None:
-                next_sweep = loop.time() + config.allocation_interval_seconds
-            if not await self._cycle(changed):
+            agents = timing.scope(clock.now(), self.allocator.next_wakeup(), self.take_changed())
+            if not await self._cycle(agents):
                 await asyncio.sleep(config.allocation_interval_seconds)
-            last_cycle = loop.time()
+            timing.cycle_ended(clock.now())
 
     async def _run_periodic(self) -> None:
         """Mesos' default: one cycle every allocation_interval_seconds on a fixed timer, however

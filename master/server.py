@@ -312,12 +312,10 @@ class Master:
                     for framework in core.reg.frameworks.values():
                         framework.send(event)
                 turn = (turn + 1) % slices
-                core.agents.tick(step)
-                if loop.time() >= next_check:
+                check = loop.time() >= next_check
+                if check:
                     next_check = loop.time() + period
-                    core.agents.check_silence()
-                    core.offers.expire()
-                    core.holds.expire()
+                core.tick(step, check)
             except Exception:
                 log.exception("master tick failed")
             await asyncio.sleep(step)

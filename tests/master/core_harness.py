@@ -148,13 +148,10 @@ class CoreHarness:
         while self.clock.now() < end:
             moved = min(step, end - self.clock.now())
             self.clock.advance(moved)
-            self.core.agents.tick(moved)
             for agent in self.agents:
                 if agent.heartbeating and agent.connected:
                     self.core.agents.heartbeat(agent.agent)
-            self.core.agents.check_silence()
-            self.core.offers.expire()
-            self.core.holds.expire()
+            self.core.tick(moved, check=True)
             self.settle()
 
     def call(self, method, *args):
