@@ -28,6 +28,8 @@ from pathlib import Path
 import structlog
 
 from agora.agent import executor
+from agora.agent.launch_spec import LaunchSpec
+from agora.agent.wrapper_reports import Refused, Report, Started, parse_line
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +78,7 @@ class DirectSpawns:
         self._log_fd: int | None = None  # the wrappers' stderr (None: the agent's own)
         self._reports_r: int | None = None
         self._reports_w: int | None = None
-        self._pending: dict[str, asyncio.Future[str]] = {}
+        self._pending: dict[str, asyncio.Future[Report]] = {}
         self._children: dict[int, int] = {}  # pid -> pidfd, until it reports or ends
         self._polled: set[int] = set()  # the same, where no pidfd could be opened
         self._reader: asyncio.Task | None = None
@@ -112,10 +114,10 @@ class DirectSpawns:
         # The agent holds the write end for spawning: EOF comes only from close().
         try:
             while line := await stream.readline():
-                run_id, _, report = line.decode(errors="replace").rstrip("\n").partition(" ")
+                run_id, report = parse_line(line)
                 future = self._pending.pop(run_id, None)
                 if future is not None and not future.done():
-                    future.set_result(report)
+                    future.set_result(report or Refused("the task wrapper failed to start"))
         except (OSError, ValueError) as e:  # ValueError: a line over the reader's limit
             log.warning("cannot read the task wrappers' reports", error=str(e))
             self.broken = f"cannot read the task wrappers' reports: {e}"
@@ -124,15 +126,15 @@ class DirectSpawns:
                     future.set_exception(WrapperDied(self.broken))
             self._pending.clear()
 
-    async def launch(self, run_dir: Path, spec: dict) -> str | None:
-        """The wrapper's report on run_dir ("started ..." or "error ..."); None when the C
+    async def launch(self, run_dir: Path, spec: LaunchSpec) -> Report | None:
+        """The wrapper's report on run_dir (Started or Refused); None when the C
         wrapper cannot take this spec (or cannot be spawned any more): the caller hands it to
         the launcher. Raises WrapperDied if the wrapper ends without reporting."""
         if self.broken is not None or self._reports_w is None:
             return None
         loop = asyncio.get_running_loop()
         run_id = run_dir.name
-        report: asyncio.Future[str] = loop.create_future()
+        report: asyncio.Future[Report] = loop.create_future()
         self._pending[run_id] = report
         pid = None
         try:
@@ -156,19 +158,19 @@ class DirectSpawns:
                         error=str(e),
                     )
                     return None
-                return f"error cannot spawn the task wrapper: {e}"
+                return Refused(f"cannot spawn the task wrapper: {e}")
             if pid is None:
                 return None
             self._watch(pid, report)
             result = await report
-            if result.startswith("started "):
+            if isinstance(result, Started):
                 self._unwatch(pid)  # the task manager's Wrapper.wait takes over (and reaps)
             return result
         finally:
             if self._pending.get(run_id) is report:
                 del self._pending[run_id]
 
-    def _watch(self, pid: int, report: asyncio.Future[str]) -> None:
+    def _watch(self, pid: int, report: asyncio.Future[Report]) -> None:
         """Reaps `pid` when it ends before reporting "started"; fails `report` if it ended
         without one."""
         loop = asyncio.get_running_loop()
@@ -194,7 +196,7 @@ class DirectSpawns:
             asyncio.get_running_loop().remove_reader(fd)
             os.close(fd)
 
-    def _poll(self, pid: int, report: asyncio.Future[str]) -> None:
+    def _poll(self, pid: int, report: asyncio.Future[Report]) -> None:
         if pid not in self._polled:
             return  # it reported (Wrapper.wait watches it now), or this was closed
         try:
@@ -208,7 +210,7 @@ class DirectSpawns:
             asyncio.get_running_loop().call_later(POLL_SECONDS, self._poll, pid, report)
 
     @staticmethod
-    def _ended(report: asyncio.Future[str], pid: int) -> None:
+    def _ended(report: asyncio.Future[Report], pid: int) -> None:
         if report.done():
             return
 

@@ -56,19 +56,18 @@ from pathlib import Path
 
 from agora.agent import cgroup_members
 from agora.agent.atomic_files import write_json_in_place
+from agora.agent.launch_spec import LaunchSpec, WrapperUser
 from agora.agent.proc_stat import start_ticks, ticks_to_time
+from agora.agent.wrapper_reports import Handed, Refused, Report, Started, format_report
 
-# Reports longer than this are cut: a pipe write up to PIPE_BUF (4096 on Linux) is atomic.
-MAX_REPORT = 3000
-# In the launcher's wrappers: "RUN_ID " before every report on the shared pipe.
-_report_prefix = ""
+# In the launcher's wrappers: the run id, before every report on the shared pipe.
+_report_run_id = ""
 
 
-def _report(line: str) -> None:
+def _report(report: Report) -> None:
     """Tells the agent (if it is still listening) and then lets go of the pipe."""
-    data = (_report_prefix + line.replace("\n", " ")).encode(errors="replace")[:MAX_REPORT]
     try:
-        os.write(1, data + b"\n")
+        os.write(1, format_report(report, _report_run_id))
     except OSError:
         pass
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -76,25 +75,25 @@ def _report(line: str) -> None:
     os.close(devnull)
 
 
-def _as_user(user: dict | None) -> dict:
+def _as_user(user: WrapperUser | None) -> dict:
     """Popen's arguments to start the command as the task's user (agora.agent.task_user)."""
-    if not user:
+    if user is None:
         return {}  # the agent's own user; Popen can then vfork
-    return {"user": user["uid"], "group": user["gid"], "extra_groups": user["groups"]}
+    return {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
 
 
-def _launch(run_dir: Path, spec: dict | None, spawner: int) -> int:
+def _launch(run_dir: Path, spec: LaunchSpec | None, spawner: int) -> int:
     if spec is None:
-        spec = json.loads((run_dir / "spec.json").read_text())
-    cgroups = spec.get("cgroups", [])
+        spec = LaunchSpec.from_wire(json.loads((run_dir / "spec.json").read_text()))
+    cgroups = list(spec.cgroups)
     # The wrapper steps into the task's cgroups just for the spawn, so the command starts
     # inside (and all it forks stays there) without a preexec_fn: that would make Popen fork
     # this process and run Python in the child instead of a vfork (~1 ms of CPU a task).
     # The wrapper started in the agent's own cgroups: that is where it goes back to.
     homes = cgroup_members.homes(cgroups) if cgroups else []
     try:
-        user = spec.get("user")
-        with _open_log(spec["stdout"], user) as out, _open_log(spec["stderr"], user) as err:
+        user = spec.user
+        with _open_log(spec.stdout, user) as out, _open_log(spec.stderr, user) as err:
             proc = None
             try:
                 try:
@@ -102,15 +101,15 @@ def _launch(run_dir: Path, spec: dict | None, spawner: int) -> int:
                 except OSError as e:
                     raise _NoCgroup(f"cannot put the task in its cgroup: {e}") from e
                 proc = subprocess.Popen(
-                    spec["argv"],
-                    cwd=spec["cwd"],
-                    env=spec["env"],
+                    spec.argv,
+                    cwd=spec.cwd,
+                    env=spec.env,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
                     close_fds=True,
                     process_group=0,
-                    **_as_user(spec.get("user")),
+                    **_as_user(user),
                 )
             finally:
                 try:
@@ -127,7 +126,7 @@ def _launch(run_dir: Path, spec: dict | None, spawner: int) -> int:
         message = str(e)
         write_json_in_place(run_dir / "exit.json", {"error": message})
         _let_go(cgroups, spawner, run_dir)
-        _report(f"error {message}")
+        _report(Refused(message))
         return 1
     except OSError as e:
         what = e.strerror or str(e)
@@ -135,10 +134,10 @@ def _launch(run_dir: Path, spec: dict | None, spawner: int) -> int:
             what = "command not found"
         elif isinstance(e, PermissionError):
             what = "permission denied"
-        message = f"cannot run {spec['argv'][0]!r}: {what}"
+        message = f"cannot run {spec.argv[0]!r}: {what}"
         write_json_in_place(run_dir / "exit.json", {"error": message})
         _let_go(cgroups, spawner, run_dir)
-        _report(f"error {message}")
+        _report(Refused(message))
         return 1
 
     def forward(signum, _frame):
@@ -154,7 +153,7 @@ def _launch(run_dir: Path, spec: dict | None, spawner: int) -> int:
     start = ticks_to_time(ticks)
     # The report carries what wrapper.json does, so the agent need not wait for the file
     # (only a restarted agent reads it, long after it is written).
-    _report(f"started {proc.pid} {me} {start!r} {ticks}")
+    _report(Started(proc.pid, me, start, ticks))
     # Not fsync'd: it only matters while this process lives, and a crash of the machine that
     # loses it ends the task too (the agent then reports the launch as interrupted). In place,
     # into the room the agent reserved: a full disk does not stop it.
@@ -184,7 +183,7 @@ def _launch(run_dir: Path, spec: dict | None, spawner: int) -> int:
     return 0
 
 
-def _open_log(path: str, user: dict | None):
+def _open_log(path: str, user: WrapperUser | None):
     """A sandbox file for the task's output, appended to. The sandbox belongs to the task's
     user, who could put anything there: never through a symlink, only a plain file with one
     link (of that user's, when the task runs as one), and a FIFO does not block the open."""
@@ -192,7 +191,7 @@ def _open_log(path: str, user: dict | None):
     fd = os.open(path, flags, 0o666)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (user and st.st_uid != user["uid"]):
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (user and st.st_uid != user.uid):
             raise PermissionError(errno.EACCES, "not a plain file of the task's", path)
         os.set_blocking(fd, True)
     except BaseException:
@@ -255,7 +254,7 @@ def _let_go(cgroups: list[str], spawner: int, run_dir: Path) -> None:
                 pass
 
 
-def _wrap(run_dir: Path, spec: dict | None = None, spawner: int | None = None) -> int:
+def _wrap(run_dir: Path, spec: LaunchSpec | None = None, spawner: int | None = None) -> int:
     """The wrapper's life, in the process that has already detached; `spec` None: read
     RUN_DIR/spec.json."""
     try:
@@ -264,7 +263,7 @@ def _wrap(run_dir: Path, spec: dict | None = None, spawner: int | None = None) -
     except BaseException as e:  # noqa: BLE001 - the agent must learn of any failure
         if not read_exit_json(run_dir):
             write_json_in_place(run_dir / "exit.json", {"error": f"executor failed: {e!r}"})
-        _report(f"error executor failed: {e!r}")
+        _report(Refused(f"executor failed: {e!r}"))
         raise
 
 
@@ -319,7 +318,7 @@ def _fork_spare() -> tuple[int, int]:
             code = 0  # the launcher ended: nothing to run
     except BaseException as e:  # noqa: BLE001 - never return into the launcher's loop
         try:
-            _report(f"error executor failed: {e!r}")
+            _report(Refused(f"executor failed: {e!r}"))
         except BaseException:  # noqa: BLE001
             pass
     finally:
@@ -328,11 +327,11 @@ def _fork_spare() -> tuple[int, int]:
 
 def _run_line(line: bytes) -> int:
     """One launch line: "RUN_DIR\tSPEC_JSON", or "RUN_DIR" alone to read RUN_DIR/spec.json."""
-    global _report_prefix
+    global _report_run_id
     raw_dir, _, raw_spec = line.partition(b"\t")
     run_dir = Path(os.fsdecode(raw_dir))
-    _report_prefix = run_dir.name + " "
-    return _wrap(run_dir, json.loads(raw_spec) if raw_spec else None)
+    _report_run_id = run_dir.name
+    return _wrap(run_dir, LaunchSpec.from_wire(json.loads(raw_spec)) if raw_spec else None)
 
 
 class _Spares:
@@ -393,16 +392,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _native_argv(wrapper: str, run_dir: str, spec: dict) -> list[str]:
+def _native_argv(wrapper: str, run_dir: str, spec: LaunchSpec) -> list[str]:
     """The C wrapper's command line for one run (agent/task_wrapper.c's usage)."""
-    user = spec.get("user")
-    who = "-" if not user else f"{user['uid']}:{user['gid']}:" + ",".join(map(str, user["groups"]))
-    cgroups = list(spec.get("cgroups", []))
-    return [wrapper, run_dir, spec["stdout"], spec["stderr"], spec["cwd"], who,
-            str(len(cgroups)), *cgroups, "--", *spec["argv"]]  # fmt: skip
+    user = spec.user
+    who = "-" if user is None else f"{user.uid}:{user.gid}:" + ",".join(map(str, user.groups))
+    return [wrapper, run_dir, spec.stdout, spec.stderr, spec.cwd, who,
+            str(len(spec.cgroups)), *spec.cgroups, "--", *spec.argv]  # fmt: skip
 
 
-def _environment_block(env: dict) -> bytes | None:
+def _environment_block(env: dict[str, str]) -> bytes | None:
     """The task's environment as the C wrapper reads it on fd 3; None if it cannot be given so
     (a name with "=", or a NUL anywhere: the Python wrapper reports on those)."""
     if any(not name or "=" in name for name in env):
@@ -422,7 +420,7 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
     if not raw_spec:
         return None
     try:
-        spec = json.loads(raw_spec)
+        spec = LaunchSpec.from_wire(json.loads(raw_spec))
     except ValueError:
         return None  # the Python wrapper reports what is wrong with it
     return spawn_native(wrapper, os.fsdecode(raw_dir), spec)
@@ -431,7 +429,7 @@ def _spawn_native(wrapper: str, line: bytes) -> int | None:
 def spawn_native(
     wrapper: str,
     run_dir: str,
-    spec: dict,
+    spec: LaunchSpec,
     report_fd: int = 1,
     stderr_fd: int = 2,
     pipe_only: bool = False,
@@ -443,8 +441,8 @@ def spawn_native(
     the launcher and, without it, by an agent that spawns C wrappers itself."""
     try:
         argv = _native_argv(wrapper, run_dir, spec)
-        environment = _environment_block(spec["env"])
-    except (ValueError, TypeError, KeyError, AttributeError):
+        environment = _environment_block(spec.env)
+    except (ValueError, TypeError, AttributeError):
         return None
     if environment is None or any("\0" in arg for arg in argv):
         return None
@@ -542,14 +540,13 @@ def serve(native: str | None = None) -> int:
                 except OSError as e:
                     # No process to spare (EAGAIN, ENOMEM): this launch fails, the launcher
                     # lives.
-                    message = f"{run_id} error cannot fork the task wrapper: {e}\n"
-                    os.write(1, message.encode(errors="replace")[:MAX_REPORT])
+                    refused = Refused(f"cannot fork the task wrapper: {e}")
+                    os.write(1, format_report(refused, run_id))
                     continue
                 # Lets the agent watch the wrapper until it reports: one that dies before
                 # that (killed) would otherwise leave the launch waiting for ever. The start
                 # ticks let it tell that process from a later one with the same pid.
-                ticks = start_ticks(pid)
-                os.write(1, f"{run_id} handed {pid} {ticks}\n".encode(errors="replace"))
+                os.write(1, format_report(Handed(pid, start_ticks(pid)), run_id))
             # Off the launch's path: the next spare is forked while this one starts its command.
             if native is None:
                 spares.refill()

@@ -13,7 +13,6 @@ decision against pid reuse.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -27,8 +26,10 @@ from agora.agent import native_wrapper
 from agora.agent.atomic_files import atomic_write_json
 from agora.agent.checkpoint import read_json
 from agora.agent.direct_spawn import REPORT_GRACE, DirectSpawns, WrapperDied, reap, usable
+from agora.agent.launch_spec import LaunchSpec, WrapperUser
 from agora.agent.proc_stat import is_running
 from agora.agent.task_user import TaskUser
+from agora.agent.wrapper_reports import Handed, Refused, Report, Started, parse_line, parse_report
 from agora.common import ResourceError, Resources
 from agora.v1 import common_pb2
 
@@ -51,6 +52,13 @@ class Wrapper:
     wrapper_start: float  # wall clock, for people (and the only guard in older records)
     task_pid: int  # also the task's process group id
     start_ticks: int | None = None  # clock ticks since boot: what guards against pid reuse
+
+    @classmethod
+    def reported(cls, started: Started) -> Wrapper:
+        """The wrapper a "started" report names (wrapper.json, written after it, says the same)."""
+        return cls(
+            started.wrapper_pid, started.wrapper_start, started.task_pid, started.start_ticks
+        )
 
     @classmethod
     def load(cls, run_dir: Path) -> Wrapper | None:
@@ -269,9 +277,8 @@ class Launcher:
             self._proc, self._pending = proc, pending
             self._generations.append((proc, reader))
 
-    async def launch(self, run_dir: Path, spec: dict | None = None) -> str:
-        """The wrapper's report on run_dir: "started TASK_PID WRAPPER_PID WRAPPER_START
-        START_TICKS" or "error MESSAGE". A C wrapper spawned here gets the spec on its command
+    async def launch(self, run_dir: Path, spec: LaunchSpec | None = None) -> Started | Refused:
+        """The wrapper's report on run_dir. A C wrapper spawned here gets the spec on its command
         line and a pipe; else the spec goes down the launcher's pipe with the run dir (None: the
         wrapper reads RUN_DIR/spec.json). Raises LauncherDied, or WrapperDied when the wrapper
         handed the run died before reporting."""
@@ -279,7 +286,7 @@ class Launcher:
             await self.start()
         if spec is not None and self._direct is not None:
             report = await self._direct.launch(run_dir, spec)
-            if report is not None:
+            if isinstance(report, Started | Refused):
                 return report
         await self.start()
         if not self._usable():
@@ -292,15 +299,15 @@ class Launcher:
             line = os.fsencode(str(run_dir))
             if spec is not None:
                 # JSON holds no raw newline or tab: one line, split at the first tab.
-                line += b"\t" + json.dumps(spec, separators=(",", ":")).encode()
+                line += b"\t" + json.dumps(spec.to_wire(), separators=(",", ":")).encode()
             self._proc.stdin.write(line + b"\n")
-            first: set[asyncio.Future[str] | asyncio.Future[tuple[int, int | None]]] = {
+            first: set[asyncio.Future[Started | Refused] | asyncio.Future[Handed]] = {
                 launch.report,
                 launch.handed,
             }
             await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
             if not launch.report.done():
-                await _report_or_death(launch.report, *launch.handed.result())
+                await _report_or_death(launch.report, launch.handed.result())
             return launch.report.result()
         finally:
             launch.handed.cancel()
@@ -311,21 +318,17 @@ class Launcher:
         assert proc.stdout is not None
         try:
             while line := await proc.stdout.readline():
-                run_id, _, report = line.decode(errors="replace").rstrip("\n").partition(" ")
+                run_id, report = parse_line(line)
                 launch = pending.get(run_id)
                 if launch is None:
                     continue  # a "handed" line after the wrapper's own report
-                if report.startswith("handed "):
-                    with contextlib.suppress(ValueError, IndexError, asyncio.InvalidStateError):
-                        _, pid, ticks = report.split()
-                        # "None": the wrapper had already ended when the launcher looked.
-                        launch.handed.set_result(
-                            (int(pid), None if ticks == "None" else int(ticks))
-                        )
+                if isinstance(report, Handed):
+                    if not launch.handed.done():
+                        launch.handed.set_result(report)
                     continue
                 del pending[run_id]
                 if not launch.report.done():
-                    launch.report.set_result(report)
+                    launch.report.set_result(report or Refused("the task wrapper failed to start"))
         except asyncio.CancelledError:
             for launch in pending.values():
                 launch.report.cancel()
@@ -377,20 +380,19 @@ class _Launch:
     """One launch in flight: the wrapper's report, and the pid of the wrapper handed it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.report: asyncio.Future[str] = loop.create_future()
-        # (pid, start ticks) of the wrapper that took the run.
-        self.handed: asyncio.Future[tuple[int, int | None]] = loop.create_future()
+        self.report: asyncio.Future[Started | Refused] = loop.create_future()
+        # The wrapper that took the run (the launcher's "handed" line).
+        self.handed: asyncio.Future[Handed] = loop.create_future()
 
 
-async def _report_or_death(
-    report: asyncio.Future[str], wrapper_pid: int, ticks: int | None
-) -> None:
+async def _report_or_death(report: asyncio.Future[Started | Refused], handed: Handed) -> None:
     """Waits for the report; raises WrapperDied if the wrapper ends without one.
 
     Without this a wrapper killed between taking the run and reporting (the OOM killer, an
     operator) would leave the launch waiting for ever while the launcher lives on.
     """
     loop = asyncio.get_running_loop()
+    wrapper_pid, ticks = handed
     try:
         fd = os.pidfd_open(wrapper_pid)
     except ProcessLookupError:
@@ -442,21 +444,19 @@ async def start_wrapper(
     `python -m agora.agent.executor RUN_DIR`.
     Raises LaunchError when the command could not be started.
     """
-    spec = {
-        "argv": argv,
-        "env": env,
-        "cwd": str(sandbox),
-        "stdout": str(sandbox / "stdout"),
-        "stderr": str(sandbox / "stderr"),
-        "cgroups": cgroups or [],
-        "user": user.spec() if user is not None else None,
-    }
-    line = None
+    spec = LaunchSpec.in_sandbox(
+        argv,
+        env,
+        sandbox,
+        cgroups or (),
+        None if user is None else WrapperUser(user.uid, user.gid, user.groups),
+    )
+    report: Report | None = None
     # A second try goes to a restarted launcher: the first may have died before reading us.
     for _ in range(2 if launcher is not None else 0):
         assert launcher is not None
         try:
-            line = await launcher.launch(run_dir, spec)
+            report = await launcher.launch(run_dir, spec)
             break
         except LauncherDied:
             # No process can report on this run any more: its files say what happened.
@@ -473,21 +473,18 @@ async def start_wrapper(
                 return wrapper  # it ran: watching it reports how it ended
             result = read_exit(run_dir) or {}
             raise LaunchError(str(result.get("error", e))) from None
-    if line is None and launcher is not None:
+    if report is None and launcher is not None:
         log.warning("the task launcher is failing: starting the run with a one-shot wrapper")
-    if line is None:
+    returncode = None
+    if report is None:
         # Not fsync'd: the wrapper reads it at once, and a machine crash ends the run anyway.
-        atomic_write_json(run_dir / "spec.json", spec, durable=False)
+        atomic_write_json(run_dir / "spec.json", spec.to_wire(), durable=False)
         line, returncode = await _start_one_shot(run_dir)
-    else:
-        returncode = None
-    if line.startswith("started "):
-        wrapper = _reported_wrapper(line) or Wrapper.load(run_dir)
-        if wrapper is None:
-            raise LaunchError("the task wrapper started the command but wrote no pid file")
-        return wrapper
-    if line.startswith("error "):
-        raise LaunchError(line[len("error ") :])
+        report = parse_report(line)
+    if isinstance(report, Started):
+        return Wrapper.reported(report)
+    if isinstance(report, Refused):
+        raise LaunchError(report.message)
     detail = []
     if returncode is not None:
         detail = (run_dir / "executor.log").read_text(errors="replace").strip().splitlines()
@@ -495,15 +492,6 @@ async def start_wrapper(
         "the task wrapper failed to start"
         + (f": {detail[-1]}" if detail else f" (exit code {returncode})")
     )
-
-
-def _reported_wrapper(line: str) -> Wrapper | None:
-    """The Wrapper in a "started TASK_PID WRAPPER_PID WRAPPER_START START_TICKS" report."""
-    try:
-        task_pid, wrapper_pid, start, ticks = line.split()[1:5]
-        return Wrapper(int(wrapper_pid), float(start), int(task_pid), int(ticks))
-    except ValueError:
-        return None
 
 
 async def _start_one_shot(run_dir: Path) -> tuple[str, int | None]:

@@ -18,6 +18,7 @@ from harness import eventually_async
 
 from agora.agent import launcher, native_wrapper
 from agora.agent.launcher import Launcher, LaunchError, Wrapper, start_wrapper
+from agora.agent.wrapper_reports import Started
 
 
 @pytest.fixture(params=["c", "python"])
@@ -198,11 +199,9 @@ async def test_a_killed_launcher_is_replaced_on_the_next_launch(zygote, tmp_path
                 "stderr": str(sandbox / "stderr"), "cgroups": [], "user": None}  # fmt: skip
         (run_dir / "spec.json").write_text(json.dumps(spec))
         report = await asyncio.wait_for(zygote.launch(run_dir, None), 30)
-        assert report.startswith("started "), report
+        assert isinstance(report, Started), report
         # The report comes before wrapper.json is written: the wrapper is in it.
-        wrapper = launcher._reported_wrapper(report)
-        assert wrapper is not None, report
-        assert await finished(wrapper, run_dir) == {"exit_code": 4}
+        assert await finished(Wrapper.reported(report), run_dir) == {"exit_code": 4}
     assert zygote.pid != old
 
 
