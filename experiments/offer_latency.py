@@ -442,13 +442,13 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
             names.append(
                 plots.lines(
                     out / filename,
-                    f"Offer latency, the agent's stamp on a task's end -> a framework reads "
-                    f"the offer ({fixed_key} = {fixed_value})",
+                    f"Offer latency: agent's stamp -> offer read ({fixed_key} = {fixed_value})",
                     xlabel,
                     "latency (ms, log)",
                     series,
                     logx=True,
                     logy=True,
+                    hline=(1.0, "target: p50 <= 1 ms"),
                     styles=["o-", "o--", "s-", "s--"],
                 )
             )
@@ -470,8 +470,7 @@ def _plots(cfg: OfferLatencyConfig, results: Results, out: Path) -> list[str]:
         if any(v for _, v in cdf_series):
             name = plots.cdf(
                 out / "offer_latency_cdf.png",
-                "Offer latency (the agent's stamp on a task's end -> a framework reads the "
-                "offer), CDF",
+                "Offer latency: agent's stamp on a task's end -> offer read, CDF",
                 "latency (ms, log)",
                 cdf_series,
             )

@@ -30,13 +30,15 @@ def lines(
     for i, (label, xs, ys) in enumerate(series):
         style = styles[i] if styles and i < len(styles) else "o-"
         ax.plot(xs, ys, style, label=label)
-    if hline is not None:
-        ax.axhline(hline[0], color="grey", linestyle=":", linewidth=1)
-        ax.text(ax.get_xlim()[0], hline[0], f" {hline[1]}", va="bottom", color="grey", fontsize=8)
     if logx:
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
+    if hline is not None:
+        ax.axhline(hline[0], color="grey", linestyle=":", linewidth=1)
+        # At the left edge whatever the x scale (the data's first x was off a log axis).
+        label, left = f" {hline[1]}", ax.get_yaxis_transform()
+        ax.text(0.0, hline[0], label, va="bottom", color="grey", fontsize=8, transform=left)
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
 
 import pytest
 from experiments_helpers import assert_stats, load_results, run_experiment
 
-from agora.experiments import plots
+from agora.experiments import plots, report
 from agora.experiments.offer_latency import (
     METRICS,
     NAMES,
@@ -104,6 +105,14 @@ def test_offer_latency_writes_every_figure_for_both_modes(tmp_path):
             assert f", {zeros} at 0 ms drawn at " in legend
         else:
             assert "drawn at" not in legend
+
+    # docs/experiments.md's generated section says the same.
+    docs = tmp_path / "docs"
+    (docs / "figures" / "offer-latency").mkdir(parents=True)
+    shutil.copy(out / "results.json", docs / "figures" / "offer-latency" / "results.json")
+    text = report.section(docs, docs / "figures")
+    assert f"| {P50} | not measured in this run (it ran 4 agents with 2 frameworks) |" in text
+    assert "| run | offer latency p50 / p99 (ms) | update read -> offer read p50 |" in text
 
 
 def _legend_n(legend: str) -> int:
