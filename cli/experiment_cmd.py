@@ -117,11 +117,9 @@ def _run(args: argparse.Namespace) -> int:
         f"and {len(results.data.get('plots', []))} plot(s)",
         flush=True,
     )
+    from agora.experiments.results import target_line
+
     for target in results.data["targets"]:
-        met = {True: "met", False: "MISSED", None: "not measured"}[target["met"]]
-        print(
-            f"  {target['name']}: {target['figure']} {target['unit']} "
-            f"(limit {target['limit']:g}) {met}",
-            flush=True,
-        )
+        # A target the run did not measure is a sentence saying so, not "None ms".
+        print(f"  {target_line(target)}", flush=True)
     return 0

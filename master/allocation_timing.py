@@ -6,8 +6,9 @@
   one cycle per `batch_seconds`, so a burst still costs one cycle. (Waiting a full window after
   every change instead put the whole window into every offer's latency.)
 - A cycle woken by changes visits only the agents that changed (at 10,000 agents a full cycle
-  costs ~100 ms); the allocator's next decline-filter expiry and the periodic sweep (every
-  `sweep_seconds`, the safety net) visit every agent.
+  costs ~100 ms), and a decline filter's expiry only the agents where one expired (frameworks
+  that refuse what they cannot use for a few seconds make expiries frequent); the periodic
+  sweep (every `sweep_seconds`, the safety net) visits every agent.
 """
 
 from __future__ import annotations
@@ -35,16 +36,15 @@ class AllocationTiming:
         after a quiet spell; the rest of the batch window while changes keep coming)."""
         return max(0.0, self.last_cycle + self.batch_seconds - now)
 
-    def scope(
-        self, now: float, filter_expiry: float | None, changed: list[str] | None
-    ) -> list[str] | None:
+    def scope(self, now: float, changed: list[str] | None, expired: list[str]) -> list[str] | None:
         """The agents this cycle visits (None: every agent), given the agents that changed
-        since the last one (None: unknown, so all)."""
-        due = now >= self.next_sweep or (filter_expiry is not None and filter_expiry <= now)
-        if due or changed is None:
+        since the last one (None: unknown, so all) and those where a filter just expired."""
+        if now >= self.next_sweep or changed is None:
             self.next_sweep = now + self.sweep_seconds
             return None
-        return changed
+        if not expired:
+            return changed
+        return list(dict.fromkeys([*changed, *expired]))
 
     def cycle_ended(self, now: float) -> None:
         self.last_cycle = now

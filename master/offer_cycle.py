@@ -441,7 +441,8 @@ class OfferCycle:
                 # One pass of the loop at least, so changes made in the same pass join in.
                 await asyncio.sleep(timing.batch_delay(clock.now()))
             self.wanted.clear()
-            agents = timing.scope(clock.now(), self.allocator.next_wakeup(), self.take_changed())
+            now = clock.now()
+            agents = timing.scope(now, self.take_changed(), self.allocator.expire_filters(now))
             if not await self._cycle(agents):
                 await asyncio.sleep(config.allocation_interval_seconds)
             timing.cycle_ended(clock.now())

@@ -73,6 +73,11 @@ class _Agent:
         # (resources offered, when it was first offered them).
         self.offered: dict[str, tuple[Resources, float]] = {}
 
+    def free_for(self, role: str) -> Resources:
+        """What is free here for a framework of `role`, before quota caps: the unreserved
+        resources and the role's own reservations."""
+        return self.free.allocatable_to(role) if self.reserved else self.free
+
 
 class _Framework:
     __slots__ = (
@@ -434,6 +439,11 @@ class Allocator:
         """The earliest decline-filter expiry: when an allocation may offer something new."""
         return self._filters.next_expiry()
 
+    def expire_filters(self, now: float) -> list[str]:
+        """Drops the decline filters due by `now`; returns the agents where one ended, the
+        only ones an expiry can make offerable (allocate() drops them too, first thing)."""
+        return sorted(a for a in self._filters.expire(now) if a in self._agents)
+
     # optimistic offers ----------------------------------------------------------------------
 
     def withdraw(self, framework_id: str, agent_id: str, resources: Resources) -> None:
@@ -673,7 +683,7 @@ class Allocator:
         self, agent: _Agent, role: _Role, guarantee_stage: bool
     ) -> tuple[Resources | None, Vector]:
         """What the agent may offer any framework of `role` now, or None if below the minimum."""
-        offer = agent.free.allocatable_to(role.name) if agent.reserved else agent.free
+        offer = agent.free_for(role.name)
         if self._quota_roles:
             caps = self._caps(role, guarantee_stage)
             if caps:

@@ -48,14 +48,6 @@ class DeclineFilters:
         self.by_agent.setdefault(agent_id, {})[framework_id] = refusal
         heapq.heappush(self._expiries, (until, framework_id, agent_id))
 
-    def hides(self, framework_id: str, agent_id: str, offer: Resources, now: float) -> bool:
-        """Whether the framework's filter on the agent hides an offer of `offer` now."""
-        table = self.by_framework.get(framework_id)
-        if not table:
-            return False
-        refusal = table.get(agent_id)
-        return refusal is not None and refusal.hides(offer, now)
-
     def clear_framework(self, framework_id: str) -> None:
         for agent_id in self.by_framework.pop(framework_id, {}):
             self._drop_by_agent(agent_id, framework_id)
@@ -76,9 +68,11 @@ class DeclineFilters:
         refusal = self.by_framework.get(framework_id, {}).get(agent_id)
         return refusal is not None and refusal.until == until
 
-    def expire(self, now: float) -> None:
-        """Drops filters whose time has come (cheap: pops only what expired)."""
+    def expire(self, now: float) -> set[str]:
+        """Drops filters whose time has come (cheap: pops only what expired); returns the
+        agents where one did, which may now be offered to someone they were hidden from."""
         heap = self._expiries
+        agents = set()
         while heap and heap[0][0] <= now:
             until, framework_id, agent_id = heapq.heappop(heap)
             if self._is_current(until, framework_id, agent_id):
@@ -87,6 +81,8 @@ class DeclineFilters:
                 if not table:
                     del self.by_framework[framework_id]
                 self._drop_by_agent(agent_id, framework_id)
+                agents.add(agent_id)
+        return agents
 
     def next_expiry(self) -> float | None:
         heap = self._expiries

@@ -15,7 +15,6 @@ from agora.master.allocator.eligibility import skip_reason
 
 if TYPE_CHECKING:
     from agora.master.allocator.allocator import Allocator
-    from agora.master.allocator.filters import Refusal
 
 
 class Judged(NamedTuple):
@@ -47,16 +46,15 @@ class AllocatorView:
         """Every agent's entry (agent_id, active, free, gpus)."""
         return self._a._agents.values()
 
-    def active_filters(self, framework_id: str, now: float) -> dict[str, Refusal]:
-        """agent_id -> Refusal, for the framework's decline filters on agents still present,
-        whether or not they hide what the agent has free now."""
-        agents = self._a._agents
-        return {a: r for a, r in self._a._filters.active(framework_id, now).items() if a in agents}
-
     def judge(self, framework_id: str, now: float) -> list[Judged]:
         """The eligibility rule (eligibility.py) for the framework on every active agent with
         something free: what its role could be offered there (None: nothing above the minimum
-        once quota caps apply), before the caps, and the rule's reason to pass it over."""
+        once quota caps apply), before the caps, and the rule's reason to pass it over.
+
+        It judges the offer of the ordinary stage (pessimistic stage 2, or an optimistic first
+        offer): a role below its guarantee is offered up to the guarantee first, and an
+        optimistic holder only its top-up, so there the decision may weigh a smaller amount
+        against a filter than this explanation does."""
         a = self._a
         fw = a._frameworks[framework_id]
         role = a._roles[fw.role]
@@ -93,7 +91,7 @@ class AllocatorView:
 
     def plain_offer(self, agent, role):
         """What the agent has free for the role before quota caps (limit, headroom)."""
-        return agent.free.allocatable_to(role.name) if agent.reserved else agent.free
+        return agent.free_for(role.name)
 
     def headroom_roles(self) -> list[tuple[Any, Resources]]:
         """(role entry, what it lacks of its guarantee as Resources) for every role below its

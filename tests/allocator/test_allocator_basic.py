@@ -213,11 +213,13 @@ def test_filters_are_indexed_by_agent_and_expire_from_both_sides():
         return {k: {fid: refusal.until for fid, refusal in v.items()} for k, v in table.items()}
 
     assert untils(f.by_agent) == {"a1": {"f1": 10.0, "f2": 30.0}, "a2": {"f1": 20.0}}
-    f.expire(10.0)
+    assert f.expire(10.0) == {"a1"}  # where a filter ended
     assert untils(f.by_agent) == {"a1": {"f2": 30.0}, "a2": {"f1": 20.0}}
     assert f.next_expiry() == 20.0
     f.clear_framework("f1")
     assert untils(f.by_agent) == {"a1": {"f2": 30.0}}
     assert untils(f.by_framework) == {"f2": {"a1": 30.0}}
     assert f.next_expiry() == 30.0
-    assert f.hides("f2", "a1", r, 29.9) and not f.hides("f2", "a1", r, 30.0)
+    refusal = f.by_agent["a1"]["f2"]
+    assert refusal.hides(r, 29.9) and not refusal.hides(r, 30.0)
+    assert f.expire(30.0) == {"a1"} and f.next_expiry() is None

@@ -112,3 +112,14 @@ def test_explain_names_only_the_filters_that_hide_an_offer():
     reasons = alloc.explain("f1", 1.0)
     assert not any(r.startswith("filtered") for r in reasons), reasons
     assert reasons[-1].startswith("not blocked: 1 agent(s) have free resources for it")
+
+
+def test_expiring_filters_names_the_agents_where_one_ended():
+    alloc = full_agent()
+    alloc.add_agent("a2", AGENT)
+    (offer,) = alloc.allocate(0.0)
+    alloc.decline("f1", "a2", offer.resources, now=0.0, refuse_seconds=5.0)
+    assert alloc.expire_filters(4.9) == []
+    assert alloc.expire_filters(5.0) == ["a2"]  # the master's next cycle visits a2 alone
+    assert alloc.expire_filters(60.0) == ["a1"]
+    assert alloc.next_wakeup() is None

@@ -13,7 +13,7 @@ BATCH, SWEEP = 0.002, 1.0
 def test_a_change_after_a_quiet_spell_is_allocated_at_once():
     timing = AllocationTiming(BATCH, SWEEP, now=0.0)
     assert timing.batch_delay(now=0.5) == 0.0  # no cycle yet: leading edge
-    assert timing.scope(0.5, None, ["a1"]) == ["a1"]  # only the agent that changed
+    assert timing.scope(0.5, ["a1"], []) == ["a1"]  # only the agent that changed
     timing.cycle_ended(0.5)
     assert timing.batch_delay(now=0.6) == 0.0  # quiet for longer than the window
 
@@ -33,13 +33,13 @@ def test_with_nothing_changing_the_loop_wakes_for_the_sweep_or_a_filter_expiry()
     assert timing.wait(now=2.0, filter_expiry=None) == 0.0  # the sweep is overdue
 
 
-def test_the_sweep_and_a_filter_expiry_visit_every_agent_and_move_the_sweep():
+def test_the_sweep_visits_every_agent_and_a_filter_expiry_only_its_own():
     timing = AllocationTiming(BATCH, SWEEP, now=0.0)
-    assert timing.scope(1.0, None, ["a1"]) is None  # the sweep is due: all agents
+    assert timing.scope(1.0, ["a1"], []) is None  # the sweep is due: all agents
     assert timing.next_sweep == 2.0
-    assert timing.scope(1.2, 1.1, ["a1"]) is None  # a filter expired: all agents
-    assert timing.next_sweep == 2.2
-    assert timing.scope(1.3, 5.0, ["a2"]) == ["a2"]  # neither: the changed agents only
-    assert timing.next_sweep == 2.2
-    assert timing.scope(1.4, None, None) is None  # changes on unknown agents: all
+    # A filter expired on a3: the agents that changed and a3, not the whole cluster.
+    assert timing.scope(1.2, ["a1", "a3"], ["a3", "a7"]) == ["a1", "a3", "a7"]
+    assert timing.next_sweep == 2.0
+    assert timing.scope(1.3, ["a2"], []) == ["a2"]  # neither: the changed agents only
+    assert timing.scope(1.4, None, []) is None  # changes on unknown agents: all
     assert timing.next_sweep == 2.4
