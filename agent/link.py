@@ -4,11 +4,13 @@ One stream at a time. Each begins with Register (the current id and running task
 fresh for every attempt); a stream that breaks (the channel's gRPC keepalive breaks it when the
 master stops answering pings: common/rpc.py), or a master that does not answer the Register
 within register_timeout, is dropped and dialled again with jittered exponential backoff (0.2 s
-doubling to 0.5 s). A registered master sends nothing while there is nothing to say: the
-keepalive, answered in gRPC's core, is the evidence it is there, so a master that is busy but
-alive keeps its agents. With a set of masters the LeaderTracker says where to dial: a standby's
-refusal names the leader, which is dialled at once, and with zk:// a change of leader wakes the
-link at once.
+doubling to 10 s: common/backoff.py). Each failure is named by common/failures.py (refused,
+no answer, TLS, the wrong service, DNS, refused by the ACLs) and said once at warning, then
+quietly until its cause changes, with a reminder every minute. A registered master sends
+nothing while there is nothing to say: the keepalive, answered in gRPC's core, is the evidence
+it is there, so a master that is busy but alive keeps its agents. With a set of masters the
+LeaderTracker says where to dial: a standby's refusal names the leader, which is dialled at
+once, and with zk:// a change of leader wakes the link at once.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from agora.agent.link_policy import WaitReason, retry_delay
 from agora.common.backoff import Backoff
 from agora.common.batches import agent_batches
 from agora.common.credentials import INSECURE, Credentials
+from agora.common.failures import Cause, RepeatFilter, classify_error
 from agora.common.leader import LeaderTracker
 from agora.common.rpc import describe_rpc_error, drain_queue, open_channel
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
@@ -57,7 +60,7 @@ class MasterLink:
         handler: LinkHandler,
         *,
         backoff_initial: float = 0.2,
-        backoff_max: float = 0.5,
+        backoff_max: float = 10.0,
         default_heartbeat: float = 5.0,
         register_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
@@ -79,6 +82,7 @@ class MasterLink:
         self._call = None
         self.registrations = 0  # how many times the master accepted a Register
         self._failures = 0  # failed attempts since the last registration
+        self._said = RepeatFilter(clock=clock)  # how loudly to log the next failure
         # Each takes the message in the oneof field of its name (read with getattr below).
         self._handlers: dict[str, Callable[[Any], None]] = {
             "run_task": handler.on_run_task,
@@ -137,18 +141,39 @@ class MasterLink:
                 self._failures += 1
                 if self.registrations and self._backoff.attempts == 0:
                     attempt_log.warning("lost the master", error=describe_rpc_error(e))
+                failed_at = self.master
                 delay, why = retry_delay(e, self._backoff, self.tracker.on_error(e))
-                (attempt_log.info if why is WaitReason.BACKOFF else attempt_log.debug)(
-                    "the master is busy; registering again later"
-                    if why is WaitReason.MASTER_BUSY
-                    else "cannot reach the master; retrying",
-                    error=describe_rpc_error(e),
-                    retry_in=round(delay, 2),
-                    next=self.master,
-                )
+                self._say_failure(e, failed_at, why, delay)
                 await self.tracker.pause(delay)
                 continue
             await asyncio.sleep(self._backoff_initial)
+
+    def _say_failure(self, error: BaseException, address: str, why: WaitReason, delay: float):
+        """Logs a failed attempt: its cause once at warning (a refusal with this agent's
+        principal and the ACL action), the same again only at debug, a reminder every minute."""
+        if why is WaitReason.MASTER_BUSY:
+            log.debug("the master is busy; registering again later", retry_in=round(delay, 2))
+            return
+        failure = classify_error(
+            error, address, self._credentials, what="the master", service="AgentLink"
+        )
+        level = self._said.level(failure) if why is WaitReason.BACKOFF else "debug"
+        fields: dict[str, object] = {
+            "cause": failure.cause.value,
+            "retry_in": round(delay, 2),
+            "master": address,
+        }
+        if failure.cause is Cause.DENIED:
+            fields.update(
+                principal=self._credentials.principal or "(anonymous)",
+                acl_action="register_agents",
+            )
+            then = "registering again with backoff"
+        else:
+            then = "retrying with backoff"
+        if self._said.repeats:
+            fields["failures"] = self._failures
+        getattr(log, level)(f"{failure.message}; {then}", **fields)
 
     async def stop(self, task: asyncio.Task) -> None:
         """Ends the stream and the `run` task. Cancelling the call first matters: a task
@@ -204,6 +229,8 @@ class MasterLink:
                     kind = one.WhichOneof("message")
                     if kind == "registered":
                         self._failures = 0
+                        self._backoff.reset()
+                        self._said.reset()
                         interval = one.registered.heartbeat_interval_seconds or interval
                         batcher.enabled = one.registered.accepts_batches
                         # Registered: from now on the keepalive watches the master.

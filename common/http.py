@@ -9,10 +9,13 @@ streaming responses are its job, and it runs on asyncio without a thread of its 
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Iterable
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.log import server_logger
 
 from agora.common.credentials import peer_certificate_principal
 
@@ -47,7 +50,7 @@ class HttpServer:
     async def start(self) -> int:
         """Starts serving and returns the bound port."""
         # access_log=None: a scraped or polled endpoint would fill the daemon's log otherwise.
-        self._runner = web.AppRunner(self._app, access_log=None)
+        self._runner = web.AppRunner(self._app, access_log=None, logger=_BadRequestsInOneLine())
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context)
         await site.start()
@@ -66,3 +69,23 @@ class HttpServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+class _BadRequestsInOneLine(logging.LoggerAdapter):
+    """aiohttp's server logger, but a request that is not HTTP/1 (a gRPC client given the
+    dashboard's port: HTTP/2's preface "PRI * HTTP/2.0") is one warning line, not a traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(server_logger, {})
+
+    def exception(self, msg, *args, exc_info=True, **kwargs) -> None:  # type: ignore[override]
+        if isinstance(exc_info, BadHttpMessage):
+            preface = "PRI" in str(exc_info)
+            self.warning(
+                "a client sent this HTTP port something that is not HTTP/1%s",
+                " (HTTP/2: a gRPC client given the HTTP port instead of the gRPC one?)"
+                if preface
+                else f": {str(exc_info).splitlines()[0]}",
+            )
+            return
+        super().exception(msg, *args, exc_info=exc_info, **kwargs)

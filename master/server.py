@@ -10,6 +10,7 @@ import structlog
 
 from agora.common.acls import AclError, load_acls
 from agora.common.credentials import server_ssl_context
+from agora.common.failures import Recently
 from agora.common.http import HttpServer
 from agora.common.masters import MasterInfo
 from agora.common.metrics import metrics_server
@@ -95,6 +96,7 @@ class Master:
         if authorizer is None and config.acls_path is not None:
             authorizer = load_acls(config.acls_path)
         self.gate = Gatekeeper(authorizer, on_denied=self._denied)
+        self._denials_said = Recently()
         self.allocator = allocator if allocator is not None else build_allocator(config)
         self.core: MasterCore | None = None
         self.store: RegistryStore | None = store
@@ -203,12 +205,17 @@ class Master:
         self.metrics.authentication_failures.labels(reason).inc()
 
     def _denied(self, principal: str, action, obj: str, message: str) -> None:
-        log.warning(
-            "authorization denied",
-            principal=principal or "(anonymous)",
-            action=str(action),
-            object=obj,
-        )
+        # Once a minute per principal, action and object: a refused agent or framework
+        # retrying with backoff must not fill the log (the counter counts every one).
+        unsaid = self._denials_said.say((principal, str(action), obj))
+        if unsaid is not None:
+            log.warning(
+                "authorization denied",
+                principal=principal or "(anonymous)",
+                action=str(action),
+                object=obj,
+                **({"repeated": unsaid} if unsaid else {}),
+            )
         self.metrics.denials.labels(str(action)).inc()
 
     def reload_acls(self) -> bool:

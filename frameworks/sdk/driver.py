@@ -23,8 +23,9 @@ from google.protobuf.message import Message
 
 from agora.common import Resources
 from agora.common.backoff import Backoff
-from agora.common.credentials import Credentials
+from agora.common.credentials import INSECURE, Credentials
 from agora.common.errors import Reason
+from agora.common.failures import Cause, Failure, RepeatFilter, classify_error
 from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
 from agora.frameworks.sdk.errors import OfferConflict, SchedulerError
 from agora.frameworks.sdk.framework import Framework
@@ -111,9 +112,12 @@ class Driver:
         self.stream_id = ""
         self.master_id = ""
         self.heartbeat_interval = 0.0
-        # Capped at 0.5 s: back within a second of a restarted master listening; the jitter
-        # (0.25-0.5 s at the cap) keeps the frameworks from all arriving at once.
-        self.backoff = backoff or Backoff(initial=0.2, cap=0.5)
+        # 0.2 s doubling to 10 s (common/backoff.py), drawn from the upper half of each band so
+        # that the frameworks cut off by one master restart do not all arrive at once; a
+        # master down for good, or one that turns us away, is not dialled twice a second.
+        self.backoff = backoff or Backoff()
+        # How loudly to say the latest failure: once at warning per cause (common/failures).
+        self._said = RepeatFilter()
         # How long to wait for SUBSCRIBED, and how many heartbeat intervals of silence mean the
         # master (or the path to it) is gone even though TCP has not noticed; never less than
         # min_silence, so that a master busy for a moment (disk, GC) is not taken for dead.
@@ -169,13 +173,14 @@ class Driver:
                     delay = self.transport.retry_delay()
                     if delay is None:
                         delay = self.backoff.next_delay()
-                    self._log.info("reconnecting to the master", in_seconds=round(delay, 3))
+                    self._log.debug("reconnecting to the master", in_seconds=round(delay, 3))
                     if await self._stopped_within(delay, self.transport.leader_changed):
                         break
                     await self.transport.reset()
                 first = False
                 if await self._run_session():
                     self.backoff.reset()
+                    self._said.reset()
         finally:
             self._running = False
             self._asker.cancel()
@@ -211,7 +216,10 @@ class Driver:
         info.CopyFrom(self.info)
         info.framework_id = self.framework_id
         # With a framework_id this is a re-subscription (or a failover from an earlier run).
-        self._log.info("subscribing", framework_id=self.framework_id or "(new)")
+        # Said once per (re)connection, not on every retry of a master that is not there.
+        (self._log.debug if self.backoff.attempts > 1 else self._log.info)(
+            "subscribing", framework_id=self.framework_id or "(new)"
+        )
         stream = self.transport.subscribe(scheduler_pb2.SubscribeRequest(framework=info))
         session = _Session(stream=stream, resubscribing=bool(self.framework_id))
         self._session = session
@@ -315,8 +323,19 @@ class Driver:
         if session.subscribed:
             self._log.warning("disconnected from the master", reason=ended.reason)
             await self._callback("on_disconnected")
+            return
+        address = str(getattr(self.transport, "address", "") or "the master")
+        if ended.error is not None:
+            credentials = getattr(self.transport, "credentials", None) or INSECURE
+            failure = classify_error(ended.error, address, credentials, service="Scheduler")
         else:
-            self._log.warning("could not subscribe; will retry", reason=ended.reason)
+            failure = Failure(Cause.OTHER, f"{address}: {ended.reason}")
+        level = self._said.level(failure)
+        getattr(self._log, level)(
+            f"could not subscribe: {failure}; retrying with backoff",
+            cause=failure.cause.value,
+            **({"failures": self._said.repeats} if self._said.repeats else {}),
+        )
 
     async def _handle(self, session: _Session, event: scheduler_pb2.Event) -> None:
         kind = event.WhichOneof("event")
