@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +31,10 @@ from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_termina
 from agora.agent.usage import usage_report
 from agora.common import Resources, attributes_to_proto
 from agora.common.acls import AclError, load_acls
+from agora.common.addresses import source_address_towards
 from agora.common.credentials import INSECURE, Credentials, check_listen, server_ssl_context
 from agora.common.http import HttpServer
-from agora.common.masters import parse_masters
+from agora.common.masters import MasterSet, parse_masters
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
 from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
@@ -45,7 +47,9 @@ VERSION = "0.1.0"
 @dataclass
 class AgentConfig:
     master: str  # the master: "host:port", a list of them, or zk://... (common/masters)
-    host: str = "127.0.0.1"  # where the Agent service listens
+    # Where the Agent service listens; None: the address this machine reaches the master
+    # from (so what the agent advertises is what the master's side can reach).
+    host: str | None = "127.0.0.1"
     port: int = 5051  # 0 picks a free port
     resources: Resources | None = None  # None: detect with Mesos' rules
     attributes: dict[str, str] = field(default_factory=dict)
@@ -55,9 +59,10 @@ class AgentConfig:
     # Used until the master states its own interval in Registered.
     heartbeat_interval: float = 5.0
     reconnect_backoff_initial: float = 0.2
-    # A cap of 0.5 s brings agents back within a second of a restarted master listening
-    # (each wait is drawn from 0.25-0.5 s at the cap, so they do not arrive all at once).
-    reconnect_backoff_max: float = 0.5
+    # Doubling to 10 s (each wait drawn from the upper half of its band, so agents cut off
+    # together do not arrive all at once): a master down for a moment is back within about as
+    # long again, and one that is gone or refuses the agent is not dialled every half second.
+    reconnect_backoff_max: float = 10.0
     update_backoff_initial: float = 0.5
     update_backoff_max: float = 10.0
     default_kill_grace: float = DEFAULT_KILL_GRACE
@@ -93,8 +98,21 @@ class AgentConfig:
 
 class AgentDaemon:
     def __init__(self, config: AgentConfig) -> None:
-        parse_masters(config.master)  # fail early on a malformed --master (MasterSpecError)
-        check_listen("the agent", config.host, config.credentials, config.insecure)
+        masters = parse_masters(config.master)  # fail early on a malformed --master
+        if config.host is None:
+            host = _host_towards(masters)
+            config = dataclasses.replace(config, host=host)
+            try:
+                check_listen("the agent", host, config.credentials, config.insecure)
+            except ValueError as e:
+                raise ValueError(
+                    f"{e}; {host} is the address this machine reaches the master from "
+                    "(--host 127.0.0.1 serves task logs to this machine only)"
+                ) from None
+        else:
+            host = config.host
+        check_listen("the agent", host, config.credentials, config.insecure)
+        self.host = host  # where the Agent service listens
         self.config = config
         self.work = WorkDir(Path(config.work_dir))
         self.resources = (
@@ -167,7 +185,7 @@ class AgentDaemon:
             agent_pb2_grpc.add_AgentServicer_to_server(files, self._server)
             add_standard_services(self._server, [service_name(agent_pb2, "Agent")])
             self._port = bind(
-                self._server, f"{self.config.host}:{self.config.port}", self.config.credentials
+                self._server, f"{self.host}:{self.config.port}", self.config.credentials
             )
         except BaseException:
             self._server = None
@@ -206,7 +224,7 @@ class AgentDaemon:
         )
         credentials = self.config.credentials
         self._metrics_server = metrics_server(
-            self.config.host,
+            self.host,
             port,
             self.metrics.registry,
             server_ssl_context(credentials) if credentials.secure else None,
@@ -261,14 +279,17 @@ class AgentDaemon:
     @property
     def address(self) -> str:
         """host:port where this agent's `Agent` service listens."""
-        return f"{self.config.host}:{self._port}"
+        return f"{self.host}:{self._port}"
 
     @property
     def advertised_address(self) -> str:
         """host:port the master hands out to others (logs and sandbox browsing)."""
-        host = self.config.advertise_ip or self.config.host
+        host = self.config.advertise_ip or self.host
         if host in ("0.0.0.0", "::", ""):
-            host = _primary_ip()
+            # Listening everywhere: the address the master (and, likely, its clients) reach.
+            host = source_address_towards(self.link.master) or _primary_ip()
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
         return f"{host}:{self._port}"
 
     async def stop(self, grace: float = 1.0, kill_tasks: bool = True) -> None:
@@ -416,6 +437,21 @@ class AgentDaemon:
             )
         )
         return self.link.send(message)
+
+
+def _host_towards(masters: MasterSet) -> str:
+    """The local address this machine reaches the (first named) master from; loopback, with a
+    warning, when that cannot be told (a name that does not resolve yet): the master then
+    refuses the agent if it is on another machine, saying what to pass."""
+    first = (masters.addresses or masters.zk_hosts.split(","))[0]
+    found = source_address_towards(first)
+    if found is None:
+        log.warning(
+            "cannot tell which address reaches the master: listening on 127.0.0.1; give --host",
+            master=first,
+        )
+        return "127.0.0.1"
+    return found
 
 
 def _primary_ip() -> str:

@@ -25,6 +25,7 @@ from google.rpc import status_pb2
 from grpc_status import rpc_status
 
 from agora.agent.link_policy import retry_delay
+from agora.common.addresses import loopback_advertised
 from agora.common.backoff import Backoff
 from agora.common.batches import next_batch
 from agora.common.credentials import (
@@ -34,6 +35,7 @@ from agora.common.credentials import (
     check_listen,
     server_ssl_context,
 )
+from agora.common.failures import Cause, RepeatFilter, classify_error
 from agora.common.http import HttpServer
 from agora.common.leader import LeaderTracker
 from agora.common.metrics import metrics_server
@@ -222,7 +224,8 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
         self._metrics: HttpServer | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
-        self._backoff = Backoff(initial=0.2, cap=2.0)
+        self._backoff = Backoff()  # 0.2 s doubling to 10 s, jittered, as every link
+        self._said = RepeatFilter()
 
     @property
     def address(self) -> str:
@@ -296,6 +299,10 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
             await context.abort(
                 grpc.StatusCode.UNAVAILABLE, "the relay lost the master; dial again"
             )
+        if first.WhichOneof("message") == "register":
+            why = loopback_advertised(context.peer(), first.register.info.address)
+            if why is not None:  # the master sees the relay's address, not the agent's
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, why)
         link = up.open(caller_principal(context), first)
         del first
         self.carried += 1
@@ -350,13 +357,26 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
             if self._stopping:
                 return
             first_failure = self._backoff.attempts == 0
+            failed_at = self.tracker.current() or str(self.tracker)
             delay, _ = retry_delay(error, self._backoff, self.tracker.on_error(error))
-            # Loud once per loss (or refusal); the retries after it only say "retrying".
-            (log.warning if first_failure else log.info)(
-                "lost the master; dialling again" if first_failure else "retrying the master",
-                error=describe_rpc_error(error) if isinstance(error, Exception) else repr(error),
-                retry_in=round(delay, 2),
+            failure = classify_error(
+                error, failed_at, self.config.credentials, service="AgentRelay"
+            )
+            # Loud once per loss and once per new cause (a refusal names the relay's principal
+            # and the ACL action); the retries after it are quiet, with a reminder a minute.
+            level = "warning" if first_failure else self._said.level(failure)
+            if first_failure:
+                self._said.level(failure)
+            fields: dict[str, object] = {"retry_in": round(delay, 2), "cause": failure.cause.value}
+            if failure.cause is Cause.DENIED:
+                fields.update(
+                    principal=self.config.credentials.principal or "(anonymous)",
+                    acl_action="relay_agents",
+                )
+            getattr(log, level)(
+                f"{'lost the master' if first_failure else 'retrying the master'}: {failure}",
                 next=self.tracker.current() or str(self.tracker),
+                **fields,
             )
             await self.tracker.pause(delay)
 
@@ -376,6 +396,7 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
             self.counts.links += 1
             self.connected.set()
             self._backoff.reset()
+            self._said.reset()
             log.info("carrying agents to the master", master=address)
             while True:
                 batch = await call.read()

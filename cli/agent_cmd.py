@@ -92,9 +92,11 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="with --check: print JSON")
     parser.add_argument(
         "--host",
-        default="127.0.0.1",
-        help="interface for this agent's own gRPC service (logs, sandboxes); 0.0.0.0 for all "
-        "(default: %(default)s)",
+        default=None,
+        help="address for this agent's own gRPC service (task logs, sandboxes), which it "
+        "advertises to the master; 0.0.0.0 for all (default: the address this machine reaches "
+        "the master from: 127.0.0.1 for a master on this machine; off loopback that needs TLS "
+        "or --insecure)",
     )
     parser.add_argument(
         "--port",
@@ -132,7 +134,8 @@ def register(subparsers) -> None:
         default=None,
         metavar="IP",
         help="IP address the master gives to clients for reaching this agent (default: --host, "
-        "or the outward interface's address when --host is 0.0.0.0)",
+        "or with --host 0.0.0.0 the address this machine reaches the master from); the master "
+        "refuses a loopback address from an agent on another machine",
     )
     parser.add_argument(
         "--hostname",

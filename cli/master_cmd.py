@@ -417,6 +417,20 @@ async def _serve_in_set(config, zk, args) -> int:
     return 0
 
 
+def _say_if_loopback(host: str) -> None:
+    """One warning at start when only this machine can reach the master: an agent on another
+    machine would otherwise meet "connection refused" with no hint why."""
+    from agora.common.credentials import is_loopback
+
+    if is_loopback(host):
+        import structlog
+
+        structlog.get_logger("agora.master").warning(
+            f"listening on {host} only: agents on other machines cannot reach it; give --host "
+            "ADDRESS (with TLS, or --insecure)"
+        )
+
+
 async def _serve(master) -> int:
     try:
         await master.start()
@@ -432,6 +446,7 @@ async def _serve(master) -> int:
         loop.add_signal_handler(signum, stopping.set)
     loop.add_signal_handler(signal.SIGHUP, master.reload_acls)
     print(f"master listening on {master.address}", flush=True)
+    _say_if_loopback(master.config.host)
     if master.http_url is not None:
         print(f"dashboard on {master.http_url}/", flush=True)
     if master.metrics_url is not None:

@@ -7,8 +7,10 @@ import asyncio
 import grpc
 import structlog
 
+from agora.common.addresses import loopback_advertised, peer_host
 from agora.common.batches import master_batches
 from agora.common.credentials import caller_principal
+from agora.common.failures import Recently
 from agora.common.rpc import read_first
 from agora.master import limits
 from agora.master.authz import Action, Gatekeeper
@@ -50,6 +52,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
     def __init__(self, core: MasterCore, gate: Gatekeeper | None = None) -> None:
         self.core = core
         self.gate = gate or Gatekeeper()
+        self._refusals_said = Recently()
 
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
         # One coroutine per agent and nothing else while it is idle: it reads here, and what
@@ -71,6 +74,7 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
         principal = caller_principal(context)
         try:
             limits.check_register_size(first.register)
+            self.check_address(context.peer(), first.register.info)
             self.gate.check(principal, Action.REGISTER_AGENT, first.register.info.agent_id)
             agent = self.core.agents.register(first.register, session, principal)
         except CallError as e:
@@ -89,6 +93,23 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
             session.owner = None  # no task <-> frame cycle left for the (frozen) collector
             if agent is not None:
                 self.core.agents.disconnected(agent, session)
+
+    def check_address(self, peer: str, info) -> None:
+        """Refuses an agent on another machine that advertises loopback (FAILED_PRECONDITION,
+        naming --host/--advertise-ip): clients would be sent to their own machine for its task
+        logs. Said in the log once a minute per agent and address."""
+        why = loopback_advertised(peer, info.address)
+        if why is None:
+            return
+        if self._refusals_said.say((peer_host(peer), info.address)) is not None:
+            log.warning(
+                "agent refused: it advertises a loopback address from another machine",
+                peer=peer_host(peer),
+                address=info.address,
+                hostname=info.hostname,
+                agent_id=info.agent_id or "(new)",
+            )
+        raise CallError(grpc.StatusCode.FAILED_PRECONDITION, why)
 
     async def _read(self, agent: Agent, session: Session, context) -> None:
         """Reads the agent's messages until the stream or the session ends."""
