@@ -58,7 +58,8 @@ class Hello(Framework):
         for placement in result.placements:
             try:
                 # refuse_seconds=0: what these tasks leave of the offers may come right back
-                # in the next offer (the default would hide it from us for 5 s).
+                # in the next offer (the default would hide it from us for 5 s, or until one
+                # of our tasks ends on that agent and frees more).
                 await driver.launch(placement.offers, placement.tasks, refuse_seconds=0)
             except SchedulerError as e:
                 # E.g. the offer was rescinded meanwhile: try those tasks again on the next offer.
