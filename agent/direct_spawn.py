@@ -1,9 +1,9 @@
-"""C wrappers spawned by the agent itself, without the launcher process in between.
+"""The first route to a task wrapper: C wrappers spawned by the agent itself (agent/spawners.py).
 
-The launcher (agent/executor.py --serve) exists to fork Python wrappers from a small process
+The fork server (agent/fork_server.py) exists to fork Python wrappers from a small process
 rather than from the agent. The C wrapper needs no fork: posix_spawn starts it without copying
-the agent (the parent waits, sharing its memory, until the exec). Going through the launcher
-then only adds a hop per task: a line down its pipe, a "handed" line back, and the launcher's
+the agent (the parent waits, sharing its memory, until the exec). Going through the server
+then only adds a hop per task: a line down its pipe, a "handed" line back, and the server's
 own Python (together about 0.3 ms of CPU a task). Here the agent spawns the wrapper, which
 reports on a pipe the agent keeps (one for all runs: each report is one write shorter than
 PIPE_BUF, prefixed with the run id, as on the launcher's pipe).
@@ -29,13 +29,13 @@ import structlog
 
 from agora.agent import executor
 from agora.agent.launch_spec import LaunchSpec
+from agora.agent.spawners import REPORT_GRACE, WrapperDied
 from agora.agent.wrapper_reports import Refused, Report, Started, parse_line
+
+__all__ = ["CWrapperSpawner", "reap", "usable"]
 
 log = structlog.get_logger(__name__)
 
-# After a wrapper dies, how long its report (written before it died, if at all) may take to
-# come through the report pipe.
-REPORT_GRACE = 1.0
 POLL_SECONDS = 0.25
 # The report pipe's and the log's fds are kept above the ones a wrapper's are dup'd onto (0-3).
 HIGH_FD = 10
@@ -65,12 +65,11 @@ def _high(fd: int) -> int:
         os.close(fd)
 
 
-class WrapperDied(Exception):
-    """The wrapper handed this run ended without reporting on it."""
-
-
-class DirectSpawns:
+class CWrapperSpawner:
     """Spawns C wrappers from this process and reads their reports."""
+
+    name = "c-wrapper"
+    tries = 1
 
     def __init__(self, wrapper: str, log_path: Path | None = None) -> None:
         self.wrapper = wrapper
@@ -86,7 +85,10 @@ class DirectSpawns:
         self.broken: str | None = None  # why the C wrapper cannot be spawned, once it cannot
 
     async def start(self) -> None:
-        """Opens the report pipe (and the log); OSError if it cannot, with nothing left open."""
+        """Opens the report pipe (and the log) unless open; OSError if it cannot, with nothing
+        left open."""
+        if self._reader is not None:
+            return
         loop = asyncio.get_running_loop()
         try:
             if self._log_path is not None:
@@ -126,10 +128,10 @@ class DirectSpawns:
                     future.set_exception(WrapperDied(self.broken))
             self._pending.clear()
 
-    async def launch(self, run_dir: Path, spec: LaunchSpec) -> Report | None:
-        """The wrapper's report on run_dir (Started or Refused); None when the C
-        wrapper cannot take this spec (or cannot be spawned any more): the caller hands it to
-        the launcher. Raises WrapperDied if the wrapper ends without reporting."""
+    async def spawn(self, run_dir: Path, spec: LaunchSpec) -> Started | Refused | None:
+        """The wrapper's report on run_dir; None when the C wrapper cannot take this spec (or
+        cannot be spawned any more): the next route takes it. Raises WrapperDied if the
+        wrapper ends without reporting."""
         if self.broken is not None or self._reports_w is None:
             return None
         loop = asyncio.get_running_loop()
@@ -165,7 +167,9 @@ class DirectSpawns:
             result = await report
             if isinstance(result, Started):
                 self._unwatch(pid)  # the task manager's Wrapper.wait takes over (and reaps)
-            return result
+            if isinstance(result, Started | Refused):
+                return result
+            return Refused("the task wrapper failed to start")
         finally:
             if self._pending.get(run_id) is report:
                 del self._pending[run_id]
@@ -223,7 +227,7 @@ class DirectSpawns:
 
         asyncio.get_running_loop().call_later(REPORT_GRACE, give_up)
 
-    async def close(self) -> None:
+    async def stop(self) -> None:
         """Stops reading reports and watching; running wrappers carry on (and are re-parented
         when this process exits)."""
         for pid in [*self._children, *self._polled]:

@@ -25,6 +25,7 @@ from agora.agent.aio_util import cancel_and_wait
 from agora.agent.checkpoint import TaskRecord, WorkDir, b64
 from agora.agent.isolation import Isolator, task_limits
 from agora.agent.metrics import AgentMetrics
+from agora.agent.spawners import OneShotSpawner
 from agora.agent.task_user import TaskUser, TaskUserError, resolve_task_user
 from agora.common import ResourceError, Resources, new_id, new_uuid
 from agora.common.task_states import is_terminal
@@ -113,18 +114,20 @@ class TaskManager:
         # the garbage collector (sandbox_watch.py); they outlive the runs' history.
         self._gc_queue: deque[tuple[float, Path]] = deque()
         self._bg: set[asyncio.Task] = set()
-        # Forks wrappers from an already-running Python (None: one `python -m` per task).
-        self._launcher = launcher.Launcher(work_dir.meta / "launcher.log") if use_launcher else None
+        # Its spawners are chosen at its first start (agent/spawners.py); without use_launcher,
+        # only the one-shot route: one `python -m` per task.
+        self._launcher = launcher.Launcher(
+            work_dir.meta / "launcher.log", None if use_launcher else [OneShotSpawner()]
+        )
 
     @property
     def spawns_wrappers(self) -> bool:
-        """Whether task wrappers are this process's own children (not the launcher's)."""
-        return self._launcher is not None and self._launcher.spawns_directly
+        """Whether task wrappers are this process's own children (not the fork server's)."""
+        return self._launcher.spawns_directly
 
     async def start_launcher(self) -> None:
-        """Starts the wrapper launcher now rather than on the first launch."""
-        if self._launcher is not None:
-            await self._launcher.start()
+        """Chooses and starts the spawners now rather than on the first launch."""
+        await self._launcher.start()
 
     # queries ----------------------------------------------------------------------------
 
@@ -672,8 +675,7 @@ class TaskManager:
             if run.record.cgroups and run.wrapper is not None:
                 if launcher.read_exit(self._work.run_dir(run.record.run_id)) is not None:
                     self._remove_cgroups(run)
-        if self._launcher is not None:
-            await self._launcher.stop()
+        await self._launcher.stop()
 
 
 def _drop_cgroups(run: TaskRun) -> None:

@@ -17,6 +17,8 @@ import pytest
 from harness import eventually_async
 
 from agora.agent import launcher, native_wrapper
+from agora.agent.direct_spawn import CWrapperSpawner
+from agora.agent.fork_server import ForkServerSpawner
 from agora.agent.launcher import Launcher, LaunchError, Wrapper, start_wrapper
 from agora.agent.wrapper_reports import Started
 
@@ -198,7 +200,9 @@ async def test_a_killed_launcher_is_replaced_on_the_next_launch(zygote, tmp_path
                 "cwd": str(sandbox), "stdout": str(sandbox / "stdout"),
                 "stderr": str(sandbox / "stderr"), "cgroups": [], "user": None}  # fmt: skip
         (run_dir / "spec.json").write_text(json.dumps(spec))
-        report = await asyncio.wait_for(zygote.launch(run_dir, None), 30)
+        fork_server = zygote.spawner(ForkServerSpawner)
+        assert fork_server is not None
+        report = await asyncio.wait_for(fork_server.spawn(run_dir, None), 30)
         assert isinstance(report, Started), report
         # The report comes before wrapper.json is written: the wrapper is in it.
         assert await finished(Wrapper.reported(report), run_dir) == {"exit_code": 4}
@@ -466,8 +470,9 @@ async def test_a_c_wrapper_that_ends_without_reporting_fails_its_launch(tmp_path
     z = Launcher(tmp_path / "launcher.log")
     await z.start()
     try:
-        assert z._direct is not None, "this machine has a C compiler and pidfds"
-        z._direct.wrapper = shutil.which("true") or "/bin/true"
+        c_wrappers = z.spawner(CWrapperSpawner)
+        assert c_wrappers is not None, "this machine has a C compiler and pidfds"
+        c_wrappers.wrapper = shutil.which("true") or "/bin/true"
         run_dir, sandbox = new_run(tmp_path, "silent")
         with pytest.raises(LaunchError, match="ended without reporting"):
             await asyncio.wait_for(
@@ -481,13 +486,14 @@ async def test_a_c_wrapper_the_agent_cannot_spawn_gives_way_to_the_launcher(tmp_
     z = Launcher(tmp_path / "launcher.log")
     await z.start()
     try:
-        assert z._direct is not None, "this machine has a C compiler and pidfds"
-        z._direct.wrapper = str(tmp_path / "gone")  # as after a cleaned cache
+        c_wrappers = z.spawner(CWrapperSpawner)
+        assert c_wrappers is not None, "this machine has a C compiler and pidfds"
+        c_wrappers.wrapper = str(tmp_path / "gone")  # as after a cleaned cache
         run_dir, sandbox = new_run(tmp_path, "first")
         wrapper = await start_wrapper(
             run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=z
         )
-        assert z._direct.broken is not None
+        assert c_wrappers.broken is not None
         assert psutil.Process(wrapper.wrapper_pid).ppid() == z.pid
         wrapper.signal_group(signal.SIGKILL)
         assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
@@ -500,7 +506,7 @@ async def test_without_pidfds_the_launcher_spawns_the_c_wrapper(tmp_path, monkey
     z = Launcher(tmp_path / "launcher.log")
     await z.start()
     try:
-        assert z.native is not None and z._direct is None
+        assert z.native is not None and z.spawner(CWrapperSpawner) is None
         run_dir, sandbox = new_run(tmp_path, "first")
         wrapper = await start_wrapper(
             run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=z
@@ -540,3 +546,28 @@ async def test_an_environment_too_big_for_a_pipe_goes_through_the_launcher(zygot
     finally:
         wrapper.signal_group(signal.SIGKILL)
     await finished(wrapper, run_dir)
+
+
+@pytest.mark.parametrize(
+    ("c_wrapper", "pidfds", "order"),
+    [
+        (True, True, ["c-wrapper", "fork-server", "one-shot"]),
+        (True, False, ["fork-server", "one-shot"]),  # the fork server spawns the C wrapper
+        (False, True, ["fork-server", "one-shot"]),  # it forks Python wrappers
+    ],
+    ids=["c-wrapper-and-pidfds", "no-pidfds", "no-c-wrapper"],
+)
+async def test_the_spawners_are_chosen_once_in_one_order(
+    tmp_path, monkeypatch, c_wrapper, pidfds, order
+):
+    monkeypatch.setattr(launcher, "usable", lambda: pidfds)
+    chosen = await launcher.choose_spawners(
+        "/bin/true" if c_wrapper else None, tmp_path / "launcher.log"
+    )
+    try:
+        assert [s.name for s in chosen] == order
+        fork_server = next(s for s in chosen if isinstance(s, ForkServerSpawner))
+        assert fork_server.c_wrapper == ("/bin/true" if c_wrapper else None)
+    finally:
+        for spawner in chosen:
+            await spawner.stop()
