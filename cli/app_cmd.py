@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from agora.cli.errors import CommandError
+from agora.cli.errors import CommandError, unreachable
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from
 from agora.cli.tables import format_table
 
@@ -95,7 +95,30 @@ def _stub(args: argparse.Namespace):
         except ServicesNotFound as e:
             raise CommandError(str(e)) from None
     channel = sync_channel(address, credentials, CHANNEL_OPTIONS)
+    args._services_at = address  # for a failure's message (_failed)
     return channel, services_pb2_grpc.ServicesStub(channel)
+
+
+def _failed(args: argparse.Namespace, error) -> CommandError:
+    """A failed call to the services daemon: a refusal or bad request in the daemon's words;
+    a call that did not get through, with its cause named (agora.common.failures)."""
+    import grpc
+
+    if error.code() in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.UNAUTHENTICATED,
+    ):
+        where = getattr(args, "_services_at", "") or "?"
+        return unreachable(
+            error,
+            where,
+            credentials_from(args),
+            what="the services daemon",
+            service="Services",
+        )
+    return CommandError(error.details() or error.code().name)
 
 
 def _call(args: argparse.Namespace, method: str, request):
@@ -106,7 +129,7 @@ def _call(args: argparse.Namespace, method: str, request):
         try:
             return getattr(stub, method)(request, timeout=30)
         except grpc.RpcError as e:
-            raise CommandError(e.details() or e.code().name) from None
+            raise _failed(args, e) from None
 
 
 def _to_dict(message) -> dict:
@@ -283,7 +306,7 @@ def _watch_endpoints(args: argparse.Namespace) -> int:
                 for e in reply.endpoints:
                     print(" ".join(f"{e.host}:{port}" for port in e.ports) or e.host, flush=True)
         except grpc.RpcError as e:
-            raise CommandError(e.details() or e.code().name) from None
+            raise _failed(args, e) from None
     print(f"app {args.id} was deleted", file=sys.stderr)
     return 0
 

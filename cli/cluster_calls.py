@@ -11,11 +11,10 @@ import time
 
 import grpc
 
-from agora.cli.errors import CommandError
+from agora.cli.errors import CommandError, unreachable
 from agora.cli.options import credentials_from, master_address
 from agora.cli.tables import format_table
 from agora.common import ResourceError, Resources, attributes_from_proto
-from agora.common.credentials import handshake_refusal
 from agora.common.rpc import open_channel
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 
@@ -25,16 +24,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_call(CALLS[args.what], args))
     except grpc.aio.AioRpcError as e:
-        if e.code() == grpc.StatusCode.UNAVAILABLE:
+        if e.code() in _CONNECTION_CODES:
             where = getattr(args, "_leader", args.master)
-            refusal = handshake_refusal(e.details() or "", where, credentials_from(args))
-            if refusal:
-                raise CommandError(refusal) from None
-            raise CommandError(
-                f"cannot reach the master at {where}: is it running? "
-                "(set --master or $AGORA_MASTER)"
-            ) from None
+            raise unreachable(e, where, credentials_from(args), service="Operator") from None
         raise CommandError(f"{e.details()} ({e.code().name})") from None
+
+
+# Codes that may mean the call never reached an Operator service (common/failures names why).
+_CONNECTION_CODES = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.UNIMPLEMENTED,
+)
 
 
 async def _call(func, args: argparse.Namespace) -> int:
@@ -52,20 +53,9 @@ async def _reach(stub, address: str, args) -> None:
     try:
         await stub.ListMasters(operator_pb2.ListMastersRequest(), timeout=args.timeout)
     except grpc.aio.AioRpcError as e:
-        if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        if e.code() not in _CONNECTION_CODES:
             return
-        refusal = handshake_refusal(e.details() or "", address, credentials_from(args))
-        if refusal:
-            raise CommandError(refusal) from None
-        why = (
-            "connection refused"
-            if "refused" in (e.details() or "").lower()
-            else f"no answer within {args.timeout:g}s"
-        )
-        raise CommandError(
-            f"cannot reach the master at {address} ({why}): is it running? (set --master or "
-            "$AGORA_MASTER)"
-        ) from None
+        raise unreachable(e, address, credentials_from(args), service="Operator") from None
 
 
 # --- views ----------------------------------------------------------------------------------

@@ -197,16 +197,24 @@ class _Batch:
         try:
             return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
         except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.UNAVAILABLE:
-                from agora.common.credentials import handshake_refusal
+            if e.code() in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.StatusCode.UNIMPLEMENTED,
+                grpc.StatusCode.UNAUTHENTICATED,
+            ):
+                from agora.common.failures import Cause, classify_error
 
-                refusal = handshake_refusal(e.details() or "", self.address, self.credentials)
-                if refusal:
-                    raise CommandError(refusal) from None
-                raise CommandError(
-                    f"the batch daemon at {self.address} (as published to the master) does not "
-                    f"answer; is `agora batch` running? ({e.details() or 'unavailable'})"
-                ) from None
+                where = "given with --batch" if self.batch else "as published to the master"
+                failure = classify_error(
+                    e, self.address, self.credentials, what="the batch daemon", service="Batch"
+                )
+                if failure.cause in (Cause.REFUSED, Cause.UNREACHABLE):
+                    raise CommandError(
+                        f"the batch daemon at {self.address} ({where}) does not answer; is "
+                        f"`agora batch` running? ({failure.cause.value})"
+                    ) from None
+                raise CommandError(failure.message) from None
             raise _error(e) from None
 
 
@@ -508,7 +516,7 @@ def _kill(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from agora.cli.sandbox_read import TaskPlace, print_file
+    from agora.cli.sandbox_read import TaskPlace, current_agent, print_file
     from agora.v1 import batch_pb2
 
     with _Batch(args.master, credentials_from(args), args.batch) as batch:
@@ -528,12 +536,14 @@ def _logs(args: argparse.Namespace) -> int:
         attempt = attempts[args.attempt - 1]
     else:
         attempt = attempts[-1]
-    if not attempt.agent_address:
-        raise CommandError(f"the agent of task {attempt.task_id} did not publish an address")
-    place = TaskPlace(
-        attempt.framework_id,
-        attempt.task_id,
+    credentials = credentials_from(args)
+    # The agent's address as the master knows it now: the batch daemon records the address
+    # of the offer it launched on, which an agent restarted with another --host has left.
+    address, name = current_agent(args, credentials, attempt.agent_id) or (
         attempt.agent_address,
         attempt.hostname or attempt.agent_id,
     )
-    return print_file(place, credentials_from(args), stderr=args.stderr, follow=args.follow)
+    if not address:
+        raise CommandError(f"the agent of task {attempt.task_id} did not publish an address")
+    place = TaskPlace(attempt.framework_id, attempt.task_id, address, name)
+    return print_file(place, credentials, stderr=args.stderr, follow=args.follow)

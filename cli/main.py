@@ -100,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as e:
         print(f"agora {args.command}: {e}", file=sys.stderr)
         return 2 if isinstance(e, UsageError) else 1
+    except Exception as e:
+        failure = _rpc_failure(e, args)
+        if failure is None:
+            raise
+        print(f"agora {args.command}: {failure}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -109,6 +115,24 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 141  # 128 + SIGPIPE, what a shell reports for a writer cut off by a pipe
+
+
+def _rpc_failure(error: Exception, args: argparse.Namespace) -> str | None:
+    """A gRPC error a command left uncaught, as one line naming its cause (agora.common.
+    failures) instead of a traceback; None for any other exception."""
+    grpc = sys.modules.get("grpc")  # not loaded: it cannot be a gRPC error
+    if grpc is None or not isinstance(error, grpc.RpcError) or not hasattr(error, "code"):
+        return None
+    from agora.cli.options import credentials_from
+    from agora.common.credentials import INSECURE
+    from agora.common.failures import classify_error
+
+    address = getattr(args, "_leader", None) or getattr(args, "master", None) or "?"
+    try:
+        credentials = credentials_from(args)
+    except Exception:  # noqa: BLE001 - a command without TLS flags: the cause still reads
+        credentials = INSECURE
+    return classify_error(error, str(address), credentials).message
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from agora.cli.errors import CommandError
+from agora.cli.errors import CommandError, unreachable
 
 CALL_TIMEOUT = 10.0
 
@@ -19,6 +19,35 @@ class TaskPlace:
     task_id: str
     agent_address: str
     agent_name: str  # for messages: the agent's hostname or id
+
+
+def current_agent(args, credentials, agent_id: str) -> tuple[str, str] | None:
+    """(address, name) of agent `agent_id` as the master knows it now, or None when the master
+    cannot say (it is down, or has forgotten the agent): an agent that registered again with
+    another address is read where it is now, not where it was when its task was launched."""
+    import grpc
+
+    from agora.cli.options import master_address
+    from agora.common.credentials import sync_channel
+    from agora.common.rpc import CHANNEL_OPTIONS
+    from agora.v1 import operator_pb2, operator_pb2_grpc
+
+    if not agent_id:
+        return None
+    try:
+        master = master_address(args)
+        with sync_channel(master, credentials, CHANNEL_OPTIONS) as channel:
+            agents = (
+                operator_pb2_grpc.OperatorStub(channel)
+                .ListAgents(operator_pb2.ListAgentsRequest(), timeout=CALL_TIMEOUT)
+                .agents
+            )
+    except (CommandError, grpc.RpcError):
+        return None
+    for agent in agents:
+        if agent.info.agent_id == agent_id and agent.info.address:
+            return agent.info.address, agent.info.hostname or agent_id
+    return None
 
 
 def find_task(master: str, credentials, task_id: str, framework: str = "") -> TaskPlace:
@@ -39,9 +68,7 @@ def find_task(master: str, credentials, task_id: str, framework: str = "") -> Ta
             tasks = ops.ListTasks(operator_pb2.ListTasksRequest(), timeout=CALL_TIMEOUT).tasks
             agents = ops.ListAgents(operator_pb2.ListAgentsRequest(), timeout=CALL_TIMEOUT).agents
     except grpc.RpcError as e:
-        raise CommandError(
-            f"asking the master at {master}: {e.details() or e.code().name}"
-        ) from None
+        raise unreachable(e, master, credentials, service="Operator") from None
     names = {f.info.framework_id: f.info.name for f in frameworks}
     found = [
         t
@@ -105,8 +132,14 @@ def print_file(place: TaskPlace, credentials, stderr: bool = False, follow: bool
                     break
             out.flush()
     except grpc.RpcError as e:
+        if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+            why = e.details() or e.code().name
+        else:
+            why = str(
+                unreachable(e, place.agent_address, credentials, what="the agent", service="Agent")
+            )
         raise CommandError(
             f"reading {path} of {place.task_id} from agent {place.agent_name} "
-            f"({place.agent_address}): {e.details() or e.code().name}"
+            f"({place.agent_address}): {why}"
         ) from None
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import grpc
 
 from agora.common.credentials import INSECURE, Credentials, sync_channel
+from agora.common.failures import classify_error
 from agora.common.leader import LeaderNotFound, find_leader
 from agora.common.masters import MasterSpecError
 from agora.common.rpc import CHANNEL_OPTIONS
@@ -45,9 +46,8 @@ def find_framework_api(
         try:
             reply = stub.ListFrameworks(operator_pb2.ListFrameworksRequest(), timeout=timeout)
         except grpc.RpcError as e:
-            raise error(
-                f"cannot reach the master at {master}: {e.details() or e.code().name}"
-            ) from None
+            failure = classify_error(e, master, credentials, service="Operator")
+            raise error(failure.message) from None
     candidates = [f for f in reply.frameworks if f.info.name == name and f.info.service_address]
     if not candidates:
         message = f"no {name!r} framework is registered with the master at {master}"

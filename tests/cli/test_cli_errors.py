@@ -1,0 +1,110 @@
+"""Commands that fail name the cause (issue 32), against a real master: its dashboard's port
+given as --master, a closed port, a name that does not resolve. And `agora job logs` reads a
+task's output where its agent is now, after the agent came back on another address."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from harness import ROOT, Cluster, Daemon, eventually
+
+pytestmark = [pytest.mark.e2e]
+
+
+def agora(*args: str, master: str) -> subprocess.CompletedProcess:
+    cut = args.index("--") if "--" in args else len(args)
+    return subprocess.run(
+        [sys.executable, "-m", "agora.cli.main", *args[:cut], "--master", master, *args[cut:]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_each_command_names_why_it_cannot_get_through(tmp_path):
+    master = Daemon(
+        ["master", "--port", "0", "--http-port", "0", "--state-dir", str(tmp_path / "m")],
+        tmp_path / "master.log",
+    ).start()
+    try:
+        dashboard = eventually(
+            lambda: next(
+                (ln.split("//")[1].rstrip("/") for ln in master.lines if "dashboard on" in ln), None
+            ),
+            timeout=10,
+            message="the dashboard's address",
+        )
+        for command in (["cluster", "agents"], ["job", "list"], ["app", "list"]):
+            wrong = agora(*command, master=dashboard)
+            assert wrong.returncode == 1, (command, wrong.stderr)
+            assert wrong.stderr.count("\n") == 1, (command, wrong.stderr)
+            assert "answers HTTP/1, not gRPC" in wrong.stderr, (command, wrong.stderr)
+
+        closed = f"127.0.0.1:{_closed_port()}"
+        for command in (["cluster", "state"], ["job", "list"], ["task", "logs", "t1"]):
+            refused = agora(*command, master=closed)
+            assert refused.returncode == 1, (command, refused.stderr)
+            assert "connection refused" in refused.stderr, (command, refused.stderr)
+            assert "Traceback" not in refused.stderr
+
+        nowhere = agora("cluster", "agents", master="no-such-host.invalid:5050")
+        assert nowhere.returncode == 1
+        assert "'no-such-host.invalid' does not resolve" in nowhere.stderr
+        # The master's log has one line for the HTTP/2 preface on its HTTP port, no traceback.
+        text = (tmp_path / "master.log").read_text()
+        assert "Traceback" not in text and "gRPC client given the HTTP port" in text
+    finally:
+        master.stop()
+
+
+def test_job_logs_follow_an_agent_that_came_back_on_another_address(tmp_path):
+    cluster = Cluster(tmp_path, heartbeat=0.5, agent_timeout=30)
+    cluster.start_master()
+    master = cluster.master.address
+    assert master
+    batch = Daemon(
+        ["batch", "--master", master, "--port", "0", "--state-dir", str(tmp_path / "batch")],
+        tmp_path / "logs" / "batch.log",
+    )
+    try:
+        first = cluster.start_agent(0)
+        batch.start()
+        submitted = agora(
+            "job", "submit", "--instances", "1", "--cpus", "0.1", "--mem", "16", "--wait",
+            "--", "echo", "hello from the first agent",
+            master=master,
+        )  # fmt: skip
+        assert submitted.returncode == 0, submitted.stderr + cluster.logs()
+        job_id = submitted.stdout.splitlines()[0]  # then its progress, to SUCCEEDED
+        before = agora("job", "logs", job_id, master=master)
+        assert before.returncode == 0 and "hello from the first agent" in before.stdout
+
+        # The agent restarts on the same work dir (same id, same sandboxes) on another port:
+        # the batch daemon still holds the address of the offer it launched on.
+        first.stop(sig=signal.SIGTERM)
+        again = cluster.restart_agent(0)
+        assert again.address != first.address
+
+        def moved():
+            agents = json.loads(agora("cluster", "agents", "--json", master=master).stdout)
+            return [a for a in agents if a["address"] == again.address]
+
+        eventually(moved, timeout=30, message="the agent re-registered at its new address")
+        after = agora("job", "logs", job_id, master=master)
+        assert after.returncode == 0, after.stderr
+        assert "hello from the first agent" in after.stdout
+    finally:
+        batch.stop()
+        cluster.stop()
