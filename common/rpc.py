@@ -49,10 +49,16 @@ def new_server(
     if credentials.tokens is not None:
         import structlog  # here: a client of this module logs nothing, and never loads it
 
+        from agora.common.failures import Recently
+
         log = structlog.get_logger(__name__)
+        said = Recently()  # a caller retrying with a bad token is said once a minute
 
         def failed(reason: str, method: str) -> None:
-            log.warning("authentication failed", reason=reason, method=method)
+            unsaid = said.say((reason, method))
+            if unsaid is not None:
+                extra = {"repeated": unsaid} if unsaid else {}
+                log.warning("authentication failed", reason=reason, method=method, **extra)
             if on_auth_failure is not None:
                 on_auth_failure(reason, method)
 

@@ -293,11 +293,11 @@ class FrameworkBook:
         framework = self.for_call(request.framework_id, request.stream_id)
         framework.suppressed = False
         self.allocator.revive(framework.framework_id)
-        log.info("framework revived", framework_id=framework.framework_id)
+        log.debug("framework revived", framework_id=framework.framework_id)
         self.offers.wake()
 
     def suppress(self, request: scheduler_pb2.SuppressRequest) -> None:
         framework = self.for_call(request.framework_id, request.stream_id)
         framework.suppressed = True
         self.allocator.suppress(framework.framework_id)
-        log.info("framework suppressed", framework_id=framework.framework_id)
+        log.debug("framework suppressed", framework_id=framework.framework_id)

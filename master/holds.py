@@ -86,7 +86,7 @@ class HoldBook:
             raise CallError(
                 grpc.StatusCode.FAILED_PRECONDITION, str(e), Reason.HOLD_REFUSED
             ) from None
-        log.info(
+        log.debug(
             "hold started",
             hold_id=hold_id,
             framework_id=framework.framework_id,
@@ -128,6 +128,6 @@ class HoldBook:
             framework.send(
                 Event(hold=Event.HoldUpdate(hold_id=hold.hold_id, state=state, message=message))
             )
-        log.info("hold ended", hold_id=hold.hold_id, framework_id=hold.framework_id, why=message)
+        log.debug("hold ended", hold_id=hold.hold_id, framework_id=hold.framework_id, why=message)
         for agent_id in hold.taken:
             self.offers.wake(agent_id)

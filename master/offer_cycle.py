@@ -230,7 +230,7 @@ class OfferCycle:
         framework = self.reg.frameworks.get(offer.framework_id)
         if notify and framework is not None:
             framework.send(Event(rescind=Event.Rescind(offer_id=offer.offer_id)))
-        log.info(
+        log.debug(
             "offer rescinded",
             offer_id=offer.offer_id,
             framework_id=offer.framework_id,
@@ -273,7 +273,7 @@ class OfferCycle:
             if refuse:
                 self.ledger.refuse(framework.framework_id, agent_id, refuse, resources)
             self.wake(agent_id)
-        log.info(
+        log.debug(
             "offers declined",
             framework_id=framework.framework_id,
             offers=[o.offer_id for o in offers],
@@ -388,7 +388,7 @@ class OfferCycle:
         hold.message = f"hold met: {len(hold.offers)} offers"
         self.counts.holds_met += 1
         self.reg.frameworks[framework_id].send(event)
-        log.info(
+        log.debug(
             "hold met", hold_id=hold.hold_id, framework_id=framework_id, offers=len(hold.offers)
         )
 

@@ -120,7 +120,7 @@ class TaskBook:
             self.ledger.recover(
                 framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds
             )
-        log.info(
+        log.debug(
             "offers accepted",
             framework_id=framework_id,
             agent_id=plan.agent_id,
@@ -198,7 +198,7 @@ class TaskBook:
                 )
             )
         )
-        log.info(
+        log.debug(
             "kill sent",
             framework_id=framework.framework_id,
             task_id=task.task_id,
@@ -343,7 +343,7 @@ class TaskBook:
                 self._complete(task, status)
                 self.ledger.forget_reaped()
                 self.offers.wake(task.agent_id)
-            log.info("status update for a removed framework acknowledged", **context)
+            log.debug("status update for a removed framework acknowledged", **context)
             return
         task = self.reg.find_task(framework_id, status.task_id)
         if task is not None and task.agent_id != agent.agent_id:
@@ -379,11 +379,11 @@ class TaskBook:
             # an earlier update in a machine crash resends it. Nobody needs it any more.
             if status.uuid:
                 self._send_ack(agent, framework_id, status.task_id, status.uuid)
-            log.info("stale status update of an ended task acknowledged, not forwarded", **context)
+            log.debug("stale status update of an ended task acknowledged, not forwarded", **context)
             return
         else:
             task.last_status = status
-        log.info("status update", **context)
+        log.debug("status update", **context)
         self.frameworks.send_update(framework_id, status)
 
     def _send_ack(self, agent: Agent, framework_id: str, task_id: str, uuid: bytes) -> None:
