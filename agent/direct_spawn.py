@@ -27,7 +27,7 @@ from pathlib import Path
 
 import structlog
 
-from agora.agent import executor
+from agora.agent import c_wrapper_spawn
 from agora.agent.launch_spec import LaunchSpec
 from agora.agent.spawners import REPORT_GRACE, WrapperDied
 from agora.agent.wrapper_reports import Refused, Report, Started, parse_line
@@ -141,7 +141,7 @@ class CWrapperSpawner:
         pid = None
         try:
             try:
-                pid = executor.spawn_native(
+                pid = c_wrapper_spawn.spawn_native(
                     self.wrapper,
                     str(run_dir),
                     spec,
@@ -152,7 +152,7 @@ class CWrapperSpawner:
                     pipe_only=True,
                 )
             except OSError as e:
-                if e.errno in executor.WRAPPER_BROKEN:
+                if e.errno in c_wrapper_spawn.WRAPPER_BROKEN:
                     # Gone or broken (a cleaned cache?): the launcher's wrappers from now on.
                     self.broken = str(e)
                     log.warning(

@@ -1,9 +1,9 @@
 """The fork server's route to a task wrapper (see agent/spawners.py for the order of routes).
 
-The server (agent/executor.py --serve) exists to fork Python wrappers from a small process
-rather than from the agent, ahead of time, so a launch costs neither a Python start-up nor a
-fork on its way; where the agent cannot watch the C wrappers it would spawn (no pidfds), the
-server spawns them instead.
+The server (agent/fork_server_process.py, run as `python -m agora.agent.executor --serve`)
+exists to fork Python wrappers from a small process rather than from the agent, ahead of time,
+so a launch costs neither a Python start-up nor a fork on its way; where the agent cannot watch
+the C wrappers it would spawn (no pidfds), the server spawns them instead.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Starting, watching and killing one task's wrapper process (see agora.agent.executor).
+"""Starting, watching and killing one task's wrapper (agent/python_wrapper.py, task_wrapper.c).
 
 `Launcher` starts wrappers through the spawners chosen when the agent starts, in the order of
 agent/spawners.py: the C wrapper spawned by the agent itself (agent/direct_spawn.py), the fork

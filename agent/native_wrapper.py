@@ -1,5 +1,5 @@
 """The C task wrapper (agent/task_wrapper.c): built once, then spawned by the agent for each task
-instead of a forked Python wrapper (agent/executor.py).
+instead of a forked Python wrapper (agent/python_wrapper.py).
 
 A forked Python wrapper costs a task about 2-3 ms of CPU, most of it the copy-on-write faults
 of the launcher's heap; the C one is spawned without copying anything. The agent builds it on

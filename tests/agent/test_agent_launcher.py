@@ -1,5 +1,5 @@
-"""The wrapper launcher (`python -m agora.agent.executor --serve`): concurrent launches, launch
-errors, detaching like the one-shot wrapper, and a killed launcher replaced on the next launch."""
+"""The Launcher and its spawners (the C wrapper, the fork server): concurrent launches, launch
+errors, detaching like the one-shot wrapper, a killed fork server replaced on the next launch."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from agora.agent.wrapper_reports import Started
 
 
 @pytest.fixture(params=["c", "python"])
-async def zygote(request, tmp_path: Path, monkeypatch):
+async def agent_launcher(request, tmp_path: Path, monkeypatch):
     """A launcher spawning the C wrapper, then one forking Python wrappers (the reference)."""
     if request.param == "python":
         monkeypatch.setenv(native_wrapper.ENV_SWITCH, "0")
@@ -36,7 +36,7 @@ async def zygote(request, tmp_path: Path, monkeypatch):
 
 
 @pytest.fixture
-async def spare_zygote(tmp_path: Path, monkeypatch):
+async def python_launcher(tmp_path: Path, monkeypatch):
     """A launcher forking Python wrappers ahead of time (spares)."""
     monkeypatch.setenv(native_wrapper.ENV_SWITCH, "0")
     z = Launcher(tmp_path / "launcher.log")
@@ -70,14 +70,16 @@ def pipes_of(pid: int) -> set[str]:
     return held
 
 
-async def test_concurrent_launches_each_get_their_own_pid_and_exit_code(zygote, tmp_path):
+async def test_concurrent_launches_each_get_their_own_pid_and_exit_code(agent_launcher, tmp_path):
     runs = [new_run(tmp_path, f"run-{i}") for i in range(24)]
 
     async def one(i: int) -> tuple[Wrapper, Path, Path]:
         run_dir, sandbox = runs[i]
         # $$ of a directly exec'd sh is the task's pid; the exit code names the run.
         argv = ["/bin/sh", "-c", f"echo $$; exit {i}"]
-        wrapper = await start_wrapper(run_dir, argv, dict(os.environ), sandbox, launcher=zygote)
+        wrapper = await start_wrapper(
+            run_dir, argv, dict(os.environ), sandbox, launcher=agent_launcher
+        )
         return wrapper, run_dir, sandbox
 
     started = await asyncio.gather(*(one(i) for i in range(len(runs))))
@@ -88,32 +90,34 @@ async def test_concurrent_launches_each_get_their_own_pid_and_exit_code(zygote, 
         assert Wrapper.load(run_dir) == wrapper
 
 
-async def test_a_command_that_cannot_start_is_a_launch_error(zygote, tmp_path):
+async def test_a_command_that_cannot_start_is_a_launch_error(agent_launcher, tmp_path):
     run_dir, sandbox = new_run(tmp_path, "missing")
     with pytest.raises(LaunchError, match="command not found"):
-        await start_wrapper(run_dir, ["/no/such/command"], {}, sandbox, launcher=zygote)
+        await start_wrapper(run_dir, ["/no/such/command"], {}, sandbox, launcher=agent_launcher)
     assert "error" in launcher.read_exit(run_dir)
     # The launcher carries on.
     run_dir, sandbox = new_run(tmp_path, "after")
-    wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    wrapper = await start_wrapper(
+        run_dir, ["true"], dict(os.environ), sandbox, launcher=agent_launcher
+    )
     assert await finished(wrapper, run_dir) == {"exit_code": 0}
 
 
-async def test_the_wrapper_detaches_and_holds_no_launcher_pipe(zygote, tmp_path):
+async def test_the_wrapper_detaches_and_holds_no_launcher_pipe(agent_launcher, tmp_path):
     run_dir, sandbox = new_run(tmp_path, "sleeper")
     wrapper = await start_wrapper(
-        run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=zygote
+        run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=agent_launcher
     )
     try:
         proc = psutil.Process(wrapper.wrapper_pid)
         # A C wrapper is spawned by the agent itself (agent/direct_spawn.py), a Python one is
         # forked by the launcher; either way it has a session of its own.
-        spawner = os.getpid() if zygote.native else zygote.pid
+        spawner = os.getpid() if agent_launcher.native else agent_launcher.pid
         assert proc.ppid() == spawner
-        assert os.getsid(wrapper.wrapper_pid) not in (os.getsid(0), os.getsid(zygote.pid))
+        assert os.getsid(wrapper.wrapper_pid) not in (os.getsid(0), os.getsid(agent_launcher.pid))
         assert os.getpgid(wrapper.task_pid) == wrapper.task_pid
         assert wrapper.alive()
-        launcher_pipes = pipes_of(zygote.pid) | pipes_of(os.getpid())
+        launcher_pipes = pipes_of(agent_launcher.pid) | pipes_of(os.getpid())
         assert launcher_pipes, "the launcher talks to the agent over pipes"
         # The task never had them; the wrapper lets go of the report pipe right after its report.
         assert not (pipes_of(wrapper.task_pid) & launcher_pipes)
@@ -123,7 +127,7 @@ async def test_the_wrapper_detaches_and_holds_no_launcher_pipe(zygote, tmp_path)
             message="the wrapper closed the launcher's pipe",
         )
         # The task outlives the launcher and its spawner (and so the agent that owns them).
-        await zygote.stop()
+        await agent_launcher.stop()
         assert wrapper.alive()
     finally:
         wrapper.signal_group(signal.SIGKILL)
@@ -161,9 +165,11 @@ asyncio.run(main())
     assert await finished(wrapper, run_dir) == {"exit_code": 7}
 
 
-async def test_ended_wrappers_leave_no_zombie_behind(zygote, tmp_path):
+async def test_ended_wrappers_leave_no_zombie_behind(agent_launcher, tmp_path):
     run_dir, sandbox = new_run(tmp_path, "quick")
-    wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    wrapper = await start_wrapper(
+        run_dir, ["true"], dict(os.environ), sandbox, launcher=agent_launcher
+    )
     assert await finished(wrapper, run_dir) == {"exit_code": 0}
 
     def reaped() -> bool:
@@ -175,11 +181,13 @@ async def test_ended_wrappers_leave_no_zombie_behind(zygote, tmp_path):
     await eventually_async(reaped, timeout=10, message="the ended wrapper was reaped")
 
 
-async def test_a_killed_launcher_is_replaced_on_the_next_launch(zygote, tmp_path):
+async def test_a_killed_launcher_is_replaced_on_the_next_launch(agent_launcher, tmp_path):
     run_dir, sandbox = new_run(tmp_path, "first")
-    wrapper = await start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+    wrapper = await start_wrapper(
+        run_dir, ["true"], dict(os.environ), sandbox, launcher=agent_launcher
+    )
     assert await finished(wrapper, run_dir) == {"exit_code": 0}
-    old = zygote.pid
+    old = agent_launcher.pid
     os.kill(old, signal.SIGKILL)
     await eventually_async(
         lambda: not psutil.pid_exists(old) or psutil.Process(old).status() == "zombie",
@@ -188,37 +196,39 @@ async def test_a_killed_launcher_is_replaced_on_the_next_launch(zygote, tmp_path
     )
     run_dir, sandbox = new_run(tmp_path, "second")
     wrapper = await start_wrapper(
-        run_dir, ["/bin/sh", "-c", "exit 3"], dict(os.environ), sandbox, launcher=zygote
+        run_dir, ["/bin/sh", "-c", "exit 3"], dict(os.environ), sandbox, launcher=agent_launcher
     )
     assert await finished(wrapper, run_dir) == {"exit_code": 3}
-    if zygote.native:
+    if agent_launcher.native:
         # C wrappers are spawned without the launcher; a launch that needs it (a spec only
         # the Python wrapper takes, here read from spec.json) starts a new one.
-        assert zygote.pid == old
+        assert agent_launcher.pid == old
         run_dir, sandbox = new_run(tmp_path, "third")
         spec = {"argv": ["/bin/sh", "-c", "exit 4"], "env": dict(os.environ),
                 "cwd": str(sandbox), "stdout": str(sandbox / "stdout"),
                 "stderr": str(sandbox / "stderr"), "cgroups": [], "user": None}  # fmt: skip
         (run_dir / "spec.json").write_text(json.dumps(spec))
-        fork_server = zygote.spawner(ForkServerSpawner)
+        fork_server = agent_launcher.spawner(ForkServerSpawner)
         assert fork_server is not None
         report = await asyncio.wait_for(fork_server.spawn(run_dir, None), 30)
         assert isinstance(report, Started), report
         # The report comes before wrapper.json is written: the wrapper is in it.
         assert await finished(Wrapper.reported(report), run_dir) == {"exit_code": 4}
-    assert zygote.pid != old
+    assert agent_launcher.pid != old
 
 
-async def test_launches_in_flight_when_the_launcher_dies_still_end_cleanly(zygote, tmp_path):
+async def test_launches_in_flight_when_the_launcher_dies_still_end_cleanly(
+    agent_launcher, tmp_path
+):
     runs = [new_run(tmp_path, f"r{i}") for i in range(8)]
     launches = [
         asyncio.create_task(
-            start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote)
+            start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=agent_launcher)
         )
         for run_dir, sandbox in runs
     ]
     await asyncio.sleep(0)  # the launch lines are written; kill the launcher among them
-    os.kill(zygote.pid, signal.SIGKILL)
+    os.kill(agent_launcher.pid, signal.SIGKILL)
     # Each launch either started (through the launcher or the one-shot fallback) or failed
     # as a launch error; none hangs and every started one ends with its exit code.
     for task, (run_dir, _) in zip(launches, runs, strict=True):
@@ -238,19 +248,19 @@ def spares_of(launcher_pid: int) -> list[int]:
     ]
 
 
-async def test_a_launch_goes_to_a_wrapper_forked_ahead_of_time(spare_zygote, tmp_path):
-    await eventually_async(lambda: len(spares_of(spare_zygote.pid)) == 1, timeout=10)
-    [spare] = spares_of(spare_zygote.pid)
+async def test_a_launch_goes_to_a_wrapper_forked_ahead_of_time(python_launcher, tmp_path):
+    await eventually_async(lambda: len(spares_of(python_launcher.pid)) == 1, timeout=10)
+    [spare] = spares_of(python_launcher.pid)
     run_dir, sandbox = new_run(tmp_path, "sleeper")
     wrapper = await start_wrapper(
-        run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=spare_zygote
+        run_dir, ["sleep", "30"], dict(os.environ), sandbox, launcher=python_launcher
     )
     try:
         assert wrapper.wrapper_pid == spare
         # The spec travelled on the pipe: nothing with the task's environment on disk.
         assert not (run_dir / "spec.json").exists()
         await eventually_async(
-            lambda: [p for p in spares_of(spare_zygote.pid) if p != wrapper.wrapper_pid] != [],
+            lambda: [p for p in spares_of(python_launcher.pid) if p != wrapper.wrapper_pid] != [],
             timeout=10,
             message="a new spare is forked",
         )
@@ -259,23 +269,23 @@ async def test_a_launch_goes_to_a_wrapper_forked_ahead_of_time(spare_zygote, tmp
     assert await finished(wrapper, run_dir) == {"signal": signal.SIGKILL}
 
 
-async def test_a_dead_spare_is_replaced_and_the_launch_still_runs(spare_zygote, tmp_path):
-    await eventually_async(lambda: len(spares_of(spare_zygote.pid)) == 1, timeout=10)
-    [spare] = spares_of(spare_zygote.pid)
+async def test_a_dead_spare_is_replaced_and_the_launch_still_runs(python_launcher, tmp_path):
+    await eventually_async(lambda: len(spares_of(python_launcher.pid)) == 1, timeout=10)
+    [spare] = spares_of(python_launcher.pid)
     os.kill(spare, signal.SIGKILL)
-    await eventually_async(lambda: spare not in spares_of(spare_zygote.pid), timeout=10)
+    await eventually_async(lambda: spare not in spares_of(python_launcher.pid), timeout=10)
     run_dir, sandbox = new_run(tmp_path, "after-dead-spare")
     wrapper = await start_wrapper(
-        run_dir, ["/bin/sh", "-c", "exit 5"], dict(os.environ), sandbox, launcher=spare_zygote
+        run_dir, ["/bin/sh", "-c", "exit 5"], dict(os.environ), sandbox, launcher=python_launcher
     )
     assert wrapper.wrapper_pid != spare
     assert await finished(wrapper, run_dir) == {"exit_code": 5}
 
 
-async def test_the_waiting_spare_exits_with_the_launcher(spare_zygote, tmp_path):
-    await eventually_async(lambda: len(spares_of(spare_zygote.pid)) == 1, timeout=10)
-    [spare] = spares_of(spare_zygote.pid)
-    await spare_zygote.stop()
+async def test_the_waiting_spare_exits_with_the_launcher(python_launcher, tmp_path):
+    await eventually_async(lambda: len(spares_of(python_launcher.pid)) == 1, timeout=10)
+    [spare] = spares_of(python_launcher.pid)
+    await python_launcher.stop()
 
     def gone() -> bool:
         try:
@@ -287,19 +297,19 @@ async def test_the_waiting_spare_exits_with_the_launcher(spare_zygote, tmp_path)
 
 
 async def test_a_wrapper_killed_before_it_reports_fails_the_launch_instead_of_hanging(
-    spare_zygote, tmp_path
+    python_launcher, tmp_path
 ):
-    await eventually_async(lambda: len(spares_of(spare_zygote.pid)) == 1, timeout=10)
-    [spare] = spares_of(spare_zygote.pid)
+    await eventually_async(lambda: len(spares_of(python_launcher.pid)) == 1, timeout=10)
+    [spare] = spares_of(python_launcher.pid)
     # Stopped, the spare takes the launch line into its pipe but cannot act on it.
     os.kill(spare, signal.SIGSTOP)
     run_dir, sandbox = new_run(tmp_path, "killed-before-report")
     launch = asyncio.create_task(
-        start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=spare_zygote)
+        start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=python_launcher)
     )
     # Once the launcher forked the next spare, it has handed this launch to the stopped one.
     await eventually_async(
-        lambda: len(spares_of(spare_zygote.pid)) == 2, timeout=10, message="launch handed"
+        lambda: len(spares_of(python_launcher.pid)) == 2, timeout=10, message="launch handed"
     )
     os.kill(spare, signal.SIGKILL)
     with pytest.raises(LaunchError, match="ended without reporting"):
@@ -307,7 +317,7 @@ async def test_a_wrapper_killed_before_it_reports_fails_the_launch_instead_of_ha
     # The launcher lives on and serves the next launch.
     run_dir, sandbox = new_run(tmp_path, "next")
     wrapper = await start_wrapper(
-        run_dir, ["true"], dict(os.environ), sandbox, launcher=spare_zygote
+        run_dir, ["true"], dict(os.environ), sandbox, launcher=python_launcher
     )
     assert await finished(wrapper, run_dir) == {"exit_code": 0}
 
@@ -322,7 +332,7 @@ __attribute__((constructor)) static void mark(void) {
 """
 
 
-async def test_the_tasks_environment_reaches_the_task_and_not_its_wrapper(zygote, tmp_path):
+async def test_the_tasks_environment_reaches_the_task_and_not_its_wrapper(agent_launcher, tmp_path):
     """A framework chooses a task's environment, LD_PRELOAD included: the wrapper (root,
     usually) must not load what it names; the task does."""
     marks = tmp_path / "marks"
@@ -338,7 +348,7 @@ async def test_the_tasks_environment_reaches_the_task_and_not_its_wrapper(zygote
     run_dir, sandbox = new_run(tmp_path, "preload")
     env = dict(os.environ, LD_PRELOAD=str(library), SECRET_FOR_THE_TASK="s3")
     argv = ["/bin/sh", "-c", "echo $SECRET_FOR_THE_TASK"]
-    wrapper = await start_wrapper(run_dir, argv, env, sandbox, launcher=zygote)
+    wrapper = await start_wrapper(run_dir, argv, env, sandbox, launcher=agent_launcher)
     assert await finished(wrapper, run_dir) == {"exit_code": 0}
     assert (sandbox / "stdout").read_text() == "s3\n"
     loaded = {int(p) for p in marks.read_text().split()}
@@ -346,7 +356,7 @@ async def test_the_tasks_environment_reaches_the_task_and_not_its_wrapper(zygote
     assert wrapper.wrapper_pid not in loaded
 
 
-async def test_the_tasks_output_is_never_written_through_a_symlink(zygote, tmp_path):
+async def test_the_tasks_output_is_never_written_through_a_symlink(agent_launcher, tmp_path):
     """A sandbox belongs to its task's user, who could point stdout at any file."""
     target = tmp_path / "precious"
     target.write_text("keep\n")
@@ -354,17 +364,21 @@ async def test_the_tasks_output_is_never_written_through_a_symlink(zygote, tmp_p
     (sandbox / "stdout").symlink_to(target)
     with pytest.raises(LaunchError, match="cannot run"):
         await start_wrapper(run_dir, ["echo", "overwritten"], dict(os.environ), sandbox,
-                            launcher=zygote)  # fmt: skip
+                            launcher=agent_launcher)  # fmt: skip
     assert target.read_text() == "keep\n"
 
 
-async def test_a_script_without_an_interpreter_line_is_an_exec_format_error(zygote, tmp_path):
+async def test_a_script_without_an_interpreter_line_is_an_exec_format_error(
+    agent_launcher, tmp_path
+):
     script = tmp_path / "script"
     script.write_text("echo ran anyway\n")
     script.chmod(0o755)
     run_dir, sandbox = new_run(tmp_path, "no-shebang")
     with pytest.raises(LaunchError, match="cannot run"):
-        await start_wrapper(run_dir, [str(script)], dict(os.environ), sandbox, launcher=zygote)
+        await start_wrapper(
+            run_dir, [str(script)], dict(os.environ), sandbox, launcher=agent_launcher
+        )
     assert not (sandbox / "stdout").exists() or "ran anyway" not in (sandbox / "stdout").read_text()
 
 
@@ -383,13 +397,13 @@ async def test_a_c_wrapper_that_cannot_be_spawned_gives_way_to_the_python_one(tm
 
 
 async def test_a_fifo_in_place_of_the_tasks_stdout_fails_the_launch_without_hanging(
-    zygote, tmp_path
+    agent_launcher, tmp_path
 ):
     run_dir, sandbox = new_run(tmp_path, "fifo")
     os.mkfifo(sandbox / "stdout")
     with pytest.raises(LaunchError, match="cannot run"):
         await asyncio.wait_for(
-            start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=zygote), 20
+            start_wrapper(run_dir, ["true"], dict(os.environ), sandbox, launcher=agent_launcher), 20
         )
 
 
@@ -519,7 +533,9 @@ async def test_without_pidfds_the_launcher_spawns_the_c_wrapper(tmp_path, monkey
         await z.stop()
 
 
-async def test_an_environment_too_big_for_a_pipe_goes_through_the_launcher(zygote, tmp_path):
+async def test_an_environment_too_big_for_a_pipe_goes_through_the_launcher(
+    agent_launcher, tmp_path
+):
     """The agent's loop must not wait for a wrapper to read the task's environment: one bigger
     than a pipe can hold at once (pipe-max-size, 1 MiB by default) goes to the launcher, and
     reaches the task whole."""
@@ -533,10 +549,10 @@ async def test_an_environment_too_big_for_a_pipe_goes_through_the_launcher(zygot
         ["/bin/sh", "-c", 'printf %s "$BIG0" | wc -c > size; sleep 30'],
         env,
         sandbox,
-        launcher=zygote,
+        launcher=agent_launcher,
     )
     try:
-        assert psutil.Process(wrapper.wrapper_pid).ppid() == zygote.pid
+        assert psutil.Process(wrapper.wrapper_pid).ppid() == agent_launcher.pid
         await eventually_async(
             lambda: (sandbox / "size").exists() and (sandbox / "size").read_text().strip(),
             timeout=10,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agora.agent import executor, proc_stat, sandbox_files, status_updates, task_user
+from agora.agent import fork_server_process, proc_stat, sandbox_files, status_updates, task_user
 from agora.agent.launcher import Wrapper, command_argv, exit_outcome, task_environment
 from agora.agent.resources_detect import default_resources, detect_resources
 from agora.agent.sandbox_files import SandboxPathError, open_beneath
@@ -335,8 +335,8 @@ def test_the_launcher_keeps_no_pipe_when_it_cannot_fork(monkeypatch):
     def no_fork():
         raise BlockingIOError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(executor.os, "fork", no_fork)
-    spares = executor._Spares()
+    monkeypatch.setattr(fork_server_process.os, "fork", no_fork)
+    spares = fork_server_process._Spares()
     before = len(os.listdir("/proc/self/fd"))
     for _ in range(20):
         spares.refill()
