@@ -18,7 +18,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 
@@ -43,6 +43,51 @@ START_TIME_SLACK = 0.05
 
 class LaunchError(Exception):
     """The command could not be started; the message says why, for the task's status."""
+
+
+class RunningWrapper(Protocol):
+    """A run's wrapper as the task manager watches it: `Wrapper` here, a fake in the agent's
+    harness (tests/agent/agent_harness.py)."""
+
+    @property
+    def task_pid(self) -> int:
+        """The command's pid, also its process group id."""
+        ...
+
+    def alive(self) -> bool:
+        """True while the wrapper runs."""
+        ...
+
+    def signal_group(self, signum: int) -> bool:
+        """Signals the task's whole process group; False if it no longer exists."""
+        ...
+
+    async def wait(self) -> None:
+        """Returns once the wrapper has ended (its exit.json then says how the task did)."""
+        ...
+
+
+class TaskLauncher(Protocol):
+    """What the task manager asks of its launcher, as Mesos' Launcher: `launch` forks,
+    `recover` finds a wrapper a previous agent started, and the wrapper's `signal_group` and
+    `wait` destroy and watch. `Launcher` here; a fake in the agent's harness."""
+
+    @property
+    def spawns_directly(self) -> bool:
+        """Whether task wrappers are this process's own children."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def launch(self, run_dir: Path, spec: LaunchSpec) -> RunningWrapper:
+        """Returns once the command runs; LaunchError (or OSError) when it could not start."""
+        ...
+
+    def recover(self, run_dir: Path) -> RunningWrapper | None:
+        """The run's wrapper, if it started one (wrapper.json); None if it never did."""
+        ...
+
+    async def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -290,6 +335,10 @@ class Launcher:
                     return Wrapper.reported(report)
                 raise LaunchError(report.message)
         raise LaunchError("no task spawner could start the task wrapper")
+
+    def recover(self, run_dir: Path) -> Wrapper | None:
+        """The wrapper of a run a previous agent (or this one) started, from wrapper.json."""
+        return Wrapper.load(run_dir)
 
     async def stop(self) -> None:
         """Lets go of every spawner (the fork server ends); wrappers keep running. Later

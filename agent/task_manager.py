@@ -23,7 +23,9 @@ import structlog
 from agora.agent import cgroup_members, launcher
 from agora.agent.aio_util import cancel_and_wait
 from agora.agent.checkpoint import TaskRecord, WorkDir, b64
+from agora.agent.clock import SYSTEM_CLOCK, AgentClock
 from agora.agent.isolation import Isolator, task_limits
+from agora.agent.launch_spec import LaunchSpec, WrapperUser
 from agora.agent.metrics import AgentMetrics
 from agora.agent.spawners import OneShotSpawner
 from agora.agent.task_user import TaskUser, TaskUserError, resolve_task_user
@@ -59,7 +61,7 @@ class TaskRun:
 
     record: TaskRecord
     task: common_pb2.TaskInfo
-    wrapper: launcher.Wrapper | None = None
+    wrapper: launcher.RunningWrapper | None = None
     kill_requested: asyncio.Event = field(default_factory=asyncio.Event)
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     # Set when the agent was removed: the run ends without any further update.
@@ -95,7 +97,11 @@ class TaskManager:
         use_launcher: bool = True,
         metrics: AgentMetrics | None = None,
         completed_history: int = COMPLETED_HISTORY,
+        task_launcher: launcher.TaskLauncher | None = None,
+        clock: AgentClock = SYSTEM_CLOCK,
     ) -> None:
+        """`task_launcher`: how wrappers start (default: a `Launcher` choosing its spawners at
+        its start; the agent's harness gives a fake); `clock`: the wall clock and sleeps."""
         self._work = work_dir
         # Completed runs remembered, like Mesos' --max_completed_executors_per_framework.
         self._history = completed_history
@@ -116,7 +122,8 @@ class TaskManager:
         self._bg: set[asyncio.Task] = set()
         # Its spawners are chosen at its first start (agent/spawners.py); without use_launcher,
         # only the one-shot route: one `python -m` per task.
-        self._launcher = launcher.Launcher(
+        self._clock = clock
+        self._launcher: launcher.TaskLauncher = task_launcher or launcher.Launcher(
             work_dir.meta / "launcher.log", None if use_launcher else [OneShotSpawner()]
         )
 
@@ -214,7 +221,7 @@ class TaskManager:
             sandbox="",
             # The record's first write already says STARTING, the update that follows it.
             state=common_pb2.TASK_STARTING,
-            launched_at=time.time(),
+            launched_at=self._clock.time(),
             user=task_user.name if task_user is not None else "",
             framework_principal=framework_principal,
             framework_name=framework_name,
@@ -281,10 +288,16 @@ class TaskManager:
             run.sandbox,
             run.user,
         )
+        user = run.user
+        spec = LaunchSpec.in_sandbox(
+            argv,
+            env,
+            run.sandbox,
+            run.record.cgroups,
+            None if user is None else WrapperUser(user.uid, user.gid, user.groups),
+        )
         try:
-            run.wrapper = await launcher.start_wrapper(
-                run_dir, argv, env, run.sandbox, run.record.cgroups, self._launcher, run.user
-            )
+            run.wrapper = await self._launcher.launch(run_dir, spec)
         except launcher.LaunchError as e:
             await self._empty_cgroups(run)
             self._end(run, common_pb2.TASK_ERROR, str(e), "REASON_CONTAINER_LAUNCH_FAILED")
@@ -366,7 +379,7 @@ class TaskManager:
         )
         if not run.wrapper.signal_group(signal.SIGTERM):
             return
-        await asyncio.sleep(grace)
+        await self._clock.sleep(grace)
         if run.wrapper.signal_group(signal.SIGKILL):
             log.info(
                 "task outlived its grace period: sent SIGKILL",
@@ -463,7 +476,7 @@ class TaskManager:
         del self._active[(framework_id, task_id)]
         run.record.completed = True
         self._completed.append(run.record.run_id)
-        self._gc_queue.append((time.time(), run.sandbox))
+        self._gc_queue.append((self._clock.time(), run.sandbox))
         # A terminal run needs no save: a restarted agent marks a terminal run with no pending
         # update completed (recover), which this one is now that its ack is logged.
         if run.forgotten:
@@ -545,7 +558,7 @@ class TaskManager:
             source=common_pb2.TaskStatus.SOURCE_AGENT,
             agent_id=self._agent_id(),
             framework_id=framework_id,
-            timestamp=time.time(),
+            timestamp=self._clock.time(),
             uuid=new_uuid(),
         )
         if exit_code is not None:
@@ -613,7 +626,7 @@ class TaskManager:
     def _reattach(self, run: TaskRun) -> None:
         log_ = log.bind(framework_id=run.record.framework_id, task_id=run.task.task_id)
         run_dir = self._work.run_dir(run.record.run_id)
-        run.wrapper = launcher.Wrapper.load(run_dir)
+        run.wrapper = self._launcher.recover(run_dir)
         result = launcher.read_exit(run_dir)
         if run.wrapper is None:
             if result is not None:
