@@ -276,7 +276,7 @@ def find_leader(
                         queue.insert(0, leader)
                     continue
                 if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    tried[address] = e.details() or e.code().name
+                    tried[address] = _why_not(e, address, credentials)
                     continue
                 return address  # it answered as a leader would (e.g. PERMISSION_DENIED)
         standing_by = any(why == "standing by" for why in tried.values())
@@ -289,6 +289,16 @@ def find_leader(
             said = "; ".join(f"{a}: {why}" for a, why in tried.items()) or "no master is listed"
             raise LeaderNotFound(f"no master of {masters} is leading ({said})")
         time.sleep(0.2)
+
+
+def _why_not(error: grpc.RpcError, address: str, credentials: Credentials) -> str:
+    """A master of a set that did not answer, in a few words (common/failures names why)."""
+    from agora.common.failures import Cause, classify_error
+
+    failure = classify_error(error, address, credentials)
+    if failure.cause in (Cause.REFUSED, Cause.UNREACHABLE, Cause.DNS):
+        return failure.cause.value
+    return failure.message
 
 
 class FollowingStub:

@@ -62,6 +62,11 @@ def test_each_command_names_why_it_cannot_get_through(tmp_path):
         nowhere = agora("cluster", "agents", master="no-such-host.invalid:5050")
         assert nowhere.returncode == 1
         assert "'no-such-host.invalid' does not resolve" in nowhere.stderr
+        # A set of masters, none answering: each named with its cause.
+        both = agora("cluster", "agents", master=f"{closed},no-such-host.invalid:5050")
+        assert both.returncode == 1 and both.stderr.count("\n") == 1
+        assert f"{closed}: connection refused" in both.stderr
+        assert "no-such-host.invalid:5050: name does not resolve" in both.stderr
         # The master's log has one line for the HTTP/2 preface on its HTTP port, no traceback.
         text = (tmp_path / "master.log").read_text()
         assert "Traceback" not in text and "gRPC client given the HTTP port" in text
