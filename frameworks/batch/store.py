@@ -9,8 +9,10 @@ in one transaction (the jobs as they are then: an instance changed three times i
 updates is written once). The scheduler commits before anything leaves the daemon that depends
 on a change: before the driver acknowledges the updates handled so far (so every update is
 written before it is acknowledged, and a restarted daemon resumes where it stopped), before a
-launch goes to the master, before the Batch API answers, and at the end of every turn of the
-event loop whatever else was noted. A commit that fails keeps everything noted for the next
+launch goes to the master, before the Batch API answers or shows a job, and at the end of
+every turn of the event loop whatever else was noted (grouping the updates of one batch of
+events: a timer instead made more commits, as the first of each burst's acknowledgements goes
+out at once). A commit that fails keeps everything noted for the next
 one, and nothing is acknowledged until one succeeds: the agents resend those updates.
 """
 
