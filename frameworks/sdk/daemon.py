@@ -12,6 +12,7 @@ import structlog
 
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials, server_ssl_context
+from agora.common.failures import RepeatFilter
 from agora.common.leader import FollowingStub, LeaderTracker
 from agora.common.rpc import add_standard_services, bind, new_server
 from agora.frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
@@ -203,6 +204,7 @@ class FrameworkDaemon:
         daemon's work stays; what the lost tasks did is for `_framework_removed`)."""
         assert self.scheduler is not None and self.store is not None
         backoff = Backoff()
+        said = RepeatFilter()  # a refusal is said once, not by every new driver
         while not self._stopping:
             info = framework_info(
                 self.config.name,
@@ -212,13 +214,18 @@ class FrameworkDaemon:
                 framework_id=self.store.framework_id(),
             )
             transport = GrpcSchedulerTransport(self.config.master, credentials=self.credentials)
-            self.driver = Driver(self.scheduler, transport, info)
+            self.driver = Driver(self.scheduler, transport, info, failures=said)
             try:
                 await self.driver.run()
                 return
             except SubscriptionEnded as e:
                 if self._stopping:
                     return
+                if e.refused:
+                    # Turned away (the ACLs, the credentials): nothing was removed, and an ACL
+                    # file re-read may let us in; the driver said why. Try again with backoff.
+                    await asyncio.sleep(backoff.next_delay())
+                    continue
                 if "failed over" in e.message:
                     log.error(
                         f"another {self.kind} scheduler took over this framework; this daemon "

@@ -25,7 +25,7 @@ from agora.common import Resources
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.errors import Reason
-from agora.common.failures import Cause, Failure, RepeatFilter, classify_error
+from agora.common.failures import Cause, Failure, RepeatFilter, classify, classify_error
 from agora.frameworks.sdk.acks import AckBatcher, acknowledge_request
 from agora.frameworks.sdk.errors import OfferConflict, SchedulerError
 from agora.frameworks.sdk.framework import Framework
@@ -44,11 +44,22 @@ TaskRef = str | tuple[str, str] | common_pb2.TaskStatus | common_pb2.TaskInfo
 
 class SubscriptionEnded(Exception):
     """The master ended the framework's subscription for good (an ERROR event, or it refused
-    the subscription); `run` raises it after `Framework.on_error`."""
+    the subscription); `run` raises it after `Framework.on_error`. `code` is the refusal's
+    gRPC status (PERMISSION_DENIED: the ACLs), None for an ERROR event."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.code = code
+
+    @property
+    def refused(self) -> bool:
+        """The master turned the subscription away (ACLs, credentials): nothing was removed,
+        and the same subscription may be accepted later (the ACL file re-read)."""
+        return self.code in _REFUSALS
+
+
+_REFUSALS = frozenset({grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED})
 
 
 # The master's reasons (ErrorInfo) for "your framework or stream is not mine": subscribe again.
@@ -100,6 +111,7 @@ class Driver:
         info: common_pb2.FrameworkInfo,
         *,
         backoff: Backoff | None = None,
+        failures: RepeatFilter | None = None,
         subscribe_timeout: float = 10.0,
         silence_heartbeats: float = 3.0,
         min_silence: float = 1.0,
@@ -116,8 +128,9 @@ class Driver:
         # that the frameworks cut off by one master restart do not all arrive at once; a
         # master down for good, or one that turns us away, is not dialled twice a second.
         self.backoff = backoff or Backoff()
-        # How loudly to say the latest failure: once at warning per cause (common/failures).
-        self._said = RepeatFilter()
+        # How loudly to say the latest failure: once at warning per cause (common/failures);
+        # shared by the drivers a daemon makes one after another (frameworks/sdk/daemon.py).
+        self._said = failures or RepeatFilter()
         # How long to wait for SUBSCRIBED, and how many heartbeat intervals of silence mean the
         # master (or the path to it) is gone even though TCP has not noticed; never less than
         # min_silence, so that a master busy for a moment (disk, GC) is not taken for dead.
@@ -129,6 +142,7 @@ class Driver:
         self._session: _Session | None = None
         self._dispatcher: asyncio.Task | None = None
         self._ended: str | None = None
+        self._ended_code: grpc.StatusCode | None = None
         self._tearing_down = False
         self._pending_ack: common_pb2.TaskStatus | None = None
         # Implicit acks, coalesced: one Acknowledge call per burst of updates, not per update.
@@ -187,7 +201,7 @@ class Driver:
             await asyncio.gather(self._asker, return_exceptions=True)
             await self.transport.close()
         if self._ended is not None:
-            raise SubscriptionEnded(self._ended)
+            raise SubscriptionEnded(self._ended, self._ended_code)
 
     def stop(self) -> None:
         """Ends `run`. Called from a callback, the current event finishes first (an update is
@@ -318,7 +332,7 @@ class Driver:
             return
         if ended.error is not None and not ended.error.transient:
             # Refused for good (e.g. the framework was removed): retrying cannot help.
-            await self._end(ended.error.message or str(ended.error))
+            await self._end(ended.error.message or str(ended.error), ended.error.code)
             return
         if session.subscribed:
             self._log.warning("disconnected from the master", reason=ended.reason)
@@ -447,9 +461,21 @@ class Driver:
             error=str(error),
         )
 
-    async def _end(self, message: str) -> None:
-        self._log.error("the master ended the subscription", message=message)
+    async def _end(self, message: str, code: grpc.StatusCode | None = None) -> None:
         self._ended = message
+        self._ended_code = code
+        if code in _REFUSALS:
+            address = str(getattr(self.transport, "address", "") or "the master")
+            failure = classify(code, message, address)
+            credentials = getattr(self.transport, "credentials", None) or INSECURE
+            getattr(self._log, self._said.level(failure))(
+                f"the master refused the subscription: {failure}",
+                principal=credentials.principal or "(anonymous)",
+                acl_action="register_frameworks",
+                role=self.info.role or "*",
+            )
+        else:
+            self._log.error("the master ended the subscription", message=message)
         await self._callback("on_error", message)
         self.stop()
 

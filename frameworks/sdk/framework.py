@@ -69,8 +69,9 @@ class Framework:
 
     async def on_error(self, driver: Driver, message: str) -> None:
         """The master ended the subscription for good (removed, or failed over to another
-        scheduler). The driver stops after this returns and `run` raises SubscriptionEnded."""
-        log.error("master ended the subscription", message=message)
+        scheduler). The driver stops after this returns and `run` raises SubscriptionEnded.
+        The driver has logged it already (a refusal by the ACLs once, however often retried)."""
+        log.debug("master ended the subscription", message=message)
 
     async def on_disconnected(self, driver: Driver) -> None:
         """The stream to the master broke; the driver is reconnecting. Offers in hand are void."""
