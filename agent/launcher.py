@@ -233,14 +233,10 @@ def task_environment(
     return env
 
 
-class LauncherDied(Exception):
-    """The launcher process ended before any wrapper reported on this run."""
-
-
 class Launcher:
-    """The agent's one way to start task wrappers, in the line of Mesos' Launcher: `launch`
-    forks (through the spawners below), `Wrapper.load` recovers, `Wrapper.signal_group`
-    destroys and `Wrapper.wait` is the status.
+    """The agent's one way to start task wrappers (a TaskLauncher), in the line of Mesos'
+    Launcher: `launch` forks (through the spawners below), `recover` finds a wrapper again,
+    `Wrapper.signal_group` destroys and `Wrapper.wait` is the status.
 
     Its spawners are chosen once, at the first start, from what the host offers (the C
     wrapper built, pidfds), in the order of preference of agent/spawners.py; `spawners` fixes
