@@ -32,7 +32,13 @@ from agora.agent.usage import usage_report
 from agora.common import Resources, attributes_to_proto
 from agora.common.acls import AclError, load_acls
 from agora.common.addresses import source_address_towards
-from agora.common.credentials import INSECURE, Credentials, check_listen, server_ssl_context
+from agora.common.credentials import (
+    INSECURE,
+    Credentials,
+    check_listen,
+    is_loopback,
+    server_ssl_context,
+)
 from agora.common.http import HttpServer
 from agora.common.masters import MasterSet, parse_masters
 from agora.common.metrics import metrics_server
@@ -286,8 +292,10 @@ class AgentDaemon:
         """host:port the master hands out to others (logs and sandbox browsing)."""
         host = self.config.advertise_ip or self.host
         if host in ("0.0.0.0", "::", ""):
-            # Listening everywhere: the address the master (and, likely, its clients) reach.
-            host = source_address_towards(self.link.master) or _primary_ip()
+            # Listening everywhere: the address the master (and, likely, its clients) reach;
+            # with a master on this machine, the one that routes outwards.
+            found = source_address_towards(self.link.master)
+            host = found if found and not is_loopback(found) else _primary_ip()
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
         return f"{host}:{self._port}"

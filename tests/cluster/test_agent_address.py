@@ -81,6 +81,20 @@ def test_an_agent_advertises_where_it_reaches_the_master_and_loopback_is_refused
             registered = eventually(agents, timeout=30, message="the agent registered")
             assert [a["address"] for a in registered] == [f"{agent_ip}:{good.port}"]
 
+            # --host 0.0.0.0: listening everywhere, it advertises the same detected address.
+            wide = Daemon(
+                _agent(master_at, tmp_path / "wide", "--host", "0.0.0.0"),
+                tmp_path / "wide.log",
+                prefix=hosts.exec_prefix("a"),
+            ).start()
+            daemons.append(wide)
+            both = eventually(
+                lambda: len(a := agents()) == 2 and a, timeout=30, message="two agents"
+            )
+            assert sorted(a["address"] for a in both) == sorted(
+                [f"{agent_ip}:{good.port}", f"{agent_ip}:{wide.port}"]
+            )
+
             # --host 127.0.0.1 on another host: refused, and the agent's log says what to pass,
             # once at warning however often it retries (debug shows the retries).
             bad = Daemon(
@@ -103,7 +117,7 @@ def test_an_agent_advertises_where_it_reaches_the_master_and_loopback_is_refused
             assert len(warnings) == 1, said
             assert f"--host {agent_ip}" in warnings[0] and "--advertise-ip" in warnings[0]
             assert "FAILED_PRECONDITION" in warnings[0] or "refused" in warnings[0]
-            assert len(agents()) == 1  # still only the good one
+            assert len(agents()) == 2  # still only the good ones
             master_log = (tmp_path / "master.log").read_text()
             refused = [line for line in master_log.splitlines() if "agent refused" in line]
             assert len(refused) == 1, refused  # the master says it once, too
