@@ -127,6 +127,7 @@ class BatchScheduler(Framework):
         self._realign: asyncio.TimerHandle | None = None  # see _arm_realign
         self._notes: dict[str, str] = {}  # job id -> why it may wait long (from submit)
         self._offers_wanted = 0  # see _want_offers
+        self._revive_asked = False  # a revive for new work is on its way (_want_offers)
         self.agents_lost = 0  # agents the master removed since we started (service.py)
         self._background: set[asyncio.Task] = set()
         self._log = log.bind(policy=policy)
@@ -297,6 +298,7 @@ class BatchScheduler(Framework):
         ready = self.has_ready_work()
         try:
             if ready and (revive or self._suppressed is not False):
+                self._revive_asked = False  # this revive serves the work that asked for one
                 await driver.revive()
                 self._suppressed = False
             elif not ready and self._suppressed is not True:
@@ -321,18 +323,28 @@ class BatchScheduler(Framework):
     def _want_offers(self) -> None:
         """Work arrived (a submission, a retry due): revive, which also clears our decline
         filters. Counted, so that an offer round already running, which may decline with a
-        filter after this revive, revives once more when it ends."""
+        filter after this revive, revives once more when it ends. Work that arrives before
+        the revive goes out is served by it: a burst of retries due at once sends one."""
         self._offers_wanted += 1
-        self._spawn(self.update_interest(revive=True))
+        if not self._revive_asked:
+            self._revive_asked = self._spawn(self._revive_for_new_work())
 
-    def _spawn(self, coroutine) -> None:
+    async def _revive_for_new_work(self) -> None:
+        if not self._revive_asked:
+            return  # a revive since then served this work too
+        self._revive_asked = False
+        await self.update_interest(revive=True)
+
+    def _spawn(self, coroutine) -> bool:
+        """Runs the coroutine as a task of its own; False if there is no loop to run it."""
         try:
             task = asyncio.get_running_loop().create_task(coroutine)
         except RuntimeError:
             coroutine.close()  # no loop (a unit test of the book alone): nothing to tell
-            return
+            return False
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return True
 
     def close(self) -> None:
         for timer in (self._wakeup, self._realign):
@@ -726,6 +738,11 @@ class BatchScheduler(Framework):
         """Keeps the queue in step with an applied update."""
         if change.retry_at is not None:
             self._waiting.add(job.job_id, index, job.instances[index].not_before)
+            if change.retry_at <= self.clock():
+                # Due at once (TASK_DROPPED or TASK_UNKNOWN use no retry; a zero backoff): new
+                # work, with no timer to revive for it. Without a revive, our filters (what a
+                # launch left of an offer while work waited) could hide the agent for seconds.
+                self._want_offers()
         if change.job_ended:
             self._untrack(job.job_id)
 

@@ -12,7 +12,13 @@ from batch_harness import BatchCluster
 from agora.frameworks.batch.scheduler import BatchScheduler
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.sdk import Driver, framework_info
-from agora.frameworks.sdk.testing import MemoryTransport, make_offer, offers_event, subscribed
+from agora.frameworks.sdk.testing import (
+    MemoryTransport,
+    make_offer,
+    offers_event,
+    subscribed,
+    update_event,
+)
 from agora.v1 import batch_pb2 as B
 from agora.v1 import common_pb2 as C
 
@@ -77,6 +83,49 @@ async def test_new_work_revives_which_clears_the_refusals(framework):
     revives = len(transport.calls_of("Revive"))
     scheduler.submit(job_spec(1))  # a job that a1 could hold: asked for again at once
     await transport.next_call("Revive")
+    assert len(transport.calls_of("Revive")) == revives + 1
+
+
+@pytest.mark.parametrize("state", [C.TASK_DROPPED, C.TASK_UNKNOWN], ids=["dropped", "unknown"])
+async def test_a_retry_due_at_once_revives_though_work_already_waits(framework, state):
+    """An attempt dropped (or unknown to the master) uses no retry: its instance is due again at
+    once, with no backoff timer to revive for it. What the launch left of a1 was refused for
+    7 s while the third instance waited; without a Revive (which clears that filter at the
+    master) the retry would wait those 7 s for the agent its attempt never ran on."""
+    scheduler, transport, stream = framework
+    job = scheduler.submit(job_spec(3))
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    assert accept.filters.refuse_seconds == 7.0  # instance 2 waits: not suppressed
+    dropped = accept.operations[0].launch.task_infos[0].task_id
+    assert dropped == f"{job.job_id}.0.1"
+    stream.send(update_event(dropped, state, uuid=b"u-1", agent_id="a1"))
+    await transport.next_call("Revive")
+    assert job.instances[0].failures == 0 and job.instances[0].state == B.INSTANCE_PENDING
+    # The master offers a1's free cpu again: the retry (lowest index first) takes it.
+    stream.send(offers_event(make_offer("o-2", "a1", "cpus:1;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    assert [t.task_id for t in accept.operations[0].launch.task_infos] == [f"{job.job_id}.0.2"]
+
+
+async def test_retries_due_at_once_in_one_burst_send_one_revive(framework):
+    """Each retry due at once asks for a revive; those asked before it goes out share it (an
+    agent dropping many launches costs the master one Revive, not one per task)."""
+    scheduler, transport, stream = framework
+    job = scheduler.submit(job_spec(3))
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    revives = len(transport.calls_of("Revive"))
+    for task in accept.operations[0].launch.task_infos:  # one turn of the loop
+        status = C.TaskStatus(task_id=task.task_id, state=C.TASK_DROPPED, agent_id="a1")
+        await scheduler.on_update(scheduler.driver, status)
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-2", "a1", "cpus:2;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    launched = [t.task_id for t in accept.operations[0].launch.task_infos]
+    assert launched == [f"{job.job_id}.0.2", f"{job.job_id}.1.2"]
     assert len(transport.calls_of("Revive")) == revives + 1
 
 
