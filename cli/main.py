@@ -100,12 +100,6 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as e:
         print(f"agora {args.command}: {e}", file=sys.stderr)
         return 2 if isinstance(e, UsageError) else 1
-    except Exception as e:
-        failure = _rpc_failure(e, args)
-        if failure is None:
-            raise
-        print(f"agora {args.command}: {failure}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -115,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 141  # 128 + SIGPIPE, what a shell reports for a writer cut off by a pipe
+    except Exception as e:
+        failure = _rpc_failure(e, args)
+        if failure is None:
+            raise
+        print(f"agora {args.command}: {failure}", file=sys.stderr)
+        return 1
 
 
 def _rpc_failure(error: Exception, args: argparse.Namespace) -> str | None:

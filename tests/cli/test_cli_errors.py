@@ -113,3 +113,25 @@ def test_job_logs_follow_an_agent_that_came_back_on_another_address(tmp_path):
     finally:
         batch.stop()
         cluster.stop()
+
+
+def test_a_grpc_error_a_command_leaves_uncaught_is_one_line_naming_its_cause():
+    import argparse
+
+    import grpc
+
+    from agora.cli.main import _rpc_failure
+    from agora.v1 import operator_pb2, operator_pb2_grpc
+
+    closed = f"127.0.0.1:{_closed_port()}"
+    with grpc.insecure_channel(closed) as channel:
+        try:
+            operator_pb2_grpc.OperatorStub(channel).ListMasters(
+                operator_pb2.ListMastersRequest(), timeout=5
+            )
+        except grpc.RpcError as e:
+            error = e
+    said = _rpc_failure(error, argparse.Namespace(master=closed))
+    assert said is not None and said.startswith(f"cannot reach the master at {closed}")
+    assert "connection refused" in said
+    assert _rpc_failure(ValueError("not grpc"), argparse.Namespace(master=closed)) is None
