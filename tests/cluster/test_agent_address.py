@@ -142,3 +142,45 @@ def test_a_master_on_loopback_says_other_machines_cannot_reach_it(tmp_path):
         assert "listening on 127.0.0.1 only" in lines[0] and "--host ADDRESS" in lines[0]
     finally:
         master.stop()
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(_reason is not None, reason=_reason or "")
+def test_a_relay_refuses_a_loopback_agent_from_another_host(tmp_path):
+    """Behind a relay the master sees the relay's address, not the agent's: the relay, which
+    sees the agent's, refuses it in the master's words."""
+    with Hosts(["m", "a"]) as hosts:
+        master_ip, agent_ip = hosts.address["m"], hosts.address["a"]
+        daemons: list[Daemon] = []
+        try:
+            daemons.append(
+                Daemon(
+                    ["master", "--host", master_ip, "--port", "5050", "--insecure"]
+                    + ["--state-dir", str(tmp_path / "master")],
+                    tmp_path / "master.log",
+                    prefix=hosts.exec_prefix("m"),
+                ).start()
+            )
+            relay = Daemon(
+                ["relay", "--master", f"{master_ip}:5050", "--host", master_ip]
+                + ["--port", "5053", "--insecure"],
+                tmp_path / "relay.log",
+                prefix=hosts.exec_prefix("m"),
+            ).start()
+            daemons.append(relay)
+            bad = Daemon(
+                _agent(f"{master_ip}:5053", tmp_path / "bad", "--host", "127.0.0.1"),
+                tmp_path / "bad.log",
+                prefix=hosts.exec_prefix("a"),
+            ).start()
+            daemons.append(bad)
+
+            def refused() -> list[str]:
+                text = (tmp_path / "bad.log").read_text()
+                return [line for line in text.splitlines() if "advertises 127.0.0.1" in line]
+
+            line = eventually(refused, timeout=30, message="the relay's refusal")[0]
+            assert f"this agent dials from {agent_ip}" in line and f"--host {agent_ip}" in line
+        finally:
+            for d in reversed(daemons):
+                d.stop(sig=signal.SIGUSR1 if d is bad else signal.SIGTERM)
