@@ -1,0 +1,113 @@
+"""What the batch framework says is on disk: an update is written before it is acknowledged,
+and the Batch API shows or changes nothing it could not write. The test plays the master
+through the SDK's in-memory transport over a real SQLite file whose writes it can refuse."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from agora.frameworks.batch.scheduler import BatchScheduler
+from agora.frameworks.batch.store import JobStore
+from agora.frameworks.sdk import Driver, framework_info
+from agora.frameworks.sdk.testing import (
+    MemoryTransport,
+    make_offer,
+    offers_event,
+    subscribed,
+    update_event,
+)
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+
+TIMEOUT = 10.0
+
+
+class ReadOnlyWhenAsked(JobStore):
+    """A job store whose writes fail while `refuse_writes` is on, as SQLite fails them on a
+    full or read-only disk ("attempt to write a readonly database")."""
+
+    def refuse_writes(self, refuse: bool = True) -> None:
+        self._db.execute(f"PRAGMA query_only = {'ON' if refuse else 'OFF'}")
+
+
+class RecordingScheduler(BatchScheduler):
+    """Puts the outcome of each before_acknowledging in `durable` (None, or what it raised):
+    the test waits for the driver's attempt instead of sleeping."""
+
+    def __init__(self, store: JobStore) -> None:
+        super().__init__(store)
+        self.durable: asyncio.Queue[BaseException | None] = asyncio.Queue()
+
+    async def before_acknowledging(self, driver: Driver) -> None:
+        try:
+            await super().before_acknowledging(driver)
+        except Exception as e:
+            self.durable.put_nowait(e)
+            raise
+        self.durable.put_nowait(None)
+
+
+def job_spec(instances: int = 1) -> B.JobSpec:
+    return B.JobSpec(
+        name="j",
+        instances=instances,
+        task=B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=1, mem=64),
+    )
+
+
+def on_disk(path) -> dict[str, B.Job]:
+    """The jobs as a restarted daemon would load them (a connection of its own)."""
+    store = JobStore(path)
+    try:
+        return {job.job_id: job for job in store.load_jobs()}
+    finally:
+        store.close()
+
+
+@pytest.fixture
+async def framework(tmp_path):
+    path = tmp_path / "batch.sqlite3"
+    store = ReadOnlyWhenAsked(path)
+    scheduler = RecordingScheduler(store)
+    transport = MemoryTransport(timeout=TIMEOUT)
+    driver = Driver(scheduler, transport, framework_info("batch"))
+    task = asyncio.create_task(driver.run())
+    stream = await transport.next_stream()
+    stream.send(subscribed("fw-1"))
+    await transport.next_call("Suppress")  # nothing to run yet
+    yield scheduler, transport, stream, store
+    store.refuse_writes(False)
+    driver.stop()
+    await asyncio.wait_for(task, TIMEOUT)
+    scheduler.close()
+    store.close()
+
+
+async def test_an_update_is_acknowledged_only_once_it_is_on_disk(framework):
+    scheduler, transport, stream, store = framework
+    job = scheduler.submit(job_spec())
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:1;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    task_id = accept.operations[0].launch.task_infos[0].task_id
+
+    store.refuse_writes()
+    stream.send(update_event(task_id, C.TASK_FINISHED, uuid=b"u-1", agent_id="a1"))
+    assert isinstance(await asyncio.wait_for(scheduler.durable.get(), TIMEOUT), sqlite3.Error)
+    assert job.state == B.JOB_SUCCEEDED  # applied in memory, but not written: not acknowledged
+    assert transport.calls_of("Acknowledge") == []
+    assert on_disk(store.path)[job.job_id].instances[0].state == B.INSTANCE_LAUNCHED
+
+    # The disk recovers; the agent, never acknowledged, sends the update again.
+    store.refuse_writes(False)
+    stream.send(update_event(task_id, C.TASK_FINISHED, uuid=b"u-1", agent_id="a1"))
+    assert await asyncio.wait_for(scheduler.durable.get(), TIMEOUT) is None
+    _, ack = await transport.next_call("Acknowledge")
+    assert (ack.task_id, ack.uuid) == (task_id, b"u-1")
+    assert len(transport.calls_of("Acknowledge")) == 1
+    stored = on_disk(store.path)[job.job_id]
+    assert stored.state == B.JOB_SUCCEEDED
+    assert stored.instances[0].state == B.INSTANCE_SUCCEEDED
