@@ -17,7 +17,12 @@ if TYPE_CHECKING:
     from agora.frameworks.batch.client import find_batch_address
     from agora.frameworks.batch.daemon import BatchConfig, BatchDaemon
     from agora.frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
-    from agora.frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
+    from agora.frameworks.batch.scheduler import (
+        BatchScheduler,
+        JobEnded,
+        StoreUnavailable,
+        UnknownJob,
+    )
     from agora.frameworks.batch.store import JobStore
     from agora.frameworks.batch.validation import SpecError, validate_spec
 else:
@@ -33,7 +38,12 @@ else:
                 "get_policy",
                 "order",
             ),
-            "agora.frameworks.batch.scheduler": ("BatchScheduler", "JobEnded", "UnknownJob"),
+            "agora.frameworks.batch.scheduler": (
+                "BatchScheduler",
+                "JobEnded",
+                "StoreUnavailable",
+                "UnknownJob",
+            ),
             "agora.frameworks.batch.store": ("JobStore",),
             "agora.frameworks.batch.validation": ("SpecError", "validate_spec"),
         },
@@ -49,6 +59,7 @@ __all__ = [
     "JobStore",
     "QueuedJob",
     "SpecError",
+    "StoreUnavailable",
     "UnknownJob",
     "find_batch_address",
     "get_policy",

@@ -67,6 +67,14 @@ class JobEnded(ValueError):
     """The job has already ended (a kill cannot change it)."""
 
 
+class StoreUnavailable(RuntimeError):
+    """The job store cannot be written now; the message says why and asks to try again. A
+    submission or kill that raises it has changed nothing."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot write the job store ({reason}): try again")
+
+
 class BatchScheduler(Framework):
     def __init__(
         self,
@@ -148,18 +156,24 @@ class BatchScheduler(Framework):
             return []
         finished.sort(key=lambda j: (j.ended_at, j.sequence))
         gone = [j.job_id for j in finished[:excess]]
+        try:
+            self.store.delete_jobs(gone)
+        except sqlite3.Error as e:
+            # Kept in memory as on disk: the next submission forgets them.
+            self._log.warning("cannot forget finished jobs past the bound", error=str(e))
+            return []
         for job_id in gone:
             del self.jobs[job_id]
             self._keys.pop(job_id, None)
             for notes in (self._notes, self._hold_notes, self._hold_refused):
                 notes.pop(job_id, None)
-        self.store.delete_jobs(gone)
         self._log.info("forgot finished jobs past the bound", count=len(gone))
         return gone
 
     def submit(self, spec: batch_pb2.JobSpec, note: str = "") -> batch_pb2.Job:
         """Stores a new QUEUED job (the spec is already validated) and asks for offers.
-        `note` is added to its waiting message (e.g. why a gang cannot fit today)."""
+        `note` is added to its waiting message (e.g. why a gang cannot fit today). Raises
+        StoreUnavailable, having changed nothing, if the job cannot be written."""
         now = self.clock()
         self._sequence += 1
         spec_copy = batch_pb2.JobSpec()
@@ -171,10 +185,11 @@ class BatchScheduler(Framework):
             job.message = f"{job.message}; {note}"
         self.store.put_job(job)
         try:
-            self.store.commit()  # stored before the caller hears of it
+            self.commit()  # stored before the caller hears of it
         except BaseException:
             self.store.discard(job.job_id)
             self._notes.pop(job.job_id, None)
+            self._sequence -= 1
             raise
         self.jobs[job.job_id] = job
         self._track(job)
@@ -202,14 +217,24 @@ class BatchScheduler(Framework):
         return [j for j in jobs if not states or j.state in states]
 
     async def kill(self, job_id: str) -> batch_pb2.Job:
+        """Marks the job KILLED, stored before its tasks are killed and the caller hears of
+        it. Raises StoreUnavailable, the job as it was, if the kill cannot be written."""
         job = self.get(job_id)
+        before = batch_pb2.Job()
+        before.CopyFrom(job)  # a copy per kill, so that a kill that cannot be stored is undone
         try:
             to_kill = st.kill_job(job, self.clock())
         except ValueError as e:
             raise JobEnded(str(e)) from None
-        self._untrack(job_id)
         self.store.put_job(job)
-        self.store.commit()  # killed for good before the kills go out and the caller hears
+        try:
+            self.commit()  # killed for good before the kills go out and the caller hears
+        except BaseException:
+            # Not killed: the caller is told to try again, so nothing may show the job killed
+            # meanwhile. It stays noted, and the next commit writes it as it is again.
+            job.CopyFrom(before)
+            raise
+        self._untrack(job_id)
         self._log.info("job killed", job_id=job_id, tasks=len(to_kill))
         if self.driver is not None:
             await self._release_hold(self.driver, job_id)
@@ -372,18 +397,21 @@ class BatchScheduler(Framework):
         loop.call_soon(self._commit_quietly)
 
     def commit(self) -> None:
-        """Writes what is noted: the API calls it before it shows jobs, so that nothing it
-        shows is lost in a crash. A failure is logged, and what was noted stays for the next
-        commit (nothing is acknowledged before one succeeds)."""
+        """Writes what is noted: the API calls it before it shows or changes jobs, so that
+        nothing a caller hears of is lost in a crash. On a failure it logs and raises
+        StoreUnavailable; what was noted stays for the next commit (and nothing is
+        acknowledged before one succeeds)."""
         try:
             self.store.commit()
         except sqlite3.Error as e:
             self._log.error("cannot write the jobs; will try again", error=str(e))
+            raise StoreUnavailable(str(e)) from e
 
     def _commit_quietly(self) -> None:
-        """The end of a loop turn's commit."""
+        """The end of a loop turn's commit: a failure is logged, and the next one retries."""
         self._commit_soon = False
-        self.commit()
+        with contextlib.suppress(StoreUnavailable):
+            self.commit()
 
     async def before_acknowledging(self, driver: Driver) -> None:
         """The updates about to be acknowledged are written first (raises if they cannot be:

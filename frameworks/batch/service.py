@@ -13,7 +13,12 @@ from agora.common.leader import FollowingStub
 from agora.common.redaction import without_environments
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import capacity, largest_fit
-from agora.frameworks.batch.scheduler import BatchScheduler, JobEnded, UnknownJob
+from agora.frameworks.batch.scheduler import (
+    BatchScheduler,
+    JobEnded,
+    StoreUnavailable,
+    UnknownJob,
+)
 from agora.frameworks.batch.validation import SpecError, describe_needs, validate_spec
 from agora.frameworks.sdk.ownership import may_act, refusal, stamp_owner
 from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
@@ -64,7 +69,10 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                     f"the {len(totals)} agent(s) registered now could hold at most {fits} "
                     f"of its {spec.instances} instances at once, even when idle"
                 )
-        job = self.scheduler.submit(spec, note=note)
+        try:
+            job = self.scheduler.submit(spec, note=note)
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
 
     @staticmethod
@@ -122,11 +130,11 @@ class BatchService(batch_pb2_grpc.BatchServicer):
 
     async def GetJob(self, request: batch_pb2.GetJobRequest, context):
         job = await self._job(request.job_id, context)
-        self.scheduler.commit()  # what a caller sees survives a crash
+        await self._commit(context)
         return self._shown(job, job, caller_principal(context))
 
     async def ListJobs(self, request: batch_pb2.ListJobsRequest, context):
-        self.scheduler.commit()
+        await self._commit(context)
         principal = caller_principal(context)
         # Without instances unless asked: copying them all to delete them after made every
         # poll of a big job's progress cost time in proportion to its instances.
@@ -149,6 +157,8 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             job = await self.scheduler.kill(request.job_id)
         except JobEnded as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
         return batch_pb2.KillJobResponse(job=job)
 
     async def WatchJob(self, request: batch_pb2.WatchJobRequest, context):
@@ -161,18 +171,26 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             )
             principal = caller_principal(context)
             first.job.CopyFrom(self._shown(job, job, principal))
-            self.scheduler.commit()
+            await self._commit(context)
             yield first
             if st.is_finished(job):
                 return
             while True:
                 event = await queue.get()
-                self.scheduler.commit()
+                await self._commit(context)
                 yield self._shown(event, event.job, principal)
                 if st.is_finished(event.job):
                     return
         finally:
             self.scheduler.unwatch(job.job_id, queue)
+
+    async def _commit(self, context) -> None:
+        """Writes what the scheduler noted before a job is shown, so that what a caller sees
+        survives a crash; UNAVAILABLE if it cannot be written (the caller tries again)."""
+        try:
+            self.scheduler.commit()
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
 
     async def _job(self, job_id: str, context) -> batch_pb2.Job:
         if not job_id:

@@ -99,9 +99,8 @@ class JobStore(StateStore):
         self._changed.pop(job_id, None)
 
     def delete_jobs(self, job_ids: list[str]) -> None:
-        """Deletes the jobs at once (with what was noted of them)."""
-        for job_id in job_ids:
-            self._changed.pop(job_id, None)
+        """Deletes the jobs at once (with what was noted of them). If it fails, the jobs and
+        what was noted of them stay, and it raises."""
         self._db.execute("BEGIN")
         try:
             for job_id in job_ids:
@@ -111,6 +110,8 @@ class JobStore(StateStore):
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        for job_id in job_ids:
+            self._changed.pop(job_id, None)
 
     def close(self) -> None:
         """Writes what is noted, then closes."""

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
+import grpc
 import pytest
 
 from agora.frameworks.batch.scheduler import BatchScheduler
+from agora.frameworks.batch.service import BatchService
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.sdk import Driver, framework_info
 from agora.frameworks.sdk.testing import (
@@ -20,9 +22,12 @@ from agora.frameworks.sdk.testing import (
     update_event,
 )
 from agora.v1 import batch_pb2 as B
+from agora.v1 import batch_pb2_grpc
 from agora.v1 import common_pb2 as C
 
 TIMEOUT = 10.0
+# What the Batch API answers while the store refuses writes.
+CANNOT_WRITE = "cannot write the job store (attempt to write a readonly database): try again"
 
 
 class ReadOnlyWhenAsked(JobStore):
@@ -111,3 +116,95 @@ async def test_an_update_is_acknowledged_only_once_it_is_on_disk(framework):
     stored = on_disk(store.path)[job.job_id]
     assert stored.state == B.JOB_SUCCEEDED
     assert stored.instances[0].state == B.INSTANCE_SUCCEEDED
+
+
+@pytest.fixture
+async def api(framework):
+    """The framework above with its Batch API served on a local port (no master to ask for
+    agent sizes: every submission is accepted)."""
+    scheduler, transport, stream, store = framework
+    server = grpc.aio.server()
+    batch_pb2_grpc.add_BatchServicer_to_server(BatchService(scheduler, None), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    yield batch_pb2_grpc.BatchStub(channel), scheduler, transport, stream, store
+    await channel.close()
+    await server.stop(None)
+
+
+async def unavailable(call) -> None:
+    """Awaits the call (or reads the stream's first message) and checks it was refused as a
+    store that cannot be written."""
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await (call.read() if hasattr(call, "read") else call)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert info.value.details() == CANNOT_WRITE
+
+
+async def test_a_submission_that_cannot_be_stored_is_refused_and_changes_nothing(api):
+    stub, scheduler, transport, _, store = api
+    revives = len(transport.calls_of("Revive"))
+    store.refuse_writes()
+    await unavailable(stub.SubmitJob(B.SubmitJobRequest(spec=job_spec())))
+    assert scheduler.jobs == {} and on_disk(store.path) == {}
+    assert not scheduler.has_ready_work()
+    assert len(transport.calls_of("Revive")) == revives  # nothing asked offers for it
+
+    store.refuse_writes(False)
+    reply = await stub.SubmitJob(B.SubmitJobRequest(spec=job_spec()))
+    assert reply.job.sequence == 1  # the refused one took no place in the queue
+    assert on_disk(store.path)[reply.job_id].state == B.JOB_QUEUED
+    await transport.next_call("Revive")
+
+
+async def test_a_kill_that_cannot_be_stored_is_refused_and_changes_nothing(api):
+    stub, scheduler, transport, stream, store = api
+    job_id = (await stub.SubmitJob(B.SubmitJobRequest(spec=job_spec(2)))).job_id
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:1;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    running = accept.operations[0].launch.task_infos[0].task_id
+    before = (await stub.GetJob(B.GetJobRequest(job_id=job_id))).SerializeToString()
+
+    store.refuse_writes()
+    await unavailable(stub.KillJob(B.KillJobRequest(job_id=job_id)))
+    job = scheduler.get(job_id)
+    assert job.SerializeToString() == before  # not KILLED, its pending instance not killed
+    assert scheduler.has_ready_work()  # instance 1 still waits for offers
+    assert transport.calls_of("Kill") == []
+    assert on_disk(store.path)[job_id].state != B.JOB_KILLED
+
+    store.refuse_writes(False)
+    killed = (await stub.KillJob(B.KillJobRequest(job_id=job_id))).job
+    assert killed.state == B.JOB_KILLED
+    _, kill = await transport.next_call("Kill")
+    assert kill.task_id == running
+    assert on_disk(store.path)[job_id].state == B.JOB_KILLED
+    assert not scheduler.has_ready_work()
+
+
+async def test_jobs_are_not_shown_while_what_changed_cannot_be_stored(api):
+    """An update applied in memory but not written (so not acknowledged) is not shown either:
+    GetJob, ListJobs and WatchJob answer UNAVAILABLE until it is on disk."""
+    stub, scheduler, transport, stream, store = api
+    job_id = (await stub.SubmitJob(B.SubmitJobRequest(spec=job_spec()))).job_id
+    await transport.next_call("Revive")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:1;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    task_id = accept.operations[0].launch.task_infos[0].task_id
+
+    store.refuse_writes()
+    stream.send(update_event(task_id, C.TASK_FINISHED, uuid=b"u-1", agent_id="a1"))
+    assert isinstance(await asyncio.wait_for(scheduler.durable.get(), TIMEOUT), sqlite3.Error)
+    await unavailable(stub.GetJob(B.GetJobRequest(job_id=job_id)))
+    await unavailable(stub.ListJobs(B.ListJobsRequest()))
+    await unavailable(stub.WatchJob(B.WatchJobRequest(job_id=job_id)))
+
+    store.refuse_writes(False)
+    assert (await stub.GetJob(B.GetJobRequest(job_id=job_id))).state == B.JOB_SUCCEEDED
+    assert on_disk(store.path)[job_id].state == B.JOB_SUCCEEDED
+    listed = await stub.ListJobs(B.ListJobsRequest())
+    assert [j.state for j in listed.jobs] == [B.JOB_SUCCEEDED]
+    first = await stub.WatchJob(B.WatchJobRequest(job_id=job_id)).read()
+    assert first.job.state == B.JOB_SUCCEEDED
