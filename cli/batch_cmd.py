@@ -11,6 +11,7 @@ from agora.cli.options import add_log_flags, daemon_credentials, setup_logging
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from agora.frameworks.batch.queue import POLICIES
+    from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
 
     parser = subparsers.add_parser(
         "batch",
@@ -52,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--decline-refuse",
         type=_seconds,
-        default=5.0,
+        default=DECLINE_REFUSE_SECONDS,
         metavar="SECONDS",
         help="while work waits, offers it cannot use (and what a launch leaves of an offer) "
         "are refused for this long; the master still offers them again at once when anything "
@@ -62,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--idle-refuse",
         type=_seconds,
-        default=15.0,
+        default=IDLE_REFUSE_SECONDS,
         metavar="SECONDS",
         help="offers refused when nothing waits; the framework also suppresses its offers "
         "then, so this only bounds what a revive lost on the way costs (default: %(default)s)",

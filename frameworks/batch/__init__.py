@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agora.frameworks.batch.client import find_batch_address
     from agora.frameworks.batch.daemon import BatchConfig, BatchDaemon
     from agora.frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
+    from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
     from agora.frameworks.batch.scheduler import (
         BatchScheduler,
         JobEnded,
@@ -38,6 +39,7 @@ else:
                 "get_policy",
                 "order",
             ),
+            "agora.frameworks.batch.refusals": ("DECLINE_REFUSE_SECONDS", "IDLE_REFUSE_SECONDS"),
             "agora.frameworks.batch.scheduler": (
                 "BatchScheduler",
                 "JobEnded",
@@ -50,7 +52,9 @@ else:
     )
 
 __all__ = [
+    "DECLINE_REFUSE_SECONDS",
     "DEFAULT_POLICY",
+    "IDLE_REFUSE_SECONDS",
     "POLICIES",
     "BatchConfig",
     "BatchDaemon",

@@ -14,6 +14,7 @@ from agora.common.leader import FollowingStub
 from agora.common.masters import parse_masters
 from agora.common.rpc import service_name
 from agora.frameworks.batch.queue import DEFAULT_POLICY, get_policy
+from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
 from agora.frameworks.batch.scheduler import BatchScheduler
 from agora.frameworks.batch.service import BatchService
 from agora.frameworks.batch.state import Backoff
@@ -48,14 +49,13 @@ class BatchConfig:
     retry_backoff_seconds: float = 1.0  # before the first retry; doubles up to the max
     retry_backoff_max_seconds: float = 60.0
     # How long what we refuse (an offer we cannot use, what a launch leaves of one) stays
-    # refused while work waits. A filter hides only an offer no larger than what was refused:
-    # resources freed there come back at once, and new work revives (clearing every filter).
-    decline_refuse_seconds: float = 5.0
+    # refused while work waits; refusals.py says why no launch waits on it.
+    decline_refuse_seconds: float = DECLINE_REFUSE_SECONDS
     # How long a waiting gang's hold (Scheduler.Hold) collects resources; 0: no holds.
     gang_hold_seconds: float = 120.0
     max_finished_jobs: int = 10_000  # finished jobs remembered, the oldest forgotten first
-    idle_refuse_seconds: float = 15.0  # offers while nothing waits (we also suppress;
-    # bounded, so that a revive lost on the way costs seconds, not minutes)
+    # How long offers are refused while nothing waits (we also suppress then).
+    idle_refuse_seconds: float = IDLE_REFUSE_SECONDS
 
     def validate(self) -> None:
         parse_masters(self.master)  # any --master form; MasterSpecError is a ValueError

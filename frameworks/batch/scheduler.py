@@ -28,6 +28,7 @@ from agora.common import UNRESERVED, Resources, new_id
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import Group, Plan, Want, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
+from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.batch.validation import describe_needs
 from agora.frameworks.batch.waiting import WaitingInstances
@@ -83,8 +84,8 @@ class BatchScheduler(Framework):
         policy: str = "fifo",
         role: str = UNRESERVED,
         backoff: st.Backoff | None = None,
-        decline_refuse_seconds: float = 5.0,
-        idle_refuse_seconds: float = 15.0,
+        decline_refuse_seconds: float = DECLINE_REFUSE_SECONDS,
+        idle_refuse_seconds: float = IDLE_REFUSE_SECONDS,
         clock: Callable[[], float] = time.time,
         max_finished_jobs: int = 10_000,
         gang_hold_seconds: float = 120.0,
@@ -105,12 +106,8 @@ class BatchScheduler(Framework):
         self.role = role or UNRESERVED
         self.backoff = backoff or st.Backoff()
         # What we refuse (offers we cannot use, what a launch leaves of an offer) is not
-        # offered to us again for this long while work waits. A filter hides only an offer
-        # that is no more than what was refused: resources that free up on the agent (our
-        # own tasks ending) come back at once, and new work (a submission, a retry due)
-        # revives, which clears every filter. So the filter only spares the master and us
-        # the same useless offer over and over. With nothing to do we also suppress, so the
-        # idle filter is only a backstop.
+        # offered to us again for decline_refuse_seconds while work waits, idle_refuse_seconds
+        # while none does (we suppress then too); refusals.py says why no launch waits on it.
         self.decline_refuse_seconds = decline_refuse_seconds
         self.idle_refuse_seconds = idle_refuse_seconds
         self.clock = clock

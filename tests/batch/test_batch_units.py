@@ -1,11 +1,21 @@
-"""Pure parts of the batch framework: the job store, spec validation, the progress line."""
+"""Pure parts of the batch framework: the job store, spec validation, the progress line, the
+defaults its front doors share."""
 
 from __future__ import annotations
 
 import pytest
 
 from agora.cli.job_cmd import _progress
-from agora.frameworks.batch import JobStore, SpecError, validate_spec
+from agora.cli.main import build_parser
+from agora.frameworks.batch import (
+    DECLINE_REFUSE_SECONDS,
+    IDLE_REFUSE_SECONDS,
+    BatchConfig,
+    BatchScheduler,
+    JobStore,
+    SpecError,
+    validate_spec,
+)
 from agora.frameworks.batch import state as st
 from agora.v1 import batch_pb2 as B
 from agora.v1 import common_pb2 as C
@@ -90,3 +100,16 @@ def test_progress_line_and_bar():
     bar = _progress(job, bar=True)
     # 30 cells: 1/4 done -> 7 '#', 1/4 running -> 8 '>' (rounded), the rest pending '.'
     assert bar.startswith("[#######>>>>>>>>...............] 1/4 done")
+
+
+def test_the_command_line_the_config_and_the_scheduler_refuse_alike():
+    argv = ["batch", "--master", "127.0.0.1:5050"]
+    args = build_parser(argv).parse_args(argv)
+    config = BatchConfig(master="127.0.0.1:5050")
+    scheduler = BatchScheduler(JobStore(None))
+    for refused in (
+        (args.decline_refuse, config.decline_refuse_seconds, scheduler.decline_refuse_seconds),
+        (args.idle_refuse, config.idle_refuse_seconds, scheduler.idle_refuse_seconds),
+    ):
+        assert len(set(refused)) == 1
+    assert (args.decline_refuse, args.idle_refuse) == (DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS)
