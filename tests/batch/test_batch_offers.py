@@ -1,5 +1,5 @@
-"""What the batch framework refuses, and for how long, now that a refusal hides only an offer no
-larger than what was refused (Mesos' decline filters): the test plays the master through the
+"""What the batch framework refuses, and for how long, now that a refusal hides only an offer
+contained in what was refused (Mesos' decline filters): the test plays the master through the
 SDK's in-memory transport, then a real cluster checks that long refusals cost no launches."""
 
 from __future__ import annotations
