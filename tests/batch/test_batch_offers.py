@@ -73,7 +73,10 @@ async def test_the_last_launch_refuses_for_the_masters_default_and_suppresses(fr
     await transport.next_call("Suppress")
 
 
-async def test_new_work_revives_which_clears_the_refusals(framework):
+async def test_new_work_revives_though_work_already_waits(framework):
+    """Not suppressed (a job waits), the framework still revives for a new job: at the master
+    a Revive clears its decline filters (tests/master/test_core_scenarios.py), so a1, refused
+    for 7 s, is offered again at once and the new job runs there."""
     scheduler, transport, stream = framework
     scheduler.submit(job_spec(1, cpus=4))  # fits no offer below
     await transport.next_call("Revive")
@@ -81,9 +84,12 @@ async def test_new_work_revives_which_clears_the_refusals(framework):
     _, decline = await transport.next_call("Decline")
     assert decline.filters.refuse_seconds == 7.0
     revives = len(transport.calls_of("Revive"))
-    scheduler.submit(job_spec(1))  # a job that a1 could hold: asked for again at once
+    job = scheduler.submit(job_spec(1))  # a job that a1 could hold: asked for again at once
     await transport.next_call("Revive")
     assert len(transport.calls_of("Revive")) == revives + 1
+    stream.send(offers_event(make_offer("o-2", "a1", "cpus:2;mem:1024")))
+    _, accept = await transport.next_call("Accept")
+    assert [t.task_id for t in accept.operations[0].launch.task_infos] == [f"{job.job_id}.0.1"]
 
 
 @pytest.mark.parametrize("state", [C.TASK_DROPPED, C.TASK_UNKNOWN], ids=["dropped", "unknown"])
