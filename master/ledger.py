@@ -57,10 +57,10 @@ class Ledger:
                 )
 
     def release_offer(self, offer: Offer) -> None:
-        """An offer ended unused (declined, rescinded, timed out): a held one gives its
+        """An offer ended unused (declined, rescinded, timed out): an exclusive one gives its
         resources back; an optimistic one held nothing and only stops counting as offered.
         A decline's filter is the caller's to install (refuse), once for all its offers."""
-        if offer.held:
+        if offer.exclusive:
             self.recover(offer.framework_id, offer.agent_id, offer.resources)
             return
         self.allocator.withdraw(offer.framework_id, offer.agent_id, offer.resources)

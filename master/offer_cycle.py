@@ -15,7 +15,7 @@ sent, offers taken back (declined, rescinded, timed out).
 Optimistic mode (--offer-mode optimistic, allocator/optimistic.py): offers hold nothing and
 several frameworks are offered the same resources; an Accept commits through take() only if
 its resources are still free, and the offers it leaves unsatisfiable are rescinded at once.
-A hold (holds.py) that is met arrives as held offers, then a HOLD event naming them.
+A hold (holds.py) that is met arrives as exclusive offers, then a HOLD event naming them.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class OfferCycle:
             framework = self.reg.frameworks.get(grant.framework_id)
             agent = self.reg.agents.get(grant.agent_id)
             if framework is None or not framework.connected or agent is None or not agent.connected:
-                if grant.held:
+                if grant.exclusive:
                     self.ledger.recover(grant.framework_id, grant.agent_id, grant.resources)
                 else:
                     self.allocator.withdraw(grant.framework_id, grant.agent_id, grant.resources)
@@ -155,7 +155,7 @@ class OfferCycle:
                 grant.agent_id,
                 grant.resources,
                 created_at=now,
-                held=grant.held,
+                exclusive=grant.exclusive,
             )
             self.reg.add_offer(offer)
             if grant.hold_id:  # a met hold's offers travel in its HOLD event, all together
@@ -284,7 +284,7 @@ class OfferCycle:
 
     def take(self, framework_id: str, plan: LaunchPlan, offers: list[Offer]) -> None:
         """Commits an Accept whose offers include optimistic ones: what its tasks use must
-        still be free (a held offer's resources count as free to its framework), and the
+        still be free (an exclusive offer's resources count as free to its framework), and the
         fairness rule (allocator/optimistic.py) must not give a framework below its fair share
         priority on it. Raises CallError(ABORTED) and changes nothing otherwise; on success the
         offers are used, and the offers on the agent left unsatisfiable are rescinded."""
@@ -292,7 +292,7 @@ class OfferCycle:
         needed = plan.offered - plan.unused
         held = EMPTY
         for offer in offers:
-            if offer.held:
+            if offer.exclusive:
                 held = held + offer.resources
         available = self.allocator.free(agent_id) + held
         names = ", ".join(o.offer_id for o in offers)
@@ -333,7 +333,7 @@ class OfferCycle:
             )
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "already accepted")
-            if not offer.held:
+            if not offer.exclusive:
                 self.allocator.withdraw(framework_id, agent_id, offer.resources)
         if held:
             self.ledger.recover(framework_id, agent_id, held)
@@ -349,7 +349,7 @@ class OfferCycle:
         free = self.allocator.free(agent_id)
         by_framework: dict[str, list[Offer]] = {}
         for offer in self.reg.offers_of_agent(agent_id):
-            if not offer.held:
+            if not offer.exclusive:
                 by_framework.setdefault(offer.framework_id, []).append(offer)
         for stale in by_framework.values():
             total = EMPTY

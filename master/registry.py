@@ -339,9 +339,9 @@ class Offer:
     agent_id: str
     resources: Resources
     created_at: float  # monotonic
-    # True: the allocator holds its resources for the framework (pessimistic offers, a met
-    # hold's). False: an optimistic offer, which holds nothing and may overlap others'.
-    held: bool = True
+    # True: the allocator keeps its resources for the framework alone (pessimistic offers, a
+    # met hold's). False: an optimistic offer, which keeps nothing and may overlap others'.
+    exclusive: bool = True
 
 
 @dataclass

@@ -76,7 +76,7 @@ class TaskBook:
                 self.config.default_refuse_seconds,
             )
             offers = [self.reg.offers[offer_id] for offer_id in plan.offer_ids]
-            optimistic = not all(offer.held for offer in offers)
+            optimistic = not all(offer.exclusive for offer in offers)
             if optimistic:
                 # Checked against what is free now; the first Accept wins (OfferCycle.take).
                 self.offers.take(framework_id, plan, offers)

@@ -40,13 +40,13 @@ def agent_summaries(
         if agent is None:  # removed since the caller listed it
             continue
         offered = _sum(o.resources for o in offers.get(agent_id, ()))
-        held = _sum(o.resources for o in offers.get(agent_id, ()) if o.held)
+        kept = _sum(o.resources for o in offers.get(agent_id, ()) if o.exclusive)
         used = _sum(t.resources for t in tasks.get(agent_id, ()))
         out.append(
             operator_pb2.AgentSummary(
                 info=agent.info,
                 state=agent.state,
-                allocated=(used + held).to_proto(),
+                allocated=(used + kept).to_proto(),
                 offered=offered.to_proto(),
                 task_count=len(tasks.get(agent_id, ())),
                 registered_at=agent.registered_at,
@@ -86,7 +86,7 @@ def framework_summaries(core: MasterCore) -> list[operator_pb2.FrameworkSummary]
     out = []
     for framework_id, framework in sorted(reg.frameworks.items()):
         offered = _sum(o.resources for o in offers.get(framework_id, ()))
-        held = _sum(o.resources for o in offers.get(framework_id, ()) if o.held)
+        kept = _sum(o.resources for o in offers.get(framework_id, ()) if o.exclusive)
         used = _sum(t.resources for t in tasks.get(framework_id, ()))
         try:
             share = float(core.allocator.dominant_share(framework_id))
@@ -97,7 +97,7 @@ def framework_summaries(core: MasterCore) -> list[operator_pb2.FrameworkSummary]
                 info=framework.info,
                 connected=framework.connected,
                 suppressed=framework.suppressed,
-                allocated=(used + held).to_proto(),
+                allocated=(used + kept).to_proto(),
                 offered=offered.to_proto(),
                 dominant_share=share,
                 task_count=len(tasks.get(framework_id, ())),

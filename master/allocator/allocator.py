@@ -921,7 +921,7 @@ def _merge(grants: list[OfferGrant]) -> list[OfferGrant]:
     merged: dict[tuple[str, str], Resources] = {}
     apart = []
     for g in grants:
-        if g.hold_id or not g.held:
+        if g.hold_id or not g.exclusive:
             apart.append(g)
             continue
         key = (g.framework_id, g.agent_id)

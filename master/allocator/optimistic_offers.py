@@ -62,4 +62,4 @@ class OptimisticOffers:
                     fw.offered_on.add(agent_id)
                 else:
                     holders[fid] = (had[0] + extra, had[1])
-                grants.append(OfferGrant(fid, agent_id, extra, held=False))
+                grants.append(OfferGrant(fid, agent_id, extra, exclusive=False))

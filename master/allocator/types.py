@@ -17,15 +17,16 @@ MAX_REFUSE_SECONDS = 365 * 24 * 3600.0
 class OfferGrant:
     """Resources on one agent that one allocation cycle offers a framework.
 
-    `held`: moved from free to the framework (pessimistic offers, and a met hold's); False for an
-    optimistic offer, which leaves them free and may overlap other frameworks' offers.
+    `exclusive`: moved from free to the framework, so only it may use them while it decides
+    (pessimistic offers, and a met hold's); False for an optimistic offer, which leaves them
+    free and may overlap other frameworks' offers. (Not "held": holds are another thing.)
     `hold_id`: the met hold this grant delivers, if any.
     """
 
     framework_id: str
     agent_id: str
     resources: Resources
-    held: bool = True
+    exclusive: bool = True
     hold_id: str = ""
 
 

@@ -25,8 +25,8 @@ def full_agent(**config) -> Allocator:
     alloc.add_agent("a1", AGENT, allocated={"f1": TEN_TASKS})
     alloc.add_framework("f1")
     (offer,) = alloc.allocate(0.0)
-    assert offer == OfferGrant("f1", "a1", LEFTOVER, held=not config.get("optimistic_fanout"))
-    if offer.held:
+    assert offer == OfferGrant("f1", "a1", LEFTOVER, exclusive=not config.get("optimistic_fanout"))
+    if offer.exclusive:
         alloc.decline("f1", "a1", LEFTOVER, now=0.0, refuse_seconds=60.0)
     else:
         alloc.withdraw("f1", "a1", LEFTOVER)

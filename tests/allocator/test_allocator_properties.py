@@ -141,7 +141,7 @@ class Model:
             assert g.resources.roles() <= {UNRESERVED, role}, "reservation to another role"
             if self.totals[agent].scalar("gpus") > 0:
                 assert gpu, "GPU agent offered to a framework without the capability"
-            if not g.held:
+            if not g.exclusive:
                 outstanding = self.offered[agent]
                 outstanding[fid] = outstanding.get(fid, Resources()) + g.resources
                 assert len(outstanding) <= self.fanout, "offered to more than the fanout"

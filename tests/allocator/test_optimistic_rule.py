@@ -62,7 +62,7 @@ def test_an_optimistic_cycle_offers_without_holding_and_a_commit_checks_what_is_
         alloc.add_framework(fid)
     grants = alloc.allocate(0.0)
     assert sorted(g.framework_id for g in grants) == ["f1", "f2"]
-    assert all(not g.held and g.resources == total for g in grants)
+    assert all(not g.exclusive and g.resources == total for g in grants)
     assert alloc.free("a1") == total and alloc.dominant_share("f1") == 0
     assert alloc.allocate(0.1) == []  # both still hold their offers: nothing new
     alloc.commit("f1", "a1", Resources.parse("cpus:3;mem:1024"))
@@ -102,7 +102,7 @@ def test_a_hold_is_refused_above_the_fair_share_and_met_from_freed_resources():
     alloc.recover("busy", "a1", first[1].resources, 2.0)
     met = [g for g in alloc.allocate(2.0) if g.hold_id == "h1"]
     assert sorted(g.agent_id for g in met) == ["a0", "a1"]
-    assert all(g.held and g.resources == Resources.parse("cpus:1;mem:64") for g in met)
+    assert all(g.exclusive and g.resources == Resources.parse("cpus:1;mem:64") for g in met)
     assert alloc.hold("h1") is None
 
 

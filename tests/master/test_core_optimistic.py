@@ -35,7 +35,7 @@ def books_balance(h: CoreHarness) -> None:
             allocated = allocated + res
         held = Resources()
         for offer in h.core.reg.offers_of_agent(agent_id):
-            if offer.held:
+            if offer.exclusive:
                 held = held + offer.resources
         for hold in h.core.allocator._holds.values():  # what holds collect counts too
             if agent_id in hold.taken:
