@@ -70,8 +70,9 @@ class ClusterView(Protocol):
         """The principal that registered the framework ("" when anonymous or unknown)."""
         ...
 
-    def shares(self) -> tuple[dict[str, float], dict[str, float]]:
-        """Dominant shares by role and by framework name (cheap: sampled for the chart)."""
+    def shares(self) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+        """Dominant shares by role and by framework id, and each framework's label (cheap:
+        sampled for the chart)."""
         ...
 
 
@@ -203,8 +204,8 @@ class Dashboard:
 
     async def _sample(self) -> None:
         while True:
-            roles, frameworks = self.view.shares()
-            self.history.add(time.time(), roles, frameworks)
+            roles, frameworks, labels = self.view.shares()
+            self.history.add(time.time(), roles, frameworks, labels)
             await asyncio.sleep(self.history.interval)
 
     # routes -------------------------------------------------------------------------------

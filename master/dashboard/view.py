@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 AGENTS_PER_SLICE = 50
 
 
+def framework_label(name: str, framework_id: str) -> str:
+    """ "batch (3f9c1a)": the name people know, and enough of the id to tell two apart."""
+    short = framework_id.removeprefix("framework-")[:6]
+    return f"{name} ({short})" if name else framework_id
+
+
 class MasterView:
     def __init__(self, core: MasterCore, leader: str = "") -> None:
         self.core = core
@@ -38,18 +44,21 @@ class MasterView:
             await asyncio.sleep(0)
         return views.cluster_state(self.core, self.leader, agents, total)
 
-    def shares(self) -> tuple[dict[str, float], dict[str, float]]:
-        """Dominant shares by role and by framework name, straight from the allocator: the
-        chart samples them every few seconds, so no per-agent or per-task walk here."""
+    def shares(self) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+        """Dominant shares by role and by framework id, and each framework's label (its name and
+        short id), straight from the allocator: the chart samples them every few seconds, so no
+        per-agent or per-task walk here."""
         roles = {row["role"]: row["dominant_share"] for row in self.core.allocator.role_summaries()}
-        frameworks = {}
+        frameworks: dict[str, float] = {}
+        labels: dict[str, str] = {}
         for framework_id, framework in self.core.reg.frameworks.items():
             try:
                 share = float(self.core.allocator.dominant_share(framework_id))
             except (KeyError, ValueError):
                 share = 0.0
-            frameworks[framework.info.name or framework_id] = share
-        return roles, frameworks
+            frameworks[framework_id] = share
+            labels[framework_id] = framework_label(framework.info.name, framework_id)
+        return roles, frameworks, labels
 
     def framework_principal(self, framework_id: str) -> str:
         framework = self.core.reg.frameworks.get(framework_id)

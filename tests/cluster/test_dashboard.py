@@ -132,8 +132,68 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     # The chart's data: each role's and framework's dominant share, sampled over time.
     with urllib.request.urlopen(local.url + "/api/shares", timeout=10) as reply:
         shares = json.load(reply)
-    assert shares["at"] and "*" in shares["roles"] and "batch" in shares["frameworks"]
-    assert len(shares["roles"]["*"]) == len(shares["at"])
+    assert shares["at"] and "*" in shares["roles"]
+    # Keyed by framework id, labelled with the name and a short id.
+    [batch] = [k for k, label in shares["labels"].items() if label.startswith("batch (")]
+    assert (
+        batch.startswith("framework-") and batch[len("framework-") :][:6] in shares["labels"][batch]
+    )
+    assert len(shares["roles"]["*"]) == len(shares["at"]) == len(shares["frameworks"][batch])
+
+
+def test_the_share_chart_keeps_each_framework_id_its_own_line_on_a_time_axis(
+    local, browser, tmp_path
+):
+    """Two frameworks of one name, one after the other, with a stretch of no samples (a master
+    that was down) between: two lines, neither drawn across the other's time or the gap, under
+    a time axis labelled in local time."""
+    t0 = 1_800_000_000.0  # a whole minute
+    at = [t0 + 2 * i for i in range(60)] + [t0 + 300 + 2 * i for i in range(60)]
+    first = [0.1] * 60 + [None] * 60
+    second = [None] * 70 + [0.3] * 50
+    shares = {
+        "at": at,
+        "interval": 2.0,
+        "roles": {"*": [0.1] * 60 + [0.3] * 60},
+        "frameworks": {"framework-aaaaaa111111": first, "framework-bbbbbb222222": second},
+        "labels": {
+            "framework-aaaaaa111111": "batch (aaaaaa)",
+            "framework-bbbbbb222222": "batch (bbbbbb)",
+        },
+    }
+    page = browser.new_page()
+    page.route("**/api/shares", lambda route: route.fulfill(json=shares))
+    page.goto(local.url + "/")
+    svg = page.get_by_test_id("chart-frameworks")
+    svg.locator("polyline").first.wait_for(state="attached")  # a flat line has no height
+    legend = page.get_by_test_id("legend-frameworks").inner_text()
+    assert "batch (aaaaaa)" in legend and "batch (bbbbbb)" in legend
+
+    def spans(series: str) -> list[tuple[float, float]]:
+        lines = svg.locator(f'polyline[data-series="{series}"]')
+        out = []
+        for i in range(lines.count()):
+            xs = [float(p.split(",")[0]) for p in lines.nth(i).get_attribute("points").split()]
+            out.append((min(xs), max(xs)))
+        return out
+
+    [a] = spans("framework-aaaaaa111111")
+    b = spans("framework-bbbbbb222222")
+    assert len(b) == 1 and a[1] < b[0][0]  # one line each, the second after the first
+    # The roles' line breaks at the stretch with no samples rather than crossing it.
+    assert len(page.get_by_test_id("chart-roles").locator("polyline").all()) == 2
+    # A tick a minute over the ~7 minutes shown, each at a whole minute, labelled as the
+    # browser's local clock reads it.
+    ticks = svg.locator("text.tick[data-at]")
+    stamps = [float(ticks.nth(i).get_attribute("data-at")) for i in range(ticks.count())]
+    assert len(stamps) >= 6 and all(t % 60 == 0 for t in stamps)
+    local_time = page.evaluate(
+        "t => new Date(t * 1000).toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'})",
+        stamps[0],
+    )
+    assert ticks.first.text_content() == local_time
+    shot(page, tmp_path, "share-chart")
+    page.close()
 
 
 def test_unknown_pages_and_ids_are_404s_not_tracebacks(local, browser):

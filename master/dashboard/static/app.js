@@ -77,8 +77,8 @@ const pages = {
         card("Failed or lost", (t.TASK_FAILED || 0) + (t.TASK_LOST || 0) + (t.TASK_ERROR || 0), "failed-count")),
       h("h2", {}, "Resources allocated"), h("div", {}, res),
       h("h2", {}, "Dominant shares (DRF), last minutes"),
-      chart("roles", shares.at, shares.roles),
-      chart("frameworks", shares.at, shares.frameworks),
+      chart("by role", shares, "roles"),
+      chart("by framework", shares, "frameworks"),
       h("p", { class: "muted" }, `master ${o.master_id}${o.leader ? ", leader " + o.leader : ""}`),
     ];
   },
@@ -236,37 +236,66 @@ async function follow(base) {
   return h("pre", { class: "log", "data-testid": "log" }, tail.text || "(empty)");
 }
 
-// An SVG line per series: share (0..1, or the largest seen) against time.
-function chart(title, at, series) {
+// An SVG line per series (share against local time): a series is drawn only where it has
+// samples, so a framework that did not exist (null), or a stretch with no samples at all (the
+// master was down), leaves a gap instead of a line drawn across it.
+function chart(title, shares, kind) {
+  const at = shares.at, series = shares[kind], labels = (kind === "frameworks" && shares.labels) || {};
   const names = Object.keys(series);
-  const W = 720, H = 160, P = 28;
-  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  const W = 720, H = 180, L = 44, R = 12, T = 24, B = 22;
+  const svgNS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNS, "svg");
   svg.setAttribute("class", "chart");
   svg.setAttribute("width", W); svg.setAttribute("height", H);
-  svg.setAttribute("data-testid", `chart-${title}`);
-  const max = Math.max(0.05, ...names.flatMap((n) => series[n].filter((v) => v !== null)));
-  const t0 = at[0] || 0, t1 = at[at.length - 1] || 1;
-  const x = (t) => P + ((t - t0) / Math.max(1, t1 - t0)) * (W - 2 * P);
-  const y = (v) => H - P - (v / max) * (H - 2 * P);
-  const line = (x1, y1, x2, y2, color) => {
-    const l = document.createElementNS(svg.namespaceURI, "line");
-    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke: color })) l.setAttribute(k, v);
-    svg.append(l);
+  svg.setAttribute("data-testid", `chart-${kind}`);
+  const el = (tag, attrs, text) => {
+    const e = document.createElementNS(svgNS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
   };
-  line(P, H - P, W - P, H - P, "#ccc");
+  const max = Math.max(0.05, ...names.flatMap((n) => series[n].filter((v) => v !== null)));
+  const t1 = at.length ? at[at.length - 1] : Date.now() / 1000;
+  const t0 = Math.min(at.length ? at[0] : t1, t1 - 60);
+  const x = (t) => L + ((t - t0) / Math.max(1, t1 - t0)) * (W - L - R);
+  const y = (v) => H - B - (v / max) * (H - T - B);
+  // Time axis: a tick every 10 s .. 10 min, whichever gives at most 10, in local time.
+  const step = [10, 15, 30, 60, 120, 300, 600].find((s) => (t1 - t0) / s <= 10) || 600;
+  const format = step < 60 ? { hour: "2-digit", minute: "2-digit", second: "2-digit" }
+    : { hour: "2-digit", minute: "2-digit" };
+  for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
+    el("line", { x1: x(t), y1: T, x2: x(t), y2: H - B, stroke: "#eef0f3" });
+    el("text", { x: x(t), y: H - 6, "text-anchor": "middle", class: "tick", "data-at": t },
+      new Date(t * 1000).toLocaleTimeString([], format));
+  }
+  el("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#ccc" });
+  el("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#ccc" });
+  el("text", { x: L - 4, y: y(max) + 4, "text-anchor": "end", class: "tick" }, pct(max));
+  el("text", { x: L - 4, y: y(0) + 4, "text-anchor": "end", class: "tick" }, "0%");
+  const gap = 2.5 * (shares.interval || 2);
   names.forEach((name, i) => {
-    const pts = at.map((t, j) => (series[name][j] === null ? null : `${x(t)},${y(series[name][j])}`))
-      .filter(Boolean).join(" ");
-    const p = document.createElementNS(svg.namespaceURI, "polyline");
-    p.setAttribute("points", pts); p.setAttribute("fill", "none");
-    p.setAttribute("stroke", COLORS[i % COLORS.length]); p.setAttribute("stroke-width", "2");
-    svg.append(p);
+    const color = COLORS[i % COLORS.length];
+    let run = [];
+    const draw = () => {
+      if (run.length === 1) {
+        el("circle", { cx: run[0][0], cy: run[0][1], r: 2, fill: color, "data-series": name });
+      } else if (run.length > 1) {
+        el("polyline", { points: run.map((p) => p.join(",")).join(" "), fill: "none",
+          stroke: color, "stroke-width": 2, "data-series": name });
+      }
+      run = [];
+    };
+    at.forEach((t, j) => {
+      const v = series[name][j];
+      if (v === null || (j > 0 && t - at[j - 1] > gap)) draw();
+      if (v !== null) run.push([x(t).toFixed(1), y(v).toFixed(1)]);
+    });
+    draw();
   });
-  const label = document.createElementNS(svg.namespaceURI, "text");
-  label.setAttribute("x", P); label.setAttribute("y", 16); label.textContent = `${title} (max ${pct(max)})`;
-  svg.append(label);
-  const legend = h("div", { class: "legend" }, names.map((n, i) =>
-    h("span", {}, h("i", { style: `background:${COLORS[i % COLORS.length]}` }), n)));
+  el("text", { x: L, y: 15 }, `${title} (max ${pct(max)})`);
+  const legend = h("div", { class: "legend", "data-testid": `legend-${kind}` }, names.map((n, i) =>
+    h("span", { title: n }, h("i", { style: `background:${COLORS[i % COLORS.length]}` }), labels[n] || n)));
   return h("div", {}, svg, legend);
 }
 
