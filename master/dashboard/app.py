@@ -31,9 +31,15 @@ from agora.common.credentials import INSECURE, Credentials
 from agora.common.http import http_principal
 from agora.common.redaction import without_environments
 from agora.common.rpc import open_channel
+from agora.common.task_states import is_terminal
 from agora.master.authz import Action, Gatekeeper
 from agora.master.dashboard.history import ShareHistory
-from agora.master.dashboard.view import AGENTS_PER_SLICE
+from agora.master.dashboard.view import (
+    AGENTS_PER_SLICE,
+    AgentUse,
+    OutstandingOffer,
+    framework_label,
+)
 from agora.master.errors import CallError
 from agora.v1 import (
     agent_pb2,
@@ -68,6 +74,16 @@ class ClusterView(Protocol):
 
     def framework_principal(self, framework_id: str) -> str:
         """The principal that registered the framework ("" when anonymous or unknown)."""
+        ...
+
+    def offers(self, framework_id: str = "", agent_id: str = "") -> list[OutstandingOffer]:
+        """Outstanding offers (all, one framework's or one agent's), the oldest first."""
+        ...
+
+    def offer_timeout(self) -> float | None: ...
+
+    def agent_use(self, agent_id: str) -> AgentUse | None:
+        """Free, draining, and what each framework uses and is offered there."""
         ...
 
     def shares(self) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
@@ -167,6 +183,25 @@ def _role(r: operator_pb2.RoleSummary) -> dict:
     }
 
 
+def _offer(o: OutstandingOffer, frameworks: dict[str, str], hosts: dict[str, str]) -> dict:
+    return {
+        "offer_id": o.offer_id,
+        "framework_id": o.framework_id,
+        "framework": frameworks.get(o.framework_id, ""),
+        "agent_id": o.agent_id,
+        "hostname": hosts.get(o.agent_id, ""),
+        "resources": str(o.resources),
+        "age_seconds": o.age_seconds,
+    }
+
+
+def _live(tasks) -> list:
+    return [t for t in tasks if not is_terminal(t.state)]
+
+
+TASKS_SHOWN = 200  # of one agent or framework on its page, the newest
+
+
 class Dashboard:
     """The routes; `start()` begins sampling shares for the chart, `stop()` ends it."""
 
@@ -214,7 +249,10 @@ class Dashboard:
         api: dict[str, Callable[[web.Request], Awaitable[object]]] = {
             "/api/overview": self.overview,
             "/api/agents": self.agents,
+            "/api/agents/{agent_id}": self.agent,
             "/api/frameworks": self.frameworks,
+            "/api/frameworks/{framework}": self.framework,
+            "/api/offers": self.offers,
             "/api/frameworks/{framework}/why": self.why,
             "/api/tasks": self.tasks,
             "/api/tasks/{framework_id}/{task_id}": self.task,
@@ -315,8 +353,86 @@ class Dashboard:
                 await asyncio.sleep(0)
         return ("[" + ",".join(parts) + "]").encode()
 
+    async def agent(self, request: web.Request) -> dict:
+        """One agent: its summary, free resources, what each framework uses and is offered
+        there, whether it drains, its tasks and the offers outstanding on it."""
+        agent_id = request.match_info["agent_id"]
+        for fresh in (False, True):  # an agent newer than the snapshot: read the state again
+            state = await self._state(fresh)
+            found = [a for a in state.agents if agent_id in (a.info.agent_id, a.info.hostname)]
+            if found:
+                break
+        else:
+            raise ApiError(404, f"no agent {agent_id!r}")
+        summary = found[0]
+        agent_id = summary.info.agent_id
+        use = self.view.agent_use(agent_id)
+        if use is None:
+            raise ApiError(404, f"agent {agent_id!r} has left the cluster")
+        names = {f.info.framework_id: f.info.name for f in state.frameworks}
+        hosts = {agent_id: summary.info.hostname}
+        tasks = [t for t in state.tasks if t.agent_id == agent_id]
+        row = _agent(summary)
+        row.update(
+            free=str(use.free),
+            free_scalars=_by_name(use.free),
+            draining=use.draining,
+            frameworks=[
+                {
+                    "framework_id": fid,
+                    "framework": framework_label(names.get(fid, ""), fid),
+                    "in_use": use.in_use.get(fid, Resources()).format() or "-",
+                    "offered": use.offered.get(fid, Resources()).format() or "-",
+                }
+                for fid in sorted({*use.in_use, *use.offered})
+            ],
+            running=[_task(t, names) for t in _live(tasks)][-TASKS_SHOWN:],
+            ended=[_task(t, names) for t in tasks if is_terminal(t.state)][-TASKS_SHOWN:],
+            offers=[_offer(o, names, hosts) for o in self.view.offers(agent_id=agent_id)],
+        )
+        return row
+
     async def frameworks(self, request: web.Request) -> list:
         return [_framework(f) for f in (await self._state()).frameworks]
+
+    async def framework(self, request: web.Request) -> dict:
+        """One framework (by id, or by name: the connected one of that name): its summary, its
+        role's quota, its tasks, the offers it holds, and why it gets no offers."""
+        key = request.match_info["framework"]
+        framework = await self._framework(key)
+        state = await self._state()
+        fid = framework.info.framework_id
+        names = {f.info.framework_id: f.info.name for f in state.frameworks}
+        hosts = {a.info.agent_id: a.info.hostname for a in state.agents}
+        tasks = [t for t in state.tasks if t.framework_id == fid]
+        role = next((r for r in state.roles if r.role == framework.info.role), None)
+        if role is not None and not (role.quota.guarantee or role.quota.limit):
+            role = None
+        reasons = self.view.explain(fid)
+        if not framework.connected:
+            reasons.insert(0, "disconnected: the framework has no open Subscribe stream")
+        row = _framework(framework)
+        row.update(
+            label=framework_label(framework.info.name, fid),
+            principal=self.view.framework_principal(fid),
+            role_quota=_role(role) if role is not None else None,
+            running=[_task(t, names) for t in _live(tasks)][-TASKS_SHOWN:],
+            ended=[_task(t, names) for t in tasks if is_terminal(t.state)][-TASKS_SHOWN:],
+            offers=[_offer(o, names, hosts) for o in self.view.offers(framework_id=fid)],
+            why=reasons,
+        )
+        return row
+
+    async def offers(self, request: web.Request) -> dict:
+        """Every outstanding offer (who holds what, for how long), and what quota holds back."""
+        state = await self._state()
+        names = {f.info.framework_id: f.info.name for f in state.frameworks}
+        hosts = {a.info.agent_id: a.info.hostname for a in state.agents}
+        return {
+            "offers": [_offer(o, names, hosts) for o in self.view.offers()],
+            "offer_timeout_seconds": self.view.offer_timeout(),
+            "held_back": [_role(r) for r in state.roles if r.headroom],
+        }
 
     async def why(self, request: web.Request) -> dict:
         framework = await self._framework(request.match_info["framework"])

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agora.common import EMPTY
+from agora.common import EMPTY, Resources
 from agora.master import views
 from agora.v1 import operator_pb2
 
@@ -14,6 +15,27 @@ if TYPE_CHECKING:
 
 
 AGENTS_PER_SLICE = 50
+
+
+@dataclass(frozen=True)
+class OutstandingOffer:
+    """An offer sent to a framework and not yet accepted, declined or rescinded."""
+
+    offer_id: str
+    framework_id: str
+    agent_id: str
+    resources: Resources
+    age_seconds: float
+
+
+@dataclass(frozen=True)
+class AgentUse:
+    """What one agent's resources are doing now, by framework id."""
+
+    free: Resources  # unallocated (offered to no one while the agent drains)
+    draining: bool
+    in_use: dict[str, Resources]  # by its live tasks there
+    offered: dict[str, Resources]  # in its outstanding offers there
 
 
 def framework_label(name: str, framework_id: str) -> str:
@@ -59,6 +81,46 @@ class MasterView:
             frameworks[framework_id] = share
             labels[framework_id] = framework_label(framework.info.name, framework_id)
         return roles, frameworks, labels
+
+    def offers(self, framework_id: str = "", agent_id: str = "") -> list[OutstandingOffer]:
+        """Every outstanding offer (or one framework's, or one agent's), the oldest first."""
+        reg = self.core.reg
+        if framework_id:
+            offers = reg.offers_of_framework(framework_id)
+        elif agent_id:
+            offers = reg.offers_of_agent(agent_id)
+        else:
+            offers = list(reg.offers.values())
+        now = self.core.clock.now()  # the clock of the offers' created_at
+        rows = [
+            OutstandingOffer(
+                o.offer_id, o.framework_id, o.agent_id, o.resources, now - o.created_at
+            )
+            for o in offers
+            if not agent_id or o.agent_id == agent_id
+        ]
+        return sorted(rows, key=lambda o: -o.age_seconds)
+
+    def offer_timeout(self) -> float | None:
+        """Seconds after which an unanswered offer is rescinded (None: never)."""
+        return self.core.config.offer_timeout_seconds
+
+    def agent_use(self, agent_id: str) -> AgentUse | None:
+        """None for an agent the master does not know. Free as Scheduler.GetClusterView says
+        (master.views.cluster_view): nothing for an agent recovered from the store and not yet
+        re-registered, whose tasks are not known yet."""
+        core = self.core
+        agent = core.reg.agents.get(agent_id)
+        if agent is None:
+            return None
+        in_use: dict[str, Resources] = {}
+        offered: dict[str, Resources] = {}
+        for task in core.reg.tasks_of_agent(agent_id):
+            in_use[task.framework_id] = in_use.get(task.framework_id, EMPTY) + task.resources
+        for offer in core.reg.offers_of_agent(agent_id):
+            offered[offer.framework_id] = offered.get(offer.framework_id, EMPTY) + offer.resources
+        free = core.allocator.free(agent_id) if core.ledger.in_allocator(agent) else EMPTY
+        return AgentUse(free, agent.draining, in_use, offered)
 
     def framework_principal(self, framework_id: str) -> str:
         framework = self.core.reg.frameworks.get(framework_id)

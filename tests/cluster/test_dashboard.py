@@ -6,18 +6,24 @@ made that way).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from e2e_framework import Recorder, running
 from harness import ROOT, Daemon, eventually
+
+from agora.frameworks.sdk import TaskSpec
 
 pytestmark = pytest.mark.e2e
 
@@ -65,6 +71,29 @@ def browser():
         browser.close()
 
 
+@contextlib.contextmanager
+def holder(master: str, name: str = "holder"):
+    """A framework that keeps every offer it gets (and launches what it is told), on an event
+    loop of its own thread (these tests are plain functions); `call(coroutine)` runs there."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="holder", daemon=True)
+    thread.start()
+
+    def call(coroutine, timeout: float = 60):
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout)
+
+    framework = Recorder()
+    block = running(framework, master, name=name)
+    call(block.__aenter__())
+    try:
+        yield framework, call
+    finally:
+        call(block.__aexit__(None, None, None))
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
 def shot(page, tmp_path: Path, name: str) -> None:
     path = tmp_path / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
@@ -105,7 +134,7 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     page.get_by_test_id("filter-state").select_option("FINISHED")
     page.wait_for_url(re.compile(r"state=FINISHED"))
     shot(page, tmp_path, "tasks")
-    finished.first.locator("a").click()
+    finished.first.locator("a").first.click()  # the task (then its framework, its agent)
     page.get_by_test_id("log").filter(has_text="hello-from-the-dashboard").wait_for()
     assert page.get_by_test_id("files").locator("text=stdout").count() == 1
     shot(page, tmp_path, "task")
@@ -230,7 +259,59 @@ def test_the_roles_page_shows_what_a_guarantee_holds_back(local, browser):
         cells = row.locator("td").all_inner_texts()
         # Headings are upper-cased by the page's style.
         assert dict(zip(headings, cells, strict=True))["HELD BACK FOR IT"] == "cpus:0.5;mem:64"
+        # The offers page says what quota keeps from everyone, and that no one asked for it.
+        page.click("nav >> text=Offers")
+        held = page.get_by_test_id("held-back").locator("tr", has_text="analytics")
+        held.wait_for()
+        assert "cpus:0.5;mem:64" in held.inner_text() and "none in this role" in held.inner_text()
         page.close()
     finally:
         cleared = agora("cluster", "quota", "analytics", "--master", local.address)
         assert cleared.returncode == 0, cleared.stderr
+
+
+def test_an_operator_follows_offers_to_a_framework_and_an_agent(local, browser, tmp_path):
+    """The offers page names who holds what; a framework's page and an agent's page (linked
+    from the lists) show its tasks, offers and "why no offers", and what each framework uses."""
+    with holder(local.address) as (framework, call):
+        spec = TaskSpec(name="napper", task_id="nap-1", cpus=0.1, mem=16, command="sleep 60")
+        call(framework.launch(spec))
+        call(framework.wait_state("nap-1", "TASK_RUNNING"))
+        eventually(lambda: framework.offers, timeout=30, message="an offer held")
+        fid = framework.framework_ids[-1]
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(local.url + "/#/offers")
+        held = page.get_by_test_id("offers").locator("tbody tr", has_text="holder")
+        held.first.wait_for()
+        assert "s (rescinded at" in held.first.inner_text()  # how old, and until when
+        shot(page, tmp_path, "offers")
+
+        page.click("nav >> text=Frameworks")
+        page.get_by_test_id("frameworks").get_by_role("link", name="holder").click()
+        page.wait_for_url(re.compile(f"#/framework/{fid}$"))
+        page.get_by_test_id("framework-tasks").locator("tr", has_text="nap-1").wait_for()
+        assert page.get_by_test_id("framework-offers").locator("tbody tr").count() >= 1
+        page.get_by_test_id("framework-why").locator("li").first.wait_for()
+        facts = page.get_by_test_id("framework").inner_text()
+        assert "ROLE\t*\n" in facts and fid in facts  # headings upper-cased by the style
+        shot(page, tmp_path, "framework")
+
+        host = framework.launched["nap-1"]
+        page.click("nav >> text=Agents")
+        page.get_by_test_id("agents").locator("tr", has_text=host).get_by_role("link").click()
+        page.get_by_test_id("agent-tasks").locator("tr", has_text="nap-1").wait_for()
+        uses = page.get_by_test_id("agent-frameworks").locator("tr", has_text="holder (")
+        assert "cpus:0.1" in uses.inner_text()
+        assert "ACTIVE" in page.get_by_test_id("agent").inner_text()
+        shot(page, tmp_path, "agent")
+        assert errors == []
+        page.close()
+
+    # Its offers go back when it leaves.
+    def released() -> bool:
+        with urllib.request.urlopen(local.url + "/api/offers", timeout=10) as reply:
+            return not any(o["framework_id"] == fid for o in json.load(reply)["offers"])
+
+    eventually(released, timeout=30, message="the holder's offers returned")

@@ -52,6 +52,47 @@ function table(testid, columns, rows, empty) {
 
 function stateCell(state) { return h("span", { class: `state-${state}` }, state); }
 
+function agentLink(id, text) {
+  return h("a", { href: `#/agent/${encodeURIComponent(id)}` }, text || id);
+}
+
+function frameworkLink(id, text) {
+  return h("a", { href: `#/framework/${encodeURIComponent(id)}` }, text || id);
+}
+
+function seconds(s) {
+  return s < 90 ? `${s.toFixed(0)} s` : s < 5400 ? `${(s / 60).toFixed(0)} min` : `${(s / 3600).toFixed(1)} h`;
+}
+
+// Outstanding offers: who holds what, on which agent, for how long.
+function offersTable(testid, offers, timeout) {
+  return table(testid, [
+    ["Framework", (o) => frameworkLink(o.framework_id, o.framework || o.framework_id)],
+    ["Agent", (o) => agentLink(o.agent_id, o.hostname || o.agent_id)],
+    ["Resources", (o) => h("code", {}, o.resources)],
+    ["Held for", (o) => seconds(o.age_seconds) +
+      (timeout ? ` (rescinded at ${seconds(timeout)})` : "")],
+    ["Offer", (o) => h("code", {}, o.offer_id)],
+  ], offers, "No outstanding offers.");
+}
+
+function taskTable(testid, tasks, empty) {
+  return table(testid, [
+    ["Task", taskLink],
+    ["Framework", (t) => frameworkLink(t.framework_id, t.framework || t.framework_id)],
+    ["State", (t) => stateCell(t.state)],
+    ["Host", (t) => agentLink(t.agent_id, t.hostname || t.agent_id)],
+    ["Resources", (t) => h("code", {}, t.resources)],
+    ["Last message", (t) => t.message],
+  ], tasks.slice().reverse(), empty);
+}
+
+// A two-column table of a thing's fields: [[label, value], ...].
+function facts(testid, rows) {
+  return h("table", { class: "facts", "data-testid": testid },
+    h("tbody", {}, rows.map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v)))));
+}
+
 function taskLink(t) {
   return h("a", { href: `#/task/${encodeURIComponent(t.framework_id)}/${encodeURIComponent(t.task_id)}` },
     t.task_id);
@@ -86,7 +127,7 @@ const pages = {
   async agents() {
     const agents = await api("/api/agents");
     return [h("h1", {}, "Agents"), table("agents", [
-      ["Hostname", (a) => a.hostname],
+      ["Hostname", (a) => agentLink(a.agent_id, a.hostname)],
       ["State", (a) => stateCell(a.state)],
       ["CPUs", (a) => bar(a.allocated_scalars.cpus || 0, a.total_scalars.cpus || 0)],
       ["Memory MB", (a) => bar(a.allocated_scalars.mem || 0, a.total_scalars.mem || 0)],
@@ -109,7 +150,7 @@ const pages = {
       } catch (e) { why.replaceChildren(h("p", { class: "error" }, e.message)); }
     };
     return [h("h1", {}, "Frameworks"), table("frameworks", [
-      ["Name", (f) => f.name],
+      ["Name", (f) => frameworkLink(f.framework_id, f.name || f.framework_id)],
       ["Role", (f) => f.role],
       ["Connected", (f) => (f.connected ? "yes" : "no") + (f.suppressed ? " (suppressed)" : "")],
       ["Dominant share", (f) => pct(f.dominant_share)],
@@ -139,23 +180,16 @@ const pages = {
           states.map((s) => h("option", { value: s }, s || "any state")))),
         filter("framework", h("input", { placeholder: "framework name or id" })),
         filter("agent", h("input", { placeholder: "agent host or id" }))),
-      table("tasks", [
-        ["Task", taskLink],
-        ["Framework", (t) => t.framework || t.framework_id],
-        ["State", (t) => stateCell(t.state)],
-        ["Host", (t) => t.hostname],
-        ["Resources", (t) => h("code", {}, t.resources)],
-        ["Last message", (t) => t.message],
-      ], tasks.slice(-500).reverse(), "No tasks match.")];
+      taskTable("tasks", tasks.slice(-500), "No tasks match.")];
   },
 
   async task(frameworkId, taskId) {
     const base = `/api/tasks/${encodeURIComponent(frameworkId)}/${encodeURIComponent(taskId)}`;
     const t = await api(base);
     const parts = [h("h1", {}, `Task ${t.task_id}`), table("task", [
-      ["Framework", (x) => x.framework || x.framework_id],
+      ["Framework", (x) => frameworkLink(x.framework_id, x.framework || x.framework_id)],
       ["State", (x) => stateCell(x.state)],
-      ["Agent", (x) => `${x.hostname} (${x.agent_state})`],
+      ["Agent", (x) => h("span", {}, agentLink(x.agent_id, x.hostname || x.agent_id), ` (${x.agent_state})`)],
       ["Resources", (x) => h("code", {}, x.resources)],
       ["Last message", (x) => `${x.message}${x.reason ? " [" + x.reason + "]" : ""}`],
     ], [t])];
@@ -183,6 +217,84 @@ const pages = {
       parts.push(h("p", { class: "error", "data-testid": "sandbox-error" }, e.message));
     }
     return parts;
+  },
+
+  async agent(agentId) {
+    const a = await api(`/api/agents/${encodeURIComponent(agentId)}`);
+    const res = (name) => h("span", {}, bar(a.allocated_scalars[name] || 0, a.total_scalars[name] || 0),
+      ` (${+(a.free_scalars[name] || 0).toFixed(2)} free)`);
+    return [
+      h("h1", {}, `Agent ${a.hostname}`),
+      facts("agent", [
+        ["State", h("span", {}, stateCell(a.state), a.draining ? " (drained: offered to no one)" : "")],
+        ["Address", a.address],
+        ["Total", h("code", {}, a.total)],
+        ["Allocated", h("code", {}, a.allocated || "-")],
+        ["Free", h("code", {}, a.free || "-")],
+        ["CPUs", res("cpus")],
+        ["Memory MB", res("mem")],
+        ["Attributes", Object.entries(a.attributes).map(([k, v]) => `${k}=${v}`).join(" ") || "-"],
+        ["Last heartbeat", ago(a.last_heartbeat_at)],
+        ["Id", h("code", {}, a.agent_id)],
+      ]),
+      h("h2", {}, "By framework"),
+      table("agent-frameworks", [
+        ["Framework", (f) => frameworkLink(f.framework_id, f.framework)],
+        ["Tasks use", (f) => h("code", {}, f.in_use)],
+        ["Offered", (f) => h("code", {}, f.offered)],
+      ], a.frameworks, "No framework uses or is offered anything here."),
+      h("h2", {}, "Outstanding offers"), offersTable("agent-offers", a.offers),
+      h("h2", {}, "Running tasks"), taskTable("agent-tasks", a.running, "No tasks run here."),
+      h("h2", {}, "Ended tasks"), taskTable("agent-ended", a.ended, "None."),
+    ];
+  },
+
+  async framework(key) {
+    const f = await api(`/api/frameworks/${encodeURIComponent(key)}`);
+    const q = f.role_quota;
+    return [
+      h("h1", {}, `Framework ${f.label}`),
+      facts("framework", [
+        ["Role", f.role],
+        ["Connected", (f.connected ? "yes" : "no") + (f.suppressed ? " (suppressed: asks for no offers)" : "")],
+        ["Dominant share", pct(f.dominant_share)],
+        ["Allocated", h("code", {}, f.allocated || "-")],
+        ["Offered", h("code", {}, f.offered || "-")],
+        ["Role's quota", q
+          ? h("code", {}, `guarantee ${q.guarantee}, limit ${q.limit || "-"}, held back for it ${q.held_back}`)
+          : "none"],
+        ["Principal", f.principal || "-"],
+        ["User", f.user || "-"],
+        ["Registered", ago(f.registered_at)],
+        ["Id", h("code", {}, f.framework_id)],
+      ]),
+      h("h2", {}, "Why no offers"),
+      h("ul", { "data-testid": "framework-why" },
+        (f.why.length ? f.why : ["nothing holds it back"]).map((r) => h("li", {}, r))),
+      h("h2", {}, "Outstanding offers it holds"), offersTable("framework-offers", f.offers),
+      h("h2", {}, "Running tasks"), taskTable("framework-tasks", f.running, "No tasks running."),
+      h("h2", {}, "Ended tasks"), taskTable("framework-ended", f.ended, "None."),
+    ];
+  },
+
+  async offers() {
+    const o = await api("/api/offers");
+    return [
+      h("h1", {}, "Outstanding offers"),
+      h("p", { class: "muted" }, o.offer_timeout_seconds
+        ? `An offer not answered within ${seconds(o.offer_timeout_seconds)} is rescinded (--offer-timeout).`
+        : "No offer timeout: an offer is held until its framework answers (--offer-timeout)."),
+      offersTable("offers", o.offers, o.offer_timeout_seconds),
+      h("h2", {}, "Held back for quota"),
+      h("p", { class: "muted" }, "While a role is below its guarantee, this much of the free resources is offered to no other role."),
+      table("held-back", [
+        ["Role", (r) => r.role],
+        ["Held back", (r) => h("code", {}, r.held_back)],
+        ["Guarantee", (r) => h("code", {}, r.guarantee)],
+        ["Allocated", (r) => h("code", {}, r.allocated || "-")],
+        ["Frameworks", (r) => r.frameworks.length ? r.frameworks.flatMap((id) => [frameworkLink(id), " "]) : "none in this role"],
+      ], o.held_back, "Nothing is held back for quota."),
+    ];
   },
 
   async roles() {
@@ -306,8 +418,9 @@ async function route() {
   const [path] = location.hash.replace(/^#\/?/, "").split("?");
   const [name, ...args] = path.split("/").map(decodeURIComponent);
   const page = pages[name || "overview"];
+  const section = { agent: "agents", framework: "frameworks", task: "tasks", job: "jobs", app: "apps" };
   for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.dataset.page === (name || "overview"));
+    a.classList.toggle("active", a.dataset.page === (section[name] || name || "overview"));
   }
   const status = document.getElementById("status");
   try {
