@@ -17,6 +17,7 @@ from agora.cli.options import (
     one_line_errors,
     port_number,
     setup_logging,
+    warn_unnamed_address,
 )
 from agora.common import AttributeParseError, ResourceError, Resources, parse_attributes
 
@@ -300,6 +301,7 @@ async def _serve(config) -> int:
         from agora.common import handshakes
 
         handshakes.watch(daemon.tls_handshake_refused)
+        warn_unnamed_address(config.credentials.cert, daemon.advertised_address, "agora agent")
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     kill_tasks = False

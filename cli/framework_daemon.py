@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_daemon_tls_flags, port_number
+from agora.cli.options import add_daemon_tls_flags, port_number, warn_unnamed_address
 
 
 def add_daemon_flags(
@@ -74,6 +74,7 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
         from agora.common import handshakes
 
         handshakes.watch(daemon.tls_handshake_refused)
+        warn_unnamed_address(daemon.credentials.cert, daemon.service_address, f"agora {kind}")
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -166,3 +166,15 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is not in 0-65535")
     return port
+
+
+def warn_unnamed_address(cert_pem: bytes | None, address: str, command: str) -> None:
+    """Says at start, where it is fixed, what every client would otherwise meet later: a
+    certificate that does not name the address this daemon gives out."""
+    import structlog
+
+    from agora.common.certificates import unnamed_address
+
+    why = unnamed_address(cert_pem, address, command) if cert_pem else None
+    if why:
+        structlog.get_logger(__name__).warning(why, address=address)

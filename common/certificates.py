@@ -28,6 +28,7 @@ __all__ = [
     "init_ca",
     "issue",
     "principal_of",
+    "unnamed_address",
 ]
 
 CA_CERT = "ca.pem"
@@ -230,3 +231,31 @@ def principal_of(cert_pem: bytes) -> str:
         raise CertificateError("the certificate has no common name")
     value = names[0].value
     return value if isinstance(value, str) else value.decode()
+
+
+def unnamed_address(cert_pem: bytes, address: str, command: str) -> str | None:
+    """Why clients will refuse the daemon `command` (`agora agent`) reached at `address`
+    ("host:port", what it gives out): its certificate does not name that host, so every
+    client's TLS hostname check fails. None when it names it (or the host is a wildcard)."""
+    host = address.rpartition(":")[0].strip("[]") or address
+    if host in ("0.0.0.0", "::", ""):
+        return None
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return f"the certificate of `{command}` names no address, so clients will refuse it"
+    ips = [str(ip) for ip in names.get_values_for_type(x509.IPAddress)]
+    dns = names.get_values_for_type(x509.DNSName)
+    try:
+        if ipaddress.ip_address(host) in map(ipaddress.ip_address, ips):
+            return None
+    except ValueError:
+        if host.lower() in (name.lower() for name in dns):
+            return None
+    return (
+        f"the certificate of `{command}` (--tls-cert) names {', '.join([*dns, *ips])}, not "
+        f"{host}, where clients reach it: they will refuse it (task logs, sandboxes, API "
+        f"calls). Issue it with `agora tls issue ... --host {host}`, or give --host/"
+        "--advertise-ip an address it names"
+    )

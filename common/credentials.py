@@ -321,6 +321,14 @@ def handshake_refusal(details: str, address: str, credentials: Credentials) -> s
             f"the certificate of {address} is not signed by the CA in --tls-ca: give the "
             "cluster's CA (or the right address)"
         )
+    if "Hostname Verification Check failed" in details:
+        host = address.rpartition(":")[0].strip("[]") or address
+        return (
+            f"the certificate {address} presents does not name {host}: it was issued for other "
+            f"addresses (or is another machine's). Issue that daemon's certificate with "
+            f"`agora tls issue ... --host {host}` and restart it, or reach it at an address its "
+            "certificate names"
+        )
     if credentials.secure and "Socket closed" in details:
         if credentials.cert is None:
             return (
