@@ -111,6 +111,11 @@ def _failed(args: argparse.Namespace, error) -> CommandError:
         grpc.StatusCode.UNAUTHENTICATED,
     ):
         where = getattr(args, "_services_at", "") or "?"
+        if not args.services and error.code() == grpc.StatusCode.UNAVAILABLE:
+            from agora.common.addresses import loopback_published
+
+            if why := loopback_published(where, args.master, "agora services"):
+                return CommandError(why)
         return unreachable(
             error,
             where,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # at run time grpc is imported lazily, where it is used
     import grpc
 
 CALL_TIMEOUT = 15.0
+_JOB_REF_HELP = "the job's id, or its name for the latest job of that name"
 
 
 def _add_batch_flag(parser: argparse.ArgumentParser) -> None:
@@ -105,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = commands.add_parser("status", help="show a job and its instances")
     add_master_flag(status)
     _add_batch_flag(status)
-    status.add_argument("job_id", metavar="ID")
+    status.add_argument("job_id", metavar="ID", help=_JOB_REF_HELP)
     add_json_flag(status)
     status.set_defaults(func=_status)
 
@@ -134,7 +135,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_master_flag(logs)
     _add_batch_flag(logs)
-    logs.add_argument("job_id", metavar="ID")
+    logs.add_argument("job_id", metavar="ID", help=_JOB_REF_HELP)
     logs.add_argument("--instance", type=int, default=0, help="instance index (default 0)")
     logs.add_argument("--attempt", type=int, default=0, help="attempt number (default: the latest)")
     logs.add_argument("--stderr", action="store_true", help="print stderr instead of stdout")
@@ -191,12 +192,15 @@ class _Batch:
         assert self.channel is not None  # connect() in __init__ set it
         self.channel.close()
 
-    def call(self, method: str, request):
+    def call(self, method: str, request, missing_ok: bool = False):
+        """The reply; None for NOT_FOUND when `missing_ok`; CommandError naming why else."""
         import grpc
 
         try:
             return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
         except grpc.RpcError as e:
+            if missing_ok and e.code() == grpc.StatusCode.NOT_FOUND:
+                return None
             if e.code() in (
                 grpc.StatusCode.UNAVAILABLE,
                 grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -210,6 +214,12 @@ class _Batch:
                     e, self.address, self.credentials, what="the batch daemon", service="Batch"
                 )
                 if failure.cause in (Cause.REFUSED, Cause.UNREACHABLE):
+                    from agora.common.addresses import loopback_published
+
+                    if not self.batch and (
+                        why := loopback_published(self.address, self.master, "agora batch")
+                    ):
+                        raise CommandError(why) from None
                     raise CommandError(
                         f"the batch daemon at {self.address} ({where}) does not answer; is "
                         f"`agora batch` running? ({failure.cause.value})"
@@ -230,6 +240,21 @@ def _print_json(value) -> None:
 
 def _when(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
+
+
+def _find_job(batch: _Batch, ref: str):
+    """The job whose id is `ref`, else the latest job named `ref` (as a person remembers it:
+    `agora job logs hello`); NOT_FOUND naming both when there is neither."""
+    from agora.v1 import batch_pb2
+
+    job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=ref), missing_ok=True)
+    if job is not None:
+        return job
+    listed = batch.call("ListJobs", batch_pb2.ListJobsRequest(include_instances=True))
+    named = [job for job in listed.jobs if job.spec.name == ref]
+    if not named:
+        raise CommandError(f"no job has the id or the name {ref!r} (see `agora job list`)")
+    return max(named, key=lambda job: job.sequence)
 
 
 # --- submit -------------------------------------------------------------------------------------
@@ -400,10 +425,9 @@ def _progress(job, bar: bool) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from agora.v1 import batch_pb2
 
     with _Batch(args.master, credentials_from(args), args.batch) as batch:
-        job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
+        job = _find_job(batch, args.job_id)
     if args.json:
         _print_json(_to_dict(job))
         return 0
@@ -517,10 +541,9 @@ def _kill(args: argparse.Namespace) -> int:
 
 def _logs(args: argparse.Namespace) -> int:
     from agora.cli.sandbox_read import TaskPlace, current_agent, print_file
-    from agora.v1 import batch_pb2
 
     with _Batch(args.master, credentials_from(args), args.batch) as batch:
-        job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=args.job_id))
+        job = _find_job(batch, args.job_id)
     if not 0 <= args.instance < len(job.instances):
         raise CommandError(
             f"job {job.job_id} has instances 0-{len(job.instances) - 1}, not {args.instance}"

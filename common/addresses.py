@@ -4,7 +4,8 @@ An agent tells the master where clients reach it (for task logs and sandboxes). 
 advertises the address it reaches the master from (`source_address_towards`), and the master
 refuses an agent on another machine that advertises loopback (`loopback_advertised`), naming
 the flags that fix it, rather than hand every client an address that only the agent's own
-machine can use.
+machine can use. A client that a framework daemon's published loopback address leaves without
+an answer is told so (`loopback_published`), rather than that nothing runs there.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from urllib.parse import unquote
 
 from agora.common.credentials import is_loopback
 
-__all__ = ["loopback_advertised", "peer_host", "source_address_towards"]
+__all__ = ["loopback_advertised", "loopback_published", "peer_host", "source_address_towards"]
 
 
 def peer_host(peer: str) -> str:
@@ -61,4 +62,25 @@ def loopback_advertised(peer: str, advertised: str) -> str | None:
         f"reaches (task logs and sandboxes would fail): start it with --host {came_from} "
         "(where its Agent service listens; without --host it listens on the address it reaches "
         "the master from) or give --advertise-ip an address other machines reach it at"
+    )
+
+
+def loopback_published(published: str, master: str, command: str) -> str | None:
+    """Why the daemon `command` starts (`agora batch`), found at `published` through the master
+    at `master`, does not answer this client: it published a loopback address, which only its
+    own machine reaches, while the master is on another machine than this one. None when that
+    is not the case (then the daemon may well be down)."""
+    host = published.rpartition(":")[0].strip("[]")
+    if not is_loopback(host):
+        return None
+    first = master.removeprefix("zk://").split("/", 1)[0].split(",")[0]
+    if is_loopback(first.rpartition(":")[0]):
+        return None
+    source = source_address_towards(first)
+    if source is None or is_loopback(source):
+        return None
+    return (
+        f"`{command}` published {published} to the master: a loopback address, which only its "
+        f"own machine reaches. Restart it with --host set to its machine's address (one this "
+        f"machine reaches), with TLS or --insecure"
     )
