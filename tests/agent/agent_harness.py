@@ -109,6 +109,9 @@ class FakeHost:
         self.wrappers: dict[str, FakeWrapper] = {}  # run id -> its wrapper
         self.refuse: dict[str, str] = {}  # argv[0] -> the launch error it gets
         self.ignoring_sigterm: set[str] = set()  # argv[0]s whose tasks ignore SIGTERM
+        # Launches wait here while it is clear: a wrapper still starting.
+        self.launches_go = asyncio.Event()
+        self.launches_go.set()
         self._pids = itertools.count(10_000)
 
     def wrapper_of(self, run_dir: Path) -> FakeWrapper:
@@ -129,6 +132,7 @@ class FakeLauncher:
 
     async def launch(self, run_dir: Path, spec: LaunchSpec) -> FakeWrapper:
         self.launched.append(spec)
+        await self.host.launches_go.wait()
         command = spec.argv[0]
         if command in self.host.refuse:
             (run_dir / "exit.json").write_text(json.dumps({"error": self.host.refuse[command]}))

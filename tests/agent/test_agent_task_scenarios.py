@@ -133,3 +133,26 @@ async def test_a_completed_sandbox_is_due_for_gc_only_after_the_delay(agent):
     assert agent.manager.sandboxes_due(agent.clock.time(), 3600) == [run.sandbox]
     # Taken off the queue: handed out once.
     assert agent.manager.sandboxes_due(agent.clock.time(), 3600) == []
+
+
+async def test_a_kill_that_comes_while_the_wrapper_starts_takes_effect_once_it_runs(agent):
+    agent.host.launches_go.clear()
+    agent.manager.run_task(agent.framework_id, task("t1"))
+    await agent.clock.advance(0)
+    agent.manager.kill_task(agent.framework_id, "t1")
+    assert agent.states("t1") == ["STARTING"]
+    agent.host.launches_go.set()
+    await agent.clock.advance(0)
+    wrapper = agent.host.wrappers[agent.manager.runs()[0].record.run_id]
+    assert wrapper.signals == [signal.SIGTERM]
+    assert agent.states("t1") == ["STARTING", "RUNNING", "KILLED"]
+
+
+async def test_an_agent_removed_by_the_master_kills_its_tasks_without_a_word(agent):
+    """Shutdown: the master already holds the tasks LOST, so no update follows the kill."""
+    wrappers = [await agent.run(task(f"t{i}")) for i in range(3)]
+    before = len(agent.updates)
+    await agent.manager.kill_all(forget=True)
+    assert all(not w.alive() for w in wrappers)
+    assert len(agent.updates) == before
+    assert agent.manager.active_runs() == []
