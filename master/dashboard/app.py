@@ -195,6 +195,11 @@ def _offer(o: OutstandingOffer, frameworks: dict[str, str], hosts: dict[str, str
     }
 
 
+def _shown(message) -> dict:
+    """A job or an app as JSON for the page, its environment values hidden."""
+    return MessageToDict(without_environments(message), preserving_proto_field_name=True)
+
+
 def _live(tasks) -> list:
     return [t for t in tasks if not is_terminal(t.state)]
 
@@ -262,7 +267,9 @@ class Dashboard:
             "/api/roles": self.roles,
             "/api/shares": self.shares,
             "/api/jobs": self.jobs,
+            "/api/jobs/{job_id}": self.job,
             "/api/apps": self.apps,
+            "/api/apps/{app_id}": self.app,
         }
         # Read from the master's state alone (the rest call agents or frameworks, per task).
         shared = {"/api/overview", "/api/agents", "/api/frameworks", "/api/tasks", "/api/roles"}
@@ -525,30 +532,50 @@ class Dashboard:
         return self.history.series()
 
     async def jobs(self, request: web.Request) -> dict:
-        address = await self._framework_service("batch")
-        if address is None:
+        found = await self._framework_service("batch")
+        if found is None:
             return {"available": False, "message": "no batch framework is registered"}
-        stub = batch_pb2_grpc.BatchStub(self._channel(address))
+        stub = batch_pb2_grpc.BatchStub(self._channel(found[0]))
         reply = await self._call("the batch framework", stub.ListJobs, batch_pb2.ListJobsRequest())
-        jobs = [
-            MessageToDict(without_environments(j), preserving_proto_field_name=True)
-            for j in reply.jobs
-        ]
-        return {"available": True, "jobs": jobs}
+        return {"available": True, "jobs": [_shown(j) for j in reply.jobs]}
+
+    async def job(self, request: web.Request) -> dict:
+        """One job, from the batch framework as `agora job status` reads it: its instances and
+        each attempt's task (with its framework id, for the task's page)."""
+        found = await self._framework_service("batch")
+        if found is None:
+            raise ApiError(404, "no batch framework is registered")
+        stub = batch_pb2_grpc.BatchStub(self._channel(found[0]))
+        job = await self._call(
+            "the batch framework",
+            stub.GetJob,
+            batch_pb2.GetJobRequest(job_id=request.match_info["job_id"]),
+        )
+        return _shown(job)
 
     async def apps(self, request: web.Request) -> dict:
-        address = await self._framework_service("services")
-        if address is None:
+        found = await self._framework_service("services")
+        if found is None:
             return {"available": False, "message": "no services framework is registered"}
-        stub = services_pb2_grpc.ServicesStub(self._channel(address))
+        stub = services_pb2_grpc.ServicesStub(self._channel(found[0]))
         reply = await self._call(
             "the services framework", stub.ListApps, services_pb2.ListAppsRequest()
         )
-        apps = [
-            MessageToDict(without_environments(a), preserving_proto_field_name=True)
-            for a in reply.apps
-        ]
-        return {"available": True, "apps": apps}
+        return {"available": True, "apps": [_shown(a) for a in reply.apps]}
+
+    async def app(self, request: web.Request) -> dict:
+        """One app, from the services framework as `agora app get` reads it, with the
+        framework's id (its tasks' pages are under it)."""
+        found = await self._framework_service("services")
+        if found is None:
+            raise ApiError(404, "no services framework is registered")
+        stub = services_pb2_grpc.ServicesStub(self._channel(found[0]))
+        status = await self._call(
+            "the services framework",
+            stub.GetApp,
+            services_pb2.GetAppRequest(id=request.match_info["app_id"]),
+        )
+        return {**_shown(status), "framework_id": found[1]}
 
     # helpers ------------------------------------------------------------------------------
 
@@ -605,10 +632,11 @@ class Dashboard:
                     return state, task
         raise ApiError(404, f"no task {task_id!r} of framework {framework_id!r}")
 
-    async def _framework_service(self, name: str) -> str | None:
+    async def _framework_service(self, name: str) -> tuple[str, str] | None:
+        """(service address, framework id) of the connected framework called `name`."""
         for f in sorted((await self._state()).frameworks, key=lambda f: not f.connected):
             if f.info.name == name and f.connected and f.info.service_address:
-                return f.info.service_address
+                return f.info.service_address, f.info.framework_id
         return None
 
     def _channel(self, address: str) -> grpc.aio.Channel:

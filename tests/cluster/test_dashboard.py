@@ -143,6 +143,14 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     page.get_by_test_id("jobs").locator("tr", has_text="greet").wait_for()
     assert "SUCCEEDED" in page.get_by_test_id("jobs").inner_text()
     shot(page, tmp_path, "jobs")
+    page.get_by_test_id("jobs").locator("tr", has_text="greet").get_by_role("link").click()
+    instances = page.get_by_test_id("job-instances").locator("tbody tr")
+    instances.nth(1).wait_for()
+    assert instances.filter(has_text="INSTANCE_SUCCEEDED").count() == 2
+    assert "JOB_SUCCEEDED" in page.get_by_test_id("job").inner_text()
+    shot(page, tmp_path, "job")
+    instances.first.get_by_role("link").first.click()  # its task's page, with its output
+    page.get_by_test_id("log").filter(has_text="hello-from-the-dashboard").wait_for()
 
     page.click("nav >> text=Frameworks")
     page.get_by_test_id("frameworks").locator("tr", has_text="batch").wait_for()
@@ -237,6 +245,10 @@ def test_unknown_pages_and_ids_are_404s_not_tracebacks(local, browser):
         ("/api/tasks/fw/none", 404, "no task 'none' of framework 'fw'"),
         ("/api/frameworks/nobody/why", 404, "no framework 'nobody'"),
         ("/api/nothing", 404, "no such API"),
+        ("/api/agents/nowhere", 404, "no agent 'nowhere'"),
+        ("/api/frameworks/nobody", 404, "no framework 'nobody'"),
+        ("/api/jobs/job-none", 404, "job-none"),
+        ("/api/apps/none", 404, "none"),
     ]:
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(local.url + path, timeout=10)
@@ -315,3 +327,28 @@ def test_an_operator_follows_offers_to_a_framework_and_an_agent(local, browser, 
             return not any(o["framework_id"] == fid for o in json.load(reply)["offers"])
 
     eventually(released, timeout=30, message="the holder's offers returned")
+
+
+def test_an_app_has_a_page_with_its_instances(local, browser, tmp_path):
+    app = tmp_path / "sleeper.json"
+    app.write_text(json.dumps({"id": "sleeper", "cmd": "sleep 600", "instances": 1, "cpus": 0.1,
+                               "mem": 16}))  # fmt: skip
+    put = agora("app", "put", str(app), "--master", local.address)
+    assert put.returncode == 0, put.stdout + put.stderr
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(local.url + "/#/apps")
+        page.get_by_test_id("apps").get_by_role("link", name="sleeper").click()
+        page.wait_for_url(re.compile("#/app/sleeper$"))
+        running = page.get_by_test_id("app-tasks").locator("tr", has_text="TASK_RUNNING")
+        running.wait_for()
+        assert "1 wanted" in page.get_by_test_id("app").inner_text()
+        assert "null" not in page.inner_text("main")
+        shot(page, tmp_path, "app")
+        running.get_by_role("link").first.click()
+        page.wait_for_url(re.compile("#/task/framework-[0-9a-f]+/"))
+        page.get_by_test_id("task").locator("text=TASK_RUNNING").wait_for()
+        page.close()
+    finally:
+        deleted = agora("app", "delete", "sleeper", "--master", local.address)
+        assert deleted.returncode == 0, deleted.stderr

@@ -297,6 +297,77 @@ const pages = {
     ];
   },
 
+  async job(jobId) {
+    const j = await api(`/api/jobs/${encodeURIComponent(jobId)}`);
+    const spec = j.spec || {};
+    const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
+    const last = (i) => (i.attempts || [])[(i.attempts || []).length - 1] || {};
+    return [
+      h("h1", {}, `Job ${spec.name || j.job_id}`),
+      facts("job", [
+        ["State", stateCell(j.state)],
+        ["Instances", Object.entries(j.counts || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "-"],
+        ["Why", j.message || "-"],
+        ["Retries", spec.max_retries || 0],
+        ["Priority", spec.priority || 0],
+        ["Owner", (spec.labels || {})["agora.owner"] || "-"],
+        ["Submitted", when(j.submitted_at)],
+        ["Started", when(j.started_at)],
+        ["Ended", when(j.ended_at)],
+        ["Id", h("code", {}, j.job_id)],
+      ]),
+      h("h2", {}, "Instances"),
+      table("job-instances", [
+        ["#", (i) => i.index || 0],
+        ["State", (i) => stateCell(i.state)],
+        ["Attempts", (i) => (i.attempts || []).length],
+        ["Last task", (i) => (last(i).task_id ? taskLink(last(i)) : "-")],
+        ["Host", (i) => (last(i).agent_id ? agentLink(last(i).agent_id, last(i).hostname) : "-")],
+        ["Exit", (i) => (last(i).exit_code === undefined ? "-" : last(i).exit_code)],
+        ["Message", (i) => last(i).message || ""],
+      ], j.instances || [], "No instances."),
+    ];
+  },
+
+  async app(appId) {
+    const a = await api(`/api/apps/${encodeURIComponent(appId)}`);
+    const app = a.app;
+    const rows = (a.tasks || []).map((t) => ({ ...t, framework_id: a.framework_id }));
+    return [
+      h("h1", {}, `App ${app.id}`),
+      facts("app", [
+        ["State", stateCell(a.state)],
+        ["Instances", `${app.instances || 0} wanted, ${a.running || 0} running, ${a.healthy || 0} healthy, ` +
+          `${a.unhealthy || 0} unhealthy, ${a.staged || 0} staging`],
+        ["Waiting because", a.waiting_reason || "-"],
+        ["Last failure", a.last_failure ? `${a.last_failure} (${ago(a.last_failure_at)})` : "-"],
+        ["Last failed check", a.last_health_failure
+          ? `${a.last_health_failure} (${ago(a.last_health_failure_at)})` : "-"],
+        ["Each instance", h("code", {}, `cpus:${app.cpus || 0};mem:${app.mem || 0}` +
+          (app.ports ? `; ${app.ports} port(s)` : ""))],
+        ["Command", h("code", {}, app.cmd || (app.args || []).join(" "))],
+        ["Owner", (app.labels || {})["agora.owner"] || "-"],
+        ["Version", h("code", {}, app.version || "-")],
+      ]),
+      (a.deployments || []).length ? h("h2", {}, "Deployments") : null,
+      (a.deployments || []).length ? table("app-deployments", [
+        ["To version", (d) => h("code", {}, d.to_version)],
+        ["Old instances", (d) => d.old_instances || 0],
+        ["New", (d) => d.new_instances || 0],
+        ["New healthy", (d) => d.new_healthy || 0],
+      ], a.deployments) : null,
+      h("h2", {}, "Instances"),
+      table("app-tasks", [
+        ["Task", taskLink],
+        ["State", (t) => stateCell(t.state)],
+        ["Healthy", (t) => (t.healthy === undefined ? "-" : t.healthy ? "yes" : "no")],
+        ["Host", (t) => agentLink(t.agent_id, t.hostname || t.agent_id)],
+        ["Endpoint", (t) => (t.ports || []).map((p) => `${t.host}:${p}`).join(" ") || "-"],
+        ["Message", (t) => (t.killing ? "being killed. " : "") + (t.message || "")],
+      ], rows, "No instances."),
+    ];
+  },
+
   async roles() {
     const roles = await api("/api/roles");
     return [h("h1", {}, "Roles"), table("roles", [
@@ -316,7 +387,7 @@ const pages = {
     const j = await api("/api/jobs");
     if (!j.available) return [h("h1", {}, "Batch jobs"), h("p", { class: "muted" }, j.message)];
     return [h("h1", {}, "Batch jobs"), table("jobs", [
-      ["Job", (x) => h("code", {}, x.job_id)],
+      ["Job", (x) => h("a", { href: `#/job/${encodeURIComponent(x.job_id)}` }, x.job_id)],
       ["Name", (x) => (x.spec && x.spec.name) || ""],
       ["State", (x) => stateCell(x.state)],
       ["Instances", (x) => Object.entries(x.counts || {}).map(([k, v]) => `${k} ${v}`).join(", ")],
@@ -328,7 +399,7 @@ const pages = {
     const a = await api("/api/apps");
     if (!a.available) return [h("h1", {}, "Service apps"), h("p", { class: "muted" }, a.message)];
     return [h("h1", {}, "Service apps"), table("apps", [
-      ["App", (x) => x.app.id],
+      ["App", (x) => h("a", { href: `#/app/${encodeURIComponent(x.app.id)}` }, x.app.id)],
       ["State", (x) => stateCell(x.state)],
       ["Wanted", (x) => x.app.instances || 0],
       ["Running", (x) => x.running || 0],
@@ -426,7 +497,7 @@ async function route() {
   try {
     if (!page) throw new Error(`no page ${location.hash}`);
     const content = await page(...args);
-    main.replaceChildren(...content);
+    main.replaceChildren(...content.filter((c) => c !== null));
     status.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (e) {
     main.replaceChildren(h("h1", {}, "Error"), h("p", { class: "error", "data-testid": "error" }, e.message));
