@@ -267,6 +267,10 @@ def test_the_readme_cluster_on_four_machines():
                         timeout=30,
                     )
                     assert fetched.returncode == 0, fetched.stderr
+                # Nor did any daemon meet an error on the way.
+                for daemon in walk.background:
+                    log = daemon.log.read_text()
+                    assert "Traceback" not in log and "[error" not in log, log[-3000:]
             finally:
                 walk.stop()
     finally:
