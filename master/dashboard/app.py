@@ -86,6 +86,14 @@ class ClusterView(Protocol):
         """Free, draining, and what each framework uses and is offered there."""
         ...
 
+    def kill_task(self, framework_id: str, task_id: str, grace: float = 0.0) -> None:
+        """Operator.KillTask's effect; raises CallError as it does."""
+        ...
+
+    def drain(self, agent_id: str) -> None: ...
+
+    def undrain(self, agent_id: str) -> None: ...
+
     def shares(self) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
         """Dominant shares by role and by framework id, and each framework's label (cheap:
         sampled for the chart)."""
@@ -204,6 +212,24 @@ def _live(tasks) -> list:
     return [t for t in tasks if not is_terminal(t.state)]
 
 
+# The label in which the batch and services frameworks record who owns a job or an app
+# (agora.frameworks.sdk.ownership, which the master may not import).
+OWNER_LABEL = "agora.owner"
+
+_HTTP_STATUS = {
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.UNAVAILABLE: 503,
+}
+
+
+def _http_status(code: grpc.StatusCode) -> int:
+    return _HTTP_STATUS.get(code, 500)
+
+
 TASKS_SHOWN = 200  # of one agent or framework on its page, the newest
 
 
@@ -276,6 +302,15 @@ class Dashboard:
         routes: list[web.AbstractRouteDef] = [
             web.get(path, self._json(handler, path in shared)) for path, handler in api.items()
         ]
+        # Actions: POSTs of JSON, under the ACLs the CLI's calls meet (not read_state: the
+        # Operator service asks none of `agora cluster kill` or `drain` either).
+        actions: dict[str, Callable[[web.Request, dict], Awaitable[dict]]] = {
+            "/api/tasks/{framework_id}/{task_id}/kill": self.kill,
+            "/api/agents/{agent_id}/drain": self.drain,
+            "/api/agents/{agent_id}/undrain": self.undrain,
+            "/api/apps/{app_id}/scale": self.scale,
+        }
+        routes += [web.post(path, self._action(handler)) for path, handler in actions.items()]
         routes += [
             web.get("/", self.page),
             web.get("/api/{rest:.*}", self._json(self._no_such_api)),
@@ -306,6 +341,41 @@ class Dashboard:
                 return web.json_response({"error": str(e)}, status=e.status)
             except Exception as e:  # noqa: BLE001 - a bug here must not show a traceback
                 log.exception("dashboard request failed", path=request.path)
+                return web.json_response({"error": f"internal error: {e!r}"}, status=500)
+
+        return wrapped
+
+    def _action(self, handler):
+        """A POST: its JSON body to `handler`, which checks the ACLs and acts; its answer (a
+        "message" for people) as JSON; a refusal a 403 naming who may not do what."""
+
+        async def wrapped(request: web.Request) -> web.Response:
+            try:
+                # JSON only: a page of another site cannot send it without the browser asking
+                # this server first (a CORS preflight, which it does not answer), so it cannot
+                # act with a visitor's client certificate.
+                if request.content_type != "application/json":
+                    raise ApiError(415, "an action is a POST of JSON (application/json)")
+                try:
+                    body = await request.json()
+                except ValueError:
+                    raise ApiError(400, "the body is not JSON") from None
+                if not isinstance(body, dict):
+                    raise ApiError(400, "the body must be a JSON object")
+                try:
+                    answer = await handler(request, body)
+                except CallError as e:
+                    raise ApiError(_http_status(e.code), e.message) from None
+                # The next page shows what changed, not a snapshot from before it.
+                self._snapshot = None
+                self._answers.clear()
+                who = http_principal(request) or "an anonymous caller"
+                log.info("dashboard action", path=request.path, principal=who)
+                return web.json_response(answer)
+            except ApiError as e:
+                return web.json_response({"error": str(e)}, status=e.status)
+            except Exception as e:  # noqa: BLE001 - a bug here must not show a traceback
+                log.exception("dashboard action failed", path=request.path)
                 return web.json_response({"error": f"internal error: {e!r}"}, status=500)
 
         return wrapped
@@ -577,6 +647,60 @@ class Dashboard:
         )
         return {**_shown(status), "framework_id": found[1]}
 
+    # actions ------------------------------------------------------------------------------
+
+    async def kill(self, request: web.Request, body: dict) -> dict:
+        """Kills a task as `agora cluster kill` does: one's own framework's always, another's
+        as kill_tasks allows (by framework id or name)."""
+        framework = await self._framework(request.match_info["framework_id"])
+        fid, task_id = framework.info.framework_id, request.match_info["task_id"]
+        principal = http_principal(request)
+        if not (principal and principal == self.view.framework_principal(fid)):
+            self._check(request, Action.KILL_TASKS, fid, (framework.info.name,))
+        grace = body.get("grace_seconds", 0.0)
+        if not isinstance(grace, int | float):
+            raise ApiError(400, "grace_seconds must be a number of seconds")
+        self.view.kill_task(fid, task_id, float(grace))
+        label = framework_label(framework.info.name, fid)
+        return {"message": f"task {task_id} of {label}: being killed"}
+
+    async def drain(self, request: web.Request, body: dict) -> dict:
+        """Drains an agent as `agora cluster drain` does (drain_agents)."""
+        agent_id = request.match_info["agent_id"]
+        self._check(request, Action.DRAIN_AGENT, agent_id)
+        self.view.drain(agent_id)
+        return {"message": f"agent {agent_id}: draining (no new offers; its tasks keep running)"}
+
+    async def undrain(self, request: web.Request, body: dict) -> dict:
+        agent_id = request.match_info["agent_id"]
+        self._check(request, Action.DRAIN_AGENT, agent_id)
+        self.view.undrain(agent_id)
+        return {"message": f"agent {agent_id}: active again (its resources are offered)"}
+
+    async def scale(self, request: web.Request, body: dict) -> dict:
+        """Scales an app through the services framework, as `agora app scale` does. Only the
+        app's owner may (the services framework's rule: its `agora.owner` label); the master
+        calls the framework with its own certificate, so the caller's identity is checked here
+        first, against the owner the framework reports."""
+        app_id = request.match_info["app_id"]
+        instances = body.get("instances")
+        if not isinstance(instances, int) or isinstance(instances, bool) or instances < 0:
+            raise ApiError(400, f"instances must be a whole number, 0 or more, got {instances!r}")
+        found = await self._framework_service("services")
+        if found is None:
+            raise ApiError(404, "no services framework is registered")
+        stub = services_pb2_grpc.ServicesStub(self._channel(found[0]))
+        what = "the services framework"
+        status = await self._call(what, stub.GetApp, services_pb2.GetAppRequest(id=app_id))
+        owner = status.app.labels.get(OWNER_LABEL, "")
+        principal = http_principal(request)
+        if owner and principal != owner:
+            who = principal or "an anonymous caller"
+            raise ApiError(403, f"{who} may not scale app {app_id}, which {owner} owns")
+        request_ = services_pb2.ScaleAppRequest(id=app_id, instances=instances)
+        await self._call(what, stub.ScaleApp, request_)
+        return {"message": f"app {app_id}: scaling to {instances} instance(s)"}
+
     # helpers ------------------------------------------------------------------------------
 
     async def _state(self, fresh: bool = False) -> operator_pb2.ClusterState:
@@ -663,8 +787,12 @@ class Dashboard:
         except grpc.aio.AioRpcError as e:
             if e.code() == grpc.StatusCode.NOT_FOUND:
                 raise ApiError(404, e.details() or "not found") from None
-            if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                raise ApiError(400, e.details() or "bad request") from None
+            if e.code() in (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.PERMISSION_DENIED,
+                grpc.StatusCode.FAILED_PRECONDITION,
+            ):
+                raise ApiError(_http_status(e.code()), e.details() or e.code().name) from None
             raise ApiError(502, f"{what} did not answer: {e.details() or e.code().name}") from None
 
 

@@ -122,6 +122,18 @@ class MasterView:
         free = core.allocator.free(agent_id) if core.ledger.in_allocator(agent) else EMPTY
         return AgentUse(free, agent.draining, in_use, offered)
 
+    # actions: the Operator service's calls (the caller has passed the same ACL check) ----
+
+    def kill_task(self, framework_id: str, task_id: str, grace: float = 0.0) -> None:
+        """As Operator.KillTask: CallError NOT_FOUND for a task not running."""
+        self.core.tasks.operator_kill(framework_id, task_id, grace)
+
+    def drain(self, agent_id: str) -> None:
+        self.core.agents.drain(agent_id)
+
+    def undrain(self, agent_id: str) -> None:
+        self.core.agents.undrain(agent_id)
+
     def framework_principal(self, framework_id: str) -> str:
         framework = self.core.reg.frameworks.get(framework_id)
         return framework.principal if framework is not None else ""

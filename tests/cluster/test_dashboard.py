@@ -254,6 +254,10 @@ def test_unknown_pages_and_ids_are_404s_not_tracebacks(local, browser):
             urllib.request.urlopen(local.url + path, timeout=10)
         assert e.value.code == status
         assert message in json.load(e.value)["error"]
+    # An action is a POST of JSON only: a form another site's page posts is refused (415).
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(local.url + "/api/agents/any/drain", data=b"x=1", timeout=10)
+    assert e.value.code == 415 and "POST of JSON" in json.load(e.value)["error"]
 
 
 def test_the_roles_page_shows_what_a_guarantee_holds_back(local, browser):
@@ -310,7 +314,9 @@ def test_an_operator_follows_offers_to_a_framework_and_an_agent(local, browser, 
         assert "ROLE\t*\n" in facts and fid in facts  # headings upper-cased by the style
         shot(page, tmp_path, "framework")
 
-        host = framework.launched["nap-1"]
+        agent_id = framework.launched["nap-1"]
+        with urllib.request.urlopen(f"{local.url}/api/agents/{agent_id}", timeout=10) as reply:
+            host = json.load(reply)["hostname"]
         page.click("nav >> text=Agents")
         page.get_by_test_id("agents").locator("tr", has_text=host).get_by_role("link").click()
         page.get_by_test_id("agent-tasks").locator("tr", has_text="nap-1").wait_for()
@@ -318,6 +324,27 @@ def test_an_operator_follows_offers_to_a_framework_and_an_agent(local, browser, 
         assert "cpus:0.1" in uses.inner_text()
         assert "ACTIVE" in page.get_by_test_id("agent").inner_text()
         shot(page, tmp_path, "agent")
+
+        # Actions, each confirmed first: drain the agent and undrain it; kill the task.
+        questions: list[str] = []
+        page.on("dialog", lambda d: (questions.append(d.message), d.accept()))
+        try:
+            page.get_by_test_id("drain").click()
+            page.get_by_test_id("done").filter(has_text="draining").wait_for()
+            page.get_by_test_id("agent").filter(has_text="drained").wait_for()
+            shot(page, tmp_path, "agent-drained")
+        finally:
+            page.get_by_test_id("undrain").click()
+        page.get_by_test_id("done").filter(has_text="active again").wait_for()
+        page.get_by_test_id("agent-tasks").get_by_role("link", name="nap-1").click()
+        page.get_by_test_id("kill").click()
+        page.get_by_test_id("done").filter(has_text="task nap-1 of holder (").wait_for()
+        call(framework.wait_state("nap-1", "TASK_KILLED"))
+        assert [q.split("?")[0] for q in questions] == [
+            f"Drain {host}",
+            f"Offer {host}'s resources again",
+            "Kill task nap-1 of holder",
+        ]
         assert errors == []
         page.close()
 
@@ -341,11 +368,16 @@ def test_an_app_has_a_page_with_its_instances(local, browser, tmp_path):
         page.get_by_test_id("apps").get_by_role("link", name="sleeper").click()
         page.wait_for_url(re.compile("#/app/sleeper$"))
         running = page.get_by_test_id("app-tasks").locator("tr", has_text="TASK_RUNNING")
-        running.wait_for()
+        running.first.wait_for()
         assert "1 wanted" in page.get_by_test_id("app").inner_text()
         assert "null" not in page.inner_text("main")
         shot(page, tmp_path, "app")
-        running.get_by_role("link").first.click()
+        page.on("dialog", lambda d: d.accept())
+        page.get_by_test_id("instances").fill("2")
+        page.get_by_test_id("scale").click()
+        page.get_by_test_id("done").filter(has_text="app sleeper: scaling to 2").wait_for()
+        page.get_by_test_id("app").filter(has_text="2 wanted").wait_for()
+        running.first.get_by_role("link").first.click()
         page.wait_for_url(re.compile("#/task/framework-[0-9a-f]+/"))
         page.get_by_test_id("task").locator("text=TASK_RUNNING").wait_for()
         page.close()

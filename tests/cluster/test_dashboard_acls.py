@@ -1,7 +1,8 @@
 """The dashboard and the agents obey the ACLs, over real HTTPS and mutual TLS with certificates
 made by `agora tls`: pages need read_state; a task's sandbox needs read_sandboxes unless the
 caller is the principal whose framework runs it (or, at the agent, the master); task
-environments are shown to no one else; operators kill others' tasks only with kill_tasks."""
+environments are shown to no one else; operators kill others' tasks only with kill_tasks, from
+the command line or the dashboard, and drain agents only with drain_agents."""
 
 from __future__ import annotations
 
@@ -70,6 +71,21 @@ def get(url: str, certs: Path, name: str | None) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
+def post(url: str, certs: Path, name: str | None, body: dict) -> tuple[int, dict]:
+    """POST `body` as JSON to `url` as `name` (or anonymously), as the dashboard's page does."""
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    if name is not None:
+        context.load_cert_chain(certs / f"{name}.pem", certs / f"{name}-key.pem")
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
 @pytest.fixture
 def cluster(tmp_path):
     certs = certs_for(tmp_path)
@@ -117,7 +133,10 @@ async def test_the_dashboard_obeys_read_state_and_read_sandbox_acls(cluster):
             env={"DB_PASSWORD": "hunter2"},
         )
         await framework.launch(spec)
+        await framework.launch(TaskSpec(name="two", task_id="t-two", cpus=0.1, mem=16,
+                                        command="sleep 60"))  # fmt: skip
         await framework.wait_state("t-secret", "TASK_RUNNING")
+        await framework.wait_state("t-two", "TASK_RUNNING")
         fid = framework.framework_ids[-1]
         stdout = f"{url}/api/tasks/{fid}/t-secret/file?path=stdout"
 
@@ -143,8 +162,24 @@ async def test_the_dashboard_obeys_read_state_and_read_sandbox_acls(cluster):
             assert fid in body["error"]
             status, body = get(f"{url}/api/tasks/{fid}/t-secret/files", certs, "viewer")
             assert status == 403, body
+            # The dashboard's actions meet the CLI's ACLs: kill_tasks names ops (for acl-e2e)
+            # alone, and no one may drain; a refusal names who may not do what.
+            kill = f"{url}/api/tasks/{fid}/t-two/kill"
+            for who in ("viewer", None):
+                status, body = post(kill, certs, who, {})
+                assert status == 403, body
+                assert f"{who or 'anonymous'}" in body["error"]
+                assert f"may not kill tasks '{fid}'" in body["error"]
+            agent_id = get(f"{url}/api/agents", certs, "viewer")[1][0]["agent_id"]
+            status, body = post(f"{url}/api/agents/{agent_id}/drain", certs, "ops", {})
+            assert status == 403, body
+            assert f"ops may not drain agent '{agent_id}'" in body["error"]
+            status, body = post(kill, certs, "ops", {})
+            assert status == 200, body
+            assert "task t-two of acl-e2e" in body["message"]
 
         await asyncio.to_thread(check)
+        await framework.wait_state("t-two", "TASK_KILLED")
 
         # At the agent itself: the owner reads its sandbox and sees its environment; viewer
         # is refused the file and sees the environment's names only.

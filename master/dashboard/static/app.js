@@ -29,6 +29,35 @@ async function api(path) {
   return body;
 }
 
+// Actions: a POST of JSON; the answer's message (or the refusal) shows above the page until
+// the next one or another page.
+async function post(path, body) {
+  const reply = await fetch(path, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body || {}),
+  });
+  const answer = await reply.json();
+  if (!reply.ok) throw new Error(answer.error || `${reply.status} ${reply.statusText}`);
+  return answer;
+}
+
+function notify(text, refused) {
+  document.getElementById("notice").replaceChildren(h("div",
+    { class: refused ? "notice refused" : "notice done", "data-testid": refused ? "refused" : "done" },
+    text, " ", h("button", { onclick: () => notify.clear() }, "dismiss")));
+}
+notify.clear = () => document.getElementById("notice").replaceChildren();
+
+// A button that asks `question` (or `question()`) first, then POSTs `body()` to `path`.
+function action(testid, label, question, path, body) {
+  return h("button", { class: "action", "data-testid": testid, onclick: async () => {
+    if (!window.confirm(typeof question === "function" ? question() : question)) return;
+    try {
+      notify((await post(path, body ? body() : {})).message, false);
+      route();
+    } catch (e) { notify(e.message, true); }
+  } }, label);
+}
+
 function ago(t) {
   if (!t) return "-";
   const s = Math.max(0, Date.now() / 1000 - t);
@@ -193,6 +222,12 @@ const pages = {
       ["Resources", (x) => h("code", {}, x.resources)],
       ["Last message", (x) => `${x.message}${x.reason ? " [" + x.reason + "]" : ""}`],
     ], [t])];
+    if (!["TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED",
+      "TASK_GONE"].includes(t.state)) {
+      parts.push(h("p", {}, action("kill", "Kill task",
+        `Kill task ${t.task_id} of ${t.framework || t.framework_id}? It gets SIGTERM, then SIGKILL after its grace period.`,
+        `${base}/kill`)));
+    }
     if (t.state === "TASK_RUNNING") {
       try {
         const { usage } = await api(`${base}/usage`);
@@ -237,6 +272,11 @@ const pages = {
         ["Last heartbeat", ago(a.last_heartbeat_at)],
         ["Id", h("code", {}, a.agent_id)],
       ]),
+      h("p", {}, a.draining
+        ? action("undrain", "Undrain", `Offer ${a.hostname}'s resources again?`,
+          `/api/agents/${encodeURIComponent(a.agent_id)}/undrain`)
+        : action("drain", "Drain", `Drain ${a.hostname}? No new offers of it; its tasks keep running.`,
+          `/api/agents/${encodeURIComponent(a.agent_id)}/drain`)),
       h("h2", {}, "By framework"),
       table("agent-frameworks", [
         ["Framework", (f) => frameworkLink(f.framework_id, f.framework)],
@@ -349,6 +389,7 @@ const pages = {
         ["Owner", (app.labels || {})["agora.owner"] || "-"],
         ["Version", h("code", {}, app.version || "-")],
       ]),
+      scaler(app),
       (a.deployments || []).length ? h("h2", {}, "Deployments") : null,
       (a.deployments || []).length ? table("app-deployments", [
         ["To version", (d) => h("code", {}, d.to_version)],
@@ -409,6 +450,19 @@ const pages = {
     ], a.apps, "No apps.")];
   },
 };
+
+// The app page's instance count: what the user typed survives the page's refreshes.
+const drafts = {};
+function scaler(app) {
+  const input = h("input", { type: "number", min: "0", step: "1", "data-testid": "instances",
+    value: drafts[app.id] ?? (app.instances || 0), oninput: () => { drafts[app.id] = input.value; } });
+  return h("p", { class: "filters" }, h("label", {}, "Instances "), input,
+    action("scale", "Scale", () => `Scale app ${app.id} to ${input.value} instance(s)?`,
+      `/api/apps/${encodeURIComponent(app.id)}/scale`, () => {
+        delete drafts[app.id];
+        return { instances: Number(input.value) };
+      }));
+}
 
 // A live tail: each refresh reads what was appended since the last one.
 async function follow(base) {
@@ -502,8 +556,18 @@ async function route() {
   } catch (e) {
     main.replaceChildren(h("h1", {}, "Error"), h("p", { class: "error", "data-testid": "error" }, e.message));
   }
-  timer = setTimeout(route, REFRESH_MS);
+  timer = setTimeout(refresh, REFRESH_MS);
 }
 
-window.addEventListener("hashchange", () => { tail = null; route(); });
+// The periodic refresh, put off while the user types in a field of the page.
+function refresh() {
+  const focused = document.activeElement;
+  if (focused && main.contains(focused) && ["INPUT", "SELECT"].includes(focused.tagName)) {
+    timer = setTimeout(refresh, REFRESH_MS);
+  } else {
+    route();
+  }
+}
+
+window.addEventListener("hashchange", () => { tail = null; notify.clear(); route(); });
 route();
