@@ -698,7 +698,18 @@ class Dashboard:
             who = principal or "an anonymous caller"
             raise ApiError(403, f"{who} may not scale app {app_id}, which {owner} owns")
         request_ = services_pb2.ScaleAppRequest(id=app_id, instances=instances)
-        await self._call(what, stub.ScaleApp, request_)
+        try:
+            await self._call(what, stub.ScaleApp, request_)
+        except ApiError as e:
+            if e.status != 403:
+                raise
+            # The owner asked, but the framework knows only the master's certificate.
+            raise ApiError(
+                403,
+                f"the services framework refused the master: {e} (it takes a scale of app "
+                f"{app_id} from its owner alone: run `agora app scale {app_id} {instances}` "
+                "with the owner's certificate)",
+            ) from None
         return {"message": f"app {app_id}: scaling to {instances} instance(s)"}
 
     # helpers ------------------------------------------------------------------------------

@@ -220,3 +220,43 @@ async def test_the_dashboard_obeys_read_state_and_read_sandbox_acls(cluster):
         assert done.returncode == 0, done.stderr
         assert "being killed" in done.stdout
         await framework.wait_state("t-secret", "TASK_KILLED")
+
+
+async def test_only_an_apps_owner_may_scale_it_from_the_dashboard(cluster, tmp_path):
+    """The services framework lets an app's owner alone scale it; the dashboard checks the
+    caller against that owner first, and says what to run when the framework refuses the
+    master's own certificate."""
+    master, certs = cluster
+    services = Daemon(
+        ["services", "--master", master.address, "--state-dir", str(tmp_path / "s")]
+        + tls_flags(certs, "owner"),
+        tmp_path / "services.log",
+    ).start()
+    try:
+        app = tmp_path / "napper.json"
+        app.write_text(json.dumps({"id": "napper", "cmd": "sleep 60", "instances": 1,
+                                   "cpus": 0.1, "mem": 16}))  # fmt: skip
+        put = await asyncio.to_thread(
+            agora, "app", "put", str(app), "--master", master.address, *tls_flags(certs, "owner")
+        )
+        assert put.returncode == 0, put.stdout + put.stderr
+        await eventually_async(
+            lambda: any("dashboard" in line and "https://" in line for line in master.lines),
+            timeout=10,
+            message="the dashboard's address",
+        )
+        scale = dashboard_url(master).rstrip("/") + "/api/apps/napper/scale"
+
+        def check() -> None:
+            status, body = post(scale, certs, "viewer", {"instances": 0})
+            assert status == 403, body
+            assert "viewer may not scale app napper, which owner owns" in body["error"]
+            status, body = post(scale, certs, "owner", {"instances": -1})
+            assert status == 400 and "instances must be a whole number" in body["error"]
+            status, body = post(scale, certs, "owner", {"instances": 0})
+            assert status == 403, body
+            assert "run `agora app scale napper 0` with the owner's certificate" in body["error"]
+
+        await asyncio.to_thread(check)
+    finally:
+        services.stop()
