@@ -131,6 +131,9 @@ class BatchScheduler(Framework):
         self._wakeup: asyncio.TimerHandle | None = None  # the next retry is due
         self._realign: asyncio.TimerHandle | None = None  # see _arm_realign
         self._notes: dict[str, str] = {}  # job id -> why it may wait long (from submit)
+        # job id -> why the master refused its last launch (an ACL, a bad task): without it a
+        # job the master will never run sits QUEUED with nothing said where its owner looks.
+        self._launch_notes: dict[str, str] = {}
         self._offers_wanted = 0  # see _want_offers
         self._revive_asked = False  # a revive for new work is on its way (_want_offers)
         self.agents_lost = 0  # agents the master removed since we started (service.py)
@@ -162,7 +165,7 @@ class BatchScheduler(Framework):
         for job_id in gone:
             del self.jobs[job_id]
             self._keys.pop(job_id, None)
-            for notes in (self._notes, self._hold_notes, self._hold_refused):
+            for notes in (self._notes, self._hold_notes, self._hold_refused, self._launch_notes):
                 notes.pop(job_id, None)
         self._log.info("forgot finished jobs past the bound", count=len(gone))
         return gone
@@ -647,12 +650,22 @@ class BatchScheduler(Framework):
                 # Optimistic offers: what is left of them may still be live at the master;
                 # give it back at once rather than holding it until the offer times out.
                 await self._decline(driver, launch.offers, 0)
+            else:
+                # A conflict is routine (the next offers do); any other refusal is what the
+                # job's owner must hear of: it stays in the job's message until a launch works.
+                for job_id in touched:
+                    self._launch_notes[job_id] = f"the master refused its last launch: {e.message}"
             self._undo_launch(launch, touched, f"launch refused: {e.message}")
+            for job_id in touched:
+                if job_id in self._launch_notes:
+                    self._note_waiting(self.jobs[job_id])
             return
         self._log.debug(
             "launched", agent_id=launch.agent_id, tasks=[t.task_id for t in launch.tasks]
         )
         self._publish_launches(attempts, launch)
+        for job_id in touched:
+            self._launch_notes.pop(job_id, None)
         for job_id in touched:  # a gang placed from ordinary offers needs its hold no more
             await self._release_hold(driver, job_id)
         for want in launch.wants:  # killed while we were launching
@@ -704,7 +717,7 @@ class BatchScheduler(Framework):
             )
         else:
             message = f"waiting for offers with room for {needs}"
-        for notes in (self._notes, self._hold_notes):
+        for notes in (self._notes, self._hold_notes, self._launch_notes):
             if job.job_id in notes:
                 message += f"; {notes[job.job_id]}"
         if job.message != message and not st.is_ended(job):

@@ -94,9 +94,9 @@ async def test_killing_an_ended_job_is_a_failed_precondition(cluster):
         (["job", "submit", "--mem", "-32", "--", "true"], "mem must be a positive number"),
         (["job", "submit", "--cpus", "100", "--", "true"], "has cpus:2;mem:1024"),
         (["job", "submit", "--instances", "0", "--", "true"], "--instances must be at least 1"),
-        (["job", "status", "job-nope"], "no job 'job-nope'"),
+        (["job", "status", "job-nope"], "no job has the id or the name 'job-nope'"),
         (["job", "kill", "job-nope"], "no job 'job-nope'"),
-        (["job", "logs", "job-nope"], "no job 'job-nope'"),
+        (["job", "logs", "job-nope"], "no job has the id or the name 'job-nope'"),
     ],
 )
 async def test_cli_bad_input_is_one_line_and_exit_1(cluster, args, says):

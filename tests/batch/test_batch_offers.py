@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 from batch_harness import BatchCluster
+from harness import eventually_async
 
 from agora.frameworks.batch.scheduler import BatchScheduler
 from agora.frameworks.batch.store import JobStore
@@ -154,3 +156,33 @@ async def test_long_refusals_do_not_slow_a_job_whose_tasks_free_what_the_next_ne
         await cluster.wait_state(again, B.JOB_SUCCEEDED, timeout=60)
     finally:
         await cluster.stop()
+
+
+async def test_a_launch_the_master_refuses_is_said_in_the_jobs_message(framework):
+    """A job the master will not run (an ACL, say) must not sit QUEUED with nothing said
+    where its owner looks (`agora job status`, `--wait`): the refusal stays in the job's
+    message until a launch of it works."""
+    scheduler, transport, stream = framework
+    job = scheduler.submit(job_spec(1))
+    await transport.next_call("Revive")
+    why = "batch may not run tasks as user 'root'"
+    transport.fail_next("Accept", grpc.StatusCode.PERMISSION_DENIED, why)
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
+    await transport.next_call("Accept")
+
+    def refused():
+        shown = scheduler.get(job.job_id)
+        return shown if "refused" in shown.message else None
+
+    shown = await eventually_async(refused, message="the refusal in the job's message")
+    assert f"the master refused its last launch: {why}" in shown.message
+    assert shown.counts.pending == 1
+    stream.send(offers_event(make_offer("o-2", "a1", "cpus:2;mem:1024")))
+    await transport.next_call("Accept")  # allowed this time: the refusal is no longer said
+
+    def launched_now():
+        shown = scheduler.get(job.job_id)
+        return shown if shown.counts.pending == 0 else None
+
+    launched = await eventually_async(launched_now, message="the instance launched")
+    assert "refused" not in launched.message
