@@ -418,6 +418,8 @@ class Dashboard:
             "frameworks": len(state.frameworks),
             "frameworks_connected": sum(1 for f in state.frameworks if f.connected),
             "tasks": by_state,
+            "offers": len(self.view.offers()),
+            "held_back": {r.role: _resources(r.headroom) for r in state.roles if r.headroom},
         }
 
     async def agents(self, request: web.Request) -> bytes:

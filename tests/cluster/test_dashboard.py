@@ -110,6 +110,7 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     page.goto(local.url + "/")
     page.get_by_test_id("agents-count").filter(has_text="2 / 2").wait_for()
     page.get_by_test_id("frameworks-count").filter(has_text="2 / 2").wait_for()
+    assert page.get_by_test_id("held-back-note").count() == 0
     shot(page, tmp_path, "overview")
 
     page.click("nav >> text=Agents")
@@ -176,6 +177,22 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
         batch.startswith("framework-") and batch[len("framework-") :][:6] in shares["labels"][batch]
     )
     assert len(shares["roles"]["*"]) == len(shares["at"]) == len(shares["frameworks"][batch])
+
+
+def test_the_share_history_labels_framework_ids_while_they_are_charted():
+    from agora.master.dashboard import ShareHistory
+
+    history = ShareHistory(window=2.0, interval=1.0)
+    history.add(1.0, {}, {"framework-a1": 0.1}, {"framework-a1": "batch (a1)"})
+    history.add(2.0, {}, {"framework-b2": 0.2}, {"framework-b2": "batch (b2)"})
+    assert history.series()["labels"] == {
+        "framework-a1": "batch (a1)",
+        "framework-b2": "batch (b2)",
+    }
+    history.add(3.0, {}, {"framework-b2": 0.3})  # framework-a1 leaves the window
+    series = history.series()
+    assert series["frameworks"] == {"framework-b2": [0.2, 0.3]}
+    assert series["labels"] == {"framework-b2": "batch (b2)"}
 
 
 def test_the_share_chart_keeps_each_framework_id_its_own_line_on_a_time_axis(
@@ -275,7 +292,11 @@ def test_the_roles_page_shows_what_a_guarantee_holds_back(local, browser):
         cells = row.locator("td").all_inner_texts()
         # Headings are upper-cased by the page's style.
         assert dict(zip(headings, cells, strict=True))["HELD BACK FOR IT"] == "cpus:0.5;mem:64"
-        # The offers page says what quota keeps from everyone, and that no one asked for it.
+        # The overview says so, and the offers page what quota keeps from everyone, and that
+        # no one asked for it.
+        page.click("nav >> text=Overview")
+        note = page.get_by_test_id("held-back-note")
+        assert "cpus:0.5;mem:64 for role analytics" in note.inner_text()
         page.click("nav >> text=Offers")
         held = page.get_by_test_id("held-back").locator("tr", has_text="analytics")
         held.wait_for()
