@@ -80,6 +80,8 @@ class ClusterView(Protocol):
         """Outstanding offers (all, one framework's or one agent's), the oldest first."""
         ...
 
+    def offer_count(self) -> int: ...
+
     def offer_timeout(self) -> float | None: ...
 
     def agent_use(self, agent_id: str) -> AgentUse | None:
@@ -298,7 +300,14 @@ class Dashboard:
             "/api/apps/{app_id}": self.app,
         }
         # Read from the master's state alone (the rest call agents or frameworks, per task).
-        shared = {"/api/overview", "/api/agents", "/api/frameworks", "/api/tasks", "/api/roles"}
+        shared = {
+            "/api/overview",
+            "/api/agents",
+            "/api/frameworks",
+            "/api/tasks",
+            "/api/roles",
+            "/api/offers",
+        }
         routes: list[web.AbstractRouteDef] = [
             web.get(path, self._json(handler, path in shared)) for path, handler in api.items()
         ]
@@ -418,7 +427,7 @@ class Dashboard:
             "frameworks": len(state.frameworks),
             "frameworks_connected": sum(1 for f in state.frameworks if f.connected),
             "tasks": by_state,
-            "offers": len(self.view.offers()),
+            "offers": self.view.offer_count(),
             "held_back": {r.role: _resources(r.headroom) for r in state.roles if r.headroom},
         }
 

@@ -101,6 +101,9 @@ class MasterView:
         ]
         return sorted(rows, key=lambda o: -o.age_seconds)
 
+    def offer_count(self) -> int:
+        return len(self.core.reg.offers)
+
     def offer_timeout(self) -> float | None:
         """Seconds after which an unanswered offer is rescinded (None: never)."""
         return self.core.config.offer_timeout_seconds
