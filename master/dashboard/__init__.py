@@ -1,4 +1,5 @@
-"""The master's web dashboard: pages of agents, frameworks, tasks, roles, jobs and apps.
+"""The master's web dashboard: lists and pages of agents, frameworks, tasks, offers, roles, jobs
+and apps, and an operator's actions on them (kill, drain, scale) under the master's ACLs.
 
 Served on the master's HTTP layer (agora.common.http, `--http-port`) from the same state the
 Operator service reads (`ClusterView`, built on master.views), never a second copy. Plain HTML,

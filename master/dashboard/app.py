@@ -1,4 +1,5 @@
-"""The dashboard's HTTP routes: its page and static files, and the JSON API the page polls.
+"""The dashboard's HTTP routes: its page and static files, the JSON API the page polls, and the
+actions it posts (kill a task, drain or undrain an agent, scale an app).
 
 The API reads a `ClusterView` (the master's state, as the Operator service shows it) and, for a
 task's sandbox and usage or the batch and service frameworks' jobs and apps, calls those daemons
@@ -6,10 +7,12 @@ over gRPC, as `agora job logs` or `agora app list` would. Every error is a JSON 
 message for people and the right HTTP status (404 unknown, 502 a daemon that does not answer),
 never a traceback.
 
-The ACLs hold here as on the gRPC API (one Gatekeeper, the master's): every API call needs
+The ACLs hold here as on the gRPC API (one Gatekeeper, the master's): every API read needs
 read_state; a task's files and usage need read_sandboxes, unless the caller is the principal that
-registered the task's framework. The caller is known by its client certificate over HTTPS; a
-browser without one is anonymous. Task environments (which may hold secrets) are never shown.
+registered the task's framework; a kill needs kill_tasks and a drain drain_agents, as the
+Operator service's KillTask and DrainAgent do; an app is scaled by its owner alone. The caller
+is known by its client certificate over HTTPS; a browser without one is anonymous. Task
+environments (which may hold secrets) are never shown.
 """
 
 from __future__ import annotations
