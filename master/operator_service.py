@@ -98,10 +98,13 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
     def _check_framework(self, context, action: Action, framework) -> None:
         """`action` on another's framework needs an ACL naming it (by id or name); on one's
         own framework (subscribed by the same principal) it is always allowed."""
-        principal = caller_principal(context)
-        if principal and principal == framework.principal:
-            return
-        self.gate.check(principal, action, framework.framework_id, (framework.info.name,))
+        self.gate.check_framework(
+            caller_principal(context),
+            action,
+            framework.framework_id,
+            framework.principal,
+            framework.info.name,
+        )
 
     async def DrainAgent(self, request, context):
         await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)
