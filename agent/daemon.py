@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,9 +102,46 @@ class AgentConfig:
     # (agent/file_access.py). None: every caller may read.
     acls_path: Path | None = None
 
+    def validate(self) -> None:
+        """Raises ValueError naming the bad field and what to write instead, as
+        MasterConfig.validate does (the command line checks its flags before this)."""
+        for name in ("port", "metrics_port"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 65535:
+                raise ValueError(f"{name} must be in 0-65535, got {value}")
+        for name in (
+            "heartbeat_interval",
+            "reconnect_backoff_initial",
+            "reconnect_backoff_max",
+            "update_backoff_initial",
+            "update_backoff_max",
+            "usage_interval",
+            "sandbox_watch_interval",
+        ):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+        for name in ("default_kill_grace", "gc_delay"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be 0 or more seconds, got {value}")
+        if not 0 <= self.gc_disk_headroom <= 1:
+            raise ValueError(
+                f"gc_disk_headroom must be a fraction between 0 and 1, got {self.gc_disk_headroom}"
+            )
+        for name in ("max_log_bytes", "max_completed_tasks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.reconnect_backoff_max < self.reconnect_backoff_initial:
+            raise ValueError(
+                f"reconnect_backoff_max ({self.reconnect_backoff_max}) must not be below "
+                f"reconnect_backoff_initial ({self.reconnect_backoff_initial})"
+            )
+
 
 class AgentDaemon:
     def __init__(self, config: AgentConfig) -> None:
+        config.validate()
         masters = parse_masters(config.master)  # fail early on a malformed --master
         if config.host is None:
             host = _host_towards(masters)

@@ -465,3 +465,27 @@ def test_a_run_whose_wrapper_never_started_fails_on_recovery_and_its_cgroups_go(
         ("t1", common_pb2.TASK_FAILED, "REASON_AGENT_RESTARTED")
     ]
     assert not cgroup.exists()
+
+
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("port", 70000, "port must be in 0-65535"),
+        ("metrics_port", -1, "metrics_port must be in 0-65535"),
+        ("heartbeat_interval", 0.0, "heartbeat_interval must be a positive number"),
+        ("usage_interval", float("nan"), "usage_interval must be a positive number"),
+        ("gc_delay", -1.0, "gc_delay must be 0 or more seconds"),
+        ("gc_disk_headroom", 1.5, "gc_disk_headroom must be a fraction between 0 and 1"),
+        ("max_completed_tasks", 0, "max_completed_tasks must be at least 1"),
+        ("reconnect_backoff_max", 0.1, "must not be below reconnect_backoff_initial"),
+    ],
+)
+def test_agent_config_names_a_bad_field_and_the_daemon_refuses_it(tmp_path, field, value, says):
+    from agora.agent import AgentConfig, AgentDaemon
+
+    config = AgentConfig(master="127.0.0.1:1", work_dir=tmp_path, **{field: value})
+    with pytest.raises(ValueError, match=says):
+        config.validate()
+    with pytest.raises(ValueError, match=says):
+        AgentDaemon(config)
+    AgentConfig(master="127.0.0.1:1", work_dir=tmp_path).validate()  # the defaults are fine
