@@ -303,15 +303,17 @@ class BatchScheduler(Framework):
         self._waiting.forget(job_id)
         self._needs.pop(job_id, None)
 
+    def _waiting_jobs(self) -> list[batch_pb2.Job]:
+        """Jobs with instances waiting (ready or in backoff), in no particular order."""
+        return [self.jobs[j] for j in self._waiting.job_ids() if j in self.jobs]
+
     def _queue(self) -> list[batch_pb2.Job]:
-        """Jobs with instances waiting (ready or in backoff), in the order the policy serves
-        them."""
-        jobs = [self.jobs[j] for j in self._waiting.job_ids() if j in self.jobs]
-        return sorted(jobs, key=lambda j: self._keys[j.job_id])
+        """The waiting jobs in the order the policy serves them (only placement needs it)."""
+        return sorted(self._waiting_jobs(), key=lambda j: self._keys[j.job_id])
 
     def has_ready_work(self, now: float | None = None) -> bool:
         now = self.clock() if now is None else now
-        return any(self._waiting.has_ready(job, now) for job in self._queue())
+        return any(self._waiting.has_ready(job, now) for job in self._waiting_jobs())
 
     async def update_interest(self, revive: bool = False) -> None:
         """Revives when instances are ready to launch and suppresses when none are, so an
@@ -335,7 +337,9 @@ class BatchScheduler(Framework):
 
     def _arm_wakeup(self) -> None:
         now = self.clock()
-        times = [t for t in (self._waiting.next_retry_at(j, now) for j in self._queue()) if t]
+        times = [
+            t for t in (self._waiting.next_retry_at(j, now) for j in self._waiting_jobs()) if t
+        ]
         if self._wakeup is not None:
             self._wakeup.cancel()
             self._wakeup = None
@@ -415,7 +419,8 @@ class BatchScheduler(Framework):
 
     async def before_acknowledging(self, driver: Driver) -> None:
         """The updates about to be acknowledged are written first (raises if they cannot be:
-        then they are not acknowledged, and the agents send them again)."""
+        then they are not acknowledged, and the agents send them again). The store's own
+        error, not StoreUnavailable: the SDK logs it, and no caller waits for an answer."""
         self.store.commit()
 
     # --- Framework callbacks -----------------------------------------------------------------
@@ -498,7 +503,8 @@ class BatchScheduler(Framework):
             self._arm_realign()
 
     async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
-        """Its tasks come as TASK_LOST updates; the agents' sizes kept for submissions go."""
+        """Its tasks come as TASK_LOST updates. Counted: the Batch API drops the agent sizes it
+        keeps for submissions when the count moves (service.py)."""
         self.agents_lost += 1
 
     # --- gang holds ----------------------------------------------------------------------
@@ -616,9 +622,8 @@ class BatchScheduler(Framework):
         for job_id, indices in touched.items():
             self.store.put_job(self.jobs[job_id], indices)
         try:
-            self.store.commit()
-        except sqlite3.Error as e:
-            self._log.error("cannot record a launch; not launching", error=str(e))
+            self.commit()  # logs a failure itself
+        except StoreUnavailable as e:
             self._undo_launch(launch, touched, f"not launched: cannot record it ({e})")
             await self._decline(driver, launch.offers, 0)
             return

@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Generator
 
+from agora.frameworks.batch import state as st
 from agora.v1 import batch_pb2
 
 _PENDING = batch_pb2.INSTANCE_PENDING
@@ -103,10 +104,7 @@ class WaitingInstances:
         if not self._backoff.get(job_id, True):
             del self._backoff[job_id]
 
-    @staticmethod
-    def _is_ready(job: batch_pb2.Job, index: int, now: float) -> bool:
-        instance = job.instances[index]
-        return instance.state == _PENDING and instance.not_before <= now
+    _is_ready = staticmethod(st.is_ready)
 
     @staticmethod
     def _in_backoff(job: batch_pb2.Job, not_before: float, index: int) -> bool:
