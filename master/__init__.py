@@ -9,24 +9,19 @@ validation), plain data (registry), the durable registry (registry_store) and Ma
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agora.common.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
     from agora.master.config import MasterConfig
     from agora.master.server import Master
-
-__all__ = ["Master", "MasterConfig"]
-
-
-def __getattr__(name: str) -> Any:
+else:
     # Loaded on first use: Master brings the whole daemon (gRPC services, aiohttp, the
     # dashboard), which importing agora.master.allocator (`agora bench`) must not.
-    if name == "Master":
-        from agora.master.server import Master
+    __getattr__, __dir__ = exports_on_first_use(
+        __name__,
+        {"agora.master.server": ("Master",), "agora.master.config": ("MasterConfig",)},
+    )
 
-        return Master
-    if name == "MasterConfig":
-        from agora.master.config import MasterConfig
-
-        return MasterConfig
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["Master", "MasterConfig"]

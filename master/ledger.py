@@ -69,14 +69,7 @@ class Ledger:
         """A decline filter: offers on `agent_id` contained in `refused` stay hidden from
         `framework_id` for `seconds` (nothing is given back here)."""
         if self.in_allocator(self.reg.agents.get(agent_id)) and framework_id in self.reg.frameworks:
-            self.allocator.recover(
-                framework_id,
-                agent_id,
-                EMPTY,
-                self.clock.now(),
-                refuse_seconds=seconds,
-                refused=refused,
-            )
+            self.allocator.refuse(framework_id, agent_id, refused, self.clock.now(), seconds)
 
     def add_framework(self, framework: Framework) -> None:
         """Registers `framework` and tells the allocator, with what its known tasks use."""

@@ -329,15 +329,12 @@ class Allocator:
         resources: Resources,
         now: float,
         refuse_seconds: float | None = None,
-        refused: Resources | None = None,
     ) -> None:
         """Resources allocated to a framework on an agent become free again.
 
-        refuse_seconds > 0 also installs a decline filter until now + refuse_seconds (capped at
-        365 days): the agent's offers stay hidden from the framework while they are contained
-        in `refused` (default: `resources`, what it gave back), as in Mesos (filters.py). None
-        or 0 installs no filter. Recovering on a removed agent, or for a removed framework, is
-        a no-op (their allocations were already dropped).
+        refuse_seconds > 0 also refuses them for that long (refuse()); None or 0 installs no
+        filter. Recovering on a removed agent, or for a removed framework, is a no-op (their
+        allocations were already dropped).
         """
         agent = self._agents.get(agent_id)
         if agent is not None and resources:
@@ -355,14 +352,23 @@ class Allocator:
                     f"{agent_id}: only {held} is allocated to it there"
                 )
             self._set_allocation(framework_id, agent, held - resources)
-        if refuse_seconds is not None and framework_id in self._frameworks:
-            if math.isnan(refuse_seconds):
-                raise ValueError("refuse_seconds must be a number, got NaN")
-            if refuse_seconds > 0:
-                until = now + min(float(refuse_seconds), MAX_REFUSE_SECONDS)
-                self._filters.add(
-                    framework_id, agent_id, until, resources if refused is None else refused
-                )
+        if refuse_seconds is not None:
+            self.refuse(framework_id, agent_id, resources, now, refuse_seconds)
+
+    def refuse(
+        self, framework_id: str, agent_id: str, refused: Resources, now: float, seconds: float
+    ) -> None:
+        """A decline filter: until now + seconds (capped at 365 days) the agent's offers stay
+        hidden from the framework while they are contained in `refused`, as in Mesos
+        (filters.py); 0 installs none. It gives nothing back: an optimistic offer held nothing,
+        and a declined held offer is recovered apart. A removed framework is ignored."""
+        if framework_id not in self._frameworks:
+            return
+        if math.isnan(seconds):
+            raise ValueError("refuse_seconds must be a number, got NaN")
+        if seconds > 0:
+            until = now + min(float(seconds), MAX_REFUSE_SECONDS)
+            self._filters.add(framework_id, agent_id, until, refused)
 
     def decline(
         self,

@@ -33,7 +33,7 @@ class PessimisticOffers:
         quota_on = bool(a._quota_roles)
         refused = a._filters.by_agent.get(agent.agent_id) or {}
         if quota_on and a._required_headroom():
-            self._guarantees(agent, now, grants)
+            self._guarantees(agent, now, grants, refused)
             if not agent.free or not fits(agent.free_vec):
                 return
         elif not agent.reserved:
@@ -68,9 +68,9 @@ class PessimisticOffers:
                 return  # nobody may take this agent now
         # General path: reservations or quota make the offer depend on the role, and a grant
         # may leave something for the next framework or role on the same agent.
-        self._in_order(agent, now, grants, a._role_sorter.sorted(), False)
+        self._in_order(agent, now, grants, refused, a._role_sorter.sorted(), False)
 
-    def _guarantees(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
+    def _guarantees(self, agent: _Agent, now: float, grants: list[OfferGrant], refused) -> None:
         """Stage 1: roles below their guarantee get this agent first, up to the guarantee."""
         a = self.a
         sorter = a._role_sorter
@@ -81,15 +81,16 @@ class PessimisticOffers:
             if r.eligible and quota and quota.guarantee and quota.unmet(a._consumption(r)):
                 waiting.append((sorter.share(name) / sorter.weight(name), name))
         waiting.sort()
-        self._in_order(agent, now, grants, iter([name for _key, name in waiting]), True)
+        self._in_order(agent, now, grants, refused, (name for _, name in waiting), True)
 
-    def _in_order(self, agent: _Agent, now: float, grants, role_iter, guarantee_stage) -> None:
+    def _in_order(
+        self, agent: _Agent, now: float, grants, refused, role_iter, guarantee_stage
+    ) -> None:
         """Roles in `role_iter`'s order, each role's frameworks in its sorter's: every one the
         rule lets through is granted what its role may be offered, until the agent is spent."""
         a = self.a
         fits = a._fits_min
         frameworks = a._frameworks
-        refused = a._filters.by_agent.get(agent.agent_id) or {}
         try:
             for role_name in role_iter:
                 role = a._roles[role_name]
@@ -111,6 +112,4 @@ class PessimisticOffers:
                 finally:
                     fw_iter.close()
         finally:
-            close = getattr(role_iter, "close", None)
-            if close is not None:
-                close()
+            role_iter.close()

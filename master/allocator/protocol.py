@@ -54,7 +54,9 @@ class AllocatorProtocol(Protocol):
         resources: Resources,
         now: float,
         refuse_seconds: float | None = None,
-        refused: Resources | None = None,
+    ) -> None: ...
+    def refuse(
+        self, framework_id: str, agent_id: str, refused: Resources, now: float, seconds: float
     ) -> None: ...
     def set_weight(self, role: str, weight: float) -> None: ...
     def set_quota(

@@ -30,7 +30,7 @@ def full_agent(**config) -> Allocator:
         alloc.decline("f1", "a1", LEFTOVER, now=0.0, refuse_seconds=60.0)
     else:
         alloc.withdraw("f1", "a1", LEFTOVER)
-        alloc.recover("f1", "a1", Resources(), 0.0, refuse_seconds=60.0, refused=LEFTOVER)
+        alloc.refuse("f1", "a1", LEFTOVER, 0.0, 60.0)
     return alloc
 
 

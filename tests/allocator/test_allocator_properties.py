@@ -204,9 +204,7 @@ class Model:
             alloc.withdraw(fid, agent, offer)
             if kind == "decline_offer":
                 if args[1]:  # as the master's Ledger.refuse: nothing given back, a filter
-                    alloc.recover(
-                        fid, agent, Resources(), self.now, refuse_seconds=args[1], refused=offer
-                    )
+                    alloc.refuse(fid, agent, offer, self.now, args[1])
                     self.filters[(fid, agent)] = (self.now + args[1], offer)
                 return
             part = _half(offer)
