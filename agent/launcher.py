@@ -26,7 +26,7 @@ from agora.agent import native_wrapper
 from agora.agent.checkpoint import read_json
 from agora.agent.direct_spawn import CWrapperSpawner, reap, usable
 from agora.agent.fork_server import ForkServerSpawner
-from agora.agent.launch_spec import LaunchSpec, WrapperUser
+from agora.agent.launch_spec import LaunchSpec
 from agora.agent.proc_stat import is_running
 from agora.agent.spawners import OneShotSpawner, Spawner, SpawnerDown, WrapperDied
 from agora.agent.task_user import TaskUser
@@ -377,7 +377,7 @@ async def start_wrapper(
         env,
         sandbox,
         cgroups or (),
-        None if user is None else WrapperUser(user.uid, user.gid, user.groups),
+        None if user is None else user.wrapper_user(),
     )
     if launcher is None:
         launcher = Launcher(spawners=[OneShotSpawner()])

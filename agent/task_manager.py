@@ -25,7 +25,7 @@ from agora.agent.aio_util import cancel_and_wait
 from agora.agent.checkpoint import TaskRecord, WorkDir, b64
 from agora.agent.clock import SYSTEM_CLOCK, AgentClock
 from agora.agent.isolation import Isolator, task_limits
-from agora.agent.launch_spec import LaunchSpec, WrapperUser
+from agora.agent.launch_spec import LaunchSpec
 from agora.agent.metrics import AgentMetrics
 from agora.agent.spawners import OneShotSpawner
 from agora.agent.task_user import TaskUser, TaskUserError, resolve_task_user
@@ -294,7 +294,7 @@ class TaskManager:
             env,
             run.sandbox,
             run.record.cgroups,
-            None if user is None else WrapperUser(user.uid, user.gid, user.groups),
+            None if user is None else user.wrapper_user(),
         )
         try:
             run.wrapper = await self._launcher.launch(run_dir, spec)

@@ -15,6 +15,8 @@ import os
 import pwd
 from dataclasses import dataclass
 
+from agora.agent.launch_spec import WrapperUser
+
 __all__ = ["TaskUser", "TaskUserError", "resolve_task_user"]
 
 
@@ -32,9 +34,9 @@ class TaskUser:
     groups: tuple[int, ...]
     home: str
 
-    def spec(self) -> dict:
-        """For the wrapper's launch spec (JSON)."""
-        return {"uid": self.uid, "gid": self.gid, "groups": list(self.groups)}
+    def wrapper_user(self) -> WrapperUser:
+        """Whom the wrapper starts the command as, in the launch spec."""
+        return WrapperUser(self.uid, self.gid, self.groups)
 
 
 @functools.cache

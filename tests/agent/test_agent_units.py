@@ -368,7 +368,8 @@ def test_a_root_agent_switches_to_the_user_with_its_groups():
     assert user is not None
     assert (user.uid, user.gid, user.home) == (nobody.pw_uid, nobody.pw_gid, nobody.pw_dir)
     assert nobody.pw_gid in user.groups
-    assert user.spec() == {"uid": user.uid, "gid": user.gid, "groups": list(user.groups)}
+    # What the wrapper is told to switch to: nobody's own ids and groups, not the agent's.
+    assert user.wrapper_user() == (nobody.pw_uid, nobody.pw_gid, user.groups)
 
 
 # --- usage ------------------------------------------------------------------------------------
