@@ -12,7 +12,8 @@ it forks are inside them and the wrapper is not.
 
 A finished task's cgroups are kept for the agent's next task when they are left as a new one
 would be: empty, no OOM kill counted, no memory held that the kernel could not reclaim (the next
-task gets its whole limit). Making and removing a memory cgroup costs the kernel far more than a
+task gets its whole limit), give or take what the kernel has not yet counted (see
+`stat_slack_bytes`). Making and removing a memory cgroup costs the kernel far more than a
 launch's other cgroup work (mkdir, rmdir and the offlining after it: about 0.4 ms of CPU a task
 on a 2-core VM, a tenth of a whole launch); a kept one takes only the limits that differ. The
 CPU time a kept cgroup already counts goes in the next task's record, which its usage subtracts.
@@ -49,6 +50,22 @@ MB = 1024 * 1024
 MIN_MEMORY_MB = 32
 # Finished tasks' cgroups kept for the next tasks, at most (each is some kernel memory).
 MAX_KEPT = 64
+# The kernel folds memory.stat changes in lazily: a reader only makes it catch up once more
+# than 64 pages a CPU changed (MEMCG_CHARGE_BATCH, with as much again waiting on each CPU),
+# else the count waits for the flush every 2 s. So a task that ran across a flush and then
+# ended still reads as holding what it held then (measured: 108 KB of rss for 2 s after a
+# `sleep` ended, its cgroup empty), and a strict zero would keep almost no cgroup of a task
+# that ran over 2 s. Up to this much is read as nothing; capped, so a large machine does not
+# hand a next task megabytes of real leftovers.
+_STAT_LAG_PAGES_PER_CPU = 2 * 64
+_MAX_STAT_SLACK = 4 * MB
+
+
+def stat_slack_bytes(cpus: int | None = None, page: int | None = None) -> int:
+    """How far memory.stat may lag behind the cgroup's real use, in bytes."""
+    cpus = cpus or os.cpu_count() or 1
+    page = page or os.sysconf("SC_PAGE_SIZE")
+    return min(_STAT_LAG_PAGES_PER_CPU * cpus * page, _MAX_STAT_SLACK)
 
 
 @dataclass(frozen=True)
@@ -157,11 +174,13 @@ def reusable(
     oom_counts: str | None,
     memory_stat: str | None,
     swap_current: str | None = None,
+    slack: int = 0,
 ) -> bool:
     """Whether a finished task's cgroups are as good as new, from what they read: no process
     in them (`procs`, each cgroup's cgroup.procs), no OOM kill ever counted and the OOM killer
     not turned off (memory.events or memory.oom_control), no memory held that could not be
-    reclaimed (memory.stat, and v2's memory.swap.current where swap is accounted)."""
+    reclaimed (memory.stat, and v2's memory.swap.current where swap is accounted) beyond
+    `slack` bytes in all (how far memory.stat may lag)."""
     if any(text.strip() for text in procs) or oom_counts is None or memory_stat is None:
         return False
     counts = cgroup_members.counts(oom_counts)
@@ -170,9 +189,12 @@ def reusable(
         return False
     stat = cgroup_members.counts(memory_stat)
     held = _HELD_V2 if "anon" in stat else _HELD_V1
-    if any(stat.get(key, 1) != 0 for key in held) or stat.get("swap", 0) != 0:
+    if any(key not in stat for key in held):
         return False
-    return swap_current is None or swap_current.strip() == "0"
+    swap = swap_current.strip() if swap_current is not None else "0"
+    if not swap.isdigit():
+        return False
+    return sum(stat[key] for key in held) + stat.get("swap", 0) + int(swap) <= slack
 
 
 def owner_name(work_dir: Path) -> str:
@@ -217,6 +239,7 @@ class Isolator:
         # (a recovered run's cgroups, made by an earlier agent, are removed).
         self._leased: dict[str, Limits] = {}
         self._cpu_file: str | None = None  # where a cgroup counts its CPU time, if it does
+        self._slack = stat_slack_bytes()
         if not enabled:
             return
         try:
@@ -347,7 +370,8 @@ class Isolator:
                     swap = None  # no swap accounting
             else:
                 events, swap = cgroup_members.read(f"{memory}/memory.oom_control"), None
-            return reusable(procs, events, cgroup_members.read(f"{memory}/memory.stat"), swap)
+            stat = cgroup_members.read(f"{memory}/memory.stat")
+            return reusable(procs, events, stat, swap, self._slack)
         except OSError:
             return False
 

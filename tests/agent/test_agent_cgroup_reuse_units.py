@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from agora.agent import cgroup_members
-from agora.agent.isolation import Limits, limit_writes, reusable, task_limits
+from agora.agent.isolation import Limits, limit_writes, reusable, stat_slack_bytes, task_limits
 from agora.agent.usage import task_usage
 from agora.common import Resources
 
@@ -68,6 +68,13 @@ def test_a_cgroup_is_kept_only_when_it_is_as_good_as_new():
     assert not reusable([""], V1_OOM_NONE, V1_CLEAN_STAT.replace("rss 0", "rss 8192"))
     assert not reusable([""], v2_events, v2_stat.replace("anon 0", "anon 4096"))
     assert not reusable([""], v2_events, v2_stat.replace("unevictable 0", "unevictable 1"))
+    # Swap, counted in memory.stat (v1) or memory.swap.current (v2), is held too.
+    assert not reusable([""], V1_OOM_NONE, V1_CLEAN_STAT.replace("swap 0", "swap 4096"))
+    assert not reusable([""], v2_events, v2_stat, swap_current="4096\n")
+    # memory.stat lags: what may not yet be counted as freed is read as nothing, no more.
+    lagging = V1_CLEAN_STAT.replace("rss 0", "rss 110592")
+    assert reusable([""], V1_OOM_NONE, lagging, slack=128 * 4096)
+    assert not reusable([""], V1_OOM_NONE, lagging.replace("shmem 0", "shmem 4096"), slack=110592)
     # Unreadable files say nothing: not kept.
     assert not reusable([""], None, V1_CLEAN_STAT)
     assert not reusable([""], V1_OOM_NONE, None)
@@ -144,3 +151,10 @@ def test_a_task_in_a_kept_cgroup_is_charged_only_its_own_cpu_time(tmp_path):
 )
 def test_the_python_wrapper_steps_back_to_its_own_cgroups(own, cgroups, expected):
     assert cgroup_members.homes(cgroups, own=own) == expected
+
+
+def test_the_stat_slack_follows_the_kernels_flush_threshold_and_stays_small():
+    # 64 pages a CPU waiting to be folded in, and as much again on each CPU.
+    assert stat_slack_bytes(cpus=2, page=4096) == 2 * 128 * 4096
+    # A large machine's threshold is megabytes: capped, so real leftovers are not kept.
+    assert stat_slack_bytes(cpus=256, page=4096) == 4 << 20

@@ -149,10 +149,11 @@ async def test_the_next_task_reuses_a_finished_tasks_cgroups_with_its_own_limits
 async def test_a_cgroup_left_holding_memory_is_removed_not_reused(cluster):
     master, daemon = cluster
     # Shared memory outlives the task (a file in /dev/shm) and stays charged to its cgroup:
-    # the next task would not get its whole limit there.
+    # the next task would not get its whole limit there. 8 MB: more than memory.stat's lag,
+    # which is read as nothing.
     name = f"/dev/shm/agora-test-{id(daemon)}"
     try:
-        status, run = await _finish(master, daemon, "shm", f"head -c 4000000 /dev/zero > {name}")
+        status, run = await _finish(master, daemon, "shm", f"head -c 8000000 /dev/zero > {name}")
         assert status.state == S.TASK_FINISHED
         assert not any(run.record.run_id in c for c in _cgroups_in(daemon))
         status, after = await _finish(master, daemon, "after", "cat /proc/self/cgroup")
