@@ -252,14 +252,27 @@ class Resources:
 
     # arithmetic -------------------------------------------------------------------------
 
+    @classmethod
+    def _of_checked(cls, scalars: dict[Key, float], ranges: dict[Key, RangeSet]) -> Resources:
+        """A value made of parts that are already as __init__ leaves them (checked, rounded,
+        positive, normalized): the results of arithmetic on values, which the allocator makes
+        several of per task and need not be checked again (a quarter of the cost)."""
+        made = object.__new__(cls)
+        made._scalars, made._ranges, made._hash = scalars, ranges, None
+        return made
+
     def __add__(self, other: Resources) -> Resources:
+        if not other:
+            return self  # immutable: sharing is safe
         scalars = dict(self._scalars)
         for key, value in other._scalars.items():
-            scalars[key] = scalars.get(key, 0.0) + value
-        ranges: dict[Key, list[tuple[int, int]]] = {k: list(v) for k, v in self._ranges.items()}
-        for key, spans in other._ranges.items():
-            ranges.setdefault(key, []).extend(spans)
-        return Resources(scalars, ranges)
+            scalars[key] = _round(scalars.get(key, 0.0) + value)
+        ranges = self._ranges  # never changed once made: shared when other adds no ranges
+        if other._ranges:
+            ranges = dict(ranges)
+            for key, spans in other._ranges.items():
+                ranges[key] = normalize_ranges((*ranges.get(key, ()), *spans))
+        return Resources._of_checked(scalars, ranges)
 
     def __sub__(self, other: Resources) -> Resources:
         """Subtracts `other`, which must be contained in self (see `contains`)."""
@@ -269,11 +282,21 @@ class Resources:
             raise ResourceError(f"cannot subtract {other} from {self}: not contained")
         scalars = dict(self._scalars)
         for key, value in other._scalars.items():
-            scalars[key] = _round(scalars[key] - value)
-        ranges = dict(self._ranges)
-        for key, spans in other._ranges.items():
-            ranges[key] = ranges_subtract(ranges[key], spans)
-        return Resources(scalars, ranges)
+            left = _round(scalars[key] - value)
+            if left > 0:
+                scalars[key] = left
+            else:
+                del scalars[key]  # all of it (contains allows 1e-9 over: never below 0)
+        ranges = self._ranges
+        if other._ranges:
+            ranges = dict(ranges)
+            for key, spans in other._ranges.items():
+                left_spans = ranges_subtract(ranges[key], spans)
+                if left_spans:
+                    ranges[key] = left_spans
+                else:
+                    del ranges[key]
+        return Resources._of_checked(scalars, ranges)
 
     def contains(self, other: Resources) -> bool:
         """True when every (name, role) amount of `other` is available in self."""

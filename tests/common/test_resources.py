@@ -39,6 +39,22 @@ def test_arithmetic_keeps_ranges_and_scalars_exact():
     assert acc == Resources.of(cpus=1)
 
 
+def test_arithmetic_results_are_values_as_if_written_out():
+    # Sums and differences skip __init__'s checks: they must still be what it would make,
+    # with nothing left at zero (an emptied key, an emptied range) and ranges merged.
+    whole = Resources.parse("cpus:2;cpus(a):1;mem:64;ports:[31000-31001]")
+    part = Resources.parse("cpus:2;mem:0.5;ports:[31000-31001]")
+    left = whole - part
+    assert left == Resources.parse("cpus(a):1;mem:63.5")
+    assert ("cpus", "*") not in left.scalars and not left.ranges
+    assert left + part == whole
+    assert (left + part).ranges == {("ports", "*"): ((31000, 31001),)}
+    joined = Resources.parse("ports:[31000-31001]") + Resources.parse("ports:[31002-31005]")
+    assert joined.ranges == {("ports", "*"): ((31000, 31005),)}
+    assert hash(left + part) == hash(whole)
+    assert whole - Resources() is whole and whole + Resources() is whole
+
+
 def test_subtracting_what_is_not_there_is_an_error():
     with pytest.raises(ResourceError, match="not contained"):
         Resources.of(cpus=1) - Resources.of(cpus=2)
