@@ -83,6 +83,9 @@ class TaskRecord:
     user: str = ""
     # Set when the agent killed the task for exceeding a limit: [reason, message].
     limitation: list[str] = field(default_factory=list)
+    # Set when the master killed it for a reason of its own (a drain's deadline passed):
+    # [reason, message], for its TASK_KILLED status.
+    kill_reason: list[str] = field(default_factory=list)
     # Who subscribed the task's framework, and its name: they decide who reads the sandbox.
     framework_principal: str = ""
     framework_name: str = ""

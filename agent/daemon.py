@@ -444,7 +444,12 @@ class AgentDaemon:
         )
 
     def on_kill_task(self, msg) -> None:
-        self.tasks.kill_task(msg.framework_id, msg.task_id, msg.grace_period_seconds)
+        self.tasks.kill_task(
+            msg.framework_id,
+            msg.task_id,
+            msg.grace_period_seconds,
+            why=[msg.reason, msg.message] if msg.reason else None,
+        )
 
     def on_status_update_ack(self, msg) -> None:
         status = self.updates.ack(msg.framework_id, msg.task_id, msg.uuid)

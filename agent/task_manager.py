@@ -342,12 +342,7 @@ class TaskManager:
             # if they are as good as new, else removed.
             self._isolator.release(run.record.cgroups)
             _drop_cgroups(run)
-        state, message, reason, exit_code = launcher.exit_outcome(result, run.record.killing)
-        if run.record.limitation and state == common_pb2.TASK_KILLED:
-            # Killed by the agent for a limit it enforces: the task failed, and says why.
-            state = common_pb2.TASK_FAILED
-            reason, message = run.record.limitation
-        self._end(run, state, message, reason, exit_code)
+        self._end(run, *_outcome(run, result))
 
     async def _empty_cgroups(self, run: TaskRun) -> None:
         """After a failed launch or a killed wrapper: whatever did start (a wrapper can die
@@ -391,7 +386,11 @@ class TaskManager:
 
     # killing ----------------------------------------------------------------------------
 
-    def kill_task(self, framework_id: str, task_id: str, grace: float = 0.0) -> None:
+    def kill_task(
+        self, framework_id: str, task_id: str, grace: float = 0.0, why: list[str] | None = None
+    ) -> None:
+        """Kills a task, after its grace period (or `grace` when > 0). `why`: the master's
+        [reason, message] for its TASK_KILLED status; None: the framework asked."""
         run = self._active.get((framework_id, task_id))
         if run is None:
             latest = self.find(framework_id, task_id)
@@ -422,6 +421,8 @@ class TaskManager:
             return
         run.record.killing = True
         run.record.kill_grace = grace if grace > 0 else run.task.kill_grace_period_seconds
+        if why:
+            run.record.kill_reason = list(why)
         self._work.save_record(run.record)
         # Before the wrapper is up, _watch picks up the flag as soon as it is.
         run.kill_requested.set()
@@ -631,8 +632,7 @@ class TaskManager:
         if run.wrapper is None:
             if result is not None:
                 self._remove_cgroups(run)
-                state, message, reason, code = launcher.exit_outcome(result, run.record.killing)
-                self._end(run, state, message, reason, code)
+                self._end(run, *_outcome(run, result))
             else:
                 log_.warning("the agent stopped while launching this task")
                 self._remove_cgroups(run)
@@ -725,3 +725,16 @@ def _recorded_user(record: TaskRecord) -> TaskUser | None:
         return resolve_task_user(record.user)
     except TaskUserError:
         return None
+
+
+def _outcome(run: TaskRun, result) -> tuple[common_pb2.TaskState, str, str, int | None]:
+    """(state, message, reason, exit code) of a run that ended with `result` (its exit file),
+    with the cause of a kill the agent or the master asked for."""
+    state, message, reason, exit_code = launcher.exit_outcome(result, run.record.killing)
+    if run.record.limitation and state == common_pb2.TASK_KILLED:
+        # Killed by the agent for a limit it enforces: the task failed, and says why.
+        state = common_pb2.TASK_FAILED
+        reason, message = run.record.limitation
+    elif run.record.kill_reason and state == common_pb2.TASK_KILLED:
+        reason, message = run.record.kill_reason  # the master's, e.g. a drain's deadline
+    return state, message, reason, exit_code

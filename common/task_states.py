@@ -26,6 +26,10 @@ GONE_STATES = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_UNREACHABLE})
 # From a framework's side a task is over when it ended or is gone: it will launch it again.
 OVER_STATES = TERMINAL_STATES | GONE_STATES
 
+# The reason of a TASK_KILLED that nobody's framework asked for: its agent was drained for
+# maintenance and the drain's deadline passed. Not the task's fault: run it again elsewhere.
+REASON_AGENT_DRAINED = "REASON_AGENT_DRAINED"
+
 
 def is_terminal(state: int) -> bool:
     return state in TERMINAL_STATES

@@ -8,7 +8,7 @@ import grpc
 import structlog
 
 from agora.common import EMPTY, ResourceError, Resources, attributes_from_proto, new_id
-from agora.common.task_states import is_terminal
+from agora.common.task_states import REASON_AGENT_DRAINED, is_terminal
 from agora.master.admission import refusal_delay
 from agora.master.allocator import AllocatorProtocol
 from agora.master.attention import Attention, IntakeLag
@@ -161,6 +161,8 @@ class AgentBook:
             self.allocator.deactivate_agent(agent_id)
         if agent.draining:
             self.allocator.deactivate_agent(agent_id)
+            # Frameworks that subscribed before it came back (a new leader) learn of it now.
+            self._tell_drain(agent)
         self.store.put_agent(info, agent.registered_at)
         offer_template(agent)
         session.send(
@@ -180,6 +182,8 @@ class AgentBook:
                     shutdown_framework=MasterMessage.ShutdownFramework(framework_id=framework_id)
                 )
             )
+        if agent.draining and agent.drain_deadline and time.time() >= agent.drain_deadline:
+            self._drain_deadline_passed(agent_id)  # passed while it was away
         bound.info(
             "agent registered",
             resources=str(total),
@@ -370,18 +374,31 @@ class AgentBook:
             )
         return agent
 
-    def drain(self, agent_id: str) -> None:
-        """Offers nothing more of the agent; its tasks run on."""
+    def drain(self, agent_id: str, deadline_seconds: float = 0.0) -> tuple[float, int]:
+        """Offers nothing more of the agent and tells the frameworks with tasks there (Nomad's
+        node drain). With `deadline_seconds`, what still runs there then is killed; without,
+        its tasks run on. Draining again sets the deadline anew. Returns the deadline (wall
+        clock; 0: none) and how many tasks the agent runs."""
         agent = self._known(agent_id)
-        if not agent.draining:
-            self.store.put_drained(agent_id, True)
-        agent.draining = True
+        deadline = time.time() + deadline_seconds if deadline_seconds > 0 else 0.0
+        self.store.put_drained(agent_id, True, deadline)
+        agent.draining, agent.drain_deadline = True, deadline
         if self.ledger.in_allocator(agent):
             self.allocator.deactivate_agent(agent_id)
         if agent.connected:
             agent.state = DRAINING
         for offer in self.reg.offers_of_agent(agent_id):
             self.offers.rescind(offer, "agent draining")
+        self.arm_drain_deadline(agent)
+        tasks = self.reg.tasks_of_agent(agent_id)
+        self._tell_drain(agent)
+        log.info(
+            "agent draining",
+            agent_id=agent_id,
+            deadline=f"in {deadline_seconds:g} s" if deadline else "none",
+            tasks=len(tasks),
+        )
+        return deadline, len(tasks)
 
     def undrain(self, agent_id: str) -> None:
         """Ends a drain: the agent's free resources are offered again."""
@@ -389,9 +406,62 @@ class AgentBook:
         if not agent.draining:
             return
         self.store.put_drained(agent_id, False)
-        agent.draining = False
+        agent.draining, agent.drain_deadline = False, 0.0
+        self.arm_drain_deadline(agent)  # disarms it
+        self._tell_drain(agent)
+        log.info("agent undrained", agent_id=agent_id)
         if agent.connected:
             agent.state = ACTIVE
             if self.ledger.in_allocator(agent):
                 self.allocator.activate_agent(agent_id)
             self.offers.wake(agent_id)
+
+    def arm_drain_deadline(self, agent: Agent) -> None:
+        """(Re)sets the timer of the agent's drain deadline, or clears it when it has none."""
+        if agent.drain_timer is not None:
+            agent.drain_timer.cancel()
+            agent.drain_timer = None
+        if agent.draining and agent.drain_deadline:
+            agent_id = agent.agent_id
+            agent.drain_timer = self.clock.call_later(
+                max(0.0, agent.drain_deadline - time.time()),
+                lambda: self._drain_deadline_passed(agent_id),
+            )
+
+    def _drain_deadline_passed(self, agent_id: str) -> None:
+        """Kills what still runs on a drained agent whose deadline passed. Its tasks end
+        TASK_KILLED with reason REASON_AGENT_DRAINED; a disconnected agent's are killed when
+        it registers again (register calls this too)."""
+        agent = self.reg.agents.get(agent_id)
+        if agent is None or not agent.draining or not agent.drain_deadline:
+            return
+        agent.drain_timer = None
+        live = [t for t in self.reg.tasks_of_agent(agent_id) if not is_terminal(t.state)]
+        if not live or not agent.connected:
+            return
+        log.info(
+            "drain deadline passed: killing the agent's tasks", agent_id=agent_id, tasks=len(live)
+        )
+        for task in live:
+            agent.send(
+                MasterMessage(
+                    kill_task=MasterMessage.KillTask(
+                        framework_id=task.framework_id,
+                        task_id=task.task_id,
+                        reason=REASON_AGENT_DRAINED,
+                        message=f"agent {agent_id} was drained and its deadline passed",
+                    )
+                )
+            )
+
+    def _tell_drain(self, agent: Agent) -> None:
+        """Tells each framework with tasks on the agent that its drain started or ended."""
+        event = Event(
+            agent_drain=Event.AgentDrain(
+                agent_id=agent.agent_id, draining=agent.draining, deadline=agent.drain_deadline
+            )
+        )
+        for framework_id in {t.framework_id for t in self.reg.tasks_of_agent(agent.agent_id)}:
+            framework = self.reg.frameworks.get(framework_id)
+            if framework is not None:
+                framework.send(event)

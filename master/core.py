@@ -151,7 +151,9 @@ class MasterCore:
                 last_seen=now,
                 state=RECOVERING,
                 draining=stored.info.agent_id in drained,
+                drain_deadline=drained.get(stored.info.agent_id, 0.0),
             )
+            self.agents.arm_drain_deadline(self.reg.agents[stored.info.agent_id])
         for stored_framework in self.store.frameworks():
             framework = Framework(
                 info=stored_framework.info, registered_at=stored_framework.registered_at

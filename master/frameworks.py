@@ -138,6 +138,7 @@ class FrameworkBook:
         )
         while framework.missed_updates:
             session.send(Event(update=Event.Update(status=framework.missed_updates.popleft())))
+        self._tell_drains(framework_id, session)
         log.info(
             "framework subscribed",
             framework_id=framework_id,
@@ -147,6 +148,17 @@ class FrameworkBook:
         )
         self.offers.wake()
         return framework, session
+
+    def _tell_drains(self, framework_id: str, session: Session) -> None:
+        """A (re)subscribed framework hears of every drained agent where it has tasks."""
+        for agent in self.reg.agents.values():
+            if agent.draining and any(
+                t.framework_id == framework_id for t in self.reg.tasks_of_agent(agent.agent_id)
+            ):
+                drain = Event.AgentDrain(
+                    agent_id=agent.agent_id, draining=True, deadline=agent.drain_deadline
+                )
+                session.send(Event(agent_drain=drain))
 
     def disconnected(self, framework: Framework, session: Session) -> None:
         session.close()

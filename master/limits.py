@@ -9,6 +9,7 @@ that 10 MB names, 100,000 labels or 200,000 reconcile ids cannot be sent for fre
 from __future__ import annotations
 
 import inspect
+import math
 
 import grpc
 
@@ -49,6 +50,8 @@ MAX_HOLD_RESOURCES = 64  # resource entries in a hold's task size
 # The smallest cpus a task may ask for: less rounds to nothing in resource arithmetic, and
 # thousands of such tasks would fit on one agent for free (Mesos' minimum allocatable cpus).
 MIN_TASK_CPUS = 0.001
+# The longest drain deadline: a year (an agent drained for longer has no deadline: 0).
+MAX_DRAIN_DEADLINE_SECONDS = 365 * 24 * 3600.0
 
 
 def _refuse(field: str, message: str) -> CallError:
@@ -70,6 +73,15 @@ def check_kill_grace(field: str, seconds: float, maximum: float) -> None:
     ignores SIGTERM is SIGKILLed after at most that long."""
     if seconds > maximum:
         raise _refuse(field, f"{seconds:g} s; the longest allowed is {maximum:g} s")
+
+
+def check_drain_deadline(seconds: float) -> None:
+    """A drain deadline: 0 (none) or a finite number of seconds up to a year."""
+    if math.isnan(seconds) or seconds < 0 or seconds > MAX_DRAIN_DEADLINE_SECONDS:
+        raise _refuse(
+            "deadline_seconds",
+            f"{seconds:g}; give seconds from 0 (no deadline) to {MAX_DRAIN_DEADLINE_SECONDS:g}",
+        )
 
 
 def check_framework_info_size(info) -> None:

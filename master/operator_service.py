@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from agora.common.credentials import caller_principal
-from agora.master import views
+from agora.master import limits, views
 from agora.master.authz import Action, Gatekeeper
 from agora.master.core import MasterCore
 from agora.master.scheduler_service import run_call
@@ -108,5 +108,8 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
 
     async def DrainAgent(self, request, context):
         await run_call(context, self._check, context, Action.DRAIN_AGENT, request.agent_id)
-        await run_call(context, self.core.agents.drain, request.agent_id)
-        return operator_pb2.DrainAgentResponse()
+        await run_call(context, limits.check_drain_deadline, request.deadline_seconds)
+        deadline, tasks = await run_call(
+            context, self.core.agents.drain, request.agent_id, request.deadline_seconds
+        )
+        return operator_pb2.DrainAgentResponse(deadline=deadline, tasks=tasks)

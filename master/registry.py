@@ -249,6 +249,9 @@ class Agent:
     last_heartbeat_at: float = 0.0  # wall clock, for people
     state: str = ACTIVE
     draining: bool = False
+    # While draining: when its tasks are killed (wall clock; 0: never), and the timer for it.
+    drain_deadline: float = 0.0
+    drain_timer: Timer | None = None
     # Past its timeout but held back by the removal rate limit (said once in the log).
     removal_deferred: bool = False
     session: Session | None = None

@@ -67,11 +67,14 @@ class RegistryStore(Protocol):
 
     def quotas(self) -> dict[str, operator_pb2.Quota]: ...
 
-    def put_drained(self, agent_id: str, draining: bool) -> None:
-        """Marks an agent drained (an operator's decision that must outlive a failover)."""
+    def put_drained(self, agent_id: str, draining: bool, deadline: float = 0.0) -> None:
+        """Marks an agent drained (an operator's decision that must outlive a failover), with
+        the deadline of its tasks (Unix seconds; 0: none)."""
         ...
 
-    def drained(self) -> set[str]: ...
+    def drained(self) -> dict[str, float]:
+        """Drained agents and their deadlines."""
+        ...
 
     def describe(self) -> str:
         """Where the registry lives, for the log (a file, "memory", a ZooKeeper path)."""

@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS removed (
     PRIMARY KEY (kind, id));
 CREATE TABLE IF NOT EXISTS weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, quota BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS drained (agent_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS drained (
+    agent_id TEXT PRIMARY KEY, deadline REAL NOT NULL DEFAULT 0);
 """
 
 
@@ -46,6 +47,7 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            _add_drain_deadlines(self._db)
             self._db.commit()
         except sqlite3.Error as e:
             self._db.close()
@@ -138,11 +140,18 @@ class StateStore:
 
     # drained agents -----------------------------------------------------------------------
 
-    def put_drained(self, agent_id: str, draining: bool) -> None:
+    def put_drained(self, agent_id: str, draining: bool, deadline: float = 0.0) -> None:
         if draining:
-            self._write("INSERT OR REPLACE INTO drained VALUES (?)", (agent_id,))
+            self._write("INSERT OR REPLACE INTO drained VALUES (?, ?)", (agent_id, deadline))
         else:
             self._write("DELETE FROM drained WHERE agent_id = ?", (agent_id,))
 
-    def drained(self) -> set[str]:
-        return {row[0] for row in self._db.execute("SELECT agent_id FROM drained")}
+    def drained(self) -> dict[str, float]:
+        return dict(self._db.execute("SELECT agent_id, deadline FROM drained"))
+
+
+def _add_drain_deadlines(db: sqlite3.Connection) -> None:
+    """A state dir made before drains had deadlines: its drains get none."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(drained)")}
+    if "deadline" not in columns:
+        db.execute("ALTER TABLE drained ADD COLUMN deadline REAL NOT NULL DEFAULT 0")

@@ -51,6 +51,7 @@ def agent_summaries(
                 task_count=len(tasks.get(agent_id, ())),
                 registered_at=agent.registered_at,
                 last_heartbeat_at=agent.last_heartbeat_at,
+                drain_deadline=agent.drain_deadline,
             )
         )
     return out

@@ -7,7 +7,7 @@ A new leader on another machine reads exactly what the old one wrote. Layout und
     registry/removed/agent/<id>   why it was removed (UTF-8); likewise removed/framework/<id>
     registry/weights/<role>       the weight, as text
     registry/quotas/<role>        Quota
-    registry/drained/<id>         (empty)
+    registry/drained/<id>         drain deadline, Unix seconds ("0.0": none)
 
 Roles may contain '/', so every name is percent-encoded.
 
@@ -174,15 +174,16 @@ class ZkRegistryStore:
             role: operator_pb2.Quota.FromString(data) for role, data in self._read_all("quotas")
         }
 
-    def put_drained(self, agent_id: str, draining: bool) -> None:
+    def put_drained(self, agent_id: str, draining: bool, deadline: float = 0.0) -> None:
         path = f"{self._base}/drained/{_name(agent_id)}"
         if draining:
-            self._put(path, b"")
+            self._put(path, repr(deadline).encode())
         else:
             self._delete(path)
 
-    def drained(self) -> set[str]:
-        return {key for key, _ in self._read_all("drained")}
+    def drained(self) -> dict[str, float]:
+        # Empty data: a drain written before drains had deadlines.
+        return {key: float(data or b"0") for key, data in self._read_all("drained")}
 
     # --- reads --------------------------------------------------------------------------------
 

@@ -209,12 +209,14 @@ def test_registry_store_contract(registry_store):
     store.put_agent(common_pb2.AgentInfo(agent_id="a2", hostname="h2"), 4.0)
     store.put_drained("a2", True)
     store.put_drained("a2", True)  # twice is once
-    assert store.drained() == {"a2"}
+    assert store.drained() == {"a2": 0.0}  # no deadline
+    store.put_drained("a2", True, deadline=1_790_000_000.5)  # draining again: a new deadline
+    assert store.drained() == {"a2": 1_790_000_000.5}
     store.put_drained("a2", False)
-    assert store.drained() == set()
+    assert store.drained() == {}
     store.put_drained("a2", True)
     store.remove_agent("a2", "decommissioned")  # a removed agent is no longer drained
-    assert store.drained() == set()
+    assert store.drained() == {}
     # Removals come back oldest first, and past the master's bound the oldest are forgotten.
     assert list(store.removed("agent").items()) == [("a1", "gone"), ("a2", "decommissioned")]
     store.forget_removed("agent", ["a1"])
@@ -306,3 +308,23 @@ def test_the_dashboard_hides_every_environment_value_but_keeps_the_names():
     assert "hunter2" not in shown and "abc" not in shown and "s3cret" not in shown
     assert "DB_PASSWORD" in shown and "TOKEN" in shown and '"name": "n"' in shown
     assert job.spec.task.env["DB_PASSWORD"] == "hunter2"  # the original is left as it was
+
+
+def test_a_state_dir_from_before_drain_deadlines_keeps_its_drains(tmp_path):
+    import sqlite3
+
+    from agora.master.registry_store import open_store
+
+    path = tmp_path / "master.sqlite3"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE drained (agent_id TEXT PRIMARY KEY)")
+    old.execute("INSERT INTO drained VALUES ('a1')")
+    old.commit()
+    old.close()
+    store = open_store(path)
+    try:
+        assert store.drained() == {"a1": 0.0}
+        store.put_drained("a2", True, deadline=5.0)
+        assert store.drained() == {"a1": 0.0, "a2": 5.0}
+    finally:
+        store.close()

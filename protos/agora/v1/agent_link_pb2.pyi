@@ -84,14 +84,18 @@ class MasterMessage(_message.Message):
         framework_principal: str
         def __init__(self, framework_id: _Optional[str] = ..., task: _Optional[_Union[_common_pb2.TaskInfo, _Mapping]] = ..., framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., framework_principal: _Optional[str] = ...) -> None: ...
     class KillTask(_message.Message):
-        __slots__ = ("framework_id", "task_id", "grace_period_seconds")
+        __slots__ = ("framework_id", "task_id", "grace_period_seconds", "reason", "message")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
         TASK_ID_FIELD_NUMBER: _ClassVar[int]
         GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+        REASON_FIELD_NUMBER: _ClassVar[int]
+        MESSAGE_FIELD_NUMBER: _ClassVar[int]
         framework_id: str
         task_id: str
         grace_period_seconds: float
-        def __init__(self, framework_id: _Optional[str] = ..., task_id: _Optional[str] = ..., grace_period_seconds: _Optional[float] = ...) -> None: ...
+        reason: str
+        message: str
+        def __init__(self, framework_id: _Optional[str] = ..., task_id: _Optional[str] = ..., grace_period_seconds: _Optional[float] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
     class StatusUpdateAck(_message.Message):
         __slots__ = ("framework_id", "task_id", "uuid")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]

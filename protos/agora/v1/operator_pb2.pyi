@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AgentSummary(_message.Message):
-    __slots__ = ("info", "state", "allocated", "offered", "task_count", "registered_at", "last_heartbeat_at")
+    __slots__ = ("info", "state", "allocated", "offered", "task_count", "registered_at", "last_heartbeat_at", "drain_deadline")
     INFO_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class AgentSummary(_message.Message):
     TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARTBEAT_AT_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_DEADLINE_FIELD_NUMBER: _ClassVar[int]
     info: _common_pb2.AgentInfo
     state: str
     allocated: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
@@ -23,7 +24,8 @@ class AgentSummary(_message.Message):
     task_count: int
     registered_at: float
     last_heartbeat_at: float
-    def __init__(self, info: _Optional[_Union[_common_pb2.AgentInfo, _Mapping]] = ..., state: _Optional[str] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., task_count: _Optional[int] = ..., registered_at: _Optional[float] = ..., last_heartbeat_at: _Optional[float] = ...) -> None: ...
+    drain_deadline: float
+    def __init__(self, info: _Optional[_Union[_common_pb2.AgentInfo, _Mapping]] = ..., state: _Optional[str] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., task_count: _Optional[int] = ..., registered_at: _Optional[float] = ..., last_heartbeat_at: _Optional[float] = ..., drain_deadline: _Optional[float] = ...) -> None: ...
 
 class FrameworkSummary(_message.Message):
     __slots__ = ("info", "connected", "suppressed", "allocated", "offered", "dominant_share", "task_count", "registered_at")
@@ -226,14 +228,20 @@ class ExplainOffersResponse(_message.Message):
     def __init__(self, framework_id: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DrainAgentRequest(_message.Message):
-    __slots__ = ("agent_id",)
+    __slots__ = ("agent_id", "deadline_seconds")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
-    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+    deadline_seconds: float
+    def __init__(self, agent_id: _Optional[str] = ..., deadline_seconds: _Optional[float] = ...) -> None: ...
 
 class DrainAgentResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("deadline", "tasks")
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    deadline: float
+    tasks: int
+    def __init__(self, deadline: _Optional[float] = ..., tasks: _Optional[int] = ...) -> None: ...
 
 class UndrainAgentRequest(_message.Message):
     __slots__ = ("agent_id",)

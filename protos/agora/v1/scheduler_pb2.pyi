@@ -28,7 +28,7 @@ class SubscribeRequest(_message.Message):
     def __init__(self, framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold", "batch")
+    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold", "batch", "agent_drain")
     class Subscribed(_message.Message):
         __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,15 @@ class Event(_message.Message):
         STATUS_FIELD_NUMBER: _ClassVar[int]
         status: _common_pb2.TaskStatus
         def __init__(self, status: _Optional[_Union[_common_pb2.TaskStatus, _Mapping]] = ...) -> None: ...
+    class AgentDrain(_message.Message):
+        __slots__ = ("agent_id", "draining", "deadline")
+        AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+        DRAINING_FIELD_NUMBER: _ClassVar[int]
+        DEADLINE_FIELD_NUMBER: _ClassVar[int]
+        agent_id: str
+        draining: bool
+        deadline: float
+        def __init__(self, agent_id: _Optional[str] = ..., draining: _Optional[bool] = ..., deadline: _Optional[float] = ...) -> None: ...
     class Failure(_message.Message):
         __slots__ = ("agent_id",)
         AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +102,7 @@ class Event(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     HOLD_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    AGENT_DRAIN_FIELD_NUMBER: _ClassVar[int]
     subscribed: Event.Subscribed
     offers: Event.Offers
     rescind: Event.Rescind
@@ -102,7 +112,8 @@ class Event(_message.Message):
     heartbeat: Event.Heartbeat
     hold: Event.HoldUpdate
     batch: Event.Batch
-    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ..., hold: _Optional[_Union[Event.HoldUpdate, _Mapping]] = ..., batch: _Optional[_Union[Event.Batch, _Mapping]] = ...) -> None: ...
+    agent_drain: Event.AgentDrain
+    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ..., hold: _Optional[_Union[Event.HoldUpdate, _Mapping]] = ..., batch: _Optional[_Union[Event.Batch, _Mapping]] = ..., agent_drain: _Optional[_Union[Event.AgentDrain, _Mapping]] = ...) -> None: ...
 
 class Operation(_message.Message):
     __slots__ = ("launch",)
