@@ -75,6 +75,7 @@ def agent_row(a: operator_pb2.AgentSummary) -> dict:
         "hostname": a.info.hostname,
         "address": a.info.address,
         "state": a.state,
+        "drain_deadline": a.drain_deadline,
         "resources": _res(a.info.resources),
         "allocated": _res(a.allocated),
         "offered": _res(a.offered),
@@ -386,12 +387,48 @@ async def _quota(stub, args) -> None:
 
 
 async def _drain(stub, args) -> None:
-    await stub.DrainAgent(operator_pb2.DrainAgentRequest(agent_id=args.agent_id))
+    reply = await stub.DrainAgent(
+        operator_pb2.DrainAgentRequest(agent_id=args.agent_id, deadline_seconds=args.deadline)
+    )
+    until = (
+        f"killed at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(reply.deadline))}"
+        if reply.deadline
+        else "no deadline"
+    )
     _done(
         args,
-        {"agent_id": args.agent_id, "state": "DRAINING"},
-        f"agent {args.agent_id}: draining (no new offers; its tasks keep running)",
+        {
+            "agent_id": args.agent_id,
+            "state": "DRAINING",
+            "deadline": reply.deadline,
+            "tasks": reply.tasks,
+        },
+        f"agent {args.agent_id}: draining, no new offers; {reply.tasks} task(s) there "
+        f"({until if reply.tasks else 'none to wait for'})",
     )
+    if args.wait:
+        await _wait_drained(stub, args.agent_id, reply.deadline, quiet=args.json)
+
+
+async def _wait_drained(stub, agent_id: str, deadline: float, quiet: bool) -> None:
+    """Polls until no task runs on the agent, saying how many are left when that changes."""
+    left = None
+    while True:
+        agents = (await stub.ListAgents(operator_pb2.ListAgentsRequest())).agents
+        agent = next((a for a in agents if a.info.agent_id == agent_id), None)
+        if agent is None:
+            raise CommandError(f"agent {agent_id} is no longer registered")
+        if agent.state != "DRAINING":
+            raise CommandError(f"agent {agent_id} is {agent.state} now: the drain ended")
+        if agent.task_count == 0:
+            if not quiet:
+                print(f"agent {agent_id}: drained, no task runs there")
+            return
+        if agent.task_count != left and not quiet:
+            due = f", deadline in {max(0.0, deadline - time.time()):.0f}s" if deadline else ""
+            print(f"agent {agent_id}: {agent.task_count} task(s) left{due}", flush=True)
+        left = agent.task_count
+        await asyncio.sleep(1.0)
 
 
 async def _undrain(stub, args) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from agora.cli.options import add_json_flag, add_master_flag
+from agora.cli.options import add_json_flag, add_master_flag, duration
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,8 +75,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     quota.add_argument(
         "--limit", default="", metavar="RESOURCES", help="e.g. 'cpus:8;mem:8192' (default no limit)"
     )
-    drain = command("drain", "stop offering an agent's resources (its tasks keep running)")
+    drain = command(
+        "drain",
+        "drain an agent for maintenance: nothing more of it is offered and the frameworks "
+        "with tasks there are told (the services framework moves its instances first); with "
+        "--deadline, what still runs there then is killed and the batch framework runs it "
+        "again elsewhere",
+    )
     drain.add_argument("agent_id")
+    drain.add_argument(
+        "--deadline",
+        type=duration,
+        default=0.0,
+        metavar="DURATION",
+        help="how long its tasks may run on, e.g. 10m, 1h30m (default: no deadline, they "
+        "run until they end)",
+    )
+    drain.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until no task runs on the agent, printing progress",
+    )
     undrain = command("undrain", "offer a drained agent's resources again")
     undrain.add_argument("agent_id")
     teardown = command(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agora.common.backoff import exponential
-from agora.common.task_states import OVER_STATES
+from agora.common.task_states import OVER_STATES, REASON_AGENT_DRAINED
 from agora.v1 import batch_pb2, common_pb2
 
 Job = batch_pb2.Job
@@ -245,14 +245,19 @@ def apply_update(
             _move(job, instance, batch_pb2.INSTANCE_KILLED)
             instance_ended = True
         else:
-            if state not in _NOT_COUNTED:
+            # Gone without failing (dropped, unknown, its agent drained): run again at once,
+            # without counting a retry.
+            counted = state not in _NOT_COUNTED and status.reason != REASON_AGENT_DRAINED
+            if counted:
                 instance.failures += 1
             if instance.failures <= job.spec.max_retries:
                 _move(job, instance, batch_pb2.INSTANCE_PENDING)
-                delay = backoff.delay(instance.failures) if instance.failures else 0.0
+                delay = backoff.delay(instance.failures) if counted else 0.0
                 instance.not_before = retry_at = now + delay
-                if instance.failures:
+                if counted:
                     what += f" (retry {instance.failures} of {job.spec.max_retries} in {delay:g} s)"
+                else:
+                    what += " (run again; not counted as a retry)"
             else:
                 _move(job, instance, batch_pb2.INSTANCE_FAILED)
                 instance_ended = True

@@ -365,6 +365,9 @@ class Driver:
             await self._update(event.update.status)
         elif kind == "failure":
             await self._callback("on_agent_lost", event.failure.agent_id)
+        elif kind == "agent_drain":
+            drain = event.agent_drain
+            await self._callback("on_agent_drain", drain.agent_id, drain.draining, drain.deadline)
         elif kind == "hold":
             hold = event.hold
             state = scheduler_pb2.HoldState.Name(hold.state).removeprefix("HOLD_")

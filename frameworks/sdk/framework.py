@@ -67,6 +67,15 @@ class Framework:
     async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
         """An agent was removed; its tasks arrive separately as TASK_LOST updates."""
 
+    async def on_agent_drain(
+        self, driver: Driver, agent_id: str, draining: bool, deadline: float
+    ) -> None:
+        """An operator drained an agent where this framework has tasks (`draining`; False: the
+        drain ended). Nothing more of it is offered; its tasks run on until `deadline` (Unix
+        seconds; 0: none), when the master kills what is left, TASK_KILLED with reason
+        REASON_AGENT_DRAINED. Start replacements elsewhere before then if they matter. Also
+        called again after every (re)subscription while the drain lasts."""
+
     async def on_error(self, driver: Driver, message: str) -> None:
         """The master ended the subscription for good (removed, or failed over to another
         scheduler). The driver stops after this returns and `run` raises SubscriptionEnded.

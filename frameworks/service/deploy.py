@@ -10,7 +10,10 @@ updates and unhealthy instances with one set of rules:
   (they still hold their resources);
 - kill unhealthy instances, but no more at once than the strategy allows to be down, so a
   health-check storm (every instance failing together) does not take the whole app down;
-- among candidates, kill the ones not serving first, then the youngest (Marathon's default).
+- among candidates, kill the ones not serving first, then the youngest (Marathon's default);
+- an instance on a draining agent is replaced like one of an old version: a new one starts
+  elsewhere first, and it is killed once the app stays at its healthy capacity without it
+  (Nomad's migrate); the master kills it anyway at the drain's deadline.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class InstanceView:
     has_check: bool  # the instance's definition has a health check
     launched_at: float
     killing: bool = False  # a kill was sent; the task has not ended yet
+    draining: bool = False  # its agent is draining: to be replaced elsewhere
 
     @property
     def serving(self) -> bool:
@@ -100,8 +104,8 @@ def plan(
         budget -= 1
 
     remaining = [i for i in live if i.task_id not in killed]
-    new = [i for i in remaining if i.version == version]
-    old = [i for i in remaining if i.version != version]
+    new = [i for i in remaining if i.version == version and not i.draining]
+    old = [i for i in remaining if i.version != version or i.draining]
 
     # 2. Too many of the wanted version (scaled down): the extra ones go now.
     for instance in _kill_order(new)[: max(0, len(new) - target)]:
@@ -115,7 +119,12 @@ def plan(
             if serving - 1 < floor:
                 continue
             serving -= 1
-        kill(instance, f"replaced by version {version}" if target else "app suspended")
+        if not target:
+            kill(instance, "app suspended")
+        elif instance.version != version:
+            kill(instance, f"replaced by version {version}")
+        else:
+            kill(instance, "moved off its draining agent")
 
     # 4. Launch what is missing, within the capacity ceiling.
     occupied = len(instances)  # those being killed still hold their resources

@@ -39,7 +39,8 @@ class Instance:
     def ended(self) -> bool:
         return is_terminal(self.state)
 
-    def view(self) -> InstanceView:
+    def view(self, draining: bool = False) -> InstanceView:
+        """As the planner sees it; `draining`: its agent is draining."""
         return InstanceView(
             self.task_id,
             self.version,
@@ -48,6 +49,7 @@ class Instance:
             self.has_check,
             self.launched_at,
             self.killing,
+            draining,
         )
 
     @property

@@ -98,6 +98,8 @@ class ServiceScheduler(Framework):
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._kill_sent: dict[str, float] = {}
+        # Agents an operator drains, and their deadlines (0: none): instances there are moved.
+        self.draining_agents: dict[str, float] = {}
         for app in store.apps():
             self.apps[app.id] = AppRecord(app, _backoff_for(app))
         for instance in store.instances():
@@ -295,9 +297,7 @@ class ServiceScheduler(Framework):
         for record in list(self.apps.values()):
             app = record.app
             mine = [i for i in self.instances_of(app.id) if not i.ended]
-            decision = plan(
-                app.instances, app.version, [i.view() for i in mine], appdefs.strategy_of(app)
-            )
+            decision = plan(app.instances, app.version, self._views(mine), appdefs.strategy_of(app))
             for task_id, why in decision.kill:
                 instance = self.instances.get(task_id)  # may have ended meanwhile
                 if instance is not None and not instance.ended:
@@ -308,7 +308,11 @@ class ServiceScheduler(Framework):
             ):
                 record.backoff.reset()
             missing = app.instances - sum(
-                1 for i in mine if i.version == app.version and not i.killing
+                1
+                for i in mine
+                if i.version == app.version
+                and not i.killing
+                and i.agent_id not in self.draining_agents
             )
             record.waiting_reason, record.unplaceable = self._why_waiting(
                 record, missing, decision.launch, now
@@ -475,6 +479,27 @@ class ServiceScheduler(Framework):
         self.wake()
         self._notify_watchers()
 
+    def _views(self, instances: list[Instance]):
+        """The instances as the planner sees them, those on draining agents marked."""
+        return [i.view(i.agent_id in self.draining_agents) for i in instances]
+
+    async def on_agent_drain(
+        self, driver: Driver, agent_id: str, draining: bool, deadline: float
+    ) -> None:
+        """Instances on a draining agent are replaced elsewhere, each killed once its app is
+        at its healthy capacity without it (deploy.plan); the master kills what is left at
+        the deadline."""
+        if draining:
+            self.draining_agents[agent_id] = deadline
+        else:
+            self.draining_agents.pop(agent_id, None)
+        log.info(
+            "agent draining: moving its instances" if draining else "agent undrained",
+            agent_id=agent_id,
+            instances=sum(1 for i in self.instances.values() if i.agent_id == agent_id),
+        )
+        self.wake()
+
     async def on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
         async with self._lock:
             await self._on_offers(driver, offers)
@@ -487,7 +512,7 @@ class ServiceScheduler(Framework):
             app = record.app
             mine = [i for i in self.instances_of(app.id) if not i.ended]
             to_launch = plan(
-                app.instances, app.version, [i.view() for i in mine], appdefs.strategy_of(app)
+                app.instances, app.version, self._views(mine), appdefs.strategy_of(app)
             ).launch
             if to_launch <= 0 or not record.backoff.ready(now) or record.unplaceable:
                 continue

@@ -414,3 +414,30 @@ async def test_list_jobs_gives_instances_only_when_asked(cluster):
     [whole] = (await cluster.stub.ListJobs(B.ListJobsRequest(include_instances=True))).jobs
     assert [i.state for i in whole.instances] == [B.INSTANCE_SUCCEEDED] * 3
     assert whole.counts == short.counts
+
+
+async def test_an_instance_on_a_drained_agent_runs_again_elsewhere_without_using_a_retry(cluster):
+    # No retries: were the drain's kill counted as a failure, the job would fail.
+    job_id = await cluster.submit("sleep 300", instances=1, max_retries=0)
+
+    async def running_attempt():
+        job = await cluster.job(job_id)
+        attempts = job.instances[0].attempts
+        return attempts[-1] if attempts and attempts[-1].state == C.TASK_RUNNING else None
+
+    first = await eventually_async(running_attempt, message="the instance running")
+    drained = await asyncio.to_thread(
+        run_cli,
+        *("cluster", "drain", first.agent_id, "--master", cluster.master.address),
+        *("--deadline", "1s", "--wait"),
+    )
+    assert drained.code == 0, drained.err
+    assert f"agent {first.agent_id}: draining, no new offers; 1 task(s) there" in drained.out
+    assert f"agent {first.agent_id}: drained, no task runs there" in drained.out
+    second = await eventually_async(running_attempt, message="the instance running again")
+    job = await cluster.job(job_id)
+    killed = job.instances[0].attempts[0]
+    assert (killed.state, killed.reason) == (C.TASK_KILLED, "REASON_AGENT_DRAINED")
+    assert second.attempt == 2 and second.agent_id != first.agent_id
+    assert job.instances[0].failures == 0 and job.state == B.JOB_RUNNING
+    await cluster.stub.KillJob(B.KillJobRequest(job_id=job_id))

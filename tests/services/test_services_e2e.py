@@ -214,3 +214,31 @@ async def test_an_app_no_agent_can_host_says_so(cluster):
     assert "[rack, CLUSTER, r9]" in status.waiting_reason
     assert "2 instance(s) cannot be placed" in status.waiting_reason
     assert status.running == 0 and status.state == "WAITING"
+
+
+async def test_a_drained_agents_instance_moves_to_another_agent_before_it_is_stopped(cluster):
+    from agora.common.rpc import insecure_channel
+    from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+
+    await two_agents(cluster)
+    await cluster.put(web_app("web", 1))
+    [endpoint] = await cluster.healthy_endpoints("web", 1)
+    [old] = (await cluster.get("web")).tasks
+    async with insecure_channel(cluster.master.address) as channel:
+        operator = operator_pb2_grpc.OperatorStub(channel)
+        reply = await operator.DrainAgent(operator_pb2.DrainAgentRequest(agent_id=old.agent_id))
+        assert (reply.tasks, reply.deadline) == (1, 0.0)  # no deadline: nothing is forced
+
+        async def moved():
+            status = await cluster.get("web")
+            running = [t for t in status.tasks if t.state == common_pb2.TASK_RUNNING]
+            on_drained = [t for t in running if t.agent_id == old.agent_id]
+            return status if status.healthy == 1 and running and not on_drained else None
+
+        status = await eventually_async(moved, timeout=60, message="the instance moved")
+        [new] = [t for t in status.tasks if t.state == common_pb2.TASK_RUNNING]
+        assert new.agent_id != old.agent_id and new.task_id != old.task_id
+        agents = (await operator.ListAgents(operator_pb2.ListAgentsRequest())).agents
+        drained = next(a for a in agents if a.info.agent_id == old.agent_id)
+        assert (drained.state, drained.task_count) == ("DRAINING", 0)
+    assert await asyncio.to_thread(http_ok, (await cluster.endpoints("web"))[0])

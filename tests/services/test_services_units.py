@@ -137,8 +137,11 @@ def inst(
     launched_at=0.0,
     killing=False,
     has_check=True,
+    draining=False,
 ) -> InstanceView:
-    return InstanceView(task_id, version, running, healthy, has_check, launched_at, killing)
+    return InstanceView(
+        task_id, version, running, healthy, has_check, launched_at, killing, draining
+    )
 
 
 def test_launches_missing_instances_and_scales_down_youngest_first():
@@ -187,6 +190,24 @@ def test_rolling_update_with_extra_capacity_launches_first():
     one_up = old + [inst("n0", "v2")] + starting[4:]
     p = plan(3, "v2", one_up, Strategy(1.0, 1.0))
     assert len(p.kill) == 1 and p.kill[0][0].startswith("o")  # one new is up: one old goes
+
+
+def test_an_instance_on_a_draining_agent_is_replaced_before_it_is_killed():
+    up = [inst("a"), inst("b", draining=True)]
+    # The drained one still serves: a replacement starts first, nothing is killed.
+    assert plan(2, "v2", up) == Plan(launch=1, kill=())
+    starting = up + [inst("c", running=False, healthy=None)]
+    assert plan(2, "v2", starting) == Plan(launch=0, kill=())
+    # The replacement serves: now the drained one goes, saying why.
+    assert plan(2, "v2", up + [inst("c")]) == Plan(
+        launch=0, kill=(("b", "moved off its draining agent"),)
+    )
+    # With no room above the target (maximum_over_capacity 0), it goes first, within what
+    # may be down (one of two at minimum_health_capacity 0.5), and then it is replaced.
+    tight = Strategy(0.5, 0.0)
+    assert plan(2, "v2", up, tight).kill == (("b", "moved off its draining agent"),)
+    assert plan(2, "v2", [inst("a"), inst("b", draining=True, killing=True)], tight).launch == 0
+    assert plan(2, "v2", [inst("a")], tight).launch == 1
 
 
 def test_health_check_storm_kills_no_more_than_may_be_down():
