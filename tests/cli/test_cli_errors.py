@@ -135,3 +135,24 @@ def test_a_grpc_error_a_command_leaves_uncaught_is_one_line_naming_its_cause():
     assert said is not None and said.startswith(f"cannot reach the master at {closed}")
     assert "connection refused" in said
     assert _rpc_failure(ValueError("not grpc"), argparse.Namespace(master=closed)) is None
+
+
+def test_a_drain_deadline_that_is_no_duration_is_refused_saying_what_to_write():
+    # Refused before any call: no master is needed.
+    result = agora("cluster", "drain", "agent-1", "--deadline", "soon", master="127.0.0.1:1")
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()[-1:]
+    assert "'soon' is not a duration: write e.g. 90s, 10m, 1h30m or 2d" in line
+
+
+def test_durations_read_as_people_write_them():
+    from agora.cli.options import duration
+
+    assert [duration(t) for t in ("90", "90s", "10m", "1h30m", "2d", "1.5h")] == [
+        90,
+        90,
+        600,
+        5400,
+        172800,
+        5400,
+    ]

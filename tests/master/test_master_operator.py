@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import grpc
 import pytest
 from master_harness import FakeAgent, FakeFramework, operator, start_master
@@ -69,6 +71,18 @@ async def test_drained_agent_gets_no_new_offers(tmp_path):
             with pytest.raises(grpc.aio.AioRpcError) as e:
                 await ops.UndrainAgent(operator_pb2.UndrainAgentRequest(agent_id="agent-nope"))
             assert e.value.code() == grpc.StatusCode.NOT_FOUND
+            # A deadline that is no number of seconds is refused, saying what to give.
+            for bad in (-1.0, math.nan, 1e12):
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await ops.DrainAgent(
+                        operator_pb2.DrainAgentRequest(
+                            agent_id=agent.agent_id, deadline_seconds=bad
+                        )
+                    )
+                assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "give seconds from 0 (no deadline)" in e.value.details()
+            [summary] = (await ops.ListAgents(operator_pb2.ListAgentsRequest())).agents
+            assert summary.state == "ACTIVE"  # and nothing was drained
     finally:
         await framework.close()
         await agent.close()
