@@ -11,6 +11,7 @@ from pathlib import Path
 from agora.cli.errors import CommandError, UsageError
 from agora.cli.options import (
     add_daemon_tls_flags,
+    add_join_flags,
     add_log_flags,
     daemon_credentials,
     master_spec,
@@ -212,6 +213,7 @@ def register(subparsers) -> None:
         "environment; re-read on SIGHUP (default: every caller may)",
     )
     add_daemon_tls_flags(parser)
+    add_join_flags(parser, "WORK_DIR/tls")
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
@@ -253,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         enforce_disk=not args.no_disk_limit,
         gc_delay=args.gc_delay,
         gc_disk_headroom=args.gc_disk_headroom,
-        credentials=daemon_credentials(args),
+        credentials=daemon_credentials(args, work_dir / "tls"),
         insecure=args.insecure,
         acls_path=args.acls,
         max_completed_tasks=args.max_completed_tasks,

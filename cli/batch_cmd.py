@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         queue=args.queue,
         role=args.role,
         advertise_host=args.advertise_host,
-        credentials=daemon_credentials(args),
+        credentials=daemon_credentials(args, args.state_dir / "tls"),
         insecure=args.insecure,
         metrics_port=args.metrics_port,
         retry_backoff_seconds=args.retry_backoff,

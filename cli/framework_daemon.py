@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_daemon_tls_flags, port_number, warn_unnamed_address
+from agora.cli.options import (
+    add_daemon_tls_flags,
+    add_join_flags,
+    port_number,
+    warn_unnamed_address,
+)
 
 
 def add_daemon_flags(
@@ -60,6 +65,7 @@ def add_daemon_flags(
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; 0 = any)",
     )
     add_daemon_tls_flags(parser)
+    add_join_flags(parser, "STATE_DIR/tls")
 
 
 async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> int:

@@ -242,6 +242,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; 0 = any)",
     )
     p.add_argument(
+        "--join-ca",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="let machines join with a token (`agora tls join-token`): the CA directory made "
+        "by `agora tls init`, whose key signs their certificates (default: no joins)",
+    )
+    p.add_argument(
+        "--join-port",
+        type=port_number,
+        default=5052,
+        metavar="PORT",
+        help="where joining machines ask for their certificate, over TLS (default 5052)",
+    )
+    p.add_argument(
+        "--join-cert-days",
+        type=float,
+        default=30.0,
+        metavar="DAYS",
+        help="validity of a joined machine's certificate; it renews it before then (default 30)",
+    )
+    p.add_argument(
         "--acls",
         type=Path,
         default=None,
@@ -309,6 +331,9 @@ def run(args: argparse.Namespace) -> int:
         default_refuse_seconds=args.default_refuse_seconds,
         http_port=args.http_port,
         metrics_port=args.metrics_port,
+        join_ca_dir=args.join_ca,
+        join_port=args.join_port,
+        join_cert_days=args.join_cert_days,
         credentials=daemon_credentials(args),
         insecure=args.insecure,
         acls_path=args.acls,
@@ -451,6 +476,8 @@ async def _serve(master) -> int:
         print(f"dashboard on {master.http_url}/", flush=True)
     if master.metrics_url is not None:
         print(f"metrics on {master.metrics_url}/metrics", flush=True)
+    if master.join_port is not None:
+        print(f"joins on {master.config.host}:{master.join_port}", flush=True)
     await stopping.wait()
     await master.stop()
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
+from pathlib import Path
 
 from agora.cli.errors import CommandError, UsageError
 
@@ -117,12 +119,61 @@ def add_insecure_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def daemon_credentials(args: argparse.Namespace):
-    """A daemon's Credentials from its --tls-* flags; a bad file is a usage error (exit 2)."""
+def daemon_credentials(args: argparse.Namespace, tls_dir: Path | None = None):
+    """A daemon's Credentials from its --tls-* flags, or from the files a join wrote in
+    `tls_dir` (--join, joining first if there are none); a bad file is a usage error (exit 2)."""
+    if getattr(args, "join", None) is not None:
+        _join(args, args.tls_dir or tls_dir)
     try:
         return credentials_from(args)
     except CommandError as e:
         raise UsageError(str(e)) from None
+
+
+def add_join_flags(parser: argparse.ArgumentParser, tls_dir_default: str) -> None:
+    """--join FILE and what goes with it, for the daemons that run on the machines."""
+    group = parser.add_argument_group("joining with a token (see `agora tls join-token`)")
+    group.add_argument(
+        "--join",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="join the cluster with the token in FILE: make this machine's key, have the "
+        "master sign its certificate, and keep both in --tls-dir (a restart uses them and "
+        "needs no token)",
+    )
+    group.add_argument(
+        "--join-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="the master's join port (default: the --master host, port 5052)",
+    )
+    group.add_argument(
+        "--tls-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"where a join keeps the CA, certificate and key (default: {tls_dir_default})",
+    )
+
+
+def _join(args: argparse.Namespace, tls_dir: Path | None) -> None:
+    from agora.common.joining import JoinError, ensure_joined, join_address
+
+    if args.tls_ca or args.tls_cert or args.tls_key:
+        raise UsageError("--join writes the TLS files itself: give it without --tls-ca/cert/key")
+    assert tls_dir is not None
+    try:
+        joined = ensure_joined(tls_dir, args.join, join_address(args.master, args.join_address))
+    except JoinError as e:
+        raise CommandError(str(e)) from None
+    args.tls_ca, args.tls_cert, args.tls_key = map(str, (joined.ca, joined.cert, joined.key))
+    if joined.fresh:
+        print(
+            f"joined as {joined.principal}: certificate and key in {tls_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def add_daemon_tls_flags(parser: argparse.ArgumentParser) -> None:

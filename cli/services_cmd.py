@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         role=args.role,
         advertise_host=args.advertise_host,
-        credentials=daemon_credentials(args),
+        credentials=daemon_credentials(args, args.state_dir / "tls"),
         insecure=args.insecure,
         metrics_port=args.metrics_port,
     )

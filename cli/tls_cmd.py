@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from agora.cli.errors import CommandError
+from agora.cli.options import duration
 
 
 def _days(text: str) -> int:
@@ -86,6 +88,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the principal and digest as JSON")
     p.set_defaults(func=_token)
 
+    p = sub.add_parser(
+        "join-token",
+        help="make a one-time token that lets a new machine join and get its certificate",
+        description="Writes to FILE (mode 0600) a token for principal NAME: copy it to the new "
+        "machine and start its daemon with --join FILE (`agora agent --master HOST:PORT --join "
+        "FILE`). The daemon makes its own key, and the master (started with --join-ca DIR) "
+        "signs its certificate. A token works once, until --ttl has passed; it never appears "
+        "on a command line or in a log.",
+    )
+    p.add_argument("--ca", type=Path, required=True, metavar="DIR", help="the CA's directory")
+    p.add_argument("--name", required=True, help="the principal the certificate will name")
+    p.add_argument(
+        "--for",
+        dest="kind",
+        required=True,
+        choices=["agent", "framework", "relay"],
+        help="the daemon that will join",
+    )
+    p.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a DNS name or IP address to name in the certificate besides the address the "
+        "master sees the machine join from (repeat for several)",
+    )
+    p.add_argument("--ttl", type=duration, default=3600.0, metavar="DURATION",
+                   help="how long the token may be used, e.g. 30m (default 1h)")  # fmt: skip
+    p.add_argument("--out", type=Path, required=True, metavar="FILE", help="the token's file")
+    p.add_argument("--json", action="store_true", help="print the file, name and expiry as JSON")
+    p.set_defaults(func=_join_token)
+
 
 def _report(args: argparse.Namespace, issued, hint: str) -> int:
     if args.json:
@@ -129,6 +163,43 @@ def _token(args: argparse.Namespace) -> int:
     else:
         print(f"wrote a token for {args.name} to {args.out} (mode 0600)")
         print(f"add to the --tokens file of the daemons it calls:\n  {line}")
+    return 0
+
+
+def _join_token(args: argparse.Namespace) -> int:
+    import time
+
+    from agora.common import join_tokens
+    from agora.common.certificates import CA_CERT, CA_KEY
+
+    try:
+        ca_pem = (args.ca / CA_CERT).read_bytes()
+        ca_key = (args.ca / CA_KEY).read_bytes()
+    except OSError as e:
+        raise CommandError(
+            f"--ca {args.ca}: {e.strerror or e} (a CA made by `agora tls init`, with its key)"
+        ) from None
+    try:
+        token = join_tokens.make(ca_key, ca_pem, args.name, args.kind, args.ttl, args.host)
+    except join_tokens.JoinTokenError as e:
+        raise CommandError(str(e)) from None
+    try:
+        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise CommandError(f"{args.out} exists: pick another file") from None
+    except OSError as e:
+        raise CommandError(f"cannot write {args.out}: {e.strerror or e}") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(token.encode() + "\n")
+    until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(token.expires))
+    if args.json:
+        print(json.dumps({"file": str(args.out), "name": args.name, "kind": args.kind,
+                          "expires": token.expires}))  # fmt: skip
+    else:
+        print(f"wrote a join token for {args.kind} {args.name} to {args.out} (mode 0600), "
+              f"usable once until {until}")  # fmt: skip
+        print(f"on the new machine: agora {args.kind if args.kind != 'framework' else 'batch'} "
+              f"--master MASTER:5050 --join {args.out.name} ...")  # fmt: skip
     return 0
 
 

@@ -22,13 +22,18 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 __all__ = [
     "CA_CERT",
     "CA_KEY",
+    "CertificateAuthority",
     "KINDS",
     "CertificateError",
     "Issued",
     "init_ca",
     "issue",
+    "key_pem",
+    "new_key",
     "principal_of",
+    "signing_request",
     "unnamed_address",
+    "write_private",
 ]
 
 CA_CERT = "ca.pem"
@@ -174,10 +179,7 @@ def issue(
     """
     if kind not in KINDS:
         raise CertificateError(f"--for {kind!r}: use one of {', '.join(KINDS)}")
-    if not name or len(name) > 64 or any(c in name for c in "/\\\0\n") or name.startswith("."):
-        raise CertificateError(
-            f"--name {name[:80]!r}: use 1-64 characters, no slashes, not starting with '.'"
-        )
+    _check_name(name)
     if days < 1:
         raise CertificateError(f"--days must be at least 1, got {days}")
     ca_cert, ca_key = _load_ca(ca_dir)
@@ -186,10 +188,33 @@ def issue(
     cert_path, key_path = out / f"{name}.pem", out / f"{name}-key.pem"
     if not force:
         _refuse_existing(cert_path, key_path)
-    all_hosts = list(hosts or [])
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _signed(ca_cert, ca_key, key.public_key(), name, kind, hosts or [], days)
+    _write_private(key_path, _key_pem(key))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return Issued(cert=cert_path, key=key_path)
+
+
+def _check_name(name: str) -> None:
+    if not name or len(name) > 64 or any(c in name for c in "/\\\0\n") or name.startswith("."):
+        raise CertificateError(
+            f"--name {name[:80]!r}: use 1-64 characters, no slashes, not starting with '.'"
+        )
+
+
+def _signed(
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    public_key,
+    name: str,
+    kind: str,
+    hosts: list[str],
+    days: float,
+) -> x509.Certificate:
+    """A certificate for principal `name` of `kind` over `public_key`, signed by the CA."""
+    all_hosts = list(hosts)
     if ExtendedKeyUsageOID.SERVER_AUTH in KINDS[kind]:
         all_hosts += LOOPBACK_HOSTS
-    key = ec.generate_private_key(ec.SECP256R1())
     now = _now()
     builder = (
         x509.CertificateBuilder()
@@ -203,7 +228,7 @@ def issue(
             )
         )
         .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(min(now + datetime.timedelta(days=days), ca_cert.not_valid_after_utc))
@@ -217,10 +242,59 @@ def issue(
         builder = builder.add_extension(
             x509.SubjectAlternativeName(_subject_names(all_hosts)), critical=False
         )
-    cert = builder.sign(ca_key, hashes.SHA256())
-    _write_private(key_path, _key_pem(key))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return Issued(cert=cert_path, key=key_path)
+    return builder.sign(ca_key, hashes.SHA256())
+
+
+class CertificateAuthority:
+    """A CA loaded once (the master's, for joins): signs certificate requests."""
+
+    def __init__(self, ca_dir: Path) -> None:
+        self.cert, self.key = _load_ca(ca_dir)
+        self.cert_pem = self.cert.public_bytes(serialization.Encoding.PEM)
+        self.key_pem = _key_pem(self.key)
+
+    def sign_request(
+        self, csr_der: bytes, name: str, kind: str, hosts: list[str], days: float
+    ) -> bytes:
+        """The PEM certificate for a signing request's key, naming `name` and `hosts` as the
+        caller decided (whatever the request itself asks for)."""
+        if kind not in KINDS:
+            raise CertificateError(f"kind {kind!r}: use one of {', '.join(KINDS)}")
+        _check_name(name)
+        try:
+            request = x509.load_der_x509_csr(csr_der)
+        except ValueError as e:
+            raise CertificateError(f"not a certificate signing request ({e})") from None
+        if not request.is_signature_valid:
+            raise CertificateError("the signing request's signature does not verify")
+        public_key = request.public_key()
+        if not isinstance(public_key, ec.EllipticCurvePublicKey):
+            raise CertificateError("the signing request's key must be ECDSA (P-256)")
+        cert = _signed(self.cert, self.key, public_key, name, kind, hosts, days)
+        return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def signing_request(key: ec.EllipticCurvePrivateKey, name: str) -> bytes:
+    """A DER certificate signing request for `key` (the CA decides the names it gets)."""
+    request = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .sign(key, hashes.SHA256())
+    )
+    return request.public_bytes(serialization.Encoding.DER)
+
+
+def new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return _key_pem(key)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Writes a secret file, mode 0600 from the start."""
+    _write_private(path, data)
 
 
 def principal_of(cert_pem: bytes) -> str:

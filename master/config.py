@@ -67,6 +67,12 @@ class MasterConfig:
     http_port: int | None = None
     # Prometheus metrics at http://host:metrics_port/metrics; None: not served.
     metrics_port: int | None = None
+    # Joining (common/join_tokens.py): the CA directory (`agora tls init`, with its key) that
+    # signs the certificates of machines joining with a token on join_port; None: no joins.
+    join_ca_dir: Path | None = None
+    join_port: int = 5052
+    # Days a joined machine's certificate is valid (it renews it before then).
+    join_cert_days: float = 30.0
     # Mutual TLS on the gRPC port (and HTTPS on the HTTP ones) when secure.
     credentials: Credentials = INSECURE
     # Listen beyond loopback without TLS anyway (the operator said --insecure).
@@ -88,6 +94,18 @@ class MasterConfig:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0-65535, got {self.port}")
         check_listen("the master", self.host, self.credentials, self.insecure)
+        if self.join_ca_dir is not None:
+            if not self.credentials.secure:
+                raise ValueError(
+                    "joining (--join-ca) needs the master's TLS: give --tls-ca, --tls-cert "
+                    "and --tls-key (joining machines check the master's certificate)"
+                )
+            if not 0 <= self.join_port <= 65535:
+                raise ValueError(f"join_port must be in 0-65535, got {self.join_port}")
+            if not (math.isfinite(self.join_cert_days) and self.join_cert_days > 0):
+                raise ValueError(
+                    f"join_cert_days must be a positive number of days, got {self.join_cert_days}"
+                )
         positive = {
             "heartbeat_interval_seconds": self.heartbeat_interval_seconds,
             "agent_timeout_seconds": self.agent_timeout_seconds,

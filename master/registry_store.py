@@ -76,6 +76,11 @@ class RegistryStore(Protocol):
         """Drained agents and their deadlines."""
         ...
 
+    def spend_join_token(self, token_id: str, expires: float) -> bool:
+        """Marks a join token used; False if it was already (a token joins one machine, once,
+        whichever master it reaches). Spent tokens are forgotten once past `expires`."""
+        ...
+
     def describe(self) -> str:
         """Where the registry lives, for the log (a file, "memory", a ZooKeeper path)."""
         ...

@@ -107,6 +107,8 @@ class Master:
         self._http: HttpServer | None = None
         self._metrics_http: HttpServer | None = None
         self._dashboard: Dashboard | None = None
+        self._join_server: grpc.aio.Server | None = None
+        self.join_port: int | None = None
         self._tasks: list[asyncio.Task] = []
         self._closed = asyncio.Event()
 
@@ -161,6 +163,8 @@ class Master:
             await self._start_http(self.config.http_port)
         if self.config.metrics_port is not None:
             await self._start_metrics(self.config.metrics_port)
+        if self.config.join_ca_dir is not None:
+            await self._start_join()
         for warning in views.security_warnings(self.config):
             log.warning(warning)
         log.info(
@@ -182,6 +186,37 @@ class Master:
         )
         await self._http.start()
         await self._dashboard.start()
+
+    async def _start_join(self) -> None:
+        """The join port: TLS with the master's certificate, no client certificate asked, and
+        only the Join service (master/join_service.py)."""
+        from agora.common.certificates import CertificateAuthority, CertificateError
+        from agora.master.join_service import JoinService
+        from agora.v1 import join_pb2_grpc
+
+        config, creds = self.config, self.config.credentials
+        assert config.join_ca_dir is not None and self.store is not None
+        assert creds.key is not None and creds.cert is not None
+        try:
+            ca = CertificateAuthority(config.join_ca_dir)
+        except CertificateError as e:
+            raise OSError(f"--join-ca {config.join_ca_dir}: {e}") from None
+        if ca.cert_pem.strip() != (creds.ca or b"").strip():
+            raise OSError(
+                f"--join-ca {config.join_ca_dir} is not the CA of --tls-ca: joined machines "
+                "would not be trusted by this cluster"
+            )
+        server = grpc.aio.server()
+        service = JoinService(ca, self.store, config.join_cert_days)
+        join_pb2_grpc.add_JoinServicer_to_server(service, server)
+        where = f"{config.host}:{config.join_port}"
+        tls = grpc.ssl_server_credentials([(creds.key, creds.cert)], require_client_auth=False)
+        port = server.add_secure_port(where, tls)
+        if port == 0:
+            raise OSError(f"cannot listen on {where} for joins (--join-port): in use?")
+        await server.start()
+        self._join_server, self.join_port = server, port
+        log.info("accepting joins", address=f"{config.host}:{port}", ca=str(config.join_ca_dir))
 
     async def _start_metrics(self, port: int) -> None:
         core = self.core
@@ -265,6 +300,8 @@ class Master:
             await self._http.stop()
         if self._metrics_http is not None:
             await self._metrics_http.stop()
+        if self._join_server is not None:
+            await self._join_server.stop(grace)
         for task in self._tasks:
             task.cancel()
         HeapKeeper.stop()

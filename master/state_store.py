@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS weights (role TEXT PRIMARY KEY, weight REAL NOT NULL)
 CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, quota BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS drained (
     agent_id TEXT PRIMARY KEY, deadline REAL NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS join_tokens_spent (token_id TEXT PRIMARY KEY, expires REAL NOT NULL);
 """
 
 
@@ -148,6 +149,16 @@ class StateStore:
 
     def drained(self) -> dict[str, float]:
         return dict(self._db.execute("SELECT agent_id, deadline FROM drained"))
+
+    # join tokens ------------------------------------------------------------------------
+
+    def spend_join_token(self, token_id: str, expires: float) -> bool:
+        self._db.execute("DELETE FROM join_tokens_spent WHERE expires < ?", (time.time(),))
+        cursor = self._db.execute(
+            "INSERT OR IGNORE INTO join_tokens_spent VALUES (?, ?)", (token_id, expires)
+        )
+        self._db.commit()
+        return cursor.rowcount == 1
 
 
 def _add_drain_deadlines(db: sqlite3.Connection) -> None:

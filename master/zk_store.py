@@ -8,6 +8,7 @@ A new leader on another machine reads exactly what the old one wrote. Layout und
     registry/weights/<role>       the weight, as text
     registry/quotas/<role>        Quota
     registry/drained/<id>         drain deadline, Unix seconds ("0.0": none)
+    registry/join-tokens-spent/<id>   the token's expiry, Unix seconds
 
 Roles may contain '/', so every name is percent-encoded.
 
@@ -20,6 +21,7 @@ successor's registry. The write raises StoreFenced and the master stops acting.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable
 from urllib.parse import quote, unquote
 
@@ -40,6 +42,7 @@ _DIRS = (
     "weights",
     "quotas",
     "drained",
+    "join-tokens-spent",
 )
 
 
@@ -184,6 +187,23 @@ class ZkRegistryStore:
     def drained(self) -> dict[str, float]:
         # Empty data: a drain written before drains had deadlines.
         return {key: float(data or b"0") for key, data in self._read_all("drained")}
+
+    def spend_join_token(self, token_id: str, expires: float) -> bool:
+        # The create is the test-and-set: of two masters (or two calls) only one succeeds.
+        path = f"{self._base}/join-tokens-spent/{_name(token_id)}"
+        results = self._commit(lambda tx: tx.create(path, repr(expires).encode()))
+        if isinstance(results[0], NodeExistsError):
+            return False
+        _raise_first(results)
+        self._forget_spent_tokens()
+        return True
+
+    def _forget_spent_tokens(self) -> None:
+        """Spent tokens past their expiry cannot be used anyway: forgotten."""
+        now = time.time()
+        for key, data in self._read_all("join-tokens-spent"):
+            if float(data or b"0") < now:
+                self._delete(f"{self._base}/join-tokens-spent/{_name(key)}")
 
     # --- reads --------------------------------------------------------------------------------
 

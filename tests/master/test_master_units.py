@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import grpc
@@ -222,6 +223,11 @@ def test_registry_store_contract(registry_store):
     store.forget_removed("agent", ["a1"])
     assert store.removed("agent") == {"a2": "decommissioned"}
     assert store.removed("framework") == {"f1": "torn down"}
+    # A join token is spent once, whichever master (or call) gets there first.
+    later = time.time() + 600
+    assert store.spend_join_token("token-1", later)
+    assert not store.spend_join_token("token-1", later)
+    assert store.spend_join_token("token-2", later)
     assert store.describe()
 
 

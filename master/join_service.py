@@ -1,0 +1,61 @@
+"""The Join service on the master's join port: a certificate for a machine with a join token.
+
+Served on a port of its own (--join-port), over TLS with the master's certificate but asking for
+no client certificate: the caller has none yet, and a token proves who it may become (see
+agora/common/join_tokens.py). The main port keeps asking every caller for a certificate. Only
+the leading master serves it (the port is opened with the rest), since a token is spent in the
+registry.
+"""
+
+from __future__ import annotations
+
+import grpc
+import structlog
+
+from agora.common import join_tokens
+from agora.common.addresses import peer_host
+from agora.common.certificates import CertificateAuthority, CertificateError
+from agora.master.registry_store import RegistryStore
+from agora.v1 import join_pb2, join_pb2_grpc
+
+log = structlog.get_logger(__name__)
+
+# A signing request is a few hundred bytes; refuse anything that is not one before parsing it.
+MAX_REQUEST_BYTES = 16 * 1024
+
+
+class JoinService(join_pb2_grpc.JoinServicer):
+    def __init__(self, ca: CertificateAuthority, store: RegistryStore, cert_days: float) -> None:
+        self.ca, self.store, self.cert_days = ca, store, cert_days
+        self._key = join_tokens.derived_key(ca.key_pem)
+
+    async def Join(self, request: join_pb2.JoinRequest, context: grpc.aio.ServicerContext):
+        if request.ByteSize() > MAX_REQUEST_BYTES:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"a join request is at most {MAX_REQUEST_BYTES} bytes",
+            )
+        peer = peer_host(context.peer())
+        try:
+            token = join_tokens.check(self._key, request.token_payload, request.csr, request.proof)
+        except join_tokens.JoinTokenError as e:
+            log.warning("join refused", peer=peer, error=str(e))
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+        hosts = [*token.hosts, *([peer] if peer else [])]
+        try:
+            # Signed before the token is spent: a bad request does not waste it.
+            cert = self.ca.sign_request(
+                request.csr, token.name, token.kind, hosts, days=self.cert_days
+            )
+        except CertificateError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        if not self.store.spend_join_token(token.token_id, token.expires):
+            log.warning("join refused: token used before", peer=peer, principal=token.name)
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "this join token was used already (a token joins one machine, once): make "
+                "a new one with `agora tls join-token`, or keep the certificate files the "
+                "first join wrote",
+            )
+        log.info("machine joined", principal=token.name, kind=token.kind, peer=peer)
+        return join_pb2.JoinResponse(certificate=cert, ca=self.ca.cert_pem, principal=token.name)

@@ -1,0 +1,25 @@
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Optional as _Optional
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JoinRequest(_message.Message):
+    __slots__ = ("token_payload", "csr", "proof")
+    TOKEN_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    PROOF_FIELD_NUMBER: _ClassVar[int]
+    token_payload: bytes
+    csr: bytes
+    proof: bytes
+    def __init__(self, token_payload: _Optional[bytes] = ..., csr: _Optional[bytes] = ..., proof: _Optional[bytes] = ...) -> None: ...
+
+class JoinResponse(_message.Message):
+    __slots__ = ("certificate", "ca", "principal")
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    CA_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    certificate: bytes
+    ca: bytes
+    principal: str
+    def __init__(self, certificate: _Optional[bytes] = ..., ca: _Optional[bytes] = ..., principal: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,164 @@
+"""Joining a machine with a token (issue 32): `agora tls join-token` on the CA's side, `agora agent
+--join FILE` on the new machine; no key is ever copied. Real TLS, a real master with ACLs that
+only let the token's principal register, and real daemon processes."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+from harness import Daemon, agora, eventually
+
+pytestmark = pytest.mark.e2e
+
+ACLS = """
+permissive: true
+register_agents: [{principals: [agent-1]}]
+register_frameworks: [{principals: [batch], roles: ["*"]}]
+"""
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory):
+    root = tmp_path_factory.mktemp("join")
+    ca = root / "ca"
+    assert agora("tls", "init", str(ca)).returncode == 0
+    for name, kind in [("master", "master"), ("ops", "client")]:
+        made = agora("tls", "issue", "--ca", str(ca), "--name", name, "--for", kind)
+        assert made.returncode == 0, made.stderr
+    (root / "acls.yaml").write_text(ACLS)
+    tls = ["--tls-ca", str(ca / "ca.pem"), "--tls-cert", str(ca / "master.pem")]
+    tls += ["--tls-key", str(ca / "master-key.pem")]
+    daemon = Daemon(
+        ["master", "--port", "0", "--state-dir", str(root / "m"), *tls]
+        + ["--acls", str(root / "acls.yaml"), "--join-ca", str(ca), "--join-port", "0"],
+        root / "master.log",
+    ).start()
+    joins = eventually(
+        lambda: next(
+            (m for line in daemon.lines if (m := re.match(r"joins on (\S+)", line))), None
+        ),
+        message="the join port",
+    )
+    daemon.root, daemon.ca, daemon.join_address = root, ca, joins.group(1)
+    yield daemon
+    daemon.stop()
+
+
+def ops(master, *args: str):
+    ca = master.ca
+    return agora(
+        *args,
+        *("--master", master.address, "--tls-ca", str(ca / "ca.pem")),
+        *("--tls-cert", str(ca / "ops.pem"), "--tls-key", str(ca / "ops-key.pem")),
+    )
+
+
+def token(master, name: str, kind: str = "agent", ttl: str = "10m") -> Path:
+    path = master.root / f"{name}-{time.monotonic_ns()}.token"
+    made = agora(
+        "tls", "join-token", "--ca", str(master.ca), "--name", name, "--for", kind,
+        "--ttl", ttl, "--out", str(path),
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert f"wrote a join token for {kind} {name} to {path} (mode 0600)" in made.stdout
+    return path
+
+
+def agent(master, work: str, token_file: Path) -> Daemon:
+    return Daemon(
+        ["agent", "--master", master.address, "--port", "0", "--work-dir",
+         str(master.root / work), "--join", str(token_file),
+         "--join-address", master.join_address, "--resources", "cpus:1;mem:256"],
+        master.root / f"{work}.log",
+    )  # fmt: skip
+
+
+def test_an_agent_joins_with_a_token_and_registers_as_the_tokens_principal(master):
+    secret = token(master, "agent-1")
+    text = secret.read_text().strip()
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    one = agent(master, "w1", secret).start()
+    try:
+
+        def listed():
+            agents = json.loads(ops(master, "cluster", "agents", "--json").stdout or "[]")
+            return agents if agents and agents[0]["state"] == "ACTIVE" else None
+
+        # Registered: the ACLs let only agent-1 register, so its certificate names agent-1.
+        eventually(listed, message="the joined agent registered")
+        tls = master.root / "w1" / "tls"
+        assert stat.S_IMODE((tls / "key.pem").stat().st_mode) == 0o600
+        cert = x509.load_pem_x509_certificate((tls / "cert.pem").read_bytes())
+        assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "agent-1"
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert "127.0.0.1" in {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+        # The token's secret never reaches a log.
+        secret_part = text.rsplit(".", 1)[1]
+        for log in (master.log_path, one.log_path):
+            assert secret_part not in log.read_text()
+        # Once only: a second machine with the same token is refused, saying what to do.
+        two = agora(
+            "agent", "--master", master.address, "--work-dir", str(master.root / "w2"),
+            "--join", str(secret), "--join-address", master.join_address,
+        )  # fmt: skip
+        assert two.returncode == 1
+        assert "this join token was used already" in two.stderr
+        assert not (master.root / "w2" / "tls" / "key.pem").exists()
+        # A restart uses the files the join wrote: the token is no longer needed.
+        one.stop()
+        secret.unlink()
+        one = agent(master, "w1", secret).start()
+        eventually(listed, message="the agent back with its own certificate")
+    finally:
+        one.stop()
+
+
+def test_an_expired_token_or_one_of_another_ca_is_refused(master, tmp_path):
+    late = token(master, "agent-1", ttl="1s")
+    time.sleep(1.5)
+    refused = agora(
+        "agent", "--master", master.address, "--work-dir", str(tmp_path / "late"),
+        "--join", str(late), "--join-address", master.join_address,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "the join token has expired" in refused.stderr
+    other = tmp_path / "other-ca"
+    assert agora("tls", "init", str(other)).returncode == 0
+    foreign = tmp_path / "foreign.token"
+    made = agora(
+        "tls", "join-token", "--ca", str(other), "--name", "agent-1", "--for", "agent",
+        "--out", str(foreign),
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    refused = agora(
+        "agent", "--master", master.address, "--work-dir", str(tmp_path / "foreign"),
+        "--join", str(foreign), "--join-address", master.join_address,
+    )  # fmt: skip
+    # The token's CA does not vouch for this master: the joiner stops before sending anything.
+    assert refused.returncode == 1 and "cannot join through" in refused.stderr
+
+
+def test_a_framework_daemon_joins_the_same_way(master):
+    secret = token(master, "batch", kind="framework")
+    batch = Daemon(
+        ["batch", "--master", master.address, "--port", "0", "--state-dir",
+         str(master.root / "batch"), "--join", str(secret),
+         "--join-address", master.join_address],
+        master.root / "batch.log",
+    ).start()  # fmt: skip
+    try:
+
+        def subscribed():
+            frameworks = json.loads(ops(master, "cluster", "frameworks", "--json").stdout or "[]")
+            return [f for f in frameworks if f["name"] == "batch" and f["connected"]]
+
+        eventually(subscribed, message="the joined batch framework subscribed")
+        assert (master.root / "batch" / "tls" / "cert.pem").exists()
+    finally:
+        batch.stop()
