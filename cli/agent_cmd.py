@@ -304,6 +304,13 @@ async def _serve(config) -> int:
 
         handshakes.watch(daemon.tls_handshake_refused)
         warn_unnamed_address(config.credentials.cert, daemon.advertised_address, "agora agent")
+    renewing = None
+    if config.credentials.renewable is not None:
+        from agora.common.renewal import renew_forever
+
+        renewing = asyncio.create_task(
+            renew_forever(config.credentials, lambda: daemon.link.master), name="renewal"
+        )
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     kill_tasks = False
@@ -327,5 +334,7 @@ async def _serve(config) -> int:
     if daemon.metrics_url is not None:
         print(f"agent metrics on {daemon.metrics_url}/metrics", flush=True)
     await stopping.wait()
+    if renewing is not None:
+        renewing.cancel()
     await daemon.stop(kill_tasks=kill_tasks)
     return 0

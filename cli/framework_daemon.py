@@ -81,6 +81,14 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
 
         handshakes.watch(daemon.tls_handshake_refused)
         warn_unnamed_address(daemon.credentials.cert, daemon.service_address, f"agora {kind}")
+    renewing = None
+    if daemon.credentials.renewable is not None:
+        from agora.common.renewal import renew_forever
+
+        def leader() -> str:
+            return daemon.driver.transport.address if daemon.driver else config.master
+
+        renewing = asyncio.create_task(renew_forever(daemon.credentials, leader), name="renewal")
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -93,5 +101,7 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
     if daemon.metrics_url is not None:
         print(f"{kind} metrics on {daemon.metrics_url}/metrics", flush=True)
     await stopping.wait()
+    if renewing is not None:
+        renewing.cancel()
     await daemon.stop()
     return 0

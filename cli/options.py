@@ -122,12 +122,24 @@ def add_insecure_flag(parser: argparse.ArgumentParser) -> None:
 def daemon_credentials(args: argparse.Namespace, tls_dir: Path | None = None):
     """A daemon's Credentials from its --tls-* flags, or from the files a join wrote in
     `tls_dir` (--join, joining first if there are none); a bad file is a usage error (exit 2)."""
+    joined_dir = None
     if getattr(args, "join", None) is not None:
-        _join(args, args.tls_dir or tls_dir)
+        joined_dir = args.tls_dir or tls_dir
+        _join(args, joined_dir)
     try:
-        return credentials_from(args)
+        credentials = credentials_from(args)
     except CommandError as e:
         raise UsageError(str(e)) from None
+    if joined_dir is None:
+        return credentials
+    import dataclasses
+
+    from agora.common.credentials import RenewableCertificate
+
+    # A joined machine renews its certificate itself (common/renewal.py).
+    assert credentials.cert is not None and credentials.key is not None
+    renewable = RenewableCertificate(credentials.cert, credentials.key, Path(joined_dir))
+    return dataclasses.replace(credentials, renewable=renewable)
 
 
 def add_join_flags(parser: argparse.ArgumentParser, tls_dir_default: str) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "init_ca",
     "issue",
     "key_pem",
+    "names_to_renew",
     "new_key",
     "principal_of",
     "signing_request",
@@ -195,6 +196,12 @@ def issue(
     return Issued(cert=cert_path, key=key_path)
 
 
+def _skew(days: float) -> datetime.timedelta:
+    """How far back a certificate's validity starts, for clocks a little behind: 5 minutes, or
+    a tenth of a short life (renewal at two thirds of it must still lie ahead)."""
+    return min(datetime.timedelta(minutes=5), datetime.timedelta(days=days) / 10)
+
+
 def _check_name(name: str) -> None:
     if not name or len(name) > 64 or any(c in name for c in "/\\\0\n") or name.startswith("."):
         raise CertificateError(
@@ -230,7 +237,7 @@ def _signed(
         .issuer_name(ca_cert.subject)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_before(now - _skew(days))
         .not_valid_after(min(now + datetime.timedelta(days=days), ca_cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage(list(KINDS[kind])), critical=False)
@@ -272,6 +279,25 @@ class CertificateAuthority:
             raise CertificateError("the signing request's key must be ECDSA (P-256)")
         cert = _signed(self.cert, self.key, public_key, name, kind, hosts, days)
         return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def names_to_renew(cert_pem: bytes) -> tuple[str, str, list[str]]:
+    """The principal, kind and hosts (less loopback, which is added anyway) of a certificate
+    of ours, for its renewal."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    kinds = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+    kind = str(kinds[0].value) if kinds else ""
+    if not names or kind not in KINDS:
+        raise CertificateError("the certificate names no principal and kind of ours")
+    try:
+        alternative = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        hosts: list[str] = []
+    else:
+        hosts = [str(ip) for ip in alternative.get_values_for_type(x509.IPAddress)]
+        hosts += alternative.get_values_for_type(x509.DNSName)
+    return str(names[0].value), kind, [h for h in hosts if h not in LOOPBACK_HOSTS]
 
 
 def signing_request(key: ec.EllipticCurvePrivateKey, name: str) -> bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ __all__ = [
     "INSECURE",
     "Credentials",
     "CredentialsError",
+    "RenewableCertificate",
     "add_port",
     "aio_channel",
     "caller_principal",
@@ -51,6 +52,24 @@ class CredentialsError(ValueError):
     """Unusable credential files; the message names the file and what is wrong."""
 
 
+class RenewableCertificate:
+    """This side's certificate and key where they are renewed while the daemon runs
+    (common/renewal.py): servers take the new ones at their next handshake and new channels
+    present them; `version` counts the renewals."""
+
+    def __init__(self, cert: bytes, key: bytes, tls_dir: Path) -> None:
+        self.cert, self.key, self.tls_dir = cert, key, tls_dir
+        self.version = 0
+        # Called with (cert, key) on each renewal: HTTPS contexts reload the pair.
+        self.listeners: list[Callable[[bytes, bytes], None]] = []
+
+    def replace(self, cert: bytes, key: bytes) -> None:
+        self.cert, self.key = cert, key
+        self.version += 1
+        for listener in self.listeners:
+            listener(cert, key)
+
+
 @dataclass(frozen=True)
 class Credentials:
     """PEM bytes of the CA, this side's certificate and its key; all None: plaintext."""
@@ -64,6 +83,20 @@ class Credentials:
     # Tokens this side's servers accept (--tokens): they then take a token on every call and,
     # over TLS, ask for no client certificate.
     tokens: TokenBook | None = None
+    # Set when the certificate is renewed in place (a joined machine's): then it, not `cert`
+    # and `key`, holds the current pair.
+    renewable: RenewableCertificate | None = None
+
+    def current(self) -> tuple[bytes | None, bytes | None]:
+        """This side's certificate and key as they are now (renewed ones included)."""
+        if self.renewable is not None:
+            return self.renewable.cert, self.renewable.key
+        return self.cert, self.key
+
+    @property
+    def version(self) -> int:
+        """How many times the certificate was renewed (a channel made before is out of date)."""
+        return self.renewable.version if self.renewable is not None else 0
 
     @property
     def secure(self) -> bool:
@@ -154,15 +187,33 @@ class Credentials:
         assert self.secure and self.key is not None and self.cert is not None
         # Mutual: a caller without a certificate of this CA does not get past the handshake;
         # with --tokens a token says who calls instead, and no certificate is asked for.
-        return grpc.ssl_server_credentials(
-            [(self.key, self.cert)],
-            root_certificates=self.ca,
-            require_client_auth=self.tokens is None,
+        if self.renewable is None:
+            return grpc.ssl_server_credentials(
+                [(self.key, self.cert)],
+                root_certificates=self.ca,
+                require_client_auth=self.tokens is None,
+            )
+        renewable, served = self.renewable, [self.renewable.version]
+
+        def configuration():
+            return grpc.ssl_server_certificate_configuration(
+                [(renewable.key, renewable.cert)], root_certificates=self.ca
+            )
+
+        def fetch():  # at each handshake: the renewed pair once there is one, else no change
+            if renewable.version == served[0]:
+                return None
+            served[0] = renewable.version
+            return configuration()
+
+        return grpc.dynamic_ssl_server_credentials(
+            configuration(), fetch, require_client_authentication=self.tokens is None
         )
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
         assert self.secure
-        tls = grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+        cert, key = self.current()
+        tls = grpc.ssl_channel_credentials(self.ca, key, cert)
         if self.token is None:
             return tls
         return grpc.composite_channel_credentials(
@@ -224,14 +275,21 @@ def server_ssl_context(credentials: Credentials):
     context.verify_mode = ssl.CERT_OPTIONAL
     assert credentials.ca is not None
     context.load_verify_locations(cadata=credentials.ca.decode())
-    # load_cert_chain reads files only: write them to a private temporary directory.
-    with tempfile.TemporaryDirectory() as tmp:
-        cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
-        cert.write_bytes(credentials.cert)
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(credentials.key)
-        context.load_cert_chain(cert, key)
+
+    def load(cert_pem: bytes, key_pem: bytes) -> None:
+        # load_cert_chain reads files only: write them to a private temporary directory.
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+            cert.write_bytes(cert_pem)
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(key_pem)
+            context.load_cert_chain(cert, key)
+
+    load(*credentials.current())  # type: ignore[arg-type]
+    if credentials.renewable is not None:
+        # A renewed pair goes into this same context: the next handshakes present it.
+        credentials.renewable.listeners.append(load)
     return context
 
 

@@ -48,6 +48,10 @@ def join_address(master: str, given: str | None) -> str:
 def ensure_joined(tls_dir: Path, token_file: Path, address: str, timeout: float = 30.0) -> Joined:
     """The certificate files in `tls_dir`, joining through `address` first if there are none."""
     paths = Joined(tls_dir / CA_FILE, tls_dir / CERT_FILE, tls_dir / KEY_FILE, "", False)
+    if tls_dir.is_dir():
+        from agora.common.renewal import finish_pending
+
+        finish_pending(tls_dir)  # a renewal the last run did not finish moving into place
     if all(p.exists() for p in (paths.ca, paths.cert, paths.key)):
         from agora.common.certificates import principal_of
 

@@ -14,7 +14,7 @@ import structlog
 
 from agora.common import join_tokens
 from agora.common.addresses import peer_host
-from agora.common.certificates import CertificateAuthority, CertificateError
+from agora.common.certificates import CertificateAuthority, CertificateError, names_to_renew
 from agora.master.registry_store import RegistryStore
 from agora.v1 import join_pb2, join_pb2_grpc
 
@@ -59,3 +59,24 @@ class JoinService(join_pb2_grpc.JoinServicer):
             )
         log.info("machine joined", principal=token.name, kind=token.kind, peer=peer)
         return join_pb2.JoinResponse(certificate=cert, ca=self.ca.cert_pem, principal=token.name)
+
+    async def Renew(self, request: join_pb2.RenewRequest, context: grpc.aio.ServicerContext):
+        # The certificate the caller proved it holds in the handshake (the main port asks for
+        # one of this CA; the join port asks for none, so there this finds nothing).
+        presented = context.auth_context().get("x509_pem_cert") or []
+        if not presented:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "renew on the master's main port, presenting the certificate to renew",
+            )
+        if request.ByteSize() > MAX_REQUEST_BYTES:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"a request is at most {MAX_REQUEST_BYTES} bytes"
+            )
+        try:
+            name, kind, hosts = names_to_renew(presented[0])
+            cert = self.ca.sign_request(request.csr, name, kind, hosts, days=self.cert_days)
+        except (CertificateError, ValueError) as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        log.info("certificate renewed", principal=name, kind=kind)
+        return join_pb2.JoinResponse(certificate=cert, ca=self.ca.cert_pem, principal=name)

@@ -147,6 +147,11 @@ class Master:
         agent_relay_pb2_grpc.add_AgentRelayServicer_to_server(relay, server)
         operator = OperatorService(self.core, gate=self.gate)
         operator_pb2_grpc.add_OperatorServicer_to_server(operator, server)
+        join = self._join_service()
+        if join is not None:  # Renew, over mutual TLS; Join itself is on the join port
+            from agora.v1 import join_pb2_grpc
+
+            join_pb2_grpc.add_JoinServicer_to_server(join, server)
         add_standard_services(server, SERVICE_NAMES)
         try:
             port = bind(server, f"{self.config.host}:{self.config.port}", self.config.credentials)
@@ -163,8 +168,8 @@ class Master:
             await self._start_http(self.config.http_port)
         if self.config.metrics_port is not None:
             await self._start_metrics(self.config.metrics_port)
-        if self.config.join_ca_dir is not None:
-            await self._start_join()
+        if join is not None:
+            await self._start_join(join)
         for warning in views.security_warnings(self.config):
             log.warning(warning)
         log.info(
@@ -187,31 +192,43 @@ class Master:
         await self._http.start()
         await self._dashboard.start()
 
-    async def _start_join(self) -> None:
-        """The join port: TLS with the master's certificate, no client certificate asked, and
-        only the Join service (master/join_service.py)."""
+    def _join_service(self):
+        """The Join service when machines may join (--join-ca), its CA checked; else None."""
+        config, creds = self.config, self.config.credentials
+        if config.join_ca_dir is None:
+            return None
         from agora.common.certificates import CertificateAuthority, CertificateError
         from agora.master.join_service import JoinService
-        from agora.v1 import join_pb2_grpc
 
-        config, creds = self.config, self.config.credentials
-        assert config.join_ca_dir is not None and self.store is not None
-        assert creds.key is not None and creds.cert is not None
+        assert self.store is not None
         try:
             ca = CertificateAuthority(config.join_ca_dir)
         except CertificateError as e:
+            self.store.close()
             raise OSError(f"--join-ca {config.join_ca_dir}: {e}") from None
         if ca.cert_pem.strip() != (creds.ca or b"").strip():
+            self.store.close()
             raise OSError(
                 f"--join-ca {config.join_ca_dir} is not the CA of --tls-ca: joined machines "
                 "would not be trusted by this cluster"
             )
+        return JoinService(ca, self.store, config.join_cert_days)
+
+    async def _start_join(self, service) -> None:
+        """The join port: TLS with the master's certificate, no client certificate asked, and
+        only the Join service (master/join_service.py)."""
+        from agora.v1 import join_pb2_grpc
+
+        config, creds = self.config, self.config.credentials
+        assert creds.key is not None and creds.cert is not None
         server = grpc.aio.server()
-        service = JoinService(ca, self.store, config.join_cert_days)
         join_pb2_grpc.add_JoinServicer_to_server(service, server)
         where = f"{config.host}:{config.join_port}"
         tls = grpc.ssl_server_credentials([(creds.key, creds.cert)], require_client_auth=False)
-        port = server.add_secure_port(where, tls)
+        try:
+            port = server.add_secure_port(where, tls)
+        except RuntimeError:
+            port = 0
         if port == 0:
             raise OSError(f"cannot listen on {where} for joins (--join-port): in use?")
         await server.start()

@@ -153,6 +153,7 @@ class GrpcSchedulerTransport(SchedulerTransport):
         self.tracker = master if isinstance(master, LeaderTracker) else LeaderTracker(master)
         self._retry_delay: float | None = None
         self._dialled = ""
+        self._dialled_version = 0
         # None: AGORA_TLS_CA/CERT/KEY from the environment (plaintext when unset).
         self.credentials = Credentials.from_env() if credentials is None else credentials
         # A bound on each unary call, so a hung master cannot hang a framework's callback.
@@ -169,16 +170,19 @@ class GrpcSchedulerTransport(SchedulerTransport):
         """The master dialled (the leader, as far as the transport knows)."""
         return self.tracker.current() or str(self.tracker)
 
-    def _get_stub(self) -> scheduler_pb2_grpc.SchedulerStub:
+    def _get_stub(self, resubscribing: bool = False) -> scheduler_pb2_grpc.SchedulerStub:
+        """The stub for the leader, dialled anew when it changed, or on a new subscription once
+        the certificate was renewed (the calls under way keep their connection meanwhile)."""
         address = self.tracker.current()
         if not address:
             raise SchedulerError(
                 grpc.StatusCode.UNAVAILABLE, f"no master of {self.tracker} is leading yet"
             )
-        if self._stub is None or address != self._dialled:
+        renewed = resubscribing and self.credentials.version != self._dialled_version
+        if self._stub is None or address != self._dialled or renewed:
             if self._channel is not None:
                 asyncio.ensure_future(self._channel.close())
-            self._dialled = address
+            self._dialled, self._dialled_version = address, self.credentials.version
             self.streams_calls = True  # a new master may know Calls
             self._channel = aio_channel(address, self.credentials, _CHANNEL_OPTIONS)
             self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
@@ -202,7 +206,7 @@ class GrpcSchedulerTransport(SchedulerTransport):
     def subscribe(self, request: scheduler_pb2.SubscribeRequest) -> EventStream:
         self.tracker.changed.clear()
         try:
-            stub = self._get_stub()
+            stub = self._get_stub(resubscribing=True)
         except SchedulerError as e:
             return _FailedStream(e)  # no leader known yet: fails like a broken stream
         # This stream reads Event.Batch (above): under load the master sends fewer messages.

@@ -162,3 +162,60 @@ def test_a_framework_daemon_joins_the_same_way(master):
         assert (master.root / "batch" / "tls" / "cert.pem").exists()
     finally:
         batch.stop()
+
+
+def test_a_joined_agent_renews_its_certificate_before_it_expires_without_a_restart(tmp_path):
+    import socket
+    import ssl
+
+    ca = tmp_path / "ca"
+    assert agora("tls", "init", str(ca)).returncode == 0
+    for name, kind in [("master", "master"), ("ops", "client")]:
+        made = agora("tls", "issue", "--ca", str(ca), "--name", name, "--for", kind)
+        assert made.returncode == 0, made.stderr
+    tls = ["--tls-ca", str(ca / "ca.pem"), "--tls-cert", str(ca / "master.pem")]
+    tls += ["--tls-key", str(ca / "master-key.pem")]
+    # Joined certificates live 8.6 s here (--join-cert-days 0.0001): renewed at two thirds.
+    master = Daemon(
+        ["master", "--port", "0", "--state-dir", str(tmp_path / "m"), *tls, "--join-ca",
+         str(ca), "--join-port", "0", "--join-cert-days", "0.0001"],
+        tmp_path / "master.log",
+    ).start()  # fmt: skip
+    one = None
+    try:
+        lines = master.lines
+        address = eventually(
+            lambda: next((m.group(1) for x in lines if (m := re.match(r"joins on (\S+)", x))), None)
+        )
+        master.root, master.ca, master.join_address = tmp_path, ca, address
+        one = agent(master, "w1", token(master, "agent-1")).start()
+        cert_file = tmp_path / "w1" / "tls" / "cert.pem"
+        first = x509.load_pem_x509_certificate(cert_file.read_bytes())
+
+        def renewed():
+            cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+            return cert if cert.serial_number != first.serial_number else None
+
+        second = eventually(renewed, timeout=30, message="the certificate renewed")
+        assert second.not_valid_after_utc > first.not_valid_after_utc
+        assert "certificate renewed" in one.log_path.read_text()
+        # Past the first certificate's expiry, the agent's server presents the renewed one: a
+        # client that checks dates gets through (an expired one would fail the handshake).
+        wait = first.not_valid_after_utc.timestamp() - time.time() + 0.5
+        time.sleep(max(0.0, wait))
+        context = ssl.create_default_context(cafile=str(ca / "ca.pem"))
+        context.load_cert_chain(ca / "ops.pem", ca / "ops-key.pem")
+        host, port = one.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname=host) as tls_socket:
+                served = x509.load_der_x509_certificate(tls_socket.getpeercert(binary_form=True))
+        assert served.serial_number != first.serial_number
+        assert served.not_valid_after_utc.timestamp() > time.time()
+        # And the master still has it, registered, with no restart in between.
+        assert one.alive()
+        agents = json.loads(ops(master, "cluster", "agents", "--json").stdout)
+        assert [a["state"] for a in agents] == ["ACTIVE"]
+    finally:
+        if one is not None:
+            one.stop()
+        master.stop()

@@ -4,6 +4,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RenewRequest(_message.Message):
+    __slots__ = ("csr",)
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    csr: bytes
+    def __init__(self, csr: _Optional[bytes] = ...) -> None: ...
+
 class JoinRequest(_message.Message):
     __slots__ = ("token_payload", "csr", "proof")
     TOKEN_PAYLOAD_FIELD_NUMBER: _ClassVar[int]

@@ -39,6 +39,11 @@ class JoinStub:
                 request_serializer=agora_dot_v1_dot_join__pb2.JoinRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_join__pb2.JoinResponse.FromString,
                 _registered_method=True)
+        self.Renew = channel.unary_unary(
+                '/agora.v1.Join/Renew',
+                request_serializer=agora_dot_v1_dot_join__pb2.RenewRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_join__pb2.JoinResponse.FromString,
+                _registered_method=True)
 
 
 class JoinServicer:
@@ -50,12 +55,26 @@ class JoinServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Renew(self, request, context):
+        """A new certificate for a new key, with the names of the certificate the caller presents:
+        on the master's main port, over mutual TLS with the certificate to renew (a joined
+        machine renews its own before it expires, without a restart).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JoinServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Join': grpc.unary_unary_rpc_method_handler(
                     servicer.Join,
                     request_deserializer=agora_dot_v1_dot_join__pb2.JoinRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_join__pb2.JoinResponse.SerializeToString,
+            ),
+            'Renew': grpc.unary_unary_rpc_method_handler(
+                    servicer.Renew,
+                    request_deserializer=agora_dot_v1_dot_join__pb2.RenewRequest.FromString,
                     response_serializer=agora_dot_v1_dot_join__pb2.JoinResponse.SerializeToString,
             ),
     }
@@ -85,6 +104,33 @@ class Join:
             target,
             '/agora.v1.Join/Join',
             agora_dot_v1_dot_join__pb2.JoinRequest.SerializeToString,
+            agora_dot_v1_dot_join__pb2.JoinResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Renew(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Join/Renew',
+            agora_dot_v1_dot_join__pb2.RenewRequest.SerializeToString,
             agora_dot_v1_dot_join__pb2.JoinResponse.FromString,
             options,
             channel_credentials,
