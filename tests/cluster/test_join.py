@@ -181,7 +181,7 @@ def test_a_joined_agent_renews_its_certificate_before_it_expires_without_a_resta
          str(ca), "--join-port", "0", "--join-cert-days", "0.0001"],
         tmp_path / "master.log",
     ).start()  # fmt: skip
-    one = None
+    one = batch = None
     try:
         lines = master.lines
         address = eventually(
@@ -189,33 +189,46 @@ def test_a_joined_agent_renews_its_certificate_before_it_expires_without_a_resta
         )
         master.root, master.ca, master.join_address = tmp_path, ca, address
         one = agent(master, "w1", token(master, "agent-1")).start()
-        cert_file = tmp_path / "w1" / "tls" / "cert.pem"
-        first = x509.load_pem_x509_certificate(cert_file.read_bytes())
+        batch = Daemon(
+            ["batch", "--master", master.address, "--port", "0", "--state-dir",
+             str(tmp_path / "batch"), "--join", str(token(master, "batch", kind="framework")),
+             "--join-address", address],
+            tmp_path / "batch.log",
+        ).start()  # fmt: skip
+        daemons = {one: tmp_path / "w1" / "tls", batch: tmp_path / "batch" / "tls"}
+        firsts = {d: x509.load_pem_x509_certificate((t / "cert.pem").read_bytes())
+                  for d, t in daemons.items()}  # fmt: skip
+        for daemon, tls_dir in daemons.items():
 
-        def renewed():
-            cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
-            return cert if cert.serial_number != first.serial_number else None
+            def renewed(daemon=daemon, tls_dir=tls_dir):
+                cert = x509.load_pem_x509_certificate((tls_dir / "cert.pem").read_bytes())
+                return cert if cert.serial_number != firsts[daemon].serial_number else None
 
-        second = eventually(renewed, timeout=30, message="the certificate renewed")
-        assert second.not_valid_after_utc > first.not_valid_after_utc
-        assert "certificate renewed" in one.log_path.read_text()
-        # Past the first certificate's expiry, the agent's server presents the renewed one: a
-        # client that checks dates gets through (an expired one would fail the handshake).
-        wait = first.not_valid_after_utc.timestamp() - time.time() + 0.5
-        time.sleep(max(0.0, wait))
+            second = eventually(renewed, timeout=30, message="the certificate renewed")
+            assert second.not_valid_after_utc > firsts[daemon].not_valid_after_utc
+            assert "certificate renewed" in daemon.log_path.read_text()
+        # Past the first certificates' expiry, each daemon's server presents its renewed one:
+        # a client that checks dates gets through (an expired one fails the handshake).
+        last = max(c.not_valid_after_utc.timestamp() for c in firsts.values())
+        time.sleep(max(0.0, last - time.time() + 0.5))
         context = ssl.create_default_context(cafile=str(ca / "ca.pem"))
         context.load_cert_chain(ca / "ops.pem", ca / "ops-key.pem")
-        host, port = one.address.rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=10) as raw:
-            with context.wrap_socket(raw, server_hostname=host) as tls_socket:
-                served = x509.load_der_x509_certificate(tls_socket.getpeercert(binary_form=True))
-        assert served.serial_number != first.serial_number
-        assert served.not_valid_after_utc.timestamp() > time.time()
-        # And the master still has it, registered, with no restart in between.
-        assert one.alive()
+        for daemon in daemons:
+            host, port = daemon.address.rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=10) as raw:
+                with context.wrap_socket(raw, server_hostname=host) as tls_socket:
+                    der = tls_socket.getpeercert(binary_form=True)
+            served = x509.load_der_x509_certificate(der)
+            assert served.serial_number != firsts[daemon].serial_number
+            assert served.not_valid_after_utc.timestamp() > time.time()
+            assert daemon.alive()  # no restart in between
+        # And the master still has them: the agent registered, the framework subscribed.
         agents = json.loads(ops(master, "cluster", "agents", "--json").stdout)
         assert [a["state"] for a in agents] == ["ACTIVE"]
+        frameworks = json.loads(ops(master, "cluster", "frameworks", "--json").stdout)
+        assert [f["connected"] for f in frameworks if f["name"] == "batch"] == [True]
     finally:
-        if one is not None:
-            one.stop()
+        for daemon in (one, batch):
+            if daemon is not None:
+                daemon.stop()
         master.stop()
