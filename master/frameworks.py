@@ -133,6 +133,7 @@ class FrameworkBook:
                     stream_id=framework.stream_id,
                     heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
                     master_id=self.master_id,
+                    master_principal=self.config.credentials.principal,
                 )
             )
         )

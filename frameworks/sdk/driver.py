@@ -123,6 +123,7 @@ class Driver:
         self.framework_id = info.framework_id
         self.stream_id = ""
         self.master_id = ""
+        self.master_principal = ""  # the master's certificate's name, from SUBSCRIBED
         self.heartbeat_interval = 0.0
         # 0.2 s doubling to 10 s (common/backoff.py), drawn from the upper half of each band so
         # that the frameworks cut off by one master restart do not all arrive at once; a
@@ -388,6 +389,7 @@ class Driver:
         self.framework_id = sub.framework_id
         self.stream_id = sub.stream_id
         self.master_id = sub.master_id
+        self.master_principal = sub.master_principal
         self.heartbeat_interval = sub.heartbeat_interval_seconds
         session.subscribed = True
         self._log = log.bind(framework=self.info.name, framework_id=sub.framework_id)

@@ -14,6 +14,9 @@ from agora.v1 import services_pb2, services_pb2_grpc
 
 log = structlog.get_logger(__name__)
 
+# The metadata key with which the master names the person it relays a call for.
+ON_BEHALF_OF = "agora-on-behalf-of"
+
 
 async def _abort(context: grpc.aio.ServicerContext, error: AppError) -> None:
     await context.abort(getattr(grpc.StatusCode, error.code), str(error))
@@ -23,10 +26,23 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
     def __init__(self, scheduler: ServiceScheduler) -> None:
         self.scheduler = scheduler
 
+    def _acting(self, context) -> str:
+        """Who acts: the caller, or the person the master relays a call for (the dashboard's
+        scale). Only the master's own certificate may speak for someone else; the master
+        checked that person against the app's owner first."""
+        principal = caller_principal(context)
+        driver = self.scheduler.driver
+        master = getattr(driver, "master_principal", "") if driver is not None else ""
+        if principal and principal == master:
+            for key, value in context.invocation_metadata() or ():
+                if key == ON_BEHALF_OF and isinstance(value, str) and value:
+                    return value
+        return principal
+
     async def _owned(self, app_id: str, action: str, context) -> None:
         """Refuses (PERMISSION_DENIED) a change to an app the caller does not own."""
         existing = self.scheduler.apps.get(app_id)
-        principal = caller_principal(context)
+        principal = self._acting(context)
         if existing is not None and not may_act(principal, existing.app.labels):
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,

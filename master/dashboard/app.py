@@ -698,9 +698,10 @@ class Dashboard:
 
     async def scale(self, request: web.Request, body: dict) -> dict:
         """Scales an app through the services framework, as `agora app scale` does. Only the
-        app's owner may (the services framework's rule: its `agora.owner` label); the master
-        calls the framework with its own certificate, so the caller's identity is checked here
-        first, against the owner the framework reports."""
+        app's owner may (the services framework's rule: its `agora.owner` label): the caller's
+        identity is checked here first, against the owner the framework reports, and the
+        master then calls with its own certificate on the caller's behalf, which the framework
+        believes from the master alone."""
         app_id = request.match_info["app_id"]
         instances = body.get("instances")
         if not isinstance(instances, int) or isinstance(instances, bool) or instances < 0:
@@ -717,12 +718,15 @@ class Dashboard:
             who = principal or "an anonymous caller"
             raise ApiError(403, f"{who} may not scale app {app_id}, which {owner} owns")
         request_ = services_pb2.ScaleAppRequest(id=app_id, instances=instances)
+        # The master relays it for the person it just checked against the owner; the framework
+        # takes that name from the master's certificate alone (frameworks/service/servicer.py).
+        relayed = (("agora-on-behalf-of", principal),) if principal else None
         try:
-            await self._call(what, stub.ScaleApp, request_)
+            await self._call(what, stub.ScaleApp, request_, metadata=relayed)
         except ApiError as e:
             if e.status != 403:
                 raise
-            # The owner asked, but the framework knows only the master's certificate.
+            # A framework older than relayed calls knows only the master's certificate.
             raise ApiError(
                 403,
                 f"the services framework refused the master: {e} (it takes a scale of app "
@@ -811,9 +815,9 @@ class Dashboard:
         return await self._call(what, getattr(stub, method), request)
 
     @staticmethod
-    async def _call(what: str, method, request):
+    async def _call(what: str, method, request, metadata=None):
         try:
-            return await method(request, timeout=CALL_TIMEOUT)
+            return await method(request, timeout=CALL_TIMEOUT, metadata=metadata)
         except grpc.aio.AioRpcError as e:
             if e.code() == grpc.StatusCode.NOT_FOUND:
                 raise ApiError(404, e.details() or "not found") from None

@@ -30,16 +30,18 @@ class SubscribeRequest(_message.Message):
 class Event(_message.Message):
     __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold", "batch", "agent_drain")
     class Subscribed(_message.Message):
-        __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id")
+        __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id", "master_principal")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
         STREAM_ID_FIELD_NUMBER: _ClassVar[int]
         HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
         MASTER_ID_FIELD_NUMBER: _ClassVar[int]
+        MASTER_PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
         framework_id: str
         stream_id: str
         heartbeat_interval_seconds: float
         master_id: str
-        def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_id: _Optional[str] = ...) -> None: ...
+        master_principal: str
+        def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_id: _Optional[str] = ..., master_principal: _Optional[str] = ...) -> None: ...
     class Offers(_message.Message):
         __slots__ = ("offers",)
         OFFERS_FIELD_NUMBER: _ClassVar[int]
