@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 
 from agora.frameworks.service.backoff import (
     DEFAULT_BACKOFF_FACTOR,
@@ -202,6 +203,10 @@ def parse_app_text(text: str, source: str = "app file") -> App:
         ) from None
     except Exception as e:  # yaml.YAMLError: its str() names the line and column
         raise AppError(f"{source}: not valid YAML: {' '.join(str(e).split())}") from None
+    if data is None:
+        raise AppError(
+            f"{source} is empty: write an app's fields in it (id, cmd, instances, cpus, mem)"
+        )
     if not isinstance(data, Mapping):
         raise AppError(
             f"{source}: expected an object of app fields (id, cmd, instances...), "
@@ -268,7 +273,32 @@ def app_from_mapping(data: Mapping[str, Any], source: str = "app") -> App:
     except json_format.ParseError as e:
         text = " ".join(str(e).split())
         unknown = re.search(r'has no field named "([^"]+)"', text)
+        bad_value = re.search(r"Failed to parse (\w+) field", text)
         if unknown:
             known = ", ".join(f.name for f in App.DESCRIPTOR.fields if f.name != "version")
             text = f"unknown field {unknown.group(1)!r} (an app has: {known})"
+        elif bad_value:
+            text = _bad_value(bad_value.group(1), fields)
         raise AppError(f"{source}: {text}") from None
+
+
+# What a number field of the App message takes, by its protobuf type.
+_KINDS = {
+    FieldDescriptor.TYPE_INT32: "a whole number",
+    FieldDescriptor.TYPE_INT64: "a whole number",
+    FieldDescriptor.TYPE_UINT32: "a whole number, 0 or more",
+    FieldDescriptor.TYPE_DOUBLE: "a number",
+    FieldDescriptor.TYPE_FLOAT: "a number",
+    FieldDescriptor.TYPE_BOOL: "true or false",
+}
+
+
+def _bad_value(name: str, fields: Mapping[str, Any]) -> str:
+    """A value protobuf could not take, said as "instances must be a whole number, got
+    'three'" (not Python's "invalid literal for int()")."""
+    field = App.DESCRIPTOR.fields_by_name.get(name)
+    kind = _KINDS.get(field.type, "") if field is not None else ""
+    given = fields.get(name, "?")
+    if not kind:
+        return f"{name}: {given!r} is not a value this field takes"
+    return f"{name} must be {kind}, got {given!r}"
