@@ -152,9 +152,16 @@ def _cell(value) -> str:
 
 def _emit(args, rows: list[dict], columns: list[tuple[str, str]]) -> None:
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows, indent=2))  # full enum names (TASK_RUNNING), as in the protos
     else:
-        print_table(rows, columns)
+        # For people, as `agora job status` and the dashboard show them: RUNNING, FINISHED.
+        shown = [
+            {**row, "state": row["state"].removeprefix("TASK_")}
+            if isinstance(row.get("state"), str)
+            else row
+            for row in rows
+        ]
+        print_table(shown, columns)
 
 
 # --- commands -------------------------------------------------------------------------------

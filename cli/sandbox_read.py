@@ -69,7 +69,9 @@ def find_task(master: str, credentials, task_id: str, framework: str = "") -> Ta
             agents = ops.ListAgents(operator_pb2.ListAgentsRequest(), timeout=CALL_TIMEOUT).agents
     except grpc.RpcError as e:
         raise unreachable(e, master, credentials, service="Operator") from None
-    names = {f.info.framework_id: f.info.name for f in frameworks}
+    # Torn-down frameworks are no longer listed: their ended tasks still carry the name.
+    names = {t.framework_id: t.framework_name for t in tasks if t.framework_name}
+    names.update({f.info.framework_id: f.info.name for f in frameworks if f.info.name})
     found = [
         t
         for t in tasks

@@ -325,6 +325,9 @@ class Task:
     # the run (and ignores a RunTask of the same id) until then, and a resend of that update
     # would land on a relaunch: the id stays in use meanwhile.
     final_uuid: bytes = b""
+    # Its framework's name when launched: a torn-down framework's ended tasks are still found
+    # by it (`agora task logs --framework NAME`). One string shared by the framework's tasks.
+    framework_name: str = ""
 
     @property
     def task_id(self) -> str:

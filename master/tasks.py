@@ -95,6 +95,7 @@ class TaskBook:
             info.CopyFrom(task_info)
             info.agent_id = plan.agent_id
             task = Task(framework_id, plan.agent_id, info, resources)
+            task.framework_name = framework.info.name
             task.last_status = master_status(
                 info.task_id,
                 common_pb2.TASK_STAGING,

@@ -128,6 +128,7 @@ def task_summaries(
             hostname=agent.info.hostname if agent else "",
             state=task.state,
             resources=task.resources.to_proto(),
+            framework_name=_framework_name(reg, task),
         )
         if task.last_status is not None:
             summary.last_status.CopyFrom(task.last_status)
@@ -208,3 +209,12 @@ def _sum(values) -> Resources:
     for value in values:
         total = total + value
     return total
+
+
+def _framework_name(reg, task: Task) -> str:
+    framework = reg.frameworks.get(task.framework_id)
+    return (
+        framework.info.name
+        if framework is not None and framework.info.name
+        else (task.framework_name)
+    )

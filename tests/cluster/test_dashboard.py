@@ -130,7 +130,7 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     assert job.returncode == 0, job.stdout + job.stderr + local.log_tail()
 
     page.click("nav >> text=Tasks")
-    finished = page.get_by_test_id("tasks").locator("tbody tr", has_text="TASK_FINISHED")
+    finished = page.get_by_test_id("tasks").locator("tbody tr", has_text="FINISHED")
     finished.nth(1).wait_for()
     page.get_by_test_id("filter-state").select_option("FINISHED")
     page.wait_for_url(re.compile(r"state=FINISHED"))
@@ -147,8 +147,10 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     page.get_by_test_id("jobs").locator("tr", has_text="greet").get_by_role("link").click()
     instances = page.get_by_test_id("job-instances").locator("tbody tr")
     instances.nth(1).wait_for()
-    assert instances.filter(has_text="INSTANCE_SUCCEEDED").count() == 2
-    assert "JOB_SUCCEEDED" in page.get_by_test_id("job").inner_text()
+    # Shown as the command line shows them (SUCCEEDED), the full name kept as the class.
+    assert instances.locator("span.state-INSTANCE_SUCCEEDED", has_text="SUCCEEDED").count() == 2
+    job_state = page.get_by_test_id("job").locator("span.state-JOB_SUCCEEDED")
+    assert job_state.inner_text() == "SUCCEEDED"
     shot(page, tmp_path, "job")
     instances.first.get_by_role("link").first.click()  # its task's page, with its output
     page.get_by_test_id("log").filter(has_text="hello-from-the-dashboard").wait_for()
@@ -388,7 +390,7 @@ def test_an_app_has_a_page_with_its_instances(local, browser, tmp_path):
         page.goto(local.url + "/#/apps")
         page.get_by_test_id("apps").get_by_role("link", name="sleeper").click()
         page.wait_for_url(re.compile("#/app/sleeper$"))
-        running = page.get_by_test_id("app-tasks").locator("tr", has_text="TASK_RUNNING")
+        running = page.get_by_test_id("app-tasks").locator("tr", has_text="RUNNING")
         running.first.wait_for()
         assert "1 wanted" in page.get_by_test_id("app").inner_text()
         assert "null" not in page.inner_text("main")
@@ -400,7 +402,7 @@ def test_an_app_has_a_page_with_its_instances(local, browser, tmp_path):
         page.get_by_test_id("app").filter(has_text="2 wanted").wait_for()
         running.first.get_by_role("link").first.click()
         page.wait_for_url(re.compile("#/task/framework-[0-9a-f]+/"))
-        page.get_by_test_id("task").locator("text=TASK_RUNNING").wait_for()
+        page.get_by_test_id("task").locator("span.state-TASK_RUNNING").wait_for()
         page.close()
     finally:
         deleted = agora("app", "delete", "sleeper", "--master", local.address)

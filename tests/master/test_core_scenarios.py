@@ -292,6 +292,9 @@ def test_teardown_shuts_the_framework_down_on_agents(h, agent, framework):
     uuid = agent.status(framework.framework_id, "t1", common_pb2.TASK_KILLED)
     ack = agent.inbox.expect("status_update_ack", lambda a: a.uuid == uuid)
     assert ack.task_id == "t1"
+    # Its ended task is still listed under the framework's name (`agora task logs`).
+    [ended] = [t for t in views.task_summaries(h.core) if t.task_id == "t1"]
+    assert (ended.framework_name, ended.state) == ("test-fw", common_pb2.TASK_KILLED)
 
 
 def test_framework_failover_keeps_id_and_ends_old_stream(h):

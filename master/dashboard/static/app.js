@@ -79,7 +79,10 @@ function table(testid, columns, rows, empty) {
     h("tbody", {}, rows.map((row) => h("tr", {}, columns.map(([, cell]) => h("td", {}, cell(row)))))));
 }
 
-function stateCell(state) { return h("span", { class: `state-${state}` }, state); }
+// Shown as the command line shows them (RUNNING, FINISHED); the class keeps the full name.
+function stateCell(state) {
+  return h("span", { class: `state-${state}` }, String(state).replace(/^(TASK|JOB|INSTANCE)_/, ""));
+}
 
 function agentLink(id, text) {
   return h("a", { href: `#/agent/${encodeURIComponent(id)}` }, text || id);

@@ -48,7 +48,7 @@ class FrameworkSummary(_message.Message):
     def __init__(self, info: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., connected: _Optional[bool] = ..., suppressed: _Optional[bool] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., task_count: _Optional[int] = ..., registered_at: _Optional[float] = ...) -> None: ...
 
 class TaskSummary(_message.Message):
-    __slots__ = ("task_id", "name", "framework_id", "agent_id", "hostname", "state", "resources", "last_status")
+    __slots__ = ("task_id", "name", "framework_id", "agent_id", "hostname", "state", "resources", "last_status", "framework_name")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class TaskSummary(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_NAME_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     name: str
     framework_id: str
@@ -65,7 +66,8 @@ class TaskSummary(_message.Message):
     state: _common_pb2.TaskState
     resources: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
     last_status: _common_pb2.TaskStatus
-    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., framework_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., last_status: _Optional[_Union[_common_pb2.TaskStatus, _Mapping]] = ...) -> None: ...
+    framework_name: str
+    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., framework_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., last_status: _Optional[_Union[_common_pb2.TaskStatus, _Mapping]] = ..., framework_name: _Optional[str] = ...) -> None: ...
 
 class Quota(_message.Message):
     __slots__ = ("guarantee", "limit")
