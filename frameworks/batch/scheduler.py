@@ -44,6 +44,9 @@ from agora.v1 import batch_pb2, common_pb2
 
 log = structlog.get_logger(__name__)
 
+# How a job's message starts while the batch daemon has no master.
+MASTER_LOST = "the batch daemon lost the master"
+
 # How soon a gang that waits for a round of offers that fits it (without a hold) asks for every
 # offer again at once (see _arm_realign).
 REALIGN_SECONDS = 1.0
@@ -447,7 +450,23 @@ class BatchScheduler(Framework):
             if job.state == batch_pb2.JOB_KILLED:
                 for _, attempt in st.active_attempts(job):
                     await self._kill_task(attempt.task_id, attempt.agent_id)
+            elif job.message.startswith(MASTER_LOST):
+                self._say(job, "the master is back: waiting for offers")
         await self.update_interest()
+
+    async def on_disconnected(self, driver: Driver) -> None:
+        """Jobs with instances to place say why nothing happens (`agora job submit --wait`
+        shows it) until the master is back; running tasks run on."""
+        since = time.strftime("%H:%M:%S")
+        for job in self.jobs.values():
+            if not st.is_ended(job) and job.counts.pending:
+                self._say(job, f"{MASTER_LOST} at {since}; instances wait until it is back")
+
+    def _say(self, job: batch_pb2.Job, message: str) -> None:
+        """A passing note in the job's message, for its watchers (not stored: it is over
+        when the daemon restarts)."""
+        job.message = message
+        self._publish(job, description=message)
 
     async def on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
         wanted = self._offers_wanted

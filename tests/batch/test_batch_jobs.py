@@ -441,3 +441,25 @@ async def test_an_instance_on_a_drained_agent_runs_again_elsewhere_without_using
     assert second.attempt == 2 and second.agent_id != first.agent_id
     assert job.instances[0].failures == 0 and job.state == B.JOB_RUNNING
     await cluster.stub.KillJob(B.KillJobRequest(job_id=job_id))
+
+
+async def test_a_waiting_job_says_when_the_batch_daemon_has_lost_the_master(cluster):
+    # Both agents full (2 cpus each): the next job's instance waits, then the master goes away.
+    await cluster.submit("sleep 60", instances=2, cpus=2)
+    job_id = await cluster.submit("true", instances=1, cpus=1)
+    await eventually_async(
+        lambda: _message_has(cluster, job_id, "waiting for offers"), message="the job waiting"
+    )
+    await cluster.master.stop(0)
+    cluster.master = None  # stopped: the fixture's teardown skips it
+    job = await eventually_async(
+        lambda: _message_has(cluster, job_id, "the batch daemon lost the master at"),
+        message="the job saying why it waits",
+    )
+    assert job.message.endswith("instances wait until it is back")
+    assert job.state == B.JOB_QUEUED
+
+
+async def _message_has(cluster: BatchCluster, job_id: str, text: str):
+    job = await cluster.job(job_id)
+    return job if text in job.message else None
