@@ -1,0 +1,243 @@
+"""Preemption, decided: which running tasks to stop so a starved role gets what it needs. Pure.
+
+The master will call `plan` with a snapshot of the allocator (each role's weight, guarantee,
+allocation and the shape of the next task it could not place; free resources per agent; the
+running tasks that could be stopped) and carry out what it returns (issue 34). Nothing here
+reads a clock or the registry: the caller says since when each role has been starved.
+
+A role is **starved** while it has demand that nothing free can hold, and either its allocation
+does not cover its quota guarantee (reason "guarantee"), or its weighted dominant share is below
+its fair share (reason "fair share"): weight / the sum of the weights of the roles that hold or
+want resources, as YARN's fair scheduler computes it for DRF. Once starved for longer than the
+reason's timeout, it may preempt.
+
+**Victims** are found on one agent, the one where the fewest tasks (then the least work done)
+free room for the starved role's next task: revocable tasks first, then the lowest priority,
+then the youngest. Two rules keep roles from taking resources back and forth (thrashing):
+
+- a task is a victim only if its role keeps at least its fair share and its guarantee without
+  it (with every victim taken before it in the same plan);
+- a role preempts only for a task that leaves it within what it is owed: under "guarantee" its
+  allocation with the task stays within its guarantee, under "fair share" its dominant share
+  with the task stays within its fair share.
+
+So a beneficiary ends at or below what it is owed, and a role at or below what it is owed is
+never a victim: whoever gained cannot lose it back to whoever lost it. `plan` also stops after
+`max_victims` tasks, the caller's bound on kills per round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from agora.master.allocator.drf import Vector, dominant_share, inverse_totals
+
+__all__ = ["Candidate", "Preemption", "RoleState", "fair_shares", "plan", "starvation"]
+
+# Shares are floats: within this they are equal (a role exactly at its fair share is not below).
+EPSILON = 1e-9
+GUARANTEE, FAIR_SHARE = "guarantee", "fair share"
+
+
+@dataclass(frozen=True)
+class RoleState:
+    role: str
+    weight: float
+    allocated: Vector  # what its tasks hold now, in thousandths (drf.scalar_vector)
+    guarantee: Vector  # its quota guarantee; empty: none
+    wants: Vector | None  # its next task's shape that nothing free can hold; None: no demand
+    starved_since: float | None = None  # when it became starved (the caller keeps track)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A running task that could be stopped."""
+
+    framework_id: str
+    task_id: str
+    role: str
+    agent_id: str
+    resources: Vector
+    priority: int = 0
+    revocable: bool = False
+    started_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Preemption:
+    beneficiary: str  # the starved role
+    reason: str  # GUARANTEE or FAIR_SHARE
+    agent_id: str
+    victims: tuple[Candidate, ...]
+
+
+def _add(a: Mapping[str, int], b: Mapping[str, int], sign: int = 1) -> Vector:
+    out = dict(a)
+    for name, value in b.items():
+        out[name] = out.get(name, 0) + sign * value
+    return out
+
+
+def _covers(have: Mapping[str, int], need: Mapping[str, int]) -> bool:
+    return all(have.get(name, 0) >= value for name, value in need.items())
+
+
+def fair_shares(roles: Iterable[RoleState]) -> dict[str, float]:
+    """Each role's fair dominant share: its weight over the weights of the roles that hold
+    or want resources (an idle role is owed nothing, so the others share its part)."""
+    active = [r for r in roles if r.wants is not None or any(v > 0 for v in r.allocated.values())]
+    total = sum(r.weight for r in active)
+    return {r.role: (r.weight / total if total > 0 else 0.0) for r in active}
+
+
+def starvation(role: RoleState, fair: float, inverse_total: Mapping[str, float]) -> str | None:
+    """Why `role` is starved (GUARANTEE before FAIR_SHARE), or None."""
+    if role.wants is None:
+        return None
+    if role.guarantee and not _covers(role.allocated, role.guarantee):
+        return GUARANTEE
+    if dominant_share(role.allocated, inverse_total) < fair - EPSILON:
+        return FAIR_SHARE
+    return None
+
+
+def _owed(role: RoleState, reason: str, fair: float, inverse_total) -> bool:
+    """Whether the role, given its next task, still holds no more than it is owed."""
+    assert role.wants is not None
+    after = _add(role.allocated, role.wants)
+    if reason == GUARANTEE:
+        return all(after.get(name, 0) <= limit for name, limit in role.guarantee.items())
+    return dominant_share(after, inverse_total) <= fair + EPSILON
+
+
+def _keeps(role: RoleState, allocated: Vector, fair: float, inverse_total) -> bool:
+    """Whether `role` with `allocated` still has its fair share and its guarantee."""
+    if role.guarantee and not _covers(allocated, role.guarantee):
+        return False
+    return dominant_share(allocated, inverse_total) >= fair - EPSILON
+
+
+def _victim_order(candidate: Candidate) -> tuple:
+    # Revocable first, then the lowest priority, then the youngest (least work lost).
+    return (not candidate.revocable, candidate.priority, -candidate.started_at)
+
+
+def plan(
+    roles: Mapping[str, RoleState],
+    total: Vector,
+    free: Mapping[str, Vector],
+    candidates: Iterable[Candidate],
+    now: float,
+    guarantee_timeout: float,
+    fair_share_timeout: float,
+    max_victims: int = 100,
+) -> list[Preemption]:
+    """The preemptions to carry out now: for each role starved past its timeout (the most
+    starved first), the victims on one agent that make room for its next task."""
+    inverse_total = inverse_totals(total)
+    fair = fair_shares(roles.values())
+    allocated = {name: dict(r.allocated) for name, r in roles.items()}
+    room = {agent: dict(vec) for agent, vec in free.items()}
+    by_agent: dict[str, list[Candidate]] = {}
+    for candidate in candidates:
+        if candidate.role in roles:
+            by_agent.setdefault(candidate.agent_id, []).append(candidate)
+    for tasks in by_agent.values():
+        tasks.sort(key=_victim_order)
+
+    def due(role: RoleState) -> str | None:
+        current = RoleState(role.role, role.weight, allocated[role.role], role.guarantee,
+                            role.wants, role.starved_since)  # fmt: skip
+        reason = starvation(current, fair.get(role.role, 0.0), inverse_total)
+        if reason is None or role.starved_since is None:
+            return None
+        timeout = guarantee_timeout if reason == GUARANTEE else fair_share_timeout
+        if now - role.starved_since < timeout:
+            return None
+        if not _owed(current, reason, fair.get(role.role, 0.0), inverse_total):
+            return None
+        return reason
+
+    def ratio(role: RoleState) -> float:
+        owed = fair.get(role.role, 0.0)
+        share = dominant_share(allocated[role.role], inverse_total)
+        return share / owed if owed > 0 else 1.0
+
+    out: list[Preemption] = []
+    taken = 0
+    for role in sorted(roles.values(), key=lambda r: (ratio(r), r.role)):
+        reason = due(role)
+        if reason is None:
+            continue
+        assert role.wants is not None
+        if any(_covers(vec, role.wants) for vec in room.values()):
+            continue  # it fits as things are: the allocator places it, nobody is stopped
+        best: tuple[tuple, str, list[Candidate]] | None = None
+        for agent_id, tasks in by_agent.items():
+            victims = _victims_on(agent_id, tasks, role, room, allocated, roles, fair,
+                                  inverse_total, now)  # fmt: skip
+            if victims is None:
+                continue
+            lost = sum((now - v.started_at) * v.resources.get("cpus", 0) for v in victims)
+            key = (len(victims), lost, agent_id)
+            if best is None or key < best[0]:
+                best = (key, agent_id, victims)
+        if best is None or taken + len(best[2]) > max_victims:
+            continue
+        _, agent_id, victims = best
+        for victim in victims:
+            allocated[victim.role] = _add(allocated[victim.role], victim.resources, -1)
+            by_agent[agent_id].remove(victim)
+        room[agent_id] = _add(
+            _add(room[agent_id], _sum(v.resources for v in victims)), role.wants, -1
+        )
+        allocated[role.role] = _add(allocated[role.role], role.wants)
+        taken += len(victims)
+        out.append(Preemption(role.role, reason, agent_id, tuple(victims)))
+    return out
+
+
+def _sum(vectors: Iterable[Vector]) -> Vector:
+    out: Vector = {}
+    for vec in vectors:
+        out = _add(out, vec)
+    return out
+
+
+def _victims_on(
+    agent_id: str,
+    tasks: list[Candidate],
+    role: RoleState,
+    room: Mapping[str, Vector],
+    allocated: Mapping[str, Vector],
+    roles: Mapping[str, RoleState],
+    fair: Mapping[str, float],
+    inverse_total,
+    now: float,
+) -> list[Candidate] | None:
+    """Victims on one agent, taken in victim order (skipping those that free nothing the
+    role still lacks, or would take their role below what it is owed) until the role's next
+    task fits; None if it cannot."""
+    assert role.wants is not None
+    have = dict(room.get(agent_id, {}))
+    after = {name: dict(vec) for name, vec in allocated.items()}
+    victims: list[Candidate] = []
+    for task in tasks:
+        if _covers(have, role.wants):
+            break
+        if task.role == role.role:
+            continue  # within a role, priority decides (issue 34, item 2), not fairness
+        left = _add(after[task.role], task.resources, -1)
+        if not _keeps(roles[task.role], left, fair.get(task.role, 0.0), inverse_total):
+            continue
+        # Only a task that frees something the role still lacks is worth stopping.
+        if not any(
+            task.resources.get(name, 0) > 0 and have.get(name, 0) < need
+            for name, need in role.wants.items()
+        ):
+            continue
+        after[task.role] = left
+        have = _add(have, task.resources)
+        victims.append(task)
+    return victims if _covers(have, role.wants) else None
