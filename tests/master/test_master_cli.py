@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from harness import Daemon, agora, agora_async
 from master_harness import FakeAgent, FakeFramework, task
@@ -45,7 +46,7 @@ async def test_cluster_commands_show_the_live_cluster(tmp_path):
         out = await agora_async("cluster", "frameworks", "--master", master.address)
         assert "cli-fw" in out.stdout and framework.framework_id in out.stdout
         out = await agora_async("cluster", "tasks", "--master", master.address)
-        assert "job-1" in out.stdout and "TASK_STAGING" in out.stdout
+        assert re.search(r"^job-1 +STAGING ", out.stdout, re.MULTILINE), out.stdout
         out = await agora_async("cluster", "state", "--master", master.address)
         assert out.returncode == 0 and "1 agents, 1 frameworks, 1 tasks" in out.stdout
         out = await agora_async(
