@@ -242,6 +242,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; 0 = any)",
     )
     p.add_argument(
+        "--guarantee-preemption-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="stop tasks of roles above their share for a role that has waited this long "
+        "below its quota guarantee with work it cannot place (default: never)",
+    )
+    p.add_argument(
+        "--fair-share-preemption-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="the same for a role below its weighted fair share (default: never)",
+    )
+    p.add_argument(
+        "--max-preemptions-per-minute",
+        type=int,
+        default=10,
+        metavar="N",
+        help="stop at most this many tasks a minute for preemption (default 10)",
+    )
+    p.add_argument(
         "--join-ca",
         type=Path,
         default=None,
@@ -331,6 +353,9 @@ def run(args: argparse.Namespace) -> int:
         default_refuse_seconds=args.default_refuse_seconds,
         http_port=args.http_port,
         metrics_port=args.metrics_port,
+        guarantee_preemption_timeout_seconds=args.guarantee_preemption_timeout,
+        fair_share_preemption_timeout_seconds=args.fair_share_preemption_timeout,
+        max_preemptions_per_minute=args.max_preemptions_per_minute,
         join_ca_dir=args.join_ca,
         join_port=args.join_port,
         join_cert_days=args.join_cert_days,

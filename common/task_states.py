@@ -29,6 +29,9 @@ OVER_STATES = TERMINAL_STATES | GONE_STATES
 # The reason of a TASK_KILLED that nobody's framework asked for: its agent was drained for
 # maintenance and the drain's deadline passed. Not the task's fault: run it again elsewhere.
 REASON_AGENT_DRAINED = "REASON_AGENT_DRAINED"
+# Stopped for another role the cluster owed resources to (master/preemptions.py): not the
+# task's fault either.
+REASON_PREEMPTED = "REASON_PREEMPTED"
 
 
 def is_terminal(state: int) -> bool:

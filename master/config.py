@@ -63,6 +63,12 @@ class MasterConfig:
     framework_sorter: str = "drf"
     # Filter applied to declined offers when the framework names none (Mesos: 5 s).
     default_refuse_seconds: float = 5.0
+    # Preemption (master/preemptions.py): how long a role with unmet demand may stay below its
+    # quota guarantee, or below its weighted fair share, before tasks of roles above theirs are
+    # stopped for it; None: never (the default, as in YARN). At most this many stops a minute.
+    guarantee_preemption_timeout_seconds: float | None = None
+    fair_share_preemption_timeout_seconds: float | None = None
+    max_preemptions_per_minute: int = 10
     # The web dashboard at http://host:http_port/; None: not served.
     http_port: int | None = None
     # Prometheus metrics at http://host:metrics_port/metrics; None: not served.
@@ -113,6 +119,17 @@ class MasterConfig:
         }
         if self.offer_timeout_seconds is not None:
             positive["offer_timeout_seconds"] = self.offer_timeout_seconds
+        for name in (
+            "guarantee_preemption_timeout_seconds",
+            "fair_share_preemption_timeout_seconds",
+        ):
+            if getattr(self, name) is not None:
+                positive[name] = getattr(self, name)
+        if self.max_preemptions_per_minute < 1:
+            raise ValueError(
+                f"max_preemptions_per_minute must be at least 1, got "
+                f"{self.max_preemptions_per_minute}"
+            )
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value}")

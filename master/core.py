@@ -35,6 +35,7 @@ from agora.master.frameworks import FrameworkBook
 from agora.master.holds import HoldBook
 from agora.master.ledger import Ledger
 from agora.master.offer_cycle import OfferCycle
+from agora.master.preemptions import Preemptions
 from agora.master.registry import RECOVERING, Agent, Bounds, Framework, Registry, Session
 from agora.master.registry_store import RegistryStore, forget_removed
 from agora.master.tasks import TaskBook
@@ -112,6 +113,7 @@ class MasterCore:
             self.counts,
             self.master_id,
         )
+        self.preemptions = Preemptions(config, self.reg, allocator, self.clock)
 
     @property
     def stopping(self) -> bool:
@@ -211,6 +213,7 @@ class MasterCore:
             self.agents.check_silence()
             self.offers.expire()
             self.holds.expire()
+            self.preemptions.check()  # off unless a preemption timeout is set
 
     def explain_offers(self, framework_id: str) -> list[str]:
         """Why `framework_id` gets no offers: the allocator's reasons, then who holds the

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from agora.common import new_id
+from agora.common import ResourceError, Resources, new_id
 from agora.master.allocator import AllocatorProtocol
 from agora.master.caller import framework_for_call
 from agora.master.clock import Clock
@@ -308,6 +308,15 @@ class FrameworkBook:
         self.allocator.revive(framework.framework_id)
         log.debug("framework revived", framework_id=framework.framework_id)
         self.offers.wake()
+
+    def demand(self, request: scheduler_pb2.DemandRequest) -> None:
+        """What the framework waits to place (for preemption); an empty request clears it."""
+        framework = self.for_call(request.framework_id, request.stream_id)
+        try:
+            unmet = Resources.from_proto(request.unmet)
+        except ResourceError as e:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"unmet: {e}") from None
+        framework.unmet = unmet or None
 
     def suppress(self, request: scheduler_pb2.SuppressRequest) -> None:
         framework = self.for_call(request.framework_id, request.stream_id)

@@ -285,6 +285,8 @@ class Framework:
     # Who subscribed it: only they may fail over to it or act for it ("" until known).
     principal: str = ""
     suppressed: bool = False
+    # The smallest task it waits to place that nothing free holds (Demand); None: none.
+    unmet: Resources | None = None
     # Pending teardown while disconnected.
     failover_timer: Timer | None = None
     # Master-generated updates (no uuid, so nobody resends them) made while disconnected,

@@ -103,6 +103,10 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self._check_bound(request, principal)
         self.core.frameworks.suppress(request)
 
+    def _demand(self, request, principal: str) -> None:
+        self._check_bound(request, principal)
+        self.core.frameworks.demand(request)
+
     def _kill(self, request, principal: str) -> None:
         self._check_bound(request, principal)
         self.core.tasks.kill(request)
@@ -137,6 +141,9 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
 
     async def Suppress(self, request, context):
         return await self._unary(self._suppress, request, context, scheduler_pb2.SuppressResponse())
+
+    async def Demand(self, request, context):
+        return await self._unary(self._demand, request, context, scheduler_pb2.DemandResponse())
 
     async def Kill(self, request, context):
         return await self._unary(self._kill, request, context, scheduler_pb2.KillResponse())

@@ -30,7 +30,7 @@ from agora.frameworks.batch.placement import Group, Plan, Want, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
 from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
 from agora.frameworks.batch.store import JobStore
-from agora.frameworks.batch.validation import describe_needs
+from agora.frameworks.batch.validation import describe_needs, needs
 from agora.frameworks.batch.waiting import WaitingInstances
 from agora.frameworks.sdk import (
     Driver,
@@ -137,6 +137,8 @@ class BatchScheduler(Framework):
         # job id -> why the master refused its last launch (an ACL, a bad task): without it a
         # job the master will never run sits QUEUED with nothing said where its owner looks.
         self._launch_notes: dict[str, str] = {}
+        # The last unmet instance size told to the master (driver.demand); None: nothing.
+        self._demand_told: Resources | None = None
         self._offers_wanted = 0  # see _want_offers
         self._revive_asked = False  # a revive for new work is on its way (_want_offers)
         self.agents_lost = 0  # agents the master removed since we started (service.py)
@@ -436,6 +438,7 @@ class BatchScheduler(Framework):
         self._suppressed = None  # a (re-)subscription revives us at the master
         self._holds.clear()  # holds end with the subscription they were asked on
         self._hold_notes.clear()
+        self._demand_told = None  # a new master knows nothing of it: told again
         self._log = log.bind(policy=self.policy_name, framework_id=framework_id)
         active = [a for j in self.jobs.values() for _, a in st.active_attempts(j)]
         self._log.info("subscribed", jobs=len(self.jobs), active_tasks=len(active))
@@ -507,6 +510,7 @@ class BatchScheduler(Framework):
             return
         for job_id in result.waiting:
             self._note_waiting(self.jobs[job_id])
+        await self._tell_demand(driver, result.waiting)
         more = bool(result.waiting)
         for launch in result.launches:
             await self._launch(driver, launch, more)
@@ -728,6 +732,21 @@ class BatchScheduler(Framework):
             await driver.decline(offers, refuse_seconds=refuse_seconds)
         except SchedulerError as e:
             self._log.debug("decline failed", error=str(e))
+
+    async def _tell_demand(self, driver: Driver, waiting: Iterable[str]) -> None:
+        """Tells the master the smallest instance that this round of offers could not place
+        (none: nothing waits), when that changes: where preemption is on, it is what the
+        master makes room for."""
+        sizes = [needs(self.jobs[job_id].spec) for job_id in waiting if job_id in self.jobs]
+        smallest = min(sizes, key=lambda r: (r.scalar("cpus"), r.scalar("mem")), default=None)
+        if smallest == self._demand_told:
+            return
+        try:
+            await driver.demand(smallest)
+        except SchedulerError as e:
+            self._log.debug("demand not told", error=str(e))
+            return
+        self._demand_told = smallest
 
     def _note_waiting(self, job: batch_pb2.Job) -> None:
         # Every offer round that leaves the job waiting comes here: its needs are worded once.

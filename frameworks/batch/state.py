@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agora.common.backoff import exponential
-from agora.common.task_states import OVER_STATES, REASON_AGENT_DRAINED
+from agora.common.task_states import OVER_STATES, REASON_AGENT_DRAINED, REASON_PREEMPTED
 from agora.v1 import batch_pb2, common_pb2
 
 Job = batch_pb2.Job
@@ -35,6 +35,8 @@ ACTIVE_INSTANCE_STATES = frozenset({batch_pb2.INSTANCE_LAUNCHED, batch_pb2.INSTA
 # The master never saw the task (we stopped between recording and launching it): launching it
 # again is not the task's fault, so it does not use up a retry.
 _NOT_COUNTED = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_DROPPED})
+# Ends that are the cluster's doing, not the task's: run again at once, no retry spent.
+_NOT_THE_TASKS_FAULT = frozenset({REASON_AGENT_DRAINED, REASON_PREEMPTED})
 
 
 @dataclass(frozen=True)
@@ -245,9 +247,9 @@ def apply_update(
             _move(job, instance, batch_pb2.INSTANCE_KILLED)
             instance_ended = True
         else:
-            # Gone without failing (dropped, unknown, its agent drained): run again at once,
+            # Gone without failing (dropped, unknown, drained, preempted): run again at once,
             # without counting a retry.
-            counted = state not in _NOT_COUNTED and status.reason != REASON_AGENT_DRAINED
+            counted = state not in _NOT_COUNTED and status.reason not in _NOT_THE_TASKS_FAULT
             if counted:
                 instance.failures += 1
             if instance.failures <= job.spec.max_retries:

@@ -40,6 +40,7 @@ METHODS = frozenset(
         "Decline",
         "Revive",
         "Suppress",
+        "Demand",
         "Kill",
         "Acknowledge",
         "Reconcile",

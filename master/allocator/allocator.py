@@ -683,6 +683,11 @@ class Allocator:
         """A read-only view of this allocator's state (for explanations and reports)."""
         return AllocatorView(self)
 
+    def preemption_inputs(self):
+        """Roles (weight, guarantee, allocation), the total and free vectors per active agent,
+        for preemption's decisions (AllocatorView.preemption_inputs)."""
+        return self.view().preemption_inputs()
+
     # internals: the per-agent step ----------------------------------------------------------
 
     def _role_offer(

@@ -44,6 +44,7 @@ class BatchCluster:
         ]
     )
     batch_overrides: dict = field(default_factory=dict)
+    master_overrides: dict = field(default_factory=dict)
     in_process_batch: bool = True  # False: the test runs `agora batch` itself
     master: Master | None = None
     agents: list[AgentDaemon] = field(default_factory=list)
@@ -52,7 +53,12 @@ class BatchCluster:
 
     async def start(self) -> BatchCluster:
         self.master = Master(
-            MasterConfig(host="127.0.0.1", port=0, state_dir=self.root / "master", **FAST_MASTER)
+            MasterConfig(
+                host="127.0.0.1",
+                port=0,
+                state_dir=self.root / "master",
+                **{**FAST_MASTER, **self.master_overrides},
+            )
         )
         await self.master.start()
         for i, resources in enumerate(self.agent_resources):

@@ -308,6 +308,7 @@ class SimFramework:
             "Decline": core.offers.decline,
             "Revive": core.frameworks.revive,
             "Suppress": core.frameworks.suppress,
+            "Demand": core.frameworks.demand,
             "Kill": core.tasks.kill,
             "Acknowledge": core.tasks.acknowledge,
             "Reconcile": core.tasks.reconcile,

@@ -186,6 +186,20 @@ class SuppressResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class DemandRequest(_message.Message):
+    __slots__ = ("framework_id", "stream_id", "unmet")
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    UNMET_FIELD_NUMBER: _ClassVar[int]
+    framework_id: str
+    stream_id: str
+    unmet: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., unmet: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
+
+class DemandResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class KillRequest(_message.Message):
     __slots__ = ("framework_id", "stream_id", "task_id", "agent_id", "grace_period_seconds")
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]

@@ -59,6 +59,11 @@ class SchedulerStub:
                 request_serializer=agora_dot_v1_dot_scheduler__pb2.SuppressRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_scheduler__pb2.SuppressResponse.FromString,
                 _registered_method=True)
+        self.Demand = channel.unary_unary(
+                '/agora.v1.Scheduler/Demand',
+                request_serializer=agora_dot_v1_dot_scheduler__pb2.DemandRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_scheduler__pb2.DemandResponse.FromString,
+                _registered_method=True)
         self.Kill = channel.unary_unary(
                 '/agora.v1.Scheduler/Kill',
                 request_serializer=agora_dot_v1_dot_scheduler__pb2.KillRequest.SerializeToString,
@@ -133,6 +138,16 @@ class SchedulerServicer:
 
     def Suppress(self, request, context):
         """Stops offers to the framework until it revives.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Demand(self, request, context):
+        """The smallest task the framework waits to place and nothing free can hold (empty: none).
+        With preemption on (--guarantee-preemption-timeout, --fair-share-preemption-timeout), a
+        role below its guarantee or fair share for that long has tasks of roles above theirs
+        stopped to make room for it (master/allocator/preemption.py).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -233,6 +248,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.Suppress,
                     request_deserializer=agora_dot_v1_dot_scheduler__pb2.SuppressRequest.FromString,
                     response_serializer=agora_dot_v1_dot_scheduler__pb2.SuppressResponse.SerializeToString,
+            ),
+            'Demand': grpc.unary_unary_rpc_method_handler(
+                    servicer.Demand,
+                    request_deserializer=agora_dot_v1_dot_scheduler__pb2.DemandRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_scheduler__pb2.DemandResponse.SerializeToString,
             ),
             'Kill': grpc.unary_unary_rpc_method_handler(
                     servicer.Kill,
@@ -410,6 +430,33 @@ class Scheduler:
             '/agora.v1.Scheduler/Suppress',
             agora_dot_v1_dot_scheduler__pb2.SuppressRequest.SerializeToString,
             agora_dot_v1_dot_scheduler__pb2.SuppressResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Demand(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Scheduler/Demand',
+            agora_dot_v1_dot_scheduler__pb2.DemandRequest.SerializeToString,
+            agora_dot_v1_dot_scheduler__pb2.DemandResponse.FromString,
             options,
             channel_credentials,
             insecure,

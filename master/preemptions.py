@@ -1,0 +1,235 @@
+"""Preemption in the master: when a starved role has tasks of others stopped for it.
+
+Off unless the operator sets a timeout (--guarantee-preemption-timeout, --fair-share-preemption-
+timeout). On each check turn of the master's tick (MasterCore.tick) `Preemptions.check` takes the
+allocator's snapshot, the frameworks' unmet demand (their Demand calls) and the running tasks,
+asks the pure `allocator.preemption.plan` what to stop, and sends those kills. A role has demand
+while one of its frameworks says what it waits to place, is subscribed, is not suppressed, and
+holds no offer it has not answered (it might place the task there). A kill goes out once: its
+task is "in flight" until it ends, its role gives nothing more meanwhile, and the beneficiary
+waits for what was freed for it. At most --max-preemptions-per-minute tasks are stopped a minute.
+The task ends TASK_KILLED with reason REASON_PREEMPTED and a message naming who needed what.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from agora.common.task_states import REASON_PREEMPTED, is_terminal
+from agora.master.allocator import AllocatorProtocol
+from agora.master.allocator.drf import inverse_totals, scalar_vector, vector_resources
+from agora.master.allocator.preemption import (
+    Candidate,
+    RoleState,
+    fair_shares,
+    plan,
+    starvation,
+)
+from agora.master.clock import Clock
+from agora.master.config import MasterConfig
+from agora.master.registry import Registry
+from agora.v1 import agent_link_pb2
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["Preempted", "Preemptions"]
+
+MasterMessage = agent_link_pb2.MasterMessage
+# Preemptions remembered for `agora cluster preemptions` (the newest).
+HISTORY = 200
+
+
+@dataclass(frozen=True)
+class Preempted:
+    """One task stopped for another role, for people."""
+
+    at: float  # wall clock
+    framework_id: str
+    task_id: str
+    role: str
+    agent_id: str
+    beneficiary: str
+    reason: str
+    message: str
+
+
+class Preemptions:
+    def __init__(
+        self,
+        config: MasterConfig,
+        reg: Registry,
+        allocator: AllocatorProtocol,
+        clock: Clock,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.config, self.reg, self.allocator, self.clock, self.wall = (
+            config,
+            reg,
+            allocator,
+            clock,
+            wall,
+        )
+        self.enabled = (
+            config.guarantee_preemption_timeout_seconds is not None
+            or config.fair_share_preemption_timeout_seconds is not None
+        )
+        self._starved_since: dict[str, float] = {}
+        # Kills sent whose tasks have not ended: (framework_id, task_id) -> beneficiary role.
+        self._in_flight: dict[tuple[str, str], str] = {}
+        self._sent: deque[float] = deque()  # clock times of the last minute's kills
+        self.history: deque[Preempted] = deque(maxlen=HISTORY)
+
+    def check(self) -> list[Preempted]:
+        """Stops what the plan says, now; returns what it stopped."""
+        if not self.enabled:
+            return []
+        now = self.clock.now()
+        self._forget_ended()
+        while self._sent and now - self._sent[0] >= 60.0:
+            self._sent.popleft()
+        budget = self.config.max_preemptions_per_minute - len(self._sent)
+        role_inputs, total, free = self.allocator.preemption_inputs()
+        # Roles with kills under way: the beneficiary waits for what is being freed, the
+        # victims' roles give nothing more until those tasks have ended.
+        busy = set(self._in_flight.values()) | {self._role_of(fid) for fid, _ in self._in_flight}
+        # Starvation is timed on what the roles wait for; an offer in hand only defers a
+        # preemption (the framework may place its task there), it does not restart the clock.
+        waiting = {
+            name: RoleState(name, weight, allocated, guarantee, self._demand_of(name, False))
+            for name, (weight, guarantee, allocated) in role_inputs.items()
+        }
+        self._track_starvation(waiting, total, busy, now)
+        roles = {
+            name: RoleState(r.role, r.weight, r.allocated, r.guarantee,
+                            None if name in busy else self._demand_of(name, True),
+                            self._starved_since.get(name))
+            for name, r in waiting.items()
+        }  # fmt: skip
+        if budget <= 0:
+            return []
+        made = plan(
+            roles,
+            total,
+            free,
+            self._candidates(busy, now),
+            now,
+            self._timeout(self.config.guarantee_preemption_timeout_seconds),
+            self._timeout(self.config.fair_share_preemption_timeout_seconds),
+            max_victims=budget,
+        )
+        stopped = []
+        for preemption in made:
+            wanted = roles[preemption.beneficiary].wants or {}
+            for victim in preemption.victims:
+                message = (
+                    f"preempted: role {preemption.beneficiary} needs "
+                    f"{vector_resources(wanted)} ({preemption.reason})"
+                )
+                if self._kill(victim, message):
+                    self._in_flight[(victim.framework_id, victim.task_id)] = preemption.beneficiary
+                    self._sent.append(now)
+                    entry = Preempted(
+                        self.wall(),
+                        victim.framework_id,
+                        victim.task_id,
+                        victim.role,
+                        victim.agent_id,
+                        preemption.beneficiary,
+                        preemption.reason,
+                        message,
+                    )
+                    self.history.append(entry)
+                    stopped.append(entry)
+            log.info(
+                "preempting tasks",
+                beneficiary=preemption.beneficiary,
+                reason=preemption.reason,
+                agent_id=preemption.agent_id,
+                tasks=[v.task_id for v in preemption.victims],
+            )
+        return stopped
+
+    @staticmethod
+    def _timeout(seconds: float | None) -> float:
+        return seconds if seconds is not None else float("inf")
+
+    def _role_of(self, framework_id: str) -> str:
+        framework = self.reg.frameworks.get(framework_id)
+        return framework.role if framework is not None else ""
+
+    def _demand_of(self, role: str, without_offers: bool) -> dict | None:
+        """The smallest unmet task of the role's subscribed, unsuppressed frameworks (with
+        `without_offers`, of those holding no offer they have not answered)."""
+        shapes = []
+        for framework in self.reg.frameworks.values():
+            if framework.role != role or framework.unmet is None:
+                continue
+            if not framework.connected or framework.suppressed:
+                continue
+            if without_offers and self.reg.offers_of_framework(framework.framework_id):
+                continue  # it might place the task on what it holds
+            shapes.append(scalar_vector(framework.unmet))
+        return min(shapes, key=lambda v: sorted(v.items())) if shapes else None
+
+    def _track_starvation(
+        self, roles: dict[str, RoleState], total: dict, busy: set[str], now: float
+    ) -> None:
+        """Since when each role has been starved; a busy role keeps its time (its demand is
+        being met), so its next task does not wait a whole timeout again."""
+        inverse, fair = inverse_totals(total), fair_shares(roles.values())
+        for name, role in roles.items():
+            if name in busy and name in self._starved_since:
+                continue
+            if starvation(role, fair.get(name, 0.0), inverse) is None:
+                self._starved_since.pop(name, None)
+            else:
+                self._starved_since.setdefault(name, now)
+
+    def _candidates(self, busy: set[str], now: float) -> list[Candidate]:
+        """The running tasks of roles with no kills under way, with their start time on the
+        master's clock (their latest update's wall-clock stamp, moved over)."""
+        to_clock = now - self.wall()
+        out = []
+        for task in self.reg.tasks.values():
+            if is_terminal(task.state) or task.key in self._in_flight:
+                continue
+            role = self._role_of(task.framework_id)
+            if not role or role in busy:
+                continue
+            stamp = task.last_status.timestamp if task.last_status is not None else 0.0
+            started = stamp + to_clock if stamp else now
+            out.append(
+                Candidate(
+                    task.framework_id,
+                    task.task_id,
+                    role,
+                    task.agent_id,
+                    scalar_vector(task.resources),
+                    started_at=started,
+                )
+            )
+        return out
+
+    def _kill(self, victim: Candidate, message: str) -> bool:
+        agent = self.reg.agents.get(victim.agent_id)
+        if agent is None or not agent.connected:
+            return False
+        return agent.send(
+            MasterMessage(
+                kill_task=MasterMessage.KillTask(
+                    framework_id=victim.framework_id,
+                    task_id=victim.task_id,
+                    reason=REASON_PREEMPTED,
+                    message=message,
+                )
+            )
+        )
+
+    def _forget_ended(self) -> None:
+        for key in [k for k in self._in_flight if k not in self.reg.tasks]:
+            del self._in_flight[key]

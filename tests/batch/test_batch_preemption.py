@@ -1,0 +1,76 @@
+"""Preemption end to end (issue 34's first acceptance case, on real agents and two batch daemons):
+role a's job fills both agents; role b, guaranteed 1 cpu, submits two tasks; past the timeout
+exactly two of a's tasks are stopped, b's job runs, and a's stopped instances wait to run again
+without spending a retry, their attempts saying why they ended."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from batch_harness import BatchCluster
+from harness import eventually_async
+
+from agora.common import Resources
+from agora.common.rpc import insecure_channel
+from agora.frameworks.batch import BatchDaemon
+from agora.v1 import batch_pb2 as B
+from agora.v1 import batch_pb2_grpc
+from agora.v1 import common_pb2 as C
+
+
+async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_path):
+    cluster = BatchCluster(
+        tmp_path,
+        batch_overrides={"role": "a"},
+        master_overrides={"guarantee_preemption_timeout_seconds": 2.0},
+    )
+    await cluster.start()
+    b_daemon = None
+    try:
+        a_job = await cluster.submit("sleep 300", instances=8, cpus=0.5, mem=64, max_retries=0)
+
+        async def all_running():
+            job = await cluster.job(a_job)
+            return job if job.counts.running == 8 else None
+
+        await eventually_async(all_running, timeout=30, message="a's 8 tasks running")
+        cluster.master.core.allocator.set_quota("b", Resources.parse("cpus:1"), None)
+        b_daemon = BatchDaemon(
+            dataclasses.replace(cluster.batch_config(), role="b", state_dir=tmp_path / "b")
+        )
+        await b_daemon.start()
+        channel = insecure_channel(b_daemon.address)
+        stub = batch_pb2_grpc.BatchStub(channel)
+        spec = B.JobSpec(
+            name="b",
+            instances=2,
+            task=B.TaskTemplate(command=C.CommandInfo(shell="sleep 300"), cpus=0.5, mem=64),
+        )
+        b_job = (await stub.SubmitJob(B.SubmitJobRequest(spec=spec))).job_id
+
+        async def b_running():
+            job = await stub.GetJob(B.GetJobRequest(job_id=b_job))
+            return job if job.counts.running == 2 else None
+
+        await eventually_async(b_running, timeout=30, message="b's two tasks run by preemption")
+        await asyncio.sleep(3.0)  # more than the timeout again: nothing more is stopped
+        job = await cluster.job(a_job)
+        ended = [
+            a for instance in job.instances for a in instance.attempts if a.state == C.TASK_KILLED
+        ]
+        assert len(ended) == 2, [(a.task_id, a.state, a.reason) for a in ended]
+        for attempt in ended:
+            assert attempt.reason == "REASON_PREEMPTED"
+            assert "preempted: role b needs" in attempt.message
+        # Not the tasks' fault: no retry spent (max_retries 0), and the job runs on.
+        assert all(instance.failures == 0 for instance in job.instances)
+        assert job.state == B.JOB_RUNNING and job.counts.running == 6
+        history = list(cluster.master.core.preemptions.history)
+        assert sorted(p.task_id for p in history) == sorted(a.task_id for a in ended)
+        await stub.KillJob(B.KillJobRequest(job_id=b_job))
+        await channel.close()
+    finally:
+        if b_daemon is not None:
+            await b_daemon.stop()
+        await cluster.stop()

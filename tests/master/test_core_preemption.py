@@ -1,0 +1,126 @@
+"""Preemption in the master, on the paused-clock harness (issue 34's first acceptance case): role
+a fills two agents; role b, guaranteed 1 cpu, waits past its timeout and gets exactly what it is
+owed, by stopping exactly as many of a's tasks, and nothing is taken back afterwards."""
+
+from __future__ import annotations
+
+from core_harness import CoreHarness, task
+
+from agora.common import Resources
+from agora.common.task_states import REASON_PREEMPTED
+from agora.v1 import common_pb2
+
+AGENT = "cpus:2;mem:2048"
+HALF = "cpus:0.5;mem:64"
+
+
+def _cluster(**config):
+    h = CoreHarness(guarantee_preemption_timeout_seconds=5.0, **config)
+    agents = {}
+    for i in range(2):
+        agent = h.agent(AGENT, hostname=f"h{i}")
+        agents[agent.agent_id] = agent
+    a = h.framework("a", role="a")
+    n = 0
+    for offer in a.offers():
+        tasks = [task(f"a{n + i}", HALF) for i in range(4)]
+        n += 4
+        a.accept([offer.offer_id], tasks)
+        for t in tasks:
+            agents[offer.agent_id].status(a.framework_id, t.task_id, common_pb2.TASK_RUNNING)
+    h.core.allocator.set_quota("b", Resources.parse("cpus:1"), None)
+    b = h.framework("b", role="b")
+    _decline_scraps(b)
+    return h, agents, a, b
+
+
+def _decline_scraps(framework) -> None:
+    """Declines what holds no task of HALF's size (memory left on full agents)."""
+    scraps = [
+        o.offer_id
+        for o in framework.offers()
+        if not Resources.from_proto(o.resources).contains(Resources.parse(HALF))
+    ]
+    if scraps:
+        framework.call("Decline", offer_ids=scraps)
+
+
+def _wait(h: CoreHarness, framework, seconds: float) -> None:
+    """Time passes; the framework declines scraps as they come, as a real one does at once."""
+    for _ in range(round(seconds / 0.25)):
+        _decline_scraps(framework)
+        h.advance(0.25)
+
+
+def _kills(agents) -> list:
+    return [k for agent in agents.values() for k in agent.inbox.of("kill_task")]
+
+
+def _end_killed(agents, a, kills, done: set) -> None:
+    """Each agent reports the tasks it was told to kill as killed, once."""
+    for agent in agents.values():
+        for kill in agent.inbox.of("kill_task"):
+            if kill.task_id not in done:
+                done.add(kill.task_id)
+                agent.status(a.framework_id, kill.task_id, common_pb2.TASK_KILLED,
+                             reason=kill.reason, message=kill.message)  # fmt: skip
+
+
+def test_a_role_below_its_guarantee_gets_it_by_preempting_exactly_what_it_needs():
+    h, agents, a, b = _cluster()
+    assert len(h.core.reg.tasks) == 8 and not b.offers()  # full: b declined the scraps
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    _wait(h, b, 4.5)
+    assert not _kills(agents)  # starved, but not for 5 s yet
+    _wait(h, b, 1.0)
+    [first] = _kills(agents)
+    assert first.reason == REASON_PREEMPTED
+    assert "role b needs" in first.message and "(guarantee)" in first.message
+    done: set[str] = set()
+    launched = 0
+    for _ in range(40):  # b launches on what is freed, and asks for its second task
+        _end_killed(agents, a, _kills(agents), done)
+        for offer in b.offers():
+            if launched < 2 and Resources.from_proto(offer.resources).contains(
+                Resources.parse(HALF)
+            ):
+                b.accept([offer.offer_id], [task(f"b{launched}", HALF)])
+                launched += 1
+                if launched == 2:
+                    b.call("Demand", unmet=[])  # nothing more to place
+        _decline_scraps(b)
+        h.advance(0.5)
+        if launched == 2:
+            break
+    assert launched == 2
+    assert len(_kills(agents)) == 2  # exactly as many as b needed
+    assert h.clock.now() <= 5.5 + 2.0  # within its timeout + 2 s
+    # Over the next minute nothing more is stopped, by anyone.
+    h.advance(60)
+    assert len(_kills(agents)) == 2
+    stopped = [p.task_id for p in h.core.preemptions.history]
+    assert sorted(stopped) == sorted(k.task_id for k in _kills(agents))
+
+
+def test_without_a_timeout_nothing_is_ever_preempted():
+    h = CoreHarness()
+    agent = h.agent(AGENT)
+    a = h.framework("a", role="a")
+    [offer] = a.offers()
+    a.accept([offer.offer_id], [task(f"a{i}", HALF) for i in range(4)])
+    h.core.allocator.set_quota("b", Resources.parse("cpus:1"), None)
+    b = h.framework("b", role="b")
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    h.advance(120)
+    assert not agent.inbox.of("kill_task")
+
+
+def test_a_suppressed_framework_or_one_holding_offers_has_no_demand():
+    h, agents, a, b = _cluster()
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    b.call("Suppress")
+    _wait(h, b, 10)
+    assert not _kills(agents)
+    b.call("Revive")
+    _wait(h, b, 6)
+    assert len(_kills(agents)) == 1
