@@ -473,6 +473,39 @@ async def _kill(stub, args) -> None:
     )
 
 
+async def _preemptions(stub, args) -> None:
+    reply = await stub.ListPreemptions(operator_pb2.ListPreemptionsRequest())
+    rows = [
+        {
+            "at": p.at,
+            "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.at)),
+            "framework_id": p.framework_id,
+            "task_id": p.task_id,
+            "role": p.role,
+            "agent_id": p.agent_id,
+            "beneficiary": p.beneficiary,
+            "reason": p.reason,
+            "message": p.message,
+        }
+        for p in reply.preemptions
+    ]
+    if not rows and not args.json:
+        print("no task has been preempted (since the master started)")
+        return
+    _emit(
+        args,
+        rows,
+        [
+            ("when", "WHEN"),
+            ("task_id", "TASK"),
+            ("role", "ROLE"),
+            ("agent_id", "AGENT"),
+            ("beneficiary", "FOR ROLE"),
+            ("reason", "OWED"),
+        ],
+    )
+
+
 def _done(args, payload: dict, text: str) -> None:
     print(json.dumps(payload) if args.json else text)
 
@@ -491,4 +524,5 @@ CALLS = {
     "undrain": _undrain,
     "teardown": _teardown,
     "kill": _kill,
+    "preemptions": _preemptions,
 }

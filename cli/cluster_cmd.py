@@ -118,6 +118,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="SIGTERM, then SIGKILL after this long (default: the task's own grace period)",
     )
+    command(
+        "preemptions",
+        "the latest tasks stopped for another role, with why (needs a preemption timeout on "
+        "the master: --guarantee-preemption-timeout, --fair-share-preemption-timeout)",
+    )
 
 
 def _positive_number(text: str) -> float:

@@ -219,6 +219,10 @@ class MasterCore:
         """Why `framework_id` gets no offers: the allocator's reasons, then who holds the
         cluster's resources as offers it has not answered (the usual culprit on a full cluster)."""
         reasons = list(self.allocator.explain(framework_id, self.clock.now()))
+        framework = self.reg.frameworks.get(framework_id)
+        waiting = self.preemptions.explain(framework.role) if framework is not None else None
+        if waiting is not None:
+            reasons.insert(0, waiting)
         held = hoarders(
             self.reg.offers.values(), self.reg.frameworks, framework_id, self.clock.now()
         )

@@ -136,6 +136,13 @@ class MasterMetrics:
             ["action"],
             registry=self.registry,
         )
+        self.preemptions = Counter(
+            "agora_master_preemptions",
+            "Tasks stopped for another role, by why that role was owed resources (guarantee, "
+            "fair share).",
+            ["reason"],
+            registry=self.registry,
+        )
         self.authentication_failures = Counter(
             "agora_master_authentication_failures",
             "Callers refused for their credentials (a refused TLS handshake, a missing or "

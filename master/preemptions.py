@@ -24,6 +24,7 @@ from agora.common.task_states import REASON_PREEMPTED, is_terminal
 from agora.master.allocator import AllocatorProtocol
 from agora.master.allocator.drf import inverse_totals, scalar_vector, vector_resources
 from agora.master.allocator.preemption import (
+    GUARANTEE,
     Candidate,
     RoleState,
     fair_shares,
@@ -83,6 +84,10 @@ class Preemptions:
         self._in_flight: dict[tuple[str, str], str] = {}
         self._sent: deque[float] = deque()  # clock times of the last minute's kills
         self.history: deque[Preempted] = deque(maxlen=HISTORY)
+        # Why each starved role is owed resources (GUARANTEE or FAIR_SHARE), for "why no offers".
+        self._why: dict[str, str] = {}
+        # Called with each task stopped (the master counts them in its metrics).
+        self.on_preempted: Callable[[Preempted], None] = lambda preempted: None
 
     def check(self) -> list[Preempted]:
         """Stops what the plan says, now; returns what it stopped."""
@@ -144,6 +149,7 @@ class Preemptions:
                         message,
                     )
                     self.history.append(entry)
+                    self.on_preempted(entry)
                     stopped.append(entry)
             log.info(
                 "preempting tasks",
@@ -185,10 +191,42 @@ class Preemptions:
         for name, role in roles.items():
             if name in busy and name in self._starved_since:
                 continue
-            if starvation(role, fair.get(name, 0.0), inverse) is None:
+            why = starvation(role, fair.get(name, 0.0), inverse)
+            if why is None:
                 self._starved_since.pop(name, None)
+                self._why.pop(name, None)
             else:
                 self._starved_since.setdefault(name, now)
+                self._why[name] = why
+
+    def explain(self, role: str) -> str | None:
+        """Why the role waits, if it is starved and preemption is on: since when, for what,
+        and when its timeout passes (for "why no offers")."""
+        since, why = self._starved_since.get(role), self._why.get(role)
+        if not self.enabled or since is None or why is None:
+            return None
+        timeout = (
+            self.config.guarantee_preemption_timeout_seconds
+            if why == GUARANTEE
+            else self.config.fair_share_preemption_timeout_seconds
+        )
+        waited = self.clock.now() - since
+        owed = "its quota guarantee" if why == GUARANTEE else "its fair share"
+        if timeout is None:
+            return (
+                f"role {role} has waited {waited:.0f} s below {owed} with work it cannot "
+                f"place; preemption for it is off (--{why.replace(' ', '-')}-preemption-timeout)"
+            )
+        if waited < timeout:
+            return (
+                f"role {role} has waited {waited:.0f} s below {owed} with work it cannot "
+                f"place: in {timeout - waited:.0f} s (its preemption timeout, {timeout:g} s) "
+                "tasks of roles above their share are stopped for it"
+            )
+        return (
+            f"role {role} is below {owed} with work it cannot place, past its preemption "
+            f"timeout ({timeout:g} s): tasks of roles above their share are being stopped for it"
+        )
 
     def _candidates(self, busy: set[str], now: float) -> list[Candidate]:
         """The running tasks of roles with no kills under way, with their start time on the

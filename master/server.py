@@ -131,6 +131,9 @@ class Master:
             self.core.masters = self._masters
         self.core.counts.observe_offer_latency = self.metrics.offer_latency_seconds.observe
         self.core.offers.observe_cycle = self.metrics.allocation_seconds.observe
+        self.core.preemptions.on_preempted = lambda p: self.metrics.preemptions.labels(
+            p.reason
+        ).inc()
         self.core.recover_state()
         server = new_server(
             interceptors=[self.metrics.grpc, limits.RequestLimits()],

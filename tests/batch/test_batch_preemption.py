@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 
-from batch_harness import BatchCluster
+from batch_harness import BatchCluster, run_cli
 from harness import eventually_async
 
 from agora.common import Resources
@@ -66,8 +67,17 @@ async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_pat
         # Not the tasks' fault: no retry spent (max_retries 0), and the job runs on.
         assert all(instance.failures == 0 for instance in job.instances)
         assert job.state == B.JOB_RUNNING and job.counts.running == 6
-        history = list(cluster.master.core.preemptions.history)
-        assert sorted(p.task_id for p in history) == sorted(a.task_id for a in ended)
+        # The operator sees them, with why, and the master counted them.
+        listed = await asyncio.to_thread(
+            run_cli, "cluster", "preemptions", "--json", "--master", cluster.master.address
+        )
+        rows = json.loads(listed.out)
+        assert sorted(r["task_id"] for r in rows) == sorted(a.task_id for a in ended)
+        assert {(r["role"], r["beneficiary"], r["reason"]) for r in rows} == {
+            ("a", "b", "guarantee")
+        }
+        counted = cluster.master.metrics.preemptions.labels("guarantee")._value.get()
+        assert counted == 2
         await stub.KillJob(B.KillJobRequest(job_id=b_job))
         await channel.close()
     finally:

@@ -72,6 +72,10 @@ def test_a_role_below_its_guarantee_gets_it_by_preempting_exactly_what_it_needs(
     b.call("Demand", unmet=Resources.parse(HALF).to_proto())
     _wait(h, b, 4.5)
     assert not _kills(agents)  # starved, but not for 5 s yet
+    # "Why no offers" says what b waits for, and when that ends.
+    [why] = [r for r in h.core.explain_offers(b.framework_id) if r.startswith("role b")]
+    assert "below its quota guarantee with work it cannot place: in 1 s" in why
+    assert "(its preemption timeout, 5 s)" in why
     _wait(h, b, 1.0)
     [first] = _kills(agents)
     assert first.reason == REASON_PREEMPTED

@@ -7,6 +7,36 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ListPreemptionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPreemptionsResponse(_message.Message):
+    __slots__ = ("preemptions",)
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    preemptions: _containers.RepeatedCompositeFieldContainer[PreemptionSummary]
+    def __init__(self, preemptions: _Optional[_Iterable[_Union[PreemptionSummary, _Mapping]]] = ...) -> None: ...
+
+class PreemptionSummary(_message.Message):
+    __slots__ = ("at", "framework_id", "task_id", "role", "agent_id", "beneficiary", "reason", "message")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    BENEFICIARY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    at: float
+    framework_id: str
+    task_id: str
+    role: str
+    agent_id: str
+    beneficiary: str
+    reason: str
+    message: str
+    def __init__(self, at: _Optional[float] = ..., framework_id: _Optional[str] = ..., task_id: _Optional[str] = ..., role: _Optional[str] = ..., agent_id: _Optional[str] = ..., beneficiary: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
 class AgentSummary(_message.Message):
     __slots__ = ("info", "state", "allocated", "offered", "task_count", "registered_at", "last_heartbeat_at", "drain_deadline")
     INFO_FIELD_NUMBER: _ClassVar[int]

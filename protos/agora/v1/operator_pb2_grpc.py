@@ -99,6 +99,11 @@ class OperatorStub:
                 request_serializer=agora_dot_v1_dot_operator__pb2.KillTaskRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_operator__pb2.KillTaskResponse.FromString,
                 _registered_method=True)
+        self.ListPreemptions = channel.unary_unary(
+                '/agora.v1.Operator/ListPreemptions',
+                request_serializer=agora_dot_v1_dot_operator__pb2.ListPreemptionsRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_operator__pb2.ListPreemptionsResponse.FromString,
+                _registered_method=True)
 
 
 class OperatorServicer:
@@ -187,6 +192,14 @@ class OperatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPreemptions(self, request, context):
+        """The latest tasks stopped for another role (--guarantee-preemption-timeout,
+        --fair-share-preemption-timeout), newest last.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -254,6 +267,11 @@ def add_OperatorServicer_to_server(servicer, server):
                     servicer.KillTask,
                     request_deserializer=agora_dot_v1_dot_operator__pb2.KillTaskRequest.FromString,
                     response_serializer=agora_dot_v1_dot_operator__pb2.KillTaskResponse.SerializeToString,
+            ),
+            'ListPreemptions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPreemptions,
+                    request_deserializer=agora_dot_v1_dot_operator__pb2.ListPreemptionsRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_operator__pb2.ListPreemptionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -607,6 +625,33 @@ class Operator:
             '/agora.v1.Operator/KillTask',
             agora_dot_v1_dot_operator__pb2.KillTaskRequest.SerializeToString,
             agora_dot_v1_dot_operator__pb2.KillTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPreemptions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Operator/ListPreemptions',
+            agora_dot_v1_dot_operator__pb2.ListPreemptionsRequest.SerializeToString,
+            agora_dot_v1_dot_operator__pb2.ListPreemptionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
