@@ -34,13 +34,16 @@ from agora.master.allocator.preemption import (
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.registry import Registry
-from agora.v1 import agent_link_pb2
+from agora.v1 import agent_link_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
 __all__ = ["Preempted", "Preemptions"]
 
 MasterMessage = agent_link_pb2.MasterMessage
+Event = scheduler_pb2.Event
+# What a task that names no kill grace period gets from its agent (TaskInfo's default).
+DEFAULT_GRACE_SECONDS = 3.0
 # Preemptions remembered for `agora cluster preemptions` (the newest).
 HISTORY = 200
 
@@ -254,9 +257,22 @@ class Preemptions:
         return out
 
     def _kill(self, victim: Candidate, message: str) -> bool:
+        """Sends the kill, and the framework a notice first (when the task will be gone)."""
         agent = self.reg.agents.get(victim.agent_id)
         if agent is None or not agent.connected:
             return False
+        task = self.reg.tasks.get((victim.framework_id, victim.task_id))
+        grace = task.info.kill_grace_period_seconds if task is not None else 0.0
+        grace = min(grace or DEFAULT_GRACE_SECONDS, self.config.max_kill_grace_seconds)
+        framework = self.reg.frameworks.get(victim.framework_id)
+        if framework is not None:
+            notice = Event.PreemptionNotice(
+                task_id=victim.task_id,
+                agent_id=victim.agent_id,
+                message=message,
+                deadline=self.wall() + grace,
+            )
+            framework.send(Event(preemption=notice))
         return agent.send(
             MasterMessage(
                 kill_task=MasterMessage.KillTask(

@@ -366,6 +366,11 @@ class Driver:
             await self._update(event.update.status)
         elif kind == "failure":
             await self._callback("on_agent_lost", event.failure.agent_id)
+        elif kind == "preemption":
+            notice = event.preemption
+            await self._callback(
+                "on_preemption", notice.task_id, notice.agent_id, notice.message, notice.deadline
+            )
         elif kind == "agent_drain":
             drain = event.agent_drain
             await self._callback("on_agent_drain", drain.agent_id, drain.draining, drain.deadline)

@@ -67,6 +67,14 @@ class Framework:
     async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
         """An agent was removed; its tasks arrive separately as TASK_LOST updates."""
 
+    async def on_preemption(
+        self, driver: Driver, task_id: str, agent_id: str, message: str, deadline: float
+    ) -> None:
+        """One of this framework's tasks is being stopped for another role (the master's
+        preemption): it gets SIGTERM now and ends TASK_KILLED with reason REASON_PREEMPTED by
+        `deadline` (Unix seconds). `message` says who needed what."""
+        log.info("task preempted", task_id=task_id, agent_id=agent_id, message=message)
+
     async def on_agent_drain(
         self, driver: Driver, agent_id: str, draining: bool, deadline: float
     ) -> None:

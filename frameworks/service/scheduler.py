@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from agora.common import Resources
-from agora.common.task_states import is_over
+from agora.common.task_states import REASON_AGENT_DRAINED, REASON_PREEMPTED, is_over
 from agora.frameworks.sdk import (
     Driver,
     Framework,
@@ -447,7 +447,9 @@ class ServiceScheduler(Framework):
             del self.instances[instance.task_id]
             self._kill_sent.pop(instance.task_id, None)
             self.store.delete_instance(instance.task_id)
-            failed = (
+            # Stopped by the cluster (preempted, its agent drained): replaced, not held back.
+            stopped = status.reason in (REASON_PREEMPTED, REASON_AGENT_DRAINED)
+            failed = not stopped and (
                 not instance.killing
                 or instance.kill_reason == "unhealthy"
                 or instance.kill_reason.startswith("not running")
@@ -466,7 +468,7 @@ class ServiceScheduler(Framework):
                     backoff=round(until - now, 3),
                 )
             else:
-                bound.info("instance ended", app_id=instance.app_id)
+                bound.info("instance ended", app_id=instance.app_id, message=status.message)
         else:
             self.store.put_instance(instance)
             if instance.running and not instance.running_since:

@@ -4,6 +4,8 @@ owed, by stopping exactly as many of a's tasks, and nothing is taken back afterw
 
 from __future__ import annotations
 
+import time
+
 from core_harness import CoreHarness, task
 
 from agora.common import Resources
@@ -79,6 +81,10 @@ def test_a_role_below_its_guarantee_gets_it_by_preempting_exactly_what_it_needs(
     _wait(h, b, 1.0)
     [first] = _kills(agents)
     assert first.reason == REASON_PREEMPTED
+    # Its framework got a notice naming the task, why, and by when it is gone.
+    [notice] = a.inbox.of("preemption")
+    assert notice.task_id == first.task_id and notice.message == first.message
+    assert notice.deadline > time.time()
     assert "role b needs" in first.message and "(guarantee)" in first.message
     done: set[str] = set()
     launched = 0

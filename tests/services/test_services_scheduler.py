@@ -109,6 +109,23 @@ async def test_failed_instance_waits_for_its_backoff_then_is_replaced(world):
     assert "Accept" in [m for m, _ in calls]
 
 
+async def test_an_instance_stopped_by_the_cluster_is_replaced_at_once_not_backed_off(world):
+    scheduler, transport, stream, clock = world
+    await scheduler.put_app(app(instances=1, backoff=S.BackoffPolicy(backoff_seconds=10)))
+    await offer_round(transport, stream, make_offer("o1", "a1", "cpus:4;mem:1024"))
+    for reason in ("REASON_PREEMPTED", "REASON_AGENT_DRAINED"):
+        [first] = scheduler.instances_of("web")
+        preempted = update(first.task_id, common_pb2.TASK_KILLED)
+        preempted.reason = reason
+        await scheduler.on_update(scheduler.driver, preempted)
+        await scheduler.converge()
+        assert scheduler.apps["web"].backoff.failures == 0  # not the instance's failure
+        assert scheduler.status("web").state != "DELAYED"
+        offer = make_offer(f"o-{reason}", "a1", "cpus:4;mem:1024")
+        calls = await offer_round(transport, stream, offer)
+        assert "Accept" in [m for m, _ in calls]  # replaced at once
+
+
 async def test_an_instance_that_never_runs_is_killed_after_the_launch_timeout(world):
     scheduler, transport, stream, clock = world
     await scheduler.put_app(app(instances=1))

@@ -28,7 +28,7 @@ class SubscribeRequest(_message.Message):
     def __init__(self, framework: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold", "batch", "agent_drain")
+    __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold", "batch", "agent_drain", "preemption")
     class Subscribed(_message.Message):
         __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id", "master_principal")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,17 @@ class Event(_message.Message):
         draining: bool
         deadline: float
         def __init__(self, agent_id: _Optional[str] = ..., draining: _Optional[bool] = ..., deadline: _Optional[float] = ...) -> None: ...
+    class PreemptionNotice(_message.Message):
+        __slots__ = ("task_id", "agent_id", "message", "deadline")
+        TASK_ID_FIELD_NUMBER: _ClassVar[int]
+        AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+        MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        DEADLINE_FIELD_NUMBER: _ClassVar[int]
+        task_id: str
+        agent_id: str
+        message: str
+        deadline: float
+        def __init__(self, task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., message: _Optional[str] = ..., deadline: _Optional[float] = ...) -> None: ...
     class Failure(_message.Message):
         __slots__ = ("agent_id",)
         AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +116,7 @@ class Event(_message.Message):
     HOLD_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     AGENT_DRAIN_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     subscribed: Event.Subscribed
     offers: Event.Offers
     rescind: Event.Rescind
@@ -115,7 +127,8 @@ class Event(_message.Message):
     hold: Event.HoldUpdate
     batch: Event.Batch
     agent_drain: Event.AgentDrain
-    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ..., hold: _Optional[_Union[Event.HoldUpdate, _Mapping]] = ..., batch: _Optional[_Union[Event.Batch, _Mapping]] = ..., agent_drain: _Optional[_Union[Event.AgentDrain, _Mapping]] = ...) -> None: ...
+    preemption: Event.PreemptionNotice
+    def __init__(self, subscribed: _Optional[_Union[Event.Subscribed, _Mapping]] = ..., offers: _Optional[_Union[Event.Offers, _Mapping]] = ..., rescind: _Optional[_Union[Event.Rescind, _Mapping]] = ..., update: _Optional[_Union[Event.Update, _Mapping]] = ..., failure: _Optional[_Union[Event.Failure, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., heartbeat: _Optional[_Union[Event.Heartbeat, _Mapping]] = ..., hold: _Optional[_Union[Event.HoldUpdate, _Mapping]] = ..., batch: _Optional[_Union[Event.Batch, _Mapping]] = ..., agent_drain: _Optional[_Union[Event.AgentDrain, _Mapping]] = ..., preemption: _Optional[_Union[Event.PreemptionNotice, _Mapping]] = ...) -> None: ...
 
 class Operation(_message.Message):
     __slots__ = ("launch",)
