@@ -317,6 +317,7 @@ class FrameworkBook:
         except ResourceError as e:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"unmet: {e}") from None
         framework.unmet = unmet or None
+        framework.unmet_priority = request.priority
 
     def suppress(self, request: scheduler_pb2.SuppressRequest) -> None:
         framework = self.for_call(request.framework_id, request.stream_id)

@@ -83,6 +83,7 @@ class Preemptions:
             or config.fair_share_preemption_timeout_seconds is not None
         )
         self._starved_since: dict[str, float] = {}
+        self._waiting_since: dict[str, float] = {}  # roles with demand, starved or not
         # Kills sent whose tasks have not ended: (framework_id, task_id) -> beneficiary role.
         self._in_flight: dict[tuple[str, str], str] = {}
         self._sent: deque[float] = deque()  # clock times of the last minute's kills
@@ -108,16 +109,17 @@ class Preemptions:
         # Starvation is timed on what the roles wait for; an offer in hand only defers a
         # preemption (the framework may place its task there), it does not restart the clock.
         waiting = {
-            name: RoleState(name, weight, allocated, guarantee, self._demand_of(name, False))
+            name: RoleState(name, weight, allocated, guarantee, self._demand_of(name, False)[0])
             for name, (weight, guarantee, allocated) in role_inputs.items()
         }
         self._track_starvation(waiting, total, busy, now)
-        roles = {
-            name: RoleState(r.role, r.weight, r.allocated, r.guarantee,
-                            None if name in busy else self._demand_of(name, True),
-                            self._starved_since.get(name))
-            for name, r in waiting.items()
-        }  # fmt: skip
+        roles = {}
+        for name, r in waiting.items():
+            wants, priority = self._demand_of(name, True)
+            roles[name] = RoleState(
+                r.role, r.weight, r.allocated, r.guarantee, None if name in busy else wants,
+                self._starved_since.get(name), priority, self._waiting_since.get(name),
+            )  # fmt: skip
         if budget <= 0:
             return []
         made = plan(
@@ -171,9 +173,10 @@ class Preemptions:
         framework = self.reg.frameworks.get(framework_id)
         return framework.role if framework is not None else ""
 
-    def _demand_of(self, role: str, without_offers: bool) -> dict | None:
-        """The smallest unmet task of the role's subscribed, unsuppressed frameworks (with
-        `without_offers`, of those holding no offer they have not answered)."""
+    def _demand_of(self, role: str, without_offers: bool) -> tuple[dict | None, int]:
+        """The unmet task of the role's subscribed, unsuppressed frameworks (with
+        `without_offers`, of those holding no offer they have not answered) of the highest
+        priority, the smallest of those, and its priority."""
         shapes = []
         for framework in self.reg.frameworks.values():
             if framework.role != role or framework.unmet is None:
@@ -182,8 +185,11 @@ class Preemptions:
                 continue
             if without_offers and self.reg.offers_of_framework(framework.framework_id):
                 continue  # it might place the task on what it holds
-            shapes.append(scalar_vector(framework.unmet))
-        return min(shapes, key=lambda v: sorted(v.items())) if shapes else None
+            shapes.append((-framework.unmet_priority, scalar_vector(framework.unmet)))
+        if not shapes:
+            return None, 0
+        priority, shape = min(shapes, key=lambda s: (s[0], sorted(s[1].items())))
+        return shape, -priority
 
     def _track_starvation(
         self, roles: dict[str, RoleState], total: dict, busy: set[str], now: float
@@ -192,6 +198,10 @@ class Preemptions:
         being met), so its next task does not wait a whole timeout again."""
         inverse, fair = inverse_totals(total), fair_shares(roles.values())
         for name, role in roles.items():
+            if role.wants is None:
+                self._waiting_since.pop(name, None)
+            else:
+                self._waiting_since.setdefault(name, now)
             if name in busy and name in self._starved_since:
                 continue
             why = starvation(role, fair.get(name, 0.0), inverse)
@@ -251,6 +261,7 @@ class Preemptions:
                     role,
                     task.agent_id,
                     scalar_vector(task.resources),
+                    priority=task.info.priority,
                     started_at=started,
                 )
             )

@@ -287,6 +287,7 @@ class Framework:
     suppressed: bool = False
     # The smallest task it waits to place that nothing free holds (Demand); None: none.
     unmet: Resources | None = None
+    unmet_priority: int = 0  # that task's priority
     # Pending teardown while disconnected.
     failover_timer: Timer | None = None
     # Master-generated updates (no uuid, so nobody resends them) made while disconnected,

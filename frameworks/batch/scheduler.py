@@ -137,8 +137,8 @@ class BatchScheduler(Framework):
         # job id -> why the master refused its last launch (an ACL, a bad task): without it a
         # job the master will never run sits QUEUED with nothing said where its owner looks.
         self._launch_notes: dict[str, str] = {}
-        # The last unmet instance size told to the master (driver.demand); None: nothing.
-        self._demand_told: Resources | None = None
+        # The last unmet instance (size, priority) told to the master (driver.demand).
+        self._demand_told: tuple[Resources, int] | None = None
         self._offers_wanted = 0  # see _want_offers
         self._revive_asked = False  # a revive for new work is on its way (_want_offers)
         self.agents_lost = 0  # agents the master removed since we started (service.py)
@@ -737,16 +737,21 @@ class BatchScheduler(Framework):
         """Tells the master the smallest instance that this round of offers could not place
         (none: nothing waits), when that changes: where preemption is on, it is what the
         master makes room for."""
-        sizes = [needs(self.jobs[job_id].spec) for job_id in waiting if job_id in self.jobs]
-        smallest = min(sizes, key=lambda r: (r.scalar("cpus"), r.scalar("mem")), default=None)
-        if smallest == self._demand_told:
+        specs = [self.jobs[job_id].spec for job_id in waiting if job_id in self.jobs]
+        first = min(
+            specs,
+            key=lambda s: (-s.priority, needs(s).scalar("cpus"), needs(s).scalar("mem")),
+            default=None,
+        )
+        told = (needs(first), first.priority) if first is not None else None
+        if told == self._demand_told:
             return
         try:
-            await driver.demand(smallest)
+            await driver.demand(*told) if told is not None else await driver.demand(None)
         except SchedulerError as e:
             self._log.debug("demand not told", error=str(e))
             return
-        self._demand_told = smallest
+        self._demand_told = told
 
     def _note_waiting(self, job: batch_pb2.Job) -> None:
         # Every offer round that leaves the job waiting comes here: its needs are worded once.
@@ -784,6 +789,9 @@ class BatchScheduler(Framework):
             task_id=st.task_id_for(job.job_id, index, number),
             labels={"job_id": job.job_id, "instance": str(index)},
             kill_grace_period_seconds=task.kill_grace_period_seconds,
+            # The job's --priority: within the batch framework's role, a job of a higher one
+            # that waits may have lower ones' tasks preempted for it (where that is on).
+            priority=job.spec.priority,
         )
 
     async def on_update(self, driver: Driver, status: common_pb2.TaskStatus) -> None:

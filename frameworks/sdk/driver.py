@@ -647,12 +647,12 @@ class Driver:
         """Stops offers until `revive()`: for a framework with nothing (more) to launch."""
         await self._call("Suppress", scheduler_pb2.SuppressRequest(**self._ids()))
 
-    async def demand(self, unmet: Resources | None) -> None:
+    async def demand(self, unmet: Resources | None, priority: int = 0) -> None:
         """Tells the master the smallest task this framework waits to place that no offer
         could hold (None: none). Where the operator turned preemption on, a role owed
         resources (its quota guarantee, its fair share) gets them from roles above theirs
         after a timeout: tasks are stopped for it (TASK_KILLED, REASON_PREEMPTED)."""
-        request = scheduler_pb2.DemandRequest(**self._ids())
+        request = scheduler_pb2.DemandRequest(**self._ids(), priority=priority)
         if unmet:
             request.unmet.extend(unmet.to_proto())
         await self._call("Demand", request)

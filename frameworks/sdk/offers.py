@@ -44,6 +44,7 @@ class TaskSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     kill_grace_period_seconds: float = 0.0
     health_check: common_pb2.HealthCheck | None = None
+    priority: int = 0  # TaskInfo.priority: higher may preempt lower in its role
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -76,6 +77,7 @@ class TaskSpec:
             command=as_command(self.command, self.env),
             kill_grace_period_seconds=self.kill_grace_period_seconds,
             labels=dict(self.labels),
+            priority=self.priority,
         )
         if self.health_check is not None:
             info.health_check.CopyFrom(self.health_check)

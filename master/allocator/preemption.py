@@ -1,9 +1,9 @@
 """Preemption, decided: which running tasks to stop so a starved role gets what it needs. Pure.
 
-The master will call `plan` with a snapshot of the allocator (each role's weight, guarantee,
-allocation and the shape of the next task it could not place; free resources per agent; the
-running tasks that could be stopped) and carry out what it returns (issue 34). Nothing here
-reads a clock or the registry: the caller says since when each role has been starved.
+The master (master/preemptions.py) calls `plan` with a snapshot of the allocator (each role's
+weight, guarantee, allocation and the shape of the next task it could not place; free resources
+per agent; the running tasks that could be stopped) and carries out what it returns. Nothing
+here reads a clock or the registry: the caller says since when each role has been starved.
 
 A role is **starved** while it has demand that nothing free can hold, and either its allocation
 does not cover its quota guarantee (reason "guarantee"), or its weighted dominant share is below
@@ -24,6 +24,11 @@ then the youngest. Two rules keep roles from taking resources back and forth (th
 So a beneficiary ends at or below what it is owed, and a role at or below what it is owed is
 never a victim: whoever gained cannot lose it back to whoever lost it. `plan` also stops after
 `max_victims` tasks, the caller's bound on kills per round.
+
+Within a role, **priority** decides (reason "priority"): a demand that has waited past the
+fair-share timeout may stop tasks of its own role of a lower priority (TaskInfo.priority), as
+Slurm's QOS and Kubernetes' PriorityClass do; the role's share does not change, so no other
+role is touched.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ __all__ = ["Candidate", "Preemption", "RoleState", "fair_shares", "plan", "starv
 
 # Shares are floats: within this they are equal (a role exactly at its fair share is not below).
 EPSILON = 1e-9
-GUARANTEE, FAIR_SHARE = "guarantee", "fair share"
+GUARANTEE, FAIR_SHARE, PRIORITY = "guarantee", "fair share", "priority"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class RoleState:
     guarantee: Vector  # its quota guarantee; empty: none
     wants: Vector | None  # its next task's shape that nothing free can hold; None: no demand
     starved_since: float | None = None  # when it became starved (the caller keeps track)
+    wants_priority: int = 0  # that task's priority (TaskInfo.priority)
+    waiting_since: float | None = None  # since when it has had that demand, starved or not
 
 
 @dataclass(frozen=True)
@@ -111,10 +118,13 @@ def _owed(role: RoleState, reason: str, fair: float, inverse_total) -> bool:
     return dominant_share(after, inverse_total) <= fair + EPSILON
 
 
-def _keeps(role: RoleState, allocated: Vector, fair: float, inverse_total) -> bool:
-    """Whether `role` with `allocated` still has its fair share and its guarantee."""
-    if role.guarantee and not _covers(allocated, role.guarantee):
-        return False
+def _keeps(role: RoleState, allocated: Vector, freed: Vector, fair: float, inverse_total) -> bool:
+    """Whether `role`, left with `allocated` once `freed` is taken from it, still has its
+    fair share, and its guarantee in every resource `freed` holds (a role short of its memory
+    guarantee is no shield for the cpus it holds beyond its share)."""
+    for name, amount in freed.items():
+        if amount > 0 and allocated.get(name, 0) < role.guarantee.get(name, 0):
+            return False
     return dominant_share(allocated, inverse_total) >= fair - EPSILON
 
 
@@ -149,25 +159,45 @@ def plan(
     def due(role: RoleState) -> str | None:
         current = RoleState(role.role, role.weight, allocated[role.role], role.guarantee,
                             role.wants, role.starved_since)  # fmt: skip
-        reason = starvation(current, fair.get(role.role, 0.0), inverse_total)
+        owed = fair.get(role.role, 0.0)
+        reason = starvation(current, owed, inverse_total)
         if reason is None or role.starved_since is None:
             return None
-        timeout = guarantee_timeout if reason == GUARANTEE else fair_share_timeout
-        if now - role.starved_since < timeout:
-            return None
-        if not _owed(current, reason, fair.get(role.role, 0.0), inverse_total):
-            return None
-        return reason
+        # Below its guarantee but the next task would take it past it: it may still be owed
+        # that task as its fair share.
+        reasons = [reason] if reason == FAIR_SHARE else [GUARANTEE, FAIR_SHARE]
+        for reason in reasons:
+            if reason == FAIR_SHARE and dominant_share(current.allocated, inverse_total) >= (
+                owed - EPSILON
+            ):
+                continue
+            timeout = guarantee_timeout if reason == GUARANTEE else fair_share_timeout
+            if now - role.starved_since >= timeout and _owed(current, reason, owed, inverse_total):
+                return reason
+        return None
 
     def ratio(role: RoleState) -> float:
         owed = fair.get(role.role, 0.0)
         share = dominant_share(allocated[role.role], inverse_total)
         return share / owed if owed > 0 else 1.0
 
+    def by_priority(role: RoleState) -> bool:
+        """Its demand outranks some of its own tasks and has waited past the fair-share
+        timeout: lower-priority tasks of its role may go (its allocation stays the same)."""
+        return (
+            role.wants is not None
+            and role.waiting_since is not None
+            and now - role.waiting_since >= fair_share_timeout
+            and any(t.role == role.role and t.priority < role.wants_priority
+                    for tasks in by_agent.values() for t in tasks)
+        )  # fmt: skip
+
     out: list[Preemption] = []
     taken = 0
     for role in sorted(roles.values(), key=lambda r: (ratio(r), r.role)):
         reason = due(role)
+        if reason is None and by_priority(role):
+            reason = PRIORITY
         if reason is None:
             continue
         assert role.wants is not None
@@ -176,7 +206,7 @@ def plan(
         best: tuple[tuple, str, list[Candidate]] | None = None
         for agent_id, tasks in by_agent.items():
             victims = _victims_on(agent_id, tasks, role, room, allocated, roles, fair,
-                                  inverse_total, now)  # fmt: skip
+                                  inverse_total, now, reason == PRIORITY)  # fmt: skip
             if victims is None:
                 continue
             lost = sum((now - v.started_at) * v.resources.get("cpus", 0) for v in victims)
@@ -215,6 +245,7 @@ def _victims_on(
     fair: Mapping[str, float],
     inverse_total,
     now: float,
+    own_role: bool = False,
 ) -> list[Candidate] | None:
     """Victims on one agent, taken in victim order (skipping those that free nothing the
     role still lacks, or would take their role below what it is owed) until the role's next
@@ -226,18 +257,25 @@ def _victims_on(
     for task in tasks:
         if _covers(have, role.wants):
             break
-        if task.role == role.role:
-            continue  # within a role, priority decides (issue 34, item 2), not fairness
-        left = _add(after[task.role], task.resources, -1)
-        if not _keeps(roles[task.role], left, fair.get(task.role, 0.0), inverse_total):
-            continue
+        if own_role:
+            # Within a role priority decides: only its lower-priority tasks, and its share is
+            # unchanged in the end (the new task takes what they held).
+            if task.role != role.role or task.priority >= role.wants_priority:
+                continue
+        else:
+            if task.role == role.role:
+                continue
+            left = _add(after[task.role], task.resources, -1)
+            owed = fair.get(task.role, 0.0)
+            if not _keeps(roles[task.role], left, task.resources, owed, inverse_total):
+                continue
         # Only a task that frees something the role still lacks is worth stopping.
         if not any(
             task.resources.get(name, 0) > 0 and have.get(name, 0) < need
             for name, need in role.wants.items()
         ):
             continue
-        after[task.role] = left
+        after[task.role] = _add(after[task.role], task.resources, -1)
         have = _add(have, task.resources)
         victims.append(task)
     return victims if _covers(have, role.wants) else None

@@ -10,6 +10,7 @@ from agora.master.allocator.drf import dominant_share, inverse_totals
 from agora.master.allocator.preemption import (
     FAIR_SHARE,
     GUARANTEE,
+    PRIORITY,
     Candidate,
     Preemption,
     RoleState,
@@ -137,6 +138,25 @@ def test_a_role_at_its_fair_share_is_never_a_victim():
     [made] = plan(roles, total, free, tasks, now=10, guarantee_timeout=0, fair_share_timeout=0)
     assert len(made.victims) == 1
     assert fair_shares(roles.values()) == {"a": 1 / 3, "b": 1 / 3, "c": 1 / 3}
+
+
+def test_within_a_role_a_higher_priority_demand_stops_lower_priority_tasks_only():
+    tasks = [
+        Candidate("fw-a", "low", "a", "agent-0", HALF, priority=0, started_at=1.0),
+        Candidate("fw-a", "same", "a", "agent-0", HALF, priority=5, started_at=2.0),
+    ]
+    free = {"agent-0": {"cpus": 0, "mem": 1_000_000}}
+    total = {"cpus": 1000, "mem": 1_000_000}
+    # a alone holds the cluster: at its share, so fairness takes nothing; priority does.
+    a = RoleState("a", 1.0, {"cpus": 1000, "mem": 128_000}, {}, HALF, None, 5, 0.0)
+    early = plan({"a": a}, total, free, tasks, now=4, guarantee_timeout=5, fair_share_timeout=5)
+    assert early == []  # waited less than the fair-share timeout
+    [made] = plan({"a": a}, total, free, tasks, now=5, guarantee_timeout=5, fair_share_timeout=5)
+    assert made.reason == PRIORITY and [v.task_id for v in made.victims] == ["low"]
+    # A demand of the same priority as the rest stops nothing.
+    even = RoleState("a", 1.0, {"cpus": 1000, "mem": 128_000}, {}, HALF, None, 0, 0.0)
+    assert plan({"a": even}, total, free, tasks, now=9, guarantee_timeout=5,
+                fair_share_timeout=5) == []  # fmt: skip
 
 
 def test_what_fits_already_preempts_nothing():

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from agora.v1 import common_pb2 as agora_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gora/v1/scheduler.proto\x12\x08\x61gora.v1\x1a\x15\x61gora/v1/common.proto\"W\n\x10SubscribeRequest\x12*\n\tframework\x18\x01 \x01(\x0b\x32\x17.agora.v1.FrameworkInfo\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x02 \x01(\x08\"\x87\t\n\x05\x45vent\x12\x30\n\nsubscribed\x18\x01 \x01(\x0b\x32\x1a.agora.v1.Event.SubscribedH\x00\x12(\n\x06offers\x18\x02 \x01(\x0b\x32\x16.agora.v1.Event.OffersH\x00\x12*\n\x07rescind\x18\x03 \x01(\x0b\x32\x17.agora.v1.Event.RescindH\x00\x12(\n\x06update\x18\x04 \x01(\x0b\x32\x16.agora.v1.Event.UpdateH\x00\x12*\n\x07\x66\x61ilure\x18\x05 \x01(\x0b\x32\x17.agora.v1.Event.FailureH\x00\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x15.agora.v1.Event.ErrorH\x00\x12.\n\theartbeat\x18\x07 \x01(\x0b\x32\x19.agora.v1.Event.HeartbeatH\x00\x12*\n\x04hold\x18\x08 \x01(\x0b\x32\x1a.agora.v1.Event.HoldUpdateH\x00\x12&\n\x05\x62\x61tch\x18\t \x01(\x0b\x32\x15.agora.v1.Event.BatchH\x00\x12\x31\n\x0b\x61gent_drain\x18\n \x01(\x0b\x32\x1a.agora.v1.Event.AgentDrainH\x00\x12\x36\n\npreemption\x18\x0b \x01(\x0b\x32 .agora.v1.Event.PreemptionNoticeH\x00\x1a\x86\x01\n\nSubscribed\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x01\x12\x11\n\tmaster_id\x18\x04 \x01(\t\x12\x18\n\x10master_principal\x18\x05 \x01(\t\x1a)\n\x06Offers\x12\x1f\n\x06offers\x18\x01 \x03(\x0b\x32\x0f.agora.v1.Offer\x1a\x1b\n\x07Rescind\x12\x10\n\x08offer_id\x18\x01 \x01(\t\x1a.\n\x06Update\x12$\n\x06status\x18\x01 \x01(\x0b\x32\x14.agora.v1.TaskStatus\x1a\x42\n\nAgentDrain\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x64raining\x18\x02 \x01(\x08\x12\x10\n\x08\x64\x65\x61\x64line\x18\x03 \x01(\x01\x1aX\n\x10PreemptionNotice\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x10\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x01\x1a\x1b\n\x07\x46\x61ilure\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x1a\x18\n\x05\x45rror\x12\x0f\n\x07message\x18\x01 \x01(\t\x1a\x0b\n\tHeartbeat\x1a(\n\x05\x42\x61tch\x12\x1f\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x0f.agora.v1.Event\x1as\n\nHoldUpdate\x12\x0f\n\x07hold_id\x18\x01 \x01(\t\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.agora.v1.HoldState\x12\x1f\n\x06offers\x18\x03 \x03(\x0b\x32\x0f.agora.v1.Offer\x12\x0f\n\x07message\x18\x04 \x01(\tB\x07\n\x05\x65vent\"x\n\tOperation\x12,\n\x06launch\x18\x01 \x01(\x0b\x32\x1a.agora.v1.Operation.LaunchH\x00\x1a\x30\n\x06Launch\x12&\n\ntask_infos\x18\x01 \x03(\x0b\x32\x12.agora.v1.TaskInfoB\x0b\n\toperation\"\x98\x01\n\rAcceptRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x11\n\toffer_ids\x18\x03 \x03(\t\x12\'\n\noperations\x18\x04 \x03(\x0b\x32\x13.agora.v1.Operation\x12\"\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x11.agora.v1.Filters\"\x10\n\x0e\x41\x63\x63\x65ptResponse\"p\n\x0e\x44\x65\x63lineRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x11\n\toffer_ids\x18\x03 \x03(\t\x12\"\n\x07\x66ilters\x18\x04 \x01(\x0b\x32\x11.agora.v1.Filters\"\x11\n\x0f\x44\x65\x63lineResponse\"8\n\rReviveRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\"\x10\n\x0eReviveResponse\":\n\x0fSuppressRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\"\x12\n\x10SuppressResponse\"[\n\rDemandRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12!\n\x05unmet\x18\x03 \x03(\x0b\x32\x12.agora.v1.Resource\"\x10\n\x0e\x44\x65mandResponse\"w\n\x0bKillRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x0f\n\x07task_id\x18\x03 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x04 \x01(\t\x12\x1c\n\x14grace_period_seconds\x18\x05 \x01(\x01\"\x0e\n\x0cKillResponse\"\xa3\x01\n\x12\x41\x63knowledgeRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x0c\n\x04uuid\x18\x05 \x01(\x0c\x12\x33\n\x10\x61\x63knowledgements\x18\x06 \x03(\x0b\x32\x19.agora.v1.Acknowledgement\"B\n\x0f\x41\x63knowledgement\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\x0c\"\x15\n\x13\x41\x63knowledgeResponse\"\x96\x01\n\x10ReconcileRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12.\n\x05tasks\x18\x03 \x03(\x0b\x32\x1f.agora.v1.ReconcileRequest.Task\x1a)\n\x04Task\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"\x13\n\x11ReconcileResponse\":\n\x0fTeardownRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\"\x12\n\x10TeardownResponse\"=\n\x12\x43lusterViewRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\"\xb4\x02\n\x0b\x43lusterView\x12/\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1f.agora.v1.ClusterView.AgentView\x1a\xf3\x01\n\tAgentView\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\'\n\nattributes\x18\x03 \x03(\x0b\x32\x13.agora.v1.Attribute\x12\r\n\x05state\x18\x04 \x01(\t\x12!\n\x05total\x18\x05 \x03(\x0b\x32\x12.agora.v1.Resource\x12 \n\x04\x66ree\x18\x06 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12 \n\x04used\x18\x08 \x03(\x0b\x32\x12.agora.v1.Resource\"\x9e\x01\n\x0bHoldRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12%\n\tresources\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x17\n\x0f\x64istinct_agents\x18\x05 \x01(\x08\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\"\x1f\n\x0cHoldResponse\x12\x0f\n\x07hold_id\x18\x01 \x01(\t\"N\n\x12ReleaseHoldRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x0f\n\x07hold_id\x18\x03 \x01(\t\"\x15\n\x13ReleaseHoldResponse\"\xd9\x02\n\x04\x43\x61ll\x12\n\n\x02id\x18\x01 \x01(\x04\x12)\n\x06\x61\x63\x63\x65pt\x18\x02 \x01(\x0b\x32\x17.agora.v1.AcceptRequestH\x00\x12+\n\x07\x64\x65\x63line\x18\x03 \x01(\x0b\x32\x18.agora.v1.DeclineRequestH\x00\x12)\n\x06revive\x18\x04 \x01(\x0b\x32\x17.agora.v1.ReviveRequestH\x00\x12-\n\x08suppress\x18\x05 \x01(\x0b\x32\x19.agora.v1.SuppressRequestH\x00\x12%\n\x04kill\x18\x06 \x01(\x0b\x32\x15.agora.v1.KillRequestH\x00\x12\x33\n\x0b\x61\x63knowledge\x18\x07 \x01(\x0b\x32\x1c.agora.v1.AcknowledgeRequestH\x00\x12/\n\treconcile\x18\x08 \x01(\x0b\x32\x1a.agora.v1.ReconcileRequestH\x00\x42\x06\n\x04\x63\x61ll\"*\n\tCallBatch\x12\x1d\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x0e.agora.v1.Call\"O\n\nCallResult\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x16\n\x0estatus_details\x18\x04 \x01(\x0c\"4\n\x0bResultBatch\x12%\n\x07results\x18\x01 \x03(\x0b\x32\x14.agora.v1.CallResult*Z\n\tHoldState\x12\x1a\n\x16HOLD_STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08HOLD_MET\x10\x01\x12\x10\n\x0cHOLD_EXPIRED\x10\x02\x12\x11\n\rHOLD_RELEASED\x10\x03\x32\x90\x07\n\tScheduler\x12:\n\tSubscribe\x12\x1a.agora.v1.SubscribeRequest\x1a\x0f.agora.v1.Event0\x01\x12;\n\x06\x41\x63\x63\x65pt\x12\x17.agora.v1.AcceptRequest\x1a\x18.agora.v1.AcceptResponse\x12>\n\x07\x44\x65\x63line\x12\x18.agora.v1.DeclineRequest\x1a\x19.agora.v1.DeclineResponse\x12;\n\x06Revive\x12\x17.agora.v1.ReviveRequest\x1a\x18.agora.v1.ReviveResponse\x12\x41\n\x08Suppress\x12\x19.agora.v1.SuppressRequest\x1a\x1a.agora.v1.SuppressResponse\x12;\n\x06\x44\x65mand\x12\x17.agora.v1.DemandRequest\x1a\x18.agora.v1.DemandResponse\x12\x35\n\x04Kill\x12\x15.agora.v1.KillRequest\x1a\x16.agora.v1.KillResponse\x12J\n\x0b\x41\x63knowledge\x12\x1c.agora.v1.AcknowledgeRequest\x1a\x1d.agora.v1.AcknowledgeResponse\x12\x44\n\tReconcile\x12\x1a.agora.v1.ReconcileRequest\x1a\x1b.agora.v1.ReconcileResponse\x12\x41\n\x08Teardown\x12\x19.agora.v1.TeardownRequest\x1a\x1a.agora.v1.TeardownResponse\x12\x45\n\x0eGetClusterView\x12\x1c.agora.v1.ClusterViewRequest\x1a\x15.agora.v1.ClusterView\x12\x35\n\x04Hold\x12\x15.agora.v1.HoldRequest\x1a\x16.agora.v1.HoldResponse\x12J\n\x0bReleaseHold\x12\x1c.agora.v1.ReleaseHoldRequest\x1a\x1d.agora.v1.ReleaseHoldResponse\x12\x37\n\x05\x43\x61lls\x12\x13.agora.v1.CallBatch\x1a\x15.agora.v1.ResultBatch(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gora/v1/scheduler.proto\x12\x08\x61gora.v1\x1a\x15\x61gora/v1/common.proto\"W\n\x10SubscribeRequest\x12*\n\tframework\x18\x01 \x01(\x0b\x32\x17.agora.v1.FrameworkInfo\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x02 \x01(\x08\"\x87\t\n\x05\x45vent\x12\x30\n\nsubscribed\x18\x01 \x01(\x0b\x32\x1a.agora.v1.Event.SubscribedH\x00\x12(\n\x06offers\x18\x02 \x01(\x0b\x32\x16.agora.v1.Event.OffersH\x00\x12*\n\x07rescind\x18\x03 \x01(\x0b\x32\x17.agora.v1.Event.RescindH\x00\x12(\n\x06update\x18\x04 \x01(\x0b\x32\x16.agora.v1.Event.UpdateH\x00\x12*\n\x07\x66\x61ilure\x18\x05 \x01(\x0b\x32\x17.agora.v1.Event.FailureH\x00\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x15.agora.v1.Event.ErrorH\x00\x12.\n\theartbeat\x18\x07 \x01(\x0b\x32\x19.agora.v1.Event.HeartbeatH\x00\x12*\n\x04hold\x18\x08 \x01(\x0b\x32\x1a.agora.v1.Event.HoldUpdateH\x00\x12&\n\x05\x62\x61tch\x18\t \x01(\x0b\x32\x15.agora.v1.Event.BatchH\x00\x12\x31\n\x0b\x61gent_drain\x18\n \x01(\x0b\x32\x1a.agora.v1.Event.AgentDrainH\x00\x12\x36\n\npreemption\x18\x0b \x01(\x0b\x32 .agora.v1.Event.PreemptionNoticeH\x00\x1a\x86\x01\n\nSubscribed\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x01\x12\x11\n\tmaster_id\x18\x04 \x01(\t\x12\x18\n\x10master_principal\x18\x05 \x01(\t\x1a)\n\x06Offers\x12\x1f\n\x06offers\x18\x01 \x03(\x0b\x32\x0f.agora.v1.Offer\x1a\x1b\n\x07Rescind\x12\x10\n\x08offer_id\x18\x01 \x01(\t\x1a.\n\x06Update\x12$\n\x06status\x18\x01 \x01(\x0b\x32\x14.agora.v1.TaskStatus\x1a\x42\n\nAgentDrain\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x64raining\x18\x02 \x01(\x08\x12\x10\n\x08\x64\x65\x61\x64line\x18\x03 \x01(\x01\x1aX\n\x10PreemptionNotice\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x10\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x01\x1a\x1b\n\x07\x46\x61ilure\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x1a\x18\n\x05\x45rror\x12\x0f\n\x07message\x18\x01 \x01(\t\x1a\x0b\n\tHeartbeat\x1a(\n\x05\x42\x61tch\x12\x1f\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x0f.agora.v1.Event\x1as\n\nHoldUpdate\x12\x0f\n\x07hold_id\x18\x01 \x01(\t\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.agora.v1.HoldState\x12\x1f\n\x06offers\x18\x03 \x03(\x0b\x32\x0f.agora.v1.Offer\x12\x0f\n\x07message\x18\x04 \x01(\tB\x07\n\x05\x65vent\"x\n\tOperation\x12,\n\x06launch\x18\x01 \x01(\x0b\x32\x1a.agora.v1.Operation.LaunchH\x00\x1a\x30\n\x06Launch\x12&\n\ntask_infos\x18\x01 \x03(\x0b\x32\x12.agora.v1.TaskInfoB\x0b\n\toperation\"\x98\x01\n\rAcceptRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x11\n\toffer_ids\x18\x03 \x03(\t\x12\'\n\noperations\x18\x04 \x03(\x0b\x32\x13.agora.v1.Operation\x12\"\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x11.agora.v1.Filters\"\x10\n\x0e\x41\x63\x63\x65ptResponse\"p\n\x0e\x44\x65\x63lineRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x11\n\toffer_ids\x18\x03 \x03(\t\x12\"\n\x07\x66ilters\x18\x04 \x01(\x0b\x32\x11.agora.v1.Filters\"\x11\n\x0f\x44\x65\x63lineResponse\"8\n\rReviveRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\"\x10\n\x0eReviveResponse\":\n\x0fSuppressRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\"\x12\n\x10SuppressResponse\"m\n\rDemandRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12!\n\x05unmet\x18\x03 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x10\n\x08priority\x18\x04 \x01(\x05\"\x10\n\x0e\x44\x65mandResponse\"w\n\x0bKillRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x0f\n\x07task_id\x18\x03 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x04 \x01(\t\x12\x1c\n\x14grace_period_seconds\x18\x05 \x01(\x01\"\x0e\n\x0cKillResponse\"\xa3\x01\n\x12\x41\x63knowledgeRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x0c\n\x04uuid\x18\x05 \x01(\x0c\x12\x33\n\x10\x61\x63knowledgements\x18\x06 \x03(\x0b\x32\x19.agora.v1.Acknowledgement\"B\n\x0f\x41\x63knowledgement\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\x0c\"\x15\n\x13\x41\x63knowledgeResponse\"\x96\x01\n\x10ReconcileRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12.\n\x05tasks\x18\x03 \x03(\x0b\x32\x1f.agora.v1.ReconcileRequest.Task\x1a)\n\x04Task\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"\x13\n\x11ReconcileResponse\":\n\x0fTeardownRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\"\x12\n\x10TeardownResponse\"=\n\x12\x43lusterViewRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\"\xb4\x02\n\x0b\x43lusterView\x12/\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1f.agora.v1.ClusterView.AgentView\x1a\xf3\x01\n\tAgentView\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\'\n\nattributes\x18\x03 \x03(\x0b\x32\x13.agora.v1.Attribute\x12\r\n\x05state\x18\x04 \x01(\t\x12!\n\x05total\x18\x05 \x03(\x0b\x32\x12.agora.v1.Resource\x12 \n\x04\x66ree\x18\x06 \x03(\x0b\x32\x12.agora.v1.Resource\x12#\n\x07offered\x18\x07 \x03(\x0b\x32\x12.agora.v1.Resource\x12 \n\x04used\x18\x08 \x03(\x0b\x32\x12.agora.v1.Resource\"\x9e\x01\n\x0bHoldRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12%\n\tresources\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\x17\n\x0f\x64istinct_agents\x18\x05 \x01(\x08\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\"\x1f\n\x0cHoldResponse\x12\x0f\n\x07hold_id\x18\x01 \x01(\t\"N\n\x12ReleaseHoldRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\x0f\n\x07hold_id\x18\x03 \x01(\t\"\x15\n\x13ReleaseHoldResponse\"\xd9\x02\n\x04\x43\x61ll\x12\n\n\x02id\x18\x01 \x01(\x04\x12)\n\x06\x61\x63\x63\x65pt\x18\x02 \x01(\x0b\x32\x17.agora.v1.AcceptRequestH\x00\x12+\n\x07\x64\x65\x63line\x18\x03 \x01(\x0b\x32\x18.agora.v1.DeclineRequestH\x00\x12)\n\x06revive\x18\x04 \x01(\x0b\x32\x17.agora.v1.ReviveRequestH\x00\x12-\n\x08suppress\x18\x05 \x01(\x0b\x32\x19.agora.v1.SuppressRequestH\x00\x12%\n\x04kill\x18\x06 \x01(\x0b\x32\x15.agora.v1.KillRequestH\x00\x12\x33\n\x0b\x61\x63knowledge\x18\x07 \x01(\x0b\x32\x1c.agora.v1.AcknowledgeRequestH\x00\x12/\n\treconcile\x18\x08 \x01(\x0b\x32\x1a.agora.v1.ReconcileRequestH\x00\x42\x06\n\x04\x63\x61ll\"*\n\tCallBatch\x12\x1d\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x0e.agora.v1.Call\"O\n\nCallResult\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x16\n\x0estatus_details\x18\x04 \x01(\x0c\"4\n\x0bResultBatch\x12%\n\x07results\x18\x01 \x03(\x0b\x32\x14.agora.v1.CallResult*Z\n\tHoldState\x12\x1a\n\x16HOLD_STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08HOLD_MET\x10\x01\x12\x10\n\x0cHOLD_EXPIRED\x10\x02\x12\x11\n\rHOLD_RELEASED\x10\x03\x32\x90\x07\n\tScheduler\x12:\n\tSubscribe\x12\x1a.agora.v1.SubscribeRequest\x1a\x0f.agora.v1.Event0\x01\x12;\n\x06\x41\x63\x63\x65pt\x12\x17.agora.v1.AcceptRequest\x1a\x18.agora.v1.AcceptResponse\x12>\n\x07\x44\x65\x63line\x12\x18.agora.v1.DeclineRequest\x1a\x19.agora.v1.DeclineResponse\x12;\n\x06Revive\x12\x17.agora.v1.ReviveRequest\x1a\x18.agora.v1.ReviveResponse\x12\x41\n\x08Suppress\x12\x19.agora.v1.SuppressRequest\x1a\x1a.agora.v1.SuppressResponse\x12;\n\x06\x44\x65mand\x12\x17.agora.v1.DemandRequest\x1a\x18.agora.v1.DemandResponse\x12\x35\n\x04Kill\x12\x15.agora.v1.KillRequest\x1a\x16.agora.v1.KillResponse\x12J\n\x0b\x41\x63knowledge\x12\x1c.agora.v1.AcknowledgeRequest\x1a\x1d.agora.v1.AcknowledgeResponse\x12\x44\n\tReconcile\x12\x1a.agora.v1.ReconcileRequest\x1a\x1b.agora.v1.ReconcileResponse\x12\x41\n\x08Teardown\x12\x19.agora.v1.TeardownRequest\x1a\x1a.agora.v1.TeardownResponse\x12\x45\n\x0eGetClusterView\x12\x1c.agora.v1.ClusterViewRequest\x1a\x15.agora.v1.ClusterView\x12\x35\n\x04Hold\x12\x15.agora.v1.HoldRequest\x1a\x16.agora.v1.HoldResponse\x12J\n\x0bReleaseHold\x12\x1c.agora.v1.ReleaseHoldRequest\x1a\x1d.agora.v1.ReleaseHoldResponse\x12\x37\n\x05\x43\x61lls\x12\x13.agora.v1.CallBatch\x1a\x15.agora.v1.ResultBatch(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agora.v1.scheduler_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HOLDSTATE']._serialized_start=3853
-  _globals['_HOLDSTATE']._serialized_end=3943
+  _globals['_HOLDSTATE']._serialized_start=3871
+  _globals['_HOLDSTATE']._serialized_end=3961
   _globals['_SUBSCRIBEREQUEST']._serialized_start=61
   _globals['_SUBSCRIBEREQUEST']._serialized_end=148
   _globals['_EVENT']._serialized_start=151
@@ -81,51 +81,51 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUPPRESSRESPONSE']._serialized_start=1876
   _globals['_SUPPRESSRESPONSE']._serialized_end=1894
   _globals['_DEMANDREQUEST']._serialized_start=1896
-  _globals['_DEMANDREQUEST']._serialized_end=1987
-  _globals['_DEMANDRESPONSE']._serialized_start=1989
-  _globals['_DEMANDRESPONSE']._serialized_end=2005
-  _globals['_KILLREQUEST']._serialized_start=2007
-  _globals['_KILLREQUEST']._serialized_end=2126
-  _globals['_KILLRESPONSE']._serialized_start=2128
-  _globals['_KILLRESPONSE']._serialized_end=2142
-  _globals['_ACKNOWLEDGEREQUEST']._serialized_start=2145
-  _globals['_ACKNOWLEDGEREQUEST']._serialized_end=2308
-  _globals['_ACKNOWLEDGEMENT']._serialized_start=2310
-  _globals['_ACKNOWLEDGEMENT']._serialized_end=2376
-  _globals['_ACKNOWLEDGERESPONSE']._serialized_start=2378
-  _globals['_ACKNOWLEDGERESPONSE']._serialized_end=2399
-  _globals['_RECONCILEREQUEST']._serialized_start=2402
-  _globals['_RECONCILEREQUEST']._serialized_end=2552
-  _globals['_RECONCILEREQUEST_TASK']._serialized_start=2511
-  _globals['_RECONCILEREQUEST_TASK']._serialized_end=2552
-  _globals['_RECONCILERESPONSE']._serialized_start=2554
-  _globals['_RECONCILERESPONSE']._serialized_end=2573
-  _globals['_TEARDOWNREQUEST']._serialized_start=2575
-  _globals['_TEARDOWNREQUEST']._serialized_end=2633
-  _globals['_TEARDOWNRESPONSE']._serialized_start=2635
-  _globals['_TEARDOWNRESPONSE']._serialized_end=2653
-  _globals['_CLUSTERVIEWREQUEST']._serialized_start=2655
-  _globals['_CLUSTERVIEWREQUEST']._serialized_end=2716
-  _globals['_CLUSTERVIEW']._serialized_start=2719
-  _globals['_CLUSTERVIEW']._serialized_end=3027
-  _globals['_CLUSTERVIEW_AGENTVIEW']._serialized_start=2784
-  _globals['_CLUSTERVIEW_AGENTVIEW']._serialized_end=3027
-  _globals['_HOLDREQUEST']._serialized_start=3030
-  _globals['_HOLDREQUEST']._serialized_end=3188
-  _globals['_HOLDRESPONSE']._serialized_start=3190
-  _globals['_HOLDRESPONSE']._serialized_end=3221
-  _globals['_RELEASEHOLDREQUEST']._serialized_start=3223
-  _globals['_RELEASEHOLDREQUEST']._serialized_end=3301
-  _globals['_RELEASEHOLDRESPONSE']._serialized_start=3303
-  _globals['_RELEASEHOLDRESPONSE']._serialized_end=3324
-  _globals['_CALL']._serialized_start=3327
-  _globals['_CALL']._serialized_end=3672
-  _globals['_CALLBATCH']._serialized_start=3674
-  _globals['_CALLBATCH']._serialized_end=3716
-  _globals['_CALLRESULT']._serialized_start=3718
-  _globals['_CALLRESULT']._serialized_end=3797
-  _globals['_RESULTBATCH']._serialized_start=3799
-  _globals['_RESULTBATCH']._serialized_end=3851
-  _globals['_SCHEDULER']._serialized_start=3946
-  _globals['_SCHEDULER']._serialized_end=4858
+  _globals['_DEMANDREQUEST']._serialized_end=2005
+  _globals['_DEMANDRESPONSE']._serialized_start=2007
+  _globals['_DEMANDRESPONSE']._serialized_end=2023
+  _globals['_KILLREQUEST']._serialized_start=2025
+  _globals['_KILLREQUEST']._serialized_end=2144
+  _globals['_KILLRESPONSE']._serialized_start=2146
+  _globals['_KILLRESPONSE']._serialized_end=2160
+  _globals['_ACKNOWLEDGEREQUEST']._serialized_start=2163
+  _globals['_ACKNOWLEDGEREQUEST']._serialized_end=2326
+  _globals['_ACKNOWLEDGEMENT']._serialized_start=2328
+  _globals['_ACKNOWLEDGEMENT']._serialized_end=2394
+  _globals['_ACKNOWLEDGERESPONSE']._serialized_start=2396
+  _globals['_ACKNOWLEDGERESPONSE']._serialized_end=2417
+  _globals['_RECONCILEREQUEST']._serialized_start=2420
+  _globals['_RECONCILEREQUEST']._serialized_end=2570
+  _globals['_RECONCILEREQUEST_TASK']._serialized_start=2529
+  _globals['_RECONCILEREQUEST_TASK']._serialized_end=2570
+  _globals['_RECONCILERESPONSE']._serialized_start=2572
+  _globals['_RECONCILERESPONSE']._serialized_end=2591
+  _globals['_TEARDOWNREQUEST']._serialized_start=2593
+  _globals['_TEARDOWNREQUEST']._serialized_end=2651
+  _globals['_TEARDOWNRESPONSE']._serialized_start=2653
+  _globals['_TEARDOWNRESPONSE']._serialized_end=2671
+  _globals['_CLUSTERVIEWREQUEST']._serialized_start=2673
+  _globals['_CLUSTERVIEWREQUEST']._serialized_end=2734
+  _globals['_CLUSTERVIEW']._serialized_start=2737
+  _globals['_CLUSTERVIEW']._serialized_end=3045
+  _globals['_CLUSTERVIEW_AGENTVIEW']._serialized_start=2802
+  _globals['_CLUSTERVIEW_AGENTVIEW']._serialized_end=3045
+  _globals['_HOLDREQUEST']._serialized_start=3048
+  _globals['_HOLDREQUEST']._serialized_end=3206
+  _globals['_HOLDRESPONSE']._serialized_start=3208
+  _globals['_HOLDRESPONSE']._serialized_end=3239
+  _globals['_RELEASEHOLDREQUEST']._serialized_start=3241
+  _globals['_RELEASEHOLDREQUEST']._serialized_end=3319
+  _globals['_RELEASEHOLDRESPONSE']._serialized_start=3321
+  _globals['_RELEASEHOLDRESPONSE']._serialized_end=3342
+  _globals['_CALL']._serialized_start=3345
+  _globals['_CALL']._serialized_end=3690
+  _globals['_CALLBATCH']._serialized_start=3692
+  _globals['_CALLBATCH']._serialized_end=3734
+  _globals['_CALLRESULT']._serialized_start=3736
+  _globals['_CALLRESULT']._serialized_end=3815
+  _globals['_RESULTBATCH']._serialized_start=3817
+  _globals['_RESULTBATCH']._serialized_end=3869
+  _globals['_SCHEDULER']._serialized_start=3964
+  _globals['_SCHEDULER']._serialized_end=4876
 # @@protoc_insertion_point(module_scope)

@@ -200,14 +200,16 @@ class SuppressResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class DemandRequest(_message.Message):
-    __slots__ = ("framework_id", "stream_id", "unmet")
+    __slots__ = ("framework_id", "stream_id", "unmet", "priority")
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_ID_FIELD_NUMBER: _ClassVar[int]
     UNMET_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     framework_id: str
     stream_id: str
     unmet: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
-    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., unmet: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
+    priority: int
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., unmet: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class DemandResponse(_message.Message):
     __slots__ = ()
