@@ -425,8 +425,8 @@ async def _wait_drained(stub, agent_id: str, deadline: float, quiet: bool) -> No
         agent = next((a for a in agents if a.info.agent_id == agent_id), None)
         if agent is None:
             raise CommandError(f"agent {agent_id} is no longer registered")
-        if agent.state != "DRAINING":
-            raise CommandError(f"agent {agent_id} is {agent.state} now: the drain ended")
+        if agent.state == "ACTIVE":  # DISCONNECTED or RECOVERING: the drain goes on
+            raise CommandError(f"agent {agent_id} is ACTIVE again: the drain was ended")
         if agent.task_count == 0:
             if not quiet:
                 print(f"agent {agent_id}: drained, no task runs there")

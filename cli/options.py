@@ -176,7 +176,8 @@ def _join(args: argparse.Namespace, tls_dir: Path | None) -> None:
         raise UsageError("--join writes the TLS files itself: give it without --tls-ca/cert/key")
     assert tls_dir is not None
     try:
-        joined = ensure_joined(tls_dir, args.join, join_address(args.master, args.join_address))
+        addresses = join_address(args.master, args.join_address)
+        joined = ensure_joined(tls_dir, args.join, addresses)
     except JoinError as e:
         raise CommandError(str(e)) from None
     args.tls_ca, args.tls_cert, args.tls_key = map(str, (joined.ca, joined.cert, joined.key))

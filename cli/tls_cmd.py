@@ -103,8 +103,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--for",
         dest="kind",
         required=True,
-        choices=["agent", "framework", "relay"],
-        help="the daemon that will join",
+        choices=["agent", "framework"],
+        help="the daemon that will join (a relay takes a certificate from `agora tls issue`)",
     )
     p.add_argument(
         "--host",
@@ -170,18 +170,15 @@ def _join_token(args: argparse.Namespace) -> int:
     import time
 
     from agora.common import join_tokens
-    from agora.common.certificates import CA_CERT, CA_KEY
+    from agora.common.certificates import CertificateAuthority, CertificateError, check_names
 
     try:
-        ca_pem = (args.ca / CA_CERT).read_bytes()
-        ca_key = (args.ca / CA_KEY).read_bytes()
-    except OSError as e:
-        raise CommandError(
-            f"--ca {args.ca}: {e.strerror or e} (a CA made by `agora tls init`, with its key)"
-        ) from None
-    try:
-        token = join_tokens.make(ca_key, ca_pem, args.name, args.kind, args.ttl, args.host)
-    except join_tokens.JoinTokenError as e:
+        ca = CertificateAuthority(args.ca)
+        check_names(args.name, args.host)  # wrong here, not on the new machine at its join
+        token = join_tokens.make(
+            ca.token_key, ca.cert_pem, args.name, args.kind, args.ttl, args.host
+        )
+    except (CertificateError, join_tokens.JoinTokenError) as e:
         raise CommandError(str(e)) from None
     try:
         fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -23,6 +23,7 @@ __all__ = [
     "CA_CERT",
     "CA_KEY",
     "CertificateAuthority",
+    "check_names",
     "KINDS",
     "CertificateError",
     "Issued",
@@ -34,7 +35,9 @@ __all__ = [
     "principal_of",
     "signing_request",
     "unnamed_address",
+    "is_pair",
     "write_private",
+    "write_whole",
 ]
 
 CA_CERT = "ca.pem"
@@ -50,6 +53,13 @@ KINDS = {
     "framework": (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
     "client": (ExtendedKeyUsageOID.CLIENT_AUTH,),
 }
+
+# Marks a certificate the master signed for a machine that joined with a token (an OID of
+# our own, under the UUID arc 2.25): only such certificates may be renewed, so that a person's
+# certificate, or any made by `agora tls issue`, expires when it says.
+JOINED = x509.ObjectIdentifier("2.25.222427390154717520343651385936158283394")
+# Kinds of certificate a machine may join as, and renew.
+JOINED_KINDS = ("agent", "framework")
 
 # Server certificates also name the loopback host, so a daemon and its clients on one machine
 # (`agora local`, tests) verify without --host; Nomad's `tls cert create` does the same.
@@ -202,6 +212,12 @@ def _skew(days: float) -> datetime.timedelta:
     return min(datetime.timedelta(minutes=5), datetime.timedelta(days=days) / 10)
 
 
+def check_names(name: str, hosts: list[str]) -> None:
+    """CertificateError if a certificate could not name `name` and `hosts`."""
+    _check_name(name)
+    _subject_names(hosts)
+
+
 def _check_name(name: str) -> None:
     if not name or len(name) > 64 or any(c in name for c in "/\\\0\n") or name.startswith("."):
         raise CertificateError(
@@ -217,8 +233,10 @@ def _signed(
     kind: str,
     hosts: list[str],
     days: float,
+    joined: bool = False,
 ) -> x509.Certificate:
-    """A certificate for principal `name` of `kind` over `public_key`, signed by the CA."""
+    """A certificate for principal `name` of `kind` over `public_key`, signed by the CA
+    (`joined`: marked as a joined machine's, which it may renew)."""
     all_hosts = list(hosts)
     if ExtendedKeyUsageOID.SERVER_AUTH in KINDS[kind]:
         all_hosts += LOOPBACK_HOSTS
@@ -249,6 +267,11 @@ def _signed(
         builder = builder.add_extension(
             x509.SubjectAlternativeName(_subject_names(all_hosts)), critical=False
         )
+    if joined:
+        builder = builder.add_extension(
+            x509.UnrecognizedExtension(JOINED, b"\x05\x00"),
+            critical=False,  # DER NULL
+        )
     return builder.sign(ca_key, hashes.SHA256())
 
 
@@ -258,15 +281,27 @@ class CertificateAuthority:
     def __init__(self, ca_dir: Path) -> None:
         self.cert, self.key = _load_ca(ca_dir)
         self.cert_pem = self.cert.public_bytes(serialization.Encoding.PEM)
-        self.key_pem = _key_pem(self.key)
+        if self.cert.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        ) != self.key.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        ):
+            raise CertificateError(f"{ca_dir / CA_KEY} is not the key of {ca_dir / CA_CERT}")
+
+    @property
+    def token_key(self) -> bytes:
+        """The key join tokens are made and checked with (common/join_tokens.py)."""
+        from agora.common.join_tokens import derived_key
+
+        return derived_key(self.key.private_numbers().private_value)
 
     def sign_request(
         self, csr_der: bytes, name: str, kind: str, hosts: list[str], days: float
     ) -> bytes:
         """The PEM certificate for a signing request's key, naming `name` and `hosts` as the
-        caller decided (whatever the request itself asks for)."""
-        if kind not in KINDS:
-            raise CertificateError(f"kind {kind!r}: use one of {', '.join(KINDS)}")
+        caller decided (whatever the request itself asks for), marked as a joined machine's."""
+        if kind not in JOINED_KINDS:
+            raise CertificateError(f"kind {kind!r}: use one of {', '.join(JOINED_KINDS)}")
         _check_name(name)
         try:
             request = x509.load_der_x509_csr(csr_der)
@@ -277,19 +312,27 @@ class CertificateAuthority:
         public_key = request.public_key()
         if not isinstance(public_key, ec.EllipticCurvePublicKey):
             raise CertificateError("the signing request's key must be ECDSA (P-256)")
-        cert = _signed(self.cert, self.key, public_key, name, kind, hosts, days)
+        cert = _signed(self.cert, self.key, public_key, name, kind, hosts, days, joined=True)
         return cert.public_bytes(serialization.Encoding.PEM)
 
 
 def names_to_renew(cert_pem: bytes) -> tuple[str, str, list[str]]:
-    """The principal, kind and hosts (less loopback, which is added anyway) of a certificate
-    of ours, for its renewal."""
+    """The principal, kind and hosts (less loopback, which is added anyway) of a joined
+    machine's certificate, for its renewal; CertificateError for any other certificate (a
+    person's, or one `agora tls issue` made, expires when it says)."""
     cert = x509.load_pem_x509_certificate(cert_pem)
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     kinds = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
     kind = str(kinds[0].value) if kinds else ""
-    if not names or kind not in KINDS:
-        raise CertificateError("the certificate names no principal and kind of ours")
+    try:
+        cert.extensions.get_extension_for_oid(JOINED)
+    except x509.ExtensionNotFound:
+        raise CertificateError(
+            "only a machine that joined with a token renews its certificate this way; this "
+            "one was issued otherwise: issue a new one with `agora tls issue`"
+        ) from None
+    if not names or kind not in JOINED_KINDS:
+        raise CertificateError("the certificate names no principal and kind that may renew")
     try:
         alternative = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
@@ -321,6 +364,30 @@ def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 def write_private(path: Path, data: bytes) -> None:
     """Writes a secret file, mode 0600 from the start."""
     _write_private(path, data)
+
+
+def write_whole(path: Path, data: bytes, private: bool = False) -> None:
+    """Writes `path` so that it is never seen half written: a temporary file beside it,
+    flushed to disk, then renamed over it (mode 0600 from the start when `private`)."""
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+
+
+def is_pair(cert_pem: bytes, key_pem: bytes) -> bool:
+    """Whether the key is the certificate's (False for anything unreadable)."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError):
+        return False
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    return cert.public_key().public_bytes(der, spki) == key.public_key().public_bytes(der, spki)
 
 
 def principal_of(cert_pem: bytes) -> str:

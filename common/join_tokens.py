@@ -11,8 +11,8 @@ and Consul's auto-encrypt join a node, with the key never leaving it.
 The token carries the CA's certificate: the daemon dials the join port over TLS trusting that CA
 only (a fingerprint alone would need the certificate fetched unverified first, which neither
 gRPC nor Python 3.11's ssl module can do). The master recomputes the secret from the token's
-public part and a key derived from the CA's private key, so any master holding the CA checks
-any token without a shared list.
+public part and a key derived from the CA's private key (its scalar, however the key file is
+encoded), so any master holding the CA checks any token without a shared list.
 
     token file:  agora-join-v1.<payload>.<secret>      (base64url, one line)
     payload:     {"id", "name", "kind", "hosts", "expires", "ca"}   (JSON)
@@ -33,7 +33,8 @@ from dataclasses import dataclass
 __all__ = ["PREFIX", "JoinToken", "JoinTokenError", "parse", "proof", "secret_for"]
 
 PREFIX = "agora-join-v1"
-KINDS = ("agent", "framework", "relay")
+# Relays do not join (yet): `agora relay` takes certificates from `agora tls issue`.
+KINDS = ("agent", "framework")
 
 
 class JoinTokenError(ValueError):
@@ -63,10 +64,11 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def derived_key(ca_key_pem: bytes) -> bytes:
-    """The HMAC key for tokens, from the CA's private key: whoever can sign certificates can
-    make tokens, and nobody else."""
-    return hmac.new(ca_key_pem, b"agora join tokens v1", hashlib.sha256).digest()
+def derived_key(ca_private_value: int) -> bytes:
+    """The HMAC key for tokens, from the CA's private key (its scalar): whoever can sign
+    certificates can make tokens, and nobody else."""
+    raw = ca_private_value.to_bytes((ca_private_value.bit_length() + 7) // 8, "big")
+    return hmac.new(raw, b"agora join tokens v1", hashlib.sha256).digest()
 
 
 def secret_for(key: bytes, payload: bytes) -> bytes:
@@ -79,7 +81,7 @@ def proof(secret: bytes, csr_der: bytes) -> bytes:
 
 
 def make(
-    ca_key_pem: bytes,
+    key: bytes,
     ca_pem: bytes,
     name: str,
     kind: str,
@@ -101,7 +103,7 @@ def make(
         "ca": ca_pem.decode(),
     }
     payload = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return _token(payload, secret_for(derived_key(ca_key_pem), payload))
+    return _token(payload, secret_for(key, payload))
 
 
 def _token(payload: bytes, secret: bytes) -> JoinToken:
@@ -138,11 +140,12 @@ def check(
 ) -> JoinToken:
     """The master's side: the token whose `payload` this is, if `given_proof` proves that
     the caller holds its secret for this very request and it has not expired. Whether it was
-    used before is the registry's to say."""
-    token = _token(payload, b"")
+    used before is the registry's to say. The proof is checked before the payload is read:
+    nothing a stranger sends is parsed."""
     expected = proof(secret_for(key, payload), csr_der)
     if not hmac.compare_digest(expected, given_proof):
         raise JoinTokenError("the join token is not one of this cluster's CA, or was altered")
+    token = _token(payload, b"")
     if (time.time() if now is None else now) > token.expires:
         raise JoinTokenError(
             "the join token has expired: make a new one with `agora tls join-token`"

@@ -34,19 +34,27 @@ class Joined:
     fresh: bool  # False: the files were there from an earlier join
 
 
-def join_address(master: str, given: str | None) -> str:
-    """Where to join: `given` (--join-address), else the first master's host on port 5052."""
+def join_address(master: str, given: str | None) -> list[str]:
+    """Where to join: `given` (--join-address), else each master's host on port 5052 (only
+    the leader serves joins: they are tried in turn)."""
     if given:
-        return given
+        return [given]
     if master.startswith("zk://"):
         raise JoinError("with a zk:// master, give --join-address HOST:PORT of the leader")
-    first = master.split(",")[0].strip()
-    host = first.rsplit(":", 1)[0] if first.count(":") == 1 or first.startswith("[") else first
-    return f"{host}:{JOIN_PORT}"
+    out = []
+    for each in master.split(","):
+        each = each.strip()
+        host = each.rsplit(":", 1)[0] if each.count(":") == 1 or each.startswith("[") else each
+        out.append(f"{host}:{JOIN_PORT}")
+    return out
 
 
-def ensure_joined(tls_dir: Path, token_file: Path, address: str, timeout: float = 30.0) -> Joined:
-    """The certificate files in `tls_dir`, joining through `address` first if there are none."""
+def ensure_joined(
+    tls_dir: Path, token_file: Path, addresses: list[str], timeout: float = 30.0
+) -> Joined:
+    """The certificate files in `tls_dir`, joining through the first of `addresses` that
+    answers if there are none, or if those there have expired and a token is at hand. The
+    token file is removed once it is spent (it is of no more use, to anyone)."""
     paths = Joined(tls_dir / CA_FILE, tls_dir / CERT_FILE, tls_dir / KEY_FILE, "", False)
     if tls_dir.is_dir():
         from agora.common.renewal import finish_pending
@@ -55,7 +63,11 @@ def ensure_joined(tls_dir: Path, token_file: Path, address: str, timeout: float 
     if all(p.exists() for p in (paths.ca, paths.cert, paths.key)):
         from agora.common.certificates import principal_of
 
-        return Joined(paths.ca, paths.cert, paths.key, principal_of(paths.cert.read_bytes()), False)
+        cert_pem = paths.cert.read_bytes()
+        if not (_expired(cert_pem) and token_file.exists()):
+            return Joined(paths.ca, paths.cert, paths.key, principal_of(cert_pem), False)
+        for path in (paths.ca, paths.cert, paths.key):  # expired: kept aside, joined again
+            path.replace(path.with_name(path.name + ".expired"))
     try:
         text = token_file.read_text()
     except OSError as e:
@@ -64,7 +76,35 @@ def ensure_joined(tls_dir: Path, token_file: Path, address: str, timeout: float 
         token = join_tokens.parse(text)
     except join_tokens.JoinTokenError as e:
         raise JoinError(f"--join {token_file}: {e}") from None
-    return _join(token, tls_dir, address, timeout)
+    for address in addresses[:-1]:
+        try:
+            joined = _join(token, tls_dir, address, timeout)
+            break
+        except _Unreachable:
+            continue  # not the leader, or down: the next
+    else:
+        try:
+            joined = _join(token, tls_dir, addresses[-1], timeout)
+        except _Unreachable as e:
+            raise JoinError(str(e)) from None
+    try:
+        token_file.unlink()
+    except OSError:
+        pass  # read-only: it is spent anyway
+    return joined
+
+
+class _Unreachable(JoinError):
+    """No join service answered there."""
+
+
+def _expired(cert_pem: bytes) -> bool:
+    import time
+
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    return cert.not_valid_after_utc.timestamp() <= time.time()
 
 
 def _join(token: join_tokens.JoinToken, tls_dir: Path, address: str, timeout: float) -> Joined:
@@ -86,10 +126,15 @@ def _join(token: join_tokens.JoinToken, tls_dir: Path, address: str, timeout: fl
     except grpc.RpcError as e:
         code = e.code()  # type: ignore[attr-defined]
         details = e.details()  # type: ignore[attr-defined]
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            raise JoinError(
+        if code == grpc.StatusCode.UNAVAILABLE:
+            raise _Unreachable(
                 f"cannot join through {address}: {details} (is the master started with "
                 "--join-ca, and is its join port reachable? --join-address names it)"
+            ) from None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise JoinError(
+                f"no answer from {address} within {timeout:g} s; if the master got the "
+                "request the token is spent: make a new one if the next try says so"
             ) from None
         raise JoinError(f"the master refused to join this machine: {details}") from None
     finally:
@@ -106,7 +151,8 @@ def _join(token: join_tokens.JoinToken, tls_dir: Path, address: str, timeout: fl
     ) != key.public_key().public_bytes(serialization.Encoding.DER, public):
         raise JoinError("the certificate the master sent is not for this machine's key")
     tls_dir.mkdir(parents=True, exist_ok=True)
-    (tls_dir / CA_FILE).write_bytes(token.ca_pem)
-    (tls_dir / CERT_FILE).write_bytes(reply.certificate)
-    certificates.write_private(tls_dir / KEY_FILE, certificates.key_pem(key))  # last: complete
+    certificates.write_whole(tls_dir / CA_FILE, token.ca_pem)
+    certificates.write_whole(tls_dir / CERT_FILE, reply.certificate)
+    # Last, and whole: with key.pem there, the join is complete.
+    certificates.write_whole(tls_dir / KEY_FILE, certificates.key_pem(key), private=True)
     return Joined(tls_dir / CA_FILE, tls_dir / CERT_FILE, tls_dir / KEY_FILE, reply.principal, True)

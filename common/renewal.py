@@ -43,11 +43,30 @@ def retry_after(now: float, not_after: float) -> float:
 
 
 def finish_pending(tls_dir: Path) -> None:
-    """Completes a renewal whose files were written but not all moved into place."""
-    for name in (KEY_FILE, CERT_FILE):
-        pending = tls_dir / f"{name}.new"
-        if pending.exists():
-            os.replace(pending, tls_dir / name)
+    """Completes a renewal that a crash cut short, or drops what it left half done.
+
+    A renewal writes cert.pem.new, then key.pem.new (the commit mark: each written whole,
+    common.certificates.write_whole), then moves the certificate into place, then the key.
+    So a key.pem.new is installed if it is the key of the new certificate (still pending, or
+    already moved); anything else pending is an unfinished renewal and is removed."""
+    from agora.common.certificates import is_pair
+
+    key_new, cert_new = tls_dir / f"{KEY_FILE}.new", tls_dir / f"{CERT_FILE}.new"
+    if not key_new.exists():
+        cert_new.unlink(missing_ok=True)
+        return
+    cert_source = cert_new if cert_new.exists() else tls_dir / CERT_FILE
+    try:
+        paired = is_pair(cert_source.read_bytes(), key_new.read_bytes())
+    except OSError:
+        paired = False
+    if not paired:
+        cert_new.unlink(missing_ok=True)
+        key_new.unlink(missing_ok=True)
+        return
+    if cert_new.exists():
+        os.replace(cert_new, tls_dir / CERT_FILE)
+    os.replace(key_new, tls_dir / KEY_FILE)
 
 
 def _validity(cert_pem: bytes) -> tuple[float, float]:
@@ -83,8 +102,8 @@ async def renew_once(credentials: Credentials, address: str, timeout: float = 30
         raise ValueError(f"the renewed certificate names {reply.principal!r}, not {name!r}")
     key_pem = certificates.key_pem(key)
     tls_dir = renewable.tls_dir
-    certificates.write_private(tls_dir / f"{KEY_FILE}.new", key_pem)
-    (tls_dir / f"{CERT_FILE}.new").write_bytes(reply.certificate)
+    certificates.write_whole(tls_dir / f"{CERT_FILE}.new", reply.certificate)
+    certificates.write_whole(tls_dir / f"{KEY_FILE}.new", key_pem, private=True)
     finish_pending(tls_dir)
     renewable.replace(reply.certificate, key_pem)
     return cert.not_valid_after_utc.timestamp()
@@ -111,11 +130,17 @@ async def renew_forever(
         where = address()
         try:
             expires = await renew_once(credentials, where)
-        except (grpc.aio.AioRpcError, OSError, ValueError) as e:
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever failed, the loop must go on
+            not_after = _validity(renewable.cert)[1]
             delay = retry_after(clock(), not_after)
-            details = e.details() if isinstance(e, grpc.aio.AioRpcError) else str(e)
+            details = e.details() if isinstance(e, grpc.aio.AioRpcError) else repr(e)
+            expired = not_after <= clock()
             log.warning(
-                "cannot renew the certificate; trying again",
+                "cannot renew the certificate; it has expired: join again with a new token"
+                if expired
+                else "cannot renew the certificate; trying again",
                 master=where,
                 error=details,
                 expires_in=f"{not_after - clock():.0f}s",

@@ -106,6 +106,11 @@ class MasterConfig:
                     "joining (--join-ca) needs the master's TLS: give --tls-ca, --tls-cert "
                     "and --tls-key (joining machines check the master's certificate)"
                 )
+            if self.credentials.tokens is not None:
+                raise ValueError(
+                    "joining (--join-ca) needs the master to ask callers for certificates, "
+                    "which --tokens turns off: give one or the other"
+                )
             if not 0 <= self.join_port <= 65535:
                 raise ValueError(f"join_port must be in 0-65535, got {self.join_port}")
             if not (math.isfinite(self.join_cert_days) and self.join_cert_days > 0):

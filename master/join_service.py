@@ -27,7 +27,7 @@ MAX_REQUEST_BYTES = 16 * 1024
 class JoinService(join_pb2_grpc.JoinServicer):
     def __init__(self, ca: CertificateAuthority, store: RegistryStore, cert_days: float) -> None:
         self.ca, self.store, self.cert_days = ca, store, cert_days
-        self._key = join_tokens.derived_key(ca.key_pem)
+        self._key = ca.token_key
 
     async def Join(self, request: join_pb2.JoinRequest, context: grpc.aio.ServicerContext):
         if request.ByteSize() > MAX_REQUEST_BYTES:

@@ -204,6 +204,12 @@ class Master:
         from agora.master.join_service import JoinService
 
         assert self.store is not None
+        if self.store.describe() == "memory":
+            self.store.close()
+            raise OSError(
+                "joining (--join-ca) needs a registry that outlives a restart: give --state-dir "
+                "(or --zk), so that a spent token stays spent"
+            )
         try:
             ca = CertificateAuthority(config.join_ca_dir)
         except CertificateError as e:

@@ -153,12 +153,17 @@ class StateStore:
     # join tokens ------------------------------------------------------------------------
 
     def spend_join_token(self, token_id: str, expires: float) -> bool:
-        self._db.execute("DELETE FROM join_tokens_spent WHERE expires < ?", (time.time(),))
+        # Forgotten a day after they expire: masters whose clocks differ a little still agree.
+        horizon = time.time() - SPENT_TOKEN_MARGIN
+        self._db.execute("DELETE FROM join_tokens_spent WHERE expires < ?", (horizon,))
         cursor = self._db.execute(
             "INSERT OR IGNORE INTO join_tokens_spent VALUES (?, ?)", (token_id, expires)
         )
         self._db.commit()
         return cursor.rowcount == 1
+
+
+SPENT_TOKEN_MARGIN = 86400.0
 
 
 def _add_drain_deadlines(db: sqlite3.Connection) -> None:

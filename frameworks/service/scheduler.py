@@ -394,6 +394,9 @@ class ServiceScheduler(Framework):
     # --- Framework callbacks ------------------------------------------------------------------
 
     async def on_subscribed(self, driver: Driver, framework_id: str) -> None:
+        # The master tells the drains that last right after SUBSCRIBED: what was known
+        # before may have ended while we were away.
+        self.draining_agents.clear()
         self.driver = driver
         self.suppressed = False  # a new subscription starts unsuppressed
         self._wanted_before = False
@@ -484,6 +487,9 @@ class ServiceScheduler(Framework):
     def _views(self, instances: list[Instance]):
         """The instances as the planner sees them, those on draining agents marked."""
         return [i.view(i.agent_id in self.draining_agents) for i in instances]
+
+    async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
+        self.draining_agents.pop(agent_id, None)  # its instances come as TASK_LOST
 
     async def on_agent_drain(
         self, driver: Driver, agent_id: str, draining: bool, deadline: float

@@ -22,6 +22,24 @@ async def _abort(context: grpc.aio.ServicerContext, error: AppError) -> None:
     await context.abort(getattr(grpc.StatusCode, error.code), str(error))
 
 
+def _is_master_certificate(context) -> bool:
+    """Whether the caller presented a certificate of a master (`agora tls issue --for master`):
+    a bearer token, or another kind of certificate with the master's name, speaks for no one
+    else."""
+    auth = context.auth_context()
+    pems = auth.get("x509_pem_cert") or []
+    if not auth.get("x509_common_name") or not pems:
+        return False
+    from cryptography import x509
+
+    try:
+        cert = x509.load_pem_x509_certificate(pems[0])
+    except ValueError:
+        return False
+    units = cert.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATIONAL_UNIT_NAME)
+    return bool(units) and units[0].value == "master"
+
+
 class ServicesServicer(services_pb2_grpc.ServicesServicer):
     def __init__(self, scheduler: ServiceScheduler) -> None:
         self.scheduler = scheduler
@@ -33,7 +51,7 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
         principal = caller_principal(context)
         driver = self.scheduler.driver
         master = getattr(driver, "master_principal", "") if driver is not None else ""
-        if principal and principal == master:
+        if principal and principal == master and _is_master_certificate(context):
             for key, value in context.invocation_metadata() or ():
                 if key == ON_BEHALF_OF and isinstance(value, str) and value:
                     return value
@@ -63,7 +81,7 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
         app.CopyFrom(request.app)
         stamp_owner(
             app.labels,
-            caller_principal(context),
+            self._acting(context),
             keep=owner_of(existing.app.labels) if existing is not None else None,
         )
         try:

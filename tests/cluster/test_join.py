@@ -99,21 +99,24 @@ def test_an_agent_joins_with_a_token_and_registers_as_the_tokens_principal(maste
         assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "agent-1"
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         assert "127.0.0.1" in {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
-        # The token's secret never reaches a log.
+        # The token's secret never reaches a log, and its file is gone once it is spent.
         secret_part = text.rsplit(".", 1)[1]
         for log in (master.log_path, one.log_path):
             assert secret_part not in log.read_text()
-        # Once only: a second machine with the same token is refused, saying what to do.
+        assert not secret.exists()
+        # Once only: a second machine with a copy of the same token is refused, saying what
+        # to do.
+        copy = master.root / "copied.token"
+        copy.write_text(text + "\n")
         two = agora(
             "agent", "--master", master.address, "--work-dir", str(master.root / "w2"),
-            "--join", str(secret), "--join-address", master.join_address,
+            "--join", str(copy), "--join-address", master.join_address,
         )  # fmt: skip
         assert two.returncode == 1
         assert "this join token was used already" in two.stderr
         assert not (master.root / "w2" / "tls" / "key.pem").exists()
         # A restart uses the files the join wrote: the token is no longer needed.
         one.stop()
-        secret.unlink()
         one = agent(master, "w1", secret).start()
         eventually(listed, message="the agent back with its own certificate")
     finally:
@@ -232,3 +235,35 @@ def test_a_joined_agent_renews_its_certificate_before_it_expires_without_a_resta
             if daemon is not None:
                 daemon.stop()
         master.stop()
+
+
+def test_only_a_joined_machine_renews_a_certificate(master):
+    import grpc
+
+    from agora.common.certificates import new_key, signing_request
+    from agora.v1 import join_pb2, join_pb2_grpc
+
+    ca = master.ca
+    credentials = grpc.ssl_channel_credentials(
+        (ca / "ca.pem").read_bytes(), (ca / "ops-key.pem").read_bytes(),
+        (ca / "ops.pem").read_bytes(),
+    )  # fmt: skip
+    request = join_pb2.RenewRequest(csr=signing_request(new_key(), "ops"))
+    # A person's certificate from `agora tls issue` expires when it says: no renewal.
+    with grpc.secure_channel(master.address, credentials) as channel:
+        try:
+            join_pb2_grpc.JoinStub(channel).Renew(request, timeout=10)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "only a machine that joined with a token renews" in e.details()
+        else:
+            raise AssertionError("the ops certificate was renewed")
+    # And on the join port, which asks for no certificate, nobody renews at all.
+    anonymous = grpc.ssl_channel_credentials((ca / "ca.pem").read_bytes())
+    with grpc.secure_channel(master.join_address, anonymous) as channel:
+        try:
+            join_pb2_grpc.JoinStub(channel).Renew(request, timeout=10)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.PERMISSION_DENIED
+        else:
+            raise AssertionError("a caller without a certificate renewed")

@@ -16,7 +16,7 @@ def ca(tmp_path_factory) -> CertificateAuthority:
 
 
 def test_a_token_proves_its_holder_for_its_own_request_only(ca):
-    token = jt.make(ca.key_pem, ca.cert_pem, "agent-7", "agent", 600, ["10.0.0.7"], now=1000.0)
+    token = jt.make(ca.token_key, ca.cert_pem, "agent-7", "agent", 600, ["10.0.0.7"], now=1000.0)
     read = jt.parse(token.encode())
     assert (read.name, read.kind, read.hosts, read.ca_pem) == (
         "agent-7",
@@ -24,7 +24,7 @@ def test_a_token_proves_its_holder_for_its_own_request_only(ca):
         ("10.0.0.7",),
         ca.cert_pem,
     )
-    key = jt.derived_key(ca.key_pem)
+    key = ca.token_key
     csr = signing_request(new_key(), "agent-7")
     proof = jt.proof(read.secret, csr)
     assert jt.check(key, read.payload, csr, proof, now=1500.0).token_id == read.token_id
@@ -43,17 +43,17 @@ def test_a_token_proves_its_holder_for_its_own_request_only(ca):
 def test_another_cas_token_and_garbage_are_refused(ca, tmp_path):
     init_ca(tmp_path)
     stranger = CertificateAuthority(tmp_path)
-    token = jt.make(stranger.key_pem, stranger.cert_pem, "agent-7", "agent", 600)
+    token = jt.make(stranger.token_key, stranger.cert_pem, "agent-7", "agent", 600)
     csr = signing_request(new_key(), "agent-7")
     with pytest.raises(jt.JoinTokenError, match="not one of this cluster's CA"):
-        jt.check(jt.derived_key(ca.key_pem), token.payload, csr, jt.proof(token.secret, csr))
+        jt.check(ca.token_key, token.payload, csr, jt.proof(token.secret, csr))
     for text in ("", "agora-join-v1.x", "hello.world.again", "agora-join-v1.e30.AA"):
         with pytest.raises(jt.JoinTokenError, match="not a join token"):
             jt.parse(text)
     with pytest.raises(jt.JoinTokenError, match="a join token is for one of"):
-        jt.make(ca.key_pem, ca.cert_pem, "x", "client", 60)
+        jt.make(ca.token_key, ca.cert_pem, "x", "client", 60)
     with pytest.raises(jt.JoinTokenError, match="--ttl must be more than 0"):
-        jt.make(ca.key_pem, ca.cert_pem, "x", "agent", 0)
+        jt.make(ca.token_key, ca.cert_pem, "x", "agent", 0)
 
 
 def test_the_ca_names_what_the_token_says_whatever_the_request_asks(ca):
