@@ -230,7 +230,12 @@ class Master:
 
         config, creds = self.config, self.config.credentials
         assert creds.key is not None and creds.cert is not None
-        server = grpc.aio.server()
+        # Strangers reach this port: small messages only (a join request is under 2 KB), and
+        # a bound on the calls served at once.
+        server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", 64 * 1024)],
+            maximum_concurrent_rpcs=64,
+        )
         join_pb2_grpc.add_JoinServicer_to_server(service, server)
         where = f"{config.host}:{config.join_port}"
         tls = grpc.ssl_server_credentials([(creds.key, creds.cert)], require_client_auth=False)
