@@ -134,3 +134,46 @@ def test_a_suppressed_framework_or_one_holding_offers_has_no_demand():
     b.call("Revive")
     _wait(h, b, 6)
     assert len(_kills(agents)) == 1
+
+
+def test_weighted_fair_shares_converge_to_half_and_neither_takes_back():
+    # a (weight 1) holds both agents; b (weight 1) wants more than half: b is given tasks by
+    # preemption up to half the cluster, and then neither role stops the other's tasks,
+    # though both go on asking for more.
+    h = CoreHarness(fair_share_preemption_timeout_seconds=3.0)
+    agents = {}
+    for i in range(2):
+        agent = h.agent(AGENT, hostname=f"h{i}")
+        agents[agent.agent_id] = agent
+    a = h.framework("a", role="a")
+    n = 0
+    for offer in a.offers():
+        tasks = [task(f"a{n + i}", HALF) for i in range(4)]
+        n += 4
+        a.accept([offer.offer_id], tasks)
+        for t in tasks:
+            agents[offer.agent_id].status(a.framework_id, t.task_id, common_pb2.TASK_RUNNING)
+    b = h.framework("b", role="b")
+    _decline_scraps(b)
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    a.call("Demand", unmet=Resources.parse(HALF).to_proto())  # a wants more too
+    done: set[str] = set()
+    launched = 0
+    for _ in range(200):  # 50 s
+        _end_killed(agents, a, _kills(agents), done)
+        for offer in b.offers():
+            if Resources.from_proto(offer.resources).contains(Resources.parse(HALF)):
+                b.accept([offer.offer_id], [task(f"b{launched}", HALF)])
+                launched += 1
+        _decline_scraps(b)
+        _decline_scraps(a)
+        h.advance(0.25)
+    # b holds half the cluster (4 tasks of 0.5 cpu of 4 cpus): the tasks stopped for it.
+    assert launched == 4 and len(_kills(agents)) == 4
+    running = {"a": 0, "b": 0}
+    for t in h.core.reg.tasks.values():
+        running["a" if t.framework_id == a.framework_id else "b"] += 1
+    assert running == {"a": 4, "b": 4}  # 2 cpus each: half the cluster each
+    # Nothing is taken back over the next minute, though a and b still ask for more.
+    _wait(h, b, 60)
+    assert len(_kills(agents)) == 4
