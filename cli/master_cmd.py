@@ -28,6 +28,14 @@ def _removal_rate(text: str) -> tuple[int, float]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _role_seconds(text: str) -> tuple[str, float]:
+    """argparse type for ROLE=SECONDS."""
+    role, sep, seconds = text.partition("=")
+    if not sep or not role:
+        raise argparse.ArgumentTypeError(f"{text!r}: write ROLE=SECONDS, e.g. analytics=30")
+    return role, _seconds(seconds)
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text.rstrip("s"))
@@ -257,6 +265,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the same for a role below its weighted fair share (default: never)",
     )
     p.add_argument(
+        "--preemption-timeout",
+        action="append",
+        default=[],
+        type=_role_seconds,
+        metavar="ROLE=SECONDS",
+        help="a role's own preemption timeout, over both above (repeat for several roles)",
+    )
+    p.add_argument(
         "--max-preemptions-per-minute",
         type=int,
         default=10,
@@ -356,6 +372,7 @@ def run(args: argparse.Namespace) -> int:
         guarantee_preemption_timeout_seconds=args.guarantee_preemption_timeout,
         fair_share_preemption_timeout_seconds=args.fair_share_preemption_timeout,
         max_preemptions_per_minute=args.max_preemptions_per_minute,
+        role_preemption_timeouts=dict(args.preemption_timeout),
         join_ca_dir=args.join_ca,
         join_port=args.join_port,
         join_cert_days=args.join_cert_days,

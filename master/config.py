@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agora.common.credentials import INSECURE, Credentials, check_listen
@@ -69,6 +69,8 @@ class MasterConfig:
     guarantee_preemption_timeout_seconds: float | None = None
     fair_share_preemption_timeout_seconds: float | None = None
     max_preemptions_per_minute: int = 10
+    # Per role, a preemption timeout over both of the above (--preemption-timeout ROLE=SECONDS).
+    role_preemption_timeouts: dict[str, float] = field(default_factory=dict)
     # The web dashboard at http://host:http_port/; None: not served.
     http_port: int | None = None
     # Prometheus metrics at http://host:metrics_port/metrics; None: not served.
@@ -130,6 +132,12 @@ class MasterConfig:
         ):
             if getattr(self, name) is not None:
                 positive[name] = getattr(self, name)
+        for role, seconds in self.role_preemption_timeouts.items():
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ValueError(
+                    f"the preemption timeout of role {role!r} must be a positive number of "
+                    f"seconds, got {seconds}"
+                )
         if self.max_preemptions_per_minute < 1:
             raise ValueError(
                 f"max_preemptions_per_minute must be at least 1, got "

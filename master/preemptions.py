@@ -81,6 +81,7 @@ class Preemptions:
         self.enabled = (
             config.guarantee_preemption_timeout_seconds is not None
             or config.fair_share_preemption_timeout_seconds is not None
+            or bool(config.role_preemption_timeouts)
         )
         self._starved_since: dict[str, float] = {}
         self._waiting_since: dict[str, float] = {}  # roles with demand, starved or not
@@ -119,6 +120,7 @@ class Preemptions:
             roles[name] = RoleState(
                 r.role, r.weight, r.allocated, r.guarantee, None if name in busy else wants,
                 self._starved_since.get(name), priority, self._waiting_since.get(name),
+                self.config.role_preemption_timeouts.get(name),
             )  # fmt: skip
         if budget <= 0:
             return []
@@ -218,7 +220,7 @@ class Preemptions:
         since, why = self._starved_since.get(role), self._why.get(role)
         if not self.enabled or since is None or why is None:
             return None
-        timeout = (
+        timeout = self.config.role_preemption_timeouts.get(role) or (
             self.config.guarantee_preemption_timeout_seconds
             if why == GUARANTEE
             else self.config.fair_share_preemption_timeout_seconds

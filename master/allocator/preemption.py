@@ -55,6 +55,7 @@ class RoleState:
     starved_since: float | None = None  # when it became starved (the caller keeps track)
     wants_priority: int = 0  # that task's priority (TaskInfo.priority)
     waiting_since: float | None = None  # since when it has had that demand, starved or not
+    timeout: float | None = None  # the operator's timeout for this role, over both others
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,8 @@ def plan(
             ):
                 continue
             timeout = guarantee_timeout if reason == GUARANTEE else fair_share_timeout
+            if role.timeout is not None:
+                timeout = role.timeout
             if now - role.starved_since >= timeout and _owed(current, reason, owed, inverse_total):
                 return reason
         return None

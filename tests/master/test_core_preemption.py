@@ -177,3 +177,11 @@ def test_weighted_fair_shares_converge_to_half_and_neither_takes_back():
     # Nothing is taken back over the next minute, though a and b still ask for more.
     _wait(h, b, 60)
     assert len(_kills(agents)) == 4
+
+
+def test_a_roles_own_timeout_turns_preemption_on_for_it_alone():
+    # The cluster's guarantee timeout is 5 s; b's own, 1 s.
+    h, agents, a, b = _cluster(role_preemption_timeouts={"b": 1.0})
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    _wait(h, b, 1.5)
+    assert len(_kills(agents)) == 1  # after b's own 1 s, not the cluster's 5 s
