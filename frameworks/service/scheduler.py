@@ -98,6 +98,8 @@ class ServiceScheduler(Framework):
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._kill_sent: dict[str, float] = {}
+        # The last unplaced instance (size, priority) told to the master (driver.demand).
+        self._demand_told: tuple[Resources, int] | None = None
         # Agents an operator drains, and their deadlines (0: none): instances there are moved.
         self.draining_agents: dict[str, float] = {}
         for app in store.apps():
@@ -397,6 +399,7 @@ class ServiceScheduler(Framework):
         # The master tells the drains that last right after SUBSCRIBED: what was known
         # before may have ended while we were away.
         self.draining_agents.clear()
+        self._demand_told = None  # a new master knows nothing of it: told again
         self.driver = driver
         self.suppressed = False  # a new subscription starts unsuppressed
         self._wanted_before = False
@@ -585,7 +588,33 @@ class ServiceScheduler(Framework):
             reasons = result.reasons.get(request.app_id)
             current.offer_note = "; ".join(reasons[:3]) if reasons else ""
         await self._decline(driver, result.unused, WAITING_REFUSE_SECONDS)
+        placed: dict[str, int] = {}
+        for launch in result.launches:
+            for app_id, _, _ in launch.tasks:
+                placed[app_id] = placed.get(app_id, 0) + 1
+        await self._tell_demand(
+            driver, [r.app_id for r in requests if r.count > placed.get(r.app_id, 0)]
+        )
         self.wake()
+
+    async def _tell_demand(self, driver: Driver, unplaced: list[str]) -> None:
+        """Tells the master the instance it could not place (the highest priority, then the
+        smallest), when that changes: where preemption is on, the master makes room."""
+        apps = [self.apps[a].app for a in unplaced if a in self.apps]
+        first = min(apps, key=lambda a: (-a.priority, a.cpus, a.mem), default=None)
+        told = (
+            (Resources.of(cpus=first.cpus, mem=first.mem, disk=first.disk), first.priority)
+            if first is not None
+            else None
+        )
+        if told == self._demand_told:
+            return
+        try:
+            await driver.demand(*told) if told is not None else await driver.demand(None)
+        except SchedulerError as e:
+            log.debug("demand not told", error=str(e))
+            return
+        self._demand_told = told
 
     async def _decline(
         self, driver: Driver, offers: Sequence[common_pb2.Offer], refuse: float
@@ -610,6 +639,7 @@ def _task_spec(app: App) -> TaskSpec:
         labels={"app": app.id, "version": app.version, **dict(app.labels)},
         kill_grace_period_seconds=app.kill_grace_period_seconds,
         health_check=app.health_check if app.HasField("health_check") else None,
+        priority=app.priority,
     )
 
 

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from harness import eventually_async
 
+from agora.common import Resources
 from agora.frameworks.sdk import Driver, framework_info
 from agora.frameworks.sdk.testing import MemoryTransport, make_offer, offers_event, subscribed
 from agora.frameworks.service.scheduler import ServiceScheduler
@@ -124,6 +125,20 @@ async def test_an_instance_stopped_by_the_cluster_is_replaced_at_once_not_backed
         offer = make_offer(f"o-{reason}", "a1", "cpus:4;mem:1024")
         calls = await offer_round(transport, stream, offer)
         assert "Accept" in [m for m, _ in calls]  # replaced at once
+
+
+async def test_an_unplaced_instance_is_told_to_the_master_with_its_apps_priority(world):
+    scheduler, transport, stream, clock = world
+    await scheduler.put_app(app(instances=2, priority=3))  # 1 cpu, 128 MB each
+    # Room for one instance: it launches with the app's priority, and the other is demanded.
+    calls = await offer_round(transport, stream, make_offer("o1", "a1", "cpus:1;mem:1024"))
+    await eventually_async(lambda: any(m == "Demand" for m, _ in transport.calls))
+    [accept] = [r for m, r in calls if m == "Accept"]
+    [launched] = accept.operations[0].launch.task_infos
+    assert launched.priority == 3
+    [demand] = [r for m, r in transport.calls if m == "Demand"]
+    assert demand.priority == 3
+    assert Resources.from_proto(demand.unmet) == Resources.parse("cpus:1;mem:128")
 
 
 async def test_an_instance_that_never_runs_is_killed_after_the_launch_timeout(world):
