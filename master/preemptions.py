@@ -103,31 +103,32 @@ class Preemptions:
         while self._sent and now - self._sent[0] >= 60.0:
             self._sent.popleft()
         budget = self.config.max_preemptions_per_minute - len(self._sent)
-        role_inputs, total, free = self.allocator.preemption_inputs()
+        role_inputs, total = self.allocator.preemption_roles()
         # Roles with kills under way: the beneficiary waits for what is being freed, the
         # victims' roles give nothing more until those tasks have ended.
         busy = set(self._in_flight.values()) | {self._role_of(fid) for fid, _ in self._in_flight}
         # Starvation is timed on what the roles wait for; an offer in hand only defers a
         # preemption (the framework may place its task there), it does not restart the clock.
+        waited, placeable = self._demands()
         waiting = {
-            name: RoleState(name, weight, allocated, guarantee, self._demand_of(name, False)[0])
+            name: RoleState(name, weight, allocated, guarantee, waited.get(name, (None, 0))[0])
             for name, (weight, guarantee, allocated) in role_inputs.items()
         }
         self._track_starvation(waiting, total, busy, now)
         roles = {}
         for name, r in waiting.items():
-            wants, priority = self._demand_of(name, True)
+            wants, priority = placeable.get(name, (None, 0))
             roles[name] = RoleState(
                 r.role, r.weight, r.allocated, r.guarantee, None if name in busy else wants,
                 self._starved_since.get(name), priority, self._waiting_since.get(name),
                 self.config.role_preemption_timeouts.get(name),
             )  # fmt: skip
-        if budget <= 0:
-            return []
+        if budget <= 0 or not any(self._may_be_due(r, now) for r in roles.values()):
+            return []  # the common case: nothing below the line long enough to look further
         made = plan(
             roles,
             total,
-            free,
+            self.allocator.preemption_free(),
             self._candidates(busy, now),
             now,
             self._timeout(self.config.guarantee_preemption_timeout_seconds),
@@ -175,23 +176,45 @@ class Preemptions:
         framework = self.reg.frameworks.get(framework_id)
         return framework.role if framework is not None else ""
 
-    def _demand_of(self, role: str, without_offers: bool) -> tuple[dict | None, int]:
-        """The unmet task of the role's subscribed, unsuppressed frameworks (with
-        `without_offers`, of those holding no offer they have not answered) of the highest
-        priority, the smallest of those, and its priority."""
-        shapes = []
+    def _may_be_due(self, role: RoleState, now: float) -> bool:
+        """Whether the role might preempt now (plan decides): it wants something and has
+        waited, starved or for its priority, at least the shortest timeout that applies."""
+        if role.wants is None:
+            return False
+        shortest = min(
+            t
+            for t in (
+                role.timeout,
+                self.config.guarantee_preemption_timeout_seconds,
+                self.config.fair_share_preemption_timeout_seconds,
+            )
+            if t is not None
+        )
+        since = [s for s in (role.starved_since, role.waiting_since) if s is not None]
+        return bool(since) and now - min(since) >= shortest
+
+    def _demands(self) -> tuple[dict[str, tuple[dict, int]], dict[str, tuple[dict, int]]]:
+        """Per role, the unmet task (the highest priority, the smallest of those) and its
+        priority: of its subscribed, unsuppressed frameworks, and of those of them that hold
+        no offer they have not answered (they might place it there)."""
+        every: dict[str, list] = {}
+        without_offers: dict[str, list] = {}
         for framework in self.reg.frameworks.values():
-            if framework.role != role or framework.unmet is None:
+            if framework.unmet is None or not framework.connected or framework.suppressed:
                 continue
-            if not framework.connected or framework.suppressed:
-                continue
-            if without_offers and self.reg.offers_of_framework(framework.framework_id):
-                continue  # it might place the task on what it holds
-            shapes.append((-framework.unmet_priority, scalar_vector(framework.unmet)))
-        if not shapes:
-            return None, 0
-        priority, shape = min(shapes, key=lambda s: (s[0], sorted(s[1].items())))
-        return shape, -priority
+            entry = (-framework.unmet_priority, scalar_vector(framework.unmet))
+            every.setdefault(framework.role, []).append(entry)
+            if not self.reg.offers_of_framework(framework.framework_id):
+                without_offers.setdefault(framework.role, []).append(entry)
+
+        def first(entries: list) -> tuple[dict, int]:
+            priority, shape = min(entries, key=lambda s: (s[0], sorted(s[1].items())))
+            return shape, -priority
+
+        return (
+            {role: first(e) for role, e in every.items()},
+            {role: first(e) for role, e in without_offers.items()},
+        )
 
     def _track_starvation(
         self, roles: dict[str, RoleState], total: dict, busy: set[str], now: float

@@ -683,10 +683,13 @@ class Allocator:
         """A read-only view of this allocator's state (for explanations and reports)."""
         return AllocatorView(self)
 
-    def preemption_inputs(self):
-        """Roles (weight, guarantee, allocation), the total and free vectors per active agent,
-        for preemption's decisions (AllocatorView.preemption_inputs)."""
-        return self.view().preemption_inputs()
+    def preemption_roles(self):
+        """Roles (weight, guarantee, allocation) and the total, for preemption."""
+        return self.view().preemption_roles()
+
+    def preemption_free(self):
+        """Free vectors per active agent, for preemption's decisions."""
+        return self.view().preemption_free()
 
     # internals: the per-agent step ----------------------------------------------------------
 

@@ -46,19 +46,23 @@ class AllocatorView:
         """Every agent's entry (agent_id, active, free, gpus)."""
         return self._a._agents.values()
 
-    def preemption_inputs(self) -> tuple[dict[str, tuple[float, dict, dict]], dict, dict]:
-        """What preemption decides from (master/allocator/preemption.py): each role's
-        (weight, guarantee vector, allocation vector), the cluster's total vector, and each
-        active agent's free vector."""
+    def preemption_roles(self) -> tuple[dict[str, tuple[float, dict, dict]], dict]:
+        """What preemption times starvation on (master/allocator/preemption.py): each role's
+        (weight, guarantee vector, allocation vector), and the cluster's total vector."""
         a = self._a
         roles = {
             name: (r.weight, dict(r.quota.guarantee) if r.quota else {}, dict(r.vec))
             for name, r in a._roles.items()
         }
-        free = {
-            agent.agent_id: dict(agent.free_vec) for agent in a._agents.values() if agent.active
+        return roles, dict(a._total)
+
+    def preemption_free(self) -> dict[str, dict]:
+        """Each active agent's free vector (read only when a preemption may be due)."""
+        return {
+            agent.agent_id: dict(agent.free_vec)
+            for agent in self._a._agents.values()
+            if agent.active
         }
-        return roles, dict(a._total), free
 
     def judge(self, framework_id: str, now: float) -> list[Judged]:
         """The eligibility rule (eligibility.py) for the framework on every active agent with
