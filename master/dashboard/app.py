@@ -74,6 +74,7 @@ class ClusterView(Protocol):
     async def state(self) -> operator_pb2.ClusterState: ...
 
     def explain(self, framework_id: str) -> list[str]: ...
+    def preemptions(self) -> list: ...
 
     def framework_principal(self, framework_id: str) -> str:
         """The principal that registered the framework ("" when anonymous or unknown)."""
@@ -523,6 +524,20 @@ class Dashboard:
             "offers": [_offer(o, names, hosts) for o in self.view.offers()],
             "offer_timeout_seconds": self.view.offer_timeout(),
             "held_back": [_role(r) for r in state.roles if r.headroom],
+            "preemptions": [
+                {
+                    "at": p.at,
+                    "framework_id": p.framework_id,
+                    "framework": names.get(p.framework_id, ""),
+                    "task_id": p.task_id,
+                    "role": p.role,
+                    "agent_id": p.agent_id,
+                    "hostname": hosts.get(p.agent_id, ""),
+                    "beneficiary": p.beneficiary,
+                    "reason": p.reason,
+                }
+                for p in reversed(self.view.preemptions())
+            ],
         }
 
     async def why(self, request: web.Request) -> dict:

@@ -104,6 +104,10 @@ class MasterView:
     def offer_count(self) -> int:
         return len(self.core.reg.offers)
 
+    def preemptions(self) -> list:
+        """The latest tasks stopped for another role, oldest first (master/preemptions.py)."""
+        return list(self.core.preemptions.history)
+
     def offer_timeout(self) -> float | None:
         """Seconds after which an unanswered offer is rescinded (None: never)."""
         return self.core.config.offer_timeout_seconds

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import urllib.request
 
 from batch_harness import BatchCluster, run_cli
 from harness import eventually_async
@@ -24,7 +25,7 @@ async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_pat
     cluster = BatchCluster(
         tmp_path,
         batch_overrides={"role": "a"},
-        master_overrides={"guarantee_preemption_timeout_seconds": 2.0},
+        master_overrides={"guarantee_preemption_timeout_seconds": 2.0, "http_port": 0},
     )
     await cluster.start()
     b_daemon = None
@@ -78,6 +79,13 @@ async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_pat
         }
         counted = cluster.master.metrics.preemptions.labels("guarantee")._value.get()
         assert counted == 2
+        # The dashboard's offers page lists them too.
+        url = cluster.master.http_url + "/api/offers"
+        shown = await asyncio.to_thread(lambda: json.load(urllib.request.urlopen(url, timeout=10)))
+        assert sorted(p["task_id"] for p in shown["preemptions"]) == sorted(
+            a.task_id for a in ended
+        )
+        assert {p["beneficiary"] for p in shown["preemptions"]} == {"b"}
         await stub.KillJob(B.KillJobRequest(job_id=b_job))
         await channel.close()
     finally:

@@ -303,6 +303,8 @@ def test_the_roles_page_shows_what_a_guarantee_holds_back(local, browser):
         held = page.get_by_test_id("held-back").locator("tr", has_text="analytics")
         held.wait_for()
         assert "cpus:0.5;mem:64" in held.inner_text() and "none in this role" in held.inner_text()
+        # Preemption is off on this cluster: the page says so.
+        assert "No task has been preempted" in page.get_by_test_id("preemptions").inner_text()
         page.close()
     finally:
         cleared = agora("cluster", "quota", "analytics", "--master", local.address)

@@ -342,6 +342,16 @@ const pages = {
         ["Allocated", (r) => h("code", {}, r.allocated || "-")],
         ["Frameworks", (r) => r.frameworks.length ? r.frameworks.flatMap((id) => [frameworkLink(id), " "]) : "none in this role"],
       ], o.held_back, "Nothing is held back for quota."),
+      h("h2", {}, "Preempted"),
+      h("p", { class: "muted" }, "Tasks stopped for a role below its guarantee or fair share, the latest first (agora cluster preemptions)."),
+      table("preemptions", [
+        ["When", (p) => new Date(p.at * 1000).toLocaleTimeString()],
+        ["Task", (p) => h("a", { href: `#/task/${encodeURIComponent(p.framework_id)}/${encodeURIComponent(p.task_id)}` }, p.task_id)],
+        ["Of role", (p) => p.role],
+        ["On", (p) => agentLink(p.agent_id, p.hostname)],
+        ["For role", (p) => p.beneficiary],
+        ["Owed", (p) => p.reason],
+      ], o.preemptions, "No task has been preempted (preemption is off unless the master has a timeout)."),
     ];
   },
 
