@@ -19,7 +19,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -196,6 +196,7 @@ class MasterOptions:
     # pessimistic: each agent's free resources offered to one framework at a time (the
     # default); optimistic: offered to several at once, conflicts found at commit.
     offer_mode: str = "pessimistic"
+    extra: list[str] = field(default_factory=list)  # more `agora master` flags, as given
 
 
 def master_argv(options: MasterOptions) -> list[str]:
@@ -216,6 +217,7 @@ def master_argv(options: MasterOptions) -> list[str]:
         args += options.tls
     if options.offer_mode != "pessimistic":  # passed only when asked: older masters lack it
         args += ["--offer-mode", options.offer_mode]
+    args += options.extra
     return python_m("agora.cli.main", "master", *args)
 
 

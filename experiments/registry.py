@@ -284,6 +284,36 @@ def _fairness_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _preemption_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agents", type=int, default=4, help="emulated agents (default 4)")
+    p.add_argument(
+        "--agent-resources", default="cpus:2;mem:2048", help="each agent (default cpus:2;mem:2048)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive,
+        default=5.0,
+        help="the master's --guarantee-preemption-timeout (default 5 s)",
+    )
+    p.add_argument(
+        "--guarantee-fraction",
+        type=_positive,
+        default=0.25,
+        help="role b's guarantee, a fraction of the cluster's CPUs (default 0.25)",
+    )
+    p.add_argument(
+        "--sample-interval",
+        type=_positive,
+        default=0.5,
+        help="seconds between ListTasks samples (default 0.5)",
+    )
+    p.add_argument(
+        "--no-compare",
+        action="store_true",
+        help="skip the run without preemption",
+    )
+
+
 def _failover_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kills", type=int, default=10, help="leader kills (default 10)")
     p.add_argument(
@@ -388,6 +418,22 @@ def _build_scale(args: argparse.Namespace) -> Runner:
         agents=args.agents, idle_seconds=args.seconds or args.idle_seconds, relays=args.relays
     )
     return lambda out, command: scale.run(cfg, out, command, quiet)
+
+
+def _build_preemption(args: argparse.Namespace) -> Runner:
+    quiet = args.quiet
+    from agora.experiments import preemption
+
+    cfg = preemption.PreemptionConfig(
+        agents=args.agents,
+        agent_resources=args.agent_resources,
+        timeout=args.timeout,
+        guarantee_fraction=args.guarantee_fraction,
+        sample_interval=args.sample_interval,
+        compare=not args.no_compare,
+        seconds=args.seconds or 40.0,
+    )
+    return lambda out, command: preemption.run(cfg, out, command, quiet)
 
 
 def _build_fairness(args: argparse.Namespace) -> Runner:
@@ -806,6 +852,18 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "15",
             ),
             quick=("--agents", "100,1000", "--seconds", "5"),
+        ),
+        Experiment(
+            name="preemption",
+            help="a role below its guarantee on a full cluster, with preemption and without",
+            description="Role a fills the cluster; role b, guaranteed a share of the CPUs, "
+            "arrives wanting it. Reports the time until b runs its guarantee, the tasks "
+            "preempted against the fewest needed, any preempted after that (oscillation) "
+            "and the work lost, beside the same run without preemption.",
+            add_arguments=_preemption_arguments,
+            build=_build_preemption,
+            full=("--seconds", "60"),
+            quick=("--seconds", "30"),
         ),
         Experiment(
             name="fairness",

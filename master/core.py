@@ -213,7 +213,10 @@ class MasterCore:
             self.agents.check_silence()
             self.offers.expire()
             self.holds.expire()
-            self.preemptions.check()  # off unless a preemption timeout is set
+        # Every turn (a fraction of a second), not every check: each need waits for the kill
+        # before it, so a starved role's next task is not held up by the check period. Cheap
+        # unless a role has waited its timeout; off unless a preemption timeout is set.
+        self.preemptions.check()
 
     def explain_offers(self, framework_id: str) -> list[str]:
         """Why `framework_id` gets no offers: the allocator's reasons, then who holds the

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agora.common import Resources
 from agora.common.task_states import TERMINAL_STATES
 from agora.experiments.load.held import HeldOffers
 from agora.experiments.load.recorder import Recorder
@@ -61,6 +62,9 @@ class LoadConfig:
     # "true" runs `true` whatever the duration (real agents, launch throughput).
     command: str = "sleep"
     seed: int = 1
+    # Tell the master (driver.demand) the task it wants and cannot place, after each round of
+    # offers, where the master preempts for starved roles (agora experiment preemption).
+    tell_demand: bool = False
 
 
 class LoadFramework(Framework):
@@ -81,6 +85,7 @@ class LoadFramework(Framework):
         self._background: set[asyncio.Task] = set()
         self._trace_feeder: asyncio.Task | None = None
         self._quiet = False  # no more launches (the run is draining)
+        self._demand_told: Resources | None = None
 
     # demand -----------------------------------------------------------------------------
 
@@ -188,6 +193,22 @@ class LoadFramework(Framework):
             keep, unused = unused[:room], unused[room:]
             self._hold(keep)
         await self._decline(driver, unused, c.decline_refuse_seconds)
+        if c.tell_demand:
+            await self._tell_demand(driver)
+
+    async def _tell_demand(self, driver) -> None:
+        """The next task's shape while it wants more than the offers gave it; nothing once it
+        runs all it wants (told only when that changes)."""
+        c = self.config
+        wanted = Resources.of(cpus=c.cpus, mem=c.mem) if self._room() else None
+        if wanted == self._demand_told:
+            return
+        try:
+            await driver.demand(wanted)
+        except SchedulerError as e:
+            log.debug("demand not told", framework=c.name, error=str(e))
+            return
+        self._demand_told = wanted
 
     def _take_held(self, agent_id: str) -> list[common_pb2.Offer]:
         return self.held.take_agent(agent_id)

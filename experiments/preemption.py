@@ -1,0 +1,244 @@
+"""preemption: a role below its quota guarantee on a full cluster, with preemption and without.
+
+Role a arrives first and fills the cluster with long tasks; role b, guaranteed a share of the
+CPUs (given as it arrives: given earlier, the master would hold it back from a as headroom),
+arrives later wanting exactly that much. Both are load frameworks on the real SDK in a
+closed loop (one task per offer, exponential durations much longer than the run, so the cluster
+stays full); b tells the master what it cannot place (driver.demand). The same run twice, on a
+real master and emulated agents: with `--guarantee-preemption-timeout` and without preemption.
+Every --sample-interval the runner lists the master's tasks. It reports the time from b's
+arrival until it runs its guarantee, the tasks preempted against the fewest that could free it,
+those preempted after b first held its guarantee (oscillation), and the work lost: the CPU
+seconds the preempted tasks had run, from the first sample that saw each running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agora.common import Resources
+from agora.common.rpc import insecure_channel
+from agora.experiments import plots
+from agora.experiments.frameworks import FrameworkSet
+from agora.experiments.load import LoadConfig, Recorder, exponential
+from agora.experiments.processes import MasterOptions, start_fleet, start_master
+from agora.experiments.results import Progress, Results, targets_md
+from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+
+
+@dataclass
+class PreemptionConfig:
+    agents: int = 4
+    agent_resources: str = "cpus:2;mem:2048"
+    seconds: float = 40.0
+    task_cpus: float = 0.5
+    task_mem: float = 64.0
+    mean_duration: float = 600.0  # long: tasks end only now and then
+    b_arrives: float = 0.25  # fraction of the run
+    guarantee_fraction: float = 0.25  # b's guarantee, of the cluster's CPUs
+    timeout: float = 5.0  # --guarantee-preemption-timeout
+    sample_interval: float = 0.5
+    compare: bool = True  # also the run without preemption
+
+
+async def run(cfg: PreemptionConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
+    results = Results("preemption", out, asdict(cfg), command)
+    progress = Progress("preemption", quiet)
+    per_agent = Resources.parse(cfg.agent_resources)
+    guarantee = per_agent.scalar("cpus") * cfg.agents * cfg.guarantee_fraction
+    fewest = math.ceil(guarantee / cfg.task_cpus - 1e-9)
+    samples: list[dict] = []
+    runs: dict[str, dict] = {}
+    for mode in ("preemption", "none") if cfg.compare else ("preemption",):
+        runs[mode] = await _one(cfg, out / "logs" / mode, mode, guarantee, samples, progress)
+        results.add_run(runs[mode])
+    results.add_samples(samples)
+    on = runs["preemption"]
+    results.target(
+        "seconds from b's arrival until it runs its guarantee, with preemption",
+        on["to_guarantee_seconds"],
+        cfg.timeout + 2.0,
+        "s",
+        measured_in="the first sample with b's running tasks holding its guarantee",
+        not_measured="b did not reach its guarantee within the run",
+    )
+    results.target(
+        "tasks preempted beyond the fewest that free b's guarantee",
+        on["preempted"] - fewest,
+        0,
+        "tasks",
+        measured_in="Operator.ListPreemptions at the end of the run",
+    )
+    results.target(
+        "tasks preempted after b first held its guarantee (oscillation)",
+        on["preempted_after_convergence"],
+        0,
+        "tasks",
+        measured_in="ListPreemptions times against the first sample with b at its guarantee",
+    )
+    names = _plots(cfg, out, samples, guarantee, runs)
+    results.write(_summary(cfg, results, runs, guarantee, fewest), names)
+    without = runs.get("none")
+    progress.done(
+        f"b held its guarantee {on['to_guarantee_seconds']} s after arriving with preemption"
+        + (f", {without['to_guarantee_seconds']} s without" if without is not None else "")
+        + f"; {on['preempted']} task(s) preempted (fewest: {fewest})"
+    )
+    return results
+
+
+async def _one(
+    cfg: PreemptionConfig, logs: Path, mode: str, guarantee: float, samples: list, progress
+) -> dict:
+    extra = ["--guarantee-preemption-timeout", str(cfg.timeout)] if mode == "preemption" else []
+    master = await start_master(MasterOptions(extra=extra), logs)
+    fleet = framework_set = None
+    first_running: dict[str, float] = {}  # task id -> wall time first seen running
+    arrived_at = reached_at = None  # seconds into the run
+    reached_wall = None
+    preempted: list = []
+    recorder = Recorder()
+    try:
+        fleet, _ = await start_fleet(
+            master.address, cfg.agents, logs, resources=cfg.agent_resources
+        )
+        b_tasks = math.ceil(guarantee / cfg.task_cpus - 1e-9)
+        configs = [
+            LoadConfig(name="a", role="a", cpus=cfg.task_cpus, mem=cfg.task_mem,
+                       duration=exponential(cfg.mean_duration, seed=1), tasks_per_offer=1,
+                       leftover_refuse_seconds=0.0, decline_refuse_seconds=1.0, seed=1),
+            LoadConfig(name="b", role="b", cpus=cfg.task_cpus, mem=cfg.task_mem,
+                       duration=exponential(cfg.mean_duration, seed=2), tasks_per_offer=1,
+                       max_running=b_tasks, leftover_refuse_seconds=0.0,
+                       decline_refuse_seconds=1.0, tell_demand=True, seed=2),
+        ]  # fmt: skip
+        framework_set = FrameworkSet(master.address, configs, recorder)
+        by_name = {f.config.name: f for f in framework_set.frameworks}
+        async with insecure_channel(master.address) as channel:
+            stub = operator_pb2_grpc.OperatorStub(channel)
+            framework_set.start_one(by_name["a"])
+            start = time.monotonic()
+            next_sample = start
+            while (now := time.monotonic()) < start + cfg.seconds:
+                if arrived_at is None and now - start >= cfg.b_arrives * cfg.seconds:
+                    # b's guarantee is given as it arrives: given before, the master would
+                    # have held it back from a as headroom, and nothing would be preempted.
+                    quota = operator_pb2.Quota(guarantee=Resources.of(cpus=guarantee).to_proto())
+                    await stub.SetQuota(operator_pb2.SetQuotaRequest(role="b", quota=quota))
+                    arrived_at = time.monotonic() - start
+                    framework_set.start_one(by_name["b"])
+                if now >= next_sample:
+                    next_sample += cfg.sample_interval
+                    at = round(time.monotonic() - start, 3)
+                    tasks = (await stub.ListTasks(operator_pb2.ListTasksRequest())).tasks
+                    running = {"a": 0, "b": 0}
+                    for t in tasks:
+                        if t.state != common_pb2.TASK_RUNNING:
+                            continue
+                        first_running.setdefault(t.task_id, time.time())
+                        if t.framework_name in running:
+                            running[t.framework_name] += 1
+                    for role, count in running.items():
+                        samples.append({"mode": mode, "t": at, "role": role, "running": count})
+                    held = running["b"] * cfg.task_cpus >= guarantee - 1e-9
+                    if arrived_at is not None and reached_at is None and held:
+                        reached_at, reached_wall = at, time.time()
+                    progress.show(
+                        f"{mode}: {at:4.1f}/{cfg.seconds:g} s, a runs {running['a']}, "
+                        f"b runs {running['b']}"
+                    )
+                await asyncio.sleep(min(0.05, max(0.0, next_sample - time.monotonic())))
+            reply = await stub.ListPreemptions(operator_pb2.ListPreemptionsRequest())
+            preempted = list(reply.preemptions)
+    finally:
+        if framework_set is not None:
+            await framework_set.stop(teardown=True)
+        if fleet is not None:
+            await fleet.stop()
+        await master.stop()
+    lost = sum(
+        max(0.0, p.at - first_running.get(p.task_id, p.at)) * cfg.task_cpus for p in preempted
+    )
+    return {
+        "mode": mode,
+        "b_arrived_seconds": arrived_at,
+        "to_guarantee_seconds": (
+            None if reached_at is None or arrived_at is None else round(reached_at - arrived_at, 3)
+        ),
+        "preempted": len(preempted),
+        # A sample's resolution late: a kill sent just before b was seen holding its
+        # guarantee is not counted as after it.
+        "preempted_after_convergence": sum(
+            1
+            for p in preempted
+            if reached_wall is not None and p.at > reached_wall + cfg.sample_interval
+        ),
+        "work_lost_cpu_seconds": round(lost, 1),
+        "tasks_launched": recorder.counts["launched"],
+    }
+
+
+def _plots(cfg, out: Path, samples: list[dict], guarantee: float, runs: dict) -> list[str]:
+    series = []
+    styles = []
+    for mode in runs:
+        for role in ("a", "b"):
+            points = [
+                (s["t"], s["running"]) for s in samples if s["mode"] == mode and s["role"] == role
+            ]
+            if points:
+                series.append((f"{role} ({mode})", [p[0] for p in points], [p[1] for p in points]))
+                styles.append("-" if mode == "preemption" else ":")
+    return [
+        plots.lines(
+            out / "preemption_running.png",
+            "Running tasks per role, with preemption (solid) and without (dotted)",
+            "seconds",
+            "running tasks",
+            series,
+            styles=styles,
+            hline=(guarantee / cfg.task_cpus, "b's guarantee"),
+        )
+    ]
+
+
+def _summary(cfg, results: Results, runs: dict, guarantee: float, fewest: int) -> str:
+    rows = "\n".join(
+        f"| {r['mode']} | {r['to_guarantee_seconds']} | {r['preempted']} | "
+        f"{r['preempted_after_convergence']} | {r['work_lost_cpu_seconds']} |"
+        for r in runs.values()
+    )
+    return f"""# preemption
+
+Machine: {results.data["machine"]["cpu_model"]}, {results.data["machine"]["cores"]} cores,
+Python {results.data["machine"]["python"]}. Command: `{" ".join(results.data["command"])}`
+
+## What is measured, and how
+
+{cfg.agents} emulated agents of `{cfg.agent_resources}` and a real master. Role a's load
+framework fills the cluster with tasks of {cfg.task_cpus:g} cpus and {cfg.task_mem:g} MB
+(exponential durations, mean {cfg.mean_duration:g} s, so few end during the run). At
+{cfg.b_arrives * cfg.seconds:g} s role b arrives, guaranteed `cpus:{guarantee:g}`
+({cfg.guarantee_fraction:.0%} of the CPUs) and wanting exactly that ({fewest} tasks), and
+tells the master what it cannot place. With preemption the master has
+`--guarantee-preemption-timeout {cfg.timeout:g}`; without, b waits for a's tasks to end.
+Every {cfg.sample_interval:g} s the runner lists the master's tasks. Work lost: the CPU
+seconds each preempted task had run, from the first sample that saw it running (so within
+{cfg.sample_interval:g} s).
+
+## Targets
+
+{targets_md(results.data["targets"])}
+
+## Figures
+
+| run | b's arrival -> guarantee (s) | preempted | after b held its guarantee | work lost (cpu s) |
+|---|---:|---:|---:|---:|
+{rows}
+
+![running tasks](preemption_running.png)
+"""

@@ -1,0 +1,29 @@
+"""agora experiment preemption, tiny: a full cluster, a role below its guarantee, the figures."""
+
+from __future__ import annotations
+
+import pytest
+from experiments_helpers import load_results, run_experiment
+
+
+@pytest.mark.e2e
+def test_preemption_gets_a_starved_role_its_guarantee_and_says_what_it_cost(tmp_path):
+    out = tmp_path / "pre"
+    run_experiment(
+        "preemption", "--seconds", "12", "--timeout", "2", "--sample-interval", "0.25",
+        "--no-compare", "--out", str(out),
+    )  # fmt: skip
+    data = load_results(out, "preemption")
+    (run,) = data["runs"]
+    assert run["mode"] == "preemption" and run["b_arrived_seconds"] is not None
+    # b reached its guarantee (4 tasks of 0.5 cpu on 4 agents of 2 cpus), by stopping at most
+    # as many of a's tasks as that takes (fewer if some of a's ended by themselves), and
+    # nothing was stopped after.
+    assert run["to_guarantee_seconds"] is not None
+    assert 0 < run["preempted"] <= 4
+    assert run["preempted_after_convergence"] == 0
+    assert run["work_lost_cpu_seconds"] >= 0
+    assert [t["met"] for t in data["targets"]][1:] == [True, True]
+    assert "preemption_running.png" in data["plots"]
+    header = (out / "samples.csv").read_text().splitlines()[0]
+    assert header == "mode,t,role,running"
