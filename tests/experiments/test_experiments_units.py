@@ -168,6 +168,7 @@ def test_the_registry_is_the_one_list_of_experiments_and_their_sizes():
         "offer-latency",
         "launch",
         "scale",
+        "preemption",
         "fairness",
         "failover",
         "soak",
