@@ -181,7 +181,7 @@ class Preemptions:
         waited, starved or for its priority, at least the shortest timeout that applies."""
         if role.wants is None:
             return False
-        shortest = min(
+        timeouts = [
             t
             for t in (
                 role.timeout,
@@ -189,7 +189,10 @@ class Preemptions:
                 self.config.fair_share_preemption_timeout_seconds,
             )
             if t is not None
-        )
+        ]
+        if not timeouts:
+            return False  # preemption is on for other roles only
+        shortest = min(timeouts)
         since = [s for s in (role.starved_since, role.waiting_since) if s is not None]
         return bool(since) and now - min(since) >= shortest
 

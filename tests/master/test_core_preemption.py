@@ -17,7 +17,7 @@ HALF = "cpus:0.5;mem:64"
 
 
 def _cluster(**config):
-    h = CoreHarness(guarantee_preemption_timeout_seconds=5.0, **config)
+    h = CoreHarness(**{"guarantee_preemption_timeout_seconds": 5.0, **config})
     agents = {}
     for i in range(2):
         agent = h.agent(AGENT, hostname=f"h{i}")
@@ -185,3 +185,13 @@ def test_a_roles_own_timeout_turns_preemption_on_for_it_alone():
     b.call("Demand", unmet=Resources.parse(HALF).to_proto())
     _wait(h, b, 1.5)
     assert len(_kills(agents)) == 1  # after b's own 1 s, not the cluster's 5 s
+
+
+def test_a_role_without_a_timeout_of_its_own_waits_when_only_others_have_one():
+    # Only role x has a timeout: b, starved as ever, preempts nothing (and nothing breaks).
+    h, agents, a, b = _cluster(
+        guarantee_preemption_timeout_seconds=None, role_preemption_timeouts={"x": 1.0}
+    )
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    _wait(h, b, 10)
+    assert not _kills(agents)
