@@ -53,8 +53,12 @@ def test_every_path_runs_all_its_tasks_and_reports_them(tmp_path):
         assert single["count"] == single["finished"] == 2
         assert_stats(single["submit_to_start"])
         assert single["label"] in summary
-    # Every target was measured: the run had every path and single tasks.
-    assert [t["met"] is not None for t in data["targets"]] == [True] * 5
+    # Every target was measured: the run had every path and single tasks. (The CPU ratio only
+    # if the master's CPU over 20 tasks came to a clock tick at least: psutil counts in 10 ms.)
+    assert [t["met"] is not None for t in data["targets"][:4]] == [True] * 4
+    [ratio] = data["targets"][4:]
+    master_ms = runs["batch"]["cpu_ms_per_task"]["master"]
+    assert ratio["met"] is not None or master_ms == 0, (ratio, master_ms)
     for section in ("## Throughput", "## One task at a time", "## CPU per task, per process"):
         assert section in summary
     assert {
