@@ -16,7 +16,8 @@ AGENT = "cpus:2;mem:2048"
 HALF = "cpus:0.5;mem:64"
 
 
-def _cluster(**config):
+def _cluster(b_guarantee: str | None = "cpus:1", **config):
+    """Role a's 8 tasks fill 2 agents of 2 cpus; role b (guaranteed `b_guarantee`) arrives."""
     h = CoreHarness(**{"guarantee_preemption_timeout_seconds": 5.0, **config})
     agents = {}
     for i in range(2):
@@ -30,7 +31,8 @@ def _cluster(**config):
         a.accept([offer.offer_id], tasks)
         for t in tasks:
             agents[offer.agent_id].status(a.framework_id, t.task_id, common_pb2.TASK_RUNNING)
-    h.core.allocator.set_quota("b", Resources.parse("cpus:1"), None)
+    if b_guarantee is not None:
+        h.core.allocator.set_quota("b", Resources.parse(b_guarantee), None)
     b = h.framework("b", role="b")
     _decline_scraps(b)
     return h, agents, a, b
@@ -140,21 +142,11 @@ def test_weighted_fair_shares_converge_to_half_and_neither_takes_back():
     # a (weight 1) holds both agents; b (weight 1) wants more than half: b is given tasks by
     # preemption up to half the cluster, and then neither role stops the other's tasks,
     # though both go on asking for more.
-    h = CoreHarness(fair_share_preemption_timeout_seconds=3.0)
-    agents = {}
-    for i in range(2):
-        agent = h.agent(AGENT, hostname=f"h{i}")
-        agents[agent.agent_id] = agent
-    a = h.framework("a", role="a")
-    n = 0
-    for offer in a.offers():
-        tasks = [task(f"a{n + i}", HALF) for i in range(4)]
-        n += 4
-        a.accept([offer.offer_id], tasks)
-        for t in tasks:
-            agents[offer.agent_id].status(a.framework_id, t.task_id, common_pb2.TASK_RUNNING)
-    b = h.framework("b", role="b")
-    _decline_scraps(b)
+    h, agents, a, b = _cluster(
+        b_guarantee=None,
+        guarantee_preemption_timeout_seconds=None,
+        fair_share_preemption_timeout_seconds=3.0,
+    )
     b.call("Demand", unmet=Resources.parse(HALF).to_proto())
     a.call("Demand", unmet=Resources.parse(HALF).to_proto())  # a wants more too
     done: set[str] = set()
