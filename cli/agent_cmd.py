@@ -308,9 +308,7 @@ async def _serve(config) -> int:
     if config.credentials.renewable is not None:
         from agora.common.renewal import renew_forever
 
-        renewing = asyncio.create_task(
-            renew_forever(config.credentials, lambda: daemon.link.master), name="renewal"
-        )
+        renewing = asyncio.create_task(renew_forever(config.credentials), name="renewal")
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     kill_tasks = False

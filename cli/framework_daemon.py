@@ -85,10 +85,7 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
     if daemon.credentials.renewable is not None:
         from agora.common.renewal import renew_forever
 
-        def leader() -> str:
-            return daemon.driver.transport.address if daemon.driver else config.master
-
-        renewing = asyncio.create_task(renew_forever(daemon.credentials, leader), name="renewal")
+        renewing = asyncio.create_task(renew_forever(daemon.credentials), name="renewal")
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -138,7 +138,9 @@ def daemon_credentials(args: argparse.Namespace, tls_dir: Path | None = None):
 
     # A joined machine renews its certificate itself (common/renewal.py).
     assert credentials.cert is not None and credentials.key is not None
-    renewable = RenewableCertificate(credentials.cert, credentials.key, Path(joined_dir))
+    renewable = RenewableCertificate(
+        credentials.cert, credentials.key, Path(joined_dir), args.join_addresses
+    )
     return dataclasses.replace(credentials, renewable=renewable)
 
 
@@ -177,6 +179,7 @@ def _join(args: argparse.Namespace, tls_dir: Path | None) -> None:
     assert tls_dir is not None
     try:
         addresses = join_address(args.master, args.join_address)
+        args.join_addresses = addresses  # where it renews, later
         joined = ensure_joined(tls_dir, args.join, addresses)
     except JoinError as e:
         raise CommandError(str(e)) from None

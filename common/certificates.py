@@ -288,6 +288,28 @@ class CertificateAuthority:
         ):
             raise CertificateError(f"{ca_dir / CA_KEY} is not the key of {ca_dir / CA_CERT}")
 
+    def check_held(self, cert_pem: bytes, signature: bytes, signed: bytes) -> str | None:
+        """Why `cert_pem` does not prove its holder (None when it does): it must be this CA's,
+        in date, and `signature` its key's ECDSA-SHA256 signature of `signed`."""
+        from cryptography.exceptions import InvalidSignature
+
+        try:
+            cert = x509.load_pem_x509_certificate(cert_pem)
+            cert.verify_directly_issued_by(self.cert)
+        except (ValueError, TypeError, InvalidSignature):
+            return "the certificate is not one of this cluster's CA"
+        now = _now()
+        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+            return "the certificate has expired (or is not valid yet): join again with a new token"
+        public = cert.public_key()
+        if not isinstance(public, ec.EllipticCurvePublicKey):
+            return "the certificate's key is not ECDSA"
+        try:
+            public.verify(signature, signed, ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            return "the signature is not that certificate's key's"
+        return None
+
     @property
     def token_key(self) -> bytes:
         """The key join tokens are made and checked with (common/join_tokens.py)."""

@@ -57,8 +57,12 @@ class RenewableCertificate:
     (common/renewal.py): servers take the new ones at their next handshake and new channels
     present them; `version` counts the renewals."""
 
-    def __init__(self, cert: bytes, key: bytes, tls_dir: Path) -> None:
+    def __init__(
+        self, cert: bytes, key: bytes, tls_dir: Path, addresses: list[str] | None = None
+    ) -> None:
         self.cert, self.key, self.tls_dir = cert, key, tls_dir
+        # The masters' join ports, where it renews (tried in turn: only the leader answers).
+        self.addresses = list(addresses or [])
         self.version = 0
         # Called with (cert, key) on each renewal: HTTPS contexts reload the pair.
         self.listeners: list[Callable[[bytes, bytes], None]] = []

@@ -1,8 +1,9 @@
 """A joined machine renews its certificate before it expires, without a restart.
 
 Two thirds into the certificate's life (kubelet's and Nomad's rule of thumb), the daemon makes a
-new key and asks the leading master's Join.Renew for a certificate with the same names,
-presenting the current one over mutual TLS. The pair is written beside the old one and moved
+new key and asks Join.Renew, on the masters' join ports where it joined (the leader answers; an
+agent behind a relay reaches it there too), for a certificate with the same names, presenting
+the current one over TLS. The pair is written beside the old one and moved
 into place (`finish_pending` completes a move a crash interrupted), then swapped into the running
 daemon (`RenewableCertificate.replace`): its server presents the new certificate at the next
 handshake, and the channels it makes from then on present it too. A failure is logged and
@@ -79,7 +80,8 @@ def _validity(cert_pem: bytes) -> tuple[float, float]:
 async def renew_once(credentials: Credentials, address: str, timeout: float = 30.0) -> float:
     """One renewal through the master at `address`; returns the new certificate's expiry."""
     from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
 
     from agora.common import certificates
     from agora.v1 import join_pb2, join_pb2_grpc
@@ -89,7 +91,15 @@ async def renew_once(credentials: Credentials, address: str, timeout: float = 30
     key = certificates.new_key()
     old = x509.load_pem_x509_certificate(renewable.cert)
     name = str(old.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value)
-    request = join_pb2.RenewRequest(csr=certificates.signing_request(key, name))
+    csr = certificates.signing_request(key, name)
+    # Signed with the current key: the join port asks for no client certificate.
+    current = serialization.load_pem_private_key(renewable.key, password=None)
+    assert isinstance(current, ec.EllipticCurvePrivateKey)
+    request = join_pb2.RenewRequest(
+        csr=csr,
+        certificate=renewable.cert,
+        signature=current.sign(csr, ec.ECDSA(hashes.SHA256())),
+    )
     async with aio_channel(address, credentials) as channel:
         reply = await join_pb2_grpc.JoinStub(channel).Renew(request, timeout=timeout)
     cert = x509.load_pem_x509_certificate(reply.certificate)
@@ -109,12 +119,25 @@ async def renew_once(credentials: Credentials, address: str, timeout: float = 30
     return cert.not_valid_after_utc.timestamp()
 
 
+async def _renew_through(credentials: Credentials, addresses: list[str]) -> float:
+    """renew_once through the first of `addresses` that answers."""
+    if not addresses:
+        raise ValueError("no join address to renew through")
+    for address in addresses[:-1]:
+        try:
+            return await renew_once(credentials, address)
+        except grpc.aio.AioRpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+    return await renew_once(credentials, addresses[-1])
+
+
 async def renew_forever(
     credentials: Credentials,
-    address: Callable[[], str],
     clock: Callable[[], float] = time.time,
 ) -> None:
-    """Renews the certificate each time it is two thirds through its life, for ever."""
+    """Renews the certificate each time it is two thirds through its life, for ever, through
+    the masters' join ports (where it joined: reachable from an agent behind a relay too)."""
     renewable = credentials.renewable
     assert renewable is not None
     renewed_at: float | None = None
@@ -127,9 +150,9 @@ async def renew_forever(
         if wait > 0:
             await asyncio.sleep(min(wait, RETRY_MAX_SECONDS))  # then look again
             continue
-        where = address()
+        where = ",".join(renewable.addresses)
         try:
-            expires = await renew_once(credentials, where)
+            expires = await _renew_through(credentials, renewable.addresses)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - whatever failed, the loop must go on

@@ -1,10 +1,12 @@
 """The Join service on the master's join port: a certificate for a machine with a join token.
 
-Served on a port of its own (--join-port), over TLS with the master's certificate but asking for
-no client certificate: the caller has none yet, and a token proves who it may become (see
-agora/common/join_tokens.py). The main port keeps asking every caller for a certificate. Only
-the leading master serves it (the port is opened with the rest), since a token is spent in the
-registry.
+Served on a port of its own (--join-port), over TLS with the master's certificate, asking for no
+client certificate: a joining machine has none yet, and a token proves who it may become (see
+agora/common/join_tokens.py); a joined machine renews by signing its request with the key of the
+certificate it holds, here (agents behind a relay reach the master only here) or over mutual TLS
+on the main port. The main port keeps asking
+every caller for a certificate. Only the leading master serves it (the port is opened with the
+rest), since a token is spent in the registry.
 """
 
 from __future__ import annotations
@@ -61,20 +63,29 @@ class JoinService(join_pb2_grpc.JoinServicer):
         return join_pb2.JoinResponse(certificate=cert, ca=self.ca.cert_pem, principal=token.name)
 
     async def Renew(self, request: join_pb2.RenewRequest, context: grpc.aio.ServicerContext):
-        # The certificate the caller proved it holds in the handshake (the main port asks for
-        # one of this CA; the join port asks for none, so there this finds nothing).
-        presented = context.auth_context().get("x509_pem_cert") or []
-        if not presented:
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                "renew on the master's main port, presenting the certificate to renew",
-            )
         if request.ByteSize() > MAX_REQUEST_BYTES:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"a request is at most {MAX_REQUEST_BYTES} bytes"
             )
+        # The certificate the caller proved it holds: in the handshake (the main port asks
+        # every caller for one of this CA), or by signing its request with that certificate's
+        # key (the join port asks for none).
+        presented = context.auth_context().get("x509_pem_cert") or []
+        if presented:
+            held = presented[0]
+        elif request.certificate and request.signature:
+            held = request.certificate
+            why = self.ca.check_held(held, request.signature, request.csr)
+            if why is not None:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, why)
+        else:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "renew presenting the certificate to renew: over mutual TLS, or in the "
+                "request with its key's signature of the signing request",
+            )
         try:
-            name, kind, hosts = names_to_renew(presented[0])
+            name, kind, hosts = names_to_renew(held)
             cert = self.ca.sign_request(request.csr, name, kind, hosts, days=self.cert_days)
         except (CertificateError, ValueError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))

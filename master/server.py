@@ -238,6 +238,9 @@ class Master:
         )
         join_pb2_grpc.add_JoinServicer_to_server(service, server)
         where = f"{config.host}:{config.join_port}"
+        # No client certificate is asked for: a joining machine has none yet, and a joined one
+        # renews here by signing its request (gRPC's Python servers either require a client
+        # certificate or ask for none).
         tls = grpc.ssl_server_credentials([(creds.key, creds.cert)], require_client_auth=False)
         try:
             port = server.add_secure_port(where, tls)

@@ -258,12 +258,34 @@ def test_only_a_joined_machine_renews_a_certificate(master):
             assert "only a machine that joined with a token renews" in e.details()
         else:
             raise AssertionError("the ops certificate was renewed")
-    # And on the join port, which asks for no certificate, nobody renews at all.
+    # On the join port, which asks for no certificate, a renewal proves the certificate it
+    # renews with its key's signature: without one, or with another key's, it is refused.
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ops_key = serialization.load_pem_private_key((ca / "ops-key.pem").read_bytes(), None)
+    signed = ops_key.sign(request.csr, ec.ECDSA(hashes.SHA256()))
+    stranger = new_key().sign(request.csr, ec.ECDSA(hashes.SHA256()))
+    ops_pem = (ca / "ops.pem").read_bytes()
     anonymous = grpc.ssl_channel_credentials((ca / "ca.pem").read_bytes())
+    cases = [
+        (join_pb2.RenewRequest(csr=request.csr), grpc.StatusCode.PERMISSION_DENIED, "renew"),
+        (
+            join_pb2.RenewRequest(csr=request.csr, certificate=ops_pem, signature=stranger),
+            grpc.StatusCode.PERMISSION_DENIED,
+            "not that certificate's key's",
+        ),
+        (  # proven, but a person's certificate: it expires when it says
+            join_pb2.RenewRequest(csr=request.csr, certificate=ops_pem, signature=signed),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "only a machine that joined with a token renews",
+        ),
+    ]
     with grpc.secure_channel(master.join_address, anonymous) as channel:
-        try:
-            join_pb2_grpc.JoinStub(channel).Renew(request, timeout=10)
-        except grpc.RpcError as e:
-            assert e.code() == grpc.StatusCode.PERMISSION_DENIED
-        else:
-            raise AssertionError("a caller without a certificate renewed")
+        for asked, code, words in cases:
+            try:
+                join_pb2_grpc.JoinStub(channel).Renew(asked, timeout=10)
+            except grpc.RpcError as e:
+                assert e.code() == code and words in e.details(), e.details()
+            else:
+                raise AssertionError(f"renewed on the join port: {words}")

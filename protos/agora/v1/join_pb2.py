@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x61gora/v1/join.proto\x12\x08\x61gora.v1\"\x1b\n\x0cRenewRequest\x12\x0b\n\x03\x63sr\x18\x01 \x01(\x0c\"@\n\x0bJoinRequest\x12\x15\n\rtoken_payload\x18\x01 \x01(\x0c\x12\x0b\n\x03\x63sr\x18\x02 \x01(\x0c\x12\r\n\x05proof\x18\x03 \x01(\x0c\"B\n\x0cJoinResponse\x12\x13\n\x0b\x63\x65rtificate\x18\x01 \x01(\x0c\x12\n\n\x02\x63\x61\x18\x02 \x01(\x0c\x12\x11\n\tprincipal\x18\x03 \x01(\t2v\n\x04Join\x12\x35\n\x04Join\x12\x15.agora.v1.JoinRequest\x1a\x16.agora.v1.JoinResponse\x12\x37\n\x05Renew\x12\x16.agora.v1.RenewRequest\x1a\x16.agora.v1.JoinResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x61gora/v1/join.proto\x12\x08\x61gora.v1\"C\n\x0cRenewRequest\x12\x0b\n\x03\x63sr\x18\x01 \x01(\x0c\x12\x13\n\x0b\x63\x65rtificate\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\"@\n\x0bJoinRequest\x12\x15\n\rtoken_payload\x18\x01 \x01(\x0c\x12\x0b\n\x03\x63sr\x18\x02 \x01(\x0c\x12\r\n\x05proof\x18\x03 \x01(\x0c\"B\n\x0cJoinResponse\x12\x13\n\x0b\x63\x65rtificate\x18\x01 \x01(\x0c\x12\n\n\x02\x63\x61\x18\x02 \x01(\x0c\x12\x11\n\tprincipal\x18\x03 \x01(\t2v\n\x04Join\x12\x35\n\x04Join\x12\x15.agora.v1.JoinRequest\x1a\x16.agora.v1.JoinResponse\x12\x37\n\x05Renew\x12\x16.agora.v1.RenewRequest\x1a\x16.agora.v1.JoinResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,11 +32,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agora.v1.join_pb2', _global
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RENEWREQUEST']._serialized_start=33
-  _globals['_RENEWREQUEST']._serialized_end=60
-  _globals['_JOINREQUEST']._serialized_start=62
-  _globals['_JOINREQUEST']._serialized_end=126
-  _globals['_JOINRESPONSE']._serialized_start=128
-  _globals['_JOINRESPONSE']._serialized_end=194
-  _globals['_JOIN']._serialized_start=196
-  _globals['_JOIN']._serialized_end=314
+  _globals['_RENEWREQUEST']._serialized_end=100
+  _globals['_JOINREQUEST']._serialized_start=102
+  _globals['_JOINREQUEST']._serialized_end=166
+  _globals['_JOINRESPONSE']._serialized_start=168
+  _globals['_JOINRESPONSE']._serialized_end=234
+  _globals['_JOIN']._serialized_start=236
+  _globals['_JOIN']._serialized_end=354
 # @@protoc_insertion_point(module_scope)

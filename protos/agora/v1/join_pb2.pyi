@@ -5,10 +5,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RenewRequest(_message.Message):
-    __slots__ = ("csr",)
+    __slots__ = ("csr", "certificate", "signature")
     CSR_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     csr: bytes
-    def __init__(self, csr: _Optional[bytes] = ...) -> None: ...
+    certificate: bytes
+    signature: bytes
+    def __init__(self, csr: _Optional[bytes] = ..., certificate: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class JoinRequest(_message.Message):
     __slots__ = ("token_payload", "csr", "proof")

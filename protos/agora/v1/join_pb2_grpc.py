@@ -56,9 +56,10 @@ class JoinServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Renew(self, request, context):
-        """A new certificate for a new key, with the names of the certificate the caller presents:
-        on the master's main port, over mutual TLS with the certificate to renew (a joined
-        machine renews its own before it expires, without a restart).
+        """A new certificate for a new key, with the names of the certificate the caller proves it
+        holds: over mutual TLS on the master's main port, or on the join port with the
+        certificate and a signature in the request (a joined machine renews its own before it
+        expires, without a restart; one behind a relay reaches only the join port).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
