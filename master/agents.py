@@ -163,7 +163,7 @@ class AgentBook:
             self.allocator.deactivate_agent(agent_id)
             # Frameworks that subscribed before it came back (a new leader) learn of it now.
             self._tell_drain(agent)
-        self.store.put_agent(info, agent.registered_at)
+        self.store.put_agent(info, agent.registered_at, agent.principal)
         offer_template(agent)
         session.send(
             MasterMessage(

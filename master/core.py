@@ -154,11 +154,14 @@ class MasterCore:
                 state=RECOVERING,
                 draining=stored.info.agent_id in drained,
                 drain_deadline=drained.get(stored.info.agent_id, 0.0),
+                principal=stored.principal,  # only they may register under its id again
             )
             self.agents.arm_drain_deadline(self.reg.agents[stored.info.agent_id])
         for stored_framework in self.store.frameworks():
             framework = Framework(
-                info=stored_framework.info, registered_at=stored_framework.registered_at
+                info=stored_framework.info,
+                registered_at=stored_framework.registered_at,
+                principal=stored_framework.principal,  # only they may fail over to it
             )
             self.ledger.add_framework(framework)
             self.allocator.deactivate_framework(framework.framework_id)

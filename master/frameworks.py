@@ -124,7 +124,7 @@ class FrameworkBook:
         framework.session = session
         framework.stream_id = new_id("stream")
         framework.principal = principal
-        self.store.put_framework(info, framework.registered_at)
+        self.store.put_framework(info, framework.registered_at, framework.principal)
         self.allocator.activate_framework(framework_id)
         session.send(
             Event(

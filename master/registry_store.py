@@ -27,24 +27,32 @@ __all__ = ["RegistryStore", "StoredAgent", "StoredFramework", "forget_removed", 
 class StoredAgent:
     info: common_pb2.AgentInfo
     registered_at: float
+    # Who registered it: after a restart or failover only they may register under its id.
+    principal: str = ""
 
 
 @dataclass(frozen=True)
 class StoredFramework:
     info: common_pb2.FrameworkInfo
     registered_at: float
+    # Who subscribed it: after a restart or failover only they may fail over to it.
+    principal: str = ""
 
 
 class RegistryStore(Protocol):
     """Every write is durable when the call returns; reads return what was last written."""
 
-    def put_agent(self, info: common_pb2.AgentInfo, registered_at: float) -> None: ...
+    def put_agent(
+        self, info: common_pb2.AgentInfo, registered_at: float, principal: str = ""
+    ) -> None: ...
 
     def agents(self) -> list[StoredAgent]: ...
 
     def remove_agent(self, agent_id: str, reason: str) -> None: ...
 
-    def put_framework(self, info: common_pb2.FrameworkInfo, registered_at: float) -> None: ...
+    def put_framework(
+        self, info: common_pb2.FrameworkInfo, registered_at: float, principal: str = ""
+    ) -> None: ...
 
     def frameworks(self) -> list[StoredFramework]: ...
 

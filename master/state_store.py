@@ -17,9 +17,11 @@ from agora.v1 import common_pb2, operator_pb2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS agents (
-    agent_id TEXT PRIMARY KEY, info BLOB NOT NULL, registered_at REAL NOT NULL);
+    agent_id TEXT PRIMARY KEY, info BLOB NOT NULL, registered_at REAL NOT NULL,
+    principal TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS frameworks (
-    framework_id TEXT PRIMARY KEY, info BLOB NOT NULL, registered_at REAL NOT NULL);
+    framework_id TEXT PRIMARY KEY, info BLOB NOT NULL, registered_at REAL NOT NULL,
+    principal TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS removed (
     kind TEXT NOT NULL, id TEXT NOT NULL, removed_at REAL NOT NULL, reason TEXT NOT NULL,
     PRIMARY KEY (kind, id));
@@ -48,7 +50,7 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
-            _add_drain_deadlines(self._db)
+            _add_columns(self._db)
             self._db.commit()
         except sqlite3.Error as e:
             self._db.close()
@@ -67,15 +69,22 @@ class StateStore:
 
     # agents -------------------------------------------------------------------------------
 
-    def put_agent(self, info: common_pb2.AgentInfo, registered_at: float) -> None:
+    def put_agent(
+        self, info: common_pb2.AgentInfo, registered_at: float, principal: str = ""
+    ) -> None:
         self._write(
-            "INSERT OR REPLACE INTO agents VALUES (?, ?, ?)",
-            (info.agent_id, info.SerializeToString(), registered_at),
+            "INSERT OR REPLACE INTO agents VALUES (?, ?, ?, ?)",
+            (info.agent_id, info.SerializeToString(), registered_at, principal),
         )
 
     def agents(self) -> list[StoredAgent]:
-        rows = self._db.execute("SELECT info, registered_at FROM agents ORDER BY agent_id")
-        return [StoredAgent(common_pb2.AgentInfo.FromString(blob), at) for blob, at in rows]
+        rows = self._db.execute(
+            "SELECT info, registered_at, principal FROM agents ORDER BY agent_id"
+        )
+        return [
+            StoredAgent(common_pb2.AgentInfo.FromString(blob), at, principal)
+            for blob, at, principal in rows
+        ]
 
     def remove_agent(self, agent_id: str, reason: str) -> None:
         self._db.execute("DELETE FROM agents WHERE agent_id = ?", (agent_id,))
@@ -87,15 +96,22 @@ class StateStore:
 
     # frameworks ---------------------------------------------------------------------------
 
-    def put_framework(self, info: common_pb2.FrameworkInfo, registered_at: float) -> None:
+    def put_framework(
+        self, info: common_pb2.FrameworkInfo, registered_at: float, principal: str = ""
+    ) -> None:
         self._write(
-            "INSERT OR REPLACE INTO frameworks VALUES (?, ?, ?)",
-            (info.framework_id, info.SerializeToString(), registered_at),
+            "INSERT OR REPLACE INTO frameworks VALUES (?, ?, ?, ?)",
+            (info.framework_id, info.SerializeToString(), registered_at, principal),
         )
 
     def frameworks(self) -> list[StoredFramework]:
-        rows = self._db.execute("SELECT info, registered_at FROM frameworks ORDER BY framework_id")
-        return [StoredFramework(common_pb2.FrameworkInfo.FromString(blob), at) for blob, at in rows]
+        rows = self._db.execute(
+            "SELECT info, registered_at, principal FROM frameworks ORDER BY framework_id"
+        )
+        return [
+            StoredFramework(common_pb2.FrameworkInfo.FromString(blob), at, principal)
+            for blob, at, principal in rows
+        ]
 
     def remove_framework(self, framework_id: str, reason: str) -> None:
         self._db.execute("DELETE FROM frameworks WHERE framework_id = ?", (framework_id,))
@@ -166,8 +182,15 @@ class StateStore:
 SPENT_TOKEN_MARGIN = 86400.0
 
 
-def _add_drain_deadlines(db: sqlite3.Connection) -> None:
-    """A state dir made before drains had deadlines: its drains get none."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(drained)")}
-    if "deadline" not in columns:
-        db.execute("ALTER TABLE drained ADD COLUMN deadline REAL NOT NULL DEFAULT 0")
+def _add_columns(db: sqlite3.Connection) -> None:
+    """A state dir made before drains had deadlines, or before agents and frameworks kept
+    their principals: the columns are added (no deadline, no principal known)."""
+    added = {
+        "drained": "deadline REAL NOT NULL DEFAULT 0",
+        "agents": "principal TEXT NOT NULL DEFAULT ''",
+        "frameworks": "principal TEXT NOT NULL DEFAULT ''",
+    }
+    for table, column in added.items():
+        columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column.split()[0] not in columns:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")

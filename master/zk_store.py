@@ -119,32 +119,38 @@ class ZkRegistryStore:
 
     # --- agents and frameworks ----------------------------------------------------------------
 
-    def put_agent(self, info: common_pb2.AgentInfo, registered_at: float) -> None:
+    def put_agent(
+        self, info: common_pb2.AgentInfo, registered_at: float, principal: str = ""
+    ) -> None:
         self._put(
             f"{self._base}/agents/{_name(info.agent_id)}",
-            _STAMP.pack(registered_at) + info.SerializeToString(),
+            _entry(registered_at, principal, info.SerializeToString()),
         )
 
     def agents(self) -> list[StoredAgent]:
-        return [
-            StoredAgent(common_pb2.AgentInfo.FromString(data[_STAMP.size :]), _stamp(data))
-            for _, data in self._read_all("agents")
-        ]
+        out = []
+        for _, data in self._read_all("agents"):
+            at, principal, blob = _unentry(data)
+            out.append(StoredAgent(common_pb2.AgentInfo.FromString(blob), at, principal))
+        return out
 
     def remove_agent(self, agent_id: str, reason: str) -> None:
         self._move_to_removed("agent", agent_id, reason)
 
-    def put_framework(self, info: common_pb2.FrameworkInfo, registered_at: float) -> None:
+    def put_framework(
+        self, info: common_pb2.FrameworkInfo, registered_at: float, principal: str = ""
+    ) -> None:
         self._put(
             f"{self._base}/frameworks/{_name(info.framework_id)}",
-            _STAMP.pack(registered_at) + info.SerializeToString(),
+            _entry(registered_at, principal, info.SerializeToString()),
         )
 
     def frameworks(self) -> list[StoredFramework]:
-        return [
-            StoredFramework(common_pb2.FrameworkInfo.FromString(data[_STAMP.size :]), _stamp(data))
-            for _, data in self._read_all("frameworks")
-        ]
+        out = []
+        for _, data in self._read_all("frameworks"):
+            at, principal, blob = _unentry(data)
+            out.append(StoredFramework(common_pb2.FrameworkInfo.FromString(blob), at, principal))
+        return out
 
     def remove_framework(self, framework_id: str, reason: str) -> None:
         self._move_to_removed("framework", framework_id, reason)
@@ -234,3 +240,24 @@ def _raise_first(results: list) -> None:
     for result in results:
         if isinstance(result, Exception):
             raise result
+
+
+# An agent's or framework's node: its registration time, then (a zero byte, which no protobuf
+# message starts with, and a 2-byte length) who registered it, then its info. A node written
+# before principals were kept has the info right after the time.
+_WITH_PRINCIPAL = b"\x00"
+_LENGTH = struct.Struct(">H")
+
+
+def _entry(registered_at: float, principal: str, blob: bytes) -> bytes:
+    name = principal.encode()
+    return _STAMP.pack(registered_at) + _WITH_PRINCIPAL + _LENGTH.pack(len(name)) + name + blob
+
+
+def _unentry(data: bytes) -> tuple[float, str, bytes]:
+    at, rest = _stamp(data), data[_STAMP.size :]
+    if not rest.startswith(_WITH_PRINCIPAL):
+        return at, "", rest
+    (length,) = _LENGTH.unpack_from(rest, 1)
+    start = 1 + _LENGTH.size
+    return at, rest[start : start + length].decode(), rest[start + length :]

@@ -189,10 +189,12 @@ def test_registry_store_contract(registry_store):
 
     store: RegistryStore = registry_store
     store.put_agent(common_pb2.AgentInfo(agent_id="a1", hostname="h1"), 1.0)
-    store.put_agent(common_pb2.AgentInfo(agent_id="a1", hostname="h1b"), 2.0)  # an update
-    store.put_framework(common_pb2.FrameworkInfo(framework_id="f1", name="web"), 3.0)
-    assert [(a.info.hostname, a.registered_at) for a in store.agents()] == [("h1b", 2.0)]
-    assert [f.info.name for f in store.frameworks()] == ["web"]
+    store.put_agent(common_pb2.AgentInfo(agent_id="a1", hostname="h1b"), 2.0, "agent-1")
+    store.put_framework(common_pb2.FrameworkInfo(framework_id="f1", name="web"), 3.0, "ops")
+    assert [(a.info.hostname, a.registered_at, a.principal) for a in store.agents()] == [
+        ("h1b", 2.0, "agent-1")
+    ]
+    assert [(f.info.name, f.principal) for f in store.frameworks()] == [("web", "ops")]
     store.remove_agent("a1", "gone")
     store.remove_framework("f1", "torn down")
     assert store.agents() == [] and store.frameworks() == []
@@ -316,7 +318,7 @@ def test_the_dashboard_hides_every_environment_value_but_keeps_the_names():
     assert job.spec.task.env["DB_PASSWORD"] == "hunter2"  # the original is left as it was
 
 
-def test_a_state_dir_from_before_drain_deadlines_keeps_its_drains(tmp_path):
+def test_a_state_dir_from_before_drain_deadlines_and_principals_keeps_its_entries(tmp_path):
     import sqlite3
 
     from agora.master.registry_store import open_store
@@ -325,6 +327,12 @@ def test_a_state_dir_from_before_drain_deadlines_keeps_its_drains(tmp_path):
     old = sqlite3.connect(path)
     old.execute("CREATE TABLE drained (agent_id TEXT PRIMARY KEY)")
     old.execute("INSERT INTO drained VALUES ('a1')")
+    old.execute(
+        "CREATE TABLE agents (agent_id TEXT PRIMARY KEY, info BLOB NOT NULL, "
+        "registered_at REAL NOT NULL)"
+    )
+    info = common_pb2.AgentInfo(agent_id="a1", hostname="h1")
+    old.execute("INSERT INTO agents VALUES ('a1', ?, 1.0)", (info.SerializeToString(),))
     old.commit()
     old.close()
     store = open_store(path)
@@ -332,5 +340,16 @@ def test_a_state_dir_from_before_drain_deadlines_keeps_its_drains(tmp_path):
         assert store.drained() == {"a1": 0.0}
         store.put_drained("a2", True, deadline=5.0)
         assert store.drained() == {"a1": 0.0, "a2": 5.0}
+        # Agents registered before principals were kept: none is known for them.
+        assert [(a.info.hostname, a.principal) for a in store.agents()] == [("h1", "")]
     finally:
         store.close()
+
+
+def test_a_zookeeper_node_written_before_principals_reads_as_having_none():
+    from agora.master.zk_store import _STAMP, _entry, _unentry
+
+    info = common_pb2.AgentInfo(agent_id="a1", hostname="h1").SerializeToString()
+    assert _unentry(_STAMP.pack(2.0) + info) == (2.0, "", info)  # the old layout
+    assert _unentry(_entry(2.0, "agent-1", info)) == (2.0, "agent-1", info)
+    assert _unentry(_entry(2.0, "", info)) == (2.0, "", info)
