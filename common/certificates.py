@@ -33,6 +33,7 @@ __all__ = [
     "names_to_renew",
     "new_key",
     "principal_of",
+    "same_key",
     "signing_request",
     "unnamed_address",
     "is_pair",
@@ -281,11 +282,7 @@ class CertificateAuthority:
     def __init__(self, ca_dir: Path) -> None:
         self.cert, self.key = _load_ca(ca_dir)
         self.cert_pem = self.cert.public_bytes(serialization.Encoding.PEM)
-        if self.cert.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        ) != self.key.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        ):
+        if not same_key(self.cert, self.key):
             raise CertificateError(f"{ca_dir / CA_KEY} is not the key of {ca_dir / CA_CERT}")
 
     def check_held(self, cert_pem: bytes, signature: bytes, signed: bytes) -> str | None:
@@ -407,6 +404,11 @@ def is_pair(cert_pem: bytes, key_pem: bytes) -> bool:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError):
         return False
+    return same_key(cert, key)
+
+
+def same_key(cert: x509.Certificate, key) -> bool:
+    """Whether `key` (a private key) is the one `cert` certifies."""
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
     der = serialization.Encoding.DER
     return cert.public_key().public_bytes(der, spki) == key.public_key().public_bytes(der, spki)

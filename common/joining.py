@@ -109,7 +109,6 @@ def _expired(cert_pem: bytes) -> bool:
 
 def _join(token: join_tokens.JoinToken, tls_dir: Path, address: str, timeout: float) -> Joined:
     from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
 
     from agora.common import certificates
     from agora.v1 import join_pb2, join_pb2_grpc
@@ -145,10 +144,7 @@ def _join(token: join_tokens.JoinToken, tls_dir: Path, address: str, timeout: fl
         cert.verify_directly_issued_by(ca)
     except Exception as e:  # noqa: BLE001 - any failure: not signed by the token's CA
         raise JoinError(f"the certificate the master sent is not of the token's CA ({e})") from None
-    public = serialization.PublicFormat.SubjectPublicKeyInfo
-    if cert.public_key().public_bytes(
-        serialization.Encoding.DER, public
-    ) != key.public_key().public_bytes(serialization.Encoding.DER, public):
+    if not certificates.same_key(cert, key):
         raise JoinError("the certificate the master sent is not for this machine's key")
     tls_dir.mkdir(parents=True, exist_ok=True)
     certificates.write_whole(tls_dir / CA_FILE, token.ca_pem)

@@ -104,9 +104,7 @@ async def renew_once(credentials: Credentials, address: str, timeout: float = 30
         reply = await join_pb2_grpc.JoinStub(channel).Renew(request, timeout=timeout)
     cert = x509.load_pem_x509_certificate(reply.certificate)
     cert.verify_directly_issued_by(x509.load_pem_x509_certificate(credentials.ca))
-    spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    der = serialization.Encoding.DER
-    if cert.public_key().public_bytes(der, spki) != key.public_key().public_bytes(der, spki):
+    if not certificates.same_key(cert, key):
         raise ValueError("the renewed certificate is not for the new key")
     if reply.principal != name:
         raise ValueError(f"the renewed certificate names {reply.principal!r}, not {name!r}")

@@ -442,25 +442,13 @@ class AgentBook:
         log.info(
             "drain deadline passed: killing the agent's tasks", agent_id=agent_id, tasks=len(live)
         )
+        why = f"agent {agent_id} was drained and its deadline passed"
         for task in live:
-            agent.send(
-                MasterMessage(
-                    kill_task=MasterMessage.KillTask(
-                        framework_id=task.framework_id,
-                        task_id=task.task_id,
-                        reason=REASON_AGENT_DRAINED,
-                        message=f"agent {agent_id} was drained and its deadline passed",
-                    )
-                )
-            )
+            agent.kill(task.framework_id, task.task_id, reason=REASON_AGENT_DRAINED, why=why)
 
     def _tell_drain(self, agent: Agent) -> None:
         """Tells each framework with tasks on the agent that its drain started or ended."""
-        event = Event(
-            agent_drain=Event.AgentDrain(
-                agent_id=agent.agent_id, draining=agent.draining, deadline=agent.drain_deadline
-            )
-        )
+        event = agent.drain_event()
         for framework_id in {t.framework_id for t in self.reg.tasks_of_agent(agent.agent_id)}:
             framework = self.reg.frameworks.get(framework_id)
             if framework is not None:

@@ -111,6 +111,7 @@ class FrameworkBook:
             else:
                 # A new scheduler version may bring new capabilities (GPU_RESOURCES).
                 self.allocator.update_framework(framework_id, info.capabilities)
+            framework.unmet = None  # a new subscription tells its demand afresh
             if framework.suppressed:
                 framework.suppressed = False
                 self.allocator.revive(framework_id)
@@ -156,10 +157,7 @@ class FrameworkBook:
             if agent.draining and any(
                 t.framework_id == framework_id for t in self.reg.tasks_of_agent(agent.agent_id)
             ):
-                drain = Event.AgentDrain(
-                    agent_id=agent.agent_id, draining=True, deadline=agent.drain_deadline
-                )
-                session.send(Event(agent_drain=drain))
+                session.send(agent.drain_event())
 
     def disconnected(self, framework: Framework, session: Session) -> None:
         session.close()

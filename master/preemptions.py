@@ -34,13 +34,12 @@ from agora.master.allocator.preemption import (
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.registry import Registry
-from agora.v1 import agent_link_pb2, scheduler_pb2
+from agora.v1 import scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
 __all__ = ["Preempted", "Preemptions"]
 
-MasterMessage = agent_link_pb2.MasterMessage
 Event = scheduler_pb2.Event
 # What a task that names no kill grace period gets from its agent (TaskInfo's default).
 DEFAULT_GRACE_SECONDS = 3.0
@@ -312,16 +311,7 @@ class Preemptions:
                 deadline=self.wall() + grace,
             )
             framework.send(Event(preemption=notice))
-        return agent.send(
-            MasterMessage(
-                kill_task=MasterMessage.KillTask(
-                    framework_id=victim.framework_id,
-                    task_id=victim.task_id,
-                    reason=REASON_PREEMPTED,
-                    message=message,
-                )
-            )
-        )
+        return agent.kill(victim.framework_id, victim.task_id, reason=REASON_PREEMPTED, why=message)
 
     def _forget_ended(self) -> None:
         for key in [k for k in self._in_flight if k not in self.reg.tasks]:

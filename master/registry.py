@@ -275,6 +275,27 @@ class Agent:
         self.session.send(message)
         return True
 
+    def drain_event(self) -> scheduler_pb2.Event:
+        """What its frameworks are told of its drain (started, or ended: draining False)."""
+        drain = scheduler_pb2.Event.AgentDrain(
+            agent_id=self.agent_id, draining=self.draining, deadline=self.drain_deadline
+        )
+        return scheduler_pb2.Event(agent_drain=drain)
+
+    def kill(
+        self, framework_id: str, task_id: str, grace: float = 0.0, reason: str = "", why: str = ""
+    ) -> bool:
+        """Tells the agent to kill a task (after `grace` when > 0, else the task's own), with
+        the master's `reason` and `why` for its TASK_KILLED when it is the master's doing."""
+        kill = agent_link_pb2.MasterMessage.KillTask(
+            framework_id=framework_id,
+            task_id=task_id,
+            grace_period_seconds=grace,
+            reason=reason,
+            message=why,
+        )
+        return self.send(agent_link_pb2.MasterMessage(kill_task=kill))
+
 
 @dataclass
 class Framework:

@@ -190,15 +190,7 @@ class TaskBook:
                 f"agent {task.agent_id} of task {task.task_id} is disconnected; "
                 "retry the kill later",
             )
-        agent.send(
-            MasterMessage(
-                kill_task=MasterMessage.KillTask(
-                    framework_id=framework.framework_id,
-                    task_id=task.task_id,
-                    grace_period_seconds=grace,
-                )
-            )
-        )
+        agent.kill(framework.framework_id, task.task_id, grace)
         log.debug(
             "kill sent",
             framework_id=framework.framework_id,

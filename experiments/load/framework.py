@@ -85,7 +85,6 @@ class LoadFramework(Framework):
         self._background: set[asyncio.Task] = set()
         self._trace_feeder: asyncio.Task | None = None
         self._quiet = False  # no more launches (the run is draining)
-        self._demand_told: Resources | None = None
 
     # demand -----------------------------------------------------------------------------
 
@@ -198,17 +197,12 @@ class LoadFramework(Framework):
 
     async def _tell_demand(self, driver) -> None:
         """The next task's shape while it wants more than the offers gave it; nothing once it
-        runs all it wants (told only when that changes)."""
+        runs all it wants (the driver sends it only when it changed)."""
         c = self.config
-        wanted = Resources.of(cpus=c.cpus, mem=c.mem) if self._room() else None
-        if wanted == self._demand_told:
-            return
         try:
-            await driver.demand(wanted)
+            await driver.demand(Resources.of(cpus=c.cpus, mem=c.mem) if self._room() else None)
         except SchedulerError as e:
             log.debug("demand not told", framework=c.name, error=str(e))
-            return
-        self._demand_told = wanted
 
     def _take_held(self, agent_id: str) -> list[common_pb2.Offer]:
         return self.held.take_agent(agent_id)

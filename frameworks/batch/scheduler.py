@@ -137,8 +137,6 @@ class BatchScheduler(Framework):
         # job id -> why the master refused its last launch (an ACL, a bad task): without it a
         # job the master will never run sits QUEUED with nothing said where its owner looks.
         self._launch_notes: dict[str, str] = {}
-        # The last unmet instance (size, priority) told to the master (driver.demand).
-        self._demand_told: tuple[Resources, int] | None = None
         self._offers_wanted = 0  # see _want_offers
         self._revive_asked = False  # a revive for new work is on its way (_want_offers)
         self.agents_lost = 0  # agents the master removed since we started (service.py)
@@ -438,7 +436,6 @@ class BatchScheduler(Framework):
         self._suppressed = None  # a (re-)subscription revives us at the master
         self._holds.clear()  # holds end with the subscription they were asked on
         self._hold_notes.clear()
-        self._demand_told = None  # a new master knows nothing of it: told again
         self._log = log.bind(policy=self.policy_name, framework_id=framework_id)
         active = [a for j in self.jobs.values() for _, a in st.active_attempts(j)]
         self._log.info("subscribed", jobs=len(self.jobs), active_tasks=len(active))
@@ -734,24 +731,18 @@ class BatchScheduler(Framework):
             self._log.debug("decline failed", error=str(e))
 
     async def _tell_demand(self, driver: Driver, waiting: Iterable[str]) -> None:
-        """Tells the master the smallest instance that this round of offers could not place
-        (none: nothing waits), when that changes: where preemption is on, it is what the
-        master makes room for."""
+        """Tells the master the instance this round of offers could not place, the highest
+        priority first, then the smallest (none: nothing waits): where preemption is on, it
+        is what the master makes room for. The driver sends it only when it changed."""
         specs = [self.jobs[job_id].spec for job_id in waiting if job_id in self.jobs]
-        first = min(
-            specs,
-            key=lambda s: (-s.priority, needs(s).scalar("cpus"), needs(s).scalar("mem")),
-            default=None,
-        )
-        told = (needs(first), first.priority) if first is not None else None
-        if told == self._demand_told:
-            return
+        first = min(specs, key=lambda s: (-s.priority, s.task.cpus, s.task.mem), default=None)
         try:
-            await driver.demand(*told) if told is not None else await driver.demand(None)
+            if first is None:
+                await driver.demand(None)
+            else:
+                await driver.demand(needs(first), first.priority)
         except SchedulerError as e:
             self._log.debug("demand not told", error=str(e))
-            return
-        self._demand_told = told
 
     def _note_waiting(self, job: batch_pb2.Job) -> None:
         # Every offer round that leaves the job waiting comes here: its needs are worded once.

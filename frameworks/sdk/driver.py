@@ -124,6 +124,7 @@ class Driver:
         self.stream_id = ""
         self.master_id = ""
         self.master_principal = ""  # the master's certificate's name, from SUBSCRIBED
+        self._demand_told: tuple[Resources, int] | None = None  # the last demand the master took
         self.heartbeat_interval = 0.0
         # 0.2 s doubling to 10 s (common/backoff.py), drawn from the upper half of each band so
         # that the frameworks cut off by one master restart do not all arrive at once; a
@@ -395,6 +396,7 @@ class Driver:
         self.stream_id = sub.stream_id
         self.master_id = sub.master_id
         self.master_principal = sub.master_principal
+        self._demand_told = None  # the master starts each subscription with no demand
         self.heartbeat_interval = sub.heartbeat_interval_seconds
         session.subscribed = True
         self._log = log.bind(framework=self.info.name, framework_id=sub.framework_id)
@@ -651,11 +653,18 @@ class Driver:
         """Tells the master the smallest task this framework waits to place that no offer
         could hold (None: none). Where the operator turned preemption on, a role owed
         resources (its quota guarantee, its fair share) gets them from roles above theirs
-        after a timeout: tasks are stopped for it (TASK_KILLED, REASON_PREEMPTED)."""
+        after a timeout: tasks are stopped for it (TASK_KILLED, REASON_PREEMPTED).
+
+        Call it after every round of offers: it is sent only when it changed since the last
+        one the master took on this subscription (a new subscription starts with none)."""
+        told = (unmet, priority) if unmet else None
+        if told == self._demand_told:
+            return
         request = scheduler_pb2.DemandRequest(**self._ids(), priority=priority)
         if unmet:
             request.unmet.extend(unmet.to_proto())
         await self._call("Demand", request)
+        self._demand_told = told
 
     async def reconcile(self, tasks: Iterable[TaskRef] | None = None) -> None:
         """Asks for the latest state of tasks, answered by UPDATE events without a uuid.

@@ -98,8 +98,6 @@ class ServiceScheduler(Framework):
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._kill_sent: dict[str, float] = {}
-        # The last unplaced instance (size, priority) told to the master (driver.demand).
-        self._demand_told: tuple[Resources, int] | None = None
         # Agents an operator drains, and their deadlines (0: none): instances there are moved.
         self.draining_agents: dict[str, float] = {}
         for app in store.apps():
@@ -399,7 +397,6 @@ class ServiceScheduler(Framework):
         # The master tells the drains that last right after SUBSCRIBED: what was known
         # before may have ended while we were away.
         self.draining_agents.clear()
-        self._demand_told = None  # a new master knows nothing of it: told again
         self.driver = driver
         self.suppressed = False  # a new subscription starts unsuppressed
         self._wanted_before = False
@@ -599,22 +596,18 @@ class ServiceScheduler(Framework):
 
     async def _tell_demand(self, driver: Driver, unplaced: list[str]) -> None:
         """Tells the master the instance it could not place (the highest priority, then the
-        smallest), when that changes: where preemption is on, the master makes room."""
+        smallest): where preemption is on, the master makes room. The driver sends it only
+        when it changed."""
         apps = [self.apps[a].app for a in unplaced if a in self.apps]
         first = min(apps, key=lambda a: (-a.priority, a.cpus, a.mem), default=None)
-        told = (
-            (Resources.of(cpus=first.cpus, mem=first.mem, disk=first.disk), first.priority)
-            if first is not None
-            else None
-        )
-        if told == self._demand_told:
-            return
         try:
-            await driver.demand(*told) if told is not None else await driver.demand(None)
+            if first is None:
+                await driver.demand(None)
+            else:
+                size = Resources.of(cpus=first.cpus, mem=first.mem, disk=first.disk)
+                await driver.demand(size, first.priority)
         except SchedulerError as e:
             log.debug("demand not told", error=str(e))
-            return
-        self._demand_told = told
 
     async def _decline(
         self, driver: Driver, offers: Sequence[common_pb2.Offer], refuse: float

@@ -139,6 +139,9 @@ async def test_an_unplaced_instance_is_told_to_the_master_with_its_apps_priority
     [demand] = [r for m, r in transport.calls if m == "Demand"]
     assert demand.priority == 3
     assert Resources.from_proto(demand.unmet) == Resources.parse("cpus:1;mem:128")
+    # The next round, still short of room: the same demand, which the driver does not resend.
+    await offer_round(transport, stream, make_offer("o2", "a1", "cpus:0.5;mem:1024"))
+    assert [m for m, _ in transport.calls].count("Demand") == 1
 
 
 async def test_an_instance_that_never_runs_is_killed_after_the_launch_timeout(world):
