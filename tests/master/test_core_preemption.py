@@ -187,3 +187,23 @@ def test_a_role_without_a_timeout_of_its_own_waits_when_only_others_have_one():
     b.call("Demand", unmet=Resources.parse(HALF).to_proto())
     _wait(h, b, 10)
     assert not _kills(agents)
+
+
+def test_within_a_role_a_waiting_higher_priority_task_stops_a_lower_priority_one():
+    # One role holds the cluster with tasks of priority 0 and 5; its framework waits to place
+    # a task of priority 3: after the fair-share timeout its priority-0 task is stopped.
+    h = CoreHarness(fair_share_preemption_timeout_seconds=2.0)
+    agent = h.agent("cpus:1;mem:1024")
+    a = h.framework("a", role="a")
+    [offer] = a.offers()
+    low, high = task("low", HALF, priority=0), task("high", HALF, priority=5)
+    a.accept([offer.offer_id], [low, high])
+    for t in (low, high):
+        agent.status(a.framework_id, t.task_id, common_pb2.TASK_RUNNING)
+    a.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=3)
+    _wait(h, a, 1.5)
+    assert not agent.inbox.of("kill_task")
+    _wait(h, a, 1.0)
+    [kill] = agent.inbox.of("kill_task")
+    assert kill.task_id == "low" and kill.reason == REASON_PREEMPTED
+    assert [p.reason for p in h.core.preemptions.history] == ["priority"]
