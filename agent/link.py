@@ -29,7 +29,7 @@ from agora.common.backoff import Backoff
 from agora.common.batches import agent_batches
 from agora.common.credentials import INSECURE, Credentials
 from agora.common.failures import Cause, RepeatFilter, classify_error
-from agora.common.leader import LeaderTracker
+from agora.common.leader import LeaderTracker, superseded
 from agora.common.rpc import describe_rpc_error, drain_queue, open_channel
 from agora.v1 import agent_link_pb2, agent_link_pb2_grpc
 
@@ -51,6 +51,15 @@ class LinkHandler(Protocol):
 
 class _Reconnect(Exception):
     """End this stream and dial again at once (the master told us to start afresh)."""
+
+
+class _Superseded(Exception):
+    """ZooKeeper names a leader elected after the one this stream reaches: nothing more is
+    taken from it (a deposed leader's RunTask must not run), and the new leader is dialled."""
+
+    def __init__(self, address: str, epoch: int) -> None:
+        super().__init__(superseded(address, epoch))
+        self.address, self.epoch = address, epoch
 
 
 class MasterLink:
@@ -126,6 +135,10 @@ class MasterLink:
                 self._backoff.reset()
                 self._failures = 0
                 attempt_log.info("master closed the agent link; reconnecting")
+            except _Superseded as e:
+                log.info(str(e), master=e.address, epoch=e.epoch)
+                self._backoff.reset()
+                continue
             except _Reconnect:
                 self._backoff.reset()
                 continue
@@ -194,6 +207,8 @@ class MasterLink:
         outbox: asyncio.Queue[AgentMessage | None] = asyncio.Queue()
         heartbeat: asyncio.Task | None = None
         watchdog: asyncio.Task | None = None
+        deposed: asyncio.Task | None = None  # cuts the stream once ZooKeeper names a successor
+        epoch = 0  # the epoch of the leader this stream reaches (Registered says)
         call = None
         try:
             register = self._handler.build_register()
@@ -224,10 +239,16 @@ class MasterLink:
                 if message is grpc.aio.EOF:
                     return
                 silence.heard()
+                if self.tracker.superseded(epoch):
+                    raise _Superseded(address, epoch)  # a deposed leader's word: drop it
                 batch = message.batch.messages if message.HasField("batch") else (message,)
                 for one in batch:
                     kind = one.WhichOneof("message")
                     if kind == "registered":
+                        epoch = one.registered.epoch
+                        if self.tracker.superseded(epoch):
+                            raise _Superseded(address, epoch)
+                        deposed = self.tracker.on_superseded(epoch, call.cancel)
                         self._failures = 0
                         self._backoff.reset()
                         self._said.reset()
@@ -248,17 +269,21 @@ class MasterLink:
                     else:
                         self._dispatch(kind, one)
         except asyncio.CancelledError:
-            if watchdog is not None and silence.expired and not _being_cancelled():
+            if _being_cancelled():
+                raise
+            if watchdog is not None and silence.expired:
                 raise ConnectionError(
                     f"the master did not answer the registration in {silence.limit:.1f} s"
                 ) from None
+            if self.tracker.superseded(epoch):
+                raise _Superseded(address, epoch) from None
             raise
         finally:
             self._registered = False
             self._outbox = None
             self._call = None
             outbox.put_nowait(None)
-            for task in (heartbeat, watchdog):
+            for task in (heartbeat, watchdog, deposed):
                 if task is not None:
                     task.cancel()
             if call is not None:

@@ -37,7 +37,7 @@ from agora.common.credentials import (
 )
 from agora.common.failures import Cause, RepeatFilter, classify_error
 from agora.common.http import HttpServer
-from agora.common.leader import LeaderTracker
+from agora.common.leader import LeaderTracker, superseded
 from agora.common.metrics import metrics_server
 from agora.common.rpc import (
     add_standard_services,
@@ -388,10 +388,16 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
         channel = open_channel(address, self.config.credentials, redial=True)
         call = agent_relay_pb2_grpc.AgentRelayStub(channel).Carry()
         up = _Uplink(call, self.config.max_queued_up, self.config.max_queued_per_agent, self.counts)
+        deposed: asyncio.Task | None = None  # cuts the stream once ZooKeeper names a successor
+        epoch = 0
         try:
             accepted = await call.read()
             if accepted is grpc.aio.EOF:
                 raise ConnectionError("the master ended the relay's stream")
+            epoch = accepted.epoch
+            if self.tracker.superseded(epoch):
+                raise ConnectionError(superseded(address, epoch))
+            deposed = self.tracker.on_superseded(epoch, call.cancel)
             self._up = up
             self.counts.links += 1
             self.connected.set()
@@ -402,12 +408,20 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
                 batch = await call.read()
                 if batch is grpc.aio.EOF:
                     return
+                if self.tracker.superseded(epoch):  # a deposed leader's word: drop it
+                    raise ConnectionError(superseded(address, epoch))
                 self.counts.batches_down += 1
                 self.counts.messages_down += len(batch.items)
                 for item in batch.items:
                     up.deliver(item)
                 batch = item = None  # neither held (with the batch's memory) while waiting
+        except asyncio.CancelledError:
+            if not self._stopping and self.tracker.superseded(epoch):
+                raise ConnectionError(superseded(address, epoch)) from None
+            raise
         finally:
+            if deposed is not None:
+                deposed.cancel()
             self.connected.clear()
             self._up = None
             up.end_all("the relay lost the master; dial again")

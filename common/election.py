@@ -5,9 +5,14 @@ under `<path>/election/` holding its MasterInfo; the lowest sequence number lead
 dies loses its session, ZooKeeper deletes its znode after the session timeout, and the next one
 in line leads. Agents, frameworks and clients read the same children to find the leader.
 
-Fencing: a contender reports the loss of leadership as soon as its connection to ZooKeeper is
-suspended, before the session can expire and a successor be elected, so two masters never act
-as leader at once (the master exits, as Mesos' does, and its supervisor restarts it).
+A contender reports the loss of leadership when its session is lost or its znode is gone. A
+suspended connection is not reported: the leader's lease (master/lease.py) decides whether it
+may go on acting while the client reconnects, so that a ZooKeeper server's restart costs no
+failover while two masters still never act as leader at once.
+
+The epoch of a leader is its znode's sequence number plus one (0 is left for a master alone): a
+later leader always has a higher one.
+Agents and frameworks take nothing from a master once ZooKeeper names one of a higher epoch.
 
 kazoo calls back on its own thread: `on_change` must hand over to the caller's event loop
 (loop.call_soon_threadsafe).
@@ -19,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
@@ -68,7 +73,7 @@ def list_masters(zk: KazooClient, path: str) -> list[MasterInfo]:
             data, _ = zk.get(f"{base}/{name}")
         except NoNodeError:
             continue  # gone between the listing and the read
-        out.append(MasterInfo.decode(data))
+        out.append(replace(MasterInfo.decode(data), epoch=_sequence(name) + 1))
     return out
 
 
@@ -101,6 +106,11 @@ class Contender:
     @property
     def leading(self) -> bool:
         return self._leading
+
+    @property
+    def epoch(self) -> int:
+        """This candidacy's epoch, its sequence number plus one (0 before start)."""
+        return _sequence(self._node) + 1 if self._node is not None else 0
 
     @property
     def node(self) -> str | None:
@@ -148,9 +158,9 @@ class Contender:
         return None
 
     def _on_state(self, state: str) -> None:
-        # SUSPENDED: the connection is lost and the session may expire at any moment, after
-        # which another master is elected: stop acting now, before that can happen.
-        if state in (KazooState.SUSPENDED, KazooState.LOST):
+        # LOST: the session expired (a successor may lead). A SUSPENDED connection may still
+        # come back with the session; the leader's lease covers that time.
+        if state == KazooState.LOST:
             with self._lock:
                 was, self._leading = self._leading, False
                 self._spent = self._spent or was

@@ -18,6 +18,7 @@ import asyncio
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -26,7 +27,15 @@ from agora.common.credentials import INSECURE, Credentials
 from agora.common.errors import Reason, error_metadata, reason_of
 from agora.common.masters import MasterSet
 
-__all__ = ["FollowingStub", "LeaderNotFound", "LeaderTracker", "Step", "find_leader", "next_step"]
+__all__ = [
+    "FollowingStub",
+    "LeaderNotFound",
+    "LeaderTracker",
+    "Step",
+    "find_leader",
+    "next_step",
+    "superseded",
+]
 
 # An elected master answers NOT_LEADER naming itself for the few milliseconds it takes to start
 # leading: dial it again after this long rather than after a whole backoff.
@@ -40,6 +49,14 @@ FRESH_LEADER_WINDOW = 1.0
 _UNREACHABLE = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 )
+
+
+def superseded(address: str, epoch: int) -> str:
+    """Why a client left a stream: ZooKeeper named a leader after the master it reached."""
+    return (
+        f"ZooKeeper names a leader elected after the master at {address} (epoch {epoch}): "
+        "nothing more is taken from it"
+    )
 
 
 class LeaderNotFound(ConnectionError):
@@ -94,6 +111,10 @@ class LeaderTracker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._first_read = asyncio.Event()
         self._zk_leader = ""  # the leader as ZooKeeper last named it
+        self._zk_epoch = 0  # and its epoch (its election's sequence number)
+        # Set (and replaced) whenever ZooKeeper names a leader of a higher epoch; made by the
+        # first waiter, on its loop.
+        self._named: asyncio.Event | None = None
         self._watcher: asyncio.Task | None = None
         self._learned_at = -math.inf  # when ZooKeeper last named a new one (monotonic)
 
@@ -103,6 +124,34 @@ class LeaderTracker:
     def current(self) -> str:
         """The address to dial now ("" while ZooKeeper names no leader)."""
         return self._current
+
+    def on_superseded(self, epoch: int, cut: Callable[[], object]) -> asyncio.Task | None:
+        """Calls `cut()` once ZooKeeper names a leader elected after the one of `epoch`; cancel
+        the returned task when the stream ends first. None for epoch 0 (no ZooKeeper)."""
+        if not epoch:
+            return None
+        waiter = asyncio.ensure_future(self.until_superseded(epoch))
+
+        def done(future: asyncio.Task) -> None:
+            if not future.cancelled() and future.exception() is None:
+                cut()
+
+        waiter.add_done_callback(done)
+        return waiter
+
+    def superseded(self, epoch: int) -> bool:
+        """Whether ZooKeeper names a leader elected after the one of `epoch`: what arrives on a
+        stream to that master is a deposed leader's word, to be dropped. False without
+        ZooKeeper, and for epoch 0 (a master alone)."""
+        return bool(epoch) and self._zk_epoch > epoch
+
+    async def until_superseded(self, epoch: int) -> None:
+        """Returns once ZooKeeper names a leader elected after the one of `epoch` (never
+        without ZooKeeper): a client cuts its stream to the deposed leader then."""
+        while not self.superseded(epoch):
+            if self._named is None:
+                self._named = asyncio.Event()
+            await self._named.wait()
 
     def on_error(self, error: BaseException) -> float | None:
         """Learns from a failed dial or a broken stream; returns how long to wait before the
@@ -184,12 +233,18 @@ class LeaderTracker:
         except Exception:  # noqa: BLE001 - the connection dropped; keep the last known leader
             return
         address = leader.address if leader is not None else ""
+        epoch = leader.epoch if leader is not None else 0
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._set_leader, address)
+            self._loop.call_soon_threadsafe(self._set_leader, address, epoch)
 
-    def _set_leader(self, address: str) -> None:
+    def _set_leader(self, address: str, epoch: int = 0) -> None:
         self._first_read.set()
         self._zk_leader = address
+        if epoch > self._zk_epoch:
+            self._zk_epoch = epoch
+            named, self._named = self._named, None
+            if named is not None:
+                named.set()
         if address and address != self._current:
             self._learned_at = time.monotonic()
             self._log.info("the master set has a new leader", leader=address)

@@ -96,6 +96,9 @@ class MasterInfo:
     address: str  # host:port where it serves gRPC
     started_at: float  # wall clock, seconds
     elected_at: float = 0.0  # when it became leader; 0 while standing by
+    # Its election znode's sequence number plus one, read from the znode's name (not its
+    # data): the leader's epoch; a later leader always has a higher one (0: no election).
+    epoch: int = 0
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()

@@ -65,6 +65,7 @@ class AgentBook:
         self.config, self.reg, self.allocator, self.store = config, reg, allocator, store
         self.ledger, self.offers, self.frameworks, self.tasks = ledger, offers, frameworks, tasks
         self.clock, self.counts, self.master_id = clock, counts, master_id
+        self.epoch = 0  # the leader's election epoch (MasterCore sets it)
         self.removal_limit = (
             RemovalLimit(*config.agent_removal_rate_limit)
             if config.agent_removal_rate_limit is not None
@@ -173,6 +174,7 @@ class AgentBook:
                     heartbeat_interval_seconds=self.config.agent_heartbeat_seconds,
                     master_principal=self.config.credentials.principal,
                     accepts_batches=True,
+                    epoch=self.epoch,
                 )
             )
         )

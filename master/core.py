@@ -58,9 +58,12 @@ class MasterCore:
         clock: Clock | None = None,
         master_id: str = "",
         new_session: Callable[[int], Session] = Session,
+        epoch: int = 0,
     ) -> None:
         """`clock`: real time unless given (tests give a ManualClock); `new_session`: makes a
-        framework's stream queue (tests give one that records what is sent)."""
+        framework's stream queue (tests give one that records what is sent); `epoch`: the
+        leader's election sequence number (0 for a master alone), told to every agent and
+        framework as it registers so they can tell a deposed leader's messages apart."""
         self.config = config
         self.allocator = allocator
         self.store = store
@@ -114,6 +117,7 @@ class MasterCore:
             self.master_id,
         )
         self.preemptions = Preemptions(config, self.reg, allocator, self.clock)
+        self.epoch = self.frameworks.epoch = self.agents.epoch = epoch
 
     @property
     def stopping(self) -> bool:

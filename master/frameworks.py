@@ -55,6 +55,7 @@ class FrameworkBook:
         self.config, self.reg, self.allocator, self.store = config, reg, allocator, store
         self.ledger, self.offers, self.clock, self.counts = ledger, offers, clock, counts
         self.master_id, self.new_session = master_id, new_session
+        self.epoch = 0  # the leader's election epoch (MasterCore sets it)
         # Set when the master stops: streams ending now are its doing, not frameworks leaving.
         self.stopping = False
 
@@ -135,6 +136,7 @@ class FrameworkBook:
                     heartbeat_interval_seconds=self.config.heartbeat_interval_seconds,
                     master_id=self.master_id,
                     master_principal=self.config.credentials.principal,
+                    epoch=self.epoch,
                 )
             )
         )

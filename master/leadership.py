@@ -6,20 +6,22 @@ finds the leader at once. When elected it stops that stand-in server and starts 
 on the same port, with its registry in ZooKeeper (master/zk_store.py), so it starts exactly where
 the previous leader stopped: agents and frameworks re-register with their ids and tasks.
 
-Stepping down is immediate and total. When the ZooKeeper connection is suspended (the session
-may expire at any moment, after which another master can be elected), or the session is lost,
-`on_deposed` is called on kazoo's thread, before anything else can run on the master's event
-loop. `agora master` re-executes itself there (master_cmd.restart_self): every stream, offer and
-timer of the old leader vanishes with the process image, and the new process stands by again.
-That is Mesos' behaviour (its master exits and is restarted by a supervisor), without needing the
-supervisor. The registry's writes are fenced on the election znode as well, for the writes that
-race the step-down.
+Stepping down is immediate and total. A leader acts only while its lease holds
+(master/lease.py): renewed by ZooKeeper's answers, on the monotonic clock, shorter than the
+session. Every call to the leader passes its fence (master/fence.py), which closes when the lease
+runs out, when the session is lost or the election znode is gone, or when a registry write is
+refused. The fence closes first, so nothing more is answered or sent; then `on_deposed` runs:
+`agora master` re-executes itself there (master_cmd.restart_self), and every stream, offer and
+timer of the old leader vanishes with the process image; the new process stands by again.
+That is Mesos' behaviour (its master exits and is restarted by a supervisor), without needing
+the supervisor. A suspended connection alone is not a reason to step down: a leader rides out a
+ZooKeeper server's restart (and a rolling restart of an ensemble) if it renews its lease in
+time. The registry's writes are fenced on the election znode as well.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -35,6 +37,8 @@ from agora.common.errors import Reason, rich_status
 from agora.common.masters import MasterInfo, MasterSet
 from agora.common.rpc import bind, new_server
 from agora.master.config import MasterConfig
+from agora.master.fence import Fence
+from agora.master.lease import DURATION_SHARE, Lease, LeaseKeeper
 from agora.master.server import Master
 
 log = structlog.get_logger(__name__)
@@ -44,8 +48,8 @@ __all__ = ["DEFAULT_SESSION_TIMEOUT", "Leadership", "StandbyServer", "not_leader
 # Seconds. The lower bound on failover after a leader dies without a word (kill -9, power
 # loss): its znode goes only when ZooKeeper expires its session. Mesos defaults to 10 s; 1.5 s
 # brings everything back within about 1.6 s of a SIGKILL (agora experiment failover). A leader
-# cut off from ZooKeeper steps down after 1 s of silence (2/3 of it, when kazoo suspends the
-# connection), before its session can expire. On a network with slow or distant ZooKeeper
+# cut off from ZooKeeper steps down when its lease runs out, at most 1 s (2/3 of it) after the
+# last answer, before its session can expire. On a network with slow or distant ZooKeeper
 # servers choose more: a longer timeout only delays failover, it never risks two leaders.
 DEFAULT_SESSION_TIMEOUT = 1.5
 
@@ -112,8 +116,9 @@ class _Refuse(grpc.GenericRpcHandler):
 class Leadership:
     """Runs one master of a set: stands for election under `masters.zk_path`, stands by, leads.
 
-    `on_deposed(reason)` is called on kazoo's thread when this master must stop acting at once
-    (see the module's docstring); `agora master` re-executes itself there."""
+    `on_deposed(reason)` is called, on whichever thread found out (kazoo's, the lease keeper's
+    or the event loop's), once this master has stopped acting (see the module's docstring);
+    `agora master` re-executes itself there."""
 
     def __init__(
         self,
@@ -140,7 +145,11 @@ class Leadership:
         self._leader = ""  # host:port of the current leader, "" when none
         self._members: list[MasterInfo] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._deposed = threading.Event()
+        self._stopping = False
+        # Closed once this master may no longer act (stepping down or stopping); the lease is
+        # sized once ZooKeeper has granted the session's timeout.
+        self.fence = Fence(Lease(session_timeout * DURATION_SHARE), self._stepped_down)
+        self._keeper: LeaseKeeper | None = None
         self._elected_at = 0.0
 
     @property
@@ -198,6 +207,7 @@ class Leadership:
             if on_waiting is not None:
                 on_waiting(message)
         negotiated = zk._session_timeout / 1000  # what the server granted
+        self.fence.lease.duration = negotiated * DURATION_SHARE
         log.info(
             "connected to ZooKeeper",
             zk=str(self.masters),
@@ -212,7 +222,10 @@ class Leadership:
     async def stop(self) -> None:
         """A clean shutdown: withdraw (the next master leads at once), stop serving."""
         # Closing the client reports the session LOST: that is us leaving, not a deposition.
-        self._deposed.set()
+        self._stopping = True
+        self.fence.lose("stopping")
+        if self._keeper is not None:
+            self._keeper.stop()
         if self._contender is not None:
             await asyncio.to_thread(self._contender.withdraw)
         if self.master is not None:
@@ -261,11 +274,27 @@ class Leadership:
             self._depose("ZooKeeper session lost")
 
     def _depose(self, reason: str) -> None:
-        if self._deposed.is_set():
+        """Any thread: stop acting at once (the fence closes before anything else happens)."""
+        self.fence.lose(reason)
+
+    def _stepped_down(self, reason: str) -> None:
+        # The fence is closed already: nothing is answered or sent from here on.
+        if self._stopping:
             return
-        self._deposed.set()
+        if self._keeper is not None:
+            self._keeper.stop()
         log.warning("stepping down", reason=reason, master_id=self.master_id)
         self._on_deposed(reason)
+
+    def _probe(self, timeout: float) -> bool | None:
+        """Blocking (the lease keeper's thread): whether this master's election znode still
+        exists, read after a sync so that the answer comes through ZooKeeper's quorum leader (a
+        follower cut off from the quorum could otherwise answer from a stale view)."""
+        zk, node = self._zk, self._contender.node if self._contender is not None else None
+        if zk is None or node is None:
+            return False
+        zk.sync_async(node)
+        return zk.exists_async(node).get(timeout=timeout) is not None
 
     # --- the event loop -------------------------------------------------------------------
 
@@ -279,13 +308,18 @@ class Leadership:
             self._depose(f"could not start leading: {e}")
 
     async def _start_leading(self) -> None:
-        if self._deposed.is_set() or self.master is not None:
+        if self.fence.lost or self.master is not None:
             return
         from agora.master.zk_store import ZkRegistryStore
 
         assert self._standby is not None and self._contender is not None
         started = time.monotonic()
         self._elected_at = time.time()
+        self._keeper = LeaseKeeper(self.fence.lease, self._probe, self._depose)
+        if not await asyncio.to_thread(self._keeper.renew_now):
+            self._depose("elected, but ZooKeeper did not confirm it in time")
+            return
+        self._keeper.start()
         store = await asyncio.to_thread(
             ZkRegistryStore,
             self._zk,
@@ -295,7 +329,12 @@ class Leadership:
         )
         await self._standby.stop()
         self.master = master = Master(
-            self.config, store=store, master_id=self.master_id, masters=self.members
+            self.config,
+            store=store,
+            master_id=self.master_id,
+            masters=self.members,
+            fence=self.fence,
+            epoch=self._contender.epoch,
         )
         await master.start()
         log.info(

@@ -179,7 +179,8 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
         assert owner is not None
         links: dict[int, RelayedSession] = {}
         down = Downlink(context.write, owner, self.core.config.max_send_queue, links)
-        await context.write(RelayDown())  # accepted: the relay now takes agents
+        # Accepted: the relay now takes agents, and knows which leader it carries them to.
+        await context.write(RelayDown(epoch=self.core.epoch))
         # Links are numbered upwards: a number at or below the highest seen that is not open
         # was ended here, and what the agent said after that is dropped.
         highest = 0

@@ -23,6 +23,7 @@ from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
 from agora.master.dashboard import Dashboard
 from agora.master.dashboard.view import MasterView
+from agora.master.fence import Fence, FenceInterceptor
 from agora.master.heap import HeapKeeper
 from agora.master.metrics import MasterMetrics
 from agora.master.operator_service import OperatorService
@@ -84,10 +85,13 @@ class Master:
         store: RegistryStore | None = None,
         master_id: str = "",
         masters: Callable[[], list[MasterInfo]] | None = None,
+        fence: Fence | None = None,
+        epoch: int = 0,
     ) -> None:
-        """`store`, `master_id`, `masters`: given by master/leadership.py when the master leads a
-        set on ZooKeeper (its registry there, its id and the election's view of the set);
-        otherwise SQLite under --state-dir, a fresh id, and this master alone."""
+        """`store`, `master_id`, `masters`, `fence`, `epoch`: given by master/leadership.py when
+        the master leads a set on ZooKeeper (its registry there, its id, the election's view of
+        the set, the check that it still leads and its election's sequence number); otherwise
+        SQLite under --state-dir, a fresh id, and this master alone, unfenced."""
         config.validate()
         self.config = config
         self.metrics = MasterMetrics()
@@ -102,6 +106,8 @@ class Master:
         self.store: RegistryStore | None = store
         self._master_id = master_id
         self._masters = masters
+        self._fence = fence
+        self._epoch = epoch
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
@@ -126,7 +132,9 @@ class Master:
         """Recovers state, binds, starts allocation and heartbeats; returns the bound port."""
         if self.store is None:
             self.store = open_store(self.config.state_path)
-        self.core = MasterCore(self.config, self.allocator, self.store, master_id=self._master_id)
+        self.core = MasterCore(
+            self.config, self.allocator, self.store, master_id=self._master_id, epoch=self._epoch
+        )
         if self._masters is not None:
             self.core.masters = self._masters
         self.core.counts.observe_offer_latency = self.metrics.offer_latency_seconds.observe
@@ -135,8 +143,11 @@ class Master:
             p.reason
         ).inc()
         self.core.recover_state()
+        fenced = (
+            [FenceInterceptor(self._fence, lambda: self.address)] if self._fence is not None else []
+        )
         server = new_server(
-            interceptors=[self.metrics.grpc, limits.RequestLimits()],
+            interceptors=[*fenced, self.metrics.grpc, limits.RequestLimits()],
             credentials=self.config.credentials,
             on_auth_failure=lambda reason, method: self.metrics.authentication_failures.labels(
                 reason

@@ -16,7 +16,7 @@ import grpc
 from google.protobuf.message import Message
 
 from agora.common.credentials import Credentials, aio_channel
-from agora.common.leader import LeaderTracker
+from agora.common.leader import LeaderTracker, superseded
 from agora.common.rpc import REDIAL_OPTIONS
 from agora.frameworks.sdk.call_stream import STREAM_CALL_BYTES, STREAMED, CallStream
 from agora.frameworks.sdk.errors import TRANSIENT_CODES, OfferConflict, SchedulerError
@@ -104,18 +104,39 @@ class _GrpcEventStream(EventStream):
     def __init__(self, call: grpc.aio.UnaryStreamCall, transport: GrpcSchedulerTransport) -> None:
         self._call = call
         self._transport = transport
+        self._address = transport.address  # the master this stream reaches
 
     async def _events(self) -> AsyncIterator[scheduler_pb2.Event]:
+        tracker = self._transport.tracker
+        epoch = 0  # the epoch of the leader this stream reaches (Subscribed says)
+        deposed: asyncio.Task | None = None  # cuts the stream once ZooKeeper names a successor
         try:
             async for event in self._call:
-                if event.HasField("batch"):  # the driver takes events one at a time
-                    for one in event.batch.events:
-                        yield one
-                else:
-                    yield event
+                # The driver takes events one at a time.
+                for one in event.batch.events if event.HasField("batch") else (event,):
+                    if one.HasField("subscribed"):
+                        epoch = one.subscribed.epoch
+                        deposed = tracker.on_superseded(epoch, self._call.cancel)
+                    if tracker.superseded(epoch):  # a deposed leader's word: drop it
+                        raise self._superseded(epoch)
+                    yield one
         except grpc.aio.AioRpcError as e:
+            if tracker.superseded(epoch):
+                raise self._superseded(epoch) from None
             self._transport.learn(e)
             raise SchedulerError.from_rpc(e) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if tracker.superseded(epoch) and not (task and task.cancelling()):
+                raise self._superseded(epoch) from None
+            raise
+        finally:
+            if deposed is not None:
+                deposed.cancel()
+
+    def _superseded(self, epoch: int) -> SchedulerError:
+        self._call.cancel()
+        return SchedulerError(grpc.StatusCode.UNAVAILABLE, superseded(self._address, epoch))
 
     def __aiter__(self) -> AsyncIterator[scheduler_pb2.Event]:
         return self._events()

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agora.v1 import common_pb2 as agora_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61gora/v1/agent_link.proto\x12\x08\x61gora.v1\x1a\x15\x61gora/v1/common.proto\"i\n\x0bRunningTask\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12 \n\x04task\x18\x02 \x01(\x0b\x32\x12.agora.v1.TaskInfo\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.agora.v1.TaskState\"\x90\x04\n\x0c\x41gentMessage\x12\x33\n\x08register\x18\x01 \x01(\x0b\x32\x1f.agora.v1.AgentMessage.RegisterH\x00\x12\x35\n\theartbeat\x18\x02 \x01(\x0b\x32 .agora.v1.AgentMessage.HeartbeatH\x00\x12<\n\rstatus_update\x18\x03 \x01(\x0b\x32#.agora.v1.AgentMessage.StatusUpdateH\x00\x12-\n\x05\x62\x61tch\x18\x04 \x01(\x0b\x32\x1c.agora.v1.AgentMessage.BatchH\x00\x1a}\n\x08Register\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agora.v1.AgentInfo\x12$\n\x05tasks\x18\x02 \x03(\x0b\x32\x15.agora.v1.RunningTask\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x04 \x01(\x08\x1a\x1e\n\tHeartbeat\x12\x11\n\ttimestamp\x18\x01 \x01(\x01\x1aJ\n\x0cStatusUpdate\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12$\n\x06status\x18\x02 \x01(\x0b\x32\x14.agora.v1.TaskStatus\x1a\x31\n\x05\x42\x61tch\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.agora.v1.AgentMessageB\t\n\x07message\"\xda\x08\n\rMasterMessage\x12\x38\n\nregistered\x18\x01 \x01(\x0b\x32\".agora.v1.MasterMessage.RegisteredH\x00\x12\x33\n\x08run_task\x18\x02 \x01(\x0b\x32\x1f.agora.v1.MasterMessage.RunTaskH\x00\x12\x35\n\tkill_task\x18\x03 \x01(\x0b\x32 .agora.v1.MasterMessage.KillTaskH\x00\x12\x44\n\x11status_update_ack\x18\x04 \x01(\x0b\x32\'.agora.v1.MasterMessage.StatusUpdateAckH\x00\x12\x34\n\x08shutdown\x18\x05 \x01(\x0b\x32 .agora.v1.MasterMessage.ShutdownH\x00\x12\x36\n\theartbeat\x18\x06 \x01(\x0b\x32!.agora.v1.MasterMessage.HeartbeatH\x00\x12G\n\x12shutdown_framework\x18\x07 \x01(\x0b\x32).agora.v1.MasterMessage.ShutdownFrameworkH\x00\x12.\n\x05\x62\x61tch\x18\x08 \x01(\x0b\x32\x1d.agora.v1.MasterMessage.BatchH\x00\x1a\x88\x01\n\nRegistered\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x11\n\tmaster_id\x18\x02 \x01(\t\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x01\x12\x18\n\x10master_principal\x18\x04 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08\x1a\x8a\x01\n\x07RunTask\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12 \n\x04task\x18\x02 \x01(\x0b\x32\x12.agora.v1.TaskInfo\x12*\n\tframework\x18\x03 \x01(\x0b\x32\x17.agora.v1.FrameworkInfo\x12\x1b\n\x13\x66ramework_principal\x18\x04 \x01(\t\x1ap\n\x08KillTask\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x1c\n\x14grace_period_seconds\x18\x03 \x01(\x01\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x1a\x46\n\x0fStatusUpdateAck\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\x0c\x1a\x1a\n\x08Shutdown\x12\x0e\n\x06reason\x18\x01 \x01(\t\x1a\x1e\n\tHeartbeat\x12\x11\n\ttimestamp\x18\x01 \x01(\x01\x1a)\n\x11ShutdownFramework\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x1a\x32\n\x05\x42\x61tch\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.agora.v1.MasterMessageB\t\n\x07message2K\n\tAgentLink\x12>\n\x07\x43onnect\x12\x16.agora.v1.AgentMessage\x1a\x17.agora.v1.MasterMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61gora/v1/agent_link.proto\x12\x08\x61gora.v1\x1a\x15\x61gora/v1/common.proto\"i\n\x0bRunningTask\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12 \n\x04task\x18\x02 \x01(\x0b\x32\x12.agora.v1.TaskInfo\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.agora.v1.TaskState\"\x90\x04\n\x0c\x41gentMessage\x12\x33\n\x08register\x18\x01 \x01(\x0b\x32\x1f.agora.v1.AgentMessage.RegisterH\x00\x12\x35\n\theartbeat\x18\x02 \x01(\x0b\x32 .agora.v1.AgentMessage.HeartbeatH\x00\x12<\n\rstatus_update\x18\x03 \x01(\x0b\x32#.agora.v1.AgentMessage.StatusUpdateH\x00\x12-\n\x05\x62\x61tch\x18\x04 \x01(\x0b\x32\x1c.agora.v1.AgentMessage.BatchH\x00\x1a}\n\x08Register\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agora.v1.AgentInfo\x12$\n\x05tasks\x18\x02 \x03(\x0b\x32\x15.agora.v1.RunningTask\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x04 \x01(\x08\x1a\x1e\n\tHeartbeat\x12\x11\n\ttimestamp\x18\x01 \x01(\x01\x1aJ\n\x0cStatusUpdate\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12$\n\x06status\x18\x02 \x01(\x0b\x32\x14.agora.v1.TaskStatus\x1a\x31\n\x05\x42\x61tch\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.agora.v1.AgentMessageB\t\n\x07message\"\xe9\x08\n\rMasterMessage\x12\x38\n\nregistered\x18\x01 \x01(\x0b\x32\".agora.v1.MasterMessage.RegisteredH\x00\x12\x33\n\x08run_task\x18\x02 \x01(\x0b\x32\x1f.agora.v1.MasterMessage.RunTaskH\x00\x12\x35\n\tkill_task\x18\x03 \x01(\x0b\x32 .agora.v1.MasterMessage.KillTaskH\x00\x12\x44\n\x11status_update_ack\x18\x04 \x01(\x0b\x32\'.agora.v1.MasterMessage.StatusUpdateAckH\x00\x12\x34\n\x08shutdown\x18\x05 \x01(\x0b\x32 .agora.v1.MasterMessage.ShutdownH\x00\x12\x36\n\theartbeat\x18\x06 \x01(\x0b\x32!.agora.v1.MasterMessage.HeartbeatH\x00\x12G\n\x12shutdown_framework\x18\x07 \x01(\x0b\x32).agora.v1.MasterMessage.ShutdownFrameworkH\x00\x12.\n\x05\x62\x61tch\x18\x08 \x01(\x0b\x32\x1d.agora.v1.MasterMessage.BatchH\x00\x1a\x97\x01\n\nRegistered\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x11\n\tmaster_id\x18\x02 \x01(\t\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x01\x12\x18\n\x10master_principal\x18\x04 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x1a\x8a\x01\n\x07RunTask\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12 \n\x04task\x18\x02 \x01(\x0b\x32\x12.agora.v1.TaskInfo\x12*\n\tframework\x18\x03 \x01(\x0b\x32\x17.agora.v1.FrameworkInfo\x12\x1b\n\x13\x66ramework_principal\x18\x04 \x01(\t\x1ap\n\x08KillTask\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x1c\n\x14grace_period_seconds\x18\x03 \x01(\x01\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x1a\x46\n\x0fStatusUpdateAck\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\x0c\x1a\x1a\n\x08Shutdown\x12\x0e\n\x06reason\x18\x01 \x01(\t\x1a\x1e\n\tHeartbeat\x12\x11\n\ttimestamp\x18\x01 \x01(\x01\x1a)\n\x11ShutdownFramework\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x1a\x32\n\x05\x42\x61tch\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.agora.v1.MasterMessageB\t\n\x07message2K\n\tAgentLink\x12>\n\x07\x43onnect\x12\x16.agora.v1.AgentMessage\x1a\x17.agora.v1.MasterMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,23 +45,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AGENTMESSAGE_BATCH']._serialized_start=638
   _globals['_AGENTMESSAGE_BATCH']._serialized_end=687
   _globals['_MASTERMESSAGE']._serialized_start=701
-  _globals['_MASTERMESSAGE']._serialized_end=1815
+  _globals['_MASTERMESSAGE']._serialized_end=1830
   _globals['_MASTERMESSAGE_REGISTERED']._serialized_start=1186
-  _globals['_MASTERMESSAGE_REGISTERED']._serialized_end=1322
-  _globals['_MASTERMESSAGE_RUNTASK']._serialized_start=1325
-  _globals['_MASTERMESSAGE_RUNTASK']._serialized_end=1463
-  _globals['_MASTERMESSAGE_KILLTASK']._serialized_start=1465
-  _globals['_MASTERMESSAGE_KILLTASK']._serialized_end=1577
-  _globals['_MASTERMESSAGE_STATUSUPDATEACK']._serialized_start=1579
-  _globals['_MASTERMESSAGE_STATUSUPDATEACK']._serialized_end=1649
-  _globals['_MASTERMESSAGE_SHUTDOWN']._serialized_start=1651
-  _globals['_MASTERMESSAGE_SHUTDOWN']._serialized_end=1677
+  _globals['_MASTERMESSAGE_REGISTERED']._serialized_end=1337
+  _globals['_MASTERMESSAGE_RUNTASK']._serialized_start=1340
+  _globals['_MASTERMESSAGE_RUNTASK']._serialized_end=1478
+  _globals['_MASTERMESSAGE_KILLTASK']._serialized_start=1480
+  _globals['_MASTERMESSAGE_KILLTASK']._serialized_end=1592
+  _globals['_MASTERMESSAGE_STATUSUPDATEACK']._serialized_start=1594
+  _globals['_MASTERMESSAGE_STATUSUPDATEACK']._serialized_end=1664
+  _globals['_MASTERMESSAGE_SHUTDOWN']._serialized_start=1666
+  _globals['_MASTERMESSAGE_SHUTDOWN']._serialized_end=1692
   _globals['_MASTERMESSAGE_HEARTBEAT']._serialized_start=530
   _globals['_MASTERMESSAGE_HEARTBEAT']._serialized_end=560
-  _globals['_MASTERMESSAGE_SHUTDOWNFRAMEWORK']._serialized_start=1711
-  _globals['_MASTERMESSAGE_SHUTDOWNFRAMEWORK']._serialized_end=1752
-  _globals['_MASTERMESSAGE_BATCH']._serialized_start=1754
-  _globals['_MASTERMESSAGE_BATCH']._serialized_end=1804
-  _globals['_AGENTLINK']._serialized_start=1817
-  _globals['_AGENTLINK']._serialized_end=1892
+  _globals['_MASTERMESSAGE_SHUTDOWNFRAMEWORK']._serialized_start=1726
+  _globals['_MASTERMESSAGE_SHUTDOWNFRAMEWORK']._serialized_end=1767
+  _globals['_MASTERMESSAGE_BATCH']._serialized_start=1769
+  _globals['_MASTERMESSAGE_BATCH']._serialized_end=1819
+  _globals['_AGENTLINK']._serialized_start=1832
+  _globals['_AGENTLINK']._serialized_end=1907
 # @@protoc_insertion_point(module_scope)

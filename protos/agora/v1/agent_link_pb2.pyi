@@ -60,18 +60,20 @@ class AgentMessage(_message.Message):
 class MasterMessage(_message.Message):
     __slots__ = ("registered", "run_task", "kill_task", "status_update_ack", "shutdown", "heartbeat", "shutdown_framework", "batch")
     class Registered(_message.Message):
-        __slots__ = ("agent_id", "master_id", "heartbeat_interval_seconds", "master_principal", "accepts_batches")
+        __slots__ = ("agent_id", "master_id", "heartbeat_interval_seconds", "master_principal", "accepts_batches", "epoch")
         AGENT_ID_FIELD_NUMBER: _ClassVar[int]
         MASTER_ID_FIELD_NUMBER: _ClassVar[int]
         HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
         MASTER_PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
         ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
+        EPOCH_FIELD_NUMBER: _ClassVar[int]
         agent_id: str
         master_id: str
         heartbeat_interval_seconds: float
         master_principal: str
         accepts_batches: bool
-        def __init__(self, agent_id: _Optional[str] = ..., master_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_principal: _Optional[str] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
+        epoch: int
+        def __init__(self, agent_id: _Optional[str] = ..., master_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_principal: _Optional[str] = ..., accepts_batches: _Optional[bool] = ..., epoch: _Optional[int] = ...) -> None: ...
     class RunTask(_message.Message):
         __slots__ = ("framework_id", "task", "framework", "framework_principal")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agora.v1 import agent_link_pb2 as agora_dot_v1_dot_agent__link__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gora/v1/agent_relay.proto\x12\x08\x61gora.v1\x1a\x19\x61gora/v1/agent_link.proto\"\xc3\x01\n\x07RelayUp\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.agora.v1.RelayUp.Item\x1a\x86\x01\n\x04Item\x12\x0c\n\x04link\x18\x01 \x01(\x04\x12)\n\x07message\x18\x02 \x01(\x0b\x32\x16.agora.v1.AgentMessageH\x00\x12*\n\x06\x63losed\x18\x03 \x01(\x0b\x32\x18.agora.v1.RelayUp.ClosedH\x00\x12\x11\n\tprincipal\x18\x04 \x01(\tB\x06\n\x04what\x1a\x08\n\x06\x43losed\"\xea\x01\n\tRelayDown\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.agora.v1.RelayDown.Item\x1at\n\x04Item\x12\x0c\n\x04link\x18\x01 \x01(\x04\x12*\n\x07message\x18\x02 \x01(\x0b\x32\x17.agora.v1.MasterMessageH\x00\x12*\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x19.agora.v1.RelayDown.EndedH\x00\x42\x06\n\x04what\x1a>\n\x05\x45nded\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07\x64\x65tails\x18\x02 \x01(\t\x12\x16\n\x0estatus_details\x18\x03 \x01(\x0c\x32\x41\n\nAgentRelay\x12\x33\n\x05\x43\x61rry\x12\x11.agora.v1.RelayUp\x1a\x13.agora.v1.RelayDown(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gora/v1/agent_relay.proto\x12\x08\x61gora.v1\x1a\x19\x61gora/v1/agent_link.proto\"\xc3\x01\n\x07RelayUp\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.agora.v1.RelayUp.Item\x1a\x86\x01\n\x04Item\x12\x0c\n\x04link\x18\x01 \x01(\x04\x12)\n\x07message\x18\x02 \x01(\x0b\x32\x16.agora.v1.AgentMessageH\x00\x12*\n\x06\x63losed\x18\x03 \x01(\x0b\x32\x18.agora.v1.RelayUp.ClosedH\x00\x12\x11\n\tprincipal\x18\x04 \x01(\tB\x06\n\x04what\x1a\x08\n\x06\x43losed\"\xf9\x01\n\tRelayDown\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.agora.v1.RelayDown.Item\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x1at\n\x04Item\x12\x0c\n\x04link\x18\x01 \x01(\x04\x12*\n\x07message\x18\x02 \x01(\x0b\x32\x17.agora.v1.MasterMessageH\x00\x12*\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x19.agora.v1.RelayDown.EndedH\x00\x42\x06\n\x04what\x1a>\n\x05\x45nded\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07\x64\x65tails\x18\x02 \x01(\t\x12\x16\n\x0estatus_details\x18\x03 \x01(\x0c\x32\x41\n\nAgentRelay\x12\x33\n\x05\x43\x61rry\x12\x11.agora.v1.RelayUp\x1a\x13.agora.v1.RelayDown(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,11 +39,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RELAYUP_CLOSED']._serialized_start=255
   _globals['_RELAYUP_CLOSED']._serialized_end=263
   _globals['_RELAYDOWN']._serialized_start=266
-  _globals['_RELAYDOWN']._serialized_end=500
-  _globals['_RELAYDOWN_ITEM']._serialized_start=320
-  _globals['_RELAYDOWN_ITEM']._serialized_end=436
-  _globals['_RELAYDOWN_ENDED']._serialized_start=438
-  _globals['_RELAYDOWN_ENDED']._serialized_end=500
-  _globals['_AGENTRELAY']._serialized_start=502
-  _globals['_AGENTRELAY']._serialized_end=567
+  _globals['_RELAYDOWN']._serialized_end=515
+  _globals['_RELAYDOWN_ITEM']._serialized_start=335
+  _globals['_RELAYDOWN_ITEM']._serialized_end=451
+  _globals['_RELAYDOWN_ENDED']._serialized_start=453
+  _globals['_RELAYDOWN_ENDED']._serialized_end=515
+  _globals['_AGENTRELAY']._serialized_start=517
+  _globals['_AGENTRELAY']._serialized_end=582
 # @@protoc_insertion_point(module_scope)

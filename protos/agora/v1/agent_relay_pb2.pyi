@@ -28,7 +28,7 @@ class RelayUp(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[RelayUp.Item, _Mapping]]] = ...) -> None: ...
 
 class RelayDown(_message.Message):
-    __slots__ = ("items",)
+    __slots__ = ("items", "epoch")
     class Item(_message.Message):
         __slots__ = ("link", "message", "ended")
         LINK_FIELD_NUMBER: _ClassVar[int]
@@ -48,5 +48,7 @@ class RelayDown(_message.Message):
         status_details: bytes
         def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ..., status_details: _Optional[bytes] = ...) -> None: ...
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[RelayDown.Item]
-    def __init__(self, items: _Optional[_Iterable[_Union[RelayDown.Item, _Mapping]]] = ...) -> None: ...
+    epoch: int
+    def __init__(self, items: _Optional[_Iterable[_Union[RelayDown.Item, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...

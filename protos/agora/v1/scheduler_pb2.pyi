@@ -30,18 +30,20 @@ class SubscribeRequest(_message.Message):
 class Event(_message.Message):
     __slots__ = ("subscribed", "offers", "rescind", "update", "failure", "error", "heartbeat", "hold", "batch", "agent_drain", "preemption")
     class Subscribed(_message.Message):
-        __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id", "master_principal")
+        __slots__ = ("framework_id", "stream_id", "heartbeat_interval_seconds", "master_id", "master_principal", "epoch")
         FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
         STREAM_ID_FIELD_NUMBER: _ClassVar[int]
         HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
         MASTER_ID_FIELD_NUMBER: _ClassVar[int]
         MASTER_PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+        EPOCH_FIELD_NUMBER: _ClassVar[int]
         framework_id: str
         stream_id: str
         heartbeat_interval_seconds: float
         master_id: str
         master_principal: str
-        def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_id: _Optional[str] = ..., master_principal: _Optional[str] = ...) -> None: ...
+        epoch: int
+        def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., master_id: _Optional[str] = ..., master_principal: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
     class Offers(_message.Message):
         __slots__ = ("offers",)
         OFFERS_FIELD_NUMBER: _ClassVar[int]
