@@ -87,8 +87,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=_seconds,
         default=None,
         metavar="SECONDS",
-        help="ZooKeeper session timeout: a leader that dies is replaced this long after "
-        "(default 1.5; the ZooKeeper server may round it into its own bounds)",
+        help="ZooKeeper session timeout: a leader that dies is replaced this long after, and "
+        "a leader that hears nothing from ZooKeeper for 0.8 of it steps down (default 1.5; "
+        "the ZooKeeper server may round it into its own bounds; 3 rides out a rolling restart "
+        "of an ensemble)",
     )
     p.add_argument(
         "--advertise-ip",

@@ -37,8 +37,9 @@ ELECTION = "election"
 PREFIX = "member_"
 
 
-def zk_client(hosts: str, session_timeout: float) -> KazooClient:
-    """A kazoo client that keeps retrying the connection for ever (ZooKeeper may come back).
+def zk_client(hosts: str, session_timeout: float, max_retry_delay: float = 1.0) -> KazooClient:
+    """A kazoo client that keeps retrying the connection for ever (ZooKeeper may come back),
+    at most `max_retry_delay` seconds apart.
 
     kazoo's own log says "Connection dropped" at every retry (several a second while ZooKeeper
     is away); only its errors are kept, and our daemons say once that ZooKeeper is unreachable."""
@@ -46,7 +47,7 @@ def zk_client(hosts: str, session_timeout: float) -> KazooClient:
     return KazooClient(
         hosts=hosts,
         timeout=session_timeout,
-        connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+        connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": max_retry_delay},
         command_retry={"max_tries": 3, "delay": 0.05, "max_delay": 0.5},
     )
 

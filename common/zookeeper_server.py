@@ -68,9 +68,13 @@ class ZooKeeperServer:
         tick_ms: int = 200,
         host: str = "127.0.0.1",
         prefix: list[str] | None = None,
+        ensemble: dict[int, tuple[int, int, int]] | None = None,
+        myid: int = 0,
     ) -> None:
         """`host`: the address to listen on; `prefix`: a command to run the server under, e.g.
-        `ip netns exec NS` (tests put ZooKeeper on a "host" of its own)."""
+        `ip netns exec NS` (tests put ZooKeeper on a "host" of its own). `ensemble`: every
+        server of an ensemble on this host, {myid: (client port, quorum port, election
+        port)}, with `myid` this one's (QuorumPeerMain instead of a standalone server)."""
         self.root = Path(root)
         self.host = host
         self.prefix = list(prefix or [])
@@ -78,6 +82,10 @@ class ZooKeeperServer:
         # Session timeouts a client may ask for are bounded to [2, 20] ticks: 200 ms ticks let a
         # client choose anything from 0.4 s to 4 s, which fast failover needs.
         self.tick_ms = tick_ms
+        self.ensemble = ensemble or {}
+        self.myid = myid
+        if self.ensemble:
+            self.port = self.ensemble[myid][0]
         self.process: subprocess.Popen | None = None
 
     @property
@@ -85,33 +93,62 @@ class ZooKeeperServer:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> ZooKeeperServer:
+        """Starts the server and waits until it serves (an ensemble's server: until a quorum
+        of its ensemble runs, so start its peers with `launch` first)."""
+        self.launch()
+        return self.wait_serving(timeout)
+
+    def launch(self) -> None:
+        """Starts the server's process without waiting for it to serve."""
         classpath = zookeeper_classpath()
         data = self.root / "data"
         data.mkdir(parents=True, exist_ok=True)
         config = self.root / "zoo.cfg"
-        config.write_text(
-            f"tickTime={self.tick_ms}\n"
-            f"dataDir={data}\n"
-            f"clientPort={self.port}\n"
-            f"clientPortAddress={self.host}\n"
-            "maxSessionTimeout=20000\n"
-            "admin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr,stat\n"
-        )
+        lines = [
+            f"tickTime={self.tick_ms}",
+            f"dataDir={data}",
+            f"clientPort={self.port}",
+            f"clientPortAddress={self.host}",
+            "maxSessionTimeout=20000",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=ruok,srvr,stat",
+        ]
+        main = "org.apache.zookeeper.server.ZooKeeperServerMain"
+        if self.ensemble:
+            # A quorum of peers: followers sync within 10 ticks of joining and answer the
+            # leader within 5, as ZooKeeper's sample configuration says.
+            lines += ["initLimit=10", "syncLimit=5"]
+            lines += [
+                f"server.{n}={self.host}:{quorum}:{election}"
+                for n, (_, quorum, election) in sorted(self.ensemble.items())
+            ]
+            (data / "myid").write_text(f"{self.myid}\n")
+            main = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+        config.write_text("\n".join(lines) + "\n")
         log = open(self.root / "zookeeper.log", "ab")  # noqa: SIM115 - owned by the process
         self.process = subprocess.Popen(
             [*self.prefix, "java", "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath]
             + [f"-Dzookeeper.log.dir={self.root}"]
-            + ["org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
+            + [main, str(config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         log.close()
+
+    def mode(self) -> str:
+        """ "standalone", "leader" or "follower" while it serves; "" otherwise."""
+        for line in self._ask("srvr").splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return ""
+
+    def wait_serving(self, timeout: float = 30.0) -> ZooKeeperServer:
+        assert self.process is not None
         deadline = time.monotonic() + timeout
         # "ruok" answers before the server serves; "srvr" names its mode once it does.
-        while "Mode:" not in self._ask("srvr"):
+        while not self.mode():
             if self.process.poll() is not None:
                 tail = (self.root / "zookeeper.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"ZooKeeper exited with code {self.process.returncode}:\n{tail}")

@@ -48,7 +48,7 @@ __all__ = ["DEFAULT_SESSION_TIMEOUT", "Leadership", "StandbyServer", "not_leader
 # Seconds. The lower bound on failover after a leader dies without a word (kill -9, power
 # loss): its znode goes only when ZooKeeper expires its session. Mesos defaults to 10 s; 1.5 s
 # brings everything back within about 1.6 s of a SIGKILL (agora experiment failover). A leader
-# cut off from ZooKeeper steps down when its lease runs out, at most 1 s (2/3 of it) after the
+# cut off from ZooKeeper steps down when its lease runs out, at most 1.2 s (0.8 of it) after the
 # last answer, before its session can expire. On a network with slow or distant ZooKeeper
 # servers choose more: a longer timeout only delays failover, it never risks two leaders.
 DEFAULT_SESSION_TIMEOUT = 1.5
@@ -194,7 +194,12 @@ class Leadership:
         self.config.port = port
         if on_listening is not None:
             on_listening()
-        self._zk = zk = zk_client(self.masters.zk_hosts, self.session_timeout)
+        # A leader whose ZooKeeper server went away must be back on another before its lease
+        # runs out: it retries every tenth of a session at most (kazoo's default backs off to
+        # 1 s, which alone would outlast a 1.5 s session's lease during an ensemble's election).
+        self._zk = zk = zk_client(
+            self.masters.zk_hosts, self.session_timeout, min(1.0, self.session_timeout / 10)
+        )
         connected = zk.start_async()
         waited = 0.0
         while not await asyncio.to_thread(connected.wait, 2.0):
