@@ -1,5 +1,6 @@
-"""agora experiment failover: kill the leading master with SIGKILL, over and over, while tasks
-run and a framework launches, and measure how long until everything is back.
+"""agora experiment failover: kill the leading master with SIGKILL (or pause it past its
+ZooKeeper session with `--fault pause`), over and over, while tasks run and a framework
+launches, and measure how long until everything is back.
 
 A real ZooKeeper (Debian's package), three `agora master --zk` processes, real agents running
 real processes, and a framework on the SDK in this process that keeps launching short tasks.
@@ -17,6 +18,13 @@ two markers; a task is lost if it ends LOST/GONE/UNREACHABLE or is never heard o
 Tasks whose launch was in flight at a kill (the master died before forwarding it) come back
 from explicit reconciliation as TASK_UNKNOWN and are launched again: counted, not lost.
 
+`--fault pause` stops the leader with SIGSTOP instead, until another master is elected, then
+resumes it half a second later (issue 38's zombie leader): it must step down without acting.
+Times are then from the SIGSTOP, and 'resumed to refusing' is how long the resumed master took
+to answer NOT_LEADER (refused by its fence at once, or by the standby it re-executes itself
+into); the run also counts what the framework was answered or sent by a master after ZooKeeper
+had elected its successor.
+
 `--masters 1` kills and restarts a single master (SQLite registry) instead: how soon agents and
 frameworks are back once it listens again. Logs and work dirs go to a temporary directory,
 removed after a run that worked unless AGORA_KEEP_SCRATCH is set.
@@ -28,11 +36,13 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -75,6 +85,7 @@ class FailoverConfig:
     task_seconds: float = 1.0
     tasks_per_agent: int = 4
     settle_seconds: float = 1.0  # between "back" and the next kill
+    fault: str = "kill"  # or "pause": SIGSTOP across an election, then SIGCONT
 
 
 class Launcher(Framework):
@@ -85,12 +96,26 @@ class Launcher(Framework):
         self.task_seconds = task_seconds
         self.limit = limit
         self.launching = True
-        self.driver = None
+        self.driver: Any = None  # the SDK driver, once subscribed
         self.subscribed_at: list[tuple[float, str]] = []
         self.offer_times: list[float] = []
         self.states: dict[str, int] = {}  # task id -> last state
         self.agent_of: dict[str, str] = {}
         self.relaunched = 0
+        # --fault pause: the paused leader's id, when its successor was elected, and how many
+        # offers, launch answers and updates came from it after that (must stay 0).
+        self.deposed_master = ""
+        self.successor_elected_at = float("inf")
+        self.from_deposed = 0
+
+    def _heard(self, driver) -> None:
+        """Counts one event or answer if it came from a leader already succeeded."""
+        if (
+            self.deposed_master
+            and driver.master_id == self.deposed_master
+            and time.time() > self.successor_elected_at
+        ):
+            self.from_deposed += 1
 
     def active(self) -> int:
         return sum(1 for s in self.states.values() if s not in TERMINAL)
@@ -100,6 +125,7 @@ class Launcher(Framework):
         self.subscribed_at.append((time.time(), framework_id))
 
     async def on_offers(self, driver, offers):
+        self._heard(driver)
         self.offer_times.append(time.time())
         room = self.limit - self.active() if self.launching else 0
         specs = []
@@ -124,6 +150,7 @@ class Launcher(Framework):
             used.update(o.offer_id for o in placement.offers)
             try:
                 await driver.launch(placement.offers, placement.tasks, refuse_seconds=0)
+                self._heard(driver)
             except SchedulerError:
                 pass  # the master died under the call: reconciliation says what became of it
         unused = [o.offer_id for o in offers if o.offer_id not in used]
@@ -132,6 +159,7 @@ class Launcher(Framework):
                 await driver.decline(unused, refuse_seconds=0.2)
 
     async def on_update(self, driver, status):
+        self._heard(driver)
         if status.state == common_pb2.TASK_UNKNOWN:
             # Reconciliation: the master never heard of it (its launch died with a master).
             if self.states.get(status.task_id) == common_pb2.TASK_STAGING:
@@ -248,17 +276,38 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
             killed_at = time.time()
             proc = masters[index].proc
             assert proc is not None  # started: start() set it
-            proc.kill()  # SIGKILL
-            await proc.wait()
-            await masters[index].stop()
-            masters[index] = await master(index).start()  # as a supervisor would
-            listening = time.time()
-            if single:
-                new_leader, elected = leader, listening
-            else:
+            standby = None
+            agents_coming: asyncio.Task | None = None
+            if cfg.fault == "pause":
+                assert framework.driver is not None  # subscribed before the first fault
+                framework.deposed_master = framework.driver.master_id
+                framework.successor_elected_at = float("inf")
+                proc.send_signal(signal.SIGSTOP)
                 new_leader = await _await_leader(watcher, path, exclude=leader)
-                elected = time.time()
-            agents_back = await _await_agents(new_leader, cfg.agents, since=killed_at)
+                elected = listening = time.time()
+                framework.successor_elected_at = elected
+                # Agents come back meanwhile: timed from now, not after the resume below.
+                agents_coming = asyncio.create_task(
+                    _await_agents(new_leader, cfg.agents, since=killed_at)
+                )
+                await asyncio.sleep(0.5)
+                resumed = time.time()
+                proc.send_signal(signal.SIGCONT)
+                standby = await _await_standby(leader) - resumed
+            else:
+                proc.kill()  # SIGKILL
+                await proc.wait()
+                await masters[index].stop()
+                masters[index] = await master(index).start()  # as a supervisor would
+                listening = time.time()
+                if single:
+                    new_leader, elected = leader, listening
+                else:
+                    new_leader = await _await_leader(watcher, path, exclude=leader)
+                    elected = time.time()
+            agents_back = await (
+                agents_coming or _await_agents(new_leader, cfg.agents, since=killed_at)
+            )
             while not any(t > killed_at for t, _ in framework.subscribed_at):
                 await asyncio.sleep(0.01)
             framework_back = min(t for t, _ in framework.subscribed_at if t > killed_at)
@@ -275,6 +324,8 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
                 "back": max(agents_back, framework_back) - killed_at,
                 "back_after_listening": max(agents_back, framework_back) - listening,
             }
+            if standby is not None:
+                sample["resumed_to_refusing"] = standby
             samples.append(sample)
             await framework.reconcile_staging()
             leader = new_leader
@@ -320,6 +371,8 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
     )
     # "back after listening" means something only when the killed master is the one to return.
     metrics = METRICS if single else METRICS[:5]
+    if cfg.fault == "pause":
+        metrics = (*METRICS[:5], "resumed_to_refusing")
     for sample in samples:
         if not single:
             sample.pop("back_after_listening", None)
@@ -336,7 +389,12 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
         "run_twice_ids": ran_twice[:20],
         "launches_dropped_by_a_dying_master": framework.relaunched,
         "framework_kept_its_id": same_id,
+        "fault": cfg.fault,
     }
+    if cfg.fault == "pause":
+        # What reached the framework from a master whose successor was already elected: the
+        # SDK drops such a stream's events itself, so these are counted as they arrive.
+        run_entry["events_from_a_deposed_leader"] = framework.from_deposed
     results.add_run(run_entry)
     results.add_samples(samples)
     back = stats["back"]
@@ -352,12 +410,25 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
     else:
         results.target("kill -> all back p50", back["p50"], 2.0, "s", measured_in="back")
         results.target("kill -> all back p99", back["p99"], 4.0, "s", measured_in="back")
+    if cfg.fault == "pause":
+        results.target(
+            "events from a deposed leader",
+            float(framework.from_deposed),
+            0,
+            "events",
+            measured_in="events_from_a_deposed_leader",
+        )
     results.target("tasks lost", float(len(lost)), 0, "tasks")
     results.target("tasks run twice", float(len(ran_twice)), 0, "tasks")
     plots = _plot(out, samples)
     summary = "\n".join(
         [
-            "# failover: SIGKILL of the leading master",
+            "# failover: "
+            + (
+                "SIGSTOP of the leading master across an election"
+                if cfg.fault == "pause"
+                else "SIGKILL of the leading master"
+            ),
             "",
             (
                 f"One master (SQLite registry), {cfg.agents} real agents, one framework "
@@ -366,8 +437,14 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
                 if single
                 else f"{cfg.masters} masters on a real ZooKeeper (session timeout "
                 f"{cfg.session_timeout:g} s), {cfg.agents} real agents, one framework launching "
-                f"{cfg.task_seconds:g} s tasks; the leader killed {len(samples)} times, each "
-                "time restarted at once to stand by."
+                f"{cfg.task_seconds:g} s tasks; "
+                + (
+                    f"the leader paused {len(samples)} times until a successor was elected, "
+                    "then resumed 0.5 s later."
+                    if cfg.fault == "pause"
+                    else f"the leader killed {len(samples)} times, each time restarted at once "
+                    "to stand by."
+                )
             ),
             "",
             stats_table([(m.replace("_", " "), stats[m]) for m in metrics], unit="s"),
@@ -412,6 +489,26 @@ async def _await_leader(zk, path: str, exclude: str, timeout: float = 60) -> str
             return info.address
         await asyncio.sleep(0.01)
     raise RuntimeError(f"no new leader within {timeout:g} s")
+
+
+async def _await_standby(address: str, timeout: float = 60) -> float:
+    """When the master at `address` first answered NOT_LEADER."""
+    from agora.common.errors import Reason, reason_of
+
+    deadline = time.monotonic() + timeout
+    channel = open_channel(address)
+    try:
+        stub = operator_pb2_grpc.OperatorStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                await stub.ListMasters(operator_pb2.ListMastersRequest(), timeout=1.0)
+            except grpc.aio.AioRpcError as e:
+                if reason_of(e) == Reason.NOT_LEADER:
+                    return time.time()
+            await asyncio.sleep(0.01)
+    finally:
+        await channel.close()
+    raise TimeoutError(f"the master at {address} never answered NOT_LEADER")
 
 
 async def _await_agents(leader: str, n: int, since: float, timeout: float = 60) -> float:

@@ -337,6 +337,13 @@ def _failover_arguments(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="how long each launched task runs (default 1 s)",
     )
+    p.add_argument(
+        "--fault",
+        choices=("kill", "pause"),
+        default="kill",
+        help="kill: SIGKILL the leader and restart it (default); pause: SIGSTOP it until "
+        "another master is elected, then SIGCONT it (it must step down without acting)",
+    )
 
 
 def _build_failover(args: argparse.Namespace) -> Runner:
@@ -350,7 +357,10 @@ def _build_failover(args: argparse.Namespace) -> Runner:
         agents=args.agents,
         session_timeout=args.zk_session_timeout,
         task_seconds=args.task_seconds,
+        fault=args.fault,
     )
+    if args.fault == "pause" and args.masters < 2:
+        raise ExperimentError("--fault pause needs --masters 2 or more (a successor to elect)")
     return lambda out, command: failover.run(cfg, out, command, args.quiet)
 
 

@@ -21,11 +21,26 @@ from agora.experiments.results import fmt_ms, measured_cell, stats_table
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
+# Second runs of an experiment with other flags, each into figures/<its own name>:
+# (experiment, directory, full flags, quick flags).
+VARIANTS = [
+    ("failover", "failover-pause", ("--fault", "pause", "--kills", "20"), ("--fault", "pause")),
+]
+
+
 async def run_all(names: list[str], figures: Path, quick: bool) -> None:
-    for name in names:
+    runs = [
+        (name, name, EXPERIMENTS[name].quick if quick else EXPERIMENTS[name].full) for name in names
+    ]
+    runs += [
+        (name, folder, quick_flags if quick else full)
+        for name, folder, full, quick_flags in VARIANTS
+        if name in names
+    ]
+    for name, folder, chosen in runs:
         experiment = EXPERIMENTS[name]
-        out = figures / name
-        flags = [*(experiment.quick if quick else experiment.full), "--out", str(out)]
+        out = figures / folder
+        flags = [*chosen, "--out", str(out)]
         command = ["agora", "experiment", name, *flags]
         print(f"== {' '.join(command)}", flush=True)
         started = time.monotonic()
@@ -184,6 +199,24 @@ def section(docs: Path, figures: Path) -> str:
             stats_table([(k.replace("_", " "), v) for k, v in r["seconds"].items()], unit="s"),
             "",
             *_images(docs, figures, fo, "failover"),
+            "",
+        ]
+    fp = _load(figures, "failover-pause")
+    if fp:
+        r = fp["runs"][0]
+        out += [
+            "#### failover: the leader paused across an election",
+            "",
+            f"`{' '.join(fp['command'])}`",
+            "",
+            f"{r['kills']} times the leader was stopped with SIGSTOP until ZooKeeper elected "
+            "another master, then resumed 0.5 s later. Events and answers the framework took "
+            "from a master after its successor's election: "
+            f"{r['events_from_a_deposed_leader']}; tasks launched {r['tasks_launched']}, lost "
+            f"{r['tasks_lost']}, run twice {r['tasks_run_twice']}. Times from the SIGSTOP; "
+            "'resumed to refusing' from the SIGCONT until the old leader answered NOT_LEADER.",
+            "",
+            stats_table([(k.replace("_", " "), v) for k, v in r["seconds"].items()], unit="s"),
             "",
         ]
     so = found.get("soak")

@@ -34,3 +34,28 @@ def test_failover_measures_each_kill_and_counts_lost_and_doubled_tasks(tmp_path)
         "tasks run twice",
     ]
     assert data["plots"] == ["failover.png"]
+
+
+def test_failover_pause_resumes_a_deposed_leader_that_does_nothing(tmp_path):
+    out = tmp_path / "pause"
+    run_experiment(
+        "failover",
+        "--fault",
+        "pause",
+        "--kills",
+        "1",
+        "--agents",
+        "1",
+        "--out",
+        str(out),
+        timeout=180,
+    )
+    data = load_results(out, "failover")
+    (run,) = data["runs"]
+    assert run["fault"] == "pause" and run["framework_kept_its_id"] is True
+    assert run["events_from_a_deposed_leader"] == 0
+    assert run["tasks_lost"] == 0 and run["tasks_run_twice"] == 0
+    with open(out / "samples.csv") as f:
+        (row,) = list(csv.DictReader(f))
+    assert 0 < float(row["elected"]) <= float(row["back"])
+    assert float(row["resumed_to_refusing"]) >= 0
