@@ -5,7 +5,8 @@ The file is YAML or JSON, one list of rules per action, in the spirit of Mesos' 
 
     permissive: false          # an action no rule allows is denied (the default)
     register_agents:    [{principals: [agent-1, agent-2]}]
-    register_frameworks: [{principals: [batch, services], roles: ["*"]},
+    register_frameworks: [{principals: [batch], roles: ["*"], names: [batch]},
+                          {principals: [services], roles: ["*"], names: [services]},
                           {principals: [analytics], roles: [analytics]}]
     run_tasks:          [{principals: [batch, services], users: [nobody]}]
     kill_tasks:         [{principals: [ops], frameworks: [ANY]}]
@@ -22,8 +23,12 @@ everything; "" is an anonymous caller, without a certificate). Frameworks are na
 name. A framework always acts on its own tasks and sandboxes; kill_tasks, teardown_frameworks
 and read_sandboxes are for acting on others' (`agora cluster kill`, `agora cluster teardown`,
 the dashboard's and the agents' file API). relay_agents (`agora relay`, which names who each
-agent it carries is) is allowed only by a rule, even with permissive: true. Pure: parsing and
-deciding, no I/O but the read.
+agent it carries is) is allowed only by a rule, even with permissive: true.
+
+`names:` in a register_frameworks rule reserves those framework names for the rule's principals:
+no one else may register a framework of that name, whatever roles they may use. Clients find the
+batch and services APIs by name, so reserving `batch` and `services` for their daemons' principals
+keeps a hostile framework from posing as them. Pure: parsing and deciding, no I/O but the read.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class AclError(ValueError):
 class Rule:
     principals: frozenset[str]
     objects: frozenset[str] | None  # None: the action has no object
+    names: frozenset[str] = frozenset()  # register_frameworks: framework names reserved
 
     def allows(self, principal: str, obj: str) -> bool:
         if ANY not in self.principals and principal not in self.principals:
@@ -76,8 +82,22 @@ class AclAuthorizer:
         self.rules = rules
         self.permissive = permissive
         self.source = source
+        # Framework name -> the principals it is reserved for.
+        self.reserved: dict[str, set[str]] = {}
+        for rule in rules.get(Action.REGISTER_FRAMEWORK, []):
+            for name in rule.names:
+                self.reserved.setdefault(name, set()).update(rule.principals)
 
     def authorize(self, principal: str, action: Action, obj: str) -> Decision:
+        if action is Action.USE_FRAMEWORK_NAME:
+            owners = self.reserved.get(obj)
+            if owners is None or ANY in owners or principal in owners:
+                return Decision(True)
+            return Decision(
+                False,
+                f"{self.source} reserves the name for {', '.join(sorted(owners))}; "
+                "choose another name",
+            )
         rules = self.rules.get(action)
         if rules is None:
             if action in EXPLICIT_ONLY:
@@ -118,7 +138,10 @@ def parse_acls(data: object, source: str) -> AclAuthorizer:
             where = f"{source}: {key}[{i}]"
             if not isinstance(rule, dict) or "principals" not in rule:
                 raise AclError(f"{where}: a rule is a mapping with principals (and {object_key})")
-            extra = set(rule) - {"principals", object_key}
+            known = {"principals", object_key}
+            if action is Action.REGISTER_FRAMEWORK:
+                known.add("names")
+            extra = set(rule) - known
             if extra:
                 raise AclError(f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}")
             objects = None
@@ -126,7 +149,10 @@ def parse_acls(data: object, source: str) -> AclAuthorizer:
                 if object_key not in rule:
                     raise AclError(f"{where}: name the {object_key} (or [ANY])")
                 objects = _names(rule[object_key], f"{where}.{object_key}")
-            parsed.append(Rule(_names(rule["principals"], f"{where}.principals"), objects))
+            names = _names(rule["names"], f"{where}.names") if "names" in rule else frozenset()
+            if ANY in names:
+                raise AclError(f"{where}.names: list the framework names to reserve, not ANY")
+            parsed.append(Rule(_names(rule["principals"], f"{where}.principals"), objects, names))
         rules[action] = parsed
     return AclAuthorizer(rules, permissive, source)
 

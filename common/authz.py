@@ -18,6 +18,10 @@ class Action(enum.StrEnum):
 
     REGISTER_AGENT = "register_agent"  # object: the agent id ("" for a new agent)
     REGISTER_FRAMEWORK = "register_framework"  # object: the role
+    # object: the framework's name. Allowed unless the name is reserved for other principals
+    # (register_frameworks rules with names:), so clients that find a framework's API by its
+    # name (`agora job`, `agora app`) reach the daemon that name was reserved for.
+    USE_FRAMEWORK_NAME = "use_framework_name"
     RUN_AS_USER = "run_as_user"  # object: the Unix user
     KILL_TASKS = "kill_tasks"  # object: the framework id whose tasks
     TEARDOWN_FRAMEWORK = "teardown_framework"  # object: the framework id

@@ -42,7 +42,9 @@ __all__ = [
     "check_listen",
     "handshake_refusal",
     "is_loopback",
+    "not_served_by",
     "peer_certificate_principal",
+    "server_principal",
     "server_ssl_context",
     "sync_channel",
 ]
@@ -266,10 +268,70 @@ def check_listen(what: str, host: str, credentials: Credentials, insecure: bool)
     )
 
 
+def _load_pair(context, cert_pem: bytes, key_pem: bytes) -> None:
+    """Loads a certificate and key into an ssl.SSLContext. load_cert_chain reads files only:
+    they are written to a private temporary directory (the key mode 0600) and removed."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+        cert.write_bytes(cert_pem)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key_pem)
+        context.load_cert_chain(cert, key)
+
+
+def server_principal(address: str, credentials: Credentials, timeout: float = 5.0) -> str:
+    """The principal named by the certificate the TLS server at `address` presents, checked as
+    gRPC checks it (the cluster's CA, the address's host). Blocking: one TLS handshake, made
+    with this side's own certificate (servers of the cluster ask for one), nothing sent.
+
+    gRPC's Python channels do not show the server's certificate, so a client that must know
+    who it talks to (a framework's API found by name) asks first; OSError or ssl.SSLError when
+    the handshake fails."""
+    import socket
+    import ssl
+
+    from agora.common.rpc import parse_address
+
+    assert credentials.secure and credentials.ca is not None
+    host, port = parse_address(address)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cadata=credentials.ca.decode())
+    context.set_alpn_protocols(["h2"])  # as gRPC offers it
+    cert, key = credentials.current()
+    if cert is not None and key is not None:
+        _load_pair(context, cert, key)
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        with context.wrap_socket(raw, server_hostname=host) as tls:
+            return peer_certificate_principal(tls.getpeercert())
+
+
+def not_served_by(
+    address: str, principal: str, what: str, credentials: Credentials, timeout: float = 5.0
+) -> str | None:
+    """Why `what` at `address` is not served by `principal` (its certificate names someone
+    else, or the handshake failed), for the refusal; None when it is. Blocking."""
+    import ssl
+
+    try:
+        presented = server_principal(address, credentials, timeout)
+    except (OSError, ssl.SSLError) as e:
+        return f"could not check who serves {what} at {address}: {e}"
+    if presented != principal:
+        return (
+            f"{what} at {address} presents a certificate for {presented or '(no name)'!r}, "
+            f"not for {principal or 'an anonymous caller'!r} who registered the framework: "
+            "refusing to talk to it (reserve the framework's name for its daemon in the "
+            "master's ACLs: register_frameworks with names:)"
+        )
+    return None
+
+
 def server_ssl_context(credentials: Credentials):
     """An ssl.SSLContext serving HTTPS with the daemon's certificate (for its HTTP layer)."""
     import ssl
-    import tempfile
 
     assert credentials.secure and credentials.cert is not None and credentials.key is not None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -281,14 +343,7 @@ def server_ssl_context(credentials: Credentials):
     context.load_verify_locations(cadata=credentials.ca.decode())
 
     def load(cert_pem: bytes, key_pem: bytes) -> None:
-        # load_cert_chain reads files only: write them to a private temporary directory.
-        with tempfile.TemporaryDirectory() as tmp:
-            cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
-            cert.write_bytes(cert_pem)
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(key_pem)
-            context.load_cert_chain(cert, key)
+        _load_pair(context, cert_pem, key_pem)
 
     load(*credentials.current())  # type: ignore[arg-type]
     if credentials.renewable is not None:

@@ -59,6 +59,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         principal = caller_principal(context)
         role = request.framework.role or "*"
         await run_call(context, self.gate.check, principal, Action.REGISTER_FRAMEWORK, role)
+        name = request.framework.name
+        await run_call(context, self.gate.check, principal, Action.USE_FRAMEWORK_NAME, name)
         framework, session = await run_call(
             context, self.core.frameworks.subscribe, request.framework, principal
         )

@@ -103,6 +103,7 @@ def framework_summaries(core: MasterCore) -> list[operator_pb2.FrameworkSummary]
                 dominant_share=share,
                 task_count=len(tasks.get(framework_id, ())),
                 registered_at=framework.registered_at,
+                principal=framework.principal,
             )
         )
     return out

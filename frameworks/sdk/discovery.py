@@ -1,15 +1,21 @@
 """Finding a framework's own API through the master: clients need only the master's address.
 
 A framework daemon publishes where its API listens in FrameworkInfo.service_address; the
-master's Operator.ListFrameworks hands it out. `master` may name a set of masters (a list, or
-zk://); the leader is asked.
+master's Operator.ListFrameworks hands it out, with the principal that subscribed the framework.
+`master` may name a set of masters (a list, or zk://); the leader is asked.
+
+With TLS, the API is used only if its certificate names that same principal: a server that
+merely holds some certificate of the cluster's CA is not the framework (a hostile framework
+daemon would otherwise be sent jobs and their secrets). Reserving the names `batch` and
+`services` for their daemons' principals in the master's ACLs (register_frameworks with
+names:) keeps anyone else from registering a framework of those names at all.
 """
 
 from __future__ import annotations
 
 import grpc
 
-from agora.common.credentials import INSECURE, Credentials, sync_channel
+from agora.common.credentials import INSECURE, Credentials, not_served_by, sync_channel
 from agora.common.failures import classify_error
 from agora.common.leader import LeaderNotFound, find_leader
 from agora.common.masters import MasterSpecError
@@ -52,5 +58,22 @@ def find_framework_api(
     if not candidates:
         message = f"no {name!r} framework is registered with the master at {master}"
         raise error(f"{message}; {hint}" if hint else message)
+    principals = sorted({f.principal for f in candidates})
+    if credentials.secure and len(principals) > 1:
+        # Without a reservation anyone may take the name: which one is the real framework is
+        # not for a client to guess (the newest would do for an impostor).
+        raise error(
+            f"frameworks named {name!r} were registered by several principals "
+            f"({', '.join(p or '(anonymous)' for p in principals)}): not knowing which to "
+            "trust, refusing all; reserve the name in the master's ACLs (register_frameworks "
+            "with names:) or tear down the impostor"
+        )
     best = max(candidates, key=lambda f: (f.connected, f.registered_at))
-    return best.info.service_address
+    address = best.info.service_address
+    if credentials.secure:
+        why = not_served_by(
+            address, best.principal, f"the {name!r} framework's API", credentials, timeout
+        )
+        if why is not None:
+            raise error(why)
+    return address

@@ -30,7 +30,7 @@ from aiohttp import web
 from google.protobuf.json_format import MessageToDict
 
 from agora.common import ResourceError, Resources
-from agora.common.credentials import INSECURE, Credentials
+from agora.common.credentials import INSECURE, Credentials, not_served_by
 from agora.common.http import http_principal
 from agora.common.redaction import without_environments
 from agora.common.rpc import open_channel
@@ -66,6 +66,9 @@ CALL_TIMEOUT = 5.0
 # the master's loop for milliseconds, so N open pages must not cost N builds.
 SNAPSHOT_SECONDS = 1.0
 MAX_READ = 256 * 1024  # one file read: a page holds no more
+# How long a framework API's certificate, once seen to name its framework's principal, is
+# taken as checked (a TLS handshake per page view would cost more than the page).
+SERVED_BY_SECONDS = 60.0
 
 
 class ClusterView(Protocol):
@@ -255,6 +258,8 @@ class Dashboard:
         self.credentials = credentials
         self.history = history or ShareHistory()
         self._channels: dict[str, grpc.aio.Channel] = {}
+        # (framework API address, principal) -> when its certificate was last seen to match.
+        self._served: dict[tuple[str, str], float] = {}
         self._sampler: asyncio.Task | None = None
         self._snapshot: tuple[float, operator_pb2.ClusterState] | None = None
         self._reading: asyncio.Future | None = None
@@ -806,11 +811,31 @@ class Dashboard:
         raise ApiError(404, f"no task {task_id!r} of framework {framework_id!r}")
 
     async def _framework_service(self, name: str) -> tuple[str, str] | None:
-        """(service address, framework id) of the connected framework called `name`."""
+        """(service address, framework id) of the connected framework called `name`. With
+        TLS, only if the API's certificate names the principal that subscribed the framework
+        (as `agora job` checks it: frameworks/sdk/discovery.py); else 502 saying why."""
         for f in sorted((await self._state()).frameworks, key=lambda f: not f.connected):
             if f.info.name == name and f.connected and f.info.service_address:
-                return f.info.service_address, f.info.framework_id
+                address = f.info.service_address
+                if self.credentials.secure:
+                    why = await self._served_by(address, f.principal, name)
+                    if why is not None:
+                        raise ApiError(502, why)
+                return address, f.info.framework_id
         return None
+
+    async def _served_by(self, address: str, principal: str, name: str) -> str | None:
+        """not_served_by, remembered for SERVED_BY_SECONDS when it is (a handshake a page view
+        would otherwise cost); a refusal is never remembered."""
+        key = (address, principal)
+        if time.monotonic() - self._served.get(key, -SERVED_BY_SECONDS) < SERVED_BY_SECONDS:
+            return None
+        why = await asyncio.to_thread(
+            not_served_by, address, principal, f"the {name!r} framework's API", self.credentials
+        )
+        if why is None:
+            self._served[key] = time.monotonic()
+        return why
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         if address not in self._channels:

@@ -253,3 +253,49 @@ def test_refused_tls_handshakes_are_logged_and_counted_by_the_master(tmp_path):
         assert "Log level INFO is not suitable" not in log and "master started" in log
     finally:
         master.stop()
+
+
+async def test_a_framework_posing_as_batch_is_never_sent_a_job(cluster, tmp_path):
+    """issue 37: without a reservation in the ACLs, anyone with a certificate of the cluster may
+    register a framework named `batch` and serve an API of its own. The CLI then refuses to
+    guess which `batch` is real (the secret in --env would go to the impostor) and says how to
+    reserve the name; once the impostor is gone, jobs go to the real daemon again."""
+    from e2e_framework import Recorder, running
+
+    from agora.common.credentials import Credentials, add_port
+    from agora.common.rpc import new_server
+
+    local, certs, env = cluster
+    issue(certs, "mallory", "framework")
+    mallory = Credentials.load(certs / "ca.pem", certs / "mallory.pem", certs / "mallory-key.pem")
+    server = new_server()  # the impostor's "Batch API": it would log whatever it is sent
+    port = add_port(server, "127.0.0.1:0", mallory)
+    await server.start()
+    try:
+        async with running(
+            Recorder(),
+            master=local.address,
+            name="batch",
+            credentials=mallory,
+            service_address=f"127.0.0.1:{port}",
+        ) as impostor:
+            submitted = agora(
+                "job",
+                "submit",
+                "--name",
+                "secret",
+                "--env",
+                "DB_PASSWORD=hunter2",
+                "--",
+                "true",
+                env=env,
+            )
+            assert submitted.returncode == 1, submitted.stdout
+            assert "registered by several principals (local, mallory)" in submitted.stderr
+            assert "names:" in submitted.stderr
+            torn = agora("cluster", "teardown", impostor.framework_ids[0], env=env)
+            assert torn.returncode == 0, torn.stderr
+    finally:
+        await server.stop(0)
+    listed = agora("job", "list", env=env)
+    assert listed.returncode == 0, listed.stderr

@@ -4,6 +4,7 @@ principal that registered them, the file re-read on SIGHUP, and a bad file refus
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -259,6 +260,8 @@ async def test_the_acl_file_is_reread_and_a_bad_one_keeps_the_old(master, certs)
         ("run_tasks: [{principals: [a], users: [x], colour: red}]", "unknown field(s) colour"),
         ("run_tasks: {a: b}", "run_tasks must be a list of rules"),
         ("[unclosed", "not valid YAML"),
+        ("register_frameworks: [{principals: [a], roles: [x], names: [ANY]}]", "not ANY"),
+        ("run_tasks: [{principals: [a], users: [x], names: [b]}]", "unknown field(s) names"),
     ],
 )
 def test_a_bad_acl_file_stops_the_master_with_one_line(tmp_path, text, message):
@@ -301,3 +304,81 @@ async def test_calls_on_the_calls_stream_follow_the_acls_as_unary_calls_do(maste
         assert "mallory may not act for framework" in refused.message
         theirs.cancel()
     await channel.close()
+
+
+NAMED_ACLS = """
+register_frameworks: [{principals: [batch], roles: ["*"], names: [batch]},
+                      {principals: [mallory], roles: [ANY]}]
+read_state: [{principals: [ANY]}]
+"""
+
+
+async def subscribe_named(master, certs, principal: str, name: str, service_address: str = ""):
+    channel = open_channel(address(master), creds(certs, principal))
+    info = common_pb2.FrameworkInfo(
+        name=name, user="nobody", role="*", service_address=service_address
+    )
+    call = scheduler_pb2_grpc.SchedulerStub(channel).Subscribe(
+        scheduler_pb2.SubscribeRequest(framework=info)
+    )
+    try:
+        return channel, (await call.read()).subscribed
+    except grpc.aio.AioRpcError as e:
+        await channel.close()
+        return None, e
+
+
+async def test_a_reserved_framework_name_is_registered_only_by_its_principals(master, certs):
+    master.acls_file.write_text(NAMED_ACLS)
+    assert master.reload_acls()
+    _, refused = await subscribe_named(master, certs, "mallory", "batch")
+    denied(refused, "mallory may not use framework name 'batch'", "reserves the name for batch")
+    mine, subscribed = await subscribe_named(master, certs, "mallory", "tools")
+    assert subscribed.framework_id  # any name not reserved
+    theirs, subscribed = await subscribe_named(master, certs, "batch", "batch")
+    assert subscribed.framework_id
+    for channel in (mine, theirs):
+        await channel.close()
+
+
+async def test_a_framework_api_is_used_only_if_its_certificate_names_who_registered_it(
+    master, certs
+):
+    """`agora job` and the dashboard find the batch API by name through the master: with
+    TLS, an API whose certificate names anyone but the framework's principal is refused."""
+    from agora.common.credentials import add_port
+    from agora.common.rpc import new_server
+    from agora.frameworks.sdk import FrameworkNotFound, find_framework_api
+
+    made = agora("tls", "issue", "--ca", str(certs), "--name", "impostor", "--for", "framework")
+    assert made.returncode == 0 or "exists" in made.stderr, made.stderr
+    master.acls_file.write_text(NAMED_ACLS)
+    assert master.reload_acls()
+    servers = {}
+    for name in ("impostor", "batch"):
+        server = new_server()
+        port = add_port(server, "127.0.0.1:0", creds(certs, name))
+        await server.start()
+        servers[name] = (server, f"localhost:{port}")
+    try:
+        # Registered by batch, but its API is served by another certificate of the same CA.
+        channel, _ = await subscribe_named(
+            master, certs, "batch", "batch", service_address=servers["impostor"][1]
+        )
+        with pytest.raises(FrameworkNotFound) as e:
+            await asyncio.to_thread(
+                find_framework_api, address(master), "batch", credentials=creds(certs, "ops")
+            )
+        assert "presents a certificate for 'impostor', not for 'batch'" in str(e.value)
+        await channel.close()
+        channel, _ = await subscribe_named(
+            master, certs, "batch", "batch", service_address=servers["batch"][1]
+        )
+        found = await asyncio.to_thread(
+            find_framework_api, address(master), "batch", credentials=creds(certs, "ops")
+        )
+        assert found == servers["batch"][1]
+        await channel.close()
+    finally:
+        for server, _ in servers.values():
+            await server.stop(0)

@@ -58,7 +58,7 @@ class AgentSummary(_message.Message):
     def __init__(self, info: _Optional[_Union[_common_pb2.AgentInfo, _Mapping]] = ..., state: _Optional[str] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., task_count: _Optional[int] = ..., registered_at: _Optional[float] = ..., last_heartbeat_at: _Optional[float] = ..., drain_deadline: _Optional[float] = ...) -> None: ...
 
 class FrameworkSummary(_message.Message):
-    __slots__ = ("info", "connected", "suppressed", "allocated", "offered", "dominant_share", "task_count", "registered_at")
+    __slots__ = ("info", "connected", "suppressed", "allocated", "offered", "dominant_share", "task_count", "registered_at", "principal")
     INFO_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,7 @@ class FrameworkSummary(_message.Message):
     DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
     TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     info: _common_pb2.FrameworkInfo
     connected: bool
     suppressed: bool
@@ -75,7 +76,8 @@ class FrameworkSummary(_message.Message):
     dominant_share: float
     task_count: int
     registered_at: float
-    def __init__(self, info: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., connected: _Optional[bool] = ..., suppressed: _Optional[bool] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., task_count: _Optional[int] = ..., registered_at: _Optional[float] = ...) -> None: ...
+    principal: str
+    def __init__(self, info: _Optional[_Union[_common_pb2.FrameworkInfo, _Mapping]] = ..., connected: _Optional[bool] = ..., suppressed: _Optional[bool] = ..., allocated: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., offered: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., task_count: _Optional[int] = ..., registered_at: _Optional[float] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class TaskSummary(_message.Message):
     __slots__ = ("task_id", "name", "framework_id", "agent_id", "hostname", "state", "resources", "last_status", "framework_name")
