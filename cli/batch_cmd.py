@@ -115,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         credentials=daemon_credentials(args, args.state_dir / "tls"),
         insecure=args.insecure,
         metrics_port=args.metrics_port,
+        acls_path=args.acls,
+        user=args.user,
         retry_backoff_seconds=args.retry_backoff,
         retry_backoff_max_seconds=max(60.0, args.retry_backoff),
         max_finished_jobs=args.max_finished_jobs,

@@ -22,8 +22,9 @@ from agora.cli.options import (
 def add_daemon_flags(
     parser: argparse.ArgumentParser, *, api: str, state_dir: str, state_help: str
 ) -> None:
-    """--master, --host, --port, --advertise-host, --state-dir and --role of a framework
-    daemon serving the `api` gRPC API, its state kept under ./`state_dir` by default."""
+    """--master, --host, --port, --advertise-host, --state-dir, --role, --acls and --user of
+    a framework daemon serving the `api` gRPC API, its state kept under ./`state_dir` by
+    default."""
     parser.add_argument(
         "--master",
         required=True,
@@ -58,6 +59,21 @@ def add_daemon_flags(
         "--role", default="*", help="role the framework is allocated under (default: *)"
     )
     parser.add_argument(
+        "--acls",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"ACL file (the master's format; re-read on SIGHUP) saying who may use the {api} "
+        "API: submit_jobs, manage_apps (default: anyone who may connect)",
+    )
+    parser.add_argument(
+        "--user",
+        default=None,
+        metavar="NAME",
+        help="Unix user the tasks run as unless they name one (default: the user running "
+        "this daemon; the master's run_tasks ACL must allow it)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=port_number,
         default=None,
@@ -90,6 +106,7 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
+    loop.add_signal_handler(signal.SIGHUP, daemon.reload_acls)
     print(
         f"{kind} listening on {daemon.address} (master {config.master}, "
         f"state dir {os.path.abspath(config.state_dir)})",

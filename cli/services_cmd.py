@@ -46,5 +46,7 @@ def run(args: argparse.Namespace) -> int:
         credentials=daemon_credentials(args, args.state_dir / "tls"),
         insecure=args.insecure,
         metrics_port=args.metrics_port,
+        acls_path=args.acls,
+        user=args.user,
     )
     return asyncio.run(serve("services", ServicesDaemon, config))

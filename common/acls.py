@@ -17,6 +17,8 @@ The file is YAML or JSON, one list of rules per action, in the spirit of Mesos' 
     drain_agents:       [{principals: [ops], agents: [ANY]}]
     read_state:         [{principals: [ANY]}]
     relay_agents:       [{principals: [relay-1]}]
+    submit_jobs:        [{principals: [alice, ci], roles: ["*"]}]     # agora batch --acls
+    manage_apps:        [{principals: [web-team], roles: ["*"]}]      # agora services --acls
 
 A rule allows when the caller's principal and the action's object are both listed (ANY matches
 everything; "" is an anonymous caller, without a certificate). Frameworks are named by id or by
@@ -24,6 +26,11 @@ name. A framework always acts on its own tasks and sandboxes; kill_tasks, teardo
 and read_sandboxes are for acting on others' (`agora cluster kill`, `agora cluster teardown`,
 the dashboard's and the agents' file API). relay_agents (`agora relay`, which names who each
 agent it carries is) is allowed only by a rule, even with permissive: true.
+
+submit_jobs and manage_apps are read by the framework daemons (`agora batch --acls FILE`,
+`agora services --acls FILE`, the same file format): who may submit jobs, and create, update,
+scale or delete apps, in which roles. A job or app still belongs to whoever made it: only its
+owner changes it (frameworks/sdk/ownership.py).
 
 `names:` in a register_frameworks rule reserves those framework names for the rule's principals:
 no one else may register a framework of that name, whatever roles they may use. Clients find the
@@ -58,6 +65,8 @@ SECTIONS: dict[str, tuple[Action, str | None]] = {
     "drain_agents": (Action.DRAIN_AGENT, "agents"),
     "read_state": (Action.READ_STATE, None),
     "relay_agents": (Action.RELAY_AGENTS, None),
+    "submit_jobs": (Action.SUBMIT_JOB, "roles"),
+    "manage_apps": (Action.MANAGE_APP, "roles"),
 }
 
 

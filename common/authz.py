@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["EXPLICIT_ONLY", "Action", "AllowAll", "Authorizer", "Decision"]
+__all__ = ["EXPLICIT_ONLY", "Action", "AllowAll", "Authorizer", "Decision", "refusal_message"]
 
 
 class Action(enum.StrEnum):
@@ -30,6 +30,9 @@ class Action(enum.StrEnum):
     SET_QUOTA = "set_quota"  # object: the role
     DRAIN_AGENT = "drain_agent"  # object: the agent id
     READ_STATE = "read_state"  # object: "" (the whole cluster)
+    # Checked by the framework daemons (agora batch, agora services) on their own APIs:
+    SUBMIT_JOB = "submit_jobs_in_role"  # object: the role the job's tasks run in
+    MANAGE_APP = "manage_apps_in_role"  # object: the role of an app made, changed or deleted
     RELAY_AGENTS = "relay_agents"  # object: "" (speak for the agents that dial a relay)
 
 
@@ -55,3 +58,10 @@ class AllowAll:
         if action in EXPLICIT_ONLY:
             return Decision(False, f"it needs a {action.value} rule in the master's --acls file")
         return Decision(True)
+
+
+def refusal_message(principal: str, action: Action, obj: str, decision: Decision) -> str:
+    """What a refused caller is told: who, what, to what, and why."""
+    who = principal or "an anonymous caller"
+    why = f": {decision.reason}" if decision.reason else ""
+    return f"{who} may not {action.value.replace('_', ' ')} {obj!r}{why}"

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import grpc
 
-from agora.common.authz import EXPLICIT_ONLY, Action, AllowAll, Authorizer, Decision
+from agora.common.authz import (
+    EXPLICIT_ONLY,
+    Action,
+    AllowAll,
+    Authorizer,
+    Decision,
+    refusal_message,
+)
 from agora.master.errors import CallError, Reason
 
 __all__ = ["EXPLICIT_ONLY", "Action", "AllowAll", "Authorizer", "Decision", "Gatekeeper", "check"]
@@ -21,11 +28,9 @@ def check(authorizer: Authorizer, principal: str, action: Action, obj: str) -> N
     """Raises CallError(PERMISSION_DENIED) naming the principal, the action and the object."""
     decision = authorizer.authorize(principal, action, obj)
     if not decision.allowed:
-        who = principal or "an anonymous caller"
-        why = f": {decision.reason}" if decision.reason else ""
         raise CallError(
             grpc.StatusCode.PERMISSION_DENIED,
-            f"{who} may not {action.value.replace('_', ' ')} {obj!r}{why}",
+            refusal_message(principal, action, obj, decision),
             Reason.PERMISSION_DENIED,
         )
 

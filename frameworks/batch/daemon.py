@@ -44,6 +44,10 @@ class BatchConfig:
     # loopback without it.
     credentials: Credentials = INSECURE
     insecure: bool = False
+    # Who may use the API (common/acls.py: submit_jobs, manage_apps); None: anyone.
+    acls_path: Path | str | None = None
+    # The Unix user tasks run as unless they name one; None: the user running the daemon.
+    user: str | None = None
     # Prometheus metrics at http://host:metrics_port/metrics; None: not served (0: any port).
     metrics_port: int | None = None
     retry_backoff_seconds: float = 1.0  # before the first retry; doubles up to the max
@@ -122,7 +126,7 @@ class BatchDaemon(FrameworkDaemon):
     def _add_services(self, server: grpc.aio.Server) -> None:
         assert self.scheduler is not None and self._operator is not None
         batch_pb2_grpc.add_BatchServicer_to_server(
-            BatchService(self.scheduler, self._operator), server
+            BatchService(self.scheduler, self._operator, self.authorize), server
         )
 
     def _summary(self) -> dict:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import grpc
 import structlog
 
 from agora.common import Resources
+from agora.common.authz import Action, AllowAll, Decision, refusal_message
 from agora.common.credentials import caller_principal
 from agora.common.leader import FollowingStub
 from agora.common.redaction import without_environments
@@ -38,21 +40,30 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         self,
         scheduler: BatchScheduler,
         operator: operator_pb2_grpc.OperatorStub | FollowingStub | None,
+        authorize: Callable[[str, Action, str], Decision] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.operator = operator
+        self.authorize = authorize or AllowAll().authorize  # the daemon's ACLs (submit_jobs)
         # (when asked, the scheduler's agents_lost then, the answer) of the last ListAgents.
         self._sizes: tuple[float, int, list[tuple[str, Resources]]] | None = None
 
     async def SubmitJob(self, request: batch_pb2.SubmitJobRequest, context):
         spec = request.spec
-        stamp_owner(spec.labels, caller_principal(context))
+        principal = caller_principal(context)
+        role = spec.task.role or self.scheduler.role
+        decision = self.authorize(principal, Action.SUBMIT_JOB, role)
+        if not decision.allowed:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                refusal_message(principal, Action.SUBMIT_JOB, role, decision),
+            )
+        stamp_owner(spec.labels, principal)
         try:
             validate_spec(spec, self.scheduler.role)
             probe = self.scheduler.task_spec(st.new_job("probe", spec, 0, 0.0), 0)
         except (SpecError, ValueError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        role = spec.task.role or self.scheduler.role
         totals, kept = await self._agent_totals()
         too_big = self._too_big(spec, probe, totals, role)
         if too_big and kept:  # refused only on a fresh answer: an agent may have joined

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import grpc
 import structlog
 
+from agora.common.acls import AclError, load_acls
+from agora.common.authz import Action, AllowAll, Authorizer, Decision
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials, server_ssl_context
 from agora.common.failures import RepeatFilter
@@ -38,7 +40,9 @@ class DaemonConfig(Protocol):
     role: str
     failover_timeout: float  # how long the master keeps our tasks while we are away
     # Optional: `credentials` (agora.common.credentials.Credentials), mutual TLS to the master
-    # and on the API; a config without it runs in plaintext.
+    # and on the API; a config without it runs in plaintext. `acls_path`: an ACL file
+    # (common/acls.py) saying who may use the API (submit_jobs, manage_apps); without it
+    # anyone may. `user`: the Unix user tasks run as unless they name one (default: ours).
 
     @property
     def state_path(self) -> Any: ...  # the SQLite file, or None to keep state in memory
@@ -93,6 +97,28 @@ class FrameworkDaemon:
         self._grpc_metrics = GrpcMetrics(self.metrics_registry)
         self.metrics_registry.register(_Families(self._metric_families))
         self._metrics_http: HttpServer | None = None  # when serving /metrics
+        # Who may use the API (--acls); AllowAll without. AclError on a bad file at start.
+        self.authorizer: Authorizer = AllowAll()
+        acls = getattr(config, "acls_path", None)
+        if acls is not None:
+            self.authorizer = load_acls(acls)
+
+    def authorize(self, principal: str, action: Action, obj: str) -> Decision:
+        """The decision of the current ACLs (re-read by `reload_acls`)."""
+        return self.authorizer.authorize(principal, action, obj)
+
+    def reload_acls(self) -> bool:
+        """Re-reads --acls (on SIGHUP); a bad file keeps the old rules and says why."""
+        path = getattr(self.config, "acls_path", None)
+        if path is None:
+            return False
+        try:
+            self.authorizer = load_acls(path)
+        except AclError as e:
+            log.error("ACL file not reloaded; the old rules stay", error=str(e))
+            return False
+        log.info("ACLs reloaded", path=str(path))
+        return True
 
     def tls_handshake_refused(self, reason: str, words: str) -> None:
         """A caller turned away in the TLS handshake (common/handshakes; any thread)."""
@@ -208,6 +234,7 @@ class FrameworkDaemon:
         while not self._stopping:
             info = framework_info(
                 self.config.name,
+                user=getattr(self.config, "user", None),
                 role=self.config.role,
                 failover_timeout=self.config.failover_timeout,
                 service_address=self.service_address,

@@ -43,6 +43,10 @@ class ServicesConfig:
     # loopback without it.
     credentials: Credentials = INSECURE
     insecure: bool = False
+    # Who may use the API (common/acls.py: submit_jobs, manage_apps); None: anyone.
+    acls_path: Path | str | None = None
+    # The Unix user tasks run as unless they name one; None: the user running the daemon.
+    user: str | None = None
     # Prometheus metrics at http://host:metrics_port/metrics; None: not served (0: any port).
     metrics_port: int | None = None
     # Converge at least this often (it also runs after every change).
@@ -94,7 +98,8 @@ class ServicesDaemon(FrameworkDaemon):
 
     def _add_services(self, server: grpc.aio.Server) -> None:
         assert self.scheduler is not None
-        services_pb2_grpc.add_ServicesServicer_to_server(ServicesServicer(self.scheduler), server)
+        servicer = ServicesServicer(self.scheduler, self.authorize)
+        services_pb2_grpc.add_ServicesServicer_to_server(servicer, server)
 
     def _start_background(self) -> list[asyncio.Task]:
         assert self.scheduler is not None

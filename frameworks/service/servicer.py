@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 import structlog
 
+from agora.common.authz import Action, AllowAll, Decision, refusal_message
 from agora.common.credentials import caller_principal
 from agora.common.redaction import without_environments
 from agora.frameworks.sdk.ownership import may_act, owner_of, refusal, stamp_owner
@@ -41,7 +44,12 @@ def _is_master_certificate(context) -> bool:
 
 
 class ServicesServicer(services_pb2_grpc.ServicesServicer):
-    def __init__(self, scheduler: ServiceScheduler) -> None:
+    def __init__(
+        self,
+        scheduler: ServiceScheduler,
+        authorize: Callable[[str, Action, str], Decision] | None = None,
+    ) -> None:
+        self.authorize = authorize or AllowAll().authorize  # the daemon's ACLs (manage_apps)
         self.scheduler = scheduler
 
     def _acting(self, context) -> str:
@@ -57,10 +65,18 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
                     return value
         return principal
 
-    async def _owned(self, app_id: str, action: str, context) -> None:
-        """Refuses (PERMISSION_DENIED) a change to an app the caller does not own."""
+    async def _owned(self, app_id: str, action: str, context, role: str = "") -> None:
+        """Refuses (PERMISSION_DENIED) a change to an app the caller may not manage in its
+        role (the ACLs' manage_apps) or does not own. `role`: the app's, when it is new."""
         existing = self.scheduler.apps.get(app_id)
         principal = self._acting(context)
+        role = (existing.app.role if existing is not None else role) or "*"
+        decision = self.authorize(principal, Action.MANAGE_APP, role)
+        if not decision.allowed:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                refusal_message(principal, Action.MANAGE_APP, role, decision),
+            )
         if existing is not None and not may_act(principal, existing.app.labels):
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -75,8 +91,11 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
         return without_environments(status)
 
     async def PutApp(self, request, context):
-        await self._owned(request.app.id, "update", context)
+        await self._owned(request.app.id, "update", context, role=request.app.role)
         existing = self.scheduler.apps.get(request.app.id)
+        if existing is not None and request.app.role and request.app.role != existing.app.role:
+            # Moving it to another role is managing it there as well.
+            await self._owned("", "update", context, role=request.app.role)
         app = services_pb2.App()
         app.CopyFrom(request.app)
         stamp_owner(
