@@ -272,6 +272,8 @@ class AgentDaemon:
             port,
             self.metrics.registry,
             server_ssl_context(credentials) if credentials.secure else None,
+            authorizer=lambda: self.access.acls,  # --acls: read_metrics decides
+            tokens=credentials.tokens,
         )
         await self._metrics_server.start()
         self._usage_task = asyncio.create_task(self._sample_usage(), name="usage-sampler")

@@ -15,13 +15,17 @@ The file is YAML or JSON, one list of rules per action, in the spirit of Mesos' 
     set_weights:        [{principals: [ops], roles: [ANY]}]
     set_quota:          [{principals: [ops], roles: [ANY]}]
     drain_agents:       [{principals: [ops], agents: [ANY]}]
-    read_state:         [{principals: [ANY]}]
+    read_state:         [{principals: [ANY]}]                 # any certificate of the CA
+    read_metrics:       [{principals: [prometheus]}]          # every daemon's /metrics
     relay_agents:       [{principals: [relay-1]}]
     submit_jobs:        [{principals: [alice, ci], roles: ["*"]}]     # agora batch --acls
     manage_apps:        [{principals: [web-team], roles: ["*"]}]      # agora services --acls
 
-A rule allows when the caller's principal and the action's object are both listed (ANY matches
-everything; "" is an anonymous caller, without a certificate). Frameworks are named by id or by
+A rule allows when the caller's principal and the action's object are both listed. ANY matches
+every object, and every principal that proved a name (a certificate of the cluster's CA, a bearer
+token); an anonymous caller (a browser without a certificate, any caller without TLS) is matched
+only by ANONYMOUS, so opening something to everyone is written down:
+`read_state: [{principals: [ANY, ANONYMOUS]}]`. Frameworks are named by id or by
 name. A framework always acts on its own tasks and sandboxes; kill_tasks, teardown_frameworks
 and read_sandboxes are for acting on others' (`agora cluster kill`, `agora cluster teardown`,
 the dashboard's and the agents' file API). relay_agents (`agora relay`, which names who each
@@ -51,6 +55,7 @@ from agora.common.authz import EXPLICIT_ONLY, Action, Decision
 __all__ = ["AclAuthorizer", "AclError", "load_acls"]
 
 ANY = "ANY"
+ANONYMOUS = "ANONYMOUS"  # in principals: a caller without a name
 
 # File key -> (action, the key naming the objects in a rule; None: the action has no object).
 SECTIONS: dict[str, tuple[Action, str | None]] = {
@@ -64,6 +69,7 @@ SECTIONS: dict[str, tuple[Action, str | None]] = {
     "set_quota": (Action.SET_QUOTA, "roles"),
     "drain_agents": (Action.DRAIN_AGENT, "agents"),
     "read_state": (Action.READ_STATE, None),
+    "read_metrics": (Action.READ_METRICS, None),
     "relay_agents": (Action.RELAY_AGENTS, None),
     "submit_jobs": (Action.SUBMIT_JOB, "roles"),
     "manage_apps": (Action.MANAGE_APP, "roles"),
@@ -81,7 +87,10 @@ class Rule:
     names: frozenset[str] = frozenset()  # register_frameworks: framework names reserved
 
     def allows(self, principal: str, obj: str) -> bool:
-        if ANY not in self.principals and principal not in self.principals:
+        if not principal:
+            if ANONYMOUS not in self.principals:
+                return False
+        elif ANY not in self.principals and principal not in self.principals:
             return False
         return self.objects is None or ANY in self.objects or obj in self.objects
 

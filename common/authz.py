@@ -30,6 +30,7 @@ class Action(enum.StrEnum):
     SET_QUOTA = "set_quota"  # object: the role
     DRAIN_AGENT = "drain_agent"  # object: the agent id
     READ_STATE = "read_state"  # object: "" (the whole cluster)
+    READ_METRICS = "read_metrics"  # object: "" (a daemon's /metrics)
     # Checked by the framework daemons (agora batch, agora services) on their own APIs:
     SUBMIT_JOB = "submit_jobs_in_role"  # object: the role the job's tasks run in
     MANAGE_APP = "manage_apps_in_role"  # object: the role of an app made, changed or deleted

@@ -18,16 +18,25 @@ from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.log import server_logger
 
 from agora.common.credentials import peer_certificate_principal
+from agora.common.tokens import TokenBook
 
 __all__ = ["HttpServer", "http_principal"]
 
 
-def http_principal(request: web.Request) -> str:
-    """The caller's principal: its client certificate's name over HTTPS; "" (anonymous) else."""
+def http_principal(request: web.Request, tokens: TokenBook | None = None) -> str:
+    """The caller's principal: its client certificate's name over HTTPS, else the principal of
+    its `Authorization: Bearer` token when `tokens` knows it (over HTTPS only: a token never
+    travels in plaintext); "" (anonymous) else."""
     transport = request.transport
     if transport is None:
         return ""
-    return peer_certificate_principal(transport.get_extra_info("peercert"))
+    named = peer_certificate_principal(transport.get_extra_info("peercert"))
+    if named or tokens is None or transport.get_extra_info("sslcontext") is None:
+        return named
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return ""
+    return tokens.principal(token.strip()) or ""
 
 
 class HttpServer:

@@ -10,22 +10,43 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Callable
 
 import grpc
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
-from agora.common.http import HttpServer
+from agora.common.authz import Action, Authorizer, refusal_message
+from agora.common.http import HttpServer, http_principal
+from agora.common.tokens import TokenBook
 
 __all__ = ["GrpcMetrics", "metrics_server"]
 
 
 def metrics_server(
-    host: str, port: int, registry: CollectorRegistry, ssl_context=None
+    host: str,
+    port: int,
+    registry: CollectorRegistry,
+    ssl_context=None,
+    authorizer: Callable[[], Authorizer | None] | None = None,
+    tokens: TokenBook | None = None,
 ) -> HttpServer:
-    """An HTTP server answering GET /metrics with `registry` in Prometheus' text format."""
+    """An HTTP server answering GET /metrics with `registry` in Prometheus' text format.
+
+    `authorizer`: the daemon's current ACLs (None: no ACLs, anyone may read). With them, only
+    a principal that `read_metrics` names may: Prometheus scrapes with a client certificate
+    (its scrape config's tls_config) or, over HTTPS, a bearer token that `tokens` (the
+    daemon's --tokens) knows (its authorization: credentials_file); or the rule names
+    ANONYMOUS."""
 
     async def metrics(request: web.Request) -> web.Response:
+        acls = authorizer() if authorizer is not None else None
+        if acls is not None:
+            principal = http_principal(request, tokens)
+            decision = acls.authorize(principal, Action.READ_METRICS, "")
+            if not decision.allowed:
+                text = refusal_message(principal, Action.READ_METRICS, "/metrics", decision)
+                return web.Response(status=403, text=text + "\n")
         # Collected on the event loop: collectors read the daemon's state, which only the loop
         # changes, so they must not run on another thread. They are kept cheap for that.
         body = generate_latest(registry)

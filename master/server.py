@@ -275,7 +275,13 @@ class Master:
             ),
         )
         self._metrics_http = metrics_server(
-            self.config.host, port, self.metrics.registry, self._ssl_context()
+            self.config.host,
+            port,
+            self.metrics.registry,
+            self._ssl_context(),
+            # No --acls: anyone may read, as every other call; with it, read_metrics decides.
+            authorizer=lambda: self.gate.authorizer if self.config.acls_path else None,
+            tokens=self.config.credentials.tokens,
         )
         await self._metrics_http.start()
 

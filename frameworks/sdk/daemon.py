@@ -214,6 +214,11 @@ class FrameworkDaemon:
                 metrics_port,
                 self.metrics_registry,
                 server_ssl_context(self.credentials) if secure else None,
+                # --acls: read_metrics decides; without, anyone may read.
+                authorizer=lambda: (
+                    self.authorizer if getattr(config, "acls_path", None) is not None else None
+                ),
+                tokens=self.credentials.tokens,
             )
             await self._metrics_http.start()
         log.info(

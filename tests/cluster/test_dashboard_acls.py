@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 from e2e_framework import Recorder, running
-from harness import Daemon, agora, eventually_async
+from harness import Daemon, agora, eventually, eventually_async
 
 from agora.common.credentials import Credentials
 from agora.common.rpc import open_channel
@@ -294,3 +294,55 @@ def _scale_claiming_owner(address: str, certs) -> grpc.StatusCode:
     finally:
         channel.close()
     return grpc.StatusCode.OK
+
+
+def readme_acls() -> str:
+    """The ACL file of the README's multi-machine walkthrough, as it is written there."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    found = re.search(r"cat > acls.yaml <<'EOF'\n(.*?)\nEOF\n", readme, re.S)
+    assert found, "the README shows its ACL file"
+    return found.group(1)
+
+
+def test_the_readme_acls_open_neither_the_dashboard_nor_metrics_to_anonymous_callers(tmp_path):
+    certs = certs_for(tmp_path)
+    made = agora("tls", "issue", "--ca", str(certs), "--name", "prometheus", "--for", "client")
+    assert made.returncode == 0, made.stderr
+    acls = tmp_path / "acls.yaml"
+    acls.write_text(readme_acls())
+    master = Daemon(
+        ["master", "--port", "0", "--http-port", "0", "--metrics-port", "0"]
+        + ["--acls", str(acls), "--state-dir", str(tmp_path / "m"), *tls_flags(certs, "master")],
+        tmp_path / "master.log",
+    ).start()
+    try:
+        eventually(
+            lambda: any("metrics on" in line for line in master.lines),
+            timeout=10,
+            message="the metrics address",
+        )
+        dashboard = dashboard_url(master).rstrip("/") + "/api/overview"
+        metrics = next(
+            line.split("metrics on ", 1)[1].strip() for line in master.lines if "metrics on" in line
+        )
+        # read_state: [ANY] lets in every certificate of the CA, not a browser without one.
+        assert get(dashboard, certs, "ops")[0] == 200
+        status, body = get(dashboard, certs, None)
+        assert status == 403 and "anonymous" in json.dumps(body)
+        # /metrics is read_metrics': Prometheus' certificate only.
+        context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        for name, expected in ((None, 403), ("ops", 403), ("prometheus", 200)):
+            if name is not None:
+                context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+                context.load_cert_chain(certs / f"{name}.pem", certs / f"{name}-key.pem")
+            try:
+                with urllib.request.urlopen(metrics, context=context, timeout=10) as reply:
+                    status = reply.status
+                    assert b"agora_master" in reply.read()
+            except urllib.error.HTTPError as e:
+                status = e.code
+            assert status == expected, (name, status)
+    finally:
+        master.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import ssl
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -25,6 +26,7 @@ register_agents: [{principals: [agent-1]}]
 register_frameworks: [{principals: [fw], roles: [ANY]}]
 run_tasks: [{principals: [fw], users: [ANY]}]
 read_state: [{principals: [ops, fw]}]
+read_metrics: [{principals: [ops]}]
 """
 
 
@@ -119,7 +121,15 @@ async def test_tokens_stand_for_principals_and_bad_ones_are_refused_and_counted(
         line.split("metrics on ", 1)[1].strip() for line in master.lines if "metrics on" in line
     )
     context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
-    text = urllib.request.urlopen(metrics_url, context=context, timeout=10).read().decode()
+    # /metrics is read_metrics': refused to an anonymous scraper, read with ops' bearer token
+    # (as Prometheus' authorization: credentials_file sends it).
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(metrics_url, context=context, timeout=10)
+    assert refused.value.code == 403
+    assert "an anonymous caller may not read metrics" in refused.value.read().decode()
+    bearer = {"Authorization": f"Bearer {(root / 'ops.tok').read_text().strip()}"}
+    request = urllib.request.Request(metrics_url, headers=bearer)
+    text = urllib.request.urlopen(request, context=context, timeout=10).read().decode()
     # The stray command made two calls (finding the leader, listing agents): both refused.
     counted = re.search(
         r'agora_master_authentication_failures_total\{reason="unknown_token"\} (\S+)', text

@@ -106,7 +106,8 @@ async def test_a_framework_daemon_refused_by_the_acls_says_so_once_and_keeps_try
                 lambda: denials._value.get() >= 3, timeout=30, message="three refusals"
             )
             # The ACL file re-read lets it in: it was never removed, only turned away.
-            acls.write_text("register_frameworks: [{principals: [ANY], roles: [ANY]}]\n")
+            # Without TLS the daemon is anonymous: ANY does not name it, ANONYMOUS does.
+            acls.write_text("register_frameworks: [{principals: [ANONYMOUS], roles: [ANY]}]\n")
             assert master.reload_acls()
             await eventually_async(
                 lambda: daemon.driver and daemon.driver.connected, timeout=30, message="in"
