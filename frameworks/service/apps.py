@@ -18,7 +18,11 @@ from agora.frameworks.service.backoff import (
     DEFAULT_BACKOFF_SECONDS,
     DEFAULT_MAX_LAUNCH_DELAY,
 )
-from agora.frameworks.service.constraints import Constraint, ConstraintError
+from agora.frameworks.service.constraints import (
+    Constraint,
+    ConstraintError,
+    check_pattern_budget,
+)
 from agora.frameworks.service.deploy import Strategy
 from agora.v1 import common_pb2, services_pb2
 
@@ -76,12 +80,18 @@ def normalize(app: App) -> App:
     if not 0 <= out.ports <= MAX_PORTS:
         raise AppError(f"app {app_id}: ports is a count of ports in 0-{MAX_PORTS}, got {out.ports}")
     out.role = out.role or "*"
+    parsed_all = []
     for i, c in enumerate(out.constraints):
         try:
             parsed = Constraint.parse(c.field, c.operator, c.value)
         except ConstraintError as e:
             raise AppError(f"app {app_id}: constraints[{i}]: {e}") from None
         c.field, c.operator, c.value = parsed.field, parsed.operator, parsed.value
+        parsed_all.append(parsed)
+    try:
+        check_pattern_budget(parsed_all, f"app {app_id}")
+    except ConstraintError as e:
+        raise AppError(str(e)) from None
     _normalize_health(out)
     b = out.backoff
     if not b.HasField("backoff_seconds"):

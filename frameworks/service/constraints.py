@@ -22,9 +22,18 @@ import re2
 OPERATORS = ("UNIQUE", "CLUSTER", "GROUP_BY", "LIKE", "UNLIKE", "MAX_PER")
 
 
-# Longest LIKE/UNLIKE pattern accepted: room for any real host or rack pattern, and a bound on
-# the memory RE2 may spend compiling one.
+# Longest LIKE/UNLIKE pattern accepted: room for any real host or rack pattern.
 MAX_PATTERN_LENGTH = 1000
+# The budget of one pattern. Length alone bounds nothing: `(?:\pL){300}N` is 12 characters
+# and compiles to 358,805 RE2 instructions (0.11 s, about 4 MB); 40 of them in one 1.4 KB app
+# held the services daemon 4 s and 165 MB. RE2 stops compiling past PATTERN_MAX_MEM (in a few
+# ms), and a compiled pattern may have at most MAX_PROGRAM_SIZE instructions: a rack or host
+# pattern such as `rack-(a|b)[0-9]+` has about 20.
+PATTERN_MAX_MEM = 256 * 1024
+MAX_PROGRAM_SIZE = 5000
+# The budget of one app: LIKE/UNLIKE patterns, and their instructions together.
+MAX_PATTERNS_PER_APP = 16
+MAX_PROGRAM_SIZE_PER_APP = 20_000
 
 
 class ConstraintError(ValueError):
@@ -36,7 +45,25 @@ def _pattern(value: str) -> re2._Regexp:
     """The compiled pattern (compiled once: placement checks it per agent and instance)."""
     options = re2.Options()
     options.log_errors = False  # a bad pattern is the caller's error, reported to them, not logged
+    options.max_mem = PATTERN_MAX_MEM
     return re2.compile(value, options)
+
+
+def check_pattern_budget(constraints: Iterable[Constraint], where: str) -> None:
+    """ConstraintError unless the LIKE/UNLIKE patterns of one app fit its budget (each pattern
+    was checked alone by `Constraint.parse`)."""
+    patterns = [c.value for c in constraints if c.operator in ("LIKE", "UNLIKE")]
+    if len(patterns) > MAX_PATTERNS_PER_APP:
+        raise ConstraintError(
+            f"{where}: {len(patterns)} LIKE/UNLIKE constraints; at most "
+            f"{MAX_PATTERNS_PER_APP} (join alternatives into one pattern with |)"
+        )
+    size = sum(_pattern(p).programsize for p in patterns)
+    if size > MAX_PROGRAM_SIZE_PER_APP:
+        raise ConstraintError(
+            f"{where}: its LIKE/UNLIKE patterns compile to {size} instructions together; at "
+            f"most {MAX_PROGRAM_SIZE_PER_APP}: simplify them"
+        )
 
 
 @dataclass(frozen=True)
@@ -80,13 +107,24 @@ class Constraint:
                     f"the limit is {MAX_PATTERN_LENGTH}"
                 )
             try:
-                _pattern(value)
+                compiled = _pattern(value)
             except re2.error as e:
                 reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else e
+                if "too large" in str(reason):
+                    raise ConstraintError(
+                        f"{where}: the pattern is too large for RE2's budget "
+                        f"({PATTERN_MAX_MEM // 1024} KB compiled): simplify it (a counted "
+                        "repetition such as {300} multiplies what follows)"
+                    ) from None
                 raise ConstraintError(
                     f"{where}: bad regular expression (RE2 syntax: no backreferences or "
                     f"lookaround): {reason}"
                 ) from None
+            if compiled.programsize > MAX_PROGRAM_SIZE:
+                raise ConstraintError(
+                    f"{where}: the pattern compiles to {compiled.programsize} instructions; "
+                    f"at most {MAX_PROGRAM_SIZE}: simplify it"
+                )
         if op == "MAX_PER" or (op == "GROUP_BY" and value):
             if not value.isdigit() or int(value) < 1:
                 raise ConstraintError(f"{where}: {op} needs a whole number >= 1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import grpc
@@ -11,6 +12,7 @@ from agora.common.authz import Action, AllowAll, Decision, refusal_message
 from agora.common.credentials import caller_principal
 from agora.common.redaction import without_environments
 from agora.frameworks.sdk.ownership import may_act, owner_of, refusal, stamp_owner
+from agora.frameworks.service import apps as appdefs
 from agora.frameworks.service.apps import AppError
 from agora.frameworks.service.scheduler import ServiceScheduler
 from agora.v1 import services_pb2, services_pb2_grpc
@@ -104,6 +106,10 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
             keep=owner_of(existing.app.labels) if existing is not None else None,
         )
         try:
+            # Validated first on a thread: compiling LIKE patterns (bounded, see constraints.py)
+            # must not hold the event loop, which `agora local` shares with the master. The
+            # scheduler's own validation then finds them compiled.
+            await asyncio.to_thread(appdefs.normalize, app)
             app, created, deploying = await self.scheduler.put_app(app, request.create_only)
         except AppError as e:
             await _abort(context, e)

@@ -153,3 +153,26 @@ async def test_a_backtracking_like_pattern_stalls_nothing(cluster):
     assert waiting.running == 0
     after = await cluster.get("bystander")
     assert [t.task_id for t in after.tasks] == [before] and after.running == 1
+
+
+async def test_patterns_past_their_budget_are_refused_and_hold_nothing(cluster):
+    """The probe's PutApp of 1.4 KB carried 40 patterns such as `(?:\\pL){300}N`: each 12
+    characters, each 358,805 RE2 instructions; it held the daemon 4 s and 165 MB. Now each
+    pattern and each app has a budget, said in the refusal; small patterns still work."""
+    hostile = [
+        S.Constraint(field="rack", operator="LIKE", value=rf"(?:\pL){{300}}N{i}") for i in range(40)
+    ]
+    await refused(
+        cluster.put(app(id="hostile", constraints=hostile)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "constraints[0]",
+        "too large for RE2's budget",
+    )
+    many = [S.Constraint(field="rack", operator="LIKE", value=f"r{i}") for i in range(17)]
+    await refused(
+        cluster.put(app(id="many", constraints=many)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "17 LIKE/UNLIKE constraints; at most 16",
+    )
+    fine = [S.Constraint(field="rack", operator="LIKE", value="rack-(a|b)[0-9]+")]
+    assert (await cluster.put(app(id="fine", constraints=fine))).created

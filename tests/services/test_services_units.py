@@ -494,3 +494,18 @@ def test_an_app_file_must_say_what_proto3_cannot_tell_from_zero(text, message):
 
     with pytest.raises(AppError, match=message):
         parse_app_text(text, "web.yaml")
+
+
+def test_a_pattern_and_an_app_have_a_budget_of_instructions():
+    from agora.frameworks.service.constraints import MAX_PROGRAM_SIZE, check_pattern_budget
+
+    # Under RE2's memory budget but over the instruction bound: refused, saying by how much.
+    with pytest.raises(ConstraintError, match=f"at most {MAX_PROGRAM_SIZE}"):
+        Constraint.parse("rack", "LIKE", r"[a-z]{900}" * 6)
+    with pytest.raises(ConstraintError, match="too large for RE2's budget"):
+        Constraint.parse("rack", "LIKE", r"(?:\pL){300}N")
+    # Each within its bound, too many together.
+    heavy = [Constraint.parse("rack", "LIKE", r"[a-z]{700}" * 2 + str(i)) for i in range(16)]
+    with pytest.raises(ConstraintError, match="instructions together; at most 20000"):
+        check_pattern_budget(heavy, "app x")
+    check_pattern_budget(heavy[:3], "app x")
