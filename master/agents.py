@@ -66,6 +66,8 @@ class AgentBook:
         self.ledger, self.offers, self.frameworks, self.tasks = ledger, offers, frameworks, tasks
         self.clock, self.counts, self.master_id = clock, counts, master_id
         self.epoch = 0  # the leader's election epoch (MasterCore sets it)
+        # principal -> the agent its certificate registered last (one each, under ACLs)
+        self.by_principal: dict[str, str] = {}
         self.removal_limit = (
             RemovalLimit(*config.agent_removal_rate_limit)
             if config.agent_removal_rate_limit is not None
@@ -119,6 +121,8 @@ class AgentBook:
                 f"which {agent.principal} registered",
                 Reason.PERMISSION_DENIED,
             )
+        if agent is None and principal and self.config.acls_path is not None:
+            self._one_agent_a_certificate(principal, agent_id)
         if agent is not None:
             for offer in self.reg.offers_of_agent(agent_id):
                 self.offers.rescind(offer, "agent re-registered", recover=False)
@@ -139,6 +143,8 @@ class AgentBook:
             self.reg.agents[agent_id] = agent
         agent.session, agent.last_seen, agent.last_heartbeat_at = session, now, wall
         agent.principal = principal
+        if principal:
+            self.by_principal[principal] = agent_id
         agent.state = DRAINING if agent.draining else ACTIVE
 
         shutdown_frameworks = self._reconcile_agent_tasks(agent, register.tasks)
@@ -300,8 +306,33 @@ class AgentBook:
             self.offers.rescind(offer, "agent disconnected")
         log.info("agent disconnected", agent_id=agent.agent_id)
 
+    def _one_agent_a_certificate(self, principal: str, new_agent_id: str) -> None:
+        """Under ACLs a certificate registers one agent (issue 37: a stolen or shared agent
+        certificate must not add agents at will). A new agent of a principal that already
+        holds a connected one is refused; one whose agent is disconnected replaces it (a
+        machine whose work dir was lost), as the agent timeout would have removed it."""
+        held = self.reg.agents.get(self.by_principal.get(principal, ""))
+        if held is None or held.principal != principal:
+            return
+        if held.session is not None or held.state == RECOVERING:
+            # Connected, or known from before a master restart and not back yet (it may be on
+            # its way with its id): the newcomer is the one turned away.
+            raise CallError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{principal} already runs agent {held.agent_id} ({held.info.hostname}); one "
+                "certificate registers one agent: restart that agent with its work dir, or "
+                "give this machine a certificate of its own",
+                Reason.PERMISSION_DENIED,
+            )
+        self.remove(
+            held,
+            f"replaced by agent {new_agent_id}, registered with the same certificate ({principal})",
+        )
+
     def remove(self, agent: Agent, reason: str) -> None:
         agent_id = agent.agent_id
+        if agent.principal and self.by_principal.get(agent.principal) == agent_id:
+            del self.by_principal[agent.principal]
         log.warning("removing agent", agent_id=agent_id, reason=reason)
         for offer in self.reg.offers_of_agent(agent_id):
             self.offers.rescind(offer, f"agent {agent_id} removed", recover=False)

@@ -161,6 +161,8 @@ class MasterCore:
                 principal=stored.principal,  # only they may register under its id again
             )
             self.agents.arm_drain_deadline(self.reg.agents[stored.info.agent_id])
+            if stored.principal:
+                self.agents.by_principal[stored.principal] = stored.info.agent_id
         for stored_framework in self.store.frameworks():
             framework = Framework(
                 info=stored_framework.info,

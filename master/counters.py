@@ -34,6 +34,8 @@ class MasterCounters:
     updates_received: int = 0
     updates_forwarded: int = 0
     updates_acknowledged: int = 0
+    # Updates an agent sent for a task no framework launched there (acknowledged, dropped).
+    updates_for_unknown_tasks: int = 0
     # New agents turned away while the master was behind (MASTER_BUSY), and how far behind it
     # is now: its tick loop's lateness and the wait of the agents' latest heartbeats.
     agents_refused_busy: int = 0

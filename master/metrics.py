@@ -123,6 +123,11 @@ COUNTERS = {
         "agora_master_status_updates_acknowledged",
         "Acknowledgements from frameworks sent on to agents.",
     ),
+    "updates_for_unknown_tasks": (
+        "agora_master_status_updates_unknown_task",
+        "Status updates for a task no framework launched on that agent: acknowledged and "
+        "dropped (a confused or hostile agent).",
+    ),
 }
 
 

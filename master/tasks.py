@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 import structlog
 
-from agora.common import EMPTY
+from agora.common.failures import Recently
 from agora.common.task_states import is_terminal
 from agora.master import limits
 from agora.master.clock import Clock
@@ -60,6 +60,7 @@ class TaskBook:
     ) -> None:
         self.config, self.reg, self.ledger, self.offers = config, reg, ledger, offers
         self.frameworks, self.clock, self.counts = frameworks, clock, counts
+        self._unknown_said = Recently()  # updates for unknown tasks: said once a minute an agent
 
     def accept(self, request: scheduler_pb2.AcceptRequest) -> list[str]:
         framework = self.frameworks.for_call(request.framework_id, request.stream_id)
@@ -351,14 +352,15 @@ class TaskBook:
                 self._send_ack(agent, framework_id, status.task_id, status.uuid)
             return
         if task is None:
-            task = Task(
-                framework_id,
-                agent.agent_id,
-                common_pb2.TaskInfo(task_id=status.task_id, agent_id=agent.agent_id),
-                EMPTY,
-                state=common_pb2.TASK_STATE_UNSPECIFIED,
-            )
-            self.reg.add_task(task)
+            # No framework launched it here, and the agent did not report it when it
+            # registered: forwarding it would let an agent make up tasks (and their states)
+            # for any framework. Acknowledged, so it is not resent; counted and said.
+            self.counts.updates_for_unknown_tasks += 1
+            if self._unknown_said.say(agent.agent_id) is not None:
+                log.warning("status update for a task not launched here dropped", **context)
+            if status.uuid:
+                self._send_ack(agent, framework_id, status.task_id, status.uuid)
+            return
         if is_terminal(status.state) and status.uuid:
             task.final_uuid = status.uuid
         if self.reg.tasks.get(task.key) is task:  # live

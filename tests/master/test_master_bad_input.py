@@ -402,3 +402,21 @@ async def test_an_acknowledgement_with_nothing_to_acknowledge_is_invalid(cluster
     )
     assert error.code() == Code.INVALID_ARGUMENT
     assert "agent_id/task_id/uuid (task 't')" in error.details() and "16 bytes" in error.details()
+
+
+async def test_an_update_for_a_task_no_framework_launched_is_acknowledged_and_dropped(cluster):
+    """An agent (confused, or holding a stolen certificate) reports a task nobody launched on
+    it: the framework never hears of it, the agent is acknowledged, the master counts it."""
+    master, agent, framework, offer = cluster
+    uuid = agent.status(framework.framework_id, "made-up", common_pb2.TASK_FINISHED)
+    await agent.inbox.expect("status_update_ack", lambda a: a.uuid == uuid)
+    await framework.accept([offer.offer_id], [task("t")])
+    await agent.inbox.expect("run_task")
+    agent.status(framework.framework_id, "t", common_pb2.TASK_RUNNING)
+    await framework.inbox.expect("update")
+    assert [u.status.task_id for u in framework.inbox.of("update")] == ["t"]
+    assert master.core.counts.updates_for_unknown_tasks == 1
+    channel, ops = operator(master.address)
+    async with channel:
+        tasks = (await ops.ListTasks(operator_pb2.ListTasksRequest())).tasks
+    assert "made-up" not in {t.task_id for t in tasks}
