@@ -44,8 +44,12 @@ def new_server(
 ) -> grpc.aio.Server:
     """A server for an Agora daemon; with --tokens (`credentials.tokens`) every call must carry
     a known bearer token (common.tokens.TokenAuth), checked before any other interceptor.
-    `on_auth_failure(reason, method)` counts a refusal; each is logged here."""
-    chain = list(interceptors)
+    `on_auth_failure(reason, method)` counts a refusal; each is logged here. Every request's
+    ids and names are bounded before a handler sees them (common.request_limits), after the
+    caller's `interceptors` (which may count the refusal)."""
+    from agora.common.request_limits import RequestLimits
+
+    chain = [*interceptors, RequestLimits()]
     if credentials.tokens is not None:
         import structlog  # here: a client of this module logs nothing, and never loads it
 
@@ -63,7 +67,7 @@ def new_server(
                 on_auth_failure(reason, method)
 
         chain.insert(0, TokenAuth(credentials.tokens, failed))
-    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=chain or None)
+    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=chain)
 
 
 def bind(server: grpc.aio.Server, where: str, credentials: Credentials = INSECURE) -> int:

@@ -8,12 +8,12 @@ that 10 MB names, 100,000 labels or 200,000 reconcile ids cannot be sent for fre
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import grpc
 
-from agora.master.errors import CallError, abort
+from agora.common import request_limits
+from agora.master.errors import CallError
 
 __all__ = [
     "MAX_ACKS_PER_CALL",
@@ -30,11 +30,10 @@ __all__ = [
     "check_task_size",
     "check_text",
     "check_request_strings",
-    "RequestLimits",
 ]
 
-MAX_ID_LENGTH = 256  # task, framework, agent and offer ids
-MAX_NAME_LENGTH = 256  # names, roles, users, hostnames, label keys
+MAX_ID_LENGTH = request_limits.MAX_ID_LENGTH  # task, framework, agent and offer ids
+MAX_NAME_LENGTH = request_limits.MAX_NAME_LENGTH  # names, roles, users, hostnames, label keys
 MAX_LABEL_VALUE_LENGTH = 4096
 MAX_LABELS = 64
 MAX_CAPABILITIES = 32
@@ -59,8 +58,10 @@ def _refuse(field: str, message: str) -> CallError:
 
 
 def check_text(field: str, value: str, limit: int = MAX_NAME_LENGTH) -> None:
-    if len(value) > limit:
-        raise _refuse(field, f"{len(value)} characters ({value[:40]!r}...); the limit is {limit}")
+    try:
+        request_limits.check_text(field, value, limit)
+    except request_limits.LimitError as e:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
 
 
 def check_count(field: str, count: int, limit: int) -> None:
@@ -141,56 +142,9 @@ def check_task_size(task) -> None:
             )
 
 
-def check_request_strings(message, depth: int = 0) -> None:
-    """Ids and names in a request (its own fields and those of the messages it lists, such as
-    Reconcile's tasks): past MAX_ID_LENGTH or MAX_NAME_LENGTH, INVALID_ARGUMENT naming the field,
-    before anything looks them up, stores or logs them (and echoes them back in full)."""
-    for field, value in message.ListFields():
-        name = field.name
-        if field.type == field.TYPE_STRING:
-            limit = MAX_ID_LENGTH if name.endswith(("_id", "_ids")) else None
-            if name in ("role", "framework", "name", "principal", "hostname", "user"):
-                limit = MAX_NAME_LENGTH
-            if limit is None:
-                continue
-            for text in value if field.is_repeated else (value,):
-                check_text(name, text, limit)
-        elif field.type == field.TYPE_MESSAGE and depth < 2:
-            if field.message_type.GetOptions().map_entry:
-                continue
-            for item in value if field.is_repeated else (value,):
-                check_request_strings(item, depth + 1)
-
-
-class RequestLimits(grpc.aio.ServerInterceptor):
-    """Runs check_request_strings on every request of a unary-request method, so no handler
-    sees an id of megabytes (the streaming AgentLink checks its messages itself)."""
-
-    async def intercept_service(self, continuation, details):
-        handler = await continuation(details)
-        if handler is None or handler.request_streaming:
-            return handler
-        if handler.unary_unary is not None:
-            inner = handler.unary_unary
-
-            async def unary(request, context):
-                try:
-                    check_request_strings(request)
-                except CallError as e:
-                    await abort(context, e)
-                return await inner(request, context)
-
-            return handler._replace(unary_unary=unary)
-        inner_stream = handler.unary_stream
-        if not inspect.isasyncgenfunction(inner_stream):
-            return handler  # a stream written with context.write(): left to its handler
-
-        async def stream(request, context):
-            try:
-                check_request_strings(request)
-            except CallError as e:
-                await abort(context, e)
-            async for reply in inner_stream(request, context):
-                yield reply
-
-        return handler._replace(unary_stream=stream)
+def check_request_strings(message) -> None:
+    """common.request_limits' check, as the master's CallError (INVALID_ARGUMENT)."""
+    try:
+        request_limits.check_request_strings(message)
+    except request_limits.LimitError as e:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None

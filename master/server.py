@@ -15,7 +15,7 @@ from agora.common.http import HttpServer
 from agora.common.masters import MasterInfo
 from agora.common.metrics import metrics_server
 from agora.common.rpc import add_standard_services, bind, new_server, service_name
-from agora.master import limits, views
+from agora.master import views
 from agora.master.agent_link_service import AgentLinkService
 from agora.master.allocator import AllocatorProtocol
 from agora.master.authz import Authorizer, Gatekeeper
@@ -147,7 +147,7 @@ class Master:
             [FenceInterceptor(self._fence, lambda: self.address)] if self._fence is not None else []
         )
         server = new_server(
-            interceptors=[*fenced, self.metrics.grpc, limits.RequestLimits()],
+            interceptors=[*fenced, self.metrics.grpc],
             credentials=self.config.credentials,
             on_auth_failure=lambda reason, method: self.metrics.authentication_failures.labels(
                 reason

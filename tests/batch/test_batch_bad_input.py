@@ -139,3 +139,19 @@ async def test_no_batch_daemon_is_one_line(tmp_path):
         assert len(result.err.strip().splitlines()) == 1
     finally:
         await c.stop()
+
+
+async def test_an_id_of_megabytes_is_refused_without_being_echoed(cluster):
+    """issue 37: the services and agent servers echoed a 10 MB id in full in their errors.
+    Every Agora server now bounds ids and names before a handler sees them
+    (common.request_limits), showing only the first characters."""
+    huge = "j" * (10 * 1024 * 1024)
+    for call, request in [
+        ("GetJob", B.GetJobRequest(job_id=huge)),
+        ("KillJob", B.KillJobRequest(job_id=huge)),
+    ]:
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await getattr(cluster.stub, call)(request)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "job_id: 10485760 characters" in info.value.details()
+        assert len(info.value.details()) < 200

@@ -176,3 +176,10 @@ async def test_patterns_past_their_budget_are_refused_and_hold_nothing(cluster):
     )
     fine = [S.Constraint(field="rack", operator="LIKE", value="rack-(a|b)[0-9]+")]
     assert (await cluster.put(app(id="fine", constraints=fine))).created
+
+
+async def test_an_app_id_of_megabytes_is_refused_without_being_echoed(cluster):
+    huge = "a" * (10 * 1024 * 1024)
+    for call in (cluster.get(huge), cluster.stub.DeleteApp(S.DeleteAppRequest(id=huge))):
+        details = await refused(call, grpc.StatusCode.INVALID_ARGUMENT, "id: 10485760 characters")
+        assert len(details) < 200
