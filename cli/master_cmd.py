@@ -36,6 +36,16 @@ def _role_seconds(text: str) -> tuple[str, float]:
     return role, _seconds(seconds)
 
 
+def _megabytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of MB") from None
+    if not 4 <= value <= 2047:
+        raise argparse.ArgumentTypeError(f"{value} MB: give 4 to 2047 (gRPC's own bound)")
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text.rstrip("s"))
@@ -202,6 +212,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "before its stream is cut (it reconnects and fails over) (default 50000)",
     )
     p.add_argument(
+        "--max-request-mb",
+        type=_megabytes,
+        default=64,
+        metavar="MB",
+        help="the largest request of Accept, Reconcile and Acknowledge and of a stream's "
+        "message; every other call takes at most 4 MB, refused before it is parsed "
+        "(default 64)",
+    )
+    p.add_argument(
+        "--max-calls-per-principal",
+        type=int,
+        default=64,
+        metavar="N",
+        help="calls one principal (a certificate's or a token's name) may have open at once; "
+        "0: no bound (default 64)",
+    )
+    p.add_argument(
+        "--max-streams-per-principal",
+        type=int,
+        default=256,
+        metavar="N",
+        help="streams (agents' links, subscriptions, relays) one principal may have open at "
+        "once; 0: no bound, for an emulated fleet sharing one certificate (default 256)",
+    )
+    p.add_argument(
         "--max-completed-tasks-per-framework",
         type=int,
         default=1000,
@@ -363,6 +398,9 @@ def run(args: argparse.Namespace) -> int:
         offer_timeout_seconds=args.offer_timeout or None,
         max_kill_grace_seconds=args.max_kill_grace,
         max_send_queue=args.max_send_queue,
+        max_request_bytes=args.max_request_mb * 1024 * 1024,
+        max_calls_per_principal=args.max_calls_per_principal,
+        max_streams_per_principal=args.max_streams_per_principal,
         max_completed_tasks_per_framework=args.max_completed_tasks_per_framework,
         max_removed_frameworks=args.max_removed_frameworks,
         max_removed_agents=args.max_removed_agents,

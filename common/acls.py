@@ -106,6 +106,19 @@ class AclAuthorizer:
             for name in rule.names:
                 self.reserved.setdefault(name, set()).update(rule.principals)
 
+    def names(self, principal: str) -> bool:
+        """Whether any rule names `principal` (ANY a named one, ANONYMOUS an anonymous one):
+        a caller named by none may do nothing here, so nothing it sends need be read."""
+        if self.permissive:
+            return True
+        return any(
+            (ANONYMOUS in rule.principals)
+            if not principal
+            else (ANY in rule.principals or principal in rule.principals)
+            for rules in self.rules.values()
+            for rule in rules
+        )
+
     def authorize(self, principal: str, action: Action, obj: str) -> Decision:
         if action is Action.USE_FRAMEWORK_NAME:
             owners = self.reserved.get(obj)

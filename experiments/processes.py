@@ -364,10 +364,14 @@ class ExperimentTls:
 
     def flags(self, name: str) -> list[str]:
         d = self.directory
+        # One certificate stands for a whole emulated fleet: the master must not bound it as
+        # it bounds one agent's principal (--max-streams-per-principal).
+        unbounded = ["--max-streams-per-principal", "0"] if name == "master" else []
         return [
             "--tls-ca", str(d / "ca.pem"),
             "--tls-cert", str(d / f"{name}.pem"),
             "--tls-key", str(d / f"{name}-key.pem"),
+            *unbounded,
         ]  # fmt: skip
 
     def credentials(self, name: str):

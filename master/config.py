@@ -87,9 +87,21 @@ class MasterConfig:
     insecure: bool = False
     # ACLs (master/acls.py); None: every caller may do everything.
     acls_path: Path | None = None
+    # The door (common/call_gate.py): the largest request of Accept, Reconcile and the
+    # streams' messages; of any other call; and, per named principal, the calls and streams
+    # open at once (0: no bound; an emulated fleet under one certificate needs that).
+    max_request_bytes: int = 64 * 1024 * 1024
+    small_request_bytes: int = 4 * 1024 * 1024
+    max_calls_per_principal: int = 64
+    max_streams_per_principal: int = 256
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead."""
+        if self.small_request_bytes > self.max_request_bytes:
+            raise ValueError(
+                f"max_request_bytes ({self.max_request_bytes}) must be at least the small "
+                f"calls' bound ({self.small_request_bytes})"
+            )
         if self.max_send_queue < 1:
             raise ValueError(f"max_send_queue must be at least 1, got {self.max_send_queue}")
         for name in (

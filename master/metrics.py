@@ -135,6 +135,13 @@ class MasterMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.grpc = GrpcMetrics(self.registry)
+        self.calls_refused = Counter(
+            "agora_master_calls_refused",
+            "Calls refused before their request was read (common/call_gate.py), by reason: "
+            "unknown_principal, too_many_calls, too_many_streams, too_large.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.denials = Counter(
             "agora_master_authorization_denials",
             "Calls refused by the ACLs, by action.",

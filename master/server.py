@@ -9,6 +9,7 @@ import grpc
 import structlog
 
 from agora.common.acls import AclError, load_acls
+from agora.common.call_gate import CallGate, GateLimits
 from agora.common.credentials import server_ssl_context
 from agora.common.failures import Recently
 from agora.common.http import HttpServer
@@ -47,6 +48,16 @@ Event = scheduler_pb2.Event
 # The tick loop's step: how often the master's attention is measured (agents.tick), so a stall
 # of the loop is seen to within this much.
 TICK_STEP = 0.05
+
+# Calls whose one request may be large (up to --max-request-bytes): every other unary call's
+# request is bounded by small_request_bytes, checked before it is parsed.
+LARGE_METHODS = frozenset(
+    {
+        "/agora.v1.Scheduler/Accept",
+        "/agora.v1.Scheduler/Reconcile",
+        "/agora.v1.Scheduler/Acknowledge",
+    }
+)
 
 SERVICE_NAMES = [
     service_name(scheduler_pb2, "Scheduler"),
@@ -152,6 +163,8 @@ class Master:
             on_auth_failure=lambda reason, method: self.metrics.authentication_failures.labels(
                 reason
             ).inc(),
+            gate=self._call_gate(),
+            max_receive_bytes=self.config.max_request_bytes,
         )
         scheduler = SchedulerService(self.core, self.gate, self.metrics.grpc.count)
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduler, server)
@@ -262,6 +275,29 @@ class Master:
         await server.start()
         self._join_server, self.join_port = server, port
         log.info("accepting joins", address=f"{config.host}:{port}", ca=str(config.join_ca_dir))
+
+    def _call_gate(self) -> CallGate:
+        """The door before any request is read (common/call_gate.py): callers no ACL rule
+        names, principals past their calls or streams, requests larger than their call."""
+        config = self.config
+        limits = GateLimits(
+            small_request_bytes=config.small_request_bytes,
+            large_methods=LARGE_METHODS,
+            calls_per_principal=config.max_calls_per_principal,
+            streams_per_principal=config.max_streams_per_principal,
+        )
+
+        def knows(principal: str) -> bool:
+            names = getattr(self.gate.authorizer, "names", None)
+            return names is None or names(principal)
+
+        def refused(principal: str, method: str, reason: str, message: str) -> None:
+            self.metrics.calls_refused.labels(reason).inc()
+            if self._denials_said.say((principal, method, reason)) is not None:
+                log.warning("call refused at the door", principal=principal or "(anonymous)",
+                            method=method, reason=reason, detail=message)  # fmt: skip
+
+        return CallGate(limits, knows=knows if config.acls_path else None, on_refused=refused)
 
     async def _start_metrics(self, port: int) -> None:
         core = self.core

@@ -56,7 +56,9 @@ async def _failing_link(master: str, enough) -> list[dict]:
 async def test_a_refusal_by_the_acls_is_said_once_with_principal_and_action(tmp_path):
     acls = tmp_path / "acls.yaml"
     acls.write_text(
-        "register_agents: [{principals: [agent-1]}]\nread_state: [{principals: [ANY]}]\n"
+        # Anonymous (no TLS) and named by a rule, so the master reads it and refuses it the
+        # registration itself.
+        "register_agents: [{principals: [agent-1]}]\nread_state: [{principals: [ANY, ANONYMOUS]}]\n"
     )
     master = await start_master(tmp_path, acls_path=acls)
     try:

@@ -89,9 +89,9 @@ async def test_tokens_stand_for_principals_and_bad_ones_are_refused_and_counted(
     listed = cli(master, certs, root, "ops", "cluster", "agents", "--json")
     assert listed.returncode == 0, listed.stderr
     assert "agent-1" in listed.stdout or '"hostname"' in listed.stdout
-    # eve's token is known, but the ACLs give eve nothing: refused by name.
+    # eve's token is known, but no rule names eve: refused by name, before anything is read.
     denied = cli(master, certs, root, "eve", "cluster", "agents")
-    assert denied.returncode != 0 and "eve may not read state" in denied.stderr
+    assert denied.returncode != 0 and "eve is named by no rule" in denied.stderr
     # An unknown token: UNAUTHENTICATED, in one line.
     (root / "stray.tok").write_text("not-a-token-anyone-knows\n")
     os.chmod(root / "stray.tok", 0o600)

@@ -160,7 +160,8 @@ async def test_operator_changes_and_reads_follow_the_acls(master, certs):
                     await call
                 except grpc.aio.AioRpcError as e:
                     assert not allowed, (name, words, e.details())
-                    denied(e, f"{name} may not {words}")
+                    # alice is named by no rule: turned away at the door, nothing read.
+                    denied(e, "alice is named by no rule of this server's ACLs")
                 else:
                     assert allowed, (name, words)
             with pytest.raises(grpc.aio.AioRpcError) as e:
@@ -168,7 +169,7 @@ async def test_operator_changes_and_reads_follow_the_acls(master, certs):
             if allowed:  # past the ACL; then the agent is unknown
                 assert e.value.code() == grpc.StatusCode.NOT_FOUND
             else:
-                denied(e.value, "alice may not drain agent 'agent-x'")
+                denied(e.value, "alice is named by no rule", "DrainAgent")
     async with open_channel(address(master), creds(certs, "ops")) as channel:
         ops = operator_pb2_grpc.OperatorStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as e:  # quota only for analytics
@@ -189,13 +190,13 @@ async def test_operators_kill_and_tear_down_others_frameworks_only_as_the_acls_s
                 assert e.value.code() == grpc.StatusCode.NOT_FOUND, e.value
                 assert "no running task 't9'" in e.value.details()
             else:
-                denied(e.value, f"alice may not kill tasks '{framework_id}'")
+                denied(e.value, "alice is named by no rule", "KillTask")
     async with open_channel(address(master), creds(certs, "alice")) as ops_channel:
         with pytest.raises(grpc.aio.AioRpcError) as e:
             await operator_pb2_grpc.OperatorStub(ops_channel).TeardownFramework(
                 operator_pb2.TeardownFrameworkRequest(framework=framework_id)
             )
-        denied(e.value, f"alice may not teardown framework '{framework_id}'")
+        denied(e.value, "alice is named by no rule", "TeardownFramework")
     assert framework_id in master.core.reg.frameworks  # a denial changes nothing
     async with open_channel(address(master), creds(certs, "ops")) as ops_channel:
         reply = await operator_pb2_grpc.OperatorStub(ops_channel).TeardownFramework(

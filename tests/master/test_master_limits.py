@@ -56,15 +56,24 @@ def task(task_id: str, cpus: float = 0.1, **command) -> common_pb2.TaskInfo:
 
 async def test_oversized_calls_are_refused_naming_the_limit(master):
     transport = GrpcSchedulerTransport(master.address)
-    # A 10 MB framework name: refused before it is stored or logged.
+    # A 1 MB framework name: refused before it is stored or logged.
+    stream = transport.subscribe(
+        scheduler_pb2.SubscribeRequest(framework=framework_info("x" * 1_000_000))
+    )
+    with pytest.raises(SchedulerError) as e:
+        async for _ in stream:
+            pass
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "name: 1000000 characters" in e.value.message and "limit is 256" in e.value.message
+    # A 10 MB one is refused at the door, for its size, before it is even parsed.
     stream = transport.subscribe(
         scheduler_pb2.SubscribeRequest(framework=framework_info("x" * 10_000_000))
     )
     with pytest.raises(SchedulerError) as e:
         async for _ in stream:
             pass
-    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert "name: 10000000 characters" in e.value.message and "limit is 256" in e.value.message
+    assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "Subscribe: a request of 10000034 bytes; this call takes at most" in e.value.message
     assert master.core.reg.frameworks == {}
 
     subscribed, stream = await subscribe(transport)

@@ -372,7 +372,7 @@ async def test_a_master_that_authenticates_no_one_lets_no_relay_name_a_principal
         await master.stop(0)
     # With an ACL file, relaying needs its rule even where nobody is authenticated.
     acls = tmp_path / "acls.yaml"
-    acls.write_text("register_agents: [{principals: [ANY]}]\n")
+    acls.write_text("register_agents: [{principals: [ANONYMOUS]}]\n")
     master = await start_master(None, acls_path=acls)
     try:
         channel = open_channel(master.address)

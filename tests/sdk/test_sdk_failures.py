@@ -95,7 +95,10 @@ class _Daemon(FrameworkDaemon):
 
 async def test_a_framework_daemon_refused_by_the_acls_says_so_once_and_keeps_trying(tmp_path):
     acls = tmp_path / "acls.yaml"
-    acls.write_text("register_frameworks: [{principals: [batch], roles: [ANY]}]\n")
+    acls.write_text(
+        "register_frameworks: [{principals: [batch], roles: [ANY]}]\n"
+        "read_state: [{principals: [ANONYMOUS]}]\n"  # named, so its Subscribe is read
+    )
     master = await start_master(tmp_path / "master", acls_path=acls)
     denials = master.metrics.denials.labels("register_framework")
     daemon = _Daemon(_Config(master=master.address, state_dir=tmp_path / "daemon"))
