@@ -38,6 +38,7 @@ from agora.common.credentials import (
     Credentials,
     check_listen,
     is_loopback,
+    reload_certificate_said,
     server_ssl_context,
 )
 from agora.common.http import HttpServer
@@ -405,6 +406,12 @@ class AgentDaemon:
         """A caller turned away in the TLS handshake (common/handshakes; any thread)."""
         self._log.warning("TLS handshake refused", reason=reason, detail=words)
         self.metrics.authentication_failures.labels(reason).inc()
+
+    def on_hangup(self) -> None:
+        """SIGHUP: re-reads --acls and the certificate files (each kept when the new one is
+        bad, saying why)."""
+        self.reload_acls()
+        reload_certificate_said(self.config.credentials, self._log)
 
     def reload_acls(self) -> bool:
         """Re-reads --acls (on SIGHUP); a bad file is logged and the ACLs in force stay."""

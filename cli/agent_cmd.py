@@ -305,7 +305,7 @@ async def _serve(config) -> int:
         handshakes.watch(daemon.tls_handshake_refused)
         warn_unnamed_address(config.credentials.cert, daemon.advertised_address, "agora agent")
     renewing = None
-    if config.credentials.renewable is not None:
+    if config.credentials.renewable is not None and config.credentials.renewable.addresses:
         from agora.common.renewal import renew_forever
 
         renewing = asyncio.create_task(renew_forever(config.credentials), name="renewal")
@@ -323,7 +323,7 @@ async def _serve(config) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop, False)
     loop.add_signal_handler(signal.SIGUSR1, stop, True)
-    loop.add_signal_handler(signal.SIGHUP, daemon.reload_acls)
+    loop.add_signal_handler(signal.SIGHUP, daemon.on_hangup)
     print(
         f"agent listening on {daemon.address} (master {config.master}, "
         f"work dir {os.path.abspath(config.work_dir)})",

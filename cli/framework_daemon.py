@@ -98,7 +98,7 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
         handshakes.watch(daemon.tls_handshake_refused)
         warn_unnamed_address(daemon.credentials.cert, daemon.service_address, f"agora {kind}")
     renewing = None
-    if daemon.credentials.renewable is not None:
+    if daemon.credentials.renewable is not None and daemon.credentials.renewable.addresses:
         from agora.common.renewal import renew_forever
 
         renewing = asyncio.create_task(renew_forever(daemon.credentials), name="renewal")
@@ -106,7 +106,7 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    loop.add_signal_handler(signal.SIGHUP, daemon.reload_acls)
+    loop.add_signal_handler(signal.SIGHUP, daemon.on_hangup)
     print(
         f"{kind} listening on {daemon.address} (master {config.master}, "
         f"state dir {os.path.abspath(config.state_dir)})",

@@ -512,7 +512,7 @@ async def _serve_in_set(config, zk, args) -> int:
     )
     if elected in done and leadership.master is not None:
         master = leadership.master
-        loop.add_signal_handler(signal.SIGHUP, master.reload_acls)
+        loop.add_signal_handler(signal.SIGHUP, master.on_hangup)
         print(f"master leading on {leadership.address}", flush=True)
         if master.http_url is not None:
             print(f"dashboard on {master.http_url}/", flush=True)
@@ -551,7 +551,7 @@ async def _serve(master) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    loop.add_signal_handler(signal.SIGHUP, master.reload_acls)
+    loop.add_signal_handler(signal.SIGHUP, master.on_hangup)
     print(f"master listening on {master.address}", flush=True)
     _say_if_loopback(master.config.host)
     if master.http_url is not None:

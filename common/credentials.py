@@ -60,14 +60,24 @@ class RenewableCertificate:
     present them; `version` counts the renewals."""
 
     def __init__(
-        self, cert: bytes, key: bytes, tls_dir: Path, addresses: list[str] | None = None
+        self,
+        cert: bytes,
+        key: bytes,
+        tls_dir: Path,
+        addresses: list[str] | None = None,
+        files: tuple[Path, Path] | None = None,
     ) -> None:
         self.cert, self.key, self.tls_dir = cert, key, tls_dir
-        # The masters' join ports, where it renews (tried in turn: only the leader answers).
+        # The masters' join ports, where it renews (tried in turn: only the leader answers);
+        # none for a certificate given as files, which the operator replaces (on SIGHUP).
         self.addresses = list(addresses or [])
+        self.files = files  # --tls-cert and --tls-key, re-read by `reload_certificate`
         self.version = 0
         # Called with (cert, key) on each renewal: HTTPS contexts reload the pair.
         self.listeners: list[Callable[[bytes, bytes], None]] = []
+
+    def current_pair(self) -> tuple[bytes, bytes]:
+        return self.cert, self.key
 
     def replace(self, cert: bytes, key: bytes) -> None:
         self.cert, self.key = cert, key
@@ -146,29 +156,14 @@ class Credentials:
                 data[flag] = Path(str(path)).read_bytes()
             except OSError as e:
                 raise CredentialsError(f"{flag} {path}: {e.strerror or e}") from None
-        from cryptography import x509
-        from cryptography.hazmat.primitives import serialization
-
-        ca_cert = _certificate(data["--tls-ca"], f"--tls-ca {ca}")
-        own = _certificate(data["--tls-cert"], f"--tls-cert {cert}")
-        try:
-            private = serialization.load_pem_private_key(data["--tls-key"], password=None)
-        except (ValueError, TypeError) as e:
-            raise CredentialsError(f"--tls-key {key}: not an unencrypted PEM key ({e})") from None
-        if private.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        ) != own.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        ):
-            raise CredentialsError(f"--tls-key {key} is not the key of --tls-cert {cert}")
-        try:
-            own.verify_directly_issued_by(ca_cert)
-        except (ValueError, TypeError, Exception) as e:  # noqa: BLE001 - any failure: not ours
-            raise CredentialsError(
-                f"--tls-cert {cert} is not signed by the CA in --tls-ca {ca} ({type(e).__name__})"
-            ) from None
-        names = own.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
-        principal = str(names[0].value) if names else ""
+        principal = _checked_pair(
+            data["--tls-ca"], data["--tls-cert"], data["--tls-key"], str(ca), str(cert), str(key)
+        )
+        # Served dynamically, so that SIGHUP can put a replaced pair in place (issue 37).
+        files = (Path(str(cert)), Path(str(key)))
+        renewable = RenewableCertificate(
+            data["--tls-cert"], data["--tls-key"], files[0].parent, files=files
+        )
         return cls(
             ca=data["--tls-ca"],
             cert=data["--tls-cert"],
@@ -176,7 +171,32 @@ class Credentials:
             principal=principal,
             token=token,
             tokens=tokens,
+            renewable=renewable,
         )
+
+    def reload_certificate(self) -> str:
+        """Re-reads --tls-cert and --tls-key (on SIGHUP) and, once they check out as at start
+        (this CA, a matching key, in date, the same principal), serves and presents them: the
+        next handshakes and new channels use them; calls under way keep theirs. Returns what
+        was loaded; CredentialsError (the old pair stays) otherwise."""
+        renewable = self.renewable
+        if renewable is None or renewable.files is None:
+            raise CredentialsError("no --tls-cert and --tls-key files to re-read")
+        cert_path, key_path = renewable.files
+        try:
+            cert, key = cert_path.read_bytes(), key_path.read_bytes()
+        except OSError as e:
+            raise CredentialsError(f"{e.filename}: {e.strerror or e}") from None
+        assert self.ca is not None
+        principal = _checked_pair(self.ca, cert, key, "(the CA in use)", cert_path, key_path)
+        if principal != self.principal:
+            raise CredentialsError(
+                f"--tls-cert {cert_path} names {principal!r}, not {self.principal!r}: a "
+                "daemon keeps its name while it runs (restart it to take another)"
+            )
+        if (cert, key) != renewable.current_pair():
+            renewable.replace(cert, key)
+        return f"{cert_path} for {principal!r}, valid until {_not_after(cert)}"
 
     @classmethod
     def from_env(cls) -> Credentials:
@@ -228,6 +248,53 @@ class Credentials:
 
 
 INSECURE = Credentials()
+
+
+def reload_certificate_said(credentials: Credentials, log) -> bool:
+    """SIGHUP's certificate part for any daemon: reloads --tls-cert/--tls-key when they were
+    given as files, saying what happened in `log` (structlog); False when nothing changed."""
+    renewable = credentials.renewable
+    if not credentials.secure or renewable is None or renewable.files is None:
+        return False
+    try:
+        what = credentials.reload_certificate()
+    except CredentialsError as e:
+        log.error("certificate not reloaded; the one in use stays", error=str(e))
+        return False
+    log.info("certificate reloaded", certificate=what)
+    return True
+
+
+def _checked_pair(ca: bytes, cert: bytes, key: bytes, ca_name, cert_name, key_name) -> str:
+    """The principal of `cert` once it and `key` check out: PEM, in date, the key of the
+    certificate, signed by `ca`; CredentialsError naming the file otherwise."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    ca_cert = _certificate(ca, f"--tls-ca {ca_name}")
+    own = _certificate(cert, f"--tls-cert {cert_name}")
+    try:
+        private = serialization.load_pem_private_key(key, password=None)
+    except (ValueError, TypeError) as e:
+        raise CredentialsError(f"--tls-key {key_name}: not an unencrypted PEM key ({e})") from None
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if private.public_key().public_bytes(*spki) != own.public_key().public_bytes(*spki):
+        raise CredentialsError(f"--tls-key {key_name} is not the key of --tls-cert {cert_name}")
+    try:
+        own.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, Exception) as e:  # noqa: BLE001 - any failure: not ours
+        raise CredentialsError(
+            f"--tls-cert {cert_name} is not signed by the CA in --tls-ca {ca_name} "
+            f"({type(e).__name__})"
+        ) from None
+    names = own.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+    return str(names[0].value) if names else ""
+
+
+def _not_after(cert_pem: bytes) -> str:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.isoformat()
 
 
 def _certificate(data: bytes, what: str) -> x509.Certificate:

@@ -10,7 +10,7 @@ import structlog
 
 from agora.common.acls import AclError, load_acls
 from agora.common.call_gate import CallGate, GateLimits
-from agora.common.credentials import server_ssl_context
+from agora.common.credentials import reload_certificate_said, server_ssl_context
 from agora.common.failures import Recently
 from agora.common.http import HttpServer
 from agora.common.masters import MasterInfo
@@ -339,6 +339,12 @@ class Master:
                 **({"repeated": unsaid} if unsaid else {}),
             )
         self.metrics.denials.labels(str(action)).inc()
+
+    def on_hangup(self) -> None:
+        """SIGHUP: re-reads --acls and the certificate files (each kept when the new one is
+        bad, saying why)."""
+        self.reload_acls()
+        reload_certificate_said(self.config.credentials, log)
 
     def reload_acls(self) -> bool:
         """Re-reads --acls (on SIGHUP); a bad file is logged and the ACLs in force stay."""

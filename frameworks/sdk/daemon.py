@@ -13,7 +13,12 @@ import structlog
 from agora.common.acls import AclError, load_acls
 from agora.common.authz import Action, AllowAll, Authorizer, Decision
 from agora.common.backoff import Backoff
-from agora.common.credentials import INSECURE, Credentials, server_ssl_context
+from agora.common.credentials import (
+    INSECURE,
+    Credentials,
+    reload_certificate_said,
+    server_ssl_context,
+)
 from agora.common.failures import RepeatFilter
 from agora.common.leader import FollowingStub, LeaderTracker
 from agora.common.rpc import add_standard_services, bind, new_server
@@ -106,6 +111,12 @@ class FrameworkDaemon:
     def authorize(self, principal: str, action: Action, obj: str) -> Decision:
         """The decision of the current ACLs (re-read by `reload_acls`)."""
         return self.authorizer.authorize(principal, action, obj)
+
+    def on_hangup(self) -> None:
+        """SIGHUP: re-reads --acls and the certificate files (each kept when the new one is
+        bad, saying why)."""
+        self.reload_acls()
+        reload_certificate_said(self.credentials, log)
 
     def reload_acls(self) -> bool:
         """Re-reads --acls (on SIGHUP); a bad file keeps the old rules and says why."""
