@@ -74,6 +74,18 @@ async def agora_async(*args: str, timeout: float = 60) -> subprocess.CompletedPr
     return await asyncio.to_thread(agora, *args, timeout=timeout)
 
 
+def tls_flags(certs: Path, name: str) -> list[str]:
+    """--tls-ca/--tls-cert/--tls-key for `name`'s certificate made by `agora tls` in `certs`."""
+    return [
+        "--tls-ca",
+        str(certs / "ca.pem"),
+        "--tls-cert",
+        str(certs / f"{name}.pem"),
+        "--tls-key",
+        str(certs / f"{name}-key.pem"),
+    ]
+
+
 class Daemon:
     """One `agora` daemon subprocess; `address` is what it printed when it began serving."""
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 from e2e_framework import Recorder, running
-from harness import Daemon, agora, eventually, eventually_async
+from harness import Daemon, agora, eventually, eventually_async, tls_flags
 
 from agora.common.credentials import Credentials
 from agora.common.rpc import open_channel
@@ -46,17 +46,6 @@ def certs_for(root: Path) -> Path:
         made = agora("tls", "issue", "--ca", str(certs), "--name", name, "--for", kind)
         assert made.returncode == 0, made.stderr
     return certs
-
-
-def tls_flags(certs: Path, name: str) -> list[str]:
-    return [
-        "--tls-ca",
-        str(certs / "ca.pem"),
-        "--tls-cert",
-        str(certs / f"{name}.pem"),
-        "--tls-key",
-        str(certs / f"{name}-key.pem"),
-    ]
 
 
 def get(url: str, certs: Path, name: str | None) -> tuple[int, dict]:

@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from harness import Daemon, agora, eventually
+from harness import Daemon, agora, eventually, tls_flags
 
 pytestmark = pytest.mark.e2e
 
@@ -26,17 +26,6 @@ FRAMEWORK_ACLS = """
 submit_jobs: [{principals: [alice], roles: ["*"]}]
 manage_apps: [{principals: [alice], roles: ["*"]}]
 """
-
-
-def tls(certs: Path, name: str) -> list[str]:
-    return [
-        "--tls-ca",
-        str(certs / "ca.pem"),
-        "--tls-cert",
-        str(certs / f"{name}.pem"),
-        "--tls-key",
-        str(certs / f"{name}-key.pem"),
-    ]
 
 
 def as_client(certs: Path, name: str, master: str) -> dict[str, str]:
@@ -86,7 +75,7 @@ def test_framework_daemons_obey_their_acls_and_run_tasks_as_their_user(tmp_path)
     try:
         master = Daemon(
             ["master", "--port", "0", "--state-dir", str(tmp_path / "m")]
-            + ["--acls", str(tmp_path / "master-acls.yaml"), *tls(certs, "master")],
+            + ["--acls", str(tmp_path / "master-acls.yaml"), *tls_flags(certs, "master")],
             tmp_path / "master.log",
         ).start()
         daemons.append(master)
@@ -94,20 +83,26 @@ def test_framework_daemons_obey_their_acls_and_run_tasks_as_their_user(tmp_path)
         daemons.append(
             Daemon(
                 ["agent", "--master", address, "--port", "0", "--work-dir", str(tmp_path / "a")]
-                + ["--resources", "cpus:2;mem:1024;disk:1024", *tls(certs, "agent-1")],
+                + ["--resources", "cpus:2;mem:1024;disk:1024", *tls_flags(certs, "agent-1")],
                 tmp_path / "agent.log",
             ).start()
         )
         batch = Daemon(
             ["batch", "--master", address, "--state-dir", str(tmp_path / "b")]
-            + ["--acls", str(framework_acls), "--user", "nobody", *tls(certs, "batch")],
+            + ["--acls", str(framework_acls), "--user", "nobody", *tls_flags(certs, "batch")],
             tmp_path / "batch.log",
         ).start()
         daemons.append(batch)
         daemons.append(
             Daemon(
                 ["services", "--master", address, "--state-dir", str(tmp_path / "s")]
-                + ["--acls", str(framework_acls), "--user", "nobody", *tls(certs, "services")],
+                + [
+                    "--acls",
+                    str(framework_acls),
+                    "--user",
+                    "nobody",
+                    *tls_flags(certs, "services"),
+                ],
                 tmp_path / "services.log",
             ).start()
         )

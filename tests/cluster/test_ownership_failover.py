@@ -12,12 +12,11 @@ import uuid
 import grpc
 import pytest
 from harness import Daemon, agora
+from master_harness import register_held
 
 from agora.common.credentials import Credentials
 from agora.common.rpc import open_channel
 from agora.v1 import (
-    agent_link_pb2,
-    agent_link_pb2_grpc,
     common_pb2,
     scheduler_pb2,
     scheduler_pb2_grpc,
@@ -111,27 +110,13 @@ async def subscribe(address: str, credentials: Credentials, framework_id: str = 
 
 
 async def register(address: str, credentials: Credentials, agent_id: str = ""):
-    async with open_channel(address, credentials) as channel:
-        info = common_pb2.AgentInfo(
-            agent_id=agent_id,
-            hostname="host-1",
-            resources=[common_pb2.Resource(name="cpus", type=common_pb2.Resource.SCALAR, scalar=1)],
-        )
-        hold = asyncio.Event()
-
-        async def messages():
-            register = agent_link_pb2.AgentMessage.Register(info=info)
-            yield agent_link_pb2.AgentMessage(register=register)
-            await hold.wait()
-
-        call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(messages())
-        try:
-            reply = await call.read()
-            return reply.registered.agent_id, None
-        except grpc.aio.AioRpcError as e:
-            return None, e
-        finally:
-            call.cancel()
+    """(agent id, None) or (None, the refusal)."""
+    channel, call, reply = await register_held(address, credentials, agent_id)
+    if call is None:
+        return None, reply
+    call.cancel()
+    await channel.close()
+    return reply.agent_id, None
 
 
 @pytest.mark.parametrize("store", ["sqlite", "zookeeper"])

@@ -353,3 +353,29 @@ def task(
 def operator(address: str):
     channel = insecure_channel(address)
     return channel, operator_pb2_grpc.OperatorStub(channel)
+
+
+async def register_held(address: str, credentials, agent_id: str = "", hostname: str = "host-1"):
+    """Registers over AgentLink with `credentials` and keeps the stream open (the agent stays
+    connected until `call.cancel()`): (channel, call, Registered message) or, refused,
+    (None, None, the error)."""
+    from agora.common.rpc import open_channel
+
+    channel = open_channel(address, credentials)
+    info = common_pb2.AgentInfo(
+        agent_id=agent_id,
+        hostname=hostname,
+        resources=[common_pb2.Resource(name="cpus", type=common_pb2.Resource.SCALAR, scalar=1)],
+    )
+    hold = asyncio.Event()
+
+    async def messages():
+        yield AgentMessage(register=AgentMessage.Register(info=info))
+        await hold.wait()
+
+    call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(messages())
+    try:
+        return channel, call, (await call.read()).registered
+    except grpc.aio.AioRpcError as e:
+        await channel.close()
+        return None, None, e

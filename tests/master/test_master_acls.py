@@ -389,31 +389,15 @@ async def test_under_acls_one_agent_certificate_registers_one_agent(master, cert
     """A stolen or shared agent certificate must not add agents at will: while agent-1's agent
     is connected a second agent of that certificate is refused; once it is gone for good (a
     machine that lost its work dir), the newcomer replaces it."""
+    from master_harness import register_held
+
     from agora.v1 import operator_pb2
 
-    async def connect(agent_id: str = ""):
-        channel = open_channel(address(master), creds(certs, "agent-1"))
-        info = common_pb2.AgentInfo(
-            agent_id=agent_id,
-            hostname="host-1",
-            resources=[common_pb2.Resource(name="cpus", type=common_pb2.Resource.SCALAR, scalar=1)],
-        )
-        hold = asyncio.Event()
-
-        async def messages():
-            register = agent_link_pb2.AgentMessage.Register(info=info)
-            yield agent_link_pb2.AgentMessage(register=register)
-            await hold.wait()  # the stream stays open: the agent stays connected
-
-        call = agent_link_pb2_grpc.AgentLinkStub(channel).Connect(messages())
-        try:
-            return channel, call, await call.read()
-        except grpc.aio.AioRpcError as e:
-            await channel.close()
-            return None, None, e
+    async def connect():
+        return await register_held(address(master), creds(certs, "agent-1"))
 
     channel, call, first = await connect()
-    first_id = first.registered.agent_id
+    first_id = first.agent_id
     _, _, refused = await connect()
     denied(refused, f"agent-1 already runs agent {first_id}", "one certificate registers one")
     call.cancel()  # the first agent goes away
@@ -427,10 +411,10 @@ async def test_under_acls_one_agent_certificate_registers_one_agent(master, cert
 
     await eventually_async(disconnected, timeout=10, message="the first agent disconnected")
     channel, call, second = await connect()
-    assert second.registered.agent_id and second.registered.agent_id != first_id
+    assert second.agent_id and second.agent_id != first_id
     ops = open_channel(address(master), creds(certs, "ops"))
     agents = await operator_pb2_grpc.OperatorStub(ops).ListAgents(operator_pb2.ListAgentsRequest())
-    assert [a.info.agent_id for a in agents.agents] == [second.registered.agent_id]
+    assert [a.info.agent_id for a in agents.agents] == [second.agent_id]
     call.cancel()
     await channel.close()
     await ops.close()
