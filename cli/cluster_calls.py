@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import math
+import sys
 import time
 
 import grpc
@@ -506,6 +507,54 @@ async def _preemptions(stub, args) -> None:
     )
 
 
+async def _events(stub, args) -> None:
+    """Prints events until CAUGHT_UP, or for ever with --follow: after a broken stream (a
+    failover) it asks the master set for the leader again and resumes after the last index."""
+    since = args.since
+    while True:
+        request = operator_pb2.WatchEventsRequest(since=since, topics=args.topic)
+        try:
+            async for event in stub.WatchEvents(request):
+                if event.topic == "stream" and event.kind == "CAUGHT_UP":
+                    if not args.follow:
+                        return
+                    continue
+                _print_event(args, event)
+                if event.topic != "stream":
+                    since = event.index
+        except grpc.aio.AioRpcError as e:
+            if not args.follow or e.code() not in _CONNECTION_CODES + (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            ):
+                raise
+            print(f"agora cluster events: {e.details()}; following again", file=sys.stderr)
+            await asyncio.sleep(0.5)
+            leader = await asyncio.to_thread(master_address, args)
+            channel = open_channel(leader, credentials_from(args))
+            stub = operator_pb2_grpc.OperatorStub(channel)
+
+
+def _print_event(args, event: operator_pb2.ClusterEvent) -> None:
+    if args.json:
+        row = {
+            "index": event.index,
+            "at": event.at,
+            "topic": event.topic,
+            "kind": event.kind,
+            "subject": event.subject,
+            "principal": event.principal,
+            "detail": dict(event.detail),
+        }
+        print(json.dumps(row, sort_keys=True), flush=True)
+        return
+    when = (
+        time.strftime("%H:%M:%S", time.localtime(event.at)) + f".{int(event.at * 1000) % 1000:03d}"
+    )
+    by = f" by {event.principal}" if event.principal else ""
+    detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()))
+    print(f"{when} {event.index} {event.kind} {event.subject}{by} {detail}".rstrip(), flush=True)
+
+
 def _done(args, payload: dict, text: str) -> None:
     print(json.dumps(payload) if args.json else text)
 
@@ -525,4 +574,5 @@ CALLS = {
     "teardown": _teardown,
     "kill": _kill,
     "preemptions": _preemptions,
+    "events": _events,
 }

@@ -123,6 +123,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the latest tasks stopped for another role, with why (needs a preemption timeout on "
         "the master: --guarantee-preemption-timeout, --fair-share-preemption-timeout)",
     )
+    events = command(
+        "events",
+        "what happened in the cluster (agents, frameworks, tasks, roles, ACLs, masters, "
+        "operators' changes), oldest first, from the master's recent history; --follow keeps "
+        "printing as it happens, and resumes where it was after a failover",
+    )
+    events.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    events.add_argument(
+        "--since",
+        type=int,
+        default=0,
+        metavar="INDEX",
+        help="only events after this index (the last one you saw; default: all kept)",
+    )
+    events.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        choices=["agent", "framework", "task", "role", "acl", "master", "audit"],
+        help="only this topic (repeat for several; default: all)",
+    )
 
 
 def _positive_number(text: str) -> float:

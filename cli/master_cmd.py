@@ -212,6 +212,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "before its stream is cut (it reconnects and fails over) (default 50000)",
     )
     p.add_argument(
+        "--audit-log",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="append every operator's change (weights, quota, drains, kills, teardowns, ACL "
+        "reloads; refused attempts too) as one JSON line: who, what, when, from where, the "
+        "outcome (default: only as events, `agora cluster events --topic audit`)",
+    )
+    p.add_argument(
         "--max-request-mb",
         type=_megabytes,
         default=64,
@@ -399,6 +408,7 @@ def run(args: argparse.Namespace) -> int:
         max_kill_grace_seconds=args.max_kill_grace,
         max_send_queue=args.max_send_queue,
         max_request_bytes=args.max_request_mb * 1024 * 1024,
+        audit_log_path=args.audit_log,
         max_calls_per_principal=args.max_calls_per_principal,
         max_streams_per_principal=args.max_streams_per_principal,
         max_completed_tasks_per_framework=args.max_completed_tasks_per_framework,

@@ -16,6 +16,7 @@ from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.counters import MasterCounters
 from agora.master.errors import CallError, Reason
+from agora.master.events import EventLog
 from agora.master.frameworks import FrameworkBook
 from agora.master.ledger import Ledger
 from agora.master.offer_cycle import OfferCycle, offer_template
@@ -68,6 +69,7 @@ class AgentBook:
         self.epoch = 0  # the leader's election epoch (MasterCore sets it)
         # principal -> the agent its certificate registered last (one each, under ACLs)
         self.by_principal: dict[str, str] = {}
+        self.events = EventLog()  # MasterCore gives the master's one
         self.removal_limit = (
             RemovalLimit(*config.agent_removal_rate_limit)
             if config.agent_removal_rate_limit is not None
@@ -114,6 +116,7 @@ class AgentBook:
         now, wall = self.attention.now(self.clock.now()), time.time()
 
         agent = self.reg.agents.get(agent_id)
+        known = agent is not None
         if agent is not None and agent.principal and agent.principal != principal:
             raise CallError(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -171,6 +174,14 @@ class AgentBook:
             # Frameworks that subscribed before it came back (a new leader) learn of it now.
             self._tell_drain(agent)
         self.store.put_agent(info, agent.registered_at, agent.principal)
+        self.events.publish(
+            "agent",
+            "AGENT_REREGISTERED" if known else "AGENT_ADDED",
+            agent_id,
+            principal,
+            hostname=info.hostname,
+            address=info.address,
+        )
         offer_template(agent)
         session.send(
             MasterMessage(
@@ -301,6 +312,7 @@ class AgentBook:
             return  # replaced by a newer stream, or already removed
         agent.session = None
         agent.state = DISCONNECTED
+        self.events.publish("agent", "AGENT_DISCONNECTED", agent.agent_id)
         self.allocator.deactivate_agent(agent.agent_id)
         for offer in self.reg.offers_of_agent(agent.agent_id):
             self.offers.rescind(offer, "agent disconnected")
@@ -333,6 +345,7 @@ class AgentBook:
         agent_id = agent.agent_id
         if agent.principal and self.by_principal.get(agent.principal) == agent_id:
             del self.by_principal[agent.principal]
+        self.events.publish("agent", "AGENT_REMOVED", agent_id, reason=reason)
         log.warning("removing agent", agent_id=agent_id, reason=reason)
         for offer in self.reg.offers_of_agent(agent_id):
             self.offers.rescind(offer, f"agent {agent_id} removed", recover=False)
@@ -431,6 +444,7 @@ class AgentBook:
             deadline=f"in {deadline_seconds:g} s" if deadline else "none",
             tasks=len(tasks),
         )
+        self.events.publish("agent", "AGENT_DRAINING", agent_id, deadline=deadline or None)
         return deadline, len(tasks)
 
     def undrain(self, agent_id: str) -> None:
@@ -443,6 +457,7 @@ class AgentBook:
         self.arm_drain_deadline(agent)  # disarms it
         self._tell_drain(agent)
         log.info("agent undrained", agent_id=agent_id)
+        self.events.publish("agent", "AGENT_UNDRAINED", agent_id)
         if agent.connected:
             agent.state = ACTIVE
             if self.ledger.in_allocator(agent):

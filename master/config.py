@@ -94,6 +94,8 @@ class MasterConfig:
     small_request_bytes: int = 4 * 1024 * 1024
     max_calls_per_principal: int = 64
     max_streams_per_principal: int = 256
+    # Operators' changes, one JSON line each (master/events.py); None: events only.
+    audit_log_path: Path | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead."""

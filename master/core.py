@@ -31,6 +31,7 @@ from agora.master.clock import Clock, LoopClock
 from agora.master.config import MasterConfig
 from agora.master.counters import MasterCounters
 from agora.master.errors import CallError
+from agora.master.events import EventLog
 from agora.master.frameworks import FrameworkBook
 from agora.master.holds import HoldBook
 from agora.master.ledger import Ledger
@@ -118,6 +119,9 @@ class MasterCore:
         )
         self.preemptions = Preemptions(config, self.reg, allocator, self.clock)
         self.epoch = self.frameworks.epoch = self.agents.epoch = epoch
+        # What happens, for Operator.WatchEvents and the audit log (master/events.py).
+        self.events = EventLog(generation=epoch, audit_path=config.audit_log_path)
+        self.frameworks.events = self.agents.events = self.tasks.events = self.events
 
     @property
     def stopping(self) -> bool:

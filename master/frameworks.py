@@ -16,6 +16,7 @@ from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.counters import MasterCounters
 from agora.master.errors import CallError, Reason
+from agora.master.events import EventLog
 from agora.master.ledger import Ledger
 from agora.master.offer_cycle import OfferCycle
 from agora.master.registry import (
@@ -56,6 +57,7 @@ class FrameworkBook:
         self.ledger, self.offers, self.clock, self.counts = ledger, offers, clock, counts
         self.master_id, self.new_session = master_id, new_session
         self.epoch = 0  # the leader's election epoch (MasterCore sets it)
+        self.events = EventLog()  # MasterCore gives the master's one
         # Set when the master stops: streams ending now are its doing, not frameworks leaving.
         self.stopping = False
 
@@ -150,6 +152,14 @@ class FrameworkBook:
             role=info.role,
             failed_over=failed_over,
         )
+        self.events.publish(
+            "framework",
+            "FRAMEWORK_FAILED_OVER" if failed_over else "FRAMEWORK_SUBSCRIBED",
+            framework_id,
+            principal,
+            name=info.name,
+            role=info.role,
+        )
         self.offers.wake()
         return framework, session
 
@@ -199,6 +209,9 @@ class FrameworkBook:
     def teardown(self, framework: Framework, reason: str) -> None:
         framework_id = framework.framework_id
         log.info("tearing down framework", framework_id=framework_id, reason=reason)
+        self.events.publish(
+            "framework", "FRAMEWORK_REMOVED", framework_id, name=framework.info.name, reason=reason
+        )
         if framework.failover_timer is not None:
             framework.failover_timer.cancel()
         self.offers.end_holds(framework_id)

@@ -205,6 +205,13 @@ class Master:
             master_id=self.core.master_id,
             state=self.store.describe(),
         )
+        self.core.events.publish(
+            "master",
+            "MASTER_LEADING",
+            self.core.master_id,
+            address=self.address,
+            epoch=self._epoch or None,
+        )
         return port
 
     async def _start_http(self, port: int) -> None:
@@ -356,6 +363,9 @@ class Master:
             log.error("ACLs not reloaded; the previous ones stay in force", error=str(e))
             return False
         log.info("ACLs reloaded", path=str(self.config.acls_path))
+        if self.core is not None:
+            self.core.events.publish("acl", "ACLS_RELOADED", str(self.config.acls_path))
+            self.core.events.audit("", "RELOAD_ACLS", str(self.config.acls_path), "SIGHUP", "ok")
         return True
 
     def _ssl_context(self):

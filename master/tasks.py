@@ -22,6 +22,7 @@ from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.counters import MasterCounters
 from agora.master.errors import CallError, Reason
+from agora.master.events import EventLog
 from agora.master.frameworks import FrameworkBook
 from agora.master.ledger import Ledger
 from agora.master.offer_cycle import OfferCycle
@@ -61,6 +62,7 @@ class TaskBook:
         self.config, self.reg, self.ledger, self.offers = config, reg, ledger, offers
         self.frameworks, self.clock, self.counts = frameworks, clock, counts
         self._unknown_said = Recently()  # updates for unknown tasks: said once a minute an agent
+        self.events = EventLog()  # MasterCore gives the master's one
 
     def accept(self, request: scheduler_pb2.AcceptRequest) -> list[str]:
         framework = self.frameworks.for_call(request.framework_id, request.stream_id)
@@ -106,6 +108,7 @@ class TaskBook:
                 reason="",
             )
             self.reg.add_task(task)
+            self._published(task.last_status)
             agent.send(
                 MasterMessage(
                     run_task=MasterMessage.RunTask(
@@ -288,7 +291,19 @@ class TaskBook:
             reason=reason,
         )
         self._complete(task, status, recover=recover)
+        self._published(status)
         self.frameworks.send_update(task.framework_id, status)
+
+    def _published(self, status: common_pb2.TaskStatus) -> None:
+        """A task's new state, as a cluster event."""
+        self.events.publish(
+            "task",
+            common_pb2.TaskState.Name(status.state),
+            status.task_id,
+            framework_id=status.framework_id,
+            agent_id=status.agent_id,
+            reason=status.reason or None,
+        )
 
     def _complete(self, task: Task, status: common_pb2.TaskStatus, *, recover: bool = True) -> None:
         """Ends a live task in `status` (terminal): its resources go back to the allocator
@@ -379,6 +394,7 @@ class TaskBook:
         else:
             task.last_status = status
         log.debug("status update", **context)
+        self._published(status)
         self.frameworks.send_update(framework_id, status)
 
     def _send_ack(self, agent: Agent, framework_id: str, task_id: str, uuid: bytes) -> None:

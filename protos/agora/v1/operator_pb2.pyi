@@ -7,6 +7,39 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class WatchEventsRequest(_message.Message):
+    __slots__ = ("since", "topics")
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    since: int
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, since: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ClusterEvent(_message.Message):
+    __slots__ = ("index", "at", "topic", "kind", "subject", "detail", "principal")
+    class DetailEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    at: float
+    topic: str
+    kind: str
+    subject: str
+    detail: _containers.ScalarMap[str, str]
+    principal: str
+    def __init__(self, index: _Optional[int] = ..., at: _Optional[float] = ..., topic: _Optional[str] = ..., kind: _Optional[str] = ..., subject: _Optional[str] = ..., detail: _Optional[_Mapping[str, str]] = ..., principal: _Optional[str] = ...) -> None: ...
+
 class ListPreemptionsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -104,6 +104,11 @@ class OperatorStub:
                 request_serializer=agora_dot_v1_dot_operator__pb2.ListPreemptionsRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_operator__pb2.ListPreemptionsResponse.FromString,
                 _registered_method=True)
+        self.WatchEvents = channel.unary_stream(
+                '/agora.v1.Operator/WatchEvents',
+                request_serializer=agora_dot_v1_dot_operator__pb2.WatchEventsRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_operator__pb2.ClusterEvent.FromString,
+                _registered_method=True)
 
 
 class OperatorServicer:
@@ -200,6 +205,17 @@ class OperatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchEvents(self, request, context):
+        """What happens in the cluster, as it happens: agents added, removed and drained; frameworks
+        subscribed, failed over and removed; task states; weights, quota and ACL changes; the
+        master starting to lead; and every operator's change (the audit log). First the events
+        kept since `since` (a bounded history), then CAUGHT_UP, then each as it comes. Needs the
+        ACL read_state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -272,6 +288,11 @@ def add_OperatorServicer_to_server(servicer, server):
                     servicer.ListPreemptions,
                     request_deserializer=agora_dot_v1_dot_operator__pb2.ListPreemptionsRequest.FromString,
                     response_serializer=agora_dot_v1_dot_operator__pb2.ListPreemptionsResponse.SerializeToString,
+            ),
+            'WatchEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchEvents,
+                    request_deserializer=agora_dot_v1_dot_operator__pb2.WatchEventsRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_operator__pb2.ClusterEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -652,6 +673,33 @@ class Operator:
             '/agora.v1.Operator/ListPreemptions',
             agora_dot_v1_dot_operator__pb2.ListPreemptionsRequest.SerializeToString,
             agora_dot_v1_dot_operator__pb2.ListPreemptionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agora.v1.Operator/WatchEvents',
+            agora_dot_v1_dot_operator__pb2.WatchEventsRequest.SerializeToString,
+            agora_dot_v1_dot_operator__pb2.ClusterEvent.FromString,
             options,
             channel_credentials,
             insecure,
