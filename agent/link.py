@@ -16,6 +16,7 @@ once, and with zk:// a change of leader wakes the link at once.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -47,6 +48,10 @@ class LinkHandler(Protocol):
     def on_status_update_ack(self, msg: MasterMessage.StatusUpdateAck) -> None: ...
     def on_shutdown_framework(self, msg: MasterMessage.ShutdownFramework) -> None: ...
     def on_shutdown(self, msg: MasterMessage.Shutdown) -> Awaitable[None]: ...
+
+
+# Seconds: a stream left for a newer leader this soon after the last is backed off.
+SUPERSEDED_AGAIN = 5.0
 
 
 class _Reconnect(Exception):
@@ -92,6 +97,7 @@ class MasterLink:
         self.registrations = 0  # how many times the master accepted a Register
         self._failures = 0  # failed attempts since the last registration
         self._said = RepeatFilter(clock=clock)  # how loudly to log the next failure
+        self._superseded_at = -math.inf  # when a stream was last left for a newer leader
         # Each takes the message in the oneof field of its name (read with getattr below).
         self._handlers: dict[str, Callable[[Any], None]] = {
             "run_task": handler.on_run_task,
@@ -137,7 +143,14 @@ class MasterLink:
                 attempt_log.info("master closed the agent link; reconnecting")
             except _Superseded as e:
                 log.info(str(e), master=e.address, epoch=e.epoch)
-                self._backoff.reset()
+                now = self._clock()
+                if now - self._superseded_at < SUPERSEDED_AGAIN:
+                    # Again at once: ZooKeeper and the masters disagree for now (its data
+                    # restored, a watch behind); back off rather than re-register in a loop.
+                    await asyncio.sleep(self._backoff.next_delay())
+                else:
+                    self._backoff.reset()
+                self._superseded_at = now
                 continue
             except _Reconnect:
                 self._backoff.reset()

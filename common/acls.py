@@ -122,7 +122,8 @@ class AclAuthorizer:
     def authorize(self, principal: str, action: Action, obj: str) -> Decision:
         if action is Action.USE_FRAMEWORK_NAME:
             owners = self.reserved.get(obj)
-            if owners is None or ANY in owners or principal in owners:
+            named = (ANY in owners or principal in owners) if principal and owners else False
+            if owners is None or named or (not principal and ANONYMOUS in owners):
                 return Decision(True)
             return Decision(
                 False,

@@ -34,6 +34,10 @@ __all__ = ["CallGate", "GateLimits", "release_freed_memory"]
 
 # Seconds after a refusal for size before freed memory is given back (the burst's others end).
 TRIM_AFTER = 0.2
+# Health checks and reflection answer anyone who reaches the port (with --tokens no client
+# certificate is asked for): their requests are small, and their streams few.
+OPEN_REQUEST_BYTES = 64 * 1024
+OPEN_STREAMS = 16
 
 
 def release_freed_memory() -> None:
@@ -85,6 +89,7 @@ class CallGate(grpc.aio.ServerInterceptor):
         self._on_refused = on_refused
         self.calls: Counter[str] = Counter()  # open unary calls by principal
         self.streams: Counter[str] = Counter()  # open streaming calls by principal
+        self.open_streams = 0  # health and reflection streams, all callers
         self._trimming = False  # a trim of the heap is scheduled
 
     async def _refuse(
@@ -94,8 +99,23 @@ class CallGate(grpc.aio.ServerInterceptor):
             self._on_refused(principal, method, reason, message)
         await context.abort(code, message)
 
-    async def _admit(self, context, method: str, streaming: bool) -> str:
-        """The caller's principal, once it may call; else aborts the call."""
+    async def _admit(self, context, method: str, streaming: bool, open_method: bool) -> None:
+        """Returns once the caller may go on; else aborts the call. The slot it takes is
+        given back when the call ends, however it ends (a done callback: a stream's
+        generator may be left suspended at a yield when its client goes)."""
+        if open_method:
+            # Health and reflection: anyone who reached the port, but a bounded number of
+            # streams all told (their requests are bounded by OPEN_REQUEST_BYTES).
+            if streaming:
+                if self.open_streams >= OPEN_STREAMS:
+                    await self._refuse(
+                        context, "", method, "too_many_streams",
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"{OPEN_STREAMS} health or reflection streams are open; try later",
+                    )  # fmt: skip
+                self.open_streams += 1
+                context.add_done_callback(_once(self._leave_open))
+            return
         principal = caller_principal(context)
         if self._knows is not None and not self._knows(principal):
             await self._refuse(
@@ -108,24 +128,23 @@ class CallGate(grpc.aio.ServerInterceptor):
                 f"ACLs, so it may not call {method.rsplit('.', 1)[-1].replace('/', '.')} (nor "
                 "anything else here): nothing it sends is read",
             )
-        if principal:
-            counts = self.streams if streaming else self.calls
-            bound = (
-                self.limits.streams_per_principal if streaming else self.limits.calls_per_principal
+        if not principal:
+            return
+        counts = self.streams if streaming else self.calls
+        bound = self.limits.streams_per_principal if streaming else self.limits.calls_per_principal
+        if bound and counts[principal] >= bound:
+            what = "streams" if streaming else "calls"
+            await self._refuse(
+                context,
+                principal,
+                method,
+                f"too_many_{what}",
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{principal} has {counts[principal]} {what} open to this server; at most "
+                f"{bound} at once (close some, or raise --max-{what}-per-principal)",
             )
-            if bound and counts[principal] >= bound:
-                what = "streams" if streaming else "calls"
-                await self._refuse(
-                    context,
-                    principal,
-                    method,
-                    f"too_many_{what}",
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"{principal} has {counts[principal]} {what} open to this server; at most "
-                    f"{bound} at once (close some, or raise --max-{what}-per-principal)",
-                )
-            counts[principal] += 1
-        return principal
+        counts[principal] += 1
+        context.add_done_callback(_once(lambda: self._leave(counts, principal)))
 
     def _give_back_soon(self) -> None:
         """Returns freed memory to the system shortly after a request refused for its size.
@@ -142,58 +161,62 @@ class CallGate(grpc.aio.ServerInterceptor):
 
         asyncio.get_running_loop().call_later(TRIM_AFTER, trim)
 
-    def _leave(self, principal: str, streaming: bool) -> None:
-        if principal:
-            counts = self.streams if streaming else self.calls
-            counts[principal] -= 1
-            if counts[principal] <= 0:
-                del counts[principal]
+    @staticmethod
+    def _leave(counts: Counter[str], principal: str) -> None:
+        counts[principal] -= 1
+        if counts[principal] <= 0:
+            del counts[principal]
+
+    def _leave_open(self) -> None:
+        self.open_streams -= 1
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
-        method = details.method
-        if handler is None or method.startswith(self.OPEN):
+        if handler is None:
             return handler
+        method = details.method
+        open_method = method.startswith(self.OPEN)
         if handler.request_streaming:
-            return self._streams(handler, method)
-        return self._reads_after_admission(handler, method)
+            return self._streams(handler, method, open_method)
+        return self._reads_after_admission(handler, method, open_method)
 
-    def _streams(self, handler, method: str):
+    def _streams(self, handler, method: str, open_method: bool):
         """A request-streaming method: its handler reads; admit it before it can."""
-        streaming = True
         kind = "stream_stream" if handler.response_streaming else "stream_unary"
         inner = getattr(handler, kind)
         gate = self
+        if open_method:  # each of its messages bounded before it is parsed
+            handler = handler._replace(
+                request_deserializer=_bounded(handler.request_deserializer, OPEN_REQUEST_BYTES)
+            )
 
         if handler.response_streaming and _is_async_gen(inner):
 
             async def generated(requests, context):
-                principal = await gate._admit(context, method, streaming)
-                try:
-                    async for reply in inner(requests, context):
-                        yield reply
-                finally:
-                    gate._leave(principal, streaming)
+                await gate._admit(context, method, True, open_method)
+                async for reply in inner(requests, context):
+                    yield reply
 
             return handler._replace(**{kind: generated})
 
         async def called(requests, context):
-            principal = await gate._admit(context, method, streaming)
+            await gate._admit(context, method, True, open_method)
             try:
                 return await inner(requests, context)
             except BaseException as e:
                 _forget(e)
                 raise
-            finally:
-                gate._leave(principal, streaming)
 
         return handler._replace(**{kind: called})
 
-    def _reads_after_admission(self, handler, method: str):
+    def _reads_after_admission(self, handler, method: str, open_method: bool):
         """A unary-request method served as a request-streaming one: admitted, then its one
         message read as bytes, its size checked, parsed, and handed to the real handler."""
-        large = method in self.limits.large_methods
-        limit = 0 if large else self.limits.small_request_bytes
+        if open_method:
+            limit = OPEN_REQUEST_BYTES
+        else:
+            large = method in self.limits.large_methods
+            limit = 0 if large else self.limits.small_request_bytes
         parse = handler.request_deserializer
         streaming = handler.response_streaming
         gate = self
@@ -228,24 +251,18 @@ class CallGate(grpc.aio.ServerInterceptor):
             if _is_async_gen(inner_stream):
 
                 async def stream(requests, context):
-                    principal = await gate._admit(context, method, True)
-                    try:
-                        request = await read(requests, context)
-                        async for reply in inner_stream(request, context):
-                            yield reply
-                    finally:
-                        gate._leave(principal, True)
+                    await gate._admit(context, method, True, open_method)
+                    request = await read(requests, context)
+                    async for reply in inner_stream(request, context):
+                        yield reply
 
                 behavior = stream
             else:
 
                 async def written(requests, context):  # a stream written with context.write()
-                    principal = await gate._admit(context, method, True)
-                    try:
-                        request = await read(requests, context)
-                        await inner_stream(request, context)
-                    finally:
-                        gate._leave(principal, True)
+                    await gate._admit(context, method, True, open_method)
+                    request = await read(requests, context)
+                    await inner_stream(request, context)
 
                 behavior = written
             return grpc.stream_stream_rpc_method_handler(
@@ -257,7 +274,7 @@ class CallGate(grpc.aio.ServerInterceptor):
         inner_unary = handler.unary_unary
 
         async def unary(requests, context):
-            principal = await gate._admit(context, method, False)
+            await gate._admit(context, method, False, open_method)
             try:
                 request = await read(requests, context)
                 return await inner_unary(request, context)
@@ -265,12 +282,34 @@ class CallGate(grpc.aio.ServerInterceptor):
                 request = None
                 _forget(e)
                 raise
-            finally:
-                gate._leave(principal, False)
 
         return grpc.stream_unary_rpc_method_handler(
             unary, request_deserializer=None, response_serializer=handler.response_serializer
         )
+
+
+def _once(action: Callable[[], None]) -> Callable[[object], None]:
+    """A done callback that runs `action` once, whatever gRPC passes it."""
+    done: list[bool] = []
+
+    def callback(_context: object) -> None:
+        if not done:
+            done.append(True)
+            action()
+
+    return callback
+
+
+def _bounded(parse, limit: int):
+    """`parse` of a message no larger than `limit` bytes (ValueError otherwise: gRPC ends the
+    call rather than parse it)."""
+
+    def parse_bounded(raw: bytes):
+        if len(raw) > limit:
+            raise ValueError(f"a message of {len(raw)} bytes; at most {limit}")
+        return parse(raw) if parse is not None else raw
+
+    return parse_bounded
 
 
 def _is_async_gen(function) -> bool:

@@ -52,6 +52,28 @@ def zk_client(hosts: str, session_timeout: float, max_retry_delay: float = 1.0) 
     )
 
 
+def on_granted_timeout(zk: KazooClient, granted: Callable[[float], None]) -> None:
+    """Calls `granted(seconds)` with the session timeout ZooKeeper grants at each connection,
+    from kazoo's connection thread. kazoo keeps only the timeout it asked for; the server
+    clamps it into its own bounds (2 to 20 ticks by default), and a leader's lease must be
+    shorter than the session it really has. Install before `start`."""
+    handler = getattr(zk, "_connection", None)
+    connect = getattr(handler, "_connect", None)
+    if connect is None:
+        raise RuntimeError(
+            "this kazoo version hides the session timeout ZooKeeper grants; a master cannot "
+            "size its leader lease safely (install the kazoo version in pyproject.toml)"
+        )
+
+    def connected(host, hostip, port):
+        read_timeout, connect_timeout = connect(host, hostip, port)
+        # kazoo derives its read timeout as 2/3 of the granted session timeout (ms).
+        granted(read_timeout * 1.5 / 1000.0)
+        return read_timeout, connect_timeout
+
+    setattr(handler, "_connect", connected)  # noqa: B010 - kazoo's private hook, checked above
+
+
 def _sequence(name: str) -> int:
     return int(name.rsplit("_", 1)[-1])
 

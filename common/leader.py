@@ -240,7 +240,10 @@ class LeaderTracker:
     def _set_leader(self, address: str, epoch: int = 0) -> None:
         self._first_read.set()
         self._zk_leader = address
-        if epoch > self._zk_epoch:
+        # As ZooKeeper says, even lower: the line's first sequence never goes down, unless the
+        # election's data was lost or recreated, and then the new numbers are the truth (a
+        # high-water mark would make every later leader look deposed).
+        if epoch and epoch != self._zk_epoch:
             self._zk_epoch = epoch
             named, self._named = self._named, None
             if named is not None:

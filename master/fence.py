@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import inspect
 import threading
-import time
 from collections.abc import Callable
 
 import grpc
 
 from agora.common.errors import Reason, rich_status
-from agora.master.lease import Lease
+from agora.master.lease import Lease, lease_clock
 
 __all__ = ["Fence", "FenceInterceptor"]
 
@@ -38,7 +37,7 @@ class Fence:
         self,
         lease: Lease,
         on_lost: Callable[[str], None],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = lease_clock,
     ) -> None:
         self.lease = lease
         self._on_lost = on_lost

@@ -32,7 +32,13 @@ from kazoo.client import KazooClient, KazooState
 
 from agora.common import new_id
 from agora.common.credentials import Credentials
-from agora.common.election import ELECTION, Contender, list_masters, zk_client
+from agora.common.election import (
+    ELECTION,
+    Contender,
+    list_masters,
+    on_granted_timeout,
+    zk_client,
+)
 from agora.common.errors import Reason, rich_status
 from agora.common.masters import MasterInfo, MasterSet
 from agora.common.rpc import bind, new_server
@@ -149,6 +155,7 @@ class Leadership:
         # Closed once this master may no longer act (stepping down or stopping); the lease is
         # sized once ZooKeeper has granted the session's timeout.
         self.fence = Fence(Lease(session_timeout * DURATION_SHARE), self._stepped_down)
+        self._session_granted = 0.0  # seconds, as ZooKeeper granted at the last connection
         self._keeper: LeaseKeeper | None = None
         self._elected_at = 0.0
 
@@ -200,6 +207,7 @@ class Leadership:
         self._zk = zk = zk_client(
             self.masters.zk_hosts, self.session_timeout, min(1.0, self.session_timeout / 10)
         )
+        on_granted_timeout(zk, self._granted)
         connected = zk.start_async()
         waited = 0.0
         while not await asyncio.to_thread(connected.wait, 2.0):
@@ -211,12 +219,11 @@ class Leadership:
             log.warning(message)
             if on_waiting is not None:
                 on_waiting(message)
-        negotiated = zk._session_timeout / 1000  # what the server granted
-        self.fence.lease.duration = negotiated * DURATION_SHARE
         log.info(
             "connected to ZooKeeper",
             zk=str(self.masters),
-            session_timeout=negotiated,
+            session_timeout=self._session_granted,
+            lease=round(self.fence.lease.duration, 3),
         )
         zk.add_listener(self._on_zk_state)
         info = MasterInfo(self.master_id, self.address, time.time())
@@ -277,6 +284,14 @@ class Leadership:
         # it starts afresh too. (A leader's suspension is the Contender's to report.)
         if state == KazooState.LOST:
             self._depose("ZooKeeper session lost")
+
+    def _granted(self, seconds: float) -> None:
+        """kazoo's thread, at each connection: the lease is a share of the session ZooKeeper
+        granted, which may differ from the one asked for (a server clamps it into its own
+        bounds: with a lower maximum, a lease sized on the request would outlive the
+        session)."""
+        self._session_granted = seconds
+        self.fence.lease.duration = seconds * DURATION_SHARE
 
     def _depose(self, reason: str) -> None:
         """Any thread: stop acting at once (the fence closes before anything else happens)."""

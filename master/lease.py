@@ -7,8 +7,8 @@ elected, before `sent + session timeout`. The lease runs to `sent + duration`, w
 a fraction of the timeout (DURATION_SHARE) as a margin for ZooKeeper's tick-sized expiry
 buckets and for the time a successor would need to be told anyway.
 
-The lease is renewed only by ZooKeeper's answers and checked on the monotonic clock, which
-keeps counting while the process is paused (SIGSTOP, a VM freeze, a long GC-like stall): a
+The lease is renewed only by ZooKeeper's answers and checked on a monotonic clock that keeps
+counting while the process is paused (SIGSTOP, a VM freeze, a long GC-like stall): a
 leader resumed after its session expired finds its lease over before it can do anything, even
 if its ZooKeeper client has not yet noticed the connection is gone (issue 38). For the same
 reason a leader whose connection is only suspended (a ZooKeeper server restarting, a rolling
@@ -30,7 +30,7 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["DURATION_SHARE", "PROBES_PER_LEASE", "Lease", "LeaseKeeper"]
+__all__ = ["DURATION_SHARE", "PROBES_PER_LEASE", "Lease", "LeaseKeeper", "lease_clock"]
 
 # The lease as a share of the negotiated session timeout. The session cannot expire before
 # `sent + timeout` (ZooKeeper rounds expiry up to its next tick, and a follower forwards a
@@ -67,6 +67,13 @@ class Lease:
         return max(0.0, self.expires_at - now)
 
 
+def lease_clock() -> float:
+    """Seconds on CLOCK_BOOTTIME: monotonic, and, unlike CLOCK_MONOTONIC, counting while the
+    machine is suspended (a laptop asleep, a VM saved and restored): a leader resumed from
+    either finds its lease over. The lease keeper and the fence read this same clock."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 # What a probe says: True, the znode is there (the session is alive); False, it is gone (the
 # session expired: a successor may lead); None, no answer (the connection is suspended).
 Probe = Callable[[float], "bool | None"]
@@ -82,7 +89,7 @@ class LeaseKeeper:
         lease: Lease,
         probe: Probe,
         on_lost: Callable[[str], None],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = lease_clock,
     ) -> None:
         self.lease = lease
         self._probe = probe

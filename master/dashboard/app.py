@@ -833,6 +833,11 @@ class Dashboard:
         why = await asyncio.to_thread(
             not_served_by, address, principal, f"the {name!r} framework's API", self.credentials
         )
+        # A channel made before this check may now reach whoever holds the address: the next
+        # call dials afresh, to the server just checked.
+        channel = self._channels.pop(address, None)
+        if channel is not None:
+            asyncio.ensure_future(channel.close())
         if why is None:
             self._served[key] = time.monotonic()
         return why

@@ -119,6 +119,21 @@ async def test_refused_huge_calls_leave_the_masters_memory_as_it_was(master):
     await channel.close()
 
 
+async def test_health_checks_are_open_but_small(master):
+    """Health and reflection answer any certificate of the CA (with --tokens, anyone who
+    reaches the port): a request of theirs larger than 64 KB is refused unparsed."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with open_channel(f"localhost:{master.port}", credentials(master, "eve")) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        ok = await health.Check(health_pb2.HealthCheckRequest(service="agora.v1.Scheduler"))
+        assert ok.status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await health.Check(health_pb2.HealthCheckRequest(service="s" * MB))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "Check: a request of" in e.value.details()
+
+
 async def test_one_principal_opens_no_more_streams_than_its_share(master):
     channel = open_channel(f"localhost:{master.port}", credentials(master, "fw"))
     stub = scheduler_pb2_grpc.SchedulerStub(channel)

@@ -58,3 +58,14 @@ def test_malformed_rules_say_what_to_write(text, message):
     with pytest.raises(AclError) as e:
         acls(text)
     assert message in str(e.value)
+
+
+def test_a_name_reserved_for_any_named_caller_is_not_an_anonymous_ones():
+    rules = acls(
+        "register_frameworks: [{principals: [ANY], roles: ['*'], names: [shared]},"
+        " {principals: [ANONYMOUS], roles: ['*'], names: [open]}]"
+    )
+    assert rules.authorize("alice", Action.USE_FRAMEWORK_NAME, "shared").allowed
+    assert not rules.authorize("", Action.USE_FRAMEWORK_NAME, "shared").allowed
+    assert rules.authorize("", Action.USE_FRAMEWORK_NAME, "open").allowed
+    assert not rules.authorize("alice", Action.USE_FRAMEWORK_NAME, "open").allowed

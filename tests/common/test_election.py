@@ -127,3 +127,18 @@ async def test_a_master_that_cannot_start_leading_steps_down():
     leadership._start_leading = fail
     await leadership._lead()
     assert deposed == ["could not start leading: port 5050 is taken"]
+
+
+def test_the_session_timeout_zookeeper_grants_is_what_a_leader_sizes_its_lease_on(zookeeper):
+    """kazoo remembers the timeout it asked for; ZooKeeper clamps it into its bounds (20 s at
+    most here). A lease sized on a 30 s request would outlive the 20 s session."""
+    from agora.common.election import on_granted_timeout
+
+    granted: list[float] = []
+    client = zk_client(zookeeper.address, session_timeout=30.0)
+    on_granted_timeout(client, granted.append)
+    client.start(timeout=10)
+    try:
+        assert granted == [20.0]
+    finally:
+        done(client)
