@@ -92,6 +92,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--gang", action="store_true", help="launch all instances at once or none (gang scheduling)"
     )
     submit.add_argument(
+        "--after",
+        action="append",
+        default=[],
+        metavar="JOB[:ok|any|notok]",
+        help="wait until JOB (an id, or a name: its latest job) has succeeded (ok, the "
+        "default), ended however (any), or failed or been killed (notok); cancelled if it "
+        "ends otherwise. Repeat for several (Slurm's --dependency afterok/afterany/afternotok)",
+    )
+    submit.add_argument(
         "--wait",
         action="store_true",
         help="show progress until the job ends; exit 0 only if it SUCCEEDED",
@@ -283,6 +292,12 @@ def _spec(args: argparse.Namespace):
         if len(command) == 1
         else common_pb2.CommandInfo(argv=command)
     )
+    from agora.frameworks.batch.dependencies import parse_after
+
+    try:
+        after = [parse_after(text) for text in args.after]
+    except ValueError as e:
+        raise CommandError(str(e)) from None
     words = command[0].split()
     name = args.name or (words[0].rsplit("/", 1)[-1] if words else "") or "job"
     task = batch_pb2.TaskTemplate(
@@ -302,6 +317,7 @@ def _spec(args: argparse.Namespace):
         priority=args.priority,
         gang=args.gang,
         duration_seconds=args.duration,
+        after=after,
     )
 
 

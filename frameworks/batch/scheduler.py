@@ -25,6 +25,7 @@ import grpc
 import structlog
 
 from agora.common import UNRESERVED, Resources, new_id
+from agora.frameworks.batch import dependencies as deps
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import Group, Plan, Want, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
@@ -125,9 +126,14 @@ class BatchScheduler(Framework):
         self._needs: dict[str, str] = {}  # job id -> describe_needs of its spec (_note_waiting)
         self._unended: set[str] = set()  # ids of the jobs that have not ended
         self._commit_soon = False  # a commit is due at the end of this loop turn
+        # job id -> the ids of the JOB_WAITING jobs that wait for it (dependencies.py)
+        self._dependents: dict[str, set[str]] = {}
         for job in self.jobs.values():
             st.refresh(job, clock())  # counts follow the instances as stored
             self._track(job)
+        for job in list(self.jobs.values()):  # what ended while a dependent was being stored
+            if st.is_ended(job):
+                self._dependency_ended(job)
         self._sequence = max((j.sequence for j in self.jobs.values()), default=0)
         self._watchers: dict[str, set[asyncio.Queue]] = {}
         self._suppressed: bool | None = None  # unknown until we tell the master
@@ -182,7 +188,19 @@ class BatchScheduler(Framework):
         spec_copy = batch_pb2.JobSpec()
         spec_copy.CopyFrom(spec)
         spec_copy.name = spec.name or "job"
+        try:
+            # Names become ids: the job waits for the jobs they named now, across restarts.
+            after, pending = deps.resolve(spec.after, self.jobs)
+        except deps.DependencyError:
+            self._sequence -= 1
+            raise
+        del spec_copy.after[:]
+        spec_copy.after.extend(after)
         job = st.new_job(new_id("job"), spec_copy, self._sequence, now)
+        if pending:
+            job.waiting_for.extend(job_id for job_id, _ in pending)
+            st.refresh(job, now)
+            job.message = deps.waiting_message(job)
         if note:
             self._notes[job.job_id] = note
             job.message = f"{job.message}; {note}"
@@ -239,6 +257,8 @@ class BatchScheduler(Framework):
             raise
         self._untrack(job_id)
         self._log.info("job killed", job_id=job_id, tasks=len(to_kill))
+        self._dependency_ended(job)
+        self._commit_quietly()
         if self.driver is not None:
             await self._release_hold(self.driver, job_id)
         self._publish(job, description="killed by request")
@@ -291,8 +311,14 @@ class BatchScheduler(Framework):
     # --- offers and interest -----------------------------------------------------------------
 
     def _track(self, job: batch_pb2.Job) -> None:
-        """Takes a job that has not ended into the queue (its pending instances wait)."""
+        """Takes a job that has not ended into the queue (its pending instances wait); a job
+        waiting for others only into the book of dependents, until they end."""
         if st.is_ended(job):
+            return
+        if job.waiting_for:
+            self._unended.add(job.job_id)
+            for dependency in job.waiting_for:
+                self._dependents.setdefault(dependency, set()).add(job.job_id)
             return
         self._unended.add(job.job_id)
         self._keys[job.job_id] = self.sort_key(
@@ -305,6 +331,37 @@ class BatchScheduler(Framework):
         self._unended.discard(job_id)
         self._waiting.forget(job_id)
         self._needs.pop(job_id, None)
+
+    def _dependency_ended(self, ended: batch_pb2.Job) -> None:
+        """The jobs that waited for `ended`: queued once all they wait for ended as asked,
+        cancelled (KILLED, saying why) at the first that did not, and theirs in turn."""
+        for job_id in sorted(self._dependents.pop(ended.job_id, ())):
+            job = self.jobs.get(job_id)
+            if job is None or st.is_ended(job) or ended.job_id not in job.waiting_for:
+                continue
+            now = self.clock()
+            condition = deps.condition_of(job, ended.job_id)
+            if deps.met(condition, ended.state):
+                job.waiting_for.remove(ended.job_id)
+                st.refresh(job, now)
+                job.message = deps.waiting_message(job) if job.waiting_for else "waiting for offers"
+                self._save(job)
+                if not job.waiting_for:
+                    self._track(job)
+                    self._want_offers()
+                self._publish(job, description=f"{ended.job_id} ended as it waited for")
+                continue
+            st.kill_job(job, now)
+            how = batch_pb2.JobState.Name(ended.state).removeprefix("JOB_")
+            job.message = (
+                f"cancelled: job {ended.job_id} ended {how}, and this job waited for it to "
+                f"{deps.wanted(condition)}"
+            )
+            self._save(job)
+            self._untrack(job_id)
+            self._log.info("job cancelled", job_id=job_id, dependency=ended.job_id, ended=how)
+            self._publish(job, description=job.message)
+            self._dependency_ended(job)
 
     def _waiting_jobs(self) -> list[batch_pb2.Job]:
         """Jobs with instances waiting (ready or in backoff), in no particular order."""
@@ -825,6 +882,7 @@ class BatchScheduler(Framework):
                 self._want_offers()
         if change.job_ended:
             self._untrack(job.job_id)
+            self._dependency_ended(job)
 
     def _log_update(self, job: batch_pb2.Job, status: common_pb2.TaskStatus, change) -> None:
         """Failures and a job's end at info; the rest of a task's life, a few lines a task

@@ -13,6 +13,7 @@ from agora.common.authz import Action, AllowAll, Decision, refusal_message
 from agora.common.credentials import caller_principal
 from agora.common.leader import FollowingStub
 from agora.common.redaction import without_environments
+from agora.frameworks.batch import dependencies as deps
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import capacity, largest_fit
 from agora.frameworks.batch.scheduler import (
@@ -84,6 +85,10 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             job = self.scheduler.submit(spec, note=note)
         except StoreUnavailable as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        except deps.DependencyUnmet as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except deps.DependencyError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
 
     @staticmethod

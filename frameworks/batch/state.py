@@ -341,7 +341,8 @@ def _settle(job: Job, now: float) -> None:
     elif total and counts.succeeded + counts.failed + counts.killed == total:
         state = batch_pb2.JOB_FAILED
     elif never_launched(job):
-        state = batch_pb2.JOB_QUEUED
+        # Nothing of it queued while it waits for other jobs (dependencies.py).
+        state = batch_pb2.JOB_WAITING if job.waiting_for else batch_pb2.JOB_QUEUED
     else:
         state = batch_pb2.JOB_RUNNING
     if state != job.state:

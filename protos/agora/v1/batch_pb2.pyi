@@ -8,6 +8,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class DependencyCondition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AFTER_OK: _ClassVar[DependencyCondition]
+    AFTER_ANY: _ClassVar[DependencyCondition]
+    AFTER_NOT_OK: _ClassVar[DependencyCondition]
+
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
@@ -16,6 +22,7 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_SUCCEEDED: _ClassVar[JobState]
     JOB_FAILED: _ClassVar[JobState]
     JOB_KILLED: _ClassVar[JobState]
+    JOB_WAITING: _ClassVar[JobState]
 
 class InstanceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -26,12 +33,16 @@ class InstanceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INSTANCE_SUCCEEDED: _ClassVar[InstanceState]
     INSTANCE_FAILED: _ClassVar[InstanceState]
     INSTANCE_KILLED: _ClassVar[InstanceState]
+AFTER_OK: DependencyCondition
+AFTER_ANY: DependencyCondition
+AFTER_NOT_OK: DependencyCondition
 JOB_STATE_UNSPECIFIED: JobState
 JOB_QUEUED: JobState
 JOB_RUNNING: JobState
 JOB_SUCCEEDED: JobState
 JOB_FAILED: JobState
 JOB_KILLED: JobState
+JOB_WAITING: JobState
 INSTANCE_STATE_UNSPECIFIED: InstanceState
 INSTANCE_PENDING: InstanceState
 INSTANCE_LAUNCHED: InstanceState
@@ -68,7 +79,7 @@ class TaskTemplate(_message.Message):
     def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels")
+    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +95,7 @@ class JobSpec(_message.Message):
     GANG_FIELD_NUMBER: _ClassVar[int]
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
     name: str
     instances: int
     task: TaskTemplate
@@ -92,7 +104,16 @@ class JobSpec(_message.Message):
     gang: bool
     duration_seconds: float
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    after: _containers.RepeatedCompositeFieldContainer[Dependency]
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ...) -> None: ...
+
+class Dependency(_message.Message):
+    __slots__ = ("job", "condition")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    condition: DependencyCondition
+    def __init__(self, job: _Optional[str] = ..., condition: _Optional[_Union[DependencyCondition, str]] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("attempt", "task_id", "agent_id", "hostname", "agent_address", "state", "exit_code", "message", "reason", "launched_at", "started_at", "ended_at", "framework_id")
@@ -153,7 +174,7 @@ class InstanceCounts(_message.Message):
     def __init__(self, pending: _Optional[int] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., killed: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "spec", "state", "instances", "submitted_at", "started_at", "ended_at", "message", "sequence", "counts")
+    __slots__ = ("job_id", "spec", "state", "instances", "submitted_at", "started_at", "ended_at", "message", "sequence", "counts", "waiting_for")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +185,7 @@ class Job(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     spec: JobSpec
     state: JobState
@@ -174,7 +196,8 @@ class Job(_message.Message):
     message: str
     sequence: int
     counts: InstanceCounts
-    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., submitted_at: _Optional[float] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., message: _Optional[str] = ..., sequence: _Optional[int] = ..., counts: _Optional[_Union[InstanceCounts, _Mapping]] = ...) -> None: ...
+    waiting_for: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., submitted_at: _Optional[float] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., message: _Optional[str] = ..., sequence: _Optional[int] = ..., counts: _Optional[_Union[InstanceCounts, _Mapping]] = ..., waiting_for: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec",)

@@ -1,0 +1,121 @@
+"""Issue 36, item 1: job dependencies (`agora job submit --after JOB[:ok|any|notok]`, Slurm's
+afterok/afterany/afternotok). The rules alone, then through the batch cluster: a job waits
+(JOB_WAITING, saying for whom), runs when its dependencies end as asked, is cancelled with a
+reason when one ends otherwise (and its own dependents with it), and unknown or already-failed
+dependencies are refused at submission."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from batch_harness import BatchCluster
+
+from agora.frameworks.batch import dependencies as deps
+from agora.v1 import batch_pb2 as B
+
+
+def job(job_id: str, state: int, name: str = "j", sequence: int = 1) -> B.Job:
+    return B.Job(job_id=job_id, state=state, sequence=sequence, spec=B.JobSpec(name=name))
+
+
+def test_conditions_say_whether_an_ended_job_meets_them():
+    assert deps.met(B.AFTER_OK, B.JOB_RUNNING) is None
+    assert deps.met(B.AFTER_OK, B.JOB_SUCCEEDED) and not deps.met(B.AFTER_OK, B.JOB_FAILED)
+    assert deps.met(B.AFTER_ANY, B.JOB_KILLED) and deps.met(B.AFTER_ANY, B.JOB_SUCCEEDED)
+    assert deps.met(B.AFTER_NOT_OK, B.JOB_FAILED) and not deps.met(B.AFTER_NOT_OK, B.JOB_SUCCEEDED)
+    assert deps.parse_after("build") == B.Dependency(job="build", condition=B.AFTER_OK)
+    assert deps.parse_after("job-1:notok").condition == B.AFTER_NOT_OK
+    with pytest.raises(ValueError, match="JOB:ok, JOB:any or JOB:notok"):
+        deps.parse_after("job-1:maybe")
+
+
+def test_names_resolve_to_their_latest_job_and_impossible_ones_are_refused():
+    jobs = {
+        "job-a": job("job-a", B.JOB_SUCCEEDED, "build", 1),
+        "job-b": job("job-b", B.JOB_RUNNING, "build", 2),
+        "job-c": job("job-c", B.JOB_FAILED, "test", 3),
+    }
+    after, pending = deps.resolve([B.Dependency(job="build")], jobs)
+    assert [d.job for d in after] == ["job-b"] and pending == [("job-b", B.AFTER_OK)]
+    after, pending = deps.resolve([B.Dependency(job="job-a")], jobs)
+    assert pending == []  # already met
+    with pytest.raises(deps.UnknownDependency, match="no job has that id or name"):
+        deps.resolve([B.Dependency(job="deploy")], jobs)
+    with pytest.raises(deps.DependencyUnmet, match="already ended FAILED"):
+        deps.resolve([B.Dependency(job="test")], jobs)
+    _, pending = deps.resolve([B.Dependency(job="test", condition=B.AFTER_NOT_OK)], jobs)
+    assert pending == []
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    c = await BatchCluster(tmp_path).start()
+    yield c
+    await c.stop()
+
+
+async def test_a_job_waits_for_its_dependency_then_runs(cluster):
+    first = await cluster.submit("sleep 1", name="build")
+    second = await cluster.submit("true", name="test", after=[B.Dependency(job="build")])
+    waiting = await cluster.job(second)
+    assert waiting.state == B.JOB_WAITING
+    assert waiting.message == f"waiting for {first} to succeed"
+    assert list(waiting.waiting_for) == [first]
+    await cluster.wait_state(first, B.JOB_SUCCEEDED)
+    done = await cluster.wait_state(second, B.JOB_SUCCEEDED)
+    assert done.started_at >= (await cluster.job(first)).ended_at
+
+
+async def test_a_failed_dependency_cancels_its_dependents_in_turn(cluster):
+    first = await cluster.submit("exit 3", name="build")
+    second = await cluster.submit("true", after=[B.Dependency(job=first)])
+    third = await cluster.submit("true", after=[B.Dependency(job=second, condition=B.AFTER_ANY)])
+    cleanup = await cluster.submit(
+        "true", after=[B.Dependency(job=first, condition=B.AFTER_NOT_OK)]
+    )
+    await cluster.wait_state(first, B.JOB_FAILED)
+    cancelled = await cluster.wait_state(second, B.JOB_KILLED)
+    assert cancelled.message == (
+        f"cancelled: job {first} ended FAILED, and this job waited for it to succeed"
+    )
+    assert not [a for i in cancelled.instances for a in i.attempts]  # nothing ever ran
+    # `any`: the cancelled job ended, so the third runs; the cleanup runs on failure.
+    await cluster.wait_state(third, B.JOB_SUCCEEDED)
+    await cluster.wait_state(cleanup, B.JOB_SUCCEEDED)
+
+
+async def test_unknown_or_already_failed_dependencies_are_refused_at_submission(cluster):
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.submit("true", after=[B.Dependency(job="nope")])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "--after nope: no job has that id or name" in e.value.details()
+    failed = await cluster.submit("exit 1", name="doomed")
+    await cluster.wait_state(failed, B.JOB_FAILED)
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.submit("true", after=[B.Dependency(job="doomed")])
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "so it could never run" in e.value.details()
+
+
+async def test_the_command_line_submits_with_after_and_shows_why_it_waits(cluster):
+    first = await cluster.submit("sleep 2", name="build")
+    result = await cluster.cli("job", "submit", "--after", "build:any", "--json", "--", "true")
+    assert result.code == 0, result.err
+    import json
+
+    submitted = json.loads(result.out)
+    assert submitted["state"] == "JOB_WAITING" and submitted["waiting_for"] == [first]
+    bad = await cluster.cli("job", "submit", "--after", "build:maybe", "--", "true")
+    assert bad.code != 0 and "JOB:ok, JOB:any or JOB:notok" in bad.err
+    await cluster.wait_state(submitted["job_id"], B.JOB_SUCCEEDED)
+
+
+async def test_a_waiting_job_waits_on_across_a_daemon_restart(cluster):
+    first = await cluster.submit("sleep 2", name="build")
+    second = await cluster.submit("true", after=[B.Dependency(job="build")])
+    await cluster.stop_batch()
+    await cluster.start_batch()
+    again = await cluster.job(second)
+    assert again.state == B.JOB_WAITING and list(again.waiting_for) == [first]
+    await cluster.wait_state(first, B.JOB_SUCCEEDED)
+    await cluster.wait_state(second, B.JOB_SUCCEEDED)
