@@ -8,7 +8,8 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agora.cli.errors import CommandError
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from
@@ -90,6 +91,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     submit.add_argument(
         "--gang", action="store_true", help="launch all instances at once or none (gang scheduling)"
+    )
+    submit.add_argument(
+        "-f",
+        "--file",
+        type=Path,
+        default=None,
+        metavar="GRAPH.yaml",
+        help="submit the jobs of a file instead, which may wait for each other by name: "
+        "jobs: [{name, command (a shell line) or args, instances, cpus, mem, disk, ports, "
+        "retries, priority, gang, duration, env, role, after: [NAME[:ok|any|notok]]}]; "
+        "checked whole (unknown names, cycles) before any is submitted",
     )
     submit.add_argument(
         "--after",
@@ -321,9 +333,131 @@ def _spec(args: argparse.Namespace):
     )
 
 
+# What a job of a graph file may say, and the JobSpec/TaskTemplate field each sets.
+_GRAPH_JOB_FIELDS = {
+    "name", "command", "args", "instances", "cpus", "mem", "disk", "ports", "retries",
+    "priority", "gang", "duration", "env", "role", "after",
+}  # fmt: skip
+
+
+def _graph(path: Path) -> list[tuple[str, Any, list[str]]]:
+    """(name, JobSpec without its `after`, the after texts) of each job of a graph file, in
+    an order where each comes after the jobs of the file it waits for; CommandError saying
+    what to change otherwise."""
+    import yaml
+
+    from agora.frameworks.batch.dependencies import parse_after, submission_order
+    from agora.v1 import batch_pb2, common_pb2
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise CommandError(f"--file {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise CommandError(f"--file {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    if not isinstance(jobs, list) or not jobs:
+        raise CommandError(f"--file {path}: give a list of jobs: `jobs: [{{name: ..., ...}}]`")
+    specs: dict[str, tuple[Any, list[str]]] = {}
+    for i, job in enumerate(jobs):
+        where = f"--file {path}: jobs[{i}]"
+        if not isinstance(job, dict) or not isinstance(job.get("name"), str) or not job["name"]:
+            raise CommandError(f"{where}: each job is a mapping with a name")
+        name = job["name"]
+        unknown = set(job) - _GRAPH_JOB_FIELDS
+        if unknown:
+            raise CommandError(f"{where} ({name}): unknown field(s) {', '.join(sorted(unknown))}")
+        if name in specs:
+            raise CommandError(f"{where}: two jobs are named {name!r}")
+        command, argv = job.get("command"), job.get("args")
+        if bool(command) == bool(argv):
+            raise CommandError(f"{where} ({name}): give command (a shell line) or args, one")
+        after = job.get("after") or []
+        if isinstance(after, str):
+            after = [after]
+        try:
+            for text in after:
+                parse_after(str(text))
+            task = batch_pb2.TaskTemplate(
+                command=common_pb2.CommandInfo(shell=command)
+                if command
+                else common_pb2.CommandInfo(argv=[str(a) for a in argv or []]),
+                cpus=float(job.get("cpus", 0.1)),
+                mem=float(job.get("mem", 32)),
+                disk=float(job.get("disk", 0)),
+                ports=int(job.get("ports", 0)),
+                env={str(k): str(v) for k, v in (job.get("env") or {}).items()},
+                role=str(job.get("role", "")),
+            )
+            spec = batch_pb2.JobSpec(
+                name=name,
+                instances=int(job.get("instances", 1)),
+                task=task,
+                max_retries=int(job.get("retries", 0)),
+                priority=int(job.get("priority", 0)),
+                gang=bool(job.get("gang", False)),
+                duration_seconds=float(job.get("duration", 0)),
+            )
+        except (TypeError, ValueError, AttributeError) as e:
+            raise CommandError(f"{where} ({name}): {e}") from None
+        specs[name] = (spec, [str(a) for a in after])
+    within = {
+        name: [text.rsplit(":", 1)[0] if ":" in text else text for text in after]
+        for name, (_, after) in specs.items()
+    }
+    try:
+        order = submission_order(within)
+    except ValueError as e:
+        raise CommandError(f"--file {path}: {e}") from None
+    return [(name, specs[name][0], specs[name][1]) for name in order]
+
+
+def _submit_graph(args: argparse.Namespace) -> int:
+    """Submits a graph file's jobs, each after those it waits for, naming them by the ids
+    just given (a job elsewhere may still be named: its latest job)."""
+    from agora.frameworks.batch.dependencies import parse_after
+    from agora.v1 import batch_pb2
+
+    if args.argv or args.wait or args.after:
+        raise CommandError("--file takes its jobs from the file: no command, --after or --wait")
+    graph = _graph(args.file)
+    submitted: dict[str, str] = {}  # name -> job id
+    with _Batch(args.master, credentials_from(args), args.batch) as batch:
+        # Jobs named outside the file must exist now: refused before any is submitted.
+        inside = {name for name, _, _ in graph}
+        outside = {parse_after(text).job for _, _, after in graph for text in after} - inside
+        if outside:
+            known = batch.call("ListJobs", batch_pb2.ListJobsRequest()).jobs
+            names = {j.spec.name for j in known} | {j.job_id for j in known}
+            missing = sorted(outside - names)
+            if missing:
+                raise CommandError(
+                    f"--file {args.file}: no job has the id or name {', '.join(missing)} (in "
+                    "the file or submitted before); nothing was submitted"
+                )
+        for name, spec, after in graph:
+            for text in after:
+                dependency = parse_after(text)
+                dependency.job = submitted.get(dependency.job, dependency.job)
+                spec.after.append(dependency)
+            try:
+                reply = batch.call("SubmitJob", batch_pb2.SubmitJobRequest(spec=spec))
+            except CommandError as e:
+                done = ", ".join(f"{n} {j}" for n, j in submitted.items()) or "none"
+                raise CommandError(f"{name}: {e} (submitted before it: {done})") from None
+            submitted[name] = reply.job_id
+            if not args.json:
+                print(f"{name} {reply.job_id} {batch_pb2.JobState.Name(reply.job.state)}")
+    if args.json:
+        _print_json([{"name": n, "job_id": j} for n, j in submitted.items()])
+    return 0
+
+
 def _submit(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
+    if args.file is not None:
+        return _submit_graph(args)
     spec = _spec(args)
     with _Batch(args.master, credentials_from(args), args.batch) as batch:
         reply = batch.call("SubmitJob", batch_pb2.SubmitJobRequest(spec=spec))

@@ -19,6 +19,7 @@ __all__ = [
     "DependencyUnmet",
     "UnknownDependency",
     "condition_of",
+    "submission_order",
     "met",
     "parse_after",
     "resolve",
@@ -123,3 +124,27 @@ def waiting_message(job: batch_pb2.Job) -> str:
 
 def condition_of(job: batch_pb2.Job, dependency_id: str) -> int:
     return next((d.condition for d in job.spec.after if d.job == dependency_id), batch_pb2.AFTER_OK)
+
+
+def submission_order(after_by_name: Mapping[str, list[str]]) -> list[str]:
+    """The names of a job graph (name -> the names it waits for, within the graph) in an
+    order where each comes after those it waits for; ValueError naming a cycle. Pure."""
+    order: list[str] = []
+    state: dict[str, str] = {}  # name -> "visiting" | "done"
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            cycle = path[path.index(name) :] + [name]
+            raise ValueError(f"the jobs wait for each other in a cycle: {' -> '.join(cycle)}")
+        state[name] = "visiting"
+        for dependency in after_by_name.get(name, []):
+            if dependency in after_by_name:
+                visit(dependency, [*path, name])
+        state[name] = "done"
+        order.append(name)
+
+    for name in after_by_name:
+        visit(name, [])
+    return order

@@ -119,3 +119,61 @@ async def test_a_waiting_job_waits_on_across_a_daemon_restart(cluster):
     assert again.state == B.JOB_WAITING and list(again.waiting_for) == [first]
     await cluster.wait_state(first, B.JOB_SUCCEEDED)
     await cluster.wait_state(second, B.JOB_SUCCEEDED)
+
+
+def test_a_graph_is_ordered_so_each_job_follows_what_it_waits_for_and_cycles_are_named():
+    order = deps.submission_order({"report": ["test"], "test": ["build"], "build": []})
+    assert order == ["build", "test", "report"]
+    assert deps.submission_order({"a": ["outside"], "b": ["a"]}) == ["a", "b"]
+    with pytest.raises(ValueError, match="in a cycle: a -> b -> c -> a"):
+        deps.submission_order({"a": ["b"], "b": ["c"], "c": ["a"]})
+
+
+GRAPH = """
+jobs:
+  - name: report
+    command: echo report
+    after: ["test:any"]
+  - name: test
+    command: echo test
+    after: [build]
+  - name: build
+    args: [sh, -c, "sleep 1; echo built"]
+    cpus: 0.2
+"""
+
+
+async def test_a_graph_file_is_submitted_whole_in_order_and_runs_in_order(cluster, tmp_path):
+    import json
+
+    graph = tmp_path / "graph.yaml"
+    graph.write_text(GRAPH)
+    result = await cluster.cli("job", "submit", "-f", str(graph), "--json")
+    assert result.code == 0, result.err
+    submitted = {row["name"]: row["job_id"] for row in json.loads(result.out)}
+    assert list(submitted) == ["build", "test", "report"]
+    report = await cluster.wait_state(submitted["report"], B.JOB_SUCCEEDED)
+    test = await cluster.job(submitted["test"])
+    build = await cluster.job(submitted["build"])
+    assert build.ended_at <= test.started_at and test.ended_at <= report.started_at
+    assert [d.job for d in test.spec.after] == [submitted["build"]]
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (
+            "jobs: [{name: a, command: 'true', after: [b]},\n"
+            "       {name: b, command: 'true', after: [a]}]",
+            "in a cycle: a -> b -> a",
+        ),
+        ("jobs: [{name: a, command: 'true', after: [nowhere]}]", "no job has the id or name"),
+        ("jobs: [{name: a, command: 'true', colour: red}]", "unknown field(s) colour"),
+    ],
+)
+async def test_a_bad_graph_submits_nothing(cluster, tmp_path, text, says):
+    graph = tmp_path / "graph.yaml"
+    graph.write_text(text)
+    result = await cluster.cli("job", "submit", "-f", str(graph))
+    assert result.code == 1 and says in result.err, result.err
+    assert not (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs
