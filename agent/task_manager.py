@@ -328,10 +328,25 @@ class TaskManager:
         if run.record.killing:
             run.kill_requested.set()
         killer = self._spawn(self._kill_when_asked(run), f"kill-{run.record.run_id}")
+        limit = run.task.max_completion_seconds
+        deadline = None
+        if limit > 0:
+            # From its launch, on the wall clock of the record: an agent restarted meanwhile
+            # re-arms it for what is left.
+            left = run.record.launched_at + limit - self._clock.time()
+            deadline = asyncio.get_running_loop().call_later(
+                max(0.0, left),
+                self.kill_for_limit,
+                run,
+                "REASON_MAX_COMPLETION_TIME_REACHED",
+                f"ran past its time limit of {limit:g} s",
+            )
         try:
             await run.wrapper.wait()
         finally:
             killer.cancel()
+            if deadline is not None:
+                deadline.cancel()
         result = launcher.read_exit(self._work.run_dir(run.record.run_id))
         if result is None:
             # The wrapper itself was killed: do not leave the command behind.

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agora.cli.errors import CommandError
-from agora.cli.options import add_json_flag, add_master_flag, credentials_from
+from agora.cli.options import add_json_flag, add_master_flag, credentials_from, duration
 from agora.cli.tables import format_table
 
 if TYPE_CHECKING:  # at run time grpc is imported lazily, where it is used
@@ -100,8 +100,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="GRAPH.yaml",
         help="submit the jobs of a file instead, which may wait for each other by name: "
         "jobs: [{name, command (a shell line) or args, instances, cpus, mem, disk, ports, "
-        "retries, priority, gang, duration, env, role, after: [NAME[:ok|any|notok]]}]; "
+        "retries, priority, gang, duration, time_limit, env, role, "
+        "after: [NAME[:ok|any|notok]]}]; "
         "checked whole (unknown names, cycles) before any is submitted",
+    )
+    submit.add_argument(
+        "--time-limit",
+        type=duration,
+        default=0.0,
+        metavar="DURATION",
+        help="how long each instance may run, e.g. 90s, 10m, 2h: past it the agent kills it "
+        "and it fails (REASON_MAX_COMPLETION_TIME_REACHED), retried if --retries remain "
+        "(default: no limit)",
     )
     submit.add_argument(
         "--after",
@@ -330,13 +340,14 @@ def _spec(args: argparse.Namespace):
         gang=args.gang,
         duration_seconds=args.duration,
         after=after,
+        time_limit_seconds=args.time_limit,
     )
 
 
 # What a job of a graph file may say, and the JobSpec/TaskTemplate field each sets.
 _GRAPH_JOB_FIELDS = {
     "name", "command", "args", "instances", "cpus", "mem", "disk", "ports", "retries",
-    "priority", "gang", "duration", "env", "role", "after",
+    "priority", "gang", "duration", "env", "role", "after", "time_limit",
 }  # fmt: skip
 
 
@@ -397,8 +408,9 @@ def _graph(path: Path) -> list[tuple[str, Any, list[str]]]:
                 priority=int(job.get("priority", 0)),
                 gang=bool(job.get("gang", False)),
                 duration_seconds=float(job.get("duration", 0)),
+                time_limit_seconds=duration(str(job.get("time_limit", 0))),
             )
-        except (TypeError, ValueError, AttributeError) as e:
+        except (TypeError, ValueError, AttributeError, argparse.ArgumentTypeError) as e:
             raise CommandError(f"{where} ({name}): {e}") from None
         specs[name] = (spec, [str(a) for a in after])
     within = {

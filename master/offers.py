@@ -18,6 +18,9 @@ from agora.master.errors import CallError, Reason
 from agora.master.registry import Offer
 from agora.v1 import common_pb2, scheduler_pb2
 
+# The longest time limit a task may give (TaskInfo.max_completion_seconds): a year.
+MAX_COMPLETION_SECONDS = 365 * 24 * 3600.0
+
 # Why an optimistic offer was rescinded when another framework's Accept (or a hold) took its
 # resources: an Accept naming it fails with ABORTED (OFFER_CONFLICT), not as a stale offer.
 TAKEN = "its resources were taken first by another framework"
@@ -168,6 +171,13 @@ def _check_task(
         raise CallError(
             grpc.StatusCode.INVALID_ARGUMENT,
             f"task {task.task_id} sets both command.argv and command.shell; set exactly one",
+        )
+    limit = task.max_completion_seconds
+    if not math.isfinite(limit) or not 0 <= limit <= MAX_COMPLETION_SECONDS:
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"task {task.task_id}: max_completion_seconds must be 0 (no limit) to "
+            f"{MAX_COMPLETION_SECONDS:g} (a year), got {limit:g}",
         )
     if not math.isfinite(task.kill_grace_period_seconds) or task.kill_grace_period_seconds < 0:
         raise CallError(

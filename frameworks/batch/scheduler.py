@@ -840,6 +840,7 @@ class BatchScheduler(Framework):
             # The job's --priority: within the batch framework's role, a job of a higher one
             # that waits may have lower ones' tasks preempted for it (where that is on).
             priority=job.spec.priority,
+            max_completion_seconds=job.spec.time_limit_seconds,
         )
 
     async def on_update(self, driver: Driver, status: common_pb2.TaskStatus) -> None:

@@ -45,6 +45,8 @@ class TaskSpec:
     kill_grace_period_seconds: float = 0.0
     health_check: common_pb2.HealthCheck | None = None
     priority: int = 0  # TaskInfo.priority: higher may preempt lower in its role
+    # TaskInfo.max_completion_seconds: its agent kills it past that many seconds (0: never).
+    max_completion_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -78,6 +80,7 @@ class TaskSpec:
             kill_grace_period_seconds=self.kill_grace_period_seconds,
             labels=dict(self.labels),
             priority=self.priority,
+            max_completion_seconds=self.max_completion_seconds,
         )
         if self.health_check is not None:
             info.health_check.CopyFrom(self.health_check)

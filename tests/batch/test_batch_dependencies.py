@@ -12,6 +12,7 @@ from batch_harness import BatchCluster
 
 from agora.frameworks.batch import dependencies as deps
 from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
 
 
 def job(job_id: str, state: int, name: str = "j", sequence: int = 1) -> B.Job:
@@ -177,3 +178,17 @@ async def test_a_bad_graph_submits_nothing(cluster, tmp_path, text, says):
     result = await cluster.cli("job", "submit", "-f", str(graph))
     assert result.code == 1 and says in result.err, result.err
     assert not (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs
+
+
+async def test_an_instance_past_its_time_limit_is_killed_fails_and_is_retried(cluster):
+    """Issue 36, item 3 (without backfill): --time-limit is the task's max_completion_seconds,
+    enforced by the agent that runs it; the instance fails with the reason, and is retried
+    while retries remain."""
+    job_id = await cluster.submit("sleep 60", time_limit_seconds=1, max_retries=1)
+    job = await cluster.wait_state(job_id, B.JOB_FAILED)
+    attempts = list(job.instances[0].attempts)
+    assert len(attempts) == 2
+    for attempt in attempts:
+        assert attempt.state == C.TASK_FAILED, attempt
+        assert attempt.reason == "REASON_MAX_COMPLETION_TIME_REACHED"
+        assert "ran past its time limit of 1 s" in attempt.message

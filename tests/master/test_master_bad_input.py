@@ -420,3 +420,13 @@ async def test_an_update_for_a_task_no_framework_launched_is_acknowledged_and_dr
     async with channel:
         tasks = (await ops.ListTasks(operator_pb2.ListTasksRequest())).tasks
     assert "made-up" not in {t.task_id for t in tasks}
+
+
+async def test_a_time_limit_that_is_not_a_duration_is_refused(cluster):
+    master, agent, framework, offer = cluster
+    for bad in (-1.0, float("nan"), 10 * 365 * 24 * 3600.0):
+        error = await rpc_error(
+            framework.accept([offer.offer_id], [task("t", max_completion_seconds=bad)])
+        )
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "max_completion_seconds must be 0 (no limit) to" in error.details()

@@ -79,7 +79,7 @@ class TaskTemplate(_message.Message):
     def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after")
+    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +96,7 @@ class JobSpec(_message.Message):
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     instances: int
     task: TaskTemplate
@@ -105,7 +106,8 @@ class JobSpec(_message.Message):
     duration_seconds: float
     labels: _containers.ScalarMap[str, str]
     after: _containers.RepeatedCompositeFieldContainer[Dependency]
-    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ...) -> None: ...
+    time_limit_seconds: float
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("job", "condition")
