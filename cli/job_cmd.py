@@ -105,6 +105,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "checked whole (unknown names, cycles) before any is submitted",
     )
     submit.add_argument(
+        "--max-running",
+        type=int,
+        default=0,
+        metavar="N",
+        help="at most N instances launched or running at once, the others waiting their turn "
+        "(Slurm's --array=1-INSTANCES%%N; each sees its index in $AGORA_INSTANCE) "
+        "(default: no limit)",
+    )
+    submit.add_argument(
         "--time-limit",
         type=duration,
         default=0.0,
@@ -301,8 +310,8 @@ def _spec(args: argparse.Namespace):
         raise CommandError("no command: put it after `--`, e.g. agora job submit -- echo hello")
     if args.instances < 1:
         raise CommandError(f"--instances must be at least 1, got {args.instances}")
-    if args.retries < 0 or args.ports < 0:
-        raise CommandError("--retries and --ports must not be negative")
+    if args.retries < 0 or args.ports < 0 or args.max_running < 0:
+        raise CommandError("--retries, --ports and --max-running must not be negative")
     env = {}
     for item in args.env:
         key, sep, value = item.partition("=")
@@ -341,13 +350,14 @@ def _spec(args: argparse.Namespace):
         duration_seconds=args.duration,
         after=after,
         time_limit_seconds=args.time_limit,
+        max_running=args.max_running,
     )
 
 
 # What a job of a graph file may say, and the JobSpec/TaskTemplate field each sets.
 _GRAPH_JOB_FIELDS = {
     "name", "command", "args", "instances", "cpus", "mem", "disk", "ports", "retries",
-    "priority", "gang", "duration", "env", "role", "after", "time_limit",
+    "priority", "gang", "duration", "env", "role", "after", "time_limit", "max_running",
 }  # fmt: skip
 
 
@@ -409,6 +419,7 @@ def _graph(path: Path) -> list[tuple[str, Any, list[str]]]:
                 gang=bool(job.get("gang", False)),
                 duration_seconds=float(job.get("duration", 0)),
                 time_limit_seconds=duration(str(job.get("time_limit", 0))),
+                max_running=int(job.get("max_running", 0)),
             )
         except (TypeError, ValueError, AttributeError, argparse.ArgumentTypeError) as e:
             raise CommandError(f"{where} ({name}): {e}") from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -373,7 +374,9 @@ class BatchScheduler(Framework):
 
     def has_ready_work(self, now: float | None = None) -> bool:
         now = self.clock() if now is None else now
-        return any(self._waiting.has_ready(job, now) for job in self._waiting_jobs())
+        return any(
+            st.room(job) != 0 and self._waiting.has_ready(job, now) for job in self._waiting_jobs()
+        )
 
     async def update_interest(self, revive: bool = False) -> None:
         """Revives when instances are ready to launch and suppresses when none are, so an
@@ -542,12 +545,14 @@ class BatchScheduler(Framework):
         groups, readers = [], []
         try:
             for job in self._queue():
-                if not self._waiting.has_ready(job, now):
+                room = st.room(job)
+                if room == 0 or not self._waiting.has_ready(job, now):
                     continue
                 gang = job.spec.gang and st.never_launched(job)
                 reader = self._waiting.ready(job, now)
                 readers.append(reader)
-                groups.append(Group(job.job_id, self._wants(job, reader), gang))
+                indices = reader if room is None else itertools.islice(reader, room)
+                groups.append(Group(job.job_id, self._wants(job, indices), gang))
             return plan(offers, groups, self.role) if groups else None
         finally:
             for reader in readers:

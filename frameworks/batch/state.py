@@ -135,6 +135,14 @@ def next_retry_at(job: Job) -> float | None:
     return min(times) if times else None
 
 
+def room(job: Job) -> int | None:
+    """How many more of the job's instances may be launched now under its max_running (its
+    launched and running ones count); None: no limit."""
+    if not job.spec.max_running:
+        return None
+    return max(0, job.spec.max_running - job.counts.running)
+
+
 def never_launched(job: Job) -> bool:
     # started_at is set by the first launch and cleared only when its last attempt is undone.
     return not job.started_at and all(not i.attempts for i in job.instances)

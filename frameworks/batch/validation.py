@@ -44,6 +44,11 @@ def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> 
         raise SpecError("cpus and mem must be at least 0.001")
     if task.ports > MAX_PORTS:
         raise SpecError(f"ports is a count of ports per instance, at most {MAX_PORTS}")
+    if spec.gang and spec.max_running and spec.max_running < spec.instances:
+        raise SpecError(
+            f"a gang of {spec.instances} instances runs all at once: --max-running "
+            f"{spec.max_running} would never let it start"
+        )
     if spec.max_retries > MAX_RETRIES:
         raise SpecError(f"max_retries must be at most {MAX_RETRIES}, got {spec.max_retries}")
     for key in list(task.env) + list(command.environment):

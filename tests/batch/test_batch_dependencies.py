@@ -6,6 +6,8 @@ dependencies are refused at submission."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from batch_harness import BatchCluster
@@ -192,3 +194,34 @@ async def test_an_instance_past_its_time_limit_is_killed_fails_and_is_retried(cl
         assert attempt.state == C.TASK_FAILED, attempt
         assert attempt.reason == "REASON_MAX_COMPLETION_TIME_REACHED"
         assert "ran past its time limit of 1 s" in attempt.message
+
+
+async def test_an_array_never_runs_more_instances_at_once_than_its_limit(cluster):
+    """Issue 36, item 4: --instances 8 --max-running 2 (Slurm's --array=1-8%2): never more
+    than two at once, all eight in the end, each with its own index."""
+    job_id = await cluster.submit('echo "$AGORA_INSTANCE"; sleep 0.3', instances=8, max_running=2)
+    most = 0
+    async with asyncio.timeout(60):
+        while True:
+            job = await cluster.job(job_id)
+            most = max(most, job.counts.running)
+            if job.state == B.JOB_SUCCEEDED:
+                break
+            await asyncio.sleep(0.05)
+    assert 1 <= most <= 2
+    starts = sorted((a.started_at, a.ended_at) for i in job.instances for a in i.attempts)
+    # Never three at once, by the attempts' own times too.
+    for t, _ in starts:
+        assert sum(1 for s, e in starts if s <= t < e) <= 2
+    logs = await cluster.cli("job", "logs", job_id, "--instance", "5")
+    assert logs.out.strip() == "5", logs.err
+
+
+def test_a_gang_larger_than_its_running_limit_is_refused():
+    from agora.frameworks.batch.validation import SpecError, validate_spec
+    from agora.v1 import common_pb2
+
+    task = B.TaskTemplate(command=common_pb2.CommandInfo(shell="true"), cpus=0.1, mem=16)
+    with pytest.raises(SpecError, match="--max-running 2 would never let it start"):
+        validate_spec(B.JobSpec(name="g", instances=4, gang=True, max_running=2, task=task))
+    validate_spec(B.JobSpec(name="g", instances=4, gang=True, max_running=4, task=task))
