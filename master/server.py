@@ -218,7 +218,10 @@ class Master:
         """The dashboard, on the master's own event loop, reading the Operator's views."""
         assert self.core is not None
         self._dashboard = Dashboard(
-            MasterView(self.core), credentials=self.config.credentials, gate=self.gate
+            MasterView(self.core),
+            credentials=self.config.credentials,
+            gate=self.gate,
+            leads=self._fence.holds if self._fence is not None else None,
         )
         self._http = HttpServer(
             self.config.host, port, self._dashboard.routes(), self._ssl_context()

@@ -251,9 +251,13 @@ class Dashboard:
         history: ShareHistory | None = None,
         credentials: Credentials = INSECURE,
         gate: Gatekeeper | None = None,
+        leads: Callable[[], bool] | None = None,
     ) -> None:
         self.view = view
         self.gate = gate or Gatekeeper()
+        # Whether this master still leads (its fence, master/fence.py; None: a master alone):
+        # an action is refused once it cannot prove it does, as every gRPC call is.
+        self._leads = leads
         # For the calls to agents and frameworks (sandbox files, usage, jobs, apps).
         self.credentials = credentials
         self.history = history or ShareHistory()
@@ -369,6 +373,12 @@ class Dashboard:
 
         async def wrapped(request: web.Request) -> web.Response:
             try:
+                if self._leads is not None and not self._leads():
+                    raise ApiError(
+                        503,
+                        "this master no longer leads: open the leader's dashboard "
+                        "(`agora cluster masters` names it)",
+                    )
                 # JSON only: a page of another site cannot send it without the browser asking
                 # this server first (a CORS preflight, which it does not answer), so it cannot
                 # act with a visitor's client certificate.
