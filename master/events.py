@@ -48,17 +48,40 @@ class Watcher:
         self.queue: asyncio.Queue[ClusterEvent | None] = asyncio.Queue()
         self.cut = False
 
-    def wants(self, event: ClusterEvent) -> bool:
-        return not self.topics or event.topic in self.topics or event.topic == "stream"
+    def wants(self, topic: str) -> bool:
+        return not self.topics or topic in self.topics or topic == "stream"
 
     def offer(self, event: ClusterEvent) -> None:
-        if self.cut or not self.wants(event):
+        if self.cut or not self.wants(event.topic):
             return
         if self.queue.qsize() >= WATCHER_QUEUE:
             self.cut = True
             self.queue.put_nowait(None)
             return
         self.queue.put_nowait(event)
+
+
+class Kept:
+    """One event as the history keeps it: plain values, made into a ClusterEvent only for a
+    watcher. Every task state passes here (the status-update path), and most masters have no
+    watcher: a protobuf with a map for each cost 2.9 us, this 0.6 us."""
+
+    __slots__ = ("index", "at", "topic", "kind", "subject", "principal", "detail")
+
+    def __init__(self, index, at, topic, kind, subject, principal, detail) -> None:
+        self.index, self.at, self.topic, self.kind = index, at, topic, kind
+        self.subject, self.principal, self.detail = subject, principal, detail
+
+    def to_proto(self) -> ClusterEvent:
+        return ClusterEvent(
+            index=self.index,
+            at=self.at,
+            topic=self.topic,
+            kind=self.kind,
+            subject=self.subject,
+            principal=self.principal,
+            detail={k: str(v) for k, v in self.detail.items() if v is not None and v != ""},
+        )
 
 
 class EventLog:
@@ -73,7 +96,7 @@ class EventLog:
         self.generation = generation or int(time.time())
         self._clock = clock
         self._count = 0
-        self.history: deque[ClusterEvent] = deque(maxlen=HISTORY)
+        self.history: deque[Kept] = deque(maxlen=HISTORY)
         self.watchers: set[Watcher] = set()
         self.audit_path = audit_path
 
@@ -88,21 +111,15 @@ class EventLog:
         subject: str = "",
         principal: str = "",
         **detail: object,
-    ) -> ClusterEvent:
+    ) -> Kept:
         self._count += 1
-        event = ClusterEvent(
-            index=self.last_index,
-            at=self._clock(),
-            topic=topic,
-            kind=kind,
-            subject=subject,
-            principal=principal,
-            detail={k: str(v) for k, v in detail.items() if v is not None and v != ""},
-        )
-        self.history.append(event)
-        for watcher in self.watchers:
-            watcher.offer(event)
-        return event
+        kept = Kept(self.last_index, self._clock(), topic, kind, subject, principal, detail)
+        self.history.append(kept)
+        if self.watchers:
+            event = kept.to_proto()
+            for watcher in self.watchers:
+                watcher.offer(event)
+        return kept
 
     def audit(
         self, principal: str, action: str, target: str, peer: str, outcome: str, **detail: object
@@ -121,7 +138,11 @@ class EventLog:
             "target": target,
             "peer": peer,
             "outcome": outcome,
-            **{k: v for k, v in event.detail.items() if k not in ("peer", "outcome")},
+            **{
+                k: str(v)
+                for k, v in event.detail.items()
+                if k not in ("peer", "outcome") and v is not None and v != ""
+            },
         }
         try:
             with self.audit_path.open("a") as f:
@@ -145,7 +166,7 @@ class EventLog:
             )
             first.append(self._stream_event("HISTORY_LOST", since=since, reason=why))
             since = 0
-        first += [e for e in self.history if e.index > since and watcher.wants(e)]
+        first += [e.to_proto() for e in self.history if e.index > since and watcher.wants(e.topic)]
         first.append(self._stream_event("CAUGHT_UP", last_index=self.last_index))
         self.watchers.add(watcher)
         return watcher, first

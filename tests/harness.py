@@ -57,11 +57,14 @@ async def eventually_async(
     raise AssertionError(f"timed out waiting for {message}{detail}")
 
 
-def agora(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Runs the `agora` command as a user would, capturing its output."""
+def agora(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Runs the `agora` command as a user would, capturing its output (in `env`, or ours)."""
     return subprocess.run(
         [sys.executable, "-m", "agora.cli.main", *args],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -39,22 +39,6 @@ def as_client(certs: Path, name: str, master: str) -> dict[str, str]:
     }
 
 
-def run_as(env: dict[str, str], *args: str):
-    import subprocess
-    import sys
-
-    from harness import ROOT
-
-    return subprocess.run(
-        [sys.executable, "-m", "agora.cli.main", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_framework_daemons_obey_their_acls_and_run_tasks_as_their_user(tmp_path):
     certs = tmp_path / "certs"
     assert agora("tls", "init", str(certs)).returncode == 0
@@ -109,24 +93,24 @@ def test_framework_daemons_obey_their_acls_and_run_tasks_as_their_user(tmp_path)
         alice, eve = as_client(certs, "alice", address), as_client(certs, "eve", address)
 
         # Tasks run as --user: nobody (which the master's run_tasks allows; root would not be).
-        job = run_as(
-            alice, "job", "submit", "--name", "who", "--cpus", "0.1", "--mem", "16",
-            "--wait", "--json", "--", "id", "-un",
+        job = agora(
+            "job", "submit", "--name", "who", "--cpus", "0.1", "--mem", "16",
+            "--wait", "--json", "--", "id", "-un", env=alice,
         )  # fmt: skip
         assert job.returncode == 0, job.stderr
         ended = json.loads(job.stdout)
         assert ended["state"] == "JOB_SUCCEEDED", ended
         job_id = ended["job_id"]
-        logs = run_as(alice, "job", "logs", job_id, "--instance", "0")
+        logs = agora("job", "logs", job_id, "--instance", "0", env=alice)
         assert logs.stdout.strip() == "nobody", logs.stdout + logs.stderr
 
-        refused = run_as(eve, "job", "submit", "--cpus", "0.1", "--mem", "16", "--", "true")
+        refused = agora("job", "submit", "--cpus", "0.1", "--mem", "16", "--", "true", env=eve)
         assert refused.returncode == 1
         assert "eve may not submit jobs in role '*'" in refused.stderr, refused.stderr
 
         app = tmp_path / "app.yaml"
         app.write_text("id: web\ncmd: sleep 600\ninstances: 1\ncpus: 0.1\nmem: 16\n")
-        put = run_as(eve, "app", "put", str(app))
+        put = agora("app", "put", str(app), env=eve)
         assert put.returncode == 1 and "eve may not manage apps in role '*'" in put.stderr
 
         # The file is re-read on SIGHUP: eve may now submit.
@@ -136,7 +120,7 @@ def test_framework_daemons_obey_their_acls_and_run_tasks_as_their_user(tmp_path)
         eventually(
             lambda: "ACLs reloaded" in batch.log_path.read_text(), timeout=10, message="reload"
         )
-        again = run_as(eve, "job", "submit", "--cpus", "0.1", "--mem", "16", "--", "true")
+        again = agora("job", "submit", "--cpus", "0.1", "--mem", "16", "--", "true", env=eve)
         assert again.returncode == 0, again.stderr
     finally:
         for daemon in reversed(daemons):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import uuid
 
 import grpc
 import pytest
+from ha import free_port
 from harness import Daemon, agora
 from master_harness import register_held
 
@@ -29,12 +29,6 @@ register_agents: [{principals: [agent-1, agent-2]}]
 register_frameworks: [{principals: [batch, mallory], roles: ["*"]}]
 read_state: [{principals: [ANY]}]
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Cluster:

@@ -3,21 +3,16 @@ tests that restart its servers one by one or take its quorum away."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
+
+from ha import free_port
 
 from agora.common.zookeeper_server import ZooKeeperServer
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Ensemble:
     def __init__(self, root: Path, n: int = 3) -> None:
-        peers = {i: (_free_port(), _free_port(), _free_port()) for i in range(1, n + 1)}
+        peers = {i: (free_port(), free_port(), free_port()) for i in range(1, n + 1)}
         self.servers = [
             ZooKeeperServer(root / f"zk-{i}", ensemble=peers, myid=i) for i in sorted(peers)
         ]
