@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agora.cli.batch_client import BatchClient, call_error, print_json, to_dict, when
 from agora.cli.errors import CommandError
+from agora.cli.job_spec import add_command_arg, add_spec_flags, command_text, spec_from_args
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from, duration
 from agora.cli.tables import format_table
 
-if TYPE_CHECKING:  # at run time grpc is imported lazily, where it is used
-    import grpc
-
-CALL_TIMEOUT = 15.0
 _JOB_REF_HELP = "the job's id, or its name for the latest job of that name"
 
 
@@ -52,46 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_master_flag(submit)
     _add_batch_flag(submit)
-    submit.add_argument("--name", default=None, help="job name (default: the program's name)")
-    submit.add_argument("--instances", type=int, default=1, help="instances (default 1)")
-    submit.add_argument("--cpus", type=float, default=0.1, help="cpus per instance (default 0.1)")
-    submit.add_argument(
-        "--mem", type=float, default=32.0, help="MB of memory per instance (default 32)"
-    )
-    submit.add_argument("--disk", type=float, default=0.0, help="MB of disk per instance")
-    submit.add_argument(
-        "--ports", type=int, default=0, help="ports per instance (the task sees PORT0...)"
-    )
-    submit.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="environment variable for the tasks (repeatable)",
-    )
-    submit.add_argument("--role", default="", help="role whose reserved resources to use")
-    submit.add_argument(
-        "--retries",
-        type=int,
-        default=0,
-        help="times a failed instance is retried, with backoff (default 0)",
-    )
-    submit.add_argument(
-        "--priority",
-        type=int,
-        default=0,
-        help="higher runs first when the daemon uses --queue priority",
-    )
-    submit.add_argument(
-        "--duration",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="declared run time, for the daemon's --queue sjf",
-    )
-    submit.add_argument(
-        "--gang", action="store_true", help="launch all instances at once or none (gang scheduling)"
-    )
+    add_spec_flags(submit)
     submit.add_argument(
         "-f",
         "--file",
@@ -103,24 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "retries, priority, gang, duration, time_limit, env, role, "
         "after: [NAME[:ok|any|notok]]}]; "
         "checked whole (unknown names, cycles) before any is submitted",
-    )
-    submit.add_argument(
-        "--max-running",
-        type=int,
-        default=0,
-        metavar="N",
-        help="at most N instances launched or running at once, the others waiting their turn "
-        "(Slurm's --array=1-INSTANCES%%N; each sees its index in $AGORA_INSTANCE) "
-        "(default: no limit)",
-    )
-    submit.add_argument(
-        "--time-limit",
-        type=duration,
-        default=0.0,
-        metavar="DURATION",
-        help="how long each instance may run, e.g. 90s, 10m, 2h: past it the agent kills it "
-        "and it fails (REASON_MAX_COMPLETION_TIME_REACHED), retried if --retries remain "
-        "(default: no limit)",
     )
     submit.add_argument(
         "--after",
@@ -137,10 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="show progress until the job ends; exit 0 only if it SUCCEEDED",
     )
     add_json_flag(submit)
-    # dest is not "command": agora.cli.main reads args.command (the subcommand) for its messages.
-    submit.add_argument(
-        "argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
-    )
+    add_command_arg(submit)
     submit.set_defaults(func=_submit)
 
     status = commands.add_parser("status", help="show a job and its instances")
@@ -187,102 +124,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     logs.set_defaults(func=_logs)
 
+    from agora.cli import job_schedules
+
+    job_schedules.register(commands, _add_batch_flag)
+
 
 # --- plumbing ---------------------------------------------------------------------------------
 
 
-def _error(e) -> Exception:
-    return CommandError(e.details() or e.code().name)
-
-
-class _Batch:
-    """A Batch stub found through the master."""
-
-    def __init__(self, master: str, credentials, batch: str | None = None) -> None:
-        self.master = master
-        self.credentials = credentials
-        self.batch = batch  # the Batch API's address when given (--batch): no master needed
-        self.channel: grpc.Channel | None = None
-        self.connect()
-
-    def connect(self) -> None:
-        """(Re)finds the Batch API through the master: after a restart it may have moved."""
-
-        from agora.common.credentials import sync_channel
-        from agora.common.rpc import CHANNEL_OPTIONS
-        from agora.frameworks.batch.client import BatchNotFound, find_batch_address
-        from agora.v1 import batch_pb2_grpc
-
-        if self.batch:
-            self.address = self.batch
-        else:
-            try:
-                self.address = find_batch_address(self.master, credentials=self.credentials)
-            except BatchNotFound as e:
-                raise CommandError(str(e)) from None
-        if self.channel is not None:
-            self.channel.close()
-        self.channel = sync_channel(self.address, self.credentials, CHANNEL_OPTIONS)
-        self.stub = batch_pb2_grpc.BatchStub(self.channel)
-
-    def __enter__(self) -> _Batch:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        assert self.channel is not None  # connect() in __init__ set it
-        self.channel.close()
-
-    def call(self, method: str, request, missing_ok: bool = False):
-        """The reply; None for NOT_FOUND when `missing_ok`; CommandError naming why else."""
-        import grpc
-
-        try:
-            return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
-        except grpc.RpcError as e:
-            if missing_ok and e.code() == grpc.StatusCode.NOT_FOUND:
-                return None
-            if e.code() in (
-                grpc.StatusCode.UNAVAILABLE,
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                grpc.StatusCode.UNIMPLEMENTED,
-                grpc.StatusCode.UNAUTHENTICATED,
-            ):
-                from agora.common.failures import Cause, classify_error
-
-                where = "given with --batch" if self.batch else "as published to the master"
-                failure = classify_error(
-                    e, self.address, self.credentials, what="the batch daemon", service="Batch"
-                )
-                if failure.cause in (Cause.REFUSED, Cause.UNREACHABLE):
-                    from agora.common.addresses import loopback_published
-
-                    if not self.batch and (
-                        why := loopback_published(self.address, self.master, "agora batch")
-                    ):
-                        raise CommandError(why) from None
-                    raise CommandError(
-                        f"the batch daemon at {self.address} ({where}) does not answer; is "
-                        f"`agora batch` running? ({failure.cause.value})"
-                    ) from None
-                raise CommandError(failure.message) from None
-            raise _error(e) from None
-
-
-def _to_dict(message) -> dict:
-    from google.protobuf import json_format
-
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
-
-
-def _print_json(value) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
-
-
-def _when(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
-
-
-def _find_job(batch: _Batch, ref: str):
+def _find_job(batch: BatchClient, ref: str):
     """The job whose id is `ref`, else the latest job named `ref` (as a person remembers it:
     `agora job logs hello`); NOT_FOUND naming both when there is neither."""
     from agora.v1 import batch_pb2
@@ -298,60 +148,6 @@ def _find_job(batch: _Batch, ref: str):
 
 
 # --- submit -------------------------------------------------------------------------------------
-
-
-def _spec(args: argparse.Namespace):
-    from agora.v1 import batch_pb2, common_pb2
-
-    command = list(args.argv)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise CommandError("no command: put it after `--`, e.g. agora job submit -- echo hello")
-    if args.instances < 1:
-        raise CommandError(f"--instances must be at least 1, got {args.instances}")
-    if args.retries < 0 or args.ports < 0 or args.max_running < 0:
-        raise CommandError("--retries, --ports and --max-running must not be negative")
-    env = {}
-    for item in args.env:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CommandError(f"--env {item!r}: write KEY=VALUE")
-        env[key] = value
-    info = (
-        common_pb2.CommandInfo(shell=command[0])
-        if len(command) == 1
-        else common_pb2.CommandInfo(argv=command)
-    )
-    from agora.frameworks.batch.dependencies import parse_after
-
-    try:
-        after = [parse_after(text) for text in args.after]
-    except ValueError as e:
-        raise CommandError(str(e)) from None
-    words = command[0].split()
-    name = args.name or (words[0].rsplit("/", 1)[-1] if words else "") or "job"
-    task = batch_pb2.TaskTemplate(
-        command=info,
-        cpus=args.cpus,
-        mem=args.mem,
-        disk=args.disk,
-        ports=args.ports,
-        env=env,
-        role=args.role,
-    )
-    return batch_pb2.JobSpec(
-        name=name,
-        instances=args.instances,
-        task=task,
-        max_retries=args.retries,
-        priority=args.priority,
-        gang=args.gang,
-        duration_seconds=args.duration,
-        after=after,
-        time_limit_seconds=args.time_limit,
-        max_running=args.max_running,
-    )
 
 
 # What a job of a graph file may say, and the JobSpec/TaskTemplate field each sets.
@@ -445,7 +241,7 @@ def _submit_graph(args: argparse.Namespace) -> int:
         raise CommandError("--file takes its jobs from the file: no command, --after or --wait")
     graph = _graph(args.file)
     submitted: dict[str, str] = {}  # name -> job id
-    with _Batch(args.master, credentials_from(args), args.batch) as batch:
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
         # Jobs named outside the file must exist now: refused before any is submitted.
         inside = {name for name, _, _ in graph}
         outside = {parse_after(text).job for _, _, after in graph for text in after} - inside
@@ -472,7 +268,7 @@ def _submit_graph(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"{name} {reply.job_id} {batch_pb2.JobState.Name(reply.job.state)}")
     if args.json:
-        _print_json([{"name": n, "job_id": j} for n, j in submitted.items()])
+        print_json([{"name": n, "job_id": j} for n, j in submitted.items()])
     return 0
 
 
@@ -481,12 +277,12 @@ def _submit(args: argparse.Namespace) -> int:
 
     if args.file is not None:
         return _submit_graph(args)
-    spec = _spec(args)
-    with _Batch(args.master, credentials_from(args), args.batch) as batch:
+    spec = spec_from_args(args)
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
         reply = batch.call("SubmitJob", batch_pb2.SubmitJobRequest(spec=spec))
         if not args.wait:
             if args.json:
-                _print_json(_to_dict(reply.job))
+                print_json(to_dict(reply.job))
             else:
                 print(reply.job_id, flush=True)
             return 0
@@ -507,11 +303,11 @@ def _submit(args: argparse.Namespace) -> int:
         if args.json:  # watch events carry counts; print the whole job, instances and all
             job = batch.call("GetJob", batch_pb2.GetJobRequest(job_id=reply.job_id))
     if args.json:
-        _print_json(_to_dict(job))
+        print_json(to_dict(job))
     return 0 if job.state == batch_pb2.JOB_SUCCEEDED else 1
 
 
-def _events(batch: _Batch, job_id: str, patience: float = 60.0) -> Iterator:
+def _events(batch: BatchClient, job_id: str, patience: float = 60.0) -> Iterator:
     """The job's events; if the batch daemon goes away meanwhile (a restart), finds it again
     through the master and watches on, for up to `patience` seconds without it."""
     import grpc
@@ -527,7 +323,7 @@ def _events(batch: _Batch, job_id: str, patience: float = 60.0) -> Iterator:
             return
         except grpc.RpcError as e:
             if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-                raise _error(e) from None
+                raise call_error(e) from None
             error = e.details() or e.code().name
         now = time.monotonic()
         gone_since = gone_since or now
@@ -540,7 +336,7 @@ def _events(batch: _Batch, job_id: str, patience: float = 60.0) -> Iterator:
             pass  # not back yet
 
 
-def _wait(batch: _Batch, job_id: str, quiet: bool = False):
+def _wait(batch: BatchClient, job_id: str, quiet: bool = False):
     """Follows the job to its end, drawing progress; returns the final Job."""
     from agora.frameworks.batch.state import job_state_name
 
@@ -599,19 +395,13 @@ def _progress(job, bar: bool) -> str:
 
 def _status(args: argparse.Namespace) -> int:
 
-    with _Batch(args.master, credentials_from(args), args.batch) as batch:
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
         job = _find_job(batch, args.job_id)
     if args.json:
-        _print_json(_to_dict(job))
+        print_json(to_dict(job))
         return 0
     print(_describe(job))
     return 0
-
-
-def _command_text(command) -> str:
-    import shlex
-
-    return command.shell if command.shell else shlex.join(command.argv)
 
 
 def _describe(job) -> str:
@@ -623,11 +413,11 @@ def _describe(job) -> str:
         f"job {job.job_id}  {spec.name}  {job_state_name(job.state)}",
         f"  instances  {len(job.instances)}: {c.succeeded} succeeded, {c.running} running, "
         f"{c.pending} pending, {c.failed} failed, {c.killed} killed",
-        f"  command    {_command_text(spec.task.command)}",
+        f"  command    {command_text(spec.task.command)}",
         f"  each       {describe_needs(spec)}   retries {spec.max_retries}   "
         f"priority {spec.priority}   gang {'yes' if spec.gang else 'no'}",
-        f"  submitted  {_when(job.submitted_at)}   started {_when(job.started_at)}   "
-        f"ended {_when(job.ended_at)}",
+        f"  submitted  {when(job.submitted_at)}   started {when(job.started_at)}   "
+        f"ended {when(job.ended_at)}",
     ]
     if job.message:
         lines.append(f"  message    {job.message}")
@@ -667,10 +457,10 @@ def _list(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
     states = [batch_pb2.JobState.Value(f"JOB_{s.upper()}") for s in args.state]
-    with _Batch(args.master, credentials_from(args), args.batch) as batch:
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
         reply = batch.call("ListJobs", batch_pb2.ListJobsRequest(states=states))
     if args.json:
-        _print_json([_to_dict(job) for job in reply.jobs])
+        print_json([to_dict(job) for job in reply.jobs])
         return 0
     if not reply.jobs:
         print("no jobs")
@@ -684,7 +474,7 @@ def _list(args: argparse.Namespace) -> int:
             str(job.counts.running),
             str(job.counts.failed),
             str(job.spec.priority),
-            _when(job.submitted_at),
+            when(job.submitted_at),
         ]
         for job in reply.jobs
     ]
@@ -699,10 +489,10 @@ def _list(args: argparse.Namespace) -> int:
 def _kill(args: argparse.Namespace) -> int:
     from agora.v1 import batch_pb2
 
-    with _Batch(args.master, credentials_from(args), args.batch) as batch:
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
         reply = batch.call("KillJob", batch_pb2.KillJobRequest(job_id=args.job_id))
     if args.json:
-        _print_json(_to_dict(reply.job))
+        print_json(to_dict(reply.job))
     else:
         running = reply.job.counts.running
         print(f"job {args.job_id} KILLED ({running} running task(s) being killed)")
@@ -715,7 +505,7 @@ def _kill(args: argparse.Namespace) -> int:
 def _logs(args: argparse.Namespace) -> int:
     from agora.cli.sandbox_read import TaskPlace, current_agent, print_file
 
-    with _Batch(args.master, credentials_from(args), args.batch) as batch:
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
         job = _find_job(batch, args.job_id)
     if not 0 <= args.instance < len(job.instances):
         raise CommandError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from agora.common.credentials import INSECURE, Credentials, check_listen
 from agora.common.leader import FollowingStub
 from agora.common.masters import parse_masters
 from agora.common.rpc import service_name
+from agora.frameworks.batch.cron import Cron
 from agora.frameworks.batch.queue import DEFAULT_POLICY, get_policy
 from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
 from agora.frameworks.batch.scheduler import BatchScheduler
@@ -97,6 +99,7 @@ class BatchDaemon(FrameworkDaemon):
         super().__init__(config)
         self.config = config  # typed as BatchConfig
         self._operator: FollowingStub | None = None
+        self.cron: Cron | None = None
 
     def _open(self, operator: FollowingStub) -> None:
         """Loads the jobs."""
@@ -121,17 +124,27 @@ class BatchDaemon(FrameworkDaemon):
             registry=self.metrics_registry,
         )
         self.scheduler.observe_queue_wait = queue_wait.observe
+        self.cron = Cron(self.scheduler, self.store)
         self._operator = operator
 
     def _add_services(self, server: grpc.aio.Server) -> None:
         assert self.scheduler is not None and self._operator is not None
         batch_pb2_grpc.add_BatchServicer_to_server(
-            BatchService(self.scheduler, self._operator, self.authorize), server
+            BatchService(self.scheduler, self._operator, self.authorize, self.cron), server
         )
+
+    def _start_background(self) -> list[asyncio.Task]:
+        assert self.cron is not None
+        return [asyncio.create_task(self.cron.run(), name="batch-cron")]
 
     def _summary(self) -> dict:
         assert self.scheduler is not None
-        return {"queue": self.config.queue, "jobs": len(self.scheduler.jobs)}
+        assert self.cron is not None
+        return {
+            "queue": self.config.queue,
+            "jobs": len(self.scheduler.jobs),
+            "schedules": len(self.cron.schedules),
+        }
 
     def _metric_families(self) -> list:
         """Jobs and instances by state, and how long instances waited to be launched."""

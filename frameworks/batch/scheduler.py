@@ -180,9 +180,12 @@ class BatchScheduler(Framework):
         self._log.info("forgot finished jobs past the bound", count=len(gone))
         return gone
 
-    def submit(self, spec: batch_pb2.JobSpec, note: str = "") -> batch_pb2.Job:
+    def submit(
+        self, spec: batch_pb2.JobSpec, note: str = "", job_id: str | None = None
+    ) -> batch_pb2.Job:
         """Stores a new QUEUED job (the spec is already validated) and asks for offers.
-        `note` is added to its waiting message (e.g. why a gang cannot fit today). Raises
+        `note` is added to its waiting message (e.g. why a gang cannot fit today); `job_id`
+        is given by a caller that records it in the same commit (a schedule's run). Raises
         StoreUnavailable, having changed nothing, if the job cannot be written."""
         now = self.clock()
         self._sequence += 1
@@ -197,7 +200,7 @@ class BatchScheduler(Framework):
             raise
         del spec_copy.after[:]
         spec_copy.after.extend(after)
-        job = st.new_job(new_id("job"), spec_copy, self._sequence, now)
+        job = st.new_job(job_id or new_id("job"), spec_copy, self._sequence, now)
         if pending:
             job.waiting_for.extend(job_id for job_id, _ in pending)
             st.refresh(job, now)

@@ -14,7 +14,9 @@ from agora.common.credentials import caller_principal
 from agora.common.leader import FollowingStub
 from agora.common.redaction import without_environments
 from agora.frameworks.batch import dependencies as deps
+from agora.frameworks.batch import schedules as sch
 from agora.frameworks.batch import state as st
+from agora.frameworks.batch.cron import Cron, ScheduleExists, UnknownSchedule
 from agora.frameworks.batch.placement import capacity, largest_fit
 from agora.frameworks.batch.scheduler import (
     BatchScheduler,
@@ -42,8 +44,10 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         scheduler: BatchScheduler,
         operator: operator_pb2_grpc.OperatorStub | FollowingStub | None,
         authorize: Callable[[str, Action, str], Decision] | None = None,
+        cron: Cron | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.cron = cron or Cron(scheduler, scheduler.store)
         self.operator = operator
         self.authorize = authorize or AllowAll().authorize  # the daemon's ACLs (submit_jobs)
         # (when asked, the scheduler's agents_lost then, the answer) of the last ListAgents.
@@ -51,20 +55,8 @@ class BatchService(batch_pb2_grpc.BatchServicer):
 
     async def SubmitJob(self, request: batch_pb2.SubmitJobRequest, context):
         spec = request.spec
-        principal = caller_principal(context)
+        probe = await self._checked(spec, context)
         role = spec.task.role or self.scheduler.role
-        decision = self.authorize(principal, Action.SUBMIT_JOB, role)
-        if not decision.allowed:
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                refusal_message(principal, Action.SUBMIT_JOB, role, decision),
-            )
-        stamp_owner(spec.labels, principal)
-        try:
-            validate_spec(spec, self.scheduler.role)
-            probe = self.scheduler.task_spec(st.new_job("probe", spec, 0, 0.0), 0)
-        except (SpecError, ValueError) as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         totals, kept = await self._agent_totals()
         too_big = self._too_big(spec, probe, totals, role)
         if too_big and kept:  # refused only on a fresh answer: an agent may have joined
@@ -90,6 +82,24 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         except deps.DependencyError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
+
+    async def _checked(self, spec: batch_pb2.JobSpec, context):
+        """The caller may submit the job, and it is well formed (its owner stamped on it); the
+        task spec of its first instance. Aborts with the status that says otherwise."""
+        principal = caller_principal(context)
+        role = spec.task.role or self.scheduler.role
+        decision = self.authorize(principal, Action.SUBMIT_JOB, role)
+        if not decision.allowed:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                refusal_message(principal, Action.SUBMIT_JOB, role, decision),
+            )
+        stamp_owner(spec.labels, principal)
+        try:
+            validate_spec(spec, self.scheduler.role)
+            return self.scheduler.task_spec(st.new_job("probe", spec, 0, 0.0), 0)
+        except (SpecError, ValueError) as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
 
     @staticmethod
     def _shown(message, job: batch_pb2.Job, principal: str):
@@ -199,6 +209,88 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                     return
         finally:
             self.scheduler.unwatch(job.job_id, queue)
+
+    # --- cron schedules --------------------------------------------------------------------
+
+    async def PutSchedule(self, request: batch_pb2.PutScheduleRequest, context):
+        spec = request.spec
+        try:
+            sch.validate(spec)
+        except sch.ScheduleError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        spec.job.name = spec.job.name or spec.name
+        probe = await self._checked(spec.job, context)
+        totals, _ = await self._agent_totals(fresh=True)
+        too_big = self._too_big(spec.job, probe, totals, spec.job.task.role or self.scheduler.role)
+        if too_big:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, too_big)
+        old = self.cron.schedules.get(spec.name)
+        if old is not None and request.replace:
+            await self._may_change(old, "replace", context)
+        try:
+            return self.cron.put(spec, request.replace)
+        except ScheduleExists as e:
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(e))
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+
+    async def ListSchedules(self, request: batch_pb2.ListSchedulesRequest, context):
+        principal = caller_principal(context)
+        return batch_pb2.ListSchedulesResponse(
+            schedules=[
+                self._schedule_shown(s, principal) for _, s in sorted(self.cron.schedules.items())
+            ]
+        )
+
+    async def GetSchedule(self, request: batch_pb2.GetScheduleRequest, context):
+        schedule = await self._schedule(request.name, context)
+        return self._schedule_shown(schedule, caller_principal(context))
+
+    async def SuspendSchedule(self, request: batch_pb2.SuspendScheduleRequest, context):
+        schedule = await self._schedule(request.name, context)
+        await self._may_change(schedule, "suspend" if request.suspended else "resume", context)
+        try:
+            return self.cron.suspend(request.name, request.suspended)
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+
+    async def DeleteSchedule(self, request: batch_pb2.DeleteScheduleRequest, context):
+        schedule = await self._schedule(request.name, context)
+        await self._may_change(schedule, "delete", context)
+        try:
+            return batch_pb2.DeleteScheduleResponse(schedule=self.cron.delete(request.name))
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+
+    def _schedule_shown(self, schedule: batch_pb2.Schedule, principal: str) -> batch_pb2.Schedule:
+        """With its runs' jobs as they are; its job's environment values for its owner only."""
+        shown = self.cron.shown(schedule)
+        if may_act(principal, schedule.spec.job.labels):
+            return shown
+        return without_environments(shown)
+
+    async def _schedule(self, name: str, context) -> batch_pb2.Schedule:
+        try:
+            return self.cron.get(name)
+        except UnknownSchedule:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no schedule {name!r}; `agora job schedules` lists them",
+            )
+        raise AssertionError("unreachable: context.abort raises")
+
+    async def _may_change(self, schedule: batch_pb2.Schedule, action: str, context) -> None:
+        principal = caller_principal(context)
+        if not may_act(principal, schedule.spec.job.labels):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                refusal(
+                    principal,
+                    f"{action} schedule",
+                    schedule.spec.name,
+                    schedule.spec.job.labels,
+                ),
+            )
 
     async def _commit(self, context) -> None:
         """Writes what the scheduler noted before a job is shown, so that what a caller sees

@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS instances (
     data BLOB NOT NULL,
     PRIMARY KEY (job_id, idx)
 );
+CREATE TABLE IF NOT EXISTS schedules (
+    name TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+);
 """
 
 
@@ -48,11 +52,35 @@ class JobStore(StateStore):
         # job id -> (the job, the indices of its changed instances; None: all of them), noted
         # by put_job and written by the next commit.
         self._changed: dict[str, tuple[batch_pb2.Job, set[int] | None]] = {}
+        # schedule name -> the schedule as it is to be written (None: deleted). In the same
+        # commit as the jobs: a run's job and the schedule's record of it land together, so a
+        # crash can neither run a fire time twice nor lose the job it started.
+        self._schedules: dict[str, batch_pb2.Schedule | None] = {}
 
     @property
     def uncommitted(self) -> bool:
         """Whether changes are noted that no commit has written yet."""
-        return bool(self._changed)
+        return bool(self._changed or self._schedules)
+
+    def put_schedule(self, schedule: batch_pb2.Schedule) -> None:
+        """Notes the schedule for the next commit (written as it is then)."""
+        self._schedules[schedule.spec.name] = schedule
+
+    def delete_schedule(self, name: str) -> None:
+        """Notes the schedule's deletion for the next commit."""
+        self._schedules[name] = None
+
+    def discard_schedule(self, name: str) -> None:
+        """Forgets what was noted of the schedule (a change that could not be stored)."""
+        self._schedules.pop(name, None)
+
+    def load_schedules(self) -> list[batch_pb2.Schedule]:
+        out = []
+        for (data,) in self._db.execute("SELECT data FROM schedules ORDER BY name"):
+            schedule = batch_pb2.Schedule()
+            schedule.ParseFromString(data)
+            out.append(schedule)
+        return out
 
     def put_job(self, job: batch_pb2.Job, instances: Iterable[int] | None = None) -> None:
         """Notes the job's header and the given instances (None: all of them) as changed; the
@@ -69,7 +97,7 @@ class JobStore(StateStore):
     def commit(self) -> int:
         """Writes every noted change in one transaction; returns how many jobs it wrote. If it
         fails, the changes stay noted (the next commit writes them) and it raises."""
-        if not self._changed:
+        if not self._changed and not self._schedules:
             return 0
         jobs: list[tuple[str, int, int, bytes]] = []
         rows: list[tuple[str, int, bytes]] = []
@@ -87,11 +115,20 @@ class JobStore(StateStore):
             self._db.executemany(
                 "INSERT OR REPLACE INTO instances (job_id, idx, data) VALUES (?, ?, ?)", rows
             )
+            for name, schedule in self._schedules.items():
+                if schedule is None:
+                    self._db.execute("DELETE FROM schedules WHERE name = ?", (name,))
+                else:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO schedules (name, data) VALUES (?, ?)",
+                        (name, schedule.SerializeToString()),
+                    )
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
         self._changed.clear()
+        self._schedules.clear()
         return len(jobs)
 
     def discard(self, job_id: str) -> None:

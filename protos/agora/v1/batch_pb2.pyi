@@ -33,6 +33,12 @@ class InstanceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INSTANCE_SUCCEEDED: _ClassVar[InstanceState]
     INSTANCE_FAILED: _ClassVar[InstanceState]
     INSTANCE_KILLED: _ClassVar[InstanceState]
+
+class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONCURRENCY_ALLOW: _ClassVar[ConcurrencyPolicy]
+    CONCURRENCY_FORBID: _ClassVar[ConcurrencyPolicy]
+    CONCURRENCY_REPLACE: _ClassVar[ConcurrencyPolicy]
 AFTER_OK: DependencyCondition
 AFTER_ANY: DependencyCondition
 AFTER_NOT_OK: DependencyCondition
@@ -50,6 +56,9 @@ INSTANCE_RUNNING: InstanceState
 INSTANCE_SUCCEEDED: InstanceState
 INSTANCE_FAILED: InstanceState
 INSTANCE_KILLED: InstanceState
+CONCURRENCY_ALLOW: ConcurrencyPolicy
+CONCURRENCY_FORBID: ConcurrencyPolicy
+CONCURRENCY_REPLACE: ConcurrencyPolicy
 
 class TaskTemplate(_message.Message):
     __slots__ = ("command", "cpus", "mem", "disk", "ports", "env", "role", "kill_grace_period_seconds")
@@ -268,3 +277,99 @@ class JobEvent(_message.Message):
     attempt: Attempt
     description: str
     def __init__(self, timestamp: _Optional[float] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., instance: _Optional[int] = ..., attempt: _Optional[_Union[Attempt, _Mapping]] = ..., description: _Optional[str] = ...) -> None: ...
+
+class ScheduleSpec(_message.Message):
+    __slots__ = ("name", "cron", "timezone", "concurrency", "starting_deadline_seconds", "job")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    STARTING_DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    cron: str
+    timezone: str
+    concurrency: ConcurrencyPolicy
+    starting_deadline_seconds: float
+    job: JobSpec
+    def __init__(self, name: _Optional[str] = ..., cron: _Optional[str] = ..., timezone: _Optional[str] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., starting_deadline_seconds: _Optional[float] = ..., job: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+
+class ScheduleRun(_message.Message):
+    __slots__ = ("scheduled_for", "fired_at", "job_id", "skipped", "catch_up", "state", "message")
+    SCHEDULED_FOR_FIELD_NUMBER: _ClassVar[int]
+    FIRED_AT_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    scheduled_for: float
+    fired_at: float
+    job_id: str
+    skipped: str
+    catch_up: bool
+    state: JobState
+    message: str
+    def __init__(self, scheduled_for: _Optional[float] = ..., fired_at: _Optional[float] = ..., job_id: _Optional[str] = ..., skipped: _Optional[str] = ..., catch_up: _Optional[bool] = ..., state: _Optional[_Union[JobState, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class Schedule(_message.Message):
+    __slots__ = ("spec", "suspended", "created_at", "last_fire_time", "next_run_at", "runs", "missed")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    spec: ScheduleSpec
+    suspended: bool
+    created_at: float
+    last_fire_time: float
+    next_run_at: float
+    runs: _containers.RepeatedCompositeFieldContainer[ScheduleRun]
+    missed: int
+    def __init__(self, spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., suspended: _Optional[bool] = ..., created_at: _Optional[float] = ..., last_fire_time: _Optional[float] = ..., next_run_at: _Optional[float] = ..., runs: _Optional[_Iterable[_Union[ScheduleRun, _Mapping]]] = ..., missed: _Optional[int] = ...) -> None: ...
+
+class PutScheduleRequest(_message.Message):
+    __slots__ = ("spec", "replace")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    spec: ScheduleSpec
+    replace: bool
+    def __init__(self, spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., replace: _Optional[bool] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules",)
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[Schedule]
+    def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ...) -> None: ...
+
+class GetScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class SuspendScheduleRequest(_message.Message):
+    __slots__ = ("name", "suspended")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    suspended: bool
+    def __init__(self, name: _Optional[str] = ..., suspended: _Optional[bool] = ...) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...

@@ -59,6 +59,31 @@ class BatchStub:
                 request_serializer=agora_dot_v1_dot_batch__pb2.WatchJobRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_batch__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.PutSchedule = channel.unary_unary(
+                '/agora.v1.Batch/PutSchedule',
+                request_serializer=agora_dot_v1_dot_batch__pb2.PutScheduleRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/agora.v1.Batch/ListSchedules',
+                request_serializer=agora_dot_v1_dot_batch__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.GetSchedule = channel.unary_unary(
+                '/agora.v1.Batch/GetSchedule',
+                request_serializer=agora_dot_v1_dot_batch__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.SuspendSchedule = channel.unary_unary(
+                '/agora.v1.Batch/SuspendSchedule',
+                request_serializer=agora_dot_v1_dot_batch__pb2.SuspendScheduleRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/agora.v1.Batch/DeleteSchedule',
+                request_serializer=agora_dot_v1_dot_batch__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
 
 
 class BatchServicer:
@@ -100,6 +125,43 @@ class BatchServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutSchedule(self, request, context):
+        """Cron schedules (`agora job schedule`): a job submitted at each time a cron expression names.
+        INVALID_ARGUMENT: a bad expression, time zone or job; ALREADY_EXISTS: the name is taken and
+        `replace` is not set (replacing keeps the schedule's runs and needs its owner).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """NOT_FOUND for an unknown name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SuspendSchedule(self, request, context):
+        """Suspends (no run fires) or resumes a schedule; resuming does not catch up the fire times
+        that passed while suspended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Deletes a schedule; jobs it started run on (kill them with KillJob).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BatchServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +189,31 @@ def add_BatchServicer_to_server(servicer, server):
                     servicer.WatchJob,
                     request_deserializer=agora_dot_v1_dot_batch__pb2.WatchJobRequest.FromString,
                     response_serializer=agora_dot_v1_dot_batch__pb2.JobEvent.SerializeToString,
+            ),
+            'PutSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutSchedule,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.PutScheduleRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.Schedule.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.GetScheduleRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.Schedule.SerializeToString,
+            ),
+            'SuspendSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.SuspendSchedule,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.SuspendScheduleRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.Schedule.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.DeleteScheduleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +351,141 @@ class Batch:
             '/agora.v1.Batch/WatchJob',
             agora_dot_v1_dot_batch__pb2.WatchJobRequest.SerializeToString,
             agora_dot_v1_dot_batch__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/PutSchedule',
+            agora_dot_v1_dot_batch__pb2.PutScheduleRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/ListSchedules',
+            agora_dot_v1_dot_batch__pb2.ListSchedulesRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/GetSchedule',
+            agora_dot_v1_dot_batch__pb2.GetScheduleRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SuspendSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/SuspendSchedule',
+            agora_dot_v1_dot_batch__pb2.SuspendScheduleRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/DeleteSchedule',
+            agora_dot_v1_dot_batch__pb2.DeleteScheduleRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.DeleteScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,

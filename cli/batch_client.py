@@ -1,0 +1,105 @@
+"""The Batch API from the command line: found through the master, errors as one line."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+from agora.cli.errors import CommandError
+
+if TYPE_CHECKING:  # at run time grpc is imported lazily, where it is used
+    import grpc
+
+CALL_TIMEOUT = 15.0
+
+
+def call_error(e) -> Exception:
+    return CommandError(e.details() or e.code().name)
+
+
+class BatchClient:
+    """A Batch stub found through the master."""
+
+    def __init__(self, master: str, credentials, batch: str | None = None) -> None:
+        self.master = master
+        self.credentials = credentials
+        self.batch = batch  # the Batch API's address when given (--batch): no master needed
+        self.channel: grpc.Channel | None = None
+        self.connect()
+
+    def connect(self) -> None:
+        """(Re)finds the Batch API through the master: after a restart it may have moved."""
+
+        from agora.common.credentials import sync_channel
+        from agora.common.rpc import CHANNEL_OPTIONS
+        from agora.frameworks.batch.client import BatchNotFound, find_batch_address
+        from agora.v1 import batch_pb2_grpc
+
+        if self.batch:
+            self.address = self.batch
+        else:
+            try:
+                self.address = find_batch_address(self.master, credentials=self.credentials)
+            except BatchNotFound as e:
+                raise CommandError(str(e)) from None
+        if self.channel is not None:
+            self.channel.close()
+        self.channel = sync_channel(self.address, self.credentials, CHANNEL_OPTIONS)
+        self.stub = batch_pb2_grpc.BatchStub(self.channel)
+
+    def __enter__(self) -> BatchClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self.channel is not None  # connect() in __init__ set it
+        self.channel.close()
+
+    def call(self, method: str, request, missing_ok: bool = False):
+        """The reply; None for NOT_FOUND when `missing_ok`; CommandError naming why else."""
+        import grpc
+
+        try:
+            return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
+        except grpc.RpcError as e:
+            if missing_ok and e.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            if e.code() in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.StatusCode.UNIMPLEMENTED,
+                grpc.StatusCode.UNAUTHENTICATED,
+            ):
+                from agora.common.failures import Cause, classify_error
+
+                where = "given with --batch" if self.batch else "as published to the master"
+                failure = classify_error(
+                    e, self.address, self.credentials, what="the batch daemon", service="Batch"
+                )
+                if failure.cause in (Cause.REFUSED, Cause.UNREACHABLE):
+                    from agora.common.addresses import loopback_published
+
+                    if not self.batch and (
+                        why := loopback_published(self.address, self.master, "agora batch")
+                    ):
+                        raise CommandError(why) from None
+                    raise CommandError(
+                        f"the batch daemon at {self.address} ({where}) does not answer; is "
+                        f"`agora batch` running? ({failure.cause.value})"
+                    ) from None
+                raise CommandError(failure.message) from None
+            raise call_error(e) from None
+
+
+def to_dict(message) -> dict:
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def print_json(value) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def when(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"

@@ -1,0 +1,138 @@
+"""The flags that describe a batch job (`agora job submit`, `agora job schedule`), read into a
+JobSpec."""
+
+from __future__ import annotations
+
+import argparse
+
+from agora.cli.errors import CommandError
+from agora.cli.options import duration
+
+
+def add_spec_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default=None, help="job name (default: the program's name)")
+    parser.add_argument("--instances", type=int, default=1, help="instances (default 1)")
+    parser.add_argument("--cpus", type=float, default=0.1, help="cpus per instance (default 0.1)")
+    parser.add_argument(
+        "--mem", type=float, default=32.0, help="MB of memory per instance (default 32)"
+    )
+    parser.add_argument("--disk", type=float, default=0.0, help="MB of disk per instance")
+    parser.add_argument(
+        "--ports", type=int, default=0, help="ports per instance (the task sees PORT0...)"
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable for the tasks (repeatable)",
+    )
+    parser.add_argument("--role", default="", help="role whose reserved resources to use")
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        help="times a failed instance is retried, with backoff (default 0)",
+    )
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="higher runs first when the daemon uses --queue priority",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="declared run time, for the daemon's --queue sjf",
+    )
+    parser.add_argument(
+        "--gang", action="store_true", help="launch all instances at once or none (gang scheduling)"
+    )
+    parser.add_argument(
+        "--max-running",
+        type=int,
+        default=0,
+        metavar="N",
+        help="at most N instances launched or running at once, the others waiting their turn "
+        "(Slurm's --array=1-INSTANCES%%N; each sees its index in $AGORA_INSTANCE) "
+        "(default: no limit)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=duration,
+        default=0.0,
+        metavar="DURATION",
+        help="how long each instance may run, e.g. 90s, 10m, 2h: past it the agent kills it "
+        "and it fails (REASON_MAX_COMPLETION_TIME_REACHED), retried if --retries remain "
+        "(default: no limit)",
+    )
+
+
+def add_command_arg(parser: argparse.ArgumentParser) -> None:
+    # dest is not "command": agora.cli.main reads args.command (the subcommand) for its messages.
+    parser.add_argument(
+        "argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
+    )
+
+
+def spec_from_args(args: argparse.Namespace):
+    """The JobSpec the flags describe (`after` from --after when the command has it)."""
+    from agora.v1 import batch_pb2, common_pb2
+
+    command = list(args.argv)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise CommandError("no command: put it after `--`, e.g. agora job submit -- echo hello")
+    if args.instances < 1:
+        raise CommandError(f"--instances must be at least 1, got {args.instances}")
+    if args.retries < 0 or args.ports < 0 or args.max_running < 0:
+        raise CommandError("--retries, --ports and --max-running must not be negative")
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--env {item!r}: write KEY=VALUE")
+        env[key] = value
+    info = (
+        common_pb2.CommandInfo(shell=command[0])
+        if len(command) == 1
+        else common_pb2.CommandInfo(argv=command)
+    )
+    from agora.frameworks.batch.dependencies import parse_after
+
+    try:
+        after = [parse_after(text) for text in getattr(args, "after", ())]
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    words = command[0].split()
+    name = args.name or (words[0].rsplit("/", 1)[-1] if words else "") or "job"
+    task = batch_pb2.TaskTemplate(
+        command=info,
+        cpus=args.cpus,
+        mem=args.mem,
+        disk=args.disk,
+        ports=args.ports,
+        env=env,
+        role=args.role,
+    )
+    return batch_pb2.JobSpec(
+        name=name,
+        instances=args.instances,
+        task=task,
+        max_retries=args.retries,
+        priority=args.priority,
+        gang=args.gang,
+        duration_seconds=args.duration,
+        after=after,
+        time_limit_seconds=args.time_limit,
+        max_running=args.max_running,
+    )
+
+
+def command_text(command) -> str:
+    import shlex
+
+    return command.shell if command.shell else shlex.join(command.argv)
