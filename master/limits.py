@@ -12,7 +12,7 @@ import math
 
 import grpc
 
-from agora.common import request_limits
+from agora.common import request_limits, task_limits
 from agora.master.errors import CallError
 
 __all__ = [
@@ -34,11 +34,11 @@ __all__ = [
 
 MAX_ID_LENGTH = request_limits.MAX_ID_LENGTH  # task, framework, agent and offer ids
 MAX_NAME_LENGTH = request_limits.MAX_NAME_LENGTH  # names, roles, users, hostnames, label keys
-MAX_LABEL_VALUE_LENGTH = 4096
-MAX_LABELS = 64
+MAX_LABEL_VALUE_LENGTH = task_limits.MAX_LABEL_VALUE_LENGTH
+MAX_LABELS = task_limits.MAX_LABELS
 MAX_CAPABILITIES = 32
-MAX_COMMAND_BYTES = 64 * 1024  # a task's command line (argv or shell), all told
-MAX_ENVIRONMENT_BYTES = 64 * 1024  # a task's environment variables, all told
+MAX_COMMAND_BYTES = task_limits.MAX_COMMAND_BYTES
+MAX_ENVIRONMENT_BYTES = task_limits.MAX_ENVIRONMENT_BYTES
 MAX_TASKS_PER_ACCEPT = 1000
 MAX_OFFERS_PER_CALL = 1000
 MAX_RECONCILE_TASKS = 10_000
@@ -46,9 +46,7 @@ MAX_ACKS_PER_CALL = 10_000
 MAX_AGENT_TASKS = 10_000  # tasks an agent may list when it registers
 MAX_ATTRIBUTES = 64
 MAX_HOLD_RESOURCES = 64  # resource entries in a hold's task size
-# The smallest cpus a task may ask for: less rounds to nothing in resource arithmetic, and
-# thousands of such tasks would fit on one agent for free (Mesos' minimum allocatable cpus).
-MIN_TASK_CPUS = 0.001
+MIN_TASK_CPUS = task_limits.MIN_TASK_CPUS
 # The longest drain deadline: a year (an agent drained for longer has no deadline: 0).
 MAX_DRAIN_DEADLINE_SECONDS = 365 * 24 * 3600.0
 
@@ -97,10 +95,10 @@ def check_framework_info_size(info) -> None:
 
 
 def _check_labels(labels) -> None:
-    check_count("labels", len(labels), MAX_LABELS)
-    for key, value in labels.items():
-        check_text("label key", key)
-        check_text(f"label {key[:40]!r}", value, MAX_LABEL_VALUE_LENGTH)
+    try:
+        task_limits.check_labels(labels)
+    except request_limits.LimitError as e:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
 
 
 def check_register_size(register) -> None:
@@ -119,27 +117,12 @@ def check_register_size(register) -> None:
 
 
 def check_task_size(task) -> None:
-    """A TaskInfo's ids, names, command and environment within the limits."""
-    check_text("task_id", task.task_id, MAX_ID_LENGTH)
-    where = f"task {task.task_id}"
-    check_text(f"{where}: name", task.name)
-    check_text(f"{where}: command.user", task.command.user)
-    command = len(task.command.shell.encode()) + sum(len(a.encode()) for a in task.command.argv)
-    if command > MAX_COMMAND_BYTES:
-        raise _refuse(f"{where}: command", f"{command} bytes; the limit is {MAX_COMMAND_BYTES}")
-    environment = sum(len(k) + len(v) for k, v in task.command.environment.items())
-    if environment > MAX_ENVIRONMENT_BYTES:
-        raise _refuse(
-            f"{where}: command.environment",
-            f"{environment} bytes; the limit is {MAX_ENVIRONMENT_BYTES}",
-        )
-    _check_labels(task.labels)
-    for r in task.resources:
-        if r.name == "cpus" and 0 < r.scalar < MIN_TASK_CPUS:
-            raise _refuse(
-                where,
-                f"asks for cpus {r.scalar:g}; the smallest a task may ask for is {MIN_TASK_CPUS:g}",
-            )
+    """A TaskInfo's ids, names, command and environment within the limits (task_limits.py,
+    which the frameworks check at submission too)."""
+    try:
+        task_limits.check_task_size(task)
+    except request_limits.LimitError as e:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
 
 
 def check_request_strings(message) -> None:

@@ -1,7 +1,9 @@
-"""How long the batch framework refuses the offers it does not use, by default, and why.
+"""How long the batch framework refuses the offers it does not use, by default, and why; and
+which jobs a launch the master refused is the fault of.
 
 Declared once for the scheduler, the daemon's config and `agora batch` (--decline-refuse,
---idle-refuse). No imports: `agora batch --help` reads them without loading the framework.
+--idle-refuse). Only the standard library: `agora batch --help` reads them without loading the
+framework.
 
 A refusal is a decline filter at the master, as in Mesos: it hides from us only an offer of
 that agent contained in what was refused (an offer with more of any resource is made at once),
@@ -12,9 +14,27 @@ us the same unusable offer again and again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # While work waits: offers it cannot use, and what a launch leaves of an offer where it placed
 # all it could (Mesos' default refusal).
 DECLINE_REFUSE_SECONDS = 5.0
 # While nothing waits. The framework suppresses its offers then too, so this only bounds what
 # a revive lost on the way costs: seconds, not minutes.
 IDLE_REFUSE_SECONDS = 15.0
+
+
+# The master's refusals of an Accept that are the tasks' own doing (a field past its limits, a
+# kill grace past its maximum, a user or role its ACLs refuse), as agora.common.errors.Reason
+# names them: launching again changes nothing. Others (an offer gone or taken) are routine.
+_THE_TASKS_FAULT = frozenset({"INVALID_REQUEST", "PERMISSION_DENIED"})
+
+
+def blamed_jobs(reason: str | None, message: str, jobs_by_task: Mapping[str, str]) -> set[str]:
+    """The ids of the jobs a refused launch (of the tasks `jobs_by_task` maps to their jobs)
+    is the fault of: those whose task the master's message names ("task ID: ..."), else all
+    of them (a refusal of the framework's user concerns every task); none for a routine one."""
+    if reason not in _THE_TASKS_FAULT:
+        return set()
+    named = {job for task, job in jobs_by_task.items() if f"task {task}:" in message}
+    return named or set(jobs_by_task.values())

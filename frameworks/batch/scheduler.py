@@ -30,7 +30,11 @@ from agora.frameworks.batch import dependencies as deps
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import Group, Plan, Want, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
-from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
+from agora.frameworks.batch.refusals import (
+    DECLINE_REFUSE_SECONDS,
+    IDLE_REFUSE_SECONDS,
+    blamed_jobs,
+)
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.batch.validation import describe_needs, needs
 from agora.frameworks.batch.waiting import WaitingInstances
@@ -731,23 +735,27 @@ class BatchScheduler(Framework):
                 with contextlib.suppress(SchedulerError):
                     await driver.reconcile([(t.task_id, launch.agent_id) for t in launch.tasks])
                 return
+            blamed = blamed_jobs(
+                e.reason, e.message, {w.spec.task_id: w.job_id for w in launch.wants}
+            )
             self._log.warning(
-                "launch refused; instances wait for the next offers",
+                "launch refused",
                 agent_id=launch.agent_id,
                 error=str(e),
+                failing=sorted(blamed) or None,
             )
-            if isinstance(e, OfferConflict):
-                # Optimistic offers: what is left of them may still be live at the master;
-                # give it back at once rather than holding it until the offer times out.
-                await self._decline(driver, launch.offers, 0)
-            else:
-                # A conflict is routine (the next offers do); any other refusal is what the
-                # job's owner must hear of: it stays in the job's message until a launch works.
+            # A refused Accept leaves its offers outstanding at the master: given back at once,
+            # or every other framework would wait for them until the offer timeout.
+            await self._decline(driver, launch.offers, 0)
+            if not isinstance(e, OfferConflict):
+                # Not routine: it stays in the job's message until a launch works.
                 for job_id in touched:
                     self._launch_notes[job_id] = f"the master refused its last launch: {e.message}"
             self._undo_launch(launch, touched, f"launch refused: {e.message}")
+            for job_id in sorted(blamed):
+                self._fail_refused(self.jobs[job_id], e.message)
             for job_id in touched:
-                if job_id in self._launch_notes:
+                if job_id in self._launch_notes and job_id not in blamed:
                     self._note_waiting(self.jobs[job_id])
             return
         self._log.debug(
@@ -761,6 +769,20 @@ class BatchScheduler(Framework):
         for want in launch.wants:  # killed while we were launching
             if self.jobs[want.job_id].state == batch_pb2.JOB_KILLED:
                 await self._kill_task(want.spec.task_id, launch.agent_id)
+
+    def _fail_refused(self, job: batch_pb2.Job, reason: str) -> None:
+        """The master refused the job's tasks for what they are: running them again would be
+        refused again, so the job fails now, saying why, rather than wait for ever."""
+        message = f"the master refused its tasks: {reason}"
+        if not st.fail_pending(job, message, self.clock()):
+            return
+        self._save(job)
+        self._launch_notes.pop(job.job_id, None)
+        self._log.info("job failed: launch refused", job_id=job.job_id, reason=reason)
+        self._publish(job, description=message)
+        if st.is_ended(job):
+            self._untrack(job.job_id)
+            self._dependency_ended(job)
 
     def _publish_launches(self, attempts, launch) -> None:
         """Tells watchers of the attempts launched. Only once the Accept is answered: while

@@ -8,11 +8,12 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from agora.common import Resources
+from agora.common import Resources, new_id, task_limits
 from agora.common.authz import Action, AllowAll, Decision, refusal_message
 from agora.common.credentials import caller_principal
 from agora.common.leader import FollowingStub
 from agora.common.redaction import without_environments
+from agora.common.request_limits import LimitError
 from agora.frameworks.batch import dependencies as deps
 from agora.frameworks.batch import schedules as sch
 from agora.frameworks.batch import state as st
@@ -97,9 +98,24 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         stamp_owner(spec.labels, principal)
         try:
             validate_spec(spec, self.scheduler.role)
-            return self.scheduler.task_spec(st.new_job("probe", spec, 0, 0.0), 0)
+            job = st.new_job(new_id("job"), spec, 0, 0.0)  # an id as long as the real one's
+            self._check_master_limits(job)
+            return self.scheduler.task_spec(job, 0)
         except (SpecError, ValueError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+
+    def _check_master_limits(self, job: batch_pb2.Job) -> None:
+        """The job's tasks within the limits the master checks at launch (task_limits.py), so
+        a job the master would refuse is refused now, saying why, not queued to fail; checked
+        on its longest task, the last instance's (the longest name). The job's own labels are
+        stored and shown: the same limits."""
+        last = len(job.instances) - 1
+        task = self.scheduler.task_spec(job, last).to_task_info("", Resources())
+        try:
+            task_limits.check_task_size(task)
+            task_limits.check_labels(job.spec.labels)
+        except LimitError as e:
+            raise SpecError(f"the master would refuse this job's tasks: {e}") from None
 
     @staticmethod
     def _shown(message, job: batch_pb2.Job, principal: str):

@@ -304,6 +304,22 @@ def kill_job(job: Job, now: float) -> list[tuple[int, Attempt]]:
     return active_attempts(job)
 
 
+def fail_pending(job: Job, message: str, now: float) -> int:
+    """The job cannot run (the master refused its tasks): its pending instances fail, so no
+    more are launched; those running run on. Returns how many failed."""
+    if is_ended(job):
+        return 0
+    failed = 0
+    for instance in job.instances:
+        if instance.state == batch_pb2.INSTANCE_PENDING:
+            _move(job, instance, batch_pb2.INSTANCE_FAILED)
+            instance.not_before = 0
+            failed += 1
+    job.message = message
+    _settle(job, now)
+    return failed
+
+
 # The InstanceCounts field each instance state counts under.
 _COUNTED_AS = {
     batch_pb2.INSTANCE_PENDING: "pending",

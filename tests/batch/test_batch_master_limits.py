@@ -1,0 +1,85 @@
+"""Issue 36, item 9: a job is checked at submission against the limits the master checks at
+launch (names, labels, command and environment sizes), and a launch the master still refuses
+gives its offers back at once and fails the job with the master's reason, rather than the job
+waiting for ever while its offers sit out their timeout."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from batch_harness import BatchCluster
+from harness import eventually_async
+
+from agora.frameworks.batch.refusals import blamed_jobs
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+
+
+def test_a_refusal_blames_the_job_whose_task_it_names_or_all_for_the_user():
+    tasks = {"job-a.1.1": "job-a", "job-b.10.1": "job-b", "job-a.2.1": "job-a"}
+    named = "task job-b.10.1: kill_grace_period_seconds: 900 s; the longest allowed is 300 s"
+    assert blamed_jobs("INVALID_REQUEST", named, tasks) == {"job-b"}
+    assert blamed_jobs("PERMISSION_DENIED", "nobody may run as root", tasks) == {"job-a", "job-b"}
+    # Routine refusals are no job's fault: the instances wait for the next offers.
+    assert blamed_jobs("OFFER_GONE", "offer o-1 is no longer valid", tasks) == set()
+    assert blamed_jobs(None, "connection lost", tasks) == set()
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    c = await BatchCluster(tmp_path).start()
+    yield c
+    await c.stop()
+
+
+def spec(name="limits", instances=1, labels=None, **task) -> B.JobSpec:
+    return B.JobSpec(
+        name=name,
+        instances=instances,
+        labels=labels or {},
+        task=B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=0.1, mem=16, **task),
+    )
+
+
+@pytest.mark.parametrize(
+    "job, says",
+    [
+        # 250 characters pass the API's own limit, but the 100th task's name is "...-99".
+        (spec(name="n" * 254, instances=100), "task job-"),
+        (spec(env={"BIG": "x" * 70_000}), "command.environment: 70"),
+        (spec(labels={"k": "v" * 5000}), "label 'k'"),
+    ],
+)
+async def test_a_job_the_master_would_refuse_is_refused_at_submission(cluster, job, says):
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.stub.SubmitJob(B.SubmitJobRequest(spec=job))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "the master would refuse this job's tasks" in e.value.details()
+    assert says in e.value.details()
+    assert len(e.value.details()) < 400  # the value is shown truncated, never whole
+    assert (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs == []
+
+
+async def test_a_launch_the_master_refuses_fails_the_job_and_frees_its_offers(cluster):
+    # The master allows a kill grace of at most 300 s (--max-kill-grace), which the batch
+    # daemon cannot know: the Accept is refused.
+    reply = await cluster.stub.SubmitJob(
+        B.SubmitJobRequest(spec=spec(instances=3, kill_grace_period_seconds=900))
+    )
+    failed = await cluster.wait_state(reply.job_id, B.JOB_FAILED, timeout=30)
+    assert failed.message.startswith("the master refused its tasks: task ")
+    assert "the longest allowed is 300 s" in failed.message
+    assert failed.counts.failed == 3 and not any(i.attempts for i in failed.instances)
+
+    core = cluster.master.core
+    framework_id = cluster.batch.scheduler.framework_id
+
+    def holds_no_offers() -> bool:
+        return not [o for o in core.reg.offers.values() if o.framework_id == framework_id]
+
+    # Given back at once (the offer timeout is 60 s): other frameworks are offered them.
+    await eventually_async(holds_no_offers, timeout=10, message="the refused offers given back")
+
+    # The next job, a good one, runs on the same agents.
+    good = await cluster.stub.SubmitJob(B.SubmitJobRequest(spec=spec()))
+    await cluster.wait_state(good.job_id, B.JOB_SUCCEEDED, timeout=30)
