@@ -94,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--state",
         action="append",
         default=[],
-        choices=["queued", "running", "succeeded", "failed", "killed"],
+        choices=["waiting", "queued", "running", "succeeded", "failed", "killed"],
         help="only jobs in this state (repeatable)",
     )
     add_json_flag(listing)
@@ -106,6 +106,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kill.add_argument("job_id", metavar="ID")
     add_json_flag(kill)
     kill.set_defaults(func=_kill)
+
+    for action, help_text in (
+        ("hold", "keep a job that has not started from starting, until released"),
+        ("release", "let a held job start"),
+        ("requeue", "run a running job's unfinished instances again (running ones are killed)"),
+    ):
+        parser = commands.add_parser(action, help=help_text)
+        add_master_flag(parser)
+        _add_batch_flag(parser)
+        parser.add_argument("job_id", metavar="ID", help=_JOB_REF_HELP)
+        add_json_flag(parser)
+        parser.set_defaults(func=_control, action=action)
+
+    update = commands.add_parser(
+        "update", help="change a job that has not started: priority, instances, time limit"
+    )
+    add_master_flag(update)
+    _add_batch_flag(update)
+    update.add_argument("job_id", metavar="ID", help=_JOB_REF_HELP)
+    update.add_argument("--priority", type=int, default=None)
+    update.add_argument("--instances", type=int, default=None)
+    update.add_argument("--time-limit", type=duration, default=None, metavar="DURATION")
+    add_json_flag(update)
+    update.set_defaults(func=_update)
 
     logs = commands.add_parser(
         "logs", help="print an instance's stdout (or stderr), read from its agent"
@@ -405,6 +429,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _describe(job) -> str:
+    from agora.frameworks.batch.pending import name as pending_name
     from agora.frameworks.batch.state import job_state_name
     from agora.frameworks.batch.validation import describe_needs
 
@@ -419,6 +444,8 @@ def _describe(job) -> str:
         f"  submitted  {when(job.submitted_at)}   started {when(job.started_at)}   "
         f"ended {when(job.ended_at)}",
     ]
+    if job.pending_reason:
+        lines.append(f"  waiting    {pending_name(job.pending_reason)}")
     if job.message:
         lines.append(f"  message    {job.message}")
     lines.append("")
@@ -453,6 +480,7 @@ def _instance_rows(job) -> list[list[str]]:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from agora.frameworks.batch.pending import name as pending_name
     from agora.frameworks.batch.state import job_state_name
     from agora.v1 import batch_pb2
 
@@ -475,14 +503,58 @@ def _list(args: argparse.Namespace) -> int:
             str(job.counts.failed),
             str(job.spec.priority),
             when(job.submitted_at),
+            pending_name(job.pending_reason) or "-",
         ]
         for job in reply.jobs
     ]
-    print(
-        format_table(
-            ["ID", "NAME", "STATE", "DONE", "RUNNING", "FAILED", "PRIORITY", "SUBMITTED"], rows
+    headers = ["ID", "NAME", "STATE", "DONE", "RUNNING", "FAILED", "PRIORITY", "SUBMITTED"]
+    print(format_table([*headers, "REASON"], rows))
+    return 0
+
+
+def _control(args: argparse.Namespace) -> int:
+    from agora.v1 import batch_pb2
+
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
+        job_id = _find_job(batch, args.job_id).job_id
+        if args.action == "requeue":
+            job = batch.call("RequeueJob", batch_pb2.RequeueJobRequest(job_id=job_id))
+        else:
+            request = batch_pb2.HoldJobRequest(job_id=job_id, hold=args.action == "hold")
+            job = batch.call("HoldJob", request)
+    if args.json:
+        print_json(to_dict(job))
+    else:
+        print(f"job {job_id} {args.action}d: {job.message or 'waiting for offers'}")
+    return 0
+
+
+def _update(args: argparse.Namespace) -> int:
+    from agora.v1 import batch_pb2
+
+    request = batch_pb2.UpdateJobRequest()
+    if args.priority is not None:
+        request.priority = args.priority
+    if args.instances is not None:
+        if args.instances < 1:
+            raise CommandError(f"--instances must be at least 1, got {args.instances}")
+        request.instances = args.instances
+    if args.time_limit is not None:
+        request.time_limit_seconds = args.time_limit
+    if not request.ListFields():
+        raise CommandError("nothing to change: give --priority, --instances or --time-limit")
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
+        request.job_id = _find_job(batch, args.job_id).job_id
+        job = batch.call("UpdateJob", request)
+    if args.json:
+        print_json(to_dict(job))
+    else:
+        spec = job.spec
+        limit = f"{spec.time_limit_seconds:g} s" if spec.time_limit_seconds else "none"
+        print(
+            f"job {job.job_id} updated: priority {spec.priority}, {spec.instances} "
+            f"instance(s), time limit {limit}"
         )
-    )
     return 0
 
 

@@ -60,6 +60,14 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
         "(default: no limit)",
     )
     parser.add_argument(
+        "--begin",
+        type=begin_time,
+        default=0.0,
+        metavar="WHEN",
+        help="launch nothing before then: a wait (10m, 2h) or a local time (09:30, "
+        "2026-12-01T09:30) (Slurm's --begin; default: at once)",
+    )
+    parser.add_argument(
         "--time-limit",
         type=duration,
         default=0.0,
@@ -68,6 +76,31 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
         "and it fails (REASON_MAX_COMPLETION_TIME_REACHED), retried if --retries remain "
         "(default: no limit)",
     )
+
+
+def begin_time(text: str) -> float:
+    """argparse type for --begin: a wait from now (10m, 2h) or a local date and time
+    (2026-12-01T09:30, or 09:30 for the next one) -> Unix seconds."""
+    import datetime as dt
+    import time
+
+    try:
+        return time.time() + duration(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        if "T" in text or "-" in text:
+            return dt.datetime.fromisoformat(text).timestamp()
+        clock = dt.time.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a wait (10m, 2h) or a local time (09:30, 2026-12-01T09:30)"
+        ) from None
+    now = dt.datetime.now()
+    at = dt.datetime.combine(now.date(), clock)
+    if at <= now:
+        at += dt.timedelta(days=1)
+    return at.timestamp()
 
 
 def add_command_arg(parser: argparse.ArgumentParser) -> None:
@@ -129,6 +162,7 @@ def spec_from_args(args: argparse.Namespace):
         after=after,
         time_limit_seconds=args.time_limit,
         max_running=args.max_running,
+        begin_at=getattr(args, "begin", 0.0),
     )
 
 

@@ -54,6 +54,9 @@ class Plan:
     unused: list[common_pb2.Offer]  # offers on agents that got nothing
     placed: int = 0
     waiting: list[str] = field(default_factory=list)  # job ids with instances left unplaced
+    # Of those, the ones whose next instance would have fit the round's offers had the jobs
+    # ahead of them in the queue not taken them (their pending reason is PRIORITY).
+    behind: set[str] = field(default_factory=set)
 
 
 def plan(
@@ -65,7 +68,9 @@ def plan(
         by_agent.setdefault(offer.agent_id, []).append(offer)
     packers = [OfferPacker(group, role) for group in by_agent.values()]
     placed: list[list[Want]] = [[] for _ in packers]
+    offered = [p.remaining for p in packers]  # what the round offered, before any placement
     waiting: list[str] = []
+    behind: set[str] = set()
     start = 0
     for group in groups:
         if not packers:
@@ -73,7 +78,7 @@ def plan(
             continue
         saved = [(p.remaining, len(p.tasks), len(w)) for p, w in zip(packers, placed, strict=True)]
         saved_start = start
-        left = False
+        left: Want | None = None
         for want in group.wants:
             for step in range(len(packers)):
                 i = (start + step) % len(packers)
@@ -82,10 +87,15 @@ def plan(
                     start = i + 1
                     break
             else:
-                left = True
+                left = want
                 break  # the rest are the same shape: none fits either
-        if left:
+        if left is not None:
             waiting.append(group.job_id)
+            at_start = [remaining for remaining, _, _ in saved]
+            if _fits_any(packers, offered, left.spec) and not _fits_any(
+                packers, at_start, left.spec
+            ):
+                behind.add(group.job_id)
             if group.gang:
                 for packer, wants, (remaining, tasks, count) in zip(
                     packers, placed, saved, strict=True
@@ -100,7 +110,19 @@ def plan(
             launches.append(AgentLaunch(packer.agent_id, packer.offers, list(packer.tasks), wants))
         else:
             unused.extend(packer.offers)
-    return Plan(launches, unused, sum(len(w) for w in placed), waiting)
+    return Plan(launches, unused, sum(len(w) for w in placed), waiting, behind)
+
+
+def _fits_any(packers: list[OfferPacker], offered: list[Resources], spec: TaskSpec) -> bool:
+    """Whether one task of `spec` fits some agent's offers as they were offered."""
+    for packer, whole in zip(packers, offered, strict=True):
+        now, packer.remaining = packer.remaining, whole
+        try:
+            if packer.fits(spec):
+                return True
+        finally:
+            packer.remaining = now
+    return False
 
 
 def largest_fit(

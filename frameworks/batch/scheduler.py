@@ -27,6 +27,7 @@ import structlog
 
 from agora.common import UNRESERVED, Resources, new_id
 from agora.frameworks.batch import dependencies as deps
+from agora.frameworks.batch import pending
 from agora.frameworks.batch import state as st
 from agora.frameworks.batch.placement import Group, Plan, Want, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
@@ -148,6 +149,8 @@ class BatchScheduler(Framework):
         # job id -> why the master refused its last launch (an ACL, a bad task): without it a
         # job the master will never run sits QUEUED with nothing said where its owner looks.
         self._launch_notes: dict[str, str] = {}
+        # job id -> what the latest offer round that left it waiting found (pending.py)
+        self._round_reasons: dict[str, int] = {}
         self._offers_wanted = 0  # see _want_offers
         self._revive_asked = False  # a revive for new work is on its way (_want_offers)
         self.agents_lost = 0  # agents the master removed since we started (service.py)
@@ -179,7 +182,13 @@ class BatchScheduler(Framework):
         for job_id in gone:
             del self.jobs[job_id]
             self._keys.pop(job_id, None)
-            for notes in (self._notes, self._hold_notes, self._hold_refused, self._launch_notes):
+            for notes in (
+                self._notes,
+                self._hold_notes,
+                self._hold_refused,
+                self._launch_notes,
+                self._round_reasons,
+            ):
                 notes.pop(job_id, None)
         self._log.info("forgot finished jobs past the bound", count=len(gone))
         return gone
@@ -209,6 +218,9 @@ class BatchScheduler(Framework):
             job.waiting_for.extend(job_id for job_id, _ in pending)
             st.refresh(job, now)
             job.message = deps.waiting_message(job)
+        elif spec.begin_at > now:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(spec.begin_at))
+            job.message = f"waiting for its begin time, {when}"
         if note:
             self._notes[job.job_id] = note
             job.message = f"{job.message}; {note}"
@@ -279,6 +291,108 @@ class BatchScheduler(Framework):
         await self.update_interest()
         return answer
 
+    def _change(self, job: batch_pb2.Job, change: Callable[[], object]):
+        """Runs `change` on the job and stores it before anything else hears of it; on a store
+        failure the job is as it was and StoreUnavailable is raised. Returns what `change`
+        returned."""
+        before = batch_pb2.Job()
+        before.CopyFrom(job)
+        try:
+            result = change()
+        except st.NotNow as e:
+            raise JobEnded(str(e)) from None
+        self.store.put_job(job)
+        try:
+            self.commit()
+        except BaseException:
+            job.CopyFrom(before)
+            raise
+        return result
+
+    def hold(self, job_id: str, held: bool) -> batch_pb2.Job:
+        """Holds a job that has not started, or releases it (JobEnded if it has started)."""
+        job = self.get(job_id)
+
+        def change() -> bool:
+            if not st.hold(job, held):
+                return False
+            job.message = (
+                "held: release it with `agora job release`"
+                if held
+                else deps.waiting_message(job)
+                if job.waiting_for
+                else "waiting for offers"
+            )
+            return True
+
+        if not self._change(job, change):
+            return job
+        if held:
+            self._waiting.forget(job_id)  # nothing of it is placed while held
+        else:
+            self._track(job)
+            self._want_offers()
+        self._log.info("job held" if held else "job released", job_id=job_id)
+        self._publish(job, description=job.message)
+        return job
+
+    async def requeue(self, job_id: str) -> batch_pb2.Job:
+        """Runs a RUNNING job's unfinished instances again (JobEnded otherwise): its running
+        tasks are killed, and their ends count against nothing."""
+        job = self.get(job_id)
+        to_kill = self._change(job, lambda: st.requeue(job, self.clock()))
+        self._waiting.add_job(job)
+        self._log.info("job requeued", job_id=job_id, killing=len(to_kill))
+        self._publish(job, description="requeued by request")
+        for _, attempt in to_kill:
+            await self._kill_task(attempt.task_id, attempt.agent_id)
+        self._want_offers()
+        return job
+
+    def update(
+        self,
+        job_id: str,
+        *,
+        priority: int | None = None,
+        instances: int | None = None,
+        time_limit_seconds: float | None = None,
+    ) -> batch_pb2.Job:
+        """Changes a job that has not started (validated by the caller; JobEnded otherwise)."""
+        job = self.get(job_id)
+        self._change(
+            job,
+            lambda: st.update(
+                job,
+                priority=priority,
+                instances=instances,
+                time_limit_seconds=time_limit_seconds,
+                now=self.clock(),
+            ),
+        )
+        self._needs.pop(job_id, None)
+        self._round_reasons.pop(job_id, None)
+        if not job.held and not job.waiting_for:
+            self._waiting.forget(job_id)
+            self._track(job)  # its place in the queue and its instances as they are now
+            self._want_offers()
+        self._log.info("job updated", job_id=job_id, priority=priority, instances=instances)
+        self._publish(job, description="updated by request")
+        return job
+
+    def explain(self, job: batch_pb2.Job) -> batch_pb2.Job:
+        """Sets the job's pending_reason (pending.py) as of now; returns the job."""
+        now = self.clock()
+        driver = self.driver
+        job.pending_reason = pending.reason(
+            job,
+            now,
+            connected=driver is not None and driver.connected,
+            room=st.room(job),
+            ready=self._waiting.has_ready(job, now),
+            last_round=self._round_reasons.get(job.job_id),
+        )
+        return job
+
     def watch(self, job_id: str) -> asyncio.Queue:
         """A queue of JobEvents for the job's changes; pass it to `unwatch` when done."""
         self.get(job_id)
@@ -323,6 +437,9 @@ class BatchScheduler(Framework):
         waiting for others only into the book of dependents, until they end."""
         if st.is_ended(job):
             return
+        if job.held:
+            self._unended.add(job.job_id)  # queued when released
+            return
         if job.waiting_for:
             self._unended.add(job.job_id)
             for dependency in job.waiting_for:
@@ -339,6 +456,7 @@ class BatchScheduler(Framework):
         self._unended.discard(job_id)
         self._waiting.forget(job_id)
         self._needs.pop(job_id, None)
+        self._round_reasons.pop(job_id, None)
 
     def _dependency_ended(self, ended: batch_pb2.Job) -> None:
         """The jobs that waited for `ended`: queued once all they wait for ended as asked,
@@ -382,7 +500,8 @@ class BatchScheduler(Framework):
     def has_ready_work(self, now: float | None = None) -> bool:
         now = self.clock() if now is None else now
         return any(
-            st.room(job) != 0 and self._waiting.has_ready(job, now) for job in self._waiting_jobs()
+            st.room(job) != 0 and job.spec.begin_at <= now and self._waiting.has_ready(job, now)
+            for job in self._waiting_jobs()
         )
 
     async def update_interest(self, revive: bool = False) -> None:
@@ -410,6 +529,7 @@ class BatchScheduler(Framework):
         times = [
             t for t in (self._waiting.next_retry_at(j, now) for j in self._waiting_jobs()) if t
         ]
+        times += [b for j in self._waiting_jobs() if (b := j.spec.begin_at) > now]
         if self._wakeup is not None:
             self._wakeup.cancel()
             self._wakeup = None
@@ -553,7 +673,7 @@ class BatchScheduler(Framework):
         try:
             for job in self._queue():
                 room = st.room(job)
-                if room == 0 or not self._waiting.has_ready(job, now):
+                if room == 0 or job.spec.begin_at > now or not self._waiting.has_ready(job, now):
                     continue
                 gang = job.spec.gang and st.never_launched(job)
                 reader = self._waiting.ready(job, now)
@@ -575,7 +695,7 @@ class BatchScheduler(Framework):
             await self._decline(driver, offers, self.idle_refuse_seconds)
             return
         for job_id in result.waiting:
-            self._note_waiting(self.jobs[job_id])
+            self._note_waiting(self.jobs[job_id], behind=job_id in result.behind)
         await self._tell_demand(driver, result.waiting)
         more = bool(result.waiting)
         for launch in result.launches:
@@ -764,6 +884,7 @@ class BatchScheduler(Framework):
         self._publish_launches(attempts, launch)
         for job_id in touched:
             self._launch_notes.pop(job_id, None)
+            self._round_reasons.pop(job_id, None)
         for job_id in touched:  # a gang placed from ordinary offers needs its hold no more
             await self._release_hold(driver, job_id)
         for want in launch.wants:  # killed while we were launching
@@ -831,17 +952,24 @@ class BatchScheduler(Framework):
         except SchedulerError as e:
             self._log.debug("demand not told", error=str(e))
 
-    def _note_waiting(self, job: batch_pb2.Job) -> None:
+    def _note_waiting(self, job: batch_pb2.Job, behind: bool = False) -> None:
         # Every offer round that leaves the job waiting comes here: its needs are worded once.
         needs = self._needs.get(job.job_id)
         if needs is None:
             needs = self._needs[job.job_id] = describe_needs(job.spec)
         if job.spec.gang and st.never_launched(job):
+            self._round_reasons[job.job_id] = batch_pb2.PENDING_GANG
             message = (
                 f"waiting: gang of {job.spec.instances} launches only when all "
                 f"instances ({needs} each) fit in one round of offers"
             )
+        elif behind:
+            self._round_reasons[job.job_id] = batch_pb2.PENDING_PRIORITY
+            message = (
+                f"waiting: jobs ahead of it in the queue took the offers with room for {needs}"
+            )
         else:
+            self._round_reasons[job.job_id] = batch_pb2.PENDING_RESOURCES
             message = f"waiting for offers with room for {needs}"
         for notes in (self._notes, self._hold_notes, self._launch_notes):
             if job.job_id in notes:

@@ -82,7 +82,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         except deps.DependencyError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=job)
+        return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=self.scheduler.explain(job))
 
     async def _checked(self, spec: batch_pb2.JobSpec, context):
         """The caller may submit the job, and it is well formed (its owner stamped on it); the
@@ -173,7 +173,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
     async def GetJob(self, request: batch_pb2.GetJobRequest, context):
         job = await self._job(request.job_id, context)
         await self._commit(context)
-        return self._shown(job, job, caller_principal(context))
+        return self._shown(self.scheduler.explain(job), job, caller_principal(context))
 
     async def ListJobs(self, request: batch_pb2.ListJobsRequest, context):
         await self._commit(context)
@@ -181,20 +181,15 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         # Without instances unless asked: copying them all to delete them after made every
         # poll of a big job's progress cost time in proportion to its instances.
         whole = request.include_instances
+        explain = self.scheduler.explain
         jobs = [
-            self._shown(j if whole else st.without_instances(j), j, principal)
+            self._shown(explain(j) if whole else st.without_instances(explain(j)), j, principal)
             for j in self.scheduler.list_jobs(list(request.states))
         ]
         return batch_pb2.ListJobsResponse(jobs=jobs)
 
     async def KillJob(self, request: batch_pb2.KillJobRequest, context):
-        job = await self._job(request.job_id, context)
-        principal = caller_principal(context)
-        if not may_act(principal, job.spec.labels):
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                refusal(principal, "kill job", job.job_id, job.spec.labels),
-            )
+        await self._owned(request.job_id, "kill", context)
         try:
             job = await self.scheduler.kill(request.job_id)
         except JobEnded as e:
@@ -202,6 +197,74 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         except StoreUnavailable as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
         return batch_pb2.KillJobResponse(job=job)
+
+    async def HoldJob(self, request: batch_pb2.HoldJobRequest, context):
+        job = await self._owned(request.job_id, "hold" if request.hold else "release", context)
+        try:
+            job = self.scheduler.hold(job.job_id, request.hold)
+        except JobEnded as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        return self.scheduler.explain(job)
+
+    async def RequeueJob(self, request: batch_pb2.RequeueJobRequest, context):
+        job = await self._owned(request.job_id, "requeue", context)
+        try:
+            job = await self.scheduler.requeue(job.job_id)
+        except JobEnded as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        return self.scheduler.explain(job)
+
+    async def UpdateJob(self, request: batch_pb2.UpdateJobRequest, context):
+        job = await self._owned(request.job_id, "update", context)
+        if not (
+            request.HasField("priority")
+            or request.HasField("instances")
+            or request.HasField("time_limit_seconds")
+        ):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "nothing to change: give priority, instances or time_limit_seconds",
+            )
+        changed = batch_pb2.JobSpec()
+        changed.CopyFrom(job.spec)
+        del changed.after[:]  # checked at submission; they are ids now
+        for name in ("priority", "instances", "time_limit_seconds"):
+            if request.HasField(name):
+                setattr(changed, name, getattr(request, name))
+        try:
+            validate_spec(changed, self.scheduler.role)
+            self._check_master_limits(st.new_job(job.job_id, changed, 0, 0.0))
+        except SpecError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        try:
+            job = self.scheduler.update(
+                job.job_id,
+                priority=request.priority if request.HasField("priority") else None,
+                instances=request.instances if request.HasField("instances") else None,
+                time_limit_seconds=request.time_limit_seconds
+                if request.HasField("time_limit_seconds")
+                else None,
+            )
+        except JobEnded as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        return self.scheduler.explain(job)
+
+    async def _owned(self, job_id: str, action: str, context) -> batch_pb2.Job:
+        """The job, if the caller may change it (its owner); aborts otherwise."""
+        job = await self._job(job_id, context)
+        principal = caller_principal(context)
+        if not may_act(principal, job.spec.labels):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                refusal(principal, f"{action} job", job.job_id, job.spec.labels),
+            )
+        return job
 
     async def WatchJob(self, request: batch_pb2.WatchJobRequest, context):
         job = await self._job(request.job_id, context)
@@ -212,7 +275,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 description=f"job is {st.job_state_name(job.state)}",
             )
             principal = caller_principal(context)
-            first.job.CopyFrom(self._shown(job, job, principal))
+            first.job.CopyFrom(self._shown(self.scheduler.explain(job), job, principal))
             await self._commit(context)
             yield first
             if st.is_finished(job):
@@ -220,6 +283,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             while True:
                 event = await queue.get()
                 await self._commit(context)
+                event.job.pending_reason = self.scheduler.explain(job).pending_reason
                 yield self._shown(event, event.job, principal)
                 if st.is_finished(event.job):
                     return

@@ -304,6 +304,70 @@ def kill_job(job: Job, now: float) -> list[tuple[int, Attempt]]:
     return active_attempts(job)
 
 
+class NotNow(ValueError):
+    """The job is not in a state the change makes sense in; the message says why."""
+
+
+def _state_word(job: Job) -> str:
+    return job_state_name(job.state)
+
+
+def hold(job: Job, held: bool) -> bool:
+    """Holds (or releases) a job that has not started; returns whether anything changed."""
+    if is_ended(job) or not never_launched(job):
+        raise NotNow(
+            f"job {job.job_id} is {_state_word(job)}: only a job that has not started can be "
+            "held or released (kill it, or requeue a running one)"
+        )
+    if job.held == held:
+        return False
+    job.held = held
+    return True
+
+
+def requeue(job: Job, now: float) -> list[tuple[int, Attempt]]:
+    """Sends a running job's instances that have not succeeded back to the queue, their
+    retries restored; returns the tasks to kill (their ends then change no instance)."""
+    if job.state != batch_pb2.JOB_RUNNING:
+        raise NotNow(f"job {job.job_id} is {_state_word(job)}: only a RUNNING job can be requeued")
+    to_kill = active_attempts(job)
+    for instance in job.instances:
+        if instance.state != batch_pb2.INSTANCE_SUCCEEDED:
+            _move(job, instance, batch_pb2.INSTANCE_PENDING)
+            instance.failures = 0
+            instance.not_before = 0
+    job.message = "requeued by request"
+    _settle(job, now)
+    return to_kill
+
+
+def update(
+    job: Job,
+    *,
+    priority: int | None = None,
+    instances: int | None = None,
+    time_limit_seconds: float | None = None,
+    now: float,
+) -> None:
+    """Changes a job that has not started (the caller validates the values)."""
+    if is_ended(job) or not never_launched(job):
+        raise NotNow(
+            f"job {job.job_id} is {_state_word(job)}: only a job that has not started can be "
+            "updated"
+        )
+    if priority is not None:
+        job.spec.priority = priority
+    if time_limit_seconds is not None:
+        job.spec.time_limit_seconds = time_limit_seconds
+    if instances is not None:
+        job.spec.instances = instances
+        if instances < len(job.instances):
+            del job.instances[instances:]
+        for index in range(len(job.instances), instances):
+            job.instances.add(index=index, state=batch_pb2.INSTANCE_PENDING)
+        refresh(job, now)
+
+
 def fail_pending(job: Job, message: str, now: float) -> int:
     """The job cannot run (the master refused its tasks): its pending instances fail, so no
     more are launched; those running run on. Returns how many failed."""

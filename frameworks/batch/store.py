@@ -101,11 +101,14 @@ class JobStore(StateStore):
             return 0
         jobs: list[tuple[str, int, int, bytes]] = []
         rows: list[tuple[str, int, bytes]] = []
+        shrunk: list[tuple[str, int]] = []  # (job id, instances): rows past them are gone
         for job, indices in self._changed.values():
             header = without_instances(job).SerializeToString()
             jobs.append((job.job_id, job.sequence, job.state, header))
             which = range(len(job.instances)) if indices is None else sorted(indices)
             rows.extend((job.job_id, i, job.instances[i].SerializeToString()) for i in which)
+            if indices is None:
+                shrunk.append((job.job_id, len(job.instances)))
         self._db.execute("BEGIN")
         try:
             self._db.executemany(
@@ -115,6 +118,7 @@ class JobStore(StateStore):
             self._db.executemany(
                 "INSERT OR REPLACE INTO instances (job_id, idx, data) VALUES (?, ?, ?)", rows
             )
+            self._db.executemany("DELETE FROM instances WHERE job_id = ? AND idx >= ?", shrunk)
             for name, schedule in self._schedules.items():
                 if schedule is None:
                     self._db.execute("DELETE FROM schedules WHERE name = ?", (name,))

@@ -37,6 +37,7 @@ def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> 
         ("kill_grace_period_seconds", task.kill_grace_period_seconds),
         ("duration_seconds", spec.duration_seconds),
         ("time_limit_seconds", spec.time_limit_seconds),
+        ("begin_at", spec.begin_at),
     ):
         if not math.isfinite(value) or value < 0:
             raise SpecError(f"{name} must be 0 or a positive number, got {value:g}")

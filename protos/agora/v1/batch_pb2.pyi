@@ -34,6 +34,21 @@ class InstanceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INSTANCE_FAILED: _ClassVar[InstanceState]
     INSTANCE_KILLED: _ClassVar[InstanceState]
 
+class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PENDING_REASON_NONE: _ClassVar[PendingReason]
+    PENDING_DEPENDENCY: _ClassVar[PendingReason]
+    PENDING_PRIORITY: _ClassVar[PendingReason]
+    PENDING_OWNER_SHARE: _ClassVar[PendingReason]
+    PENDING_RESOURCES: _ClassVar[PendingReason]
+    PENDING_CONSTRAINT: _ClassVar[PendingReason]
+    PENDING_GANG: _ClassVar[PendingReason]
+    PENDING_HOLD: _ClassVar[PendingReason]
+    PENDING_BEGIN_TIME: _ClassVar[PendingReason]
+    PENDING_RUNNING_LIMIT: _ClassVar[PendingReason]
+    PENDING_RETRY_BACKOFF: _ClassVar[PendingReason]
+    PENDING_MASTER: _ClassVar[PendingReason]
+
 class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONCURRENCY_ALLOW: _ClassVar[ConcurrencyPolicy]
@@ -56,6 +71,18 @@ INSTANCE_RUNNING: InstanceState
 INSTANCE_SUCCEEDED: InstanceState
 INSTANCE_FAILED: InstanceState
 INSTANCE_KILLED: InstanceState
+PENDING_REASON_NONE: PendingReason
+PENDING_DEPENDENCY: PendingReason
+PENDING_PRIORITY: PendingReason
+PENDING_OWNER_SHARE: PendingReason
+PENDING_RESOURCES: PendingReason
+PENDING_CONSTRAINT: PendingReason
+PENDING_GANG: PendingReason
+PENDING_HOLD: PendingReason
+PENDING_BEGIN_TIME: PendingReason
+PENDING_RUNNING_LIMIT: PendingReason
+PENDING_RETRY_BACKOFF: PendingReason
+PENDING_MASTER: PendingReason
 CONCURRENCY_ALLOW: ConcurrencyPolicy
 CONCURRENCY_FORBID: ConcurrencyPolicy
 CONCURRENCY_REPLACE: ConcurrencyPolicy
@@ -88,7 +115,7 @@ class TaskTemplate(_message.Message):
     def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running")
+    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running", "begin_at")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +134,7 @@ class JobSpec(_message.Message):
     AFTER_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_AT_FIELD_NUMBER: _ClassVar[int]
     name: str
     instances: int
     task: TaskTemplate
@@ -118,7 +146,8 @@ class JobSpec(_message.Message):
     after: _containers.RepeatedCompositeFieldContainer[Dependency]
     time_limit_seconds: float
     max_running: int
-    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ..., max_running: _Optional[int] = ...) -> None: ...
+    begin_at: float
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ..., max_running: _Optional[int] = ..., begin_at: _Optional[float] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("job", "condition")
@@ -187,7 +216,7 @@ class InstanceCounts(_message.Message):
     def __init__(self, pending: _Optional[int] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., killed: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "spec", "state", "instances", "submitted_at", "started_at", "ended_at", "message", "sequence", "counts", "waiting_for")
+    __slots__ = ("job_id", "spec", "state", "instances", "submitted_at", "started_at", "ended_at", "message", "sequence", "counts", "waiting_for", "held", "pending_reason")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +228,8 @@ class Job(_message.Message):
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    PENDING_REASON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     spec: JobSpec
     state: JobState
@@ -210,7 +241,9 @@ class Job(_message.Message):
     sequence: int
     counts: InstanceCounts
     waiting_for: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., submitted_at: _Optional[float] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., message: _Optional[str] = ..., sequence: _Optional[int] = ..., counts: _Optional[_Union[InstanceCounts, _Mapping]] = ..., waiting_for: _Optional[_Iterable[str]] = ...) -> None: ...
+    held: bool
+    pending_reason: PendingReason
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., submitted_at: _Optional[float] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., message: _Optional[str] = ..., sequence: _Optional[int] = ..., counts: _Optional[_Union[InstanceCounts, _Mapping]] = ..., waiting_for: _Optional[_Iterable[str]] = ..., held: _Optional[bool] = ..., pending_reason: _Optional[_Union[PendingReason, str]] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec",)
@@ -257,6 +290,32 @@ class KillJobResponse(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     job: Job
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class HoldJobRequest(_message.Message):
+    __slots__ = ("job_id", "hold")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    hold: bool
+    def __init__(self, job_id: _Optional[str] = ..., hold: _Optional[bool] = ...) -> None: ...
+
+class RequeueJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job_id", "priority", "instances", "time_limit_seconds")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    priority: int
+    instances: int
+    time_limit_seconds: float
+    def __init__(self, job_id: _Optional[str] = ..., priority: _Optional[int] = ..., instances: _Optional[int] = ..., time_limit_seconds: _Optional[float] = ...) -> None: ...
 
 class WatchJobRequest(_message.Message):
     __slots__ = ("job_id",)

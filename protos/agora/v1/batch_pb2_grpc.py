@@ -54,6 +54,21 @@ class BatchStub:
                 request_serializer=agora_dot_v1_dot_batch__pb2.KillJobRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_batch__pb2.KillJobResponse.FromString,
                 _registered_method=True)
+        self.HoldJob = channel.unary_unary(
+                '/agora.v1.Batch/HoldJob',
+                request_serializer=agora_dot_v1_dot_batch__pb2.HoldJobRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.Job.FromString,
+                _registered_method=True)
+        self.RequeueJob = channel.unary_unary(
+                '/agora.v1.Batch/RequeueJob',
+                request_serializer=agora_dot_v1_dot_batch__pb2.RequeueJobRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.Job.FromString,
+                _registered_method=True)
+        self.UpdateJob = channel.unary_unary(
+                '/agora.v1.Batch/UpdateJob',
+                request_serializer=agora_dot_v1_dot_batch__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.Job.FromString,
+                _registered_method=True)
         self.WatchJob = channel.unary_stream(
                 '/agora.v1.Batch/WatchJob',
                 request_serializer=agora_dot_v1_dot_batch__pb2.WatchJobRequest.SerializeToString,
@@ -112,6 +127,32 @@ class BatchServicer:
 
     def KillJob(self, request, context):
         """Kills the job's running tasks and launches no more. FAILED_PRECONDITION if it has ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def HoldJob(self, request, context):
+        """Holds a job that has not started (none of its instances is launched while held), or
+        releases it. FAILED_PRECONDITION for a job that has started or ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RequeueJob(self, request, context):
+        """Runs a started job's instances again: those not succeeded go back to the queue with their
+        retries restored, and the running ones are killed first. FAILED_PRECONDITION unless the
+        job is RUNNING.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateJob(self, request, context):
+        """Changes a job that has not started: its priority, instances or time limit.
+        FAILED_PRECONDITION once it has started; INVALID_ARGUMENT for a value a submission could
+        not have.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,6 +225,21 @@ def add_BatchServicer_to_server(servicer, server):
                     servicer.KillJob,
                     request_deserializer=agora_dot_v1_dot_batch__pb2.KillJobRequest.FromString,
                     response_serializer=agora_dot_v1_dot_batch__pb2.KillJobResponse.SerializeToString,
+            ),
+            'HoldJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.HoldJob,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.HoldJobRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            ),
+            'RequeueJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequeueJob,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.RequeueJobRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            ),
+            'UpdateJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateJob,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.UpdateJobRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.Job.SerializeToString,
             ),
             'WatchJob': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchJob,
@@ -324,6 +380,87 @@ class Batch:
             '/agora.v1.Batch/KillJob',
             agora_dot_v1_dot_batch__pb2.KillJobRequest.SerializeToString,
             agora_dot_v1_dot_batch__pb2.KillJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HoldJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/HoldJob',
+            agora_dot_v1_dot_batch__pb2.HoldJobRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequeueJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/RequeueJob',
+            agora_dot_v1_dot_batch__pb2.RequeueJobRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/UpdateJob',
+            agora_dot_v1_dot_batch__pb2.UpdateJobRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
