@@ -4,6 +4,7 @@ JobSpec."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from agora.cli.errors import CommandError
 from agora.cli.options import duration
@@ -11,7 +12,21 @@ from agora.cli.options import duration
 
 def add_spec_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default=None, help="job name (default: the program's name)")
-    parser.add_argument("--instances", type=int, default=1, help="instances (default 1)")
+    parser.add_argument(
+        "--instances",
+        type=int,
+        default=None,
+        help="instances (default 1, or one per line of --args-file)",
+    )
+    parser.add_argument(
+        "--args-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="per-instance arguments, one line per instance (blank lines skipped): instance "
+        "i gets line i in $AGORA_ARGS, and a command of several words gets its words "
+        "appended (e.g. --args-file inputs.txt -- ./process)",
+    )
     parser.add_argument("--cpus", type=float, default=0.1, help="cpus per instance (default 0.1)")
     parser.add_argument(
         "--mem", type=float, default=32.0, help="MB of memory per instance (default 32)"
@@ -119,8 +134,10 @@ def spec_from_args(args: argparse.Namespace):
         command = command[1:]
     if not command:
         raise CommandError("no command: put it after `--`, e.g. agora job submit -- echo hello")
-    if args.instances < 1:
-        raise CommandError(f"--instances must be at least 1, got {args.instances}")
+    instance_args = _instance_args(args.args_file) if args.args_file else []
+    instances = args.instances if args.instances is not None else len(instance_args) or 1
+    if instances < 1:
+        raise CommandError(f"--instances must be at least 1, got {instances}")
     if args.retries < 0 or args.ports < 0 or args.max_running < 0:
         raise CommandError("--retries, --ports and --max-running must not be negative")
     env = {}
@@ -153,7 +170,7 @@ def spec_from_args(args: argparse.Namespace):
     )
     return batch_pb2.JobSpec(
         name=name,
-        instances=args.instances,
+        instances=instances,
         task=task,
         max_retries=args.retries,
         priority=args.priority,
@@ -163,7 +180,21 @@ def spec_from_args(args: argparse.Namespace):
         time_limit_seconds=args.time_limit,
         max_running=args.max_running,
         begin_at=getattr(args, "begin", 0.0),
+        instance_args=instance_args,
     )
+
+
+def _instance_args(path: Path) -> list[str]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise CommandError(f"--args-file {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise CommandError(f"--args-file {path}: not UTF-8 text") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise CommandError(f"--args-file {path}: no lines: give one line per instance")
+    return lines
 
 
 def command_text(command) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import shlex
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -984,13 +985,21 @@ class BatchScheduler(Framework):
         number = len(job.instances[index].attempts) + 1
         env = dict(task.env)
         env.update(AGORA_JOB_ID=job.job_id, AGORA_INSTANCE=str(index), AGORA_ATTEMPT=str(number))
+        command = task.command
+        if job.spec.instance_args:
+            words = job.spec.instance_args[index]
+            env["AGORA_ARGS"] = words
+            if command.argv:
+                command = common_pb2.CommandInfo()
+                command.CopyFrom(task.command)
+                command.argv.extend(shlex.split(words))  # checked at submission
         return TaskSpec(
             name=f"{job.spec.name}-{index}",
             cpus=task.cpus,
             mem=task.mem,
             disk=task.disk,
             ports=task.ports,
-            command=task.command,
+            command=command,
             env=env,
             task_id=st.task_id_for(job.job_id, index, number),
             labels={"job_id": job.job_id, "instance": str(index)},

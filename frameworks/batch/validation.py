@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 
 from agora.common import UNRESERVED, Resources
 from agora.v1 import batch_pb2
@@ -10,6 +11,8 @@ from agora.v1 import batch_pb2
 MAX_INSTANCES = 10_000
 MAX_RETRIES = 1_000
 MAX_PORTS = 1_000
+MAX_INSTANCE_ARG_BYTES = 4096  # one instance's arguments
+MAX_INSTANCE_ARGS_BYTES = 4 * 1024 * 1024  # all of a job's (a 10,000-line file of paths)
 
 
 class SpecError(ValueError):
@@ -55,6 +58,8 @@ def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> 
     for key in list(task.env) + list(command.environment):
         if not key or "=" in key or "\0" in key:
             raise SpecError(f"environment variable name {key!r} is not valid")
+    if spec.instance_args:
+        check_instance_args(spec)
     if task.role not in ("", UNRESERVED, framework_role):
         raise SpecError(
             f"role {task.role!r}: the batch framework runs in role "
@@ -74,3 +79,28 @@ def describe_needs(spec: batch_pb2.JobSpec) -> str:
     if spec.task.ports:
         text += f";ports:{spec.task.ports}"
     return text
+
+
+def check_instance_args(spec: batch_pb2.JobSpec) -> None:
+    args = spec.instance_args
+    if len(args) != spec.instances:
+        raise SpecError(
+            f"{len(args)} per-instance arguments for {spec.instances} instances: give one "
+            "per instance (or leave --instances out to take the count from the file)"
+        )
+    total = 0
+    for index, text in enumerate(args):
+        size = len(text.encode())
+        total += size
+        if size > MAX_INSTANCE_ARG_BYTES or "\0" in text:
+            raise SpecError(
+                f"instance {index}'s arguments: at most {MAX_INSTANCE_ARG_BYTES} bytes, no NUL"
+            )
+        try:
+            shlex.split(text)
+        except ValueError as e:
+            raise SpecError(f"instance {index}'s arguments {text[:40]!r}: {e}") from None
+    if total > MAX_INSTANCE_ARGS_BYTES:
+        raise SpecError(
+            f"per-instance arguments: {total} bytes; the limit is {MAX_INSTANCE_ARGS_BYTES}"
+        )

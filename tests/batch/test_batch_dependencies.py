@@ -225,3 +225,27 @@ def test_a_gang_larger_than_its_running_limit_is_refused():
     with pytest.raises(SpecError, match="--max-running 2 would never let it start"):
         validate_spec(B.JobSpec(name="g", instances=4, gang=True, max_running=2, task=task))
     validate_spec(B.JobSpec(name="g", instances=4, gang=True, max_running=4, task=task))
+
+
+async def test_each_instance_takes_its_line_of_an_args_file(cluster, tmp_path):
+    """Issue 36, item 4: per-index arguments. `--args-file` has one line per instance (and
+    sets the count); an argv command gets the line's words appended, and every instance sees
+    its line in $AGORA_ARGS."""
+    lines = tmp_path / "inputs.txt"
+    lines.write_text("alpha 1\n\nbeta 2\n'gamma delta' 3\n")
+    script = 'echo "$AGORA_INSTANCE|$AGORA_ARGS|$1|$2"'
+    submitted = await cluster.cli(
+        "job", "submit", "--args-file", str(lines), "--wait", "--", "sh", "-c", script, "x"
+    )
+    assert submitted.code == 0, submitted.err
+    job_id = submitted.out.split()[0]
+    job = await cluster.job(job_id)
+    assert job.spec.instances == 3 and job.state == B.JOB_SUCCEEDED
+    expected = ["0|alpha 1|alpha|1", "1|beta 2|beta|2", "2|'gamma delta' 3|gamma delta|3"]
+    for index, line in enumerate(expected):
+        logs = await cluster.cli("job", "logs", job_id, "--instance", str(index))
+        assert logs.out.strip() == line, logs.err
+    mismatch = await cluster.cli(
+        "job", "submit", "--args-file", str(lines), "--instances", "5", "--", "true"
+    )
+    assert mismatch.code != 0 and "3 per-instance arguments for 5 instances" in mismatch.err
