@@ -33,6 +33,21 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--disk", type=float, default=0.0, help="MB of disk per instance")
     parser.add_argument(
+        "--gpus",
+        type=float,
+        default=0.0,
+        help="GPUs per instance (only GPU jobs run on agents with GPUs)",
+    )
+    parser.add_argument(
+        "--constraint",
+        action="append",
+        default=[],
+        metavar="FIELD:OPERATOR[:VALUE]",
+        help="where instances may run, as an app's constraints, over hostname or an agent "
+        "attribute: rack:LIKE:r[12], hostname:UNIQUE, rack:MAX_PER:2, zone:CLUSTER:a "
+        "(repeatable)",
+    )
+    parser.add_argument(
         "--ports", type=int, default=0, help="ports per instance (the task sees PORT0...)"
     )
     parser.add_argument(
@@ -127,7 +142,7 @@ def add_command_arg(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace):
     """The JobSpec the flags describe (`after` from --after when the command has it)."""
-    from agora.v1 import batch_pb2, common_pb2
+    from agora.v1 import batch_pb2, common_pb2, services_pb2
 
     command = list(args.argv)
     if command and command[0] == "--":
@@ -159,11 +174,24 @@ def spec_from_args(args: argparse.Namespace):
         raise CommandError(str(e)) from None
     words = command[0].split()
     name = args.name or (words[0].rsplit("/", 1)[-1] if words else "") or "job"
+    constraints = []
+    for text in args.constraint:
+        parts = text.split(":", 2)
+        if len(parts) < 2 or not all(parts[:2]):
+            raise CommandError(
+                f"--constraint {text!r}: write FIELD:OPERATOR[:VALUE], e.g. rack:LIKE:r1"
+            )
+        constraints.append(
+            services_pb2.Constraint(
+                field=parts[0], operator=parts[1].upper(), value=parts[2] if len(parts) > 2 else ""
+            )
+        )
     task = batch_pb2.TaskTemplate(
         command=info,
         cpus=args.cpus,
         mem=args.mem,
         disk=args.disk,
+        gpus=args.gpus,
         ports=args.ports,
         env=env,
         role=args.role,
@@ -181,6 +209,7 @@ def spec_from_args(args: argparse.Namespace):
         max_running=args.max_running,
         begin_at=getattr(args, "begin", 0.0),
         instance_args=instance_args,
+        constraints=constraints,
     )
 
 

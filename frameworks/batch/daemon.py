@@ -90,6 +90,9 @@ class BatchDaemon(FrameworkDaemon):
     """The Batch API and the batch scheduler, subscribed to the master as one framework."""
 
     kind = "batch"
+    # Agents with GPUs are offered to frameworks that say they can use them (as in Mesos); the
+    # placement keeps them for jobs that ask for GPUs (placement.py).
+    capabilities = ("GPU_RESOURCES",)
     service_names = SERVICE_NAMES
     config: BatchConfig
     store: JobStore | None

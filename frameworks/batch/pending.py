@@ -9,6 +9,8 @@ ahead, a gang's room, constraints, the owner's share).
 
 from __future__ import annotations
 
+from typing import cast
+
 from agora.v1 import batch_pb2
 
 # Short names, for the CLI's REASON column and --json readers; the README lists them.
@@ -57,7 +59,7 @@ def reason(
     if not ready:
         return batch_pb2.PENDING_RETRY_BACKOFF
     if last_round is not None:
-        return batch_pb2.PendingReason(last_round)
+        return cast("batch_pb2.PendingReason", last_round)
     if job.spec.gang and not job.started_at:
         return batch_pb2.PENDING_GANG
     return batch_pb2.PENDING_RESOURCES

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from agora.common import UNRESERVED, Resources
 from agora.frameworks.sdk import OfferPacker, TaskSpec
+from agora.frameworks.sdk.constraints import AgentFacts, Constraint, first_violation
 from agora.v1 import common_pb2
 
 
@@ -36,6 +37,10 @@ class Group:
     job_id: str
     wants: Iterable[Want]
     gang: bool = False
+    constraints: Sequence[Constraint] = ()
+    # The agents the job's live instances run on, one entry per instance (UNIQUE, MAX_PER).
+    placed: Sequence[AgentFacts] = ()
+    gpus: bool = False  # its instances ask for GPUs: only they may use a GPU agent
 
 
 @dataclass
@@ -57,16 +62,27 @@ class Plan:
     # Of those, the ones whose next instance would have fit the round's offers had the jobs
     # ahead of them in the queue not taken them (their pending reason is PRIORITY).
     behind: set[str] = field(default_factory=set)
+    # Of those, the ones whose next instance had room on some agent but broke its constraints
+    # there: job id -> the first constraint it broke, in words.
+    constrained: dict[str, str] = field(default_factory=dict)
 
 
 def plan(
-    offers: Sequence[common_pb2.Offer], groups: Sequence[Group], role: str = UNRESERVED
+    offers: Sequence[common_pb2.Offer],
+    groups: Sequence[Group],
+    role: str = UNRESERVED,
+    facts: dict[str, AgentFacts] | None = None,
 ) -> Plan:
-    """Places the groups into the offers; agents take turns so that a job spreads out."""
+    """Places the groups into the offers; agents take turns so that a job spreads out.
+    `facts`: the hostname and attributes of agents, for constraints (the offers' own when
+    not given; GROUP_BY counts the values of all agents given)."""
     by_agent: dict[str, list[common_pb2.Offer]] = {}
     for offer in offers:
         by_agent.setdefault(offer.agent_id, []).append(offer)
     packers = [OfferPacker(group, role) for group in by_agent.values()]
+    agents = [(facts or {}).get(p.agent_id) or offer_facts(p.offers[0]) for p in packers]
+    gpu_agents = {i for i, p in enumerate(packers) if p.remaining.scalar("gpus") > 0}
+    constrained: dict[str, str] = {}
     placed: list[list[Want]] = [[] for _ in packers]
     offered = [p.remaining for p in packers]  # what the round offered, before any placement
     waiting: list[str] = []
@@ -79,11 +95,22 @@ def plan(
         saved = [(p.remaining, len(p.tasks), len(w)) for p, w in zip(packers, placed, strict=True)]
         saved_start = start
         left: Want | None = None
+        where = list(group.placed)  # the job's instances: live ones, then this round's
+        values = _known_values(group.constraints, facts, agents)
+        broke = ""
         for want in group.wants:
             for step in range(len(packers)):
                 i = (start + step) % len(packers)
+                if i in gpu_agents and not group.gpus:
+                    continue
+                if group.constraints:
+                    why = first_violation(group.constraints, agents[i], where, values)
+                    if why is not None:
+                        broke = broke or (why if packers[i].fits(want.spec) else "")
+                        continue
                 if packers[i].pack(want.spec) is not None:
                     placed[i].append(want)
+                    where.append(agents[i])
                     start = i + 1
                     break
             else:
@@ -92,8 +119,11 @@ def plan(
         if left is not None:
             waiting.append(group.job_id)
             at_start = [remaining for remaining, _, _ in saved]
-            if _fits_any(packers, offered, left.spec) and not _fits_any(
-                packers, at_start, left.spec
+            skip = set() if group.gpus else gpu_agents
+            if broke:
+                constrained[group.job_id] = broke
+            elif _fits_any(packers, offered, left.spec, skip) and not _fits_any(
+                packers, at_start, left.spec, skip
             ):
                 behind.add(group.job_id)
             if group.gang:
@@ -110,12 +140,33 @@ def plan(
             launches.append(AgentLaunch(packer.agent_id, packer.offers, list(packer.tasks), wants))
         else:
             unused.extend(packer.offers)
-    return Plan(launches, unused, sum(len(w) for w in placed), waiting, behind)
+    return Plan(launches, unused, sum(len(w) for w in placed), waiting, behind, constrained)
 
 
-def _fits_any(packers: list[OfferPacker], offered: list[Resources], spec: TaskSpec) -> bool:
-    """Whether one task of `spec` fits some agent's offers as they were offered."""
-    for packer, whole in zip(packers, offered, strict=True):
+def offer_facts(offer: common_pb2.Offer) -> AgentFacts:
+    return AgentFacts(offer.agent_id, offer.hostname, {a.name: a.text for a in offer.attributes})
+
+
+def _known_values(
+    constraints: Sequence[Constraint],
+    facts: dict[str, AgentFacts] | None,
+    offered: Sequence[AgentFacts],
+) -> dict[str, set[str]] | None:
+    """Each GROUP_BY field's values over the agents known (None: no GROUP_BY)."""
+    fields = {c.field for c in constraints if c.operator == "GROUP_BY"}
+    if not fields:
+        return None
+    agents = list((facts or {}).values()) or list(offered)
+    return {f: {v for a in agents if (v := a.value(f)) is not None} for f in fields}
+
+
+def _fits_any(
+    packers: list[OfferPacker], offered: list[Resources], spec: TaskSpec, skip: set[int]
+) -> bool:
+    """Whether one task of `spec` fits some agent's offers (but those in `skip`) as given."""
+    for i, (packer, whole) in enumerate(zip(packers, offered, strict=True)):
+        if i in skip:
+            continue
         now, packer.remaining = packer.remaining, whole
         try:
             if packer.fits(spec):

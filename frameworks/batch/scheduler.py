@@ -30,7 +30,7 @@ from agora.common import UNRESERVED, Resources, new_id
 from agora.frameworks.batch import dependencies as deps
 from agora.frameworks.batch import pending
 from agora.frameworks.batch import state as st
-from agora.frameworks.batch.placement import Group, Plan, Want, plan
+from agora.frameworks.batch.placement import Group, Plan, Want, offer_facts, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
 from agora.frameworks.batch.refusals import (
     DECLINE_REFUSE_SECONDS,
@@ -38,7 +38,7 @@ from agora.frameworks.batch.refusals import (
     blamed_jobs,
 )
 from agora.frameworks.batch.store import JobStore
-from agora.frameworks.batch.validation import describe_needs, needs
+from agora.frameworks.batch.validation import constraints_of, describe_needs, needs
 from agora.frameworks.batch.waiting import WaitingInstances
 from agora.frameworks.sdk import (
     Driver,
@@ -48,6 +48,7 @@ from agora.frameworks.sdk import (
     TaskSpec,
     describe_status,
 )
+from agora.frameworks.sdk.constraints import AgentFacts
 from agora.v1 import batch_pb2, common_pb2
 
 log = structlog.get_logger(__name__)
@@ -150,6 +151,7 @@ class BatchScheduler(Framework):
         # job id -> why the master refused its last launch (an ACL, a bad task): without it a
         # job the master will never run sits QUEUED with nothing said where its owner looks.
         self._launch_notes: dict[str, str] = {}
+        self._facts: dict[str, AgentFacts] = {}  # agent id -> hostname and attributes
         # job id -> what the latest offer round that left it waiting found (pending.py)
         self._round_reasons: dict[str, int] = {}
         self._offers_wanted = 0  # see _want_offers
@@ -657,6 +659,9 @@ class BatchScheduler(Framework):
         self._publish(job, description=message)
 
     async def on_offers(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+        for offer in offers:  # what constraints look at, kept for GROUP_BY and MAX_PER
+            if offer.agent_id not in self._facts:
+                self._facts[offer.agent_id] = offer_facts(offer)
         wanted = self._offers_wanted
         try:
             await self._use_offers(driver, offers)
@@ -680,8 +685,17 @@ class BatchScheduler(Framework):
                 reader = self._waiting.ready(job, now)
                 readers.append(reader)
                 indices = reader if room is None else itertools.islice(reader, room)
-                groups.append(Group(job.job_id, self._wants(job, indices), gang))
-            return plan(offers, groups, self.role) if groups else None
+                group = Group(
+                    job.job_id, self._wants(job, indices), gang, gpus=job.spec.task.gpus > 0
+                )
+                if job.spec.constraints:
+                    group.constraints = constraints_of(job.spec)
+                    group.placed = [
+                        self._facts.get(a.agent_id) or AgentFacts(a.agent_id, a.hostname)
+                        for _, a in st.active_attempts(job)
+                    ]
+                groups.append(group)
+            return plan(offers, groups, self.role, self._facts) if groups else None
         finally:
             for reader in readers:
                 reader.close()  # what they read waits on, as hints (waiting.py)
@@ -696,7 +710,11 @@ class BatchScheduler(Framework):
             await self._decline(driver, offers, self.idle_refuse_seconds)
             return
         for job_id in result.waiting:
-            self._note_waiting(self.jobs[job_id], behind=job_id in result.behind)
+            self._note_waiting(
+                self.jobs[job_id],
+                behind=job_id in result.behind,
+                broke=result.constrained.get(job_id, ""),
+            )
         await self._tell_demand(driver, result.waiting)
         more = bool(result.waiting)
         for launch in result.launches:
@@ -716,6 +734,7 @@ class BatchScheduler(Framework):
         """Its tasks come as TASK_LOST updates. Counted: the Batch API drops the agent sizes it
         keeps for submissions when the count moves (service.py)."""
         self.agents_lost += 1
+        self._facts.pop(agent_id, None)
 
     # --- gang holds ----------------------------------------------------------------------
 
@@ -953,7 +972,7 @@ class BatchScheduler(Framework):
         except SchedulerError as e:
             self._log.debug("demand not told", error=str(e))
 
-    def _note_waiting(self, job: batch_pb2.Job, behind: bool = False) -> None:
+    def _note_waiting(self, job: batch_pb2.Job, behind: bool = False, broke: str = "") -> None:
         # Every offer round that leaves the job waiting comes here: its needs are worded once.
         needs = self._needs.get(job.job_id)
         if needs is None:
@@ -963,6 +982,11 @@ class BatchScheduler(Framework):
             message = (
                 f"waiting: gang of {job.spec.instances} launches only when all "
                 f"instances ({needs} each) fit in one round of offers"
+            )
+        elif broke:
+            self._round_reasons[job.job_id] = batch_pb2.PENDING_CONSTRAINT
+            message = (
+                f"waiting: agents offered have room, but its constraints rule them out: {broke}"
             )
         elif behind:
             self._round_reasons[job.job_id] = batch_pb2.PENDING_PRIORITY
@@ -998,6 +1022,7 @@ class BatchScheduler(Framework):
             cpus=task.cpus,
             mem=task.mem,
             disk=task.disk,
+            gpus=task.gpus,
             ports=task.ports,
             command=command,
             env=env,

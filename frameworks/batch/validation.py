@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import shlex
 
 from agora.common import UNRESERVED, Resources
+from agora.frameworks.sdk.constraints import Constraint, ConstraintError, check_pattern_budget
 from agora.v1 import batch_pb2
 
 MAX_INSTANCES = 10_000
 MAX_RETRIES = 1_000
 MAX_PORTS = 1_000
+MAX_CONSTRAINTS = 32
 MAX_INSTANCE_ARG_BYTES = 4096  # one instance's arguments
 MAX_INSTANCE_ARGS_BYTES = 4 * 1024 * 1024  # all of a job's (a 10,000-line file of paths)
 
@@ -60,6 +63,13 @@ def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> 
             raise SpecError(f"environment variable name {key!r} is not valid")
     if spec.instance_args:
         check_instance_args(spec)
+    if not math.isfinite(task.gpus) or task.gpus < 0:
+        raise SpecError(f"gpus must be 0 or more, got {task.gpus:g}")
+    if spec.constraints:
+        try:
+            check_pattern_budget(constraints_of(spec), "the job")
+        except ConstraintError as e:
+            raise SpecError(str(e)) from None
     if task.role not in ("", UNRESERVED, framework_role):
         raise SpecError(
             f"role {task.role!r}: the batch framework runs in role "
@@ -70,7 +80,7 @@ def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> 
 def needs(spec: batch_pb2.JobSpec) -> Resources:
     """One instance's scalar needs, for messages."""
     task = spec.task
-    amounts = {"cpus": task.cpus, "mem": task.mem, "disk": task.disk}
+    amounts = {"cpus": task.cpus, "mem": task.mem, "disk": task.disk, "gpus": task.gpus}
     return Resources.of(UNRESERVED, **{k: round(v, 3) for k, v in amounts.items() if v > 0})
 
 
@@ -104,3 +114,19 @@ def check_instance_args(spec: batch_pb2.JobSpec) -> None:
         raise SpecError(
             f"per-instance arguments: {total} bytes; the limit is {MAX_INSTANCE_ARGS_BYTES}"
         )
+
+
+def constraints_of(spec: batch_pb2.JobSpec) -> tuple[Constraint, ...]:
+    """The job's constraints, parsed (ConstraintError, a SpecError too, says what is wrong);
+    parsing is cached, so placement may call this every round."""
+    if len(spec.constraints) > MAX_CONSTRAINTS:
+        raise SpecError(f"{len(spec.constraints)} constraints; at most {MAX_CONSTRAINTS}")
+    return _parsed(tuple((c.field, c.operator, c.value) for c in spec.constraints))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(triples: tuple[tuple[str, str, str], ...]) -> tuple[Constraint, ...]:
+    try:
+        return tuple(Constraint.parse(*t) for t in triples)
+    except ConstraintError as e:
+        raise SpecError(str(e)) from None

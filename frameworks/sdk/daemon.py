@@ -70,6 +70,7 @@ class FrameworkDaemon:
     """
 
     kind = "framework"  # names the daemon in logs and task names: "batch", "services"
+    capabilities: tuple[str, ...] = ()  # FrameworkInfo.capabilities, e.g. GPU_RESOURCES
     service_names: list[str] = []  # its gRPC services, announced by health and reflection
 
     def __init__(self, config: DaemonConfig) -> None:
@@ -255,6 +256,7 @@ class FrameworkDaemon:
                 failover_timeout=self.config.failover_timeout,
                 service_address=self.service_address,
                 framework_id=self.store.framework_id(),
+                capabilities=self.capabilities,
             )
             transport = GrpcSchedulerTransport(self.config.master, credentials=self.credentials)
             self.driver = Driver(self.scheduler, transport, info, failures=said)

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from agora.common.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
-    from agora.frameworks.service.apps import AppError, app_from_mapping, normalize, parse_app_text
-    from agora.frameworks.service.backoff import RestartBackoff
-    from agora.frameworks.service.constraints import (
+    from agora.frameworks.sdk.constraints import (
         OPERATORS,
         AgentFacts,
         Constraint,
         ConstraintError,
     )
+    from agora.frameworks.service.apps import AppError, app_from_mapping, normalize, parse_app_text
+    from agora.frameworks.service.backoff import RestartBackoff
     from agora.frameworks.service.daemon import ServicesConfig, ServicesDaemon
     from agora.frameworks.service.deploy import InstanceView, Plan, Strategy, plan
     from agora.frameworks.service.scheduler import ServiceScheduler
@@ -37,7 +37,7 @@ else:
                 "parse_app_text",
             ),
             "agora.frameworks.service.backoff": ("RestartBackoff",),
-            "agora.frameworks.service.constraints": (
+            "agora.frameworks.sdk.constraints": (
                 "OPERATORS",
                 "AgentFacts",
                 "Constraint",

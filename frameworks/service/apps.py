@@ -13,15 +13,15 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
+from agora.frameworks.sdk.constraints import (
+    Constraint,
+    ConstraintError,
+    check_pattern_budget,
+)
 from agora.frameworks.service.backoff import (
     DEFAULT_BACKOFF_FACTOR,
     DEFAULT_BACKOFF_SECONDS,
     DEFAULT_MAX_LAUNCH_DELAY,
-)
-from agora.frameworks.service.constraints import (
-    Constraint,
-    ConstraintError,
-    check_pattern_budget,
 )
 from agora.frameworks.service.deploy import Strategy
 from agora.v1 import common_pb2, services_pb2

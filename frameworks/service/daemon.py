@@ -15,7 +15,7 @@ from agora.common.leader import FollowingStub
 from agora.common.masters import parse_masters
 from agora.common.rpc import service_name
 from agora.frameworks.sdk import FrameworkDaemon
-from agora.frameworks.service.constraints import AgentFacts
+from agora.frameworks.sdk.constraints import AgentFacts
 from agora.frameworks.service.placement import AgentSlot
 from agora.frameworks.service.scheduler import ServiceScheduler
 from agora.frameworks.service.servicer import ServicesServicer

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from agora.frameworks.sdk import is_terminal
-from agora.frameworks.service.constraints import AgentFacts
+from agora.frameworks.sdk.constraints import AgentFacts
 from agora.frameworks.service.deploy import InstanceView
 from agora.v1 import common_pb2, services_pb2
 

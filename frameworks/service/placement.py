@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from agora.common import Resources
 from agora.common.resources import ranges_count
 from agora.frameworks.sdk import OfferPacker, TaskSpec
-from agora.frameworks.service.constraints import (
+from agora.frameworks.sdk.constraints import (
     AgentFacts,
     Constraint,
     first_violation,

@@ -43,6 +43,7 @@ class BatchCluster:
             "cpus:2;mem:1024;disk:1024;ports:[32000-32099]",
         ]
     )
+    agent_attributes: list[dict[str, str]] = field(default_factory=list)  # by agent, if given
     batch_overrides: dict = field(default_factory=dict)
     master_overrides: dict = field(default_factory=dict)
     in_process_batch: bool = True  # False: the test runs `agora batch` itself
@@ -70,6 +71,7 @@ class BatchCluster:
                     resources=Resources.parse(resources),
                     work_dir=self.root / f"agent-{i}",
                     hostname=f"host-{i}",
+                    attributes=self.agent_attributes[i] if self.agent_attributes else {},
                     reconnect_backoff_initial=0.05,
                     reconnect_backoff_max=0.5,
                     update_backoff_initial=0.2,

@@ -77,8 +77,13 @@ async def test_every_pending_reason_is_shown(cluster):
     blocker = await submit(cluster, "sleep 60", instances=2, cpus=1)
     await cluster.wait_state(blocker, B.JOB_RUNNING)
     waits = await submit(cluster, instances=1, cpus=1)
-    resources = await wait_reason(cluster, waits, "resources")
-    assert resources.message.startswith("waiting for offers with room for cpus:1")
+    await wait_reason(cluster, waits, "resources")
+
+    async def said_why():
+        message = (await cluster.job(waits)).message
+        return message.startswith("waiting for offers with room for cpus:1")
+
+    await eventually_async(said_why, timeout=20, message="the waiting job says why")
     after = await submit(cluster, after=[B.Dependency(job=waits)])
     assert await reason_of(cluster, after) == "dependency"
     later = await submit(cluster, begin_at=time.time() + 3600)

@@ -240,7 +240,7 @@ async def test_backoff_starts_over_once_an_instance_has_served_a_while(world):
 
 async def test_old_instances_holding_unique_places_are_a_wait_not_unplaceable(world):
     from agora.common import Resources
-    from agora.frameworks.service.constraints import AgentFacts
+    from agora.frameworks.sdk.constraints import AgentFacts
     from agora.frameworks.service.placement import AgentSlot
 
     scheduler, transport, stream, _ = world

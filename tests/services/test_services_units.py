@@ -8,9 +8,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from agora.common import Resources
+from agora.frameworks.sdk.constraints import AgentFacts, Constraint, ConstraintError
 from agora.frameworks.service.apps import AppError, normalize, parse_app_text
 from agora.frameworks.service.backoff import RestartBackoff
-from agora.frameworks.service.constraints import AgentFacts, Constraint, ConstraintError
 from agora.frameworks.service.deploy import (
     InstanceView,
     Plan,
@@ -497,7 +497,7 @@ def test_an_app_file_must_say_what_proto3_cannot_tell_from_zero(text, message):
 
 
 def test_a_pattern_and_an_app_have_a_budget_of_instructions():
-    from agora.frameworks.service.constraints import MAX_PROGRAM_SIZE, check_pattern_budget
+    from agora.frameworks.sdk.constraints import MAX_PROGRAM_SIZE, check_pattern_budget
 
     # Under RE2's memory budget but over the instruction bound: refused, saying by how much.
     with pytest.raises(ConstraintError, match=f"at most {MAX_PROGRAM_SIZE}"):

@@ -1,4 +1,5 @@
 from agora.v1 import common_pb2 as _common_pb2
+from agora.v1 import services_pb2 as _services_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -88,7 +89,7 @@ CONCURRENCY_FORBID: ConcurrencyPolicy
 CONCURRENCY_REPLACE: ConcurrencyPolicy
 
 class TaskTemplate(_message.Message):
-    __slots__ = ("command", "cpus", "mem", "disk", "ports", "env", "role", "kill_grace_period_seconds")
+    __slots__ = ("command", "cpus", "mem", "disk", "ports", "env", "role", "kill_grace_period_seconds", "gpus")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +105,7 @@ class TaskTemplate(_message.Message):
     ENV_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     KILL_GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     command: _common_pb2.CommandInfo
     cpus: float
     mem: float
@@ -112,10 +114,11 @@ class TaskTemplate(_message.Message):
     env: _containers.ScalarMap[str, str]
     role: str
     kill_grace_period_seconds: float
-    def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ...) -> None: ...
+    gpus: float
+    def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ..., gpus: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running", "begin_at", "instance_args")
+    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running", "begin_at", "instance_args", "constraints")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +139,7 @@ class JobSpec(_message.Message):
     MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
     BEGIN_AT_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ARGS_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     instances: int
     task: TaskTemplate
@@ -149,7 +153,8 @@ class JobSpec(_message.Message):
     max_running: int
     begin_at: float
     instance_args: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ..., max_running: _Optional[int] = ..., begin_at: _Optional[float] = ..., instance_args: _Optional[_Iterable[str]] = ...) -> None: ...
+    constraints: _containers.RepeatedCompositeFieldContainer[_services_pb2.Constraint]
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ..., max_running: _Optional[int] = ..., begin_at: _Optional[float] = ..., instance_args: _Optional[_Iterable[str]] = ..., constraints: _Optional[_Iterable[_Union[_services_pb2.Constraint, _Mapping]]] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("job", "condition")

@@ -1,4 +1,6 @@
-"""Placement constraints, Marathon-style: [field, OPERATOR, value] over hostname or attributes.
+"""Placement constraints, Marathon-style: [field, OPERATOR, value] over hostname or attributes,
+for any framework: the services framework places app instances with them, the batch framework
+job instances.
 
 Pure: `Constraint.parse` validates one (an unknown operator is a ConstraintError naming the
 known ones), and `violation()` says why an agent cannot take one more instance given where the
