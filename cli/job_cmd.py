@@ -131,6 +131,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_json_flag(update)
     update.set_defaults(func=_update)
 
+    owners = commands.add_parser(
+        "owners",
+        help="the owners of jobs: weight, what each runs and its share (weighted DRF)",
+    )
+    add_master_flag(owners)
+    _add_batch_flag(owners)
+    add_json_flag(owners)
+    owners.set_defaults(func=_owners)
+
+    weight = commands.add_parser(
+        "owner-weight",
+        help="set an owner's weight: owners' shares of the batch framework converge to it",
+    )
+    add_master_flag(weight)
+    _add_batch_flag(weight)
+    weight.add_argument("owner", metavar="OWNER", help='the owner ("" for anonymous jobs)')
+    weight.add_argument("weight", type=float, metavar="WEIGHT", help="above 0 (default 1)")
+    add_json_flag(weight)
+    weight.set_defaults(func=_owner_weight)
+
     logs = commands.add_parser(
         "logs", help="print an instance's stdout (or stderr), read from its agent"
     )
@@ -555,6 +575,46 @@ def _update(args: argparse.Namespace) -> int:
             f"job {job.job_id} updated: priority {spec.priority}, {spec.instances} "
             f"instance(s), time limit {limit}"
         )
+    return 0
+
+
+def _owners(args: argparse.Namespace) -> int:
+    from agora.v1 import batch_pb2
+
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
+        owners = batch.call("ListOwners", batch_pb2.ListOwnersRequest()).owners
+    if args.json:
+        print_json([to_dict(o) for o in owners])
+        return 0
+    if not owners:
+        print("no owners: no job waits or runs")
+        return 0
+    rows = [
+        [
+            o.name or "(anonymous)",
+            f"{o.weight:g}",
+            str(o.running),
+            str(o.pending),
+            f"{o.cpus:g}",
+            f"{o.mem:g}",
+            f"{o.share:.3f}",
+        ]
+        for o in owners
+    ]
+    print(format_table(["OWNER", "WEIGHT", "RUNNING", "PENDING", "CPUS", "MEM", "SHARE"], rows))
+    return 0
+
+
+def _owner_weight(args: argparse.Namespace) -> int:
+    from agora.v1 import batch_pb2
+
+    request = batch_pb2.SetOwnerWeightRequest(owner=args.owner, weight=args.weight)
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
+        owner = batch.call("SetOwnerWeight", request)
+    if args.json:
+        print_json(to_dict(owner))
+    else:
+        print(f"owner {args.owner or '(anonymous)'} weight {owner.weight:g}")
     return 0
 
 

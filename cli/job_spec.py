@@ -59,6 +59,12 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--role", default="", help="role whose reserved resources to use")
     parser.add_argument(
+        "--owner",
+        default="",
+        help="whose job, for the fair share between owners (`agora job owners`); with TLS "
+        "the owner is your certificate's or token's name, and this is ignored",
+    )
+    parser.add_argument(
         "--retries",
         type=int,
         default=0,
@@ -210,6 +216,7 @@ def spec_from_args(args: argparse.Namespace):
         begin_at=getattr(args, "begin", 0.0),
         instance_args=instance_args,
         constraints=constraints,
+        owner=args.owner,
     )
 
 

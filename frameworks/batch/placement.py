@@ -11,7 +11,9 @@ places, not what waits (a 10,000-instance job builds a few task specs per offer,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from agora.common import UNRESERVED, Resources
@@ -41,6 +43,7 @@ class Group:
     # The agents the job's live instances run on, one entry per instance (UNIQUE, MAX_PER).
     placed: Sequence[AgentFacts] = ()
     gpus: bool = False  # its instances ask for GPUs: only they may use a GPU agent
+    owner: str = ""  # whose job: owners share the offers by weighted DRF (FairShare)
 
 
 @dataclass
@@ -65,6 +68,34 @@ class Plan:
     # Of those, the ones whose next instance had room on some agent but broke its constraints
     # there: job id -> the first constraint it broke, in words.
     constrained: dict[str, str] = field(default_factory=dict)
+    # Of the `behind` ones, those whose owner ended the round above another owner's share
+    # (the room went to owners further below their share: pending reason OWNER_SHARE).
+    owner_share: set[str] = field(default_factory=set)
+
+
+@dataclass
+class FairShare:
+    """What owner fairness needs (weighted DRF between the owners of the jobs): what each
+    owner's running instances use, each owner's weight (1 unless set), and the total the
+    shares are of (the round's offers and what the framework's tasks hold)."""
+
+    used: dict[str, dict[str, float]]
+    weights: dict[str, float]
+    total: dict[str, float]
+
+    def share(self, owner: str) -> float:
+        """The owner's dominant share over its weight."""
+        used = self.used.get(owner, {})
+        dominant = max(
+            (amount / self.total[r] for r, amount in used.items() if self.total.get(r)),
+            default=0.0,
+        )
+        return dominant / self.weights.get(owner, 1.0)
+
+    def add(self, owner: str, spec: TaskSpec) -> None:
+        used = self.used.setdefault(owner, {})
+        for name, amount in spec.scalars().items():
+            used[name] = used.get(name, 0.0) + amount
 
 
 def plan(
@@ -72,75 +103,183 @@ def plan(
     groups: Sequence[Group],
     role: str = UNRESERVED,
     facts: dict[str, AgentFacts] | None = None,
+    fair: FairShare | None = None,
 ) -> Plan:
     """Places the groups into the offers; agents take turns so that a job spreads out.
     `facts`: the hostname and attributes of agents, for constraints (the offers' own when
-    not given; GROUP_BY counts the values of all agents given)."""
-    by_agent: dict[str, list[common_pb2.Offer]] = {}
-    for offer in offers:
-        by_agent.setdefault(offer.agent_id, []).append(offer)
-    packers = [OfferPacker(group, role) for group in by_agent.values()]
-    agents = [(facts or {}).get(p.agent_id) or offer_facts(p.offers[0]) for p in packers]
-    gpu_agents = {i for i, p in enumerate(packers) if p.remaining.scalar("gpus") > 0}
-    constrained: dict[str, str] = {}
-    placed: list[list[Want]] = [[] for _ in packers]
-    offered = [p.remaining for p in packers]  # what the round offered, before any placement
-    waiting: list[str] = []
-    behind: set[str] = set()
-    start = 0
-    for group in groups:
-        if not packers:
-            waiting.append(group.job_id)
-            continue
-        saved = [(p.remaining, len(p.tasks), len(w)) for p, w in zip(packers, placed, strict=True)]
-        saved_start = start
-        left: Want | None = None
-        where = list(group.placed)  # the job's instances: live ones, then this round's
-        values = _known_values(group.constraints, facts, agents)
-        broke = ""
+    not given; GROUP_BY counts the values of all agents given). With `fair` and jobs of
+    several owners, the owners take turns instance by instance, the lowest weighted dominant
+    share first (DRF), each serving its own jobs in queue order."""
+    round_ = _Round(offers, role, facts)
+    if fair is None or len({g.owner for g in groups}) < 2:
+        for group in groups:
+            round_.place_group(group)
+    else:
+        round_.place_fairly(groups, fair)
+    return round_.result()
+
+
+@dataclass
+class _GroupState:
+    group: Group
+    saved: list[tuple[Resources, int, int]]
+    saved_start: int
+    where: list[AgentFacts]
+    values: dict[str, set[str]] | None
+    broke: str = ""
+
+
+class _Round:
+    """One round of offers being filled: the packers per agent and what each took."""
+
+    def __init__(
+        self,
+        offers: Sequence[common_pb2.Offer],
+        role: str,
+        facts: dict[str, AgentFacts] | None,
+    ) -> None:
+        by_agent: dict[str, list[common_pb2.Offer]] = {}
+        for offer in offers:
+            by_agent.setdefault(offer.agent_id, []).append(offer)
+        self.facts = facts
+        self.packers = [OfferPacker(group, role) for group in by_agent.values()]
+        self.agents = [
+            (facts or {}).get(p.agent_id) or offer_facts(p.offers[0]) for p in self.packers
+        ]
+        self.gpu_agents = {i for i, p in enumerate(self.packers) if p.remaining.scalar("gpus") > 0}
+        self.placed: list[list[Want]] = [[] for _ in self.packers]
+        self.offered = [p.remaining for p in self.packers]  # before any placement
+        self.waiting: list[str] = []
+        self.behind: set[str] = set()
+        self.constrained: dict[str, str] = {}
+        self.owner_share: set[str] = set()
+        self.start = 0
+
+    def place_group(self, group: Group) -> None:
+        """Places the group's wants until one fits nowhere (the rest are the same shape)."""
+        state = self.begin(group)
         for want in group.wants:
-            for step in range(len(packers)):
-                i = (start + step) % len(packers)
-                if i in gpu_agents and not group.gpus:
-                    continue
-                if group.constraints:
-                    why = first_violation(group.constraints, agents[i], where, values)
-                    if why is not None:
-                        broke = broke or (why if packers[i].fits(want.spec) else "")
-                        continue
-                if packers[i].pack(want.spec) is not None:
-                    placed[i].append(want)
-                    where.append(agents[i])
-                    start = i + 1
-                    break
+            if not self.place_one(state, want):
+                self.end(state, want)
+                return
+        self.end(state, None)
+
+    def place_fairly(self, groups: Sequence[Group], fair: FairShare) -> None:
+        queues: dict[str, deque[Group]] = {}
+        for group in groups:
+            queues.setdefault(group.owner, deque()).append(group)
+        turns = [(fair.share(owner), n, owner) for n, owner in enumerate(queues)]
+        heapq.heapify(turns)
+        states: dict[int, tuple[_GroupState, Iterator[Want]]] = {}
+        while turns:
+            _, n, owner = heapq.heappop(turns)
+            queue = queues[owner]
+            group = queue[0]
+            if group.gang:  # all or nothing: placed as one turn
+                before = sum(len(w) for w in self.placed)
+                self.place_group(group)
+                if sum(len(w) for w in self.placed) > before:
+                    for want in _wants_of(self.placed, group.job_id):
+                        fair.add(owner, want.spec)
+                queue.popleft()
             else:
-                left = want
-                break  # the rest are the same shape: none fits either
-        if left is not None:
-            waiting.append(group.job_id)
-            at_start = [remaining for remaining, _, _ in saved]
-            skip = set() if group.gpus else gpu_agents
-            if broke:
-                constrained[group.job_id] = broke
-            elif _fits_any(packers, offered, left.spec, skip) and not _fits_any(
-                packers, at_start, left.spec, skip
+                state, wants = states.get(id(group)) or (self.begin(group), iter(group.wants))
+                states[id(group)] = (state, wants)
+                following = next(wants, None)
+                if following is None:
+                    self.end(state, None)
+                    queue.popleft()
+                elif self.place_one(state, following):
+                    fair.add(owner, following.spec)
+                else:
+                    self.end(state, following)
+                    queue.popleft()
+            if queue:
+                heapq.heappush(turns, (fair.share(owner), n, owner))
+        owners = {g.job_id: g.owner for g in groups}
+        shares = {owner: fair.share(owner) for owner in queues}
+        for job_id in list(self.behind):
+            mine = owners[job_id]
+            if any(share < shares[mine] for owner, share in shares.items() if owner != mine):
+                self.behind.discard(job_id)
+                self.owner_share.add(job_id)
+
+    def begin(self, group: Group) -> _GroupState:
+        return _GroupState(
+            group,
+            saved=[
+                (p.remaining, len(p.tasks), len(w))
+                for p, w in zip(self.packers, self.placed, strict=True)
+            ],
+            saved_start=self.start,
+            where=list(group.placed),  # the job's instances: live ones, then this round's
+            values=_known_values(group.constraints, self.facts, self.agents),
+        )
+
+    def place_one(self, state: _GroupState, want: Want) -> bool:
+        group, packers = state.group, self.packers
+        for step in range(len(packers)):
+            i = (self.start + step) % len(packers)
+            if i in self.gpu_agents and not group.gpus:
+                continue
+            if group.constraints:
+                why = first_violation(group.constraints, self.agents[i], state.where, state.values)
+                if why is not None:
+                    state.broke = state.broke or (why if packers[i].fits(want.spec) else "")
+                    continue
+            if packers[i].pack(want.spec) is not None:
+                self.placed[i].append(want)
+                state.where.append(self.agents[i])
+                self.start = i + 1
+                return True
+        return False
+
+    def end(self, state: _GroupState, left: Want | None) -> None:
+        """The group is done: all its wants placed (`left` None), or `left` fit nowhere."""
+        if left is None:
+            return
+        group = state.group
+        self.waiting.append(group.job_id)
+        at_start = [remaining for remaining, _, _ in state.saved]
+        skip = set() if group.gpus else self.gpu_agents
+        if state.broke:
+            self.constrained[group.job_id] = state.broke
+        elif _fits_any(self.packers, self.offered, left.spec, skip) and not _fits_any(
+            self.packers, at_start, left.spec, skip
+        ):
+            self.behind.add(group.job_id)
+        if group.gang:
+            for packer, wants, (remaining, tasks, count) in zip(
+                self.packers, self.placed, state.saved, strict=True
             ):
-                behind.add(group.job_id)
-            if group.gang:
-                for packer, wants, (remaining, tasks, count) in zip(
-                    packers, placed, saved, strict=True
-                ):
-                    packer.remaining = remaining
-                    del packer.tasks[tasks:]
-                    del wants[count:]
-                start = saved_start
-    launches, unused = [], []
-    for packer, wants in zip(packers, placed, strict=True):
-        if packer.tasks:
-            launches.append(AgentLaunch(packer.agent_id, packer.offers, list(packer.tasks), wants))
-        else:
-            unused.extend(packer.offers)
-    return Plan(launches, unused, sum(len(w) for w in placed), waiting, behind, constrained)
+                packer.remaining = remaining
+                del packer.tasks[tasks:]
+                del wants[count:]
+            self.start = state.saved_start
+
+    def result(self) -> Plan:
+        launches, unused = [], []
+        for packer, wants in zip(self.packers, self.placed, strict=True):
+            if packer.tasks:
+                launches.append(
+                    AgentLaunch(packer.agent_id, packer.offers, list(packer.tasks), wants)
+                )
+            else:
+                unused.extend(packer.offers)
+        placed = sum(len(w) for w in self.placed)
+        return Plan(
+            launches,
+            unused,
+            placed,
+            self.waiting,
+            self.behind,
+            self.constrained,
+            self.owner_share,
+        )
+
+
+def _wants_of(placed: list[list[Want]], job_id: str) -> list[Want]:
+    return [w for wants in placed for w in wants if w.job_id == job_id]
 
 
 def offer_facts(offer: common_pb2.Offer) -> AgentFacts:

@@ -30,7 +30,7 @@ from agora.common import UNRESERVED, Resources, new_id
 from agora.frameworks.batch import dependencies as deps
 from agora.frameworks.batch import pending
 from agora.frameworks.batch import state as st
-from agora.frameworks.batch.placement import Group, Plan, Want, offer_facts, plan
+from agora.frameworks.batch.placement import FairShare, Group, Plan, Want, offer_facts, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
 from agora.frameworks.batch.refusals import (
     DECLINE_REFUSE_SECONDS,
@@ -152,6 +152,8 @@ class BatchScheduler(Framework):
         # job the master will never run sits QUEUED with nothing said where its owner looks.
         self._launch_notes: dict[str, str] = {}
         self._facts: dict[str, AgentFacts] = {}  # agent id -> hostname and attributes
+        # owner -> weight (1 unless set): owners share the offers by weighted DRF
+        self.owner_weights: dict[str, float] = store.owner_weights()
         # job id -> what the latest offer round that left it waiting found (pending.py)
         self._round_reasons: dict[str, int] = {}
         self._offers_wanted = 0  # see _want_offers
@@ -686,7 +688,11 @@ class BatchScheduler(Framework):
                 readers.append(reader)
                 indices = reader if room is None else itertools.islice(reader, room)
                 group = Group(
-                    job.job_id, self._wants(job, indices), gang, gpus=job.spec.task.gpus > 0
+                    job.job_id,
+                    self._wants(job, indices),
+                    gang,
+                    gpus=job.spec.task.gpus > 0,
+                    owner=job.spec.owner,
                 )
                 if job.spec.constraints:
                     group.constraints = constraints_of(job.spec)
@@ -695,10 +701,84 @@ class BatchScheduler(Framework):
                         for _, a in st.active_attempts(job)
                     ]
                 groups.append(group)
-            return plan(offers, groups, self.role, self._facts) if groups else None
+            if not groups:
+                return None
+            fair = None
+            if len({g.owner for g in groups}) > 1:
+                fair = self._fair_share(offers)
+            return plan(offers, groups, self.role, self._facts, fair)
         finally:
             for reader in readers:
                 reader.close()  # what they read waits on, as hints (waiting.py)
+
+    def _usage(self) -> dict[str, dict[str, float]]:
+        """owner -> what its jobs' launched and running instances hold (per resource); a
+        scan of the jobs that have not ended, not of their instances (counts are kept)."""
+        used: dict[str, dict[str, float]] = {}
+        for job_id in self._unended:
+            job = self.jobs.get(job_id)
+            if job is None or not job.counts.running:
+                continue
+            mine = used.setdefault(job.spec.owner, {})
+            for (name, _), amount in needs(job.spec).scalars.items():
+                mine[name] = mine.get(name, 0.0) + amount * job.counts.running
+        return used
+
+    def _fair_share(self, offers: Sequence[common_pb2.Offer]) -> FairShare:
+        """The owners' usage and weights, and the total their shares are of: what the round
+        offers plus what our tasks hold."""
+        used = self._usage()
+        total: dict[str, float] = {}
+        for offer in offers:
+            for (name, _), amount in Resources.from_proto(offer.resources).scalars.items():
+                total[name] = total.get(name, 0.0) + amount
+        for mine in used.values():
+            for name, amount in mine.items():
+                total[name] = total.get(name, 0.0) + amount
+        return FairShare(used, dict(self.owner_weights), total)
+
+    def owners(self) -> list[batch_pb2.Owner]:
+        """Every owner with a job that has not ended or a weight set, as it stands now."""
+        used = self._usage()
+        running: dict[str, int] = {}
+        waiting: dict[str, int] = {}
+        for job_id in self._unended:
+            job = self.jobs.get(job_id)
+            if job is not None:
+                owner = job.spec.owner
+                running[owner] = running.get(owner, 0) + job.counts.running
+                waiting[owner] = waiting.get(owner, 0) + job.counts.pending
+        total: dict[str, float] = {}
+        for mine in used.values():
+            for name, amount in mine.items():
+                total[name] = total.get(name, 0.0) + amount
+        fair = FairShare(used, dict(self.owner_weights), total)
+        names = sorted(set(running) | set(self.owner_weights))
+        return [
+            batch_pb2.Owner(
+                name=name,
+                weight=self.owner_weights.get(name, 1.0),
+                running=running.get(name, 0),
+                pending=waiting.get(name, 0),
+                cpus=used.get(name, {}).get("cpus", 0.0),
+                mem=used.get(name, {}).get("mem", 0.0),
+                gpus=used.get(name, {}).get("gpus", 0.0),
+                share=fair.share(name),
+            )
+            for name in names
+        ]
+
+    def set_owner_weight(self, owner: str, weight: float) -> None:
+        """Stored at once (StoreUnavailable if it cannot be), used from the next round."""
+        try:
+            self.store.set_owner_weight(owner, weight)
+        except sqlite3.Error as e:
+            raise StoreUnavailable(str(e)) from e
+        if weight == 1.0:
+            self.owner_weights.pop(owner, None)
+        else:
+            self.owner_weights[owner] = weight
+        self._log.info("owner weight set", owner=owner, weight=weight)
 
     def _wants(self, job: batch_pb2.Job, indices: Iterable[int]) -> Iterator[Want]:
         for index in indices:
@@ -714,6 +794,7 @@ class BatchScheduler(Framework):
                 self.jobs[job_id],
                 behind=job_id in result.behind,
                 broke=result.constrained.get(job_id, ""),
+                owner_share=job_id in result.owner_share,
             )
         await self._tell_demand(driver, result.waiting)
         more = bool(result.waiting)
@@ -972,7 +1053,9 @@ class BatchScheduler(Framework):
         except SchedulerError as e:
             self._log.debug("demand not told", error=str(e))
 
-    def _note_waiting(self, job: batch_pb2.Job, behind: bool = False, broke: str = "") -> None:
+    def _note_waiting(
+        self, job: batch_pb2.Job, behind: bool = False, broke: str = "", owner_share: bool = False
+    ) -> None:
         # Every offer round that leaves the job waiting comes here: its needs are worded once.
         needs = self._needs.get(job.job_id)
         if needs is None:
@@ -987,6 +1070,13 @@ class BatchScheduler(Framework):
             self._round_reasons[job.job_id] = batch_pb2.PENDING_CONSTRAINT
             message = (
                 f"waiting: agents offered have room, but its constraints rule them out: {broke}"
+            )
+        elif owner_share:
+            self._round_reasons[job.job_id] = batch_pb2.PENDING_OWNER_SHARE
+            who = job.spec.owner or "the anonymous owner"
+            message = (
+                f"waiting: {who} uses more than its fair share; owners further below theirs "
+                "go first"
             )
         elif behind:
             self._round_reasons[job.job_id] = batch_pb2.PENDING_PRIORITY

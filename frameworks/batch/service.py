@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -13,7 +14,7 @@ from agora.common.authz import Action, AllowAll, Decision, refusal_message
 from agora.common.credentials import caller_principal
 from agora.common.leader import FollowingStub
 from agora.common.redaction import without_environments
-from agora.common.request_limits import LimitError
+from agora.common.request_limits import MAX_NAME_LENGTH, LimitError
 from agora.frameworks.batch import dependencies as deps
 from agora.frameworks.batch import schedules as sch
 from agora.frameworks.batch import state as st
@@ -37,6 +38,7 @@ OPERATOR_TIMEOUT = 5.0
 # drops the kept one; so reusing it costs at most a job accepted that then waits, as when the
 # master cannot be asked, and spares every submission a round trip to the master.
 AGENT_SIZES_SECONDS = 2.0
+MAX_OWNER_WEIGHT = 1_000_000.0
 
 
 class BatchService(batch_pb2_grpc.BatchServicer):
@@ -96,6 +98,8 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 refusal_message(principal, Action.SUBMIT_JOB, role, decision),
             )
         stamp_owner(spec.labels, principal)
+        # Fair share is between principals; without TLS (anonymous) a caller may say whose.
+        spec.owner = principal or spec.owner
         try:
             validate_spec(spec, self.scheduler.role)
             job = st.new_job(new_id("job"), spec, 0, 0.0)  # an id as long as the real one's
@@ -289,6 +293,38 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                     return
         finally:
             self.scheduler.unwatch(job.job_id, queue)
+
+    # --- owners' fair share ---------------------------------------------------------------
+
+    async def ListOwners(self, request: batch_pb2.ListOwnersRequest, context):
+        return batch_pb2.ListOwnersResponse(owners=self.scheduler.owners())
+
+    async def SetOwnerWeight(self, request: batch_pb2.SetOwnerWeightRequest, context):
+        principal = caller_principal(context)
+        role = self.scheduler.role
+        decision = self.authorize(principal, Action.SET_WEIGHT, role)
+        if not decision.allowed:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                refusal_message(principal, Action.SET_WEIGHT, role, decision),
+            )
+        weight = request.weight
+        if not (math.isfinite(weight) and 0 < weight <= MAX_OWNER_WEIGHT):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"weight must be a number above 0 and at most {MAX_OWNER_WEIGHT:g}, got {weight:g}",
+            )
+        if len(request.owner) > MAX_NAME_LENGTH:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"owner: at most {MAX_NAME_LENGTH} characters",
+            )
+        try:
+            self.scheduler.set_owner_weight(request.owner, weight)
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        owners = {o.name: o for o in self.scheduler.owners()}
+        return owners.get(request.owner) or batch_pb2.Owner(name=request.owner, weight=weight)
 
     # --- cron schedules --------------------------------------------------------------------
 

@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS instances (
     data BLOB NOT NULL,
     PRIMARY KEY (job_id, idx)
 );
+CREATE TABLE IF NOT EXISTS owner_weights (
+    owner TEXT PRIMARY KEY,
+    weight REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS schedules (
     name TEXT PRIMARY KEY,
     data BLOB NOT NULL
@@ -73,6 +77,19 @@ class JobStore(StateStore):
     def discard_schedule(self, name: str) -> None:
         """Forgets what was noted of the schedule (a change that could not be stored)."""
         self._schedules.pop(name, None)
+
+    def owner_weights(self) -> dict[str, float]:
+        return dict(self._db.execute("SELECT owner, weight FROM owner_weights"))
+
+    def set_owner_weight(self, owner: str, weight: float) -> None:
+        """Written at once (its own transaction); a weight of 1 is the default: forgotten."""
+        if weight == 1.0:
+            self._db.execute("DELETE FROM owner_weights WHERE owner = ?", (owner,))
+        else:
+            self._db.execute(
+                "INSERT OR REPLACE INTO owner_weights (owner, weight) VALUES (?, ?)",
+                (owner, weight),
+            )
 
     def load_schedules(self) -> list[batch_pb2.Schedule]:
         out = []

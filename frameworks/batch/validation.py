@@ -61,6 +61,8 @@ def validate_spec(spec: batch_pb2.JobSpec, framework_role: str = UNRESERVED) -> 
     for key in list(task.env) + list(command.environment):
         if not key or "=" in key or "\0" in key:
             raise SpecError(f"environment variable name {key!r} is not valid")
+    if len(spec.owner) > 256:
+        raise SpecError("owner: at most 256 characters")
     if spec.instance_args:
         check_instance_args(spec)
     if not math.isfinite(task.gpus) or task.gpus < 0:

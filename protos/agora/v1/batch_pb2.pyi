@@ -118,7 +118,7 @@ class TaskTemplate(_message.Message):
     def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ..., gpus: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running", "begin_at", "instance_args", "constraints")
+    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running", "begin_at", "instance_args", "constraints", "owner")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +140,7 @@ class JobSpec(_message.Message):
     BEGIN_AT_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ARGS_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     name: str
     instances: int
     task: TaskTemplate
@@ -154,7 +155,8 @@ class JobSpec(_message.Message):
     begin_at: float
     instance_args: _containers.RepeatedScalarFieldContainer[str]
     constraints: _containers.RepeatedCompositeFieldContainer[_services_pb2.Constraint]
-    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ..., max_running: _Optional[int] = ..., begin_at: _Optional[float] = ..., instance_args: _Optional[_Iterable[str]] = ..., constraints: _Optional[_Iterable[_Union[_services_pb2.Constraint, _Mapping]]] = ...) -> None: ...
+    owner: str
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ..., max_running: _Optional[int] = ..., begin_at: _Optional[float] = ..., instance_args: _Optional[_Iterable[str]] = ..., constraints: _Optional[_Iterable[_Union[_services_pb2.Constraint, _Mapping]]] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("job", "condition")
@@ -439,3 +441,41 @@ class DeleteScheduleResponse(_message.Message):
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     schedule: Schedule
     def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class Owner(_message.Message):
+    __slots__ = ("name", "weight", "running", "pending", "cpus", "mem", "gpus", "share")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEM_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    weight: float
+    running: int
+    pending: int
+    cpus: float
+    mem: float
+    gpus: float
+    share: float
+    def __init__(self, name: _Optional[str] = ..., weight: _Optional[float] = ..., running: _Optional[int] = ..., pending: _Optional[int] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., gpus: _Optional[float] = ..., share: _Optional[float] = ...) -> None: ...
+
+class ListOwnersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListOwnersResponse(_message.Message):
+    __slots__ = ("owners",)
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    owners: _containers.RepeatedCompositeFieldContainer[Owner]
+    def __init__(self, owners: _Optional[_Iterable[_Union[Owner, _Mapping]]] = ...) -> None: ...
+
+class SetOwnerWeightRequest(_message.Message):
+    __slots__ = ("owner", "weight")
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    owner: str
+    weight: float
+    def __init__(self, owner: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...

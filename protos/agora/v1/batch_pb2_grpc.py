@@ -99,6 +99,16 @@ class BatchStub:
                 request_serializer=agora_dot_v1_dot_batch__pb2.DeleteScheduleRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_batch__pb2.DeleteScheduleResponse.FromString,
                 _registered_method=True)
+        self.ListOwners = channel.unary_unary(
+                '/agora.v1.Batch/ListOwners',
+                request_serializer=agora_dot_v1_dot_batch__pb2.ListOwnersRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.ListOwnersResponse.FromString,
+                _registered_method=True)
+        self.SetOwnerWeight = channel.unary_unary(
+                '/agora.v1.Batch/SetOwnerWeight',
+                request_serializer=agora_dot_v1_dot_batch__pb2.SetOwnerWeightRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.Owner.FromString,
+                _registered_method=True)
 
 
 class BatchServicer:
@@ -203,6 +213,21 @@ class BatchServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListOwners(self, request, context):
+        """The owners of jobs that have not ended, and of weights set: what each uses and its share.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetOwnerWeight(self, request, context):
+        """Sets an owner's weight (1 by default): owners' shares converge to their weights' ratio.
+        Needs the set_weights ACL on the batch framework's role when the daemon has --acls.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BatchServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -270,6 +295,16 @@ def add_BatchServicer_to_server(servicer, server):
                     servicer.DeleteSchedule,
                     request_deserializer=agora_dot_v1_dot_batch__pb2.DeleteScheduleRequest.FromString,
                     response_serializer=agora_dot_v1_dot_batch__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'ListOwners': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListOwners,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.ListOwnersRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.ListOwnersResponse.SerializeToString,
+            ),
+            'SetOwnerWeight': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetOwnerWeight,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.SetOwnerWeightRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.Owner.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -623,6 +658,60 @@ class Batch:
             '/agora.v1.Batch/DeleteSchedule',
             agora_dot_v1_dot_batch__pb2.DeleteScheduleRequest.SerializeToString,
             agora_dot_v1_dot_batch__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListOwners(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/ListOwners',
+            agora_dot_v1_dot_batch__pb2.ListOwnersRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.ListOwnersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetOwnerWeight(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/SetOwnerWeight',
+            agora_dot_v1_dot_batch__pb2.SetOwnerWeightRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.Owner.FromString,
             options,
             channel_credentials,
             insecure,

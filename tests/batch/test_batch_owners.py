@@ -1,0 +1,115 @@
+"""Issue 36, item 5: fair share between owners. The batch framework shares what it is offered
+between the owners of its jobs by weighted DRF (owners take turns instance by instance, the
+lowest weighted dominant share first); priorities order jobs within an owner. The rule alone,
+then through the batch cluster: an owner's 10 instances are not held up behind another's
+backlog, and two owners with backlogs converge to their weights."""
+
+from __future__ import annotations
+
+import asyncio
+
+from batch_harness import BatchCluster
+from harness import eventually_async
+
+from agora.common import Resources
+from agora.frameworks.batch.placement import FairShare, Group, Want, plan
+from agora.frameworks.sdk import TaskSpec
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+
+
+def offer(agent: str, cpus: float) -> C.Offer:
+    resources = Resources.parse(f"cpus:{cpus};mem:4096").to_proto()
+    return C.Offer(offer_id=f"o-{agent}", agent_id=agent, hostname=agent, resources=resources)
+
+
+def group(job_id: str, owner: str, count: int = 20) -> Group:
+    wants = (
+        Want(job_id, i, TaskSpec(name=f"{job_id}-{i}", cpus=1, mem=16, command="true"))
+        for i in range(count)
+    )
+    return Group(job_id, wants, owner=owner)
+
+
+def placed_by_owner(result) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for launch in result.launches:
+        for want in launch.wants:
+            owner = want.job_id.split("-")[0]
+            out[owner] = out.get(owner, 0) + 1
+    return out
+
+
+def test_owners_take_turns_by_weighted_dominant_share():
+    offers = [offer("a1", 4), offer("a2", 4)]
+    fair = FairShare(used={}, weights={"alice": 3.0}, total={"cpus": 8.0, "mem": 8192.0})
+    # alice's job is first in the queue, yet the round is split 3:1.
+    result = plan(offers, [group("alice-1", "alice"), group("bob-1", "bob")], fair=fair)
+    assert placed_by_owner(result) == {"alice": 6, "bob": 2}
+
+
+def test_a_newcomer_goes_first_and_the_one_above_its_share_is_told_why():
+    offers = [offer("a1", 2)]
+    # alice already runs 6 cpus' worth; bob nothing: the 2 free cpus go to bob.
+    fair = FairShare(used={"alice": {"cpus": 6.0}}, weights={}, total={"cpus": 8.0})
+    result = plan(offers, [group("alice-1", "alice"), group("bob-1", "bob", 2)], fair=fair)
+    assert placed_by_owner(result) == {"bob": 2}
+    assert result.owner_share == {"alice-1"}
+    # One owner alone: the queue order, all of the round.
+    alone = plan(offers, [group("alice-1", "alice")], fair=fair)
+    assert placed_by_owner(alone) == {"alice": 2}
+
+
+async def submit(cluster, owner: str, command: str, instances: int) -> str:
+    return await cluster.submit(command, instances=instances, cpus=0.5, owner=owner)
+
+
+async def test_an_owners_few_instances_wait_at_most_one_round_behind_a_backlog(tmp_path):
+    cluster = await BatchCluster(tmp_path).start()  # 2 agents of 2 cpus: 8 slots of 0.5
+    try:
+        backlog = await submit(cluster, "alice", "sleep 0.5", 400)
+        await eventually_async(
+            lambda: cluster.batch.scheduler.jobs[backlog].counts.running == 8, timeout=20
+        )
+        few = await submit(cluster, "bob", "true", 4)
+        done = await cluster.wait_state(few, B.JOB_SUCCEEDED, timeout=60)
+        last_launch = max(i.attempts[0].launched_at for i in done.instances)
+        alice = cluster.batch.scheduler.jobs[backlog]
+        ahead = [
+            a
+            for i in alice.instances
+            for a in i.attempts
+            if done.submitted_at <= a.launched_at <= last_launch
+        ]
+        # At most the 8 slots of the round(s) that freed up while bob's job was placed.
+        assert len(ahead) <= 8, len(ahead)
+        owners = await cluster.cli("job", "owners")
+        assert owners.code == 0 and "alice" in owners.out  # bob's job has ended
+        await cluster.stub.KillJob(B.KillJobRequest(job_id=backlog))
+    finally:
+        await cluster.stop()
+
+
+async def test_two_owners_with_backlogs_converge_to_their_weights(tmp_path):
+    cluster = await BatchCluster(tmp_path).start()
+    try:
+        weight = await cluster.cli("job", "owner-weight", "alice", "3")
+        assert weight.code == 0, weight.err
+        alice = await submit(cluster, "alice", "sleep 0.4", 300)
+        bob = await submit(cluster, "bob", "sleep 0.4", 300)
+        samples: list[float] = []
+        for _ in range(60):
+            await asyncio.sleep(0.1)
+            owners = {
+                o.name: o for o in (await cluster.stub.ListOwners(B.ListOwnersRequest())).owners
+            }
+            a, b = owners["alice"].running, owners["bob"].running
+            if a + b >= 6 and owners["alice"].pending and owners["bob"].pending:
+                samples.append(a / (a + b))
+        assert len(samples) >= 20, samples
+        mean = sum(samples[5:]) / len(samples[5:])
+        assert 0.6 <= mean <= 0.9, (mean, samples)  # 3:1 is 0.75
+        for job_id in (alice, bob):
+            await cluster.stub.KillJob(B.KillJobRequest(job_id=job_id))
+    finally:
+        await cluster.stop()
