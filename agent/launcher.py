@@ -384,6 +384,20 @@ async def start_wrapper(
     return await launcher.launch(run_dir, spec)
 
 
+def end_usage(result: dict | None) -> common_pb2.TaskEndUsage | None:
+    """What the task used, as its wrapper recorded it in exit.json (None: not recorded)."""
+    if not result or "cpu_user" not in result:
+        return None
+    try:
+        return common_pb2.TaskEndUsage(
+            cpu_user_seconds=float(result["cpu_user"]),
+            cpu_system_seconds=float(result.get("cpu_system", 0.0)),
+            mem_peak_bytes=int(result.get("max_rss_kb", 0)) * 1024,
+        )
+    except (TypeError, ValueError):
+        return None
+
+
 def exit_outcome(
     result: dict | None, killed: bool
 ) -> tuple[common_pb2.TaskState, str, str, int | None]:

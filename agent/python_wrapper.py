@@ -29,6 +29,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import resource
 import signal
 import stat
 import subprocess
@@ -155,9 +156,14 @@ def _launch(run_dir: Path, spec: LaunchSpec | None, spawner: int) -> int:
     _kill_group(proc.pid)
     memory_limit_hit = cgroup_members.memory_limit_hit(cgroups)
     _empty_cgroups(cgroups)
-    result = {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
+    result: dict[str, float] = (
+        {"signal": -returncode} if returncode < 0 else {"exit_code": returncode}
+    )
     if memory_limit_hit is not None:
         result["memory_limit_hit"] = memory_limit_hit
+    # What the command used, all told: the processes this wrapper waited for (the task).
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result.update(cpu_user=used.ru_utime, cpu_system=used.ru_stime, max_rss_kb=used.ru_maxrss)
     # Not fsync'd (0.5 ms of CPU a task): the agent reads it as soon as this process ends and
     # logs the terminal update; a machine crash before that ends the task's run anyway. In
     # place, into the room the agent reserved: the task may have filled the disk.

@@ -357,7 +357,7 @@ class TaskManager:
             # if they are as good as new, else removed.
             self._isolator.release(run.record.cgroups)
             _drop_cgroups(run)
-        self._end(run, *_outcome(run, result))
+        self._end(run, *_outcome(run, result), usage=launcher.end_usage(result))
 
     async def _empty_cgroups(self, run: TaskRun) -> None:
         """After a failed launch or a killed wrapper: whatever did start (a wrapper can die
@@ -507,6 +507,7 @@ class TaskManager:
         reason: str = "",
         exit_code: int | None = None,
         durable: bool = False,
+        usage: common_pb2.TaskEndUsage | None = None,
     ) -> None:
         # Later states need no fsync of the record: the update log (fsync'd) holds them, and
         # a machine crash that loses the record's state ends the run's wrapper too.
@@ -517,7 +518,7 @@ class TaskManager:
             # A full disk: the update log (which keeps a reserve) still holds the state, and a
             # restarted agent takes the log's word over the record's.
             log.error("cannot save the task's record", run_id=run.record.run_id, error=str(e))
-        self._report(run, state, message, reason, exit_code)
+        self._report(run, state, message, reason, exit_code, usage)
 
     def _report(
         self,
@@ -526,16 +527,17 @@ class TaskManager:
         message: str,
         reason: str = "",
         exit_code: int | None = None,
+        usage: common_pb2.TaskEndUsage | None = None,
     ) -> None:
         """Emits the update of `state`, which the run's record already holds."""
         if run.forgotten:
             return
-        self._emit(
-            run.record.framework_id,
-            self._status(
-                run.record.framework_id, run.task.task_id, state, message, reason, exit_code
-            ),
+        status = self._status(
+            run.record.framework_id, run.task.task_id, state, message, reason, exit_code
         )
+        if usage is not None:
+            status.end_usage.CopyFrom(usage)
+        self._emit(run.record.framework_id, status)
 
     def _end(
         self,
@@ -544,6 +546,7 @@ class TaskManager:
         message: str,
         reason: str,
         exit_code: int | None = None,
+        usage: common_pb2.TaskEndUsage | None = None,
     ) -> None:
         log.info(
             "task ended",
@@ -552,7 +555,7 @@ class TaskManager:
             state=common_pb2.TaskState.Name(state),
             message=message,
         )
-        self._update(run, state, message, reason, exit_code)
+        self._update(run, state, message, reason, exit_code, usage=usage)
         run.ended.set()
         if self._metrics is not None:
             self._metrics.task_ended(state)
@@ -647,7 +650,7 @@ class TaskManager:
         if run.wrapper is None:
             if result is not None:
                 self._remove_cgroups(run)
-                self._end(run, *_outcome(run, result))
+                self._end(run, *_outcome(run, result), usage=launcher.end_usage(result))
             else:
                 log_.warning("the agent stopped while launching this task")
                 self._remove_cgroups(run)

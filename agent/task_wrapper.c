@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -561,6 +562,13 @@ int main(int argc, char **argv) {
                 ? snprintf(json, sizeof json, "{\"signal\": %d", WTERMSIG(status))
                 : snprintf(json, sizeof json, "{\"exit_code\": %d", WEXITSTATUS(status));
     if (limit >= 0) n += snprintf(json + n, sizeof json - n, ", \"memory_limit_hit\": %lld", limit);
+    /* What the command used, all told: the processes this wrapper waited for (the task). */
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+        n += snprintf(json + n, sizeof json - n,
+                      ", \"cpu_user\": %.6f, \"cpu_system\": %.6f, \"max_rss_kb\": %ld",
+                      ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
+                      ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, ru.ru_maxrss);
     snprintf(json + n, sizeof json - n, "}");
     write_json("exit.json", json);
     let_go();

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 
 from agora.cli.framework_daemon import add_daemon_flags, serve
-from agora.cli.options import add_log_flags, daemon_credentials, setup_logging
+from agora.cli.options import add_log_flags, daemon_credentials, duration, setup_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,6 +76,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="finished jobs remembered (listed, their logs found), the oldest forgotten first "
         "(default: %(default)s)",
     )
+    parser.add_argument(
+        "--keep-finished-for",
+        type=duration,
+        default=30 * 24 * 3600.0,
+        metavar="DURATION",
+        help="finished jobs are forgotten this long after they ended (and past "
+        "--max-finished-jobs), e.g. 7d; 0: only the count bounds them (default: 30d)",
+    )
     add_log_flags(parser)
     parser.set_defaults(func=run)
 
@@ -120,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         retry_backoff_seconds=args.retry_backoff,
         retry_backoff_max_seconds=max(60.0, args.retry_backoff),
         max_finished_jobs=args.max_finished_jobs,
+        keep_finished_seconds=args.keep_finished_for,
         gang_hold_seconds=args.gang_hold,
         decline_refuse_seconds=args.decline_refuse,
         idle_refuse_seconds=args.idle_refuse,

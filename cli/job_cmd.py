@@ -131,6 +131,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_json_flag(update)
     update.set_defaults(func=_update)
 
+    history = commands.add_parser(
+        "history",
+        help="finished jobs, instance by instance: exit code, times, agent, CPU, peak memory",
+        description="Lists the jobs that ended (as Slurm's sacct): for each instance's last "
+        "attempt its state, exit code, start and end, agent, CPU seconds and peak memory "
+        "(what its agent measured). The batch daemon keeps finished jobs for "
+        "--keep-finished-for (30 days by default) and at most --max-finished-jobs of them.",
+    )
+    add_master_flag(history)
+    _add_batch_flag(history)
+    history.add_argument(
+        "--since",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="only jobs that ended within this long, e.g. 1d, 2h (default: all kept)",
+    )
+    history.add_argument("--owner", default=None, help="only this owner's jobs")
+    add_json_flag(history)
+    history.set_defaults(func=_history)
+
     owners = commands.add_parser(
         "owners",
         help="the owners of jobs: weight, what each runs and its share (weighted DRF)",
@@ -575,6 +596,52 @@ def _update(args: argparse.Namespace) -> int:
             f"job {job.job_id} updated: priority {spec.priority}, {spec.instances} "
             f"instance(s), time limit {limit}"
         )
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from agora.frameworks.batch.state import instance_state_name
+    from agora.v1 import batch_pb2
+
+    request = batch_pb2.ListJobsRequest(
+        states=[batch_pb2.JOB_SUCCEEDED, batch_pb2.JOB_FAILED, batch_pb2.JOB_KILLED],
+        include_instances=True,
+        ended_after=time.time() - args.since if args.since is not None else 0.0,
+    )
+    if args.owner is not None:
+        request.owner = args.owner
+    with BatchClient(args.master, credentials_from(args), args.batch) as batch:
+        jobs = batch.call("ListJobs", request).jobs
+    if args.json:
+        print_json([to_dict(job) for job in jobs])
+        return 0
+    if not jobs:
+        print("no finished jobs")
+        return 0
+    rows = []
+    for job in jobs:
+        for instance in job.instances:
+            last = instance.attempts[-1] if instance.attempts else None
+            usage = last.usage if last is not None and last.HasField("usage") else None
+            cpu = usage.cpu_user_seconds + usage.cpu_system_seconds if usage else None
+            rows.append(
+                [
+                    job.job_id,
+                    job.spec.name,
+                    job.spec.owner or "-",
+                    str(instance.index),
+                    instance_state_name(instance.state),
+                    str(last.exit_code) if last is not None and last.HasField("exit_code") else "-",
+                    when(last.started_at or last.launched_at) if last else "-",
+                    when(last.ended_at) if last else "-",
+                    (last.hostname or last.agent_id) if last else "-",
+                    f"{cpu:.2f}" if cpu is not None else "-",
+                    f"{usage.mem_peak_bytes / 2**20:.1f}" if usage else "-",
+                    str(len(instance.attempts)),
+                ]
+            )
+    headers = ["JOB", "NAME", "OWNER", "INSTANCE", "STATE", "EXIT", "START", "END", "AGENT"]
+    print(format_table([*headers, "CPU S", "PEAK MB", "ATTEMPTS"], rows))
     return 0
 
 

@@ -25,6 +25,7 @@ from agora.frameworks.sdk import FrameworkDaemon
 from agora.v1 import batch_pb2, batch_pb2_grpc
 
 SERVICE_NAMES = [service_name(batch_pb2, "Batch")]
+FORGET_EVERY_SECONDS = 60.0
 
 
 @dataclass
@@ -60,6 +61,8 @@ class BatchConfig:
     # How long a waiting gang's hold (Scheduler.Hold) collects resources; 0: no holds.
     gang_hold_seconds: float = 120.0
     max_finished_jobs: int = 10_000  # finished jobs remembered, the oldest forgotten first
+    # ... and for at most this long after they ended (`agora job history`); 0: no time bound.
+    keep_finished_seconds: float = 30 * 24 * 3600.0
     # How long offers are refused while nothing waits (we also suppress then).
     idle_refuse_seconds: float = IDLE_REFUSE_SECONDS
 
@@ -76,6 +79,7 @@ class BatchConfig:
             "decline_refuse_seconds",
             "idle_refuse_seconds",
             "gang_hold_seconds",
+            "keep_finished_seconds",
         ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
@@ -117,6 +121,7 @@ class BatchDaemon(FrameworkDaemon):
             idle_refuse_seconds=config.idle_refuse_seconds,
             max_finished_jobs=config.max_finished_jobs,
             gang_hold_seconds=config.gang_hold_seconds,
+            keep_finished_seconds=config.keep_finished_seconds,
         )
         from prometheus_client import Histogram
 
@@ -138,7 +143,17 @@ class BatchDaemon(FrameworkDaemon):
 
     def _start_background(self) -> list[asyncio.Task]:
         assert self.cron is not None
-        return [asyncio.create_task(self.cron.run(), name="batch-cron")]
+        return [
+            asyncio.create_task(self.cron.run(), name="batch-cron"),
+            asyncio.create_task(self._forget_old_jobs(), name="batch-history"),
+        ]
+
+    async def _forget_old_jobs(self) -> None:
+        """Finished jobs past their time are forgotten even when no job is submitted."""
+        assert self.scheduler is not None
+        while True:
+            await asyncio.sleep(FORGET_EVERY_SECONDS)
+            self.scheduler.forget_old_jobs(by_age=True)
 
     def _summary(self) -> dict:
         assert self.scheduler is not None

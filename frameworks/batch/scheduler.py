@@ -101,6 +101,7 @@ class BatchScheduler(Framework):
         clock: Callable[[], float] = time.time,
         max_finished_jobs: int = 10_000,
         gang_hold_seconds: float = 120.0,
+        keep_finished_seconds: float = 0.0,
     ) -> None:
         self.store = store
         # A gang that does not fit one round of offers asks the master to hold resources for
@@ -113,6 +114,8 @@ class BatchScheduler(Framework):
         # Finished jobs kept (listed, their logs found), the oldest forgotten first: jobs are
         # free to submit, so their history may not grow for ever.
         self.max_finished_jobs = max_finished_jobs
+        # ... and for at most this long after they ended (0: no bound but the count).
+        self.keep_finished_seconds = keep_finished_seconds
         self.policy_name = policy
         self.sort_key = get_policy(policy)  # ValueError on a bad name, at start-up
         self.role = role or UNRESERVED
@@ -161,22 +164,29 @@ class BatchScheduler(Framework):
         self.agents_lost = 0  # agents the master removed since we started (service.py)
         self._background: set[asyncio.Task] = set()
         self._log = log.bind(policy=policy)
-        self.forget_old_jobs()
+        self.forget_old_jobs(by_age=True)
 
     # --- the book of jobs (called by the servicer) ------------------------------------------
 
-    def forget_old_jobs(self) -> list[str]:
+    def forget_old_jobs(self, by_age: bool = False) -> list[str]:
         """Forgets the finished jobs (ended, no task left) beyond max_finished_jobs, the ones
-        that ended first; returns their ids."""
-        if len(self.jobs) - len(self._unended) <= self.max_finished_jobs:
-            return []  # not even the ended jobs are too many (the common case: no scan)
+        that ended first, and with `by_age` (a periodic sweep: it scans every job) those that
+        ended more than keep_finished_seconds ago; returns their ids."""
+        ended = len(self.jobs) - len(self._unended)
+        oldest_kept = self.clock() - self.keep_finished_seconds
+        by_age = by_age and bool(self.keep_finished_seconds) and ended > 0
+        if ended <= self.max_finished_jobs and not (by_age and self._oldest_end() < oldest_kept):
+            return []  # not too many, nor too old (the common case: no sort)
         finished = [
             j for j in self.jobs.values() if j.job_id not in self._unended and st.is_finished(j)
         ]
-        excess = len(finished) - self.max_finished_jobs
+        finished.sort(key=lambda j: (j.ended_at, j.sequence))
+        excess = max(0, len(finished) - self.max_finished_jobs)
+        if by_age:
+            while excess < len(finished) and finished[excess].ended_at < oldest_kept:
+                excess += 1
         if excess <= 0:
             return []
-        finished.sort(key=lambda j: (j.ended_at, j.sequence))
         gone = [j.job_id for j in finished[:excess]]
         try:
             self.store.delete_jobs(gone)
@@ -197,6 +207,12 @@ class BatchScheduler(Framework):
                 notes.pop(job_id, None)
         self._log.info("forgot finished jobs past the bound", count=len(gone))
         return gone
+
+    def _oldest_end(self) -> float:
+        return min(
+            (j.ended_at for j in self.jobs.values() if j.job_id not in self._unended),
+            default=float("inf"),
+        )
 
     def submit(
         self, spec: batch_pb2.JobSpec, note: str = "", job_id: str | None = None
@@ -258,9 +274,17 @@ class BatchScheduler(Framework):
             raise UnknownJob(job_id)
         return job
 
-    def list_jobs(self, states: Sequence[int] = ()) -> list[batch_pb2.Job]:
+    def list_jobs(
+        self, states: Sequence[int] = (), ended_after: float = 0.0, owner: str | None = None
+    ) -> list[batch_pb2.Job]:
         jobs = sorted(self.jobs.values(), key=lambda j: j.sequence)
-        return [j for j in jobs if not states or j.state in states]
+        return [
+            j
+            for j in jobs
+            if (not states or j.state in states)
+            and (not ended_after or j.ended_at >= ended_after)
+            and (owner is None or j.spec.owner == owner)
+        ]
 
     async def kill(self, job_id: str) -> batch_pb2.Job:
         """Marks the job KILLED, stored before its tasks are killed and the caller hears of

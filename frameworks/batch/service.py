@@ -188,7 +188,11 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         explain = self.scheduler.explain
         jobs = [
             self._shown(explain(j) if whole else st.without_instances(explain(j)), j, principal)
-            for j in self.scheduler.list_jobs(list(request.states))
+            for j in self.scheduler.list_jobs(
+                list(request.states),
+                ended_after=request.ended_after,
+                owner=request.owner if request.HasField("owner") else None,
+            )
         ]
         return batch_pb2.ListJobsResponse(jobs=jobs)
 

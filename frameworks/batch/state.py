@@ -32,6 +32,9 @@ TERMINAL_INSTANCE_STATES = frozenset(
 ACTIVE_INSTANCE_STATES = frozenset({batch_pb2.INSTANCE_LAUNCHED, batch_pb2.INSTANCE_RUNNING})
 # For a batch attempt, a task the master does not know or cannot reach is over too: the
 # instance is retried rather than waited for.
+# The reason an attempt killed past its job's time limit shows (Slurm's word for it).
+TIMEOUT = "TIMEOUT"
+REASON_MAX_COMPLETION_TIME_REACHED = "REASON_MAX_COMPLETION_TIME_REACHED"
 # The master never saw the task (we stopped between recording and launching it): launching it
 # again is not the task's fault, so it does not use up a retry.
 _NOT_COUNTED = frozenset({common_pb2.TASK_UNKNOWN, common_pb2.TASK_DROPPED})
@@ -222,6 +225,10 @@ def apply_update(
         attempt.agent_id = status.agent_id
     if status.HasField("exit_code"):
         attempt.exit_code = status.exit_code
+    if status.HasField("end_usage"):
+        attempt.usage.CopyFrom(status.end_usage)
+    if status.reason == REASON_MAX_COMPLETION_TIME_REACHED:
+        attempt.reason = TIMEOUT
     if state == common_pb2.TASK_RUNNING and not attempt.started_at:
         attempt.started_at = now
     what = (

@@ -53,9 +53,32 @@ def new_run(tmp_path: Path, name: str) -> tuple[Path, Path]:
     return run_dir, sandbox
 
 
+USAGE_KEYS = ("cpu_user", "cpu_system", "max_rss_kb")
+
+
 async def finished(wrapper: Wrapper, run_dir: Path) -> dict | None:
+    """How the command ended, as exit.json says (without what it used: see the usage test)."""
     await asyncio.wait_for(wrapper.wait(), 30)
-    return launcher.read_exit(run_dir)
+    result = launcher.read_exit(run_dir)
+    return {k: v for k, v in result.items() if k not in USAGE_KEYS} if result else result
+
+
+async def test_the_wrapper_records_what_the_command_used(tmp_path, agent_launcher):
+    """CPU seconds and peak memory for accounting (`agora job history`), from the processes
+    the wrapper waited for: here a child that holds 64 MB and spins for a moment."""
+    run_dir, sandbox = new_run(tmp_path, "used")
+    script = (
+        "import time; b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); "
+        "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    )
+    wrapper = await start_wrapper(
+        run_dir, [sys.executable, "-c", script], dict(os.environ), sandbox, launcher=agent_launcher
+    )
+    await asyncio.wait_for(wrapper.wait(), 30)
+    usage = launcher.end_usage(launcher.read_exit(run_dir))
+    assert usage is not None
+    assert usage.cpu_user_seconds + usage.cpu_system_seconds >= 0.3
+    assert usage.mem_peak_bytes >= 64 << 20
 
 
 def pipes_of(pid: int) -> set[str]:

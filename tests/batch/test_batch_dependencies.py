@@ -192,7 +192,7 @@ async def test_an_instance_past_its_time_limit_is_killed_fails_and_is_retried(cl
     assert len(attempts) == 2
     for attempt in attempts:
         assert attempt.state == C.TASK_FAILED, attempt
-        assert attempt.reason == "REASON_MAX_COMPLETION_TIME_REACHED"
+        assert attempt.reason == "TIMEOUT"
         assert "ran past its time limit of 1 s" in attempt.message
 
 

@@ -167,7 +167,7 @@ class Dependency(_message.Message):
     def __init__(self, job: _Optional[str] = ..., condition: _Optional[_Union[DependencyCondition, str]] = ...) -> None: ...
 
 class Attempt(_message.Message):
-    __slots__ = ("attempt", "task_id", "agent_id", "hostname", "agent_address", "state", "exit_code", "message", "reason", "launched_at", "started_at", "ended_at", "framework_id")
+    __slots__ = ("attempt", "task_id", "agent_id", "hostname", "agent_address", "state", "exit_code", "message", "reason", "launched_at", "started_at", "ended_at", "framework_id", "usage")
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +181,7 @@ class Attempt(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     attempt: int
     task_id: str
     agent_id: str
@@ -194,7 +195,8 @@ class Attempt(_message.Message):
     started_at: float
     ended_at: float
     framework_id: str
-    def __init__(self, attempt: _Optional[int] = ..., task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., agent_address: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., launched_at: _Optional[float] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., framework_id: _Optional[str] = ...) -> None: ...
+    usage: _common_pb2.TaskEndUsage
+    def __init__(self, attempt: _Optional[int] = ..., task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., agent_address: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., launched_at: _Optional[float] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., framework_id: _Optional[str] = ..., usage: _Optional[_Union[_common_pb2.TaskEndUsage, _Mapping]] = ...) -> None: ...
 
 class Instance(_message.Message):
     __slots__ = ("index", "state", "attempts", "not_before", "failures")
@@ -275,12 +277,16 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("states", "include_instances")
+    __slots__ = ("states", "include_instances", "ended_after", "owner")
     STATES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[JobState]
     include_instances: bool
-    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., include_instances: _Optional[bool] = ...) -> None: ...
+    ended_after: float
+    owner: str
+    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., include_instances: _Optional[bool] = ..., ended_after: _Optional[float] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs",)

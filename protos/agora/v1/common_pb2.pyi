@@ -220,7 +220,7 @@ class TaskInfo(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., agent_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., health_check: _Optional[_Union[HealthCheck, _Mapping]] = ..., kill_grace_period_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., max_completion_seconds: _Optional[float] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("task_id", "state", "message", "source", "reason", "agent_id", "framework_id", "timestamp", "uuid", "healthy", "exit_code")
+    __slots__ = ("task_id", "state", "message", "source", "reason", "agent_id", "framework_id", "timestamp", "uuid", "healthy", "exit_code", "end_usage")
     class Source(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         SOURCE_UNSPECIFIED: _ClassVar[TaskStatus.Source]
@@ -240,6 +240,7 @@ class TaskStatus(_message.Message):
     UUID_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    END_USAGE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     state: TaskState
     message: str
@@ -251,7 +252,18 @@ class TaskStatus(_message.Message):
     uuid: bytes
     healthy: bool
     exit_code: int
-    def __init__(self, task_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., message: _Optional[str] = ..., source: _Optional[_Union[TaskStatus.Source, str]] = ..., reason: _Optional[str] = ..., agent_id: _Optional[str] = ..., framework_id: _Optional[str] = ..., timestamp: _Optional[float] = ..., uuid: _Optional[bytes] = ..., healthy: _Optional[bool] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    end_usage: TaskEndUsage
+    def __init__(self, task_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., message: _Optional[str] = ..., source: _Optional[_Union[TaskStatus.Source, str]] = ..., reason: _Optional[str] = ..., agent_id: _Optional[str] = ..., framework_id: _Optional[str] = ..., timestamp: _Optional[float] = ..., uuid: _Optional[bytes] = ..., healthy: _Optional[bool] = ..., exit_code: _Optional[int] = ..., end_usage: _Optional[_Union[TaskEndUsage, _Mapping]] = ...) -> None: ...
+
+class TaskEndUsage(_message.Message):
+    __slots__ = ("cpu_user_seconds", "cpu_system_seconds", "mem_peak_bytes")
+    CPU_USER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_SYSTEM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEM_PEAK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cpu_user_seconds: float
+    cpu_system_seconds: float
+    mem_peak_bytes: int
+    def __init__(self, cpu_user_seconds: _Optional[float] = ..., cpu_system_seconds: _Optional[float] = ..., mem_peak_bytes: _Optional[int] = ...) -> None: ...
 
 class Filters(_message.Message):
     __slots__ = ("refuse_seconds",)

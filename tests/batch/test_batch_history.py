@@ -1,0 +1,76 @@
+"""Issue 36, item 8 (accounting): `agora job history` lists finished jobs instance by instance
+with exit code, start, end, agent, and the CPU seconds and peak memory the agent measured
+(its task wrapper's getrusage); finished jobs are kept for a time and a count the operator
+sets."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from batch_harness import BatchCluster
+
+from agora.frameworks.batch.scheduler import BatchScheduler
+from agora.frameworks.batch.store import JobStore
+from agora.v1 import batch_pb2 as B
+from agora.v1 import common_pb2 as C
+
+BURN = (
+    "import time; b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); "
+    "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+)
+
+
+async def test_history_shows_what_each_instance_used(tmp_path):
+    cluster = await BatchCluster(tmp_path).start()
+    try:
+        burn = await cluster.submit([sys.executable, "-c", BURN], mem=128, owner="alice")
+        fail = await cluster.submit("exit 3", owner="bob")
+        await cluster.wait_state(burn, B.JOB_SUCCEEDED)
+        await cluster.wait_state(fail, B.JOB_FAILED)
+
+        shown = await cluster.cli("job", "history")
+        assert shown.code == 0, shown.err
+        lines = {line.split()[0]: line.split() for line in shown.out.splitlines()[1:]}
+        assert lines[burn][2:6] == ["alice", "0", "SUCCEEDED", "0"]
+        assert lines[fail][2:6] == ["bob", "0", "FAILED", "3"]
+        # CPU S and PEAK MB, then ATTEMPTS: what the agent measured.
+        cpu, peak = float(lines[burn][-3]), float(lines[burn][-2])
+        assert cpu >= 0.3 and peak >= 48, lines[burn]
+
+        alices = await cluster.cli("job", "history", "--owner", "alice", "--json")
+        [job] = json.loads(alices.out)
+        usage = job["instances"][0]["attempts"][0]["usage"]
+        assert int(usage["mem_peak_bytes"]) >= 48 << 20
+        recent = await cluster.cli("job", "history", "--since", "1h")
+        assert burn in recent.out and fail in recent.out
+        running = await cluster.submit("sleep 60")
+        assert running not in (await cluster.cli("job", "history")).out
+        await cluster.stub.KillJob(B.KillJobRequest(job_id=running))
+    finally:
+        await cluster.stop()
+
+
+async def test_finished_jobs_are_forgotten_after_the_time_kept(tmp_path):
+    now = [1000.0]
+    scheduler = BatchScheduler(
+        JobStore(tmp_path / "batch.sqlite3"), clock=lambda: now[0], keep_finished_seconds=60
+    )
+    spec = B.JobSpec(
+        name="old",
+        instances=1,
+        task=B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=0.1, mem=16),
+    )
+    job = scheduler.submit(spec)
+    await scheduler.kill(job.job_id)  # ended, no task ever ran: finished
+    now[0] += 59
+    assert scheduler.forget_old_jobs(by_age=True) == []
+    now[0] += 2
+    assert scheduler.forget_old_jobs() == []  # a submission's sweep counts only
+    assert scheduler.forget_old_jobs(by_age=True) == [job.job_id]
+    scheduler.close()
+    scheduler.store.close()
+    # Forgotten in the store too: a restarted daemon does not bring it back.
+    again = BatchScheduler(JobStore(tmp_path / "batch.sqlite3"), clock=lambda: now[0])
+    assert again.jobs == {}
+    again.store.close()
