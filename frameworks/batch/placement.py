@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from agora.common import UNRESERVED, Resources
+from agora.frameworks.batch.backfill import Reservation
 from agora.frameworks.sdk import OfferPacker, TaskSpec
 from agora.frameworks.sdk.constraints import AgentFacts, Constraint, first_violation
 from agora.v1 import common_pb2
@@ -104,13 +105,16 @@ def plan(
     role: str = UNRESERVED,
     facts: dict[str, AgentFacts] | None = None,
     fair: FairShare | None = None,
+    reservation: Reservation | None = None,
+    now: float = 0.0,
 ) -> Plan:
     """Places the groups into the offers; agents take turns so that a job spreads out.
     `facts`: the hostname and attributes of agents, for constraints (the offers' own when
     not given; GROUP_BY counts the values of all agents given). With `fair` and jobs of
     several owners, the owners take turns instance by instance, the lowest weighted dominant
-    share first (DRF), each serving its own jobs in queue order."""
-    round_ = _Round(offers, role, facts)
+    share first (DRF), each serving its own jobs in queue order. With `reservation`
+    (backfill.py), other jobs use the reserved agent only as it allows at `now`."""
+    round_ = _Round(offers, role, facts, reservation, now)
     if fair is None or len({g.owner for g in groups}) < 2:
         for group in groups:
             round_.place_group(group)
@@ -137,7 +141,10 @@ class _Round:
         offers: Sequence[common_pb2.Offer],
         role: str,
         facts: dict[str, AgentFacts] | None,
+        reservation: Reservation | None = None,
+        now: float = 0.0,
     ) -> None:
+        self.reservation, self.now = reservation, now
         by_agent: dict[str, list[common_pb2.Offer]] = {}
         for offer in offers:
             by_agent.setdefault(offer.agent_id, []).append(offer)
@@ -222,6 +229,8 @@ class _Round:
             i = (self.start + step) % len(packers)
             if i in self.gpu_agents and not group.gpus:
                 continue
+            if self._reserved_from(group, i, want):
+                continue
             if group.constraints:
                 why = first_violation(group.constraints, self.agents[i], state.where, state.values)
                 if why is not None:
@@ -233,6 +242,15 @@ class _Round:
                 self.start = i + 1
                 return True
         return False
+
+    def _reserved_from(self, group: Group, i: int, want: Want) -> bool:
+        """Whether the backfill reservation keeps agent `i`'s room from this want."""
+        r = self.reservation
+        if r is None or group.job_id == r.job_id or self.packers[i].agent_id != r.agent_id:
+            return False
+        remaining = {name: self.packers[i].remaining.scalar(name) for name in r.keep}
+        spec = want.spec
+        return not r.allows(remaining, spec.scalars(), spec.max_completion_seconds, self.now)
 
     def end(self, state: _GroupState, left: Want | None) -> None:
         """The group is done: all its wants placed (`left` None), or `left` fit nowhere."""

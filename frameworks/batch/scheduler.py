@@ -30,6 +30,7 @@ from agora.common import UNRESERVED, Resources, new_id
 from agora.frameworks.batch import dependencies as deps
 from agora.frameworks.batch import pending
 from agora.frameworks.batch import state as st
+from agora.frameworks.batch.backfill import Reservation, reserve
 from agora.frameworks.batch.placement import FairShare, Group, Plan, Want, offer_facts, plan
 from agora.frameworks.batch.queue import QueuedJob, get_policy
 from agora.frameworks.batch.refusals import (
@@ -155,6 +156,8 @@ class BatchScheduler(Framework):
         # job the master will never run sits QUEUED with nothing said where its owner looks.
         self._launch_notes: dict[str, str] = {}
         self._facts: dict[str, AgentFacts] = {}  # agent id -> hostname and attributes
+        self._head: str | None = None  # the first job left waiting last round (backfill.py)
+        self._backfill_notes: dict[str, str] = {}  # head job id -> its reservation, in words
         # owner -> weight (1 unless set): owners share the offers by weighted DRF
         self.owner_weights: dict[str, float] = store.owner_weights()
         # job id -> what the latest offer round that left it waiting found (pending.py)
@@ -730,10 +733,56 @@ class BatchScheduler(Framework):
             fair = None
             if len({g.owner for g in groups}) > 1:
                 fair = self._fair_share(offers)
-            return plan(offers, groups, self.role, self._facts, fair)
+            reservation = self._reservation(offers, [g.job_id for g in groups], now)
+            result = plan(offers, groups, self.role, self._facts, fair, reservation, now)
+            # The next round's head: the first job of the queue left waiting (not a gang,
+            # which its hold serves).
+            waiting = set(result.waiting)
+            self._head = next(
+                (g.job_id for g in groups if g.job_id in waiting and not g.gang), None
+            )
+            return result
         finally:
             for reader in readers:
                 reader.close()  # what they read waits on, as hints (waiting.py)
+
+    def _reservation(
+        self, offers: Sequence[common_pb2.Offer], queued: list[str], now: float
+    ) -> Reservation | None:
+        """Backfill (backfill.py): where and when last round's head job will fit, by our
+        tasks' declared ends, while other jobs behind it are ready to take its room."""
+        head = self._head
+        if head is None or head not in queued or queued.index(head) == len(queued) - 1:
+            self._backfill_notes.clear()
+            return None
+        job = self.jobs[head]
+        amounts = {n: a for (n, _), a in needs(job.spec).scalars.items()}
+        free_now: dict[str, dict[str, float]] = {}
+        for offer in offers:
+            mine = free_now.setdefault(offer.agent_id, {})
+            usable = Resources.from_proto(offer.resources).allocatable_to(self.role)
+            for name in amounts:
+                mine[name] = mine.get(name, 0.0) + usable.scalar(name)
+        ends: dict[str, list[tuple[float, dict[str, float]]]] = {}
+        for job_id in self._unended:
+            other = self.jobs.get(job_id)
+            limit = other.spec.time_limit_seconds if other is not None else 0.0
+            if other is None or not limit or not other.counts.running:
+                continue  # no declared end: assumed to run on
+            held = {n: a for (n, _), a in needs(other.spec).scalars.items()}
+            for _, attempt in st.active_attempts(other):
+                start = attempt.started_at or attempt.launched_at
+                ends.setdefault(attempt.agent_id, []).append((start + limit, held))
+        reservation = reserve(head, amounts, free_now, ends, now)
+        self._backfill_notes.clear()
+        if reservation is not None:
+            where = self._facts.get(reservation.agent_id)
+            when = time.strftime("%H:%M:%S", time.localtime(reservation.at))
+            self._backfill_notes[head] = (
+                f"room reserved on {where.hostname if where else reservation.agent_id} "
+                f"from {when} (backfill: only jobs that end by then use it meanwhile)"
+            )
+        return reservation
 
     def _usage(self) -> dict[str, dict[str, float]]:
         """owner -> what its jobs' launched and running instances hold (per resource); a
@@ -1110,7 +1159,7 @@ class BatchScheduler(Framework):
         else:
             self._round_reasons[job.job_id] = batch_pb2.PENDING_RESOURCES
             message = f"waiting for offers with room for {needs}"
-        for notes in (self._notes, self._hold_notes, self._launch_notes):
+        for notes in (self._notes, self._hold_notes, self._launch_notes, self._backfill_notes):
             if job.job_id in notes:
                 message += f"; {notes[job.job_id]}"
         if job.message != message and not st.is_ended(job):

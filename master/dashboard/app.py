@@ -650,8 +650,16 @@ class Dashboard:
         if found is None:
             return {"available": False, "message": "no batch framework is registered"}
         stub = batch_pb2_grpc.BatchStub(self._channel(found[0]))
-        reply = await self._call("the batch framework", stub.ListJobs, batch_pb2.ListJobsRequest())
-        return {"available": True, "jobs": [_shown(j) for j in reply.jobs]}
+        name = "the batch framework"
+        reply = await self._call(name, stub.ListJobs, batch_pb2.ListJobsRequest())
+        owners = await self._call(name, stub.ListOwners, batch_pb2.ListOwnersRequest())
+        schedules = await self._call(name, stub.ListSchedules, batch_pb2.ListSchedulesRequest())
+        return {
+            "available": True,
+            "jobs": [_shown(j) for j in reply.jobs],
+            "owners": [_shown(o) for o in owners.owners],
+            "schedules": [_shown(s) for s in schedules.schedules],
+        }
 
     async def job(self, request: web.Request) -> dict:
         """One job, from the batch framework as `agora job status` reads it: its instances and

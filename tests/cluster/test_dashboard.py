@@ -140,9 +140,18 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     assert page.get_by_test_id("files").locator("text=stdout").count() == 1
     shot(page, tmp_path, "task")
 
+    nightly = agora(
+        "job", "schedule", "--master", local.address, "nightly", "--cron", "0 3 * * *",
+        "--timezone", "Europe/Paris", "--", "true",
+    )  # fmt: skip
+    assert nightly.returncode == 0, nightly.stdout + nightly.stderr
     page.click("nav >> text=Jobs")
     page.get_by_test_id("jobs").locator("tr", has_text="greet").wait_for()
     assert "SUCCEEDED" in page.get_by_test_id("jobs").inner_text()
+    schedule = page.get_by_test_id("schedules").locator("tr", has_text="nightly")
+    assert "0 3 * * * (Europe/Paris)" in schedule.inner_text()
+    assert "active" in schedule.inner_text()
+    assert page.get_by_test_id("owners").count() == 1
     shot(page, tmp_path, "jobs")
     page.get_by_test_id("jobs").locator("tr", has_text="greet").get_by_role("link").click()
     instances = page.get_by_test_id("job-instances").locator("tbody tr")
@@ -152,6 +161,7 @@ def test_a_person_follows_a_job_from_the_dashboard_to_its_output(local, browser,
     job_state = page.get_by_test_id("job").locator("span.state-JOB_SUCCEEDED")
     assert job_state.inner_text() == "SUCCEEDED"
     shot(page, tmp_path, "job")
+    assert instances.first.locator("td").nth(7).inner_text() != "-"  # its peak memory
     instances.first.get_by_role("link").first.click()  # its task's page, with its output
     page.get_by_test_id("log").filter(has_text="hello-from-the-dashboard").wait_for()
 

@@ -80,6 +80,21 @@ function table(testid, columns, rows, empty) {
 }
 
 // Shown as the command line shows them (RUNNING, FINISHED); the class keeps the full name.
+// A job's pending reason as `agora job list` shows it: PENDING_RUNNING_LIMIT -> running-limit.
+function pendingName(reason) {
+  if (!reason || reason === "PENDING_REASON_NONE") return "";
+  return reason.replace(/^PENDING_/, "").toLowerCase().replace(/_/g, "-");
+}
+
+// A schedule's latest run: its job's state, or why it was skipped.
+function lastRun(schedule) {
+  const runs = schedule.runs || [];
+  if (!runs.length) return "-";
+  const run = runs[runs.length - 1];
+  if (run.skipped) return `skipped: ${run.skipped}`;
+  return run.job_id ? h("a", { href: `#/job/${encodeURIComponent(run.job_id)}` }, run.state ? run.state.replace(/^JOB_/, "") : run.job_id) : "-";
+}
+
 function stateCell(state) {
   return h("span", { class: `state-${state}` }, String(state).replace(/^(TASK|JOB|INSTANCE)_/, ""));
 }
@@ -360,15 +375,20 @@ const pages = {
     const spec = j.spec || {};
     const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
     const last = (i) => (i.attempts || [])[(i.attempts || []).length - 1] || {};
+    const used = (i) => last(i).usage || null;
     return [
       h("h1", {}, `Job ${spec.name || j.job_id}`),
       facts("job", [
         ["State", stateCell(j.state)],
         ["Instances", Object.entries(j.counts || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "-"],
+        ["Waiting", pendingName(j.pending_reason) || "-"],
         ["Why", j.message || "-"],
+        ["Held", j.held ? "yes (release it with agora job release)" : "no"],
         ["Retries", spec.max_retries || 0],
         ["Priority", spec.priority || 0],
-        ["Owner", (spec.labels || {})["agora.owner"] || "-"],
+        ["Time limit", spec.time_limit_seconds ? `${spec.time_limit_seconds} s` : "none"],
+        ["Constraints", (spec.constraints || []).map((c) => `${c.field}:${c.operator}${c.value ? ":" + c.value : ""}`).join(", ") || "-"],
+        ["Owner", spec.owner || (spec.labels || {})["agora.owner"] || "-"],
         ["Submitted", when(j.submitted_at)],
         ["Started", when(j.started_at)],
         ["Ended", when(j.ended_at)],
@@ -382,6 +402,8 @@ const pages = {
         ["Last task", (i) => (last(i).task_id ? taskLink(last(i)) : "-")],
         ["Host", (i) => (last(i).agent_id ? agentLink(last(i).agent_id, last(i).hostname) : "-")],
         ["Exit", (i) => (last(i).exit_code === undefined ? "-" : last(i).exit_code)],
+        ["CPU s", (i) => (used(i) ? ((used(i).cpu_user_seconds || 0) + (used(i).cpu_system_seconds || 0)).toFixed(2) : "-")],
+        ["Peak MB", (i) => (used(i) ? (Number(used(i).mem_peak_bytes || 0) / 1048576).toFixed(1) : "-")],
         ["Message", (i) => last(i).message || ""],
       ], j.instances || [], "No instances."),
     ];
@@ -445,13 +467,34 @@ const pages = {
   async jobs() {
     const j = await api("/api/jobs");
     if (!j.available) return [h("h1", {}, "Batch jobs"), h("p", { class: "muted" }, j.message)];
+    const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
     return [h("h1", {}, "Batch jobs"), table("jobs", [
       ["Job", (x) => h("a", { href: `#/job/${encodeURIComponent(x.job_id)}` }, x.job_id)],
       ["Name", (x) => (x.spec && x.spec.name) || ""],
+      ["Owner", (x) => (x.spec && x.spec.owner) || "-"],
       ["State", (x) => stateCell(x.state)],
+      ["Waiting", (x) => pendingName(x.pending_reason) || "-"],
       ["Instances", (x) => Object.entries(x.counts || {}).map(([k, v]) => `${k} ${v}`).join(", ")],
       ["Message", (x) => x.message || ""],
-    ], j.jobs.slice().reverse(), "No jobs submitted.")];
+    ], j.jobs.slice().reverse(), "No jobs submitted."),
+    h("h2", {}, "Owners"),
+    table("owners", [
+      ["Owner", (o) => o.name || "(anonymous)"],
+      ["Weight", (o) => o.weight || 1],
+      ["Running", (o) => o.running || 0],
+      ["Pending", (o) => o.pending || 0],
+      ["CPUs", (o) => o.cpus || 0],
+      ["Share", (o) => (o.share || 0).toFixed(3)],
+    ], j.owners || [], "No job waits or runs."),
+    h("h2", {}, "Schedules"),
+    table("schedules", [
+      ["Schedule", (c) => c.spec.name],
+      ["Cron", (c) => h("code", {}, `${c.spec.cron} (${c.spec.timezone || "UTC"})`)],
+      ["State", (c) => (c.suspended ? "suspended" : "active")],
+      ["Next run", (c) => when(c.next_run_at)],
+      ["Last run", (c) => lastRun(c)],
+      ["Missed", (c) => c.missed || 0],
+    ], j.schedules || [], "No cron schedules.")];
   },
 
   async apps() {
