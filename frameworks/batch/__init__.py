@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from agora.common.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
-    from agora.frameworks.batch.client import find_batch_address
+    from agora.frameworks.batch.client import BatchClient, find_batch_address
     from agora.frameworks.batch.daemon import BatchConfig, BatchDaemon
     from agora.frameworks.batch.queue import DEFAULT_POLICY, POLICIES, QueuedJob, get_policy, order
     from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
@@ -30,7 +30,7 @@ else:
     __getattr__, __dir__ = exports_on_first_use(
         __name__,
         {
-            "agora.frameworks.batch.client": ("find_batch_address",),
+            "agora.frameworks.batch.client": ("BatchClient", "find_batch_address"),
             "agora.frameworks.batch.daemon": ("BatchConfig", "BatchDaemon"),
             "agora.frameworks.batch.queue": (
                 "DEFAULT_POLICY",
@@ -65,6 +65,7 @@ __all__ = [
     "SpecError",
     "StoreUnavailable",
     "UnknownJob",
+    "BatchClient",
     "find_batch_address",
     "get_policy",
     "order",
