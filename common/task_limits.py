@@ -13,11 +13,13 @@ __all__ = [
     "MAX_ENVIRONMENT_BYTES",
     "MAX_LABELS",
     "MAX_LABEL_VALUE_LENGTH",
+    "MAX_TASKS_PER_ACCEPT",
     "MIN_TASK_CPUS",
     "check_labels",
     "check_task_size",
 ]
 
+MAX_TASKS_PER_ACCEPT = 1000  # tasks one Accept may launch (on one agent)
 MAX_LABEL_VALUE_LENGTH = 4096
 MAX_LABELS = 64
 MAX_COMMAND_BYTES = 64 * 1024  # a task's command line (argv or shell), all told

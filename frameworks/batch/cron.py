@@ -155,9 +155,14 @@ class Cron:
         """Acts on every schedule that is due now; returns how many fired (run or skipped)."""
         fired = 0
         for schedule in list(self.schedules.values()):
-            due = sch.due(schedule, self.clock())
-            if due.fire_time is not None and await self._fire(schedule, due):
-                fired += 1
+            if self.schedules.get(schedule.spec.name) is not schedule:
+                continue  # replaced or deleted while an earlier one fired
+            try:
+                due = sch.due(schedule, self.clock())
+                if due.fire_time is not None and await self._fire(schedule, due):
+                    fired += 1
+            except Exception:  # one schedule's trouble does not stop the others
+                log.exception("cannot fire a schedule", schedule=schedule.spec.name)
         return fired
 
     def _active_runs(self, schedule: batch_pb2.Schedule) -> list[str]:
@@ -189,6 +194,8 @@ class Cron:
                     await self.scheduler.kill(job_id)
                 except StoreUnavailable:
                     return False
+        if self.schedules.get(name) is not schedule:
+            return False  # replaced, suspended or deleted meanwhile: the next tick decides
         if run.skipped or not collision.run:
             sch.record(schedule, run, due.missed)
             return self._commit_record(schedule, before, run)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from agora.common import UNRESERVED, Resources
+from agora.common.task_limits import MAX_TASKS_PER_ACCEPT
 from agora.frameworks.batch.backfill import Reservation
 from agora.frameworks.sdk import OfferPacker, TaskSpec
 from agora.frameworks.sdk.constraints import AgentFacts, Constraint, first_violation
@@ -229,6 +230,8 @@ class _Round:
             i = (self.start + step) % len(packers)
             if i in self.gpu_agents and not group.gpus:
                 continue
+            if len(packers[i].tasks) >= MAX_TASKS_PER_ACCEPT:
+                continue  # one Accept launches at most that many: the rest wait a round
             if self._reserved_from(group, i, want):
                 continue
             if group.constraints:

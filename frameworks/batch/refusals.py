@@ -32,9 +32,15 @@ _THE_TASKS_FAULT = frozenset({"INVALID_REQUEST", "PERMISSION_DENIED"})
 
 def blamed_jobs(reason: str | None, message: str, jobs_by_task: Mapping[str, str]) -> set[str]:
     """The ids of the jobs a refused launch (of the tasks `jobs_by_task` maps to their jobs)
-    is the fault of: those whose task the master's message names ("task ID: ..."), else all
-    of them (a refusal of the framework's user concerns every task); none for a routine one."""
+    is the fault of: those whose task the master's message names ("task ID: ..."); for a
+    refusal that names none, the launch's job if it is the only one, or every job for a
+    permission refusal (the ACLs refuse the framework's user or role: every batch task runs
+    as it); none for a routine one. A refusal that blames no job leaves its instances waiting
+    (the job says why)."""
     if reason not in _THE_TASKS_FAULT:
         return set()
     named = {job for task, job in jobs_by_task.items() if f"task {task}:" in message}
-    return named or set(jobs_by_task.values())
+    jobs = set(jobs_by_task.values())
+    if named or len(jobs) == 1:
+        return named or jobs
+    return jobs if reason == "PERMISSION_DENIED" else set()

@@ -52,8 +52,12 @@ from agora.frameworks.sdk import (
 from agora.frameworks.sdk.constraints import AgentFacts
 from agora.v1 import batch_pb2, common_pb2
 
+# Constraints that count the job's running instances (the others look at one agent only).
+COUNTING = frozenset({"UNIQUE", "MAX_PER", "GROUP_BY"})
+
 log = structlog.get_logger(__name__)
 
+HELD_MESSAGE = "held: release it with `agora job release`"
 # How a job's message starts while the batch daemon has no master.
 MASTER_LOST = "the batch daemon lost the master"
 
@@ -349,7 +353,7 @@ class BatchScheduler(Framework):
             if not st.hold(job, held):
                 return False
             job.message = (
-                "held: release it with `agora job release`"
+                HELD_MESSAGE
                 if held
                 else deps.waiting_message(job)
                 if job.waiting_for
@@ -361,12 +365,18 @@ class BatchScheduler(Framework):
             return job
         if held:
             self._waiting.forget(job_id)  # nothing of it is placed while held
+            self._drop_hold(job_id)
         else:
             self._track(job)
             self._want_offers()
         self._log.info("job held" if held else "job released", job_id=job_id)
         self._publish(job, description=job.message)
         return job
+
+    def _drop_hold(self, job_id: str) -> None:
+        """Gives up the job's gang hold at the master, if it has one (in the background)."""
+        if job_id in self._holds and self.driver is not None:
+            self._spawn(self._release_hold(self.driver, job_id))
 
     async def requeue(self, job_id: str) -> batch_pb2.Job:
         """Runs a RUNNING job's unfinished instances again (JobEnded otherwise): its running
@@ -403,6 +413,7 @@ class BatchScheduler(Framework):
         )
         self._needs.pop(job_id, None)
         self._round_reasons.pop(job_id, None)
+        self._drop_hold(job_id)  # asked for the gang's old shape
         if not job.held and not job.waiting_for:
             self._waiting.forget(job_id)
             self._track(job)  # its place in the queue and its instances as they are now
@@ -469,15 +480,13 @@ class BatchScheduler(Framework):
         waiting for others only into the book of dependents, until they end."""
         if st.is_ended(job):
             return
-        if job.held:
-            self._unended.add(job.job_id)  # queued when released
-            return
-        if job.waiting_for:
-            self._unended.add(job.job_id)
+        self._unended.add(job.job_id)
+        if job.waiting_for:  # held or not: its dependencies' ends are followed
             for dependency in job.waiting_for:
                 self._dependents.setdefault(dependency, set()).add(job.job_id)
             return
-        self._unended.add(job.job_id)
+        if job.held:
+            return  # queued when released
         self._keys[job.job_id] = self.sort_key(
             QueuedJob(job.job_id, job.sequence, job.spec.priority, job.spec.duration_seconds)
         )
@@ -502,7 +511,13 @@ class BatchScheduler(Framework):
             if deps.met(condition, ended.state):
                 job.waiting_for.remove(ended.job_id)
                 st.refresh(job, now)
-                job.message = deps.waiting_message(job) if job.waiting_for else "waiting for offers"
+                job.message = (
+                    deps.waiting_message(job)
+                    if job.waiting_for
+                    else HELD_MESSAGE
+                    if job.held
+                    else "waiting for offers"
+                )
                 self._save(job)
                 if not job.waiting_for:
                     self._track(job)
@@ -669,8 +684,11 @@ class BatchScheduler(Framework):
             if job.state == batch_pb2.JOB_KILLED:
                 for _, attempt in st.active_attempts(job):
                     await self._kill_task(attempt.task_id, attempt.agent_id)
-            elif job.message.startswith(MASTER_LOST):
-                self._say(job, "the master is back: waiting for offers")
+            else:
+                for attempt in st.superseded_attempts(job):  # a requeue's kills, again
+                    await self._kill_task(attempt.task_id, attempt.agent_id)
+                if job.message.startswith(MASTER_LOST):
+                    self._say(job, "the master is back: waiting for offers")
         await self.update_interest()
 
     async def on_disconnected(self, driver: Driver) -> None:
@@ -714,20 +732,7 @@ class BatchScheduler(Framework):
                 reader = self._waiting.ready(job, now)
                 readers.append(reader)
                 indices = reader if room is None else itertools.islice(reader, room)
-                group = Group(
-                    job.job_id,
-                    self._wants(job, indices),
-                    gang,
-                    gpus=job.spec.task.gpus > 0,
-                    owner=job.spec.owner,
-                )
-                if job.spec.constraints:
-                    group.constraints = constraints_of(job.spec)
-                    group.placed = [
-                        self._facts.get(a.agent_id) or AgentFacts(a.agent_id, a.hostname)
-                        for _, a in st.active_attempts(job)
-                    ]
-                groups.append(group)
+                groups.append(self._group(job, indices, gang))
             if not groups:
                 return None
             fair = None
@@ -853,6 +858,25 @@ class BatchScheduler(Framework):
             self.owner_weights[owner] = weight
         self._log.info("owner weight set", owner=owner, weight=weight)
 
+    def _group(self, job: batch_pb2.Job, indices: Iterable[int], gang: bool) -> Group:
+        """The job's instances at `indices` (read lazily) as placement takes them."""
+        group = Group(
+            job.job_id,
+            self._wants(job, indices),
+            gang,
+            gpus=job.spec.task.gpus > 0,
+            owner=job.spec.owner,
+        )
+        if job.spec.constraints:
+            group.constraints = constraints_of(job.spec)
+            if any(c.operator in COUNTING for c in group.constraints):
+                # Only these count where the job runs (a scan of its instances).
+                group.placed = [
+                    self._facts.get(a.agent_id) or AgentFacts(a.agent_id, a.hostname)
+                    for _, a in st.active_attempts(job)
+                ]
+        return group
+
     def _wants(self, job: batch_pb2.Job, indices: Iterable[int]) -> Iterator[Want]:
         for index in indices:
             yield Want(job.job_id, index, self.task_spec(job, index))
@@ -939,12 +963,17 @@ class BatchScheduler(Framework):
         """A gang's hold was met: place that gang first, then the rest as usual."""
         job_id = self._forget_hold(hold_id)  # met: nothing to release
         job = self.jobs.get(job_id or "")
-        if job is None or not (job.spec.gang and st.never_launched(job)):
+        now = self.clock()
+        if (
+            job is None
+            or not (job.spec.gang and st.never_launched(job))
+            or job.held
+            or job.spec.begin_at > now
+        ):
             await self.on_offers(driver, offers)
             return
-        now = self.clock()
-        wants = [Want(job.job_id, i, self.task_spec(job, i)) for i in st.ready_instances(job, now)]
-        result = plan(offers, [Group(job.job_id, wants, gang=True)], self.role)
+        group = self._group(job, st.ready_instances(job, now), gang=True)
+        result = plan(offers, [group], self.role, self._facts)
         for launch in result.launches:
             await self._launch(driver, launch, more_waiting=True)
         launched = {id(o) for launch in result.launches for o in launch.offers}
@@ -975,8 +1004,9 @@ class BatchScheduler(Framework):
     async def _launch(self, driver: Driver, launch, more_waiting: bool) -> None:
         offer = launch.offers[0]
         now = self.clock()
-        # A kill may have come in while an earlier launch of this round was awaited.
-        wants = [w for w in launch.wants if st.is_ready(self.jobs[w.job_id], w.index, now)]
+        # A kill, a hold or an update (fewer instances) may have come in while an earlier
+        # launch of this round was awaited.
+        wants = [w for w in launch.wants if self._still_wanted(w, now)]
         if len(wants) != len(launch.wants):
             keep = {w.spec.task_id for w in wants}
             launch.wants = wants
@@ -1064,6 +1094,15 @@ class BatchScheduler(Framework):
         for want in launch.wants:  # killed while we were launching
             if self.jobs[want.job_id].state == batch_pb2.JOB_KILLED:
                 await self._kill_task(want.spec.task_id, launch.agent_id)
+
+    def _still_wanted(self, want: Want, now: float) -> bool:
+        job = self.jobs.get(want.job_id)
+        return (
+            job is not None
+            and not job.held
+            and want.index < len(job.instances)
+            and st.is_ready(job, want.index, now)
+        )
 
     def _fail_refused(self, job: batch_pb2.Job, reason: str) -> None:
         """The master refused the job's tasks for what they are: running them again would be

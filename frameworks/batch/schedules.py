@@ -52,7 +52,7 @@ def zone(spec: batch_pb2.ScheduleSpec):
         return UTC
     try:
         return ZoneInfo(spec.timezone)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # a directory, a name too long
         raise ScheduleError(
             f"unknown time zone {spec.timezone!r}: give an IANA name such as Europe/Paris, "
             "America/New_York or UTC"

@@ -111,12 +111,17 @@ class BatchService(batch_pb2_grpc.BatchServicer):
     def _check_master_limits(self, job: batch_pb2.Job) -> None:
         """The job's tasks within the limits the master checks at launch (task_limits.py), so
         a job the master would refuse is refused now, saying why, not queued to fail; checked
-        on its longest task, the last instance's (the longest name). The job's own labels are
-        stored and shown: the same limits."""
-        last = len(job.instances) - 1
-        task = self.scheduler.task_spec(job, last).to_task_info("", Resources())
+        on its longest tasks: the last instance's (the longest name) and the one with the
+        longest per-instance arguments. The job's own labels are stored and shown: the same
+        limits."""
+        longest = {len(job.instances) - 1}
+        if job.spec.instance_args:  # and the instance with the longest arguments
+            args = job.spec.instance_args
+            longest.add(max(range(len(args)), key=lambda i: len(args[i])))
         try:
-            task_limits.check_task_size(task)
+            for index in sorted(longest):
+                task = self.scheduler.task_spec(job, index).to_task_info("", Resources())
+                task_limits.check_task_size(task)
             task_limits.check_labels(job.spec.labels)
         except LimitError as e:
             raise SpecError(f"the master would refuse this job's tasks: {e}") from None

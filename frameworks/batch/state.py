@@ -115,6 +115,20 @@ def active_attempts(job: Job) -> list[tuple[int, Attempt]]:
     return out
 
 
+def superseded_attempts(job: Job) -> list[Attempt]:
+    """Tasks still running that their instance no longer counts on (a requeue sent it back to
+    the queue, or launched it again): to be killed."""
+    out = []
+    for instance in job.instances:
+        last = len(instance.attempts) - 1
+        for n, attempt in enumerate(instance.attempts):
+            if attempt.state in OVER_STATES:
+                continue
+            if n < last or instance.state == batch_pb2.INSTANCE_PENDING:
+                out.append(attempt)
+    return out
+
+
 def ready_instances(job: Job, now: float) -> list[int]:
     """Indices of instances to launch now (pending and past their retry backoff)."""
     if is_ended(job):

@@ -209,3 +209,46 @@ async def test_requeue_runs_a_running_jobs_instances_again(cluster):
     job = await eventually_async(relaunched, timeout=30, message="instances running again")
     assert {i.attempts[0].task_id for i in job.instances} == first_tasks
     assert job.state == B.JOB_RUNNING and job.counts.failed == 0
+
+
+async def test_a_held_job_follows_its_dependencies_across_a_restart(tmp_path):
+    """A held job that waits for another is still told when that one ends, after a restart
+    too, and is queued when released (it was once left WAITING for ever)."""
+    from agora.frameworks.batch.scheduler import BatchScheduler
+    from agora.frameworks.batch.store import JobStore
+
+    path = tmp_path / "batch.sqlite3"
+    task = B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=0.1, mem=16)
+    scheduler = BatchScheduler(JobStore(path))
+    first = scheduler.submit(B.JobSpec(name="a", instances=1, task=task))
+    after = B.Dependency(job=first.job_id, condition=B.AFTER_ANY)
+    second = scheduler.submit(B.JobSpec(name="b", instances=1, task=task, after=[after]))
+    scheduler.hold(second.job_id, True)
+    scheduler.close()
+    scheduler.store.close()
+
+    scheduler = BatchScheduler(JobStore(path))
+    await scheduler.kill(first.job_id)
+    waiting = scheduler.get(second.job_id)
+    assert list(waiting.waiting_for) == [] and waiting.held
+    assert waiting.message.startswith("held") and waiting.state == B.JOB_QUEUED
+    assert second.job_id not in scheduler._waiting.job_ids()  # held: nothing placed
+    scheduler.hold(second.job_id, False)
+    assert second.job_id in scheduler._waiting.job_ids()
+    scheduler.close()
+    scheduler.store.close()
+
+
+def test_a_requeued_instances_old_task_is_to_be_killed_until_it_ends():
+    from agora.frameworks.batch import state as st
+
+    job = st.new_job("job-1", B.JobSpec(name="r", instances=2), 1, 0.0)
+    for index in range(2):
+        st.record_launch(job, index, agent_id="a", now=1.0)
+    st.requeue(job, 2.0)
+    assert [a.task_id for a in st.superseded_attempts(job)] == ["job-1.0.1", "job-1.1.1"]
+    st.record_launch(job, 0, agent_id="a", now=3.0)  # relaunched before the kill went out
+    assert [a.task_id for a in st.superseded_attempts(job)] == ["job-1.0.1", "job-1.1.1"]
+    ended = C.TaskStatus(task_id="job-1.0.1", state=C.TASK_KILLED)
+    st.apply_update(job, 0, ended, now=4.0, backoff=st.Backoff())
+    assert [a.task_id for a in st.superseded_attempts(job)] == ["job-1.1.1"]

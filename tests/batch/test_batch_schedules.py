@@ -48,6 +48,8 @@ def at(*parts: int, tz=PARIS) -> float:
         (dict(cron="*/5 * * *"), "give five fields"),
         (dict(cron="61 * * * *"), "cron expression '61 \\* \\* \\* \\*'"),
         (dict(timezone="Mars/Olympus"), "unknown time zone 'Mars/Olympus'"),
+        (dict(timezone="America"), "unknown time zone 'America'"),  # a directory
+        (dict(timezone="x" * 300), "unknown time zone"),
         (dict(name="no spaces"), "schedule name"),
         (dict(starting_deadline_seconds=-1), "starting_deadline_seconds"),
     ],
