@@ -209,7 +209,12 @@ def test_a_joined_agent_renews_its_certificate_before_it_expires_without_a_resta
 
             second = eventually(renewed, timeout=30, message="the certificate renewed")
             assert second.not_valid_after_utc > firsts[daemon].not_valid_after_utc
-            assert "certificate renewed" in daemon.log_path.read_text()
+            # Logged just after the new files are in place: read once it is written.
+            eventually(
+                lambda daemon=daemon: "certificate renewed" in daemon.log_path.read_text(),
+                timeout=10,
+                message="the renewal logged",
+            )
         # Past the first certificates' expiry, each daemon's server presents its renewed one:
         # a client that checks dates gets through (an expired one fails the handshake).
         last = max(c.not_valid_after_utc.timestamp() for c in firsts.values())
