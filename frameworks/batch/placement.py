@@ -232,7 +232,7 @@ class _Round:
                 continue
             if len(packers[i].tasks) >= MAX_TASKS_PER_ACCEPT:
                 continue  # one Accept launches at most that many: the rest wait a round
-            if self._reserved_from(group, i, want):
+            if self.reservation is not None and self._reserved_from(group, i, want):
                 continue
             if group.constraints:
                 why = first_violation(group.constraints, self.agents[i], state.where, state.values)
@@ -263,10 +263,13 @@ class _Round:
         self.waiting.append(group.job_id)
         at_start = [remaining for remaining, _, _ in state.saved]
         skip = set() if group.gpus else self.gpu_agents
+        placed_before = any(count for _, _, count in state.saved)
         if state.broke:
             self.constrained[group.job_id] = state.broke
-        elif _fits_any(self.packers, self.offered, left.spec, skip) and not _fits_any(
-            self.packers, at_start, left.spec, skip
+        elif (
+            placed_before  # else the round was whole when it began: nobody took its room
+            and _fits_any(self.packers, self.offered, left.spec, skip)
+            and not _fits_any(self.packers, at_start, left.spec, skip)
         ):
             self.behind.add(group.job_id)
         if group.gang:
