@@ -161,6 +161,7 @@ class _Round:
         self.behind: set[str] = set()
         self.constrained: dict[str, str] = {}
         self.owner_share: set[str] = set()
+        self.left: dict[str, Want] = {}  # job id -> its first instance that fit nowhere
         self.start = 0
 
     def place_group(self, group: Group) -> None:
@@ -204,13 +205,26 @@ class _Round:
                     queue.popleft()
             if queue:
                 heapq.heappush(turns, (fair.share(owner), n, owner))
-        owners = {g.job_id: g.owner for g in groups}
+        # Owners took turns, so a job left waiting where room was offered lost it to another
+        # owner's turn (its owner had reached the others' share: OWNER_SHARE) or to its own
+        # owner's jobs ahead of it (PRIORITY).
+        by_job = {g.job_id: g for g in groups}
         shares = {owner: fair.share(owner) for owner in queues}
-        for job_id in list(self.behind):
-            mine = owners[job_id]
-            if any(share < shares[mine] for owner, share in shares.items() if owner != mine):
-                self.behind.discard(job_id)
+        took = {w.job_id for wants in self.placed for w in wants}
+        takers = {by_job[j].owner for j in took if j in by_job}
+        for job_id, left in self.left.items():
+            if job_id in self.constrained:
+                continue
+            self.behind.discard(job_id)
+            group = by_job[job_id]
+            skip = set() if group.gpus else self.gpu_agents
+            if not _fits_any(self.packers, self.offered, left.spec, skip):
+                continue  # no room was offered for it at all: RESOURCES
+            mine = shares[group.owner]
+            if any(shares[o] <= mine for o in takers if o != group.owner):
                 self.owner_share.add(job_id)
+            else:
+                self.behind.add(job_id)
 
     def begin(self, group: Group) -> _GroupState:
         return _GroupState(
@@ -261,6 +275,7 @@ class _Round:
             return
         group = state.group
         self.waiting.append(group.job_id)
+        self.left[group.job_id] = left
         at_start = [remaining for remaining, _, _ in state.saved]
         skip = set() if group.gpus else self.gpu_agents
         placed_before = any(count for _, _, count in state.saved)

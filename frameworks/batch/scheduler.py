@@ -1187,8 +1187,8 @@ class BatchScheduler(Framework):
             self._round_reasons[job.job_id] = batch_pb2.PENDING_OWNER_SHARE
             who = job.spec.owner or "the anonymous owner"
             message = (
-                f"waiting: {who} uses more than its fair share; owners further below theirs "
-                "go first"
+                f"waiting: {who} has its weighted share of the offers; other owners' jobs take "
+                "the rest (fair share between owners)"
             )
         elif behind:
             self._round_reasons[job.job_id] = batch_pb2.PENDING_PRIORITY

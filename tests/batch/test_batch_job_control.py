@@ -252,3 +252,13 @@ def test_a_requeued_instances_old_task_is_to_be_killed_until_it_ends():
     ended = C.TaskStatus(task_id="job-1.0.1", state=C.TASK_KILLED)
     st.apply_update(job, 0, ended, now=4.0, backoff=st.Backoff())
     assert [a.task_id for a in st.superseded_attempts(job)] == ["job-1.1.1"]
+
+
+async def test_a_job_says_when_the_batch_daemon_has_no_master(cluster):
+    blocker = await submit(cluster, "sleep 60", instances=2, cpus=1)
+    await cluster.wait_state(blocker, B.JOB_RUNNING)
+    waits = await submit(cluster, cpus=1)
+    await wait_reason(cluster, waits, "resources")
+    await cluster.master.stop()
+    job = await wait_reason(cluster, waits, "master")
+    assert job.message.startswith("the batch daemon lost the master")

@@ -98,8 +98,11 @@ async def test_two_owners_with_backlogs_converge_to_their_weights(tmp_path):
         alice = await submit(cluster, "alice", "sleep 0.4", 300)
         bob = await submit(cluster, "bob", "sleep 0.4", 300)
         samples: list[float] = []
+        reasons: set[int] = set()
         for _ in range(60):
             await asyncio.sleep(0.1)
+            for job_id in (alice, bob):
+                reasons.add((await cluster.job(job_id)).pending_reason)
             owners = {
                 o.name: o for o in (await cluster.stub.ListOwners(B.ListOwnersRequest())).owners
             }
@@ -109,6 +112,8 @@ async def test_two_owners_with_backlogs_converge_to_their_weights(tmp_path):
         assert len(samples) >= 20, samples
         mean = sum(samples[5:]) / len(samples[5:])
         assert 0.6 <= mean <= 0.9, (mean, samples)  # 3:1 is 0.75
+        # While one waits for the other's turn, it says so.
+        assert B.PENDING_OWNER_SHARE in reasons, reasons
         for job_id in (alice, bob):
             await cluster.stub.KillJob(B.KillJobRequest(job_id=job_id))
     finally:
