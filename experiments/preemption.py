@@ -1,8 +1,12 @@
-"""preemption: a role below its quota guarantee on a full cluster, with preemption and without.
+"""preemption: a role below its quota guarantee on a full cluster, with preemption and without;
+then a third role, weighted, below its fair share.
 
 Role a arrives first and fills the cluster with long tasks; role b, guaranteed a share of the
 CPUs (given as it arrives: given earlier, the master would hold it back from a as headroom),
-arrives later wanting exactly that much. Both are load frameworks on the real SDK in a
+arrives later wanting exactly that much. Role c, of weight 2 against a's 1, arrives after b
+wanting more than its share: with the master's `--fair-share-preemption-timeout`, it converges
+to its weighted fair share of what b's guarantee leaves, and neither it nor a preempts the
+other back. Both are load frameworks on the real SDK in a
 closed loop (one task per offer, exponential durations much longer than the run, so the cluster
 stays full); b tells the master what it cannot place (driver.demand). The same run twice, on a
 real master and emulated agents: with `--guarantee-preemption-timeout` and without preemption.
@@ -43,18 +47,31 @@ class PreemptionConfig:
     timeout: float = 5.0  # --guarantee-preemption-timeout
     sample_interval: float = 0.5
     compare: bool = True  # also the run without preemption
+    # Role c: weight c_weight (a's and b's are 1), arriving at c_arrives of the run with more
+    # demand than its share; the master's --fair-share-preemption-timeout is fair_timeout.
+    third_role: bool = True
+    c_arrives: float = 0.5
+    c_weight: float = 2.0
+    fair_timeout: float | None = None  # None: the same as `timeout`
+    # The master's --max-preemptions-per-minute: its default of 10 would pace c's share.
+    max_per_minute: int = 60
 
 
 async def run(cfg: PreemptionConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
     results = Results("preemption", out, asdict(cfg), command)
     progress = Progress("preemption", quiet)
     per_agent = Resources.parse(cfg.agent_resources)
-    guarantee = per_agent.scalar("cpus") * cfg.agents * cfg.guarantee_fraction
+    total = per_agent.scalar("cpus") * cfg.agents
+    guarantee = total * cfg.guarantee_fraction
     fewest = math.ceil(guarantee / cfg.task_cpus - 1e-9)
+    # c's weighted share of what b's guarantee leaves (a weighs 1), in tasks.
+    c_target = math.floor((total - guarantee) * cfg.c_weight / (1 + cfg.c_weight) / cfg.task_cpus)
     samples: list[dict] = []
     runs: dict[str, dict] = {}
     for mode in ("preemption", "none") if cfg.compare else ("preemption",):
-        runs[mode] = await _one(cfg, out / "logs" / mode, mode, guarantee, samples, progress)
+        runs[mode] = await _one(
+            cfg, out / "logs" / mode, mode, guarantee, c_target, samples, progress
+        )
         results.add_run(runs[mode])
     results.add_samples(samples)
     on = runs["preemption"]
@@ -80,8 +97,24 @@ async def run(cfg: PreemptionConfig, out: Path, command: list[str], quiet: bool 
         "tasks",
         measured_in="ListPreemptions times against the first sample with b at its guarantee",
     )
-    names = _plots(cfg, out, samples, guarantee, runs)
-    results.write(_summary(cfg, results, runs, guarantee, fewest), names)
+    if cfg.third_role:
+        results.target(
+            "seconds from c's arrival until it runs within one task of its weighted share",
+            on["c_to_share_seconds"],
+            (cfg.fair_timeout or cfg.timeout) + 2.0,
+            "s",
+            measured_in="the first sample with c's running tasks within one of its share",
+            not_measured="c did not reach its share within the run",
+        )
+        results.target(
+            "tasks preempted after c first ran its share (oscillation between a and c)",
+            on["preempted_after_c_converged"],
+            0,
+            "tasks",
+            measured_in="ListPreemptions times against the first sample with c at its share",
+        )
+    names = _plots(cfg, out, samples, guarantee, c_target, runs)
+    results.write(_summary(cfg, results, runs, guarantee, fewest, c_target), names)
     without = runs.get("none")
     progress.done(
         f"b held its guarantee {on['to_guarantee_seconds']} s after arriving with preemption"
@@ -92,14 +125,31 @@ async def run(cfg: PreemptionConfig, out: Path, command: list[str], quiet: bool 
 
 
 async def _one(
-    cfg: PreemptionConfig, logs: Path, mode: str, guarantee: float, samples: list, progress
+    cfg: PreemptionConfig,
+    logs: Path,
+    mode: str,
+    guarantee: float,
+    c_target: int,
+    samples: list,
+    progress,
 ) -> dict:
-    extra = ["--guarantee-preemption-timeout", str(cfg.timeout)] if mode == "preemption" else []
+    extra = []
+    if mode == "preemption":
+        extra = [
+            "--guarantee-preemption-timeout",
+            str(cfg.timeout),
+            "--max-preemptions-per-minute",
+            str(cfg.max_per_minute),
+        ]
+        if cfg.third_role:
+            fair = cfg.fair_timeout or cfg.timeout
+            extra += ["--fair-share-preemption-timeout", str(fair)]
     master = await start_master(MasterOptions(extra=extra), logs)
     fleet = framework_set = None
     first_running: dict[str, float] = {}  # task id -> wall time first seen running
     arrived_at = reached_at = None  # seconds into the run
     reached_wall = None
+    c_arrived_at = c_reached_at = c_reached_wall = None
     preempted: list = []
     recorder = Recorder()
     try:
@@ -115,6 +165,10 @@ async def _one(
                        duration=exponential(cfg.mean_duration, seed=2), tasks_per_offer=1,
                        max_running=b_tasks, leftover_refuse_seconds=0.0,
                        decline_refuse_seconds=1.0, tell_demand=True, seed=2),
+            LoadConfig(name="c", role="c", cpus=cfg.task_cpus, mem=cfg.task_mem,
+                       duration=exponential(cfg.mean_duration, seed=3), tasks_per_offer=1,
+                       leftover_refuse_seconds=0.0, decline_refuse_seconds=1.0,
+                       tell_demand=True, seed=3),
         ]  # fmt: skip
         framework_set = FrameworkSet(master.address, configs, recorder)
         by_name = {f.config.name: f for f in framework_set.frameworks}
@@ -131,11 +185,17 @@ async def _one(
                     await stub.SetQuota(operator_pb2.SetQuotaRequest(role="b", quota=quota))
                     arrived_at = time.monotonic() - start
                     framework_set.start_one(by_name["b"])
+                c_due = now - start >= cfg.c_arrives * cfg.seconds
+                if cfg.third_role and c_arrived_at is None and c_due:
+                    weight = operator_pb2.UpdateWeightRequest(role="c", weight=cfg.c_weight)
+                    await stub.UpdateWeight(weight)
+                    c_arrived_at = time.monotonic() - start
+                    framework_set.start_one(by_name["c"])
                 if now >= next_sample:
                     next_sample += cfg.sample_interval
                     at = round(time.monotonic() - start, 3)
                     tasks = (await stub.ListTasks(operator_pb2.ListTasksRequest())).tasks
-                    running = {"a": 0, "b": 0}
+                    running = {"a": 0, "b": 0, "c": 0}
                     for t in tasks:
                         if t.state != common_pb2.TASK_RUNNING:
                             continue
@@ -147,9 +207,12 @@ async def _one(
                     held = running["b"] * cfg.task_cpus >= guarantee - 1e-9
                     if arrived_at is not None and reached_at is None and held:
                         reached_at, reached_wall = at, time.time()
+                    near = running["c"] >= c_target - 1
+                    if c_arrived_at is not None and c_reached_at is None and near:
+                        c_reached_at, c_reached_wall = at, time.time()
                     progress.show(
                         f"{mode}: {at:4.1f}/{cfg.seconds:g} s, a runs {running['a']}, "
-                        f"b runs {running['b']}"
+                        f"b runs {running['b']}, c runs {running['c']}"
                     )
                 await asyncio.sleep(min(0.05, max(0.0, next_sample - time.monotonic())))
             reply = await stub.ListPreemptions(operator_pb2.ListPreemptionsRequest())
@@ -163,30 +226,52 @@ async def _one(
     lost = sum(
         max(0.0, p.at - first_running.get(p.task_id, p.at)) * cfg.task_cpus for p in preempted
     )
+    last = {role: 0 for role in ("a", "b", "c")}
+    for sample in samples:  # the run's last sample per role
+        if sample["mode"] == mode:
+            last[sample["role"]] = sample["running"]
     return {
         "mode": mode,
         "b_arrived_seconds": arrived_at,
         "to_guarantee_seconds": (
             None if reached_at is None or arrived_at is None else round(reached_at - arrived_at, 3)
         ),
-        "preempted": len(preempted),
+        "preempted": sum(1 for p in preempted if p.beneficiary == "b"),
+        "preempted_for_c": sum(1 for p in preempted if p.beneficiary == "c"),
+        "preempted_other": sum(1 for p in preempted if p.beneficiary not in ("b", "c")),
+        "c_arrived_seconds": c_arrived_at,
+        "c_to_share_seconds": (
+            None
+            if c_reached_at is None or c_arrived_at is None
+            else round(c_reached_at - c_arrived_at, 3)
+        ),
+        "preempted_after_c_converged": sum(
+            1
+            for p in preempted
+            if c_reached_wall is not None and p.at > c_reached_wall + cfg.sample_interval
+        ),
+        "running_at_end": last,
         # A sample's resolution late: a kill sent just before b was seen holding its
         # guarantee is not counted as after it.
         "preempted_after_convergence": sum(
             1
             for p in preempted
-            if reached_wall is not None and p.at > reached_wall + cfg.sample_interval
+            if p.beneficiary == "b"
+            and reached_wall is not None
+            and p.at > reached_wall + cfg.sample_interval
         ),
         "work_lost_cpu_seconds": round(lost, 1),
         "tasks_launched": recorder.counts["launched"],
     }
 
 
-def _plots(cfg, out: Path, samples: list[dict], guarantee: float, runs: dict) -> list[str]:
+def _plots(
+    cfg, out: Path, samples: list[dict], guarantee: float, c_target: int, runs: dict
+) -> list[str]:
     series = []
     styles = []
     for mode in runs:
-        for role in ("a", "b"):
+        for role in ("a", "b", "c") if cfg.third_role else ("a", "b"):
             points = [
                 (s["t"], s["running"]) for s in samples if s["mode"] == mode and s["role"] == role
             ]
@@ -196,7 +281,8 @@ def _plots(cfg, out: Path, samples: list[dict], guarantee: float, runs: dict) ->
     return [
         plots.lines(
             out / "preemption_running.png",
-            "Running tasks per role, with preemption (solid) and without (dotted)",
+            "Running tasks per role (solid: with preemption; dotted: without)"
+            + (f"; c's share: {c_target}" if cfg.third_role else ""),
             "seconds",
             "running tasks",
             series,
@@ -206,11 +292,32 @@ def _plots(cfg, out: Path, samples: list[dict], guarantee: float, runs: dict) ->
     ]
 
 
-def _summary(cfg, results: Results, runs: dict, guarantee: float, fewest: int) -> str:
+_HEADER = (
+    "| run | b's arrival -> guarantee (s) | preempted for b | after b held it "
+    "| c's arrival -> share (s) | preempted for c | after c held it "
+    "| running at the end a / b / c | work lost (cpu s) |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def _summary(
+    cfg, results: Results, runs: dict, guarantee: float, fewest: int, c_target: int
+) -> str:
     rows = "\n".join(
         f"| {r['mode']} | {r['to_guarantee_seconds']} | {r['preempted']} | "
-        f"{r['preempted_after_convergence']} | {r['work_lost_cpu_seconds']} |"
+        f"{r['preempted_after_convergence']} | {r['c_to_share_seconds']} | "
+        f"{r['preempted_for_c']} | {r['preempted_after_c_converged']} | "
+        f"{r['running_at_end']['a']} / {r['running_at_end']['b']} / "
+        f"{r['running_at_end']['c']} | {r['work_lost_cpu_seconds']} |"
         for r in runs.values()
+    )
+    third = (
+        f"""At {cfg.c_arrives * cfg.seconds:g} s role c arrives, of weight {cfg.c_weight:g}
+(a and b weigh 1), wanting more than its share; with preemption the master also has
+`--fair-share-preemption-timeout {cfg.fair_timeout or cfg.timeout:g}`. c's weighted share of
+what b's guarantee leaves is {c_target} tasks, a's the rest."""
+        if cfg.third_role
+        else ""
     )
     return f"""# preemption
 
@@ -225,7 +332,9 @@ framework fills the cluster with tasks of {cfg.task_cpus:g} cpus and {cfg.task_m
 {cfg.b_arrives * cfg.seconds:g} s role b arrives, guaranteed `cpus:{guarantee:g}`
 ({cfg.guarantee_fraction:.0%} of the CPUs) and wanting exactly that ({fewest} tasks), and
 tells the master what it cannot place. With preemption the master has
-`--guarantee-preemption-timeout {cfg.timeout:g}`; without, b waits for a's tasks to end.
+`--guarantee-preemption-timeout {cfg.timeout:g}` and `--max-preemptions-per-minute
+{cfg.max_per_minute}`; without, b waits for a's tasks to end.
+{third}
 Every {cfg.sample_interval:g} s the runner lists the master's tasks. Work lost: the CPU
 seconds each preempted task had run, from the first sample that saw it running (so within
 {cfg.sample_interval:g} s).
@@ -236,8 +345,7 @@ seconds each preempted task had run, from the first sample that saw it running (
 
 ## Figures
 
-| run | b's arrival -> guarantee (s) | preempted | after b held its guarantee | work lost (cpu s) |
-|---|---:|---:|---:|---:|
+{_HEADER}
 {rows}
 
 ![running tasks](preemption_running.png)

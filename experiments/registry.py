@@ -312,6 +312,24 @@ def _preemption_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the run without preemption",
     )
+    p.add_argument(
+        "--c-weight",
+        type=_positive,
+        default=2.0,
+        help="role c's weight against a's 1; c arrives halfway wanting more than its share "
+        "(default 2)",
+    )
+    p.add_argument(
+        "--fair-timeout",
+        type=_positive,
+        default=None,
+        help="the master's --fair-share-preemption-timeout (default: --timeout)",
+    )
+    p.add_argument(
+        "--two-roles",
+        action="store_true",
+        help="leave role c out (a and b only)",
+    )
 
 
 def _failover_arguments(p: argparse.ArgumentParser) -> None:
@@ -442,6 +460,9 @@ def _build_preemption(args: argparse.Namespace) -> Runner:
         sample_interval=args.sample_interval,
         compare=not args.no_compare,
         seconds=args.seconds or 40.0,
+        third_role=not args.two_roles,
+        c_weight=args.c_weight,
+        fair_timeout=args.fair_timeout,
     )
     return lambda out, command: preemption.run(cfg, out, command, quiet)
 
@@ -867,9 +888,10 @@ EXPERIMENTS: dict[str, Experiment] = {
             name="preemption",
             help="a role below its guarantee on a full cluster, with preemption and without",
             description="Role a fills the cluster; role b, guaranteed a share of the CPUs, "
-            "arrives wanting it. Reports the time until b runs its guarantee, the tasks "
-            "preempted against the fewest needed, any preempted after that (oscillation) "
-            "and the work lost, beside the same run without preemption.",
+            "arrives wanting it; role c, weighted, arrives later wanting more than its fair "
+            "share. Reports the time until b runs its guarantee and c its weighted share, the "
+            "tasks preempted against the fewest needed, any preempted after that "
+            "(oscillation) and the work lost, beside the same run without preemption.",
             add_arguments=_preemption_arguments,
             build=_build_preemption,
             full=("--seconds", "60"),
