@@ -60,6 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "DeclineOffers does (INT_MAX there): each cycle must then skip the "
         "frameworks that declined an agent before (default 0: plain recover)",
     )
+    a.add_argument(
+        "--preemption",
+        action="store_true",
+        help="also time what preemption adds (the snapshot the master reads each tick, and "
+        "the decision when a starved role is due) on the full cluster",
+    )
     a.add_argument("--json", action="store_true", help="print JSON for scripts")
     a.set_defaults(func=_run)
     s = sub.add_parser(
@@ -136,6 +142,7 @@ def _run(args: argparse.Namespace) -> int:
             args.reoffers,
             args.sorter,
             args.refuse_seconds,
+            args.preemption,
         )
     except BenchError as e:
         raise CommandError(str(e)) from None
@@ -163,6 +170,18 @@ def _run(args: argparse.Namespace) -> int:
         f"  re-offer 1  ({result['reoffers']:>4}x)   min {r['min']:.3f}  median "
         f"{r['median']:.3f}  max {r['max']:.3f} ms"
     )
+    p = result["preemption"]
+    if p is not None:
+        snap, decide = p["snapshot_ms"], p["plan_ms"]
+        print(
+            f"  preemption snapshot    min {snap['min']:.1f}  median {snap['median']:.1f}  "
+            f"max {snap['max']:.1f} ms (each tick once a role has waited its timeout)"
+        )
+        print(
+            f"  preemption decision    min {decide['min']:.1f}  median {decide['median']:.1f}  "
+            f"max {decide['max']:.1f} ms ({p['running_tasks']} running tasks, "
+            f"{p['victims']} victim(s) chosen)"
+        )
     print(
         f"  peak memory            {result['peak_rss_mb']:.1f} MB RSS "
         f"(baseline {result['baseline_rss_mb']:.1f} MB before building)"

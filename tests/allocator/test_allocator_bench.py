@@ -70,6 +70,21 @@ def test_bench_allocator_table_with_roles_and_declines(capsys):
     assert "median" in out and "re-offer" in out and "peak memory" in out
 
 
+def test_bench_allocator_times_what_preemption_adds(capsys):
+    argv = ["bench", "allocator", "--agents", "40", "--frameworks", "4", "--roles", "2"]
+    code, out = run_cli(
+        [*argv, "--cycles", "1", "--reoffers", "1", "--preemption", "--json"], capsys
+    )
+    assert code == 0
+    p = json.loads(out)["preemption"]
+    # Every agent holds one task, and the starved role's need is met by one victim.
+    assert p["running_tasks"] == 40 and p["victims"] == 1
+    for key in ("snapshot_ms", "plan_ms"):
+        assert 0 <= p[key]["min"] <= p[key]["median"] <= p[key]["max"]
+    code, out = run_cli([*argv, "--cycles", "1", "--reoffers", "1"], capsys)
+    assert "preemption" not in out
+
+
 def test_bench_listed_in_the_agora_command():
     from agora.cli.main import COMMAND_MODULES
 
