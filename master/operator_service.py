@@ -54,19 +54,7 @@ class OperatorService(operator_pb2_grpc.OperatorServicer):
     async def ListPreemptions(self, request, context):
         await run_call(context, self._check, context, Action.READ_STATE)
         return operator_pb2.ListPreemptionsResponse(
-            preemptions=[
-                operator_pb2.PreemptionSummary(
-                    at=p.at,
-                    framework_id=p.framework_id,
-                    task_id=p.task_id,
-                    role=p.role,
-                    agent_id=p.agent_id,
-                    beneficiary=p.beneficiary,
-                    reason=p.reason,
-                    message=p.message,
-                )
-                for p in self.core.preemptions.history
-            ]
+            preemptions=[p.summary() for p in self.core.preemptions.history]
         )
 
     @contextlib.asynccontextmanager

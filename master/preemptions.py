@@ -34,7 +34,8 @@ from agora.master.allocator.preemption import (
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.registry import Registry
-from agora.v1 import scheduler_pb2
+from agora.master.registry_store import RegistryStore
+from agora.v1 import common_pb2, operator_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
 
@@ -47,9 +48,9 @@ DEFAULT_GRACE_SECONDS = 3.0
 HISTORY = 200
 
 
-@dataclass(frozen=True)
+@dataclass
 class Preempted:
-    """One task stopped for another role, for people."""
+    """One task stopped for another role, for people (and kept in the registry)."""
 
     at: float  # wall clock
     framework_id: str
@@ -59,6 +60,34 @@ class Preempted:
     beneficiary: str
     reason: str
     message: str
+    ended_at: float = 0.0  # wall clock, once the victim was seen ending (0: not yet)
+
+    def summary(self) -> operator_pb2.PreemptionSummary:
+        return operator_pb2.PreemptionSummary(
+            at=self.at,
+            framework_id=self.framework_id,
+            task_id=self.task_id,
+            role=self.role,
+            agent_id=self.agent_id,
+            beneficiary=self.beneficiary,
+            reason=self.reason,
+            message=self.message,
+            ended_at=self.ended_at,
+        )
+
+    @classmethod
+    def of(cls, p: operator_pb2.PreemptionSummary) -> Preempted:
+        return cls(
+            p.at,
+            p.framework_id,
+            p.task_id,
+            p.role,
+            p.agent_id,
+            p.beneficiary,
+            p.reason,
+            p.message,
+            p.ended_at,
+        )
 
 
 class Preemptions:
@@ -69,6 +98,7 @@ class Preemptions:
         allocator: AllocatorProtocol,
         clock: Clock,
         wall: Callable[[], float] = time.time,
+        store: RegistryStore | None = None,
     ) -> None:
         self.config, self.reg, self.allocator, self.clock, self.wall = (
             config,
@@ -87,7 +117,13 @@ class Preemptions:
         # Kills sent whose tasks have not ended: (framework_id, task_id) -> beneficiary role.
         self._in_flight: dict[tuple[str, str], str] = {}
         self._sent: deque[float] = deque()  # clock times of the last minute's kills
+        # The newest HISTORY preemptions, kept in the registry too (a new leader reads them):
+        # `agora cluster preemptions` and reconciliation tell them after a failover.
+        self.store = store
         self.history: deque[Preempted] = deque(maxlen=HISTORY)
+        self._by_task: dict[tuple[str, str], Preempted] = {}
+        for summary in (store.preemptions() if store is not None else [])[-HISTORY:]:
+            self._remember(Preempted.of(summary))
         # Why each starved role is owed resources (GUARANTEE or FAIR_SHARE), for "why no offers".
         self._why: dict[str, str] = {}
         # Called with each task stopped (the master counts them in its metrics).
@@ -155,7 +191,7 @@ class Preemptions:
                         preemption.reason,
                         message,
                     )
-                    self.history.append(entry)
+                    self._remember(entry, store=True)
                     self.on_preempted(entry)
                     stopped.append(entry)
             log.info(
@@ -316,3 +352,26 @@ class Preemptions:
     def _forget_ended(self) -> None:
         for key in [k for k in self._in_flight if k not in self.reg.tasks]:
             del self._in_flight[key]
+            ended = self.reg.completed.get(key)
+            entry = self._by_task.get(key)
+            if entry is not None and ended is not None and ended.state == common_pb2.TASK_KILLED:
+                entry.ended_at = self.wall()
+                if self.store is not None:
+                    self.store.put_preemption(entry.summary())
+
+    def _remember(self, entry: Preempted, store: bool = False) -> None:
+        """Adds to the history (and the registry, with `store`), the oldest dropped past it."""
+        if len(self.history) == HISTORY:
+            oldest = self.history[0]
+            self._by_task.pop((oldest.framework_id, oldest.task_id), None)
+            if store and self.store is not None:
+                self.store.forget_preemptions([(oldest.framework_id, oldest.task_id)])
+        self.history.append(entry)
+        self._by_task[(entry.framework_id, entry.task_id)] = entry
+        if store and self.store is not None:
+            self.store.put_preemption(entry.summary())
+
+    def ended(self, framework_id: str, task_id: str) -> Preempted | None:
+        """The preemption that ended this task, once its end was seen (for reconciliation)."""
+        entry = self._by_task.get((framework_id, task_id))
+        return entry if entry is not None and entry.ended_at else None

@@ -1,11 +1,13 @@
 """The seam of the master's durable registry: what any store must do, and which one to open.
 
 The master reads and writes its registry (admitted agents and frameworks, removals, weights,
-quota, drained agents) only through `RegistryStore`. SQLite under --state-dir
+quota, drained agents, recent preemptions) only through `RegistryStore`. SQLite under --state-dir
 (master/state_store.py) is the embedded default of a single master; ZooKeeper
 (master/zk_store.py), for several masters with one leader (--zk), implements the same protocol.
 Tasks are never stored: agents report what they run, and keep every status update until the
-framework has acknowledged it, so nothing about tasks needs to survive a failover.
+framework has acknowledged it, so nothing about tasks needs to survive a failover. The one
+exception is the master's own decision to stop a task for another role: the recent preemptions
+are kept, so that `agora cluster preemptions` and a reconciliation still tell them after one.
 """
 
 from __future__ import annotations
@@ -82,6 +84,18 @@ class RegistryStore(Protocol):
 
     def drained(self) -> dict[str, float]:
         """Drained agents and their deadlines."""
+        ...
+
+    def put_preemption(self, preemption: operator_pb2.PreemptionSummary) -> None:
+        """Keeps a preemption (by framework and task id: a later put replaces it)."""
+        ...
+
+    def preemptions(self) -> list[operator_pb2.PreemptionSummary]:
+        """The preemptions kept, oldest first."""
+        ...
+
+    def forget_preemptions(self, keys: list[tuple[str, str]]) -> None:
+        """Drops these (framework id, task id) preemptions (past the master's bound)."""
         ...
 
     def spend_join_token(self, token_id: str, expires: float) -> bool:

@@ -1,5 +1,5 @@
 """The master's durable registry in SQLite (a RegistryStore): agents, frameworks, removals,
-weights, quota and drained agents.
+weights, quota, drained agents and recent preemptions.
 
 Tasks are not stored: agents report what they run when they re-register, as in Mesos. What is
 stored tells a restarted master whom to expect (agents and frameworks keep their ids) and whom to
@@ -30,6 +30,9 @@ CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, quota BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS drained (
     agent_id TEXT PRIMARY KEY, deadline REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS join_tokens_spent (token_id TEXT PRIMARY KEY, expires REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS preemptions (
+    framework_id TEXT NOT NULL, task_id TEXT NOT NULL, at REAL NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (framework_id, task_id));
 """
 
 
@@ -154,6 +157,31 @@ class StateStore:
     def quotas(self) -> dict[str, operator_pb2.Quota]:
         rows = self._db.execute("SELECT role, quota FROM quotas")
         return {role: operator_pb2.Quota.FromString(blob) for role, blob in rows}
+
+    # preemptions ---------------------------------------------------------------------------
+
+    def put_preemption(self, preemption: operator_pb2.PreemptionSummary) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO preemptions VALUES (?, ?, ?, ?)",
+            (
+                preemption.framework_id,
+                preemption.task_id,
+                preemption.at,
+                preemption.SerializeToString(),
+            ),
+        )
+
+    def preemptions(self) -> list[operator_pb2.PreemptionSummary]:
+        out = []
+        for (data,) in self._db.execute("SELECT data FROM preemptions ORDER BY at"):
+            summary = operator_pb2.PreemptionSummary()
+            summary.ParseFromString(data)
+            out.append(summary)
+        return out
+
+    def forget_preemptions(self, keys: list[tuple[str, str]]) -> None:
+        self._db.executemany("DELETE FROM preemptions WHERE framework_id = ? AND task_id = ?", keys)
+        self._db.commit()
 
     # drained agents -----------------------------------------------------------------------
 

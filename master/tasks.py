@@ -9,8 +9,9 @@ their acknowledgements from frameworks, reconciliation.
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import structlog
@@ -61,6 +62,9 @@ class TaskBook:
     ) -> None:
         self.config, self.reg, self.ledger, self.offers = config, reg, ledger, offers
         self.frameworks, self.clock, self.counts = frameworks, clock, counts
+        # (framework id, task id) -> the preemption that ended it, if one did and the master
+        # keeps it (master/preemptions.py): reconciliation answers it after a failover too.
+        self.preempted: Callable[[str, str], Any] = lambda framework_id, task_id: None
         self._unknown_said = Recently()  # updates for unknown tasks: said once a minute an agent
         self.events = EventLog()  # MasterCore gives the master's one
 
@@ -229,6 +233,19 @@ class TaskBook:
             known = self.reg.find_task(framework_id, wanted.task_id)
             if known is not None:
                 statuses.append(self._reconciled(known))
+                continue
+            preempted = self.preempted(framework_id, wanted.task_id)
+            if preempted is not None:  # ended so, perhaps before a failover: the same answer
+                statuses.append(
+                    master_status(
+                        wanted.task_id,
+                        common_pb2.TASK_KILLED,
+                        framework_id=framework_id,
+                        agent_id=preempted.agent_id,
+                        reason="REASON_RECONCILIATION",
+                        message=preempted.message,
+                    )
+                )
                 continue
             if self._may_be_recovering(wanted.agent_id) if wanted.agent_id else anyone_recovering:
                 continue  # its agent may still re-register with it: answer nothing yet

@@ -9,6 +9,7 @@ A new leader on another machine reads exactly what the old one wrote. Layout und
     registry/quotas/<role>        Quota
     registry/drained/<id>         drain deadline, Unix seconds ("0.0": none)
     registry/join-tokens-spent/<id>   the token's expiry, Unix seconds
+    registry/preemptions/<framework id>:<task id>   PreemptionSummary
 
 Roles may contain '/', so every name is percent-encoded.
 
@@ -43,6 +44,7 @@ _DIRS = (
     "quotas",
     "drained",
     "join-tokens-spent",
+    "preemptions",
 )
 
 
@@ -193,6 +195,22 @@ class ZkRegistryStore:
     def drained(self) -> dict[str, float]:
         # Empty data: a drain written before drains had deadlines.
         return {key: float(data or b"0") for key, data in self._read_all("drained")}
+
+    def put_preemption(self, preemption: operator_pb2.PreemptionSummary) -> None:
+        key = f"{preemption.framework_id}:{preemption.task_id}"
+        self._put(f"{self._base}/preemptions/{_name(key)}", preemption.SerializeToString())
+
+    def preemptions(self) -> list[operator_pb2.PreemptionSummary]:
+        out = []
+        for _, data in self._read_all("preemptions"):
+            summary = operator_pb2.PreemptionSummary()
+            summary.ParseFromString(data)
+            out.append(summary)
+        return sorted(out, key=lambda p: p.at)
+
+    def forget_preemptions(self, keys: list[tuple[str, str]]) -> None:
+        for framework_id, task_id in keys:
+            self._delete(f"{self._base}/preemptions/{_name(f'{framework_id}:{task_id}')}")
 
     def spend_join_token(self, token_id: str, expires: float) -> bool:
         # The create is the test-and-set: of two masters (or two calls) only one succeeds.

@@ -207,3 +207,38 @@ def test_within_a_role_a_waiting_higher_priority_task_stops_a_lower_priority_one
     [kill] = agent.inbox.of("kill_task")
     assert kill.task_id == "low" and kill.reason == REASON_PREEMPTED
     assert [p.reason for p in h.core.preemptions.history] == ["priority"]
+
+
+def test_reconciliation_after_a_failover_gives_the_same_answer(tmp_path):
+    """Issue 34, item 4: a preempted task whose end the framework acknowledged is reconciled
+    as TASK_KILLED with the preemption's message, by the master that preempted it and by a
+    new one over the same registry (tasks themselves are not stored: the preemption is)."""
+    from agora.v1 import scheduler_pb2
+
+    h, agents, a, b = _cluster(state_dir=tmp_path)
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    _wait(h, b, 5.5)
+    [kill] = _kills(agents)
+    _end_killed(agents, a, [kill], set())
+    h.advance(0.5)  # the master sees the victim's end
+    [preempted] = h.core.preemptions.history
+    assert preempted.ended_at  # seen ending
+    where = preempted.agent_id
+    wanted = [scheduler_pb2.ReconcileRequest.Task(task_id=kill.task_id, agent_id=where)]
+
+    def reconciled(framework) -> common_pb2.TaskStatus:
+        framework.call("Reconcile", tasks=wanted)
+        [status] = [
+            u.status for u in framework.inbox.of("update") if u.status.task_id == kill.task_id
+        ][-1:]
+        return status
+
+    before = reconciled(a)
+    assert before.state == common_pb2.TASK_KILLED and before.message == kill.message
+
+    h2 = h.restart()  # the same registry: what a new leader reads
+    a2 = h2.framework("a", role="a", subscribe=False)
+    a2.subscribe(a.framework_id)
+    after = reconciled(a2)
+    assert (after.state, after.message) == (before.state, before.message)
+    assert [p.task_id for p in h2.core.preemptions.history] == [kill.task_id]

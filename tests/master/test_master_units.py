@@ -225,6 +225,16 @@ def test_registry_store_contract(registry_store):
     store.forget_removed("agent", ["a1"])
     assert store.removed("agent") == {"a2": "decommissioned"}
     assert store.removed("framework") == {"f1": "torn down"}
+    # Recent preemptions, oldest first; a later put of one replaces it (its end seen).
+    first = operator_pb2.PreemptionSummary(at=10.0, framework_id="f1", task_id="t1", message="m")
+    second = operator_pb2.PreemptionSummary(at=5.0, framework_id="f/2", task_id="t:2")
+    store.put_preemption(first)
+    store.put_preemption(second)
+    first.ended_at = 11.0
+    store.put_preemption(first)
+    assert store.preemptions() == [second, first]
+    store.forget_preemptions([("f/2", "t:2")])
+    assert store.preemptions() == [first]
     # A join token is spent once, whichever master (or call) gets there first.
     later = time.time() + 600
     assert store.spend_join_token("token-1", later)

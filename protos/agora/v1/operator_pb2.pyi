@@ -51,7 +51,7 @@ class ListPreemptionsResponse(_message.Message):
     def __init__(self, preemptions: _Optional[_Iterable[_Union[PreemptionSummary, _Mapping]]] = ...) -> None: ...
 
 class PreemptionSummary(_message.Message):
-    __slots__ = ("at", "framework_id", "task_id", "role", "agent_id", "beneficiary", "reason", "message")
+    __slots__ = ("at", "framework_id", "task_id", "role", "agent_id", "beneficiary", "reason", "message", "ended_at")
     AT_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class PreemptionSummary(_message.Message):
     BENEFICIARY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     at: float
     framework_id: str
     task_id: str
@@ -68,7 +69,8 @@ class PreemptionSummary(_message.Message):
     beneficiary: str
     reason: str
     message: str
-    def __init__(self, at: _Optional[float] = ..., framework_id: _Optional[str] = ..., task_id: _Optional[str] = ..., role: _Optional[str] = ..., agent_id: _Optional[str] = ..., beneficiary: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    ended_at: float
+    def __init__(self, at: _Optional[float] = ..., framework_id: _Optional[str] = ..., task_id: _Optional[str] = ..., role: _Optional[str] = ..., agent_id: _Optional[str] = ..., beneficiary: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., ended_at: _Optional[float] = ...) -> None: ...
 
 class AgentSummary(_message.Message):
     __slots__ = ("info", "state", "allocated", "offered", "task_count", "registered_at", "last_heartbeat_at", "drain_deadline")
