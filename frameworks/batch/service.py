@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import structlog
@@ -203,32 +205,17 @@ class BatchService(batch_pb2_grpc.BatchServicer):
 
     async def KillJob(self, request: batch_pb2.KillJobRequest, context):
         await self._owned(request.job_id, "kill", context)
-        try:
-            job = await self.scheduler.kill(request.job_id)
-        except JobEnded as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        except StoreUnavailable as e:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        job = await self._change(context, lambda: self.scheduler.kill(request.job_id))
         return batch_pb2.KillJobResponse(job=job)
 
     async def HoldJob(self, request: batch_pb2.HoldJobRequest, context):
         job = await self._owned(request.job_id, "hold" if request.hold else "release", context)
-        try:
-            job = self.scheduler.hold(job.job_id, request.hold)
-        except JobEnded as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        except StoreUnavailable as e:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        job = await self._change(context, lambda: self.scheduler.hold(job.job_id, request.hold))
         return self.scheduler.explain(job)
 
     async def RequeueJob(self, request: batch_pb2.RequeueJobRequest, context):
         job = await self._owned(request.job_id, "requeue", context)
-        try:
-            job = await self.scheduler.requeue(job.job_id)
-        except JobEnded as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        except StoreUnavailable as e:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        job = await self._change(context, lambda: self.scheduler.requeue(job.job_id))
         return self.scheduler.explain(job)
 
     async def UpdateJob(self, request: batch_pb2.UpdateJobRequest, context):
@@ -253,20 +240,31 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             self._check_master_limits(st.new_job(job.job_id, changed, 0, 0.0))
         except SpecError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        try:
-            job = self.scheduler.update(
+        job = await self._change(
+            context,
+            lambda: self.scheduler.update(
                 job.job_id,
                 priority=request.priority if request.HasField("priority") else None,
                 instances=request.instances if request.HasField("instances") else None,
                 time_limit_seconds=request.time_limit_seconds
                 if request.HasField("time_limit_seconds")
                 else None,
-            )
+            ),
+        )
+        return self.scheduler.explain(job)
+
+    @staticmethod
+    async def _change(context, change: Callable[[], Any]) -> batch_pb2.Job:
+        """Runs a change of a job (awaited if it is a coroutine); a job in a state it makes
+        no sense in is FAILED_PRECONDITION, a store that cannot be written UNAVAILABLE."""
+        try:
+            result = change()
+            return await result if inspect.isawaitable(result) else result
         except JobEnded as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         except StoreUnavailable as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
-        return self.scheduler.explain(job)
+        raise AssertionError("unreachable: context.abort raises")
 
     async def _owned(self, job_id: str, action: str, context) -> batch_pb2.Job:
         """The job, if the caller may change it (its owner); aborts otherwise."""
