@@ -569,13 +569,19 @@ class Allocator:
                 "when empty; ask for fewer or smaller tasks"
             )
         self._refresh_shares()
-        share = dominant_share(scalar_vector(times(size, count)), self._inv_total)
+        wanted = scalar_vector(times(size, count))
+        share = dominant_share(wanted, self._inv_total)
         fair = self.fair_share(framework_id)
-        if share > fair + 1e-9:
+        quota = self._roles[fw.role].quota if fw.role in self._roles else None
+        # A gang within its role's quota guarantee is owed, whatever the fair shares say.
+        owed = quota is not None and all(
+            wanted.get(name, 0) <= amount for name, amount in quota.guarantee.items()
+        )
+        if share > fair + 1e-9 and not owed:
             raise HoldRefused(
                 f"{count} x {size} is a dominant share of {share:.3f} of the cluster, above "
                 f"framework {framework_id}'s fair share {fair:.3f}: a hold may never take "
-                "more; ask for fewer or smaller tasks"
+                "more (but its role's quota guarantee); ask for fewer or smaller tasks"
             )
         hold = Hold(hold_id, framework_id, count, size, distinct, deadline)
         self._holds[hold_id] = hold

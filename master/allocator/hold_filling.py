@@ -71,17 +71,23 @@ class HoldFilling:
                 return
 
     def _slots_within_share(self, fw: _Framework, size: Resources) -> int:
-        """How many more tasks of `size` fit under the framework's fair share."""
+        """How many more tasks of `size` fit under the framework's fair share, or under its
+        role's quota guarantee where that is more (a guarantee is owed whatever the shares:
+        a gang as big as its guarantee must be able to collect it)."""
         fid = fw.framework_id
         fair = self.fair.get(fid)
         if fair is None:  # once per framework and cycle: it walks every role and framework
             fair = self.fair[fid] = self.a._fair_shares(fid).get(fid, 0.0)
         inv = self.a._inv_total
+        role = self.a._roles.get(fw.role)
+        guarantee = role.quota.guarantee if role is not None and role.quota is not None else {}
         n = 1 << 30
         for name, amount in scalar_vector(size).items():
             scale = inv.get(name)
             if amount <= 0 or not scale:
                 continue
             room = fair / scale - fw.vec.get(name, 0)
+            if guarantee and role is not None:
+                room = max(room, guarantee.get(name, 0) - role.vec.get(name, 0))
             n = min(n, int((room + 1e-6) // amount) if room > 0 else 0)
         return n

@@ -6,7 +6,8 @@ A large job offered freed resources piece by piece rarely sees them all at once:
 offered away to smaller jobs first (the fragmentation Omega's authors point at). A hold keeps
 what frees up, counted as the framework's (so DRF sees it), until `count` tasks of `size` fit;
 then everything held is offered to the framework in one go. It is bounded: the framework's
-fair share caps it when it is asked for, and a deadline releases what it collected.
+fair share (or its role's quota guarantee, where that is more) caps it when it is asked for and
+as it collects, and a deadline releases what it collected.
 """
 
 from __future__ import annotations

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from agora.common import Resources
-from agora.master.allocator import GPU_CAPABILITY, Allocator, AllocatorConfig, OfferGrant
+from agora.master.allocator import (
+    GPU_CAPABILITY,
+    Allocator,
+    AllocatorConfig,
+    HoldRefused,
+    OfferGrant,
+)
 
 
 def offered(grants, framework_id: str) -> Resources:
@@ -216,3 +222,31 @@ def test_a_hold_collects_no_more_than_its_roles_quota_limit():
     grants = alloc.allocate(0.0)
     assert not any(g.hold_id for g in grants)  # it would take r1 to 2 cpus: it waits
     assert alloc.hold("h1").taken == {}
+
+
+def test_a_hold_may_collect_its_roles_guarantee_beyond_its_fair_share():
+    """A gang as big as its role's guarantee is owed it, though that is more than the role's
+    fair share: its hold is accepted and collects it (it once stopped at the fair share, and
+    a starved gang bigger than one agent never launched)."""
+    alloc = Allocator(AllocatorConfig())
+    for i in range(2):
+        alloc.add_agent(f"a{i}", Resources.parse("cpus:2;mem:1024"))
+    alloc.add_framework("fa", role="a")
+    alloc.add_framework("fb", role="b")  # fair shares: half the cluster each, 2 cpus
+    size = Resources.of(cpus=0.5, mem=64)
+    with pytest.raises(HoldRefused, match="above framework fb's fair share"):
+        alloc.add_hold("h0", "fb", count=6, size=size, distinct=False, deadline=10.0)
+    alloc.set_quota("b", Resources.of(cpus=3), None)
+    alloc.add_hold("h1", "fb", count=6, size=size, distinct=False, deadline=10.0)
+    grants = alloc.allocate(0.0)
+    for _ in range(3):  # what is offered besides the hold is declined, as a gang's framework does
+        for g in grants:
+            if not g.hold_id:
+                alloc.decline(g.framework_id, g.agent_id, g.resources, 0.0, refuse_seconds=60)
+        if any(g.hold_id for g in grants):
+            break
+        grants = alloc.allocate(0.0)
+    met = [g for g in grants if g.hold_id == "h1"]  # all 6 collected, on both agents
+    assert sorted(g.agent_id for g in met) == ["a0", "a1"]
+    assert sum(g.resources.scalar("cpus") for g in met) == 3.0
+    assert alloc.hold("h1") is None  # met

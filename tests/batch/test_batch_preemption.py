@@ -92,3 +92,55 @@ async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_pat
         if b_daemon is not None:
             await b_daemon.stop()
         await cluster.stop()
+
+
+async def test_a_starved_gang_gets_its_shape_across_agents_through_its_hold(tmp_path):
+    """Issue 34, item 1: a gang's shape on several agents. b's gang of 6 x 0.5 cpu (its
+    guarantee, 3 cpus) is bigger than one agent of 2: its batch daemon asks the master to hold
+    resources as they free up, preemption frees them for b task by task, the hold collects them
+    on both agents, and the gang launches whole; exactly 6 of a's are stopped."""
+    cluster = BatchCluster(
+        tmp_path,
+        batch_overrides={"role": "a"},
+        master_overrides={"guarantee_preemption_timeout_seconds": 1.0},
+    )
+    await cluster.start()
+    b_daemon = None
+    try:
+        a_job = await cluster.submit("sleep 300", instances=8, cpus=0.5, mem=64, max_retries=0)
+        await eventually_async(
+            lambda: cluster.batch.scheduler.jobs[a_job].counts.running == 8, timeout=30
+        )
+        cluster.master.core.allocator.set_quota("b", Resources.parse("cpus:3"), None)
+        b_daemon = BatchDaemon(
+            dataclasses.replace(cluster.batch_config(), role="b", state_dir=tmp_path / "b")
+        )
+        await b_daemon.start()
+        channel = insecure_channel(b_daemon.address)
+        stub = batch_pb2_grpc.BatchStub(channel)
+        spec = B.JobSpec(
+            name="gang",
+            instances=6,
+            gang=True,
+            task=B.TaskTemplate(command=C.CommandInfo(shell="sleep 300"), cpus=0.5, mem=64),
+        )
+        b_job = (await stub.SubmitJob(B.SubmitJobRequest(spec=spec))).job_id
+
+        async def gang_running():
+            job = await stub.GetJob(B.GetJobRequest(job_id=b_job))
+            return job if job.counts.running == 6 else None
+
+        job = await eventually_async(gang_running, timeout=60, message="b's gang runs whole")
+        launched = sorted(i.attempts[0].launched_at for i in job.instances)
+        assert launched[-1] - launched[0] < 1.0  # together, not one by one
+        assert len({i.attempts[0].agent_id for i in job.instances}) == 2  # across both agents
+        await asyncio.sleep(2.5)  # past the timeout again: nothing more is stopped
+        a = cluster.batch.scheduler.jobs[a_job]
+        ended = [x for i in a.instances for x in i.attempts if x.state == C.TASK_KILLED]
+        assert len(ended) == 6 and all(x.reason == "REASON_PREEMPTED" for x in ended)
+        await stub.KillJob(B.KillJobRequest(job_id=b_job))
+        await channel.close()
+    finally:
+        if b_daemon is not None:
+            await b_daemon.stop()
+        await cluster.stop()
