@@ -59,6 +59,13 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--role", default="", help="role whose reserved resources to use")
     parser.add_argument(
+        "--revocable",
+        action="store_true",
+        help="may also run on revocable resources (idle reservations and quota headroom, lent "
+        "until wanted): an instance there may be stopped at any time, and then runs again "
+        "without spending a retry",
+    )
+    parser.add_argument(
         "--owner",
         default="",
         help="whose job, for the fair share between owners (`agora job owners`); with TLS "
@@ -217,6 +224,7 @@ def spec_from_args(args: argparse.Namespace):
         instance_args=instance_args,
         constraints=constraints,
         owner=args.owner,
+        revocable=args.revocable,
     )
 
 

@@ -169,6 +169,8 @@ class AgentBook:
                 allocated=self.reg.allocated_on_agent(agent_id),
             )
             self.allocator.deactivate_agent(agent_id)
+        for framework_id, used in self.reg.allocated_on_agent(agent_id, revocable=True).items():
+            self.allocator.use_revocable(framework_id, agent_id, used)
         if agent.draining:
             self.allocator.deactivate_agent(agent_id)
             # Frameworks that subscribed before it came back (a new leader) learn of it now.

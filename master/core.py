@@ -119,6 +119,7 @@ class MasterCore:
         )
         self.preemptions = Preemptions(config, self.reg, allocator, self.clock, store=store)
         self.tasks.preempted = self.preemptions.ended
+        self.tasks.revoke = self.preemptions.revoke
         self.epoch = self.frameworks.epoch = self.agents.epoch = epoch
         # What happens, for Operator.WatchEvents and the audit log (master/events.py).
         self.events = EventLog(generation=epoch, audit_path=config.audit_log_path)

@@ -253,7 +253,7 @@ class FrameworkBook:
             self.allocator.deactivate_framework(framework_id)
             # The allocator keeps the framework for now: give back what it no longer holds.
             for task in ended_now:
-                self.ledger.recover(framework_id, task.agent_id, task.resources)
+                self.ledger.recover_task(task)
             for offer in dropped:
                 if offer is not None:
                     self.ledger.release_offer(offer)

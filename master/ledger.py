@@ -14,7 +14,7 @@ import structlog
 from agora.common import EMPTY, Resources
 from agora.master.allocator import AllocatorProtocol
 from agora.master.clock import Clock
-from agora.master.registry import RECOVERING, Agent, Framework, Offer, Registry
+from agora.master.registry import RECOVERING, Agent, Framework, Offer, Registry, Task
 
 log = structlog.get_logger(__name__)
 
@@ -56,10 +56,23 @@ class Ledger:
                     resources=str(resources),
                 )
 
+    def recover_task(self, task: Task) -> None:
+        """A live task ended: what it used goes back (revocable resources were never an
+        allocation: they only stop being in use)."""
+        if task.info.revocable:
+            if self.in_allocator(self.reg.agents.get(task.agent_id)):
+                self.allocator.recover_revocable(task.framework_id, task.agent_id, task.resources)
+            return
+        self.recover(task.framework_id, task.agent_id, task.resources)
+
     def release_offer(self, offer: Offer) -> None:
         """An offer ended unused (declined, rescinded, timed out): an exclusive one gives its
         resources back; an optimistic one held nothing and only stops counting as offered.
         A decline's filter is the caller's to install (refuse), once for all its offers."""
+        if offer.revocable:
+            if self.in_allocator(self.reg.agents.get(offer.agent_id)):
+                self.allocator.withdraw_revocable(offer.framework_id, offer.agent_id)
+            return
         if offer.exclusive:
             self.recover(offer.framework_id, offer.agent_id, offer.resources)
             return
@@ -76,6 +89,10 @@ class Ledger:
         self.reg.frameworks[framework.framework_id] = framework
         allocated: dict[str, Resources] = {}
         for task in self.reg.tasks_of_framework(framework.framework_id):
+            # Tasks on revocable resources are no allocation: their agent's registration told
+            # the allocator of them (AgentBook).
+            if task.info.revocable:
+                continue
             if self.in_allocator(self.reg.agents.get(task.agent_id)):
                 allocated[task.agent_id] = allocated.get(task.agent_id, EMPTY) + task.resources
         self.allocator.add_framework(

@@ -85,6 +85,8 @@ def write_offer(target: common_pb2.Offer, offer: Offer, agent: Agent) -> None:
         target.resources.extend(offer.resources.to_proto())
     target.offer_id = offer.offer_id
     target.framework_id = offer.framework_id
+    if offer.revocable:
+        target.revocable = True
 
 
 class OfferCycle:
@@ -144,7 +146,9 @@ class OfferCycle:
             framework = self.reg.frameworks.get(grant.framework_id)
             agent = self.reg.agents.get(grant.agent_id)
             if framework is None or not framework.connected or agent is None or not agent.connected:
-                if grant.exclusive:
+                if grant.revocable:
+                    self.allocator.withdraw_revocable(grant.framework_id, grant.agent_id)
+                elif grant.exclusive:
                     self.ledger.recover(grant.framework_id, grant.agent_id, grant.resources)
                 else:
                     self.allocator.withdraw(grant.framework_id, grant.agent_id, grant.resources)
@@ -156,6 +160,7 @@ class OfferCycle:
                 grant.resources,
                 created_at=now,
                 exclusive=grant.exclusive,
+                revocable=grant.revocable,
             )
             self.reg.add_offer(offer)
             if grant.hold_id:  # a met hold's offers travel in its HOLD event, all together
@@ -349,7 +354,7 @@ class OfferCycle:
         free = self.allocator.free(agent_id)
         by_framework: dict[str, list[Offer]] = {}
         for offer in self.reg.offers_of_agent(agent_id):
-            if not offer.exclusive:
+            if not offer.exclusive and not offer.revocable:  # revocable: lent, not free
                 by_framework.setdefault(offer.framework_id, []).append(offer)
         for stale in by_framework.values():
             total = EMPTY

@@ -46,6 +46,8 @@ Event = scheduler_pb2.Event
 DEFAULT_GRACE_SECONDS = 3.0
 # Preemptions remembered for `agora cluster preemptions` (the newest).
 HISTORY = 200
+# The reason of a task stopped because an ordinary launch needed its revocable resources.
+REVOCABLE = "revocable"
 
 
 @dataclass
@@ -117,6 +119,7 @@ class Preemptions:
         # Kills sent whose tasks have not ended: (framework_id, task_id) -> beneficiary role.
         self._in_flight: dict[tuple[str, str], str] = {}
         self._sent: deque[float] = deque()  # clock times of the last minute's kills
+        self._revoked: set[tuple[str, str]] = set()  # revocations sent, not yet seen ended
         # The newest HISTORY preemptions, kept in the registry too (a new leader reads them):
         # `agora cluster preemptions` and reconciliation tell them after a failover.
         self.store = store
@@ -131,6 +134,8 @@ class Preemptions:
 
     def check(self) -> list[Preempted]:
         """Stops what the plan says, now; returns what it stopped."""
+        if self._revoked:  # revocations happen with preemption off too
+            self._forget_ended()
         if not self.enabled:
             return []
         now = self.clock.now()
@@ -312,6 +317,8 @@ class Preemptions:
         for task in self.reg.tasks.values():
             if is_terminal(task.state) or task.key in self._in_flight:
                 continue
+            if task.info.revocable:
+                continue  # not an allocation: an ordinary launch takes its room back at once
             role = self._role_of(task.framework_id)
             if not role or role in busy:
                 continue
@@ -350,14 +357,48 @@ class Preemptions:
         return agent.kill(victim.framework_id, victim.task_id, reason=REASON_PREEMPTED, why=message)
 
     def _forget_ended(self) -> None:
-        for key in [k for k in self._in_flight if k not in self.reg.tasks]:
-            del self._in_flight[key]
+        ended_keys = [k for k in self._in_flight if k not in self.reg.tasks]
+        ended_keys += [k for k in self._revoked if k not in self.reg.tasks]
+        for key in ended_keys:
+            self._in_flight.pop(key, None)
+            self._revoked.discard(key)
             ended = self.reg.completed.get(key)
             entry = self._by_task.get(key)
             if entry is not None and ended is not None and ended.state == common_pb2.TASK_KILLED:
                 entry.ended_at = self.wall()
                 if self.store is not None:
                     self.store.put_preemption(entry.summary())
+
+    def revoke(self, task, beneficiary: str, message: str) -> bool:
+        """Stops a task on revocable resources that an ordinary launch of `beneficiary`'s needs
+        (TaskBook.revoke_for): a notice, the kill, and a record as any preemption's, with the
+        reason "revocable". Not bounded by --max-preemptions-per-minute: the resources were
+        only lent."""
+        victim = Candidate(
+            task.framework_id,
+            task.task_id,
+            self._role_of(task.framework_id),
+            task.agent_id,
+            scalar_vector(task.resources),
+            revocable=True,
+        )
+        if not self._kill(victim, message):
+            return False
+        self._revoked.add(task.key)  # its end is noted with the record (_forget_ended)
+        entry = Preempted(
+            self.wall(),
+            task.framework_id,
+            task.task_id,
+            victim.role,
+            task.agent_id,
+            beneficiary,
+            REVOCABLE,
+            message,
+        )
+        self._remember(entry, store=True)
+        self.on_preempted(entry)
+        log.info("revoking a task", task_id=task.task_id, beneficiary=beneficiary)
+        return True
 
     def _remember(self, entry: Preempted, store: bool = False) -> None:
         """Adds to the history (and the registry, with `store`), the oldest dropped past it."""

@@ -372,6 +372,7 @@ class Offer:
     # True: the allocator keeps its resources for the framework alone (pessimistic offers, a
     # met hold's). False: an optimistic offer, which keeps nothing and may overlap others'.
     exclusive: bool = True
+    revocable: bool = False  # revocable resources (allocator/revocable.py): hold nothing
 
 
 @dataclass
@@ -488,11 +489,13 @@ class Registry:
                     self.completed.pop(key, None)
         return forgotten
 
-    def allocated_on_agent(self, agent_id: str) -> dict[str, Resources]:
-        """framework_id -> resources its live tasks use on the agent."""
+    def allocated_on_agent(self, agent_id: str, revocable: bool = False) -> dict[str, Resources]:
+        """framework_id -> resources its live tasks use on the agent: those on ordinary
+        resources (allocations), or with `revocable` those on revocable ones."""
         out: dict[str, Resources] = {}
         for task in self.tasks_of_agent(agent_id):
-            out[task.framework_id] = out.get(task.framework_id, EMPTY) + task.resources
+            if task.info.revocable == revocable:
+                out[task.framework_id] = out.get(task.framework_id, EMPTY) + task.resources
         return out
 
 

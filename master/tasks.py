@@ -17,8 +17,9 @@ import grpc
 import structlog
 
 from agora.common.failures import Recently
-from agora.common.task_states import is_terminal
+from agora.common.task_states import REASON_PREEMPTED, is_terminal
 from agora.master import limits
+from agora.master.allocator.revocable import excess as revocable_excess
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
 from agora.master.counters import MasterCounters
@@ -65,6 +66,10 @@ class TaskBook:
         # (framework id, task id) -> the preemption that ended it, if one did and the master
         # keeps it (master/preemptions.py): reconciliation answers it after a failover too.
         self.preempted: Callable[[str, str], Any] = lambda framework_id, task_id: None
+        # Revocable tasks whose kill was sent for an ordinary launch (revoke_for), and how one
+        # is stopped (MasterCore gives Preemptions.revoke: a notice, the kill, the record).
+        self._revoking: set[tuple[str, str]] = set()
+        self.revoke: Callable[[Task, str, str], object] = self._kill_revoked
         self._unknown_said = Recently()  # updates for unknown tasks: said once a minute an agent
         self.events = EventLog()  # MasterCore gives the master's one
 
@@ -83,7 +88,14 @@ class TaskBook:
                 self.config.default_refuse_seconds,
             )
             offers = [self.reg.offers[offer_id] for offer_id in plan.offer_ids]
-            optimistic = not all(offer.exclusive for offer in offers)
+            revocable = any(offer.revocable for offer in offers)
+            if revocable and not all(offer.revocable for offer in offers):
+                raise CallError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "revocable offers cannot be merged with others in one Accept: launch on "
+                    "them apart (their tasks may be stopped at any time)",
+                )
+            optimistic = not revocable and not all(offer.exclusive for offer in offers)
             if optimistic:
                 # Checked against what is free now; the first Accept wins (OfferCycle.take).
                 self.offers.take(framework_id, plan, offers)
@@ -95,12 +107,18 @@ class TaskBook:
         if not optimistic:
             for offer_id in plan.offer_ids:
                 self.reg.drop_offer(offer_id, "already accepted")
+        if revocable:
+            # Lent, not allocated: the tasks' use is noted apart (allocator/revocable.py).
+            self.ledger.allocator.use_revocable(
+                framework_id, plan.agent_id, plan.offered - plan.unused
+            )
         self.counts.offers_accepted += len(plan.offer_ids)
         launched = []
         for task_info, resources in plan.tasks:
             info = common_pb2.TaskInfo()
             info.CopyFrom(task_info)
             info.agent_id = plan.agent_id
+            info.revocable = revocable  # the master's word, whatever the framework said
             task = Task(framework_id, plan.agent_id, info, resources)
             task.framework_name = framework.info.name
             task.last_status = master_status(
@@ -125,10 +143,12 @@ class TaskBook:
             )
             launched.append(info.task_id)
         self.counts.tasks_launched += len(launched)
-        if plan.unused and not optimistic:
+        if plan.unused and not optimistic and not revocable:
             self.ledger.recover(
                 framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds
             )
+        if not revocable:
+            self.revoke_for(framework, plan.agent_id)
         log.debug(
             "offers accepted",
             framework_id=framework_id,
@@ -138,6 +158,39 @@ class TaskBook:
         )
         self.offers.wake(plan.agent_id)
         return launched
+
+    def revoke_for(self, framework: Framework, agent_id: str) -> None:
+        """An ordinary launch on `agent_id` needs room that revocable tasks use: as many of
+        them as that takes are stopped at once, the youngest first (Mesos kills revocable
+        tasks as soon as their resources are wanted: they were only lent)."""
+        tasks = [t for t in self.reg.tasks_of_agent(agent_id) if not is_terminal(t.state)]
+        lent = [t for t in tasks if t.info.revocable and t.key not in self._revoking]
+        if not lent:
+            return
+        in_use = [t.resources for t in tasks if t.key not in self._revoking]
+        excess = revocable_excess(self.reg.agents[agent_id].total, in_use)
+        if not excess:
+            return
+        lent.sort(key=lambda t: t.last_status.timestamp if t.last_status else 0.0, reverse=True)
+        for task in lent:
+            if not excess:
+                break
+            message = (
+                f"revoked: framework {framework.info.name or framework.framework_id} (role "
+                f"{framework.role}) launched on the revocable resources it used"
+            )
+            self._revoking.add(task.key)
+            self.revoke(task, framework.role, message)
+            for (name, _), value in task.resources.scalars.items():
+                if name in excess:
+                    excess[name] -= value
+            excess = {n: v for n, v in excess.items() if v > 1e-9}
+        self._revoking.intersection_update(self.reg.tasks)
+
+    def _kill_revoked(self, task: Task, beneficiary: str, message: str) -> bool:
+        return self.reg.agents[task.agent_id].kill(
+            task.framework_id, task.task_id, reason=REASON_PREEMPTED, why=message
+        )
 
     def kill(self, request: scheduler_pb2.KillRequest) -> None:
         framework = self.frameworks.for_call(request.framework_id, request.stream_id)
@@ -328,7 +381,7 @@ class TaskBook:
         completed tasks."""
         task.state, task.last_status = status.state, status
         if recover:
-            self.ledger.recover(task.framework_id, task.agent_id, task.resources)
+            self.ledger.recover_task(task)
         self.reg.complete_task(task)
 
     def status_update(self, agent: Agent, update: agent_link_pb2.AgentMessage.StatusUpdate) -> None:

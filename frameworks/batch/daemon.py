@@ -96,7 +96,8 @@ class BatchDaemon(FrameworkDaemon):
     kind = "batch"
     # Agents with GPUs are offered to frameworks that say they can use them (as in Mesos); the
     # placement keeps them for jobs that ask for GPUs (placement.py).
-    capabilities = ("GPU_RESOURCES",)
+    # Revocable offers too: `--revocable` jobs may run on them (scheduler._use_lent).
+    capabilities = ("GPU_RESOURCES", "REVOCABLE_RESOURCES")
     service_names = SERVICE_NAMES
     config: BatchConfig
     store: JobStore | None

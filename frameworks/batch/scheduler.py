@@ -710,21 +710,28 @@ class BatchScheduler(Framework):
             if offer.agent_id not in self._facts:
                 self._facts[offer.agent_id] = offer_facts(offer)
         wanted = self._offers_wanted
+        ordinary = [o for o in offers if not o.revocable]
+        lent = [o for o in offers if o.revocable]
         try:
-            await self._use_offers(driver, offers)
+            if ordinary:
+                await self._use_offers(driver, ordinary)
+            if lent:  # after the ordinary ones: only what they left of revocable jobs
+                await self._use_lent(driver, lent)
         finally:
             # Work that arrived while we launched and declined: its revive may have come
             # before our declines' filters; revive again so that they do not hide it.
             await self.update_interest(revive=self._offers_wanted != wanted)
 
-    def _plan(self, offers: Sequence[common_pb2.Offer]) -> Plan | None:
+    def _plan(self, offers: Sequence[common_pb2.Offer], lent: bool = False) -> Plan | None:
         """The ready instances placed into the offers in queue order; None if none is ready.
         Each job's instances are read lazily: only those placed (and the first that does not
-        fit) get a task spec."""
+        fit) get a task spec. `lent`: revocable offers, for revocable jobs only."""
         now = self.clock()
         groups, readers = [], []
         try:
             for job in self._queue():
+                if lent and not job.spec.revocable:
+                    continue
                 room = st.room(job)
                 if room == 0 or job.spec.begin_at > now or not self._waiting.has_ready(job, now):
                     continue
@@ -738,6 +745,8 @@ class BatchScheduler(Framework):
             fair = None
             if len({g.owner for g in groups}) > 1:
                 fair = self._fair_share(offers)
+            if lent:  # lent resources: no reservation is made on them, nor a head chosen
+                return plan(offers, groups, self.role, self._facts, fair)
             reservation = self._reservation(offers, [g.job_id for g in groups], now)
             result = plan(offers, groups, self.role, self._facts, fair, reservation, now)
             # The next round's head: the first job of the queue left waiting (not a gang,
@@ -907,6 +916,18 @@ class BatchScheduler(Framework):
             await self._ask_hold(driver, self.jobs[job_id])
         if any(job_id not in self._holds for job_id in gangs):
             self._arm_realign()
+
+    async def _use_lent(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
+        """Revocable offers: revocable jobs' instances that ordinary offers left waiting are
+        placed on them; the rest is declined. No demand, hold or note comes of them: a job
+        waits for ordinary resources, and is only lent these meanwhile."""
+        result = self._plan(offers, lent=True)
+        if result is None:
+            await self._decline(driver, offers, self.idle_refuse_seconds)
+            return
+        for launch in result.launches:
+            await self._launch(driver, launch, more_waiting=bool(result.waiting))
+        await self._decline(driver, result.unused, self.decline_refuse_seconds)
 
     async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
         """Its tasks come as TASK_LOST updates. Counted: the Batch API drops the agent sizes it

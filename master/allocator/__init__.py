@@ -10,6 +10,7 @@ from agora.master.allocator.optimistic import Rival
 from agora.master.allocator.protocol import AllocatorProtocol
 from agora.master.allocator.quota import Quota
 from agora.master.allocator.random_sorter import RandomSorter
+from agora.master.allocator.revocable import REVOCABLE_CAPABILITY
 from agora.master.allocator.sorter import Sorter
 from agora.master.allocator.sorters import SORTERS, make_sorter, sorter_names
 from agora.master.allocator.types import (
@@ -35,6 +36,7 @@ __all__ = [
     "OfferGrant",
     "Quota",
     "RandomSorter",
+    "REVOCABLE_CAPABILITY",
     "Rival",
     "Sorter",
     "dominant_share",

@@ -32,6 +32,7 @@ from agora.master.allocator.quota import (
     min_caps,
     required_headroom,
 )
+from agora.master.allocator.revocable import REVOCABLE_CAPABILITY, RevocableOffers
 from agora.master.allocator.sorters import make_sorter
 from agora.master.allocator.types import MAX_REFUSE_SECONDS, AllocatorConfig, OfferGrant
 from agora.master.allocator.view import AllocatorView
@@ -55,6 +56,8 @@ class _Agent:
         "reserved",
         "gpus",
         "offered",
+        "revocable",
+        "revocable_offered",
     )
 
     def __init__(self, agent_id: str, total: Resources, attributes: Mapping[str, str]) -> None:
@@ -72,6 +75,10 @@ class _Agent:
         # Optimistic offers outstanding on this agent, which hold nothing: framework_id ->
         # (resources offered, when it was first offered them).
         self.offered: dict[str, tuple[Resources, float]] = {}
+        # Revocable resources (revocable.py), which stay free in these books: framework_id ->
+        # what its revocable tasks use here, and -> its revocable offer outstanding here.
+        self.revocable: dict[str, Resources] = {}
+        self.revocable_offered: dict[str, Resources] = {}
 
     def free_for(self, role: str) -> Resources:
         """What is free here for a framework of `role`, before quota caps: the unreserved
@@ -147,6 +154,10 @@ class Allocator:
         # Holds collecting resources, oldest first (holds.py), and the stage that fills them.
         self._holds: dict[str, Hold] = {}
         self._hold_filling = HoldFilling(self)
+        # Frameworks with the REVOCABLE_RESOURCES capability, and the stage that lends them
+        # what is free but kept from everyone's ordinary offers (revocable.py).
+        self._revocable_frameworks: set[str] = set()
+        self._revocable = RevocableOffers(self)
         # How free resources become offers, chosen by name (policies.py).
         self._policy: OfferPolicy = OFFER_POLICIES[self.config.mode](self)
         # Agents where a hold took free resources since the caller last emptied this: in
@@ -256,6 +267,8 @@ class Allocator:
         fw = _Framework(framework_id, role or UNRESERVED, frozenset(capabilities))
         r = self._role(fw.role)
         self._frameworks[framework_id] = fw
+        if REVOCABLE_CAPABILITY in fw.capabilities:
+            self._revocable_frameworks.add(framework_id)
         r.frameworks.add(framework_id)
         r.sorter.add(framework_id)
         for agent_id in self._orphans.pop(framework_id, set()):
@@ -281,6 +294,10 @@ class Allocator:
         fw.offered_on.clear()
         for agent_id in list(fw.allocated):
             self._set_allocation(framework_id, self._agents[agent_id], EMPTY)
+        self._revocable_frameworks.discard(framework_id)
+        for agent in self._agents.values():  # its revocable tasks and offers end with it
+            agent.revocable.pop(framework_id, None)
+            agent.revocable_offered.pop(framework_id, None)
         fw.active = False
         self._sync_eligibility(fw)
         r = self._roles[fw.role]
@@ -295,6 +312,10 @@ class Allocator:
         fw = self._frameworks[framework_id]
         fw.capabilities = frozenset(capabilities)
         fw.gpu = GPU_CAPABILITY in fw.capabilities
+        if REVOCABLE_CAPABILITY in fw.capabilities:
+            self._revocable_frameworks.add(framework_id)
+        else:
+            self._revocable_frameworks.discard(framework_id)
 
     def deactivate_framework(self, framework_id: str) -> None:
         """Disconnected: no offers until activate_framework; allocations stay."""
@@ -430,6 +451,7 @@ class Allocator:
         offer = self._policy.offer
         holds = self._holds
         fill_holds = self._hold_filling.fill
+        lend = self._revocable.offer if self._revocable_frameworks else None
         for agent in agents:
             if agent.active and agent.free:
                 if holds:
@@ -437,6 +459,8 @@ class Allocator:
                     if not agent.free:
                         continue
                 offer(agent, now, grants)
+                if lend is not None and agent.free:
+                    lend(agent, now, grants)
         if self._quota_roles:
             grants = _merge(grants)
         return grants
@@ -473,6 +497,36 @@ class Allocator:
         agent = self._agents[agent_id]
         held = agent.allocated.get(framework_id, EMPTY)
         self._set_allocation(framework_id, agent, held + resources)
+
+    # revocable resources (revocable.py) ---------------------------------------------------
+
+    def use_revocable(self, framework_id: str, agent_id: str, used: Resources) -> None:
+        """A revocable offer was accepted: it ends, and its tasks use `used` (or, at a
+        re-registration, tasks on revocable resources are reported: `used` is theirs)."""
+        agent = self._agents.get(agent_id)
+        if agent is None:
+            return
+        agent.revocable_offered.pop(framework_id, None)
+        if used:
+            agent.revocable[framework_id] = agent.revocable.get(framework_id, EMPTY) + used
+
+    def withdraw_revocable(self, framework_id: str, agent_id: str) -> None:
+        """A revocable offer ended unused (declined, rescinded, timed out)."""
+        agent = self._agents.get(agent_id)
+        if agent is not None:
+            agent.revocable_offered.pop(framework_id, None)
+
+    def recover_revocable(self, framework_id: str, agent_id: str, resources: Resources) -> None:
+        """A task on revocable resources ended: they are no longer in use."""
+        agent = self._agents.get(agent_id)
+        held = agent.revocable.get(framework_id) if agent is not None else None
+        if agent is None or held is None:
+            return
+        left = beyond(held, resources)
+        if left:
+            agent.revocable[framework_id] = left
+        else:
+            del agent.revocable[framework_id]
 
     def quota_room(self, framework_id: str, resources: Resources) -> str | None:
         """Why the framework's role may not take `resources` now (its quota limit, or headroom

@@ -21,6 +21,7 @@ class OfferGrant:
     (pessimistic offers, and a met hold's); False for an optimistic offer, which leaves them
     free and may overlap other frameworks' offers. (Not "held": holds are another thing.)
     `hold_id`: the met hold this grant delivers, if any.
+    `revocable`: revocable resources (revocable.py): held by no one, lent until wanted.
     """
 
     framework_id: str
@@ -28,6 +29,7 @@ class OfferGrant:
     resources: Resources
     exclusive: bool = True
     hold_id: str = ""
+    revocable: bool = False
 
 
 @dataclass(frozen=True)

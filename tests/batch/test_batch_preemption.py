@@ -144,3 +144,72 @@ async def test_a_starved_gang_gets_its_shape_across_agents_through_its_hold(tmp_
         if b_daemon is not None:
             await b_daemon.stop()
         await cluster.stop()
+
+
+async def test_a_revocable_job_runs_on_lent_reservations_until_their_role_wants_them(tmp_path):
+    """Issue 34, item 3, on the user's path: `agora job submit --revocable` also runs on what
+    is free but kept from ordinary offers (here role ops's idle reservations). When ops's own
+    batch daemon launches there, the instances it needs back are stopped at once
+    (REASON_PREEMPTED, saying why) and wait to run again without spending a retry."""
+    cluster = BatchCluster(
+        tmp_path,
+        agent_resources=["cpus:2;mem:1024;cpus(ops):2;mem(ops):512"],
+        batch_overrides={"decline_refuse_seconds": 0.2},
+    )
+    await cluster.start()
+    ops_daemon = None
+    try:
+        submitted = await cluster.cli(
+            "job", "submit", "--revocable", "--instances", "8", "--cpus", "0.5", "--mem", "32",
+            "--", "sleep 300",
+        )  # fmt: skip
+        assert submitted.code == 0, submitted.err
+        spot = submitted.out.split()[0]
+        await eventually_async(
+            lambda: cluster.batch.scheduler.jobs[spot].counts.running == 8,
+            timeout=30,
+            message="4 instances on ordinary resources, 4 on ops's lent reservations",
+        )
+        tasks = {t.info.task_id: t for t in cluster.master.core.reg.tasks.values()}
+        lent = sorted(k for k, t in tasks.items() if t.info.revocable)
+        assert len(lent) == 4
+
+        ops_daemon = BatchDaemon(
+            dataclasses.replace(cluster.batch_config(), role="ops", state_dir=tmp_path / "ops")
+        )
+        await ops_daemon.start()
+        channel = insecure_channel(ops_daemon.address)
+        stub = batch_pb2_grpc.BatchStub(channel)
+        spec = B.JobSpec(
+            name="ops",
+            instances=2,
+            task=B.TaskTemplate(
+                command=C.CommandInfo(shell="sleep 300"), cpus=1, mem=64, role="ops"
+            ),
+        )
+        ops_job = (await stub.SubmitJob(B.SubmitJobRequest(spec=spec))).job_id
+
+        async def ops_running():
+            job = await stub.GetJob(B.GetJobRequest(job_id=ops_job))
+            return job if job.counts.running == 2 else None
+
+        await eventually_async(ops_running, timeout=30, message="ops runs on its reservations")
+
+        async def lent_stopped():
+            job = await cluster.job(spot)
+            ended = [a for i in job.instances for a in i.attempts if a.state == C.TASK_KILLED]
+            return (job, ended) if len(ended) >= 4 else None
+
+        job, stopped = await eventually_async(lent_stopped, timeout=30, message="lent stopped")
+        assert sorted(a.task_id for a in stopped) == lent  # exactly the lent ones
+        for attempt in stopped:
+            assert attempt.reason == "REASON_PREEMPTED"
+            assert "revoked: framework batch (role ops)" in attempt.message
+        assert all(i.failures == 0 for i in job.instances)  # no retry spent
+        assert job.counts.running == 4 and job.counts.pending == 4
+        await stub.KillJob(B.KillJobRequest(job_id=ops_job))
+        await channel.close()
+    finally:
+        if ops_daemon is not None:
+            await ops_daemon.stop()
+        await cluster.stop()

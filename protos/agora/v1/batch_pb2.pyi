@@ -118,7 +118,7 @@ class TaskTemplate(_message.Message):
     def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ..., gpus: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running", "begin_at", "instance_args", "constraints", "owner")
+    __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running", "begin_at", "instance_args", "constraints", "owner", "revocable")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +141,7 @@ class JobSpec(_message.Message):
     INSTANCE_ARGS_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    REVOCABLE_FIELD_NUMBER: _ClassVar[int]
     name: str
     instances: int
     task: TaskTemplate
@@ -156,7 +157,8 @@ class JobSpec(_message.Message):
     instance_args: _containers.RepeatedScalarFieldContainer[str]
     constraints: _containers.RepeatedCompositeFieldContainer[_services_pb2.Constraint]
     owner: str
-    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ..., max_running: _Optional[int] = ..., begin_at: _Optional[float] = ..., instance_args: _Optional[_Iterable[str]] = ..., constraints: _Optional[_Iterable[_Union[_services_pb2.Constraint, _Mapping]]] = ..., owner: _Optional[str] = ...) -> None: ...
+    revocable: bool
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., task: _Optional[_Union[TaskTemplate, _Mapping]] = ..., max_retries: _Optional[int] = ..., priority: _Optional[int] = ..., gang: _Optional[bool] = ..., duration_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., after: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., time_limit_seconds: _Optional[float] = ..., max_running: _Optional[int] = ..., begin_at: _Optional[float] = ..., instance_args: _Optional[_Iterable[str]] = ..., constraints: _Optional[_Iterable[_Union[_services_pb2.Constraint, _Mapping]]] = ..., owner: _Optional[str] = ..., revocable: _Optional[bool] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("job", "condition")

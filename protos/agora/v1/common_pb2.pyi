@@ -118,7 +118,7 @@ class FrameworkInfo(_message.Message):
     def __init__(self, framework_id: _Optional[str] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., role: _Optional[str] = ..., failover_timeout_seconds: _Optional[float] = ..., capabilities: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., service_address: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Offer(_message.Message):
-    __slots__ = ("offer_id", "framework_id", "agent_id", "hostname", "resources", "attributes", "agent_address")
+    __slots__ = ("offer_id", "framework_id", "agent_id", "hostname", "resources", "attributes", "agent_address", "revocable")
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +126,7 @@ class Offer(_message.Message):
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     AGENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REVOCABLE_FIELD_NUMBER: _ClassVar[int]
     offer_id: str
     framework_id: str
     agent_id: str
@@ -133,7 +134,8 @@ class Offer(_message.Message):
     resources: _containers.RepeatedCompositeFieldContainer[Resource]
     attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
     agent_address: str
-    def __init__(self, offer_id: _Optional[str] = ..., framework_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., agent_address: _Optional[str] = ...) -> None: ...
+    revocable: bool
+    def __init__(self, offer_id: _Optional[str] = ..., framework_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., agent_address: _Optional[str] = ..., revocable: _Optional[bool] = ...) -> None: ...
 
 class CommandInfo(_message.Message):
     __slots__ = ("argv", "shell", "environment", "user")
@@ -189,7 +191,7 @@ class HealthCheck(_message.Message):
     def __init__(self, http: _Optional[_Union[HttpCheck, _Mapping]] = ..., tcp: _Optional[_Union[TcpCheck, _Mapping]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., grace_period_seconds: _Optional[float] = ..., interval_seconds: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., max_consecutive_failures: _Optional[int] = ..., delay_seconds: _Optional[float] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "name", "agent_id", "resources", "command", "health_check", "kill_grace_period_seconds", "labels", "priority", "max_completion_seconds")
+    __slots__ = ("task_id", "name", "agent_id", "resources", "command", "health_check", "kill_grace_period_seconds", "labels", "priority", "max_completion_seconds", "revocable")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +209,7 @@ class TaskInfo(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     MAX_COMPLETION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REVOCABLE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     name: str
     agent_id: str
@@ -217,7 +220,8 @@ class TaskInfo(_message.Message):
     labels: _containers.ScalarMap[str, str]
     priority: int
     max_completion_seconds: float
-    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., agent_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., health_check: _Optional[_Union[HealthCheck, _Mapping]] = ..., kill_grace_period_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., max_completion_seconds: _Optional[float] = ...) -> None: ...
+    revocable: bool
+    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., agent_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., health_check: _Optional[_Union[HealthCheck, _Mapping]] = ..., kill_grace_period_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., max_completion_seconds: _Optional[float] = ..., revocable: _Optional[bool] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
     __slots__ = ("task_id", "state", "message", "source", "reason", "agent_id", "framework_id", "timestamp", "uuid", "healthy", "exit_code", "end_usage")

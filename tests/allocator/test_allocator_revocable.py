@@ -1,0 +1,41 @@
+"""Revocable resources in the allocator (revocable.py): what is lent, to whom, and when it must
+come back. Pure: no master, no clock."""
+
+from __future__ import annotations
+
+from agora.common import Resources
+from agora.master.allocator import REVOCABLE_CAPABILITY, Allocator, AllocatorConfig
+from agora.master.allocator.revocable import excess
+
+
+def lent(grants) -> dict[str, Resources]:
+    return {g.framework_id: g.resources for g in grants if g.revocable}
+
+
+def test_headroom_and_idle_reservations_are_lent_to_revocable_frameworks_only():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", Resources.parse("cpus:4;mem:4096;cpus(ops):2;mem(ops):1024"))
+    alloc.set_quota("gold", Resources.of(cpus=1), None)  # 1 cpu of headroom held back
+    alloc.add_framework("plain", role="web")
+    alloc.add_framework("spot", role="web", capabilities=[REVOCABLE_CAPABILITY])
+    grants = alloc.allocate(0.0)
+    ordinary = [g for g in grants if not g.revocable]
+    assert sum(g.resources.scalar("cpus") for g in ordinary) == 3  # 4 less the headroom
+    # Lent: ops's idle reservations and the headroom, as unreserved resources, once.
+    assert lent(grants) == {"spot": Resources.parse("cpus:3;mem:1024")}
+    assert lent(alloc.allocate(0.0)) == {}  # its offer is outstanding
+
+
+def test_what_is_lent_stays_free_and_only_tasks_beyond_the_total_must_give_it_back():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", Resources.parse("cpus:2;mem:1024;cpus(ops):2;mem(ops):1024"))
+    alloc.add_framework("spot", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    [lent_offer] = [g for g in alloc.allocate(0.0) if g.revocable]
+    alloc.use_revocable("spot", "a0", Resources.parse("cpus:1.5;mem:256"))
+    assert alloc.free("a0").scalar("cpus", "ops") == 2  # lent, not allocated
+    alloc.recover_revocable("spot", "a0", Resources.parse("cpus:1.5;mem:256"))
+    assert alloc._agents["a0"].revocable == {}
+    total = Resources.parse("cpus:4;mem:2048")
+    lent_task = Resources.parse("cpus:1.5;mem:256")
+    assert excess(total, [Resources.parse("cpus:2;mem:64"), lent_task]) == {}
+    assert excess(total, [Resources.parse("cpus:3;mem:64"), lent_task]) == {"cpus": 0.5}

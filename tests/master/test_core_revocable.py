@@ -1,0 +1,119 @@
+"""Revocable resources (issue 34, item 3), on the paused-clock master harness: what is free but
+kept from everyone's ordinary offers (another role's unused reservations, headroom for a
+guarantee) is offered, marked revocable, to frameworks with REVOCABLE_RESOURCES; tasks there are
+stopped at once when an ordinary launch needs the room, with a notice and a record; the books
+stay right through it and across a master restart."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from core_harness import CallError, CoreHarness, task
+
+from agora.common import Resources
+from agora.common.task_states import REASON_PREEMPTED
+from agora.master.allocator import REVOCABLE_CAPABILITY
+from agora.v1 import agent_link_pb2, common_pb2
+
+# 2 cpus anyone may use, and 2 reserved for role ops, which has no framework yet.
+AGENT = "cpus:2;mem:1024;cpus(ops):2;mem(ops):512"
+
+
+def _revocable(offers) -> list[common_pb2.Offer]:
+    return [o for o in offers if o.revocable]
+
+
+def _lend(h: CoreHarness):
+    """Agent, a revocable framework (role '*') and a plain one (role web, which sees no
+    revocable offer). The revocable framework fills the unreserved half with an ordinary task
+    and launches one of 1.5 cpus on the reserved room it was lent."""
+    agent = h.agent(AGENT)
+    plain = h.framework("plain", role="web")
+    lender = h.framework("spot", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    h.advance(0.1)
+    assert not _revocable(plain.offers())  # never to a framework without the capability
+    [lent] = _revocable(lender.offers())
+    assert Resources.from_proto(lent.resources) == Resources.parse("cpus:2;mem:512")
+    lender.accept([lent.offer_id], [task("spot-1", "cpus:1.5;mem:128")])
+    [ordinary] = [o for o in (*lender.offers(), *plain.offers()) if not o.revocable]
+    owner = lender if ordinary.framework_id == lender.framework_id else plain
+    owner.accept([ordinary.offer_id], [task("filler", "cpus:2;mem:128")])
+    run = next(r for r in agent.inbox.of("run_task") if r.task.task_id == "spot-1")
+    assert run.task.revocable  # the master's word, which the agent keeps
+    filler = next(r for r in agent.inbox.of("run_task") if r.task.task_id == "filler")
+    assert not filler.task.revocable
+    agent.status(lender.framework_id, "spot-1", common_pb2.TASK_RUNNING)
+    return agent, plain, lender
+
+
+def test_idle_reservations_are_lent_and_taken_back_at_once(tmp_path):
+    h = CoreHarness()
+    agent, plain, lender = _lend(h)
+    # The reservations' role comes: its offer is all of them, the lent part included.
+    ops = h.framework("ops", role="ops")
+    h.advance(0.1)
+    [offer] = [o for o in ops.offers() if not o.revocable]
+    assert Resources.from_proto(offer.resources).scalar("cpus", "ops") == 2
+    assert not agent.inbox.of("kill_task")  # an offer alone takes nothing back
+    ops.accept([offer.offer_id], [task("ops-1", "cpus(ops):0.5;mem(ops):64")], refuse_seconds=0)
+    assert not agent.inbox.of("kill_task")  # 2 + 1.5 + 0.5 cpus: the agent's 4 suffice
+    h.advance(0.1)
+    [offer] = [o for o in ops.offers() if not o.revocable]
+    ops.accept([offer.offer_id], [task("ops-2", "cpus(ops):1.5;mem(ops):64")])
+    # Now the tasks would use 5.5 cpus of 4: the revocable one is stopped, at once.
+    [kill] = agent.inbox.of("kill_task")
+    assert (kill.task_id, kill.reason) == ("spot-1", REASON_PREEMPTED)
+    assert kill.message.startswith("revoked: framework ops (role ops) launched on")
+    [notice] = lender.inbox.of("preemption")
+    assert notice.task_id == "spot-1"
+    [record] = h.core.preemptions.history
+    assert (record.task_id, record.reason, record.beneficiary) == ("spot-1", "revocable", "ops")
+    agent.status(lender.framework_id, "spot-1", common_pb2.TASK_KILLED, reason=REASON_PREEMPTED)
+    h.advance(0.1)
+    # Nothing lent is left in the books, and nothing of it was ever an allocation.
+    books = h.core.allocator._agents[agent.agent_id]
+    assert books.revocable == {}
+    assert "cpus:1.5" not in str(books.allocated.get(lender.framework_id, ""))
+
+
+def test_revocable_offers_are_launched_on_apart_and_declines_give_them_back():
+    h = CoreHarness()
+    h.agent(AGENT)
+    lender = h.framework("spot", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    h.advance(0.1)
+    [lent] = _revocable(lender.offers())
+    [ordinary] = [o for o in lender.offers() if not o.revocable]
+    with pytest.raises(CallError) as e:
+        lender.accept([lent.offer_id, ordinary.offer_id], [task("mixed", "cpus:3;mem:64")])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "revocable offers cannot be merged" in str(e.value)
+    lender.call("Decline", offer_ids=[lent.offer_id])
+    lender.call("Revive")
+    h.advance(0.1)
+    assert len(_revocable(lender.offers())) == 1  # lent again, once
+
+
+def test_a_revocable_task_stays_revocable_across_a_master_restart(tmp_path):
+    h = CoreHarness(state_dir=tmp_path)
+    agent, plain, lender = _lend(h)
+    runs = {r.task.task_id: r for r in agent.inbox.of("run_task")}
+    h = h.restart()
+    running = [
+        agent_link_pb2.RunningTask(
+            framework_id=r.framework_id, task=r.task, state=common_pb2.TASK_RUNNING
+        )
+        for r in runs.values()
+    ]
+    back = h.agent(AGENT, connect=False)
+    back.connect(tasks=running, agent_id=agent.agent_id)
+    again = h.framework("spot", role="*", subscribe=False, capabilities=[REVOCABLE_CAPABILITY])
+    again.subscribe(framework_id=lender.framework_id)
+    books = h.core.allocator._agents[agent.agent_id]
+    # Lent, as before (what it is offered ordinarily meanwhile is another matter).
+    assert books.revocable[lender.framework_id] == Resources.parse("cpus:1.5;mem:128")
+    ops = h.framework("ops", role="ops")
+    h.advance(0.1)
+    [offer] = [o for o in ops.offers() if not o.revocable]
+    ops.accept([offer.offer_id], [task("ops-1", "cpus(ops):2;mem(ops):64")])
+    [kill] = back.inbox.of("kill_task")
+    assert kill.task_id == "spot-1" and kill.reason == REASON_PREEMPTED
