@@ -170,7 +170,7 @@ class AgentBook:
             )
             self.allocator.deactivate_agent(agent_id)
         for framework_id, used in self.reg.allocated_on_agent(agent_id, revocable=True).items():
-            self.allocator.use_revocable(framework_id, agent_id, used)
+            self.allocator.set_revocable(framework_id, agent_id, used)
         if agent.draining:
             self.allocator.deactivate_agent(agent_id)
             # Frameworks that subscribed before it came back (a new leader) learn of it now.

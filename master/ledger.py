@@ -65,6 +65,12 @@ class Ledger:
             return
         self.recover(task.framework_id, task.agent_id, task.resources)
 
+    def refuse_revocable(self, framework_id: str, agent_id: str, seconds: float) -> None:
+        """A declined revocable offer: nothing more is lent to the framework there for that
+        long (its ordinary offers are not filtered by it)."""
+        if self.in_allocator(self.reg.agents.get(agent_id)) and framework_id in self.reg.frameworks:
+            self.allocator.refuse_revocable(framework_id, agent_id, self.clock.now() + seconds)
+
     def release_offer(self, offer: Offer) -> None:
         """An offer ended unused (declined, rescinded, timed out): an exclusive one gives its
         resources back; an optimistic one held nothing and only stops counting as offered.
@@ -88,12 +94,13 @@ class Ledger:
         """Registers `framework` and tells the allocator, with what its known tasks use."""
         self.reg.frameworks[framework.framework_id] = framework
         allocated: dict[str, Resources] = {}
+        lent: dict[str, Resources] = {}
         for task in self.reg.tasks_of_framework(framework.framework_id):
-            # Tasks on revocable resources are no allocation: their agent's registration told
-            # the allocator of them (AgentBook).
-            if task.info.revocable:
+            if not self.in_allocator(self.reg.agents.get(task.agent_id)):
                 continue
-            if self.in_allocator(self.reg.agents.get(task.agent_id)):
+            if task.info.revocable:  # no allocation: booked apart (set, whichever comes first)
+                lent[task.agent_id] = lent.get(task.agent_id, EMPTY) + task.resources
+            else:
                 allocated[task.agent_id] = allocated.get(task.agent_id, EMPTY) + task.resources
         self.allocator.add_framework(
             framework.framework_id,
@@ -101,6 +108,8 @@ class Ledger:
             capabilities=frozenset(framework.info.capabilities),
             allocated=allocated,
         )
+        for agent_id, used in lent.items():
+            self.allocator.set_revocable(framework.framework_id, agent_id, used)
 
     def forget_reaped(self) -> bool:
         """Forgets the torn-down frameworks whose last task is gone; True if any was (their

@@ -272,6 +272,11 @@ class OfferCycle:
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "declined")
             self.ledger.release_offer(offer)
+            if offer.revocable:  # refused apart: no filter of its ordinary offers
+                if refuse:
+                    self.ledger.refuse_revocable(framework.framework_id, offer.agent_id, refuse)
+                self.wake(offer.agent_id)
+                continue
             had = refused.get(offer.agent_id)
             refused[offer.agent_id] = offer.resources if had is None else had + offer.resources
         for agent_id, resources in refused.items():
@@ -346,6 +351,13 @@ class OfferCycle:
         if plan.unused and plan.refuse_seconds:
             self.ledger.refuse(framework_id, agent_id, plan.refuse_seconds, plan.unused)
         self.rescind_unsatisfiable(agent_id)
+
+    def rescind_lent(self, agent_id: str) -> None:
+        """Ordinary tasks were launched on the agent: its revocable offers may lend room they
+        now use. Rescinded (lent again, as much as is left, by the next cycle)."""
+        for offer in self.reg.offers_of_agent(agent_id):
+            if offer.revocable:
+                self.rescind(offer, "the room it lent was taken by ordinary tasks")
 
     def rescind_unsatisfiable(self, agent_id: str) -> None:
         """Rescinds the optimistic offers on `agent_id` that ask for more than is free now

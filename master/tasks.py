@@ -95,6 +95,8 @@ class TaskBook:
                     "revocable offers cannot be merged with others in one Accept: launch on "
                     "them apart (their tasks may be stopped at any time)",
                 )
+            if revocable:
+                self._check_lent_room(plan)
             optimistic = not revocable and not all(offer.exclusive for offer in offers)
             if optimistic:
                 # Checked against what is free now; the first Accept wins (OfferCycle.take).
@@ -148,6 +150,7 @@ class TaskBook:
                 framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds
             )
         if not revocable:
+            self.offers.rescind_lent(plan.agent_id)
             self.revoke_for(framework, plan.agent_id)
         log.debug(
             "offers accepted",
@@ -159,28 +162,44 @@ class TaskBook:
         self.offers.wake(plan.agent_id)
         return launched
 
+    def _check_lent_room(self, plan) -> None:
+        """A revocable offer lends room no task used when it was made; if tasks launched since
+        use it, it is no longer there to lend: ABORTED, as an optimistic conflict."""
+        live = [t.resources for t in self.reg.tasks_of_agent(plan.agent_id)]
+        wanted = [resources for _, resources in plan.tasks]
+        if revocable_excess(self.reg.agents[plan.agent_id].total, live + wanted):
+            raise CallError(
+                grpc.StatusCode.ABORTED,
+                f"the revocable offer on agent {plan.agent_id} lends room that tasks launched "
+                "since it was made now use. Nothing was launched: re-plan with fresh offers",
+                Reason.OFFER_CONFLICT,
+            )
+
     def revoke_for(self, framework: Framework, agent_id: str) -> None:
         """An ordinary launch on `agent_id` needs room that revocable tasks use: as many of
         them as that takes are stopped at once, the youngest first (Mesos kills revocable
         tasks as soon as their resources are wanted: they were only lent)."""
         tasks = [t for t in self.reg.tasks_of_agent(agent_id) if not is_terminal(t.state)]
-        lent = [t for t in tasks if t.info.revocable and t.key not in self._revoking]
+        # Tasks dying already (a revocation sent, or TASK_KILLING reported, which after a
+        # failover is all the master knows of one) are not stopped again.
+        dying = {t.key for t in tasks if t.state == common_pb2.TASK_KILLING} | self._revoking
+        lent = [t for t in tasks if t.info.revocable and t.key not in dying]
         if not lent:
             return
-        in_use = [t.resources for t in tasks if t.key not in self._revoking]
+        in_use = [t.resources for t in tasks if t.key not in dying]
         excess = revocable_excess(self.reg.agents[agent_id].total, in_use)
         if not excess:
             return
-        lent.sort(key=lambda t: t.last_status.timestamp if t.last_status else 0.0, reverse=True)
-        for task in lent:
+        for task in reversed(lent):  # launch order: the youngest first
             if not excess:
                 break
             message = (
                 f"revoked: framework {framework.info.name or framework.framework_id} (role "
                 f"{framework.role}) launched on the revocable resources it used"
             )
+            if not self.revoke(task, framework.role, message):
+                continue  # its agent is away: it frees nothing now
             self._revoking.add(task.key)
-            self.revoke(task, framework.role, message)
             for (name, _), value in task.resources.scalars.items():
                 if name in excess:
                     excess[name] -= value

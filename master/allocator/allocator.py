@@ -58,6 +58,7 @@ class _Agent:
         "offered",
         "revocable",
         "revocable_offered",
+        "revocable_refused",
     )
 
     def __init__(self, agent_id: str, total: Resources, attributes: Mapping[str, str]) -> None:
@@ -79,6 +80,7 @@ class _Agent:
         # what its revocable tasks use here, and -> its revocable offer outstanding here.
         self.revocable: dict[str, Resources] = {}
         self.revocable_offered: dict[str, Resources] = {}
+        self.revocable_refused: dict[str, float] = {}  # framework_id -> refused until
 
     def free_for(self, role: str) -> Resources:
         """What is free here for a framework of `role`, before quota caps: the unreserved
@@ -298,6 +300,7 @@ class Allocator:
         for agent in self._agents.values():  # its revocable tasks and offers end with it
             agent.revocable.pop(framework_id, None)
             agent.revocable_offered.pop(framework_id, None)
+            agent.revocable_refused.pop(framework_id, None)
         fw.active = False
         self._sync_eligibility(fw)
         r = self._roles[fw.role]
@@ -509,6 +512,26 @@ class Allocator:
         agent.revocable_offered.pop(framework_id, None)
         if used:
             agent.revocable[framework_id] = agent.revocable.get(framework_id, EMPTY) + used
+
+    def set_revocable(self, framework_id: str, agent_id: str, used: Resources) -> None:
+        """What the framework's tasks on revocable resources use on the agent, all told (the
+        master's books after a re-registration or a framework's return: set, not added, so
+        that either order books them once)."""
+        agent = self._agents.get(agent_id)
+        if agent is None:
+            return
+        if used:
+            agent.revocable[framework_id] = used
+        else:
+            agent.revocable.pop(framework_id, None)
+
+    def refuse_revocable(self, framework_id: str, agent_id: str, until: float) -> None:
+        """A declined revocable offer: nothing is lent to the framework on the agent until
+        then. Apart from its decline filters, which it must not touch: refusing what is lent
+        must not hide the ordinary offers of that agent, nor the reverse."""
+        agent = self._agents.get(agent_id)
+        if agent is not None and framework_id in self._frameworks:
+            agent.revocable_refused[framework_id] = until
 
     def withdraw_revocable(self, framework_id: str, agent_id: str) -> None:
         """A revocable offer ended unused (declined, rescinded, timed out)."""

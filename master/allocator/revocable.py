@@ -64,6 +64,7 @@ def excess(total: Resources, in_use: Iterable[Resources]) -> dict[str, float]:
 class RevocableOffers:
     def __init__(self, allocator: Allocator) -> None:
         self.a = allocator
+        self._turn = 0  # frameworks take turns at being first (the fair thing among equals)
 
     def offer(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
         """Offers what of the agent's free resources no one may be offered ordinarily, less
@@ -76,11 +77,14 @@ class RevocableOffers:
                 idle[name] = idle.get(name, 0.0) - value
         if not any(v > 1e-9 for v in idle.values()):
             return
-        refused = a._filters.by_agent.get(agent.agent_id) or {}
-        for fid in sorted(a._revocable_frameworks):
+        ids = sorted(a._revocable_frameworks)
+        self._turn = (self._turn + 1) % len(ids)
+        for fid in ids[self._turn :] + ids[: self._turn]:
             fw = a._frameworks.get(fid)
             if fw is None or not fw.active or fw.suppressed or fid in agent.revocable_offered:
                 continue
+            if agent.revocable_refused.get(fid, 0.0) > now:
+                continue  # it declined what was lent here (its own filter: refuse_revocable)
             # What the framework may be offered ordinarily here is its to take that way.
             ordinary, _ = a._role_offer(agent, a._roles[fw.role], False)
             mine = dict(idle)
@@ -89,7 +93,7 @@ class RevocableOffers:
             supply = unreserved({n: v for n, v in mine.items() if v > 0})
             if not supply or not a._fits_min(scalar_vector(supply)):
                 continue
-            if skip_reason(fw.gpu, agent.gpus, refused.get(fid), supply, now):
+            if skip_reason(fw.gpu, agent.gpus, None, supply, now):
                 continue
             agent.revocable_offered[fid] = supply
             grants.append(OfferGrant(fid, agent.agent_id, supply, exclusive=False, revocable=True))

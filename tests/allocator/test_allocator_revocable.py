@@ -39,3 +39,16 @@ def test_what_is_lent_stays_free_and_only_tasks_beyond_the_total_must_give_it_ba
     lent_task = Resources.parse("cpus:1.5;mem:256")
     assert excess(total, [Resources.parse("cpus:2;mem:64"), lent_task]) == {}
     assert excess(total, [Resources.parse("cpus:3;mem:64"), lent_task]) == {"cpus": 0.5}
+
+
+def test_what_revocable_tasks_use_is_not_lent_again():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", Resources.parse("cpus:2;mem:1024;cpus(ops):2;mem(ops):1024"))
+    alloc.add_framework("spot", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    assert lent(alloc.allocate(0.0)) == {"spot": Resources.parse("cpus:2;mem:1024")}
+    alloc.use_revocable("spot", "a0", Resources.parse("cpus:1.5;mem:256"))  # accepted
+    assert lent(alloc.allocate(0.0)) == {"spot": Resources.parse("cpus:0.5;mem:768")}
+    # Books set, not added, whichever of an agent and its framework comes back first.
+    alloc.set_revocable("spot", "a0", Resources.parse("cpus:1.5;mem:256"))
+    alloc.set_revocable("spot", "a0", Resources.parse("cpus:1.5;mem:256"))
+    assert alloc._agents["a0"].revocable == {"spot": Resources.parse("cpus:1.5;mem:256")}
