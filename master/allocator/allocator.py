@@ -459,11 +459,10 @@ class Allocator:
             if agent.active and agent.free:
                 if holds:
                     fill_holds(agent, now, grants)
-                    if not agent.free:
-                        continue
-                offer(agent, now, grants)
-                if lend is not None and agent.free:
-                    lend(agent, now, grants)
+                if agent.free:
+                    offer(agent, now, grants)
+            if lend is not None and agent.active:  # what is left, and what holds sit on
+                lend(agent, now, grants)
         if self._quota_roles:
             grants = _merge(grants)
         return grants

@@ -3,7 +3,7 @@
 After the offer policy has granted an agent's free resources to whom it may, what is left is
 either refused (a framework declined it, or nothing waits) or kept from everyone's ordinary
 offers: another role's unused reservations, headroom held back for quota guarantees. That kept
-part is offered, as Mesos does with oversubscribed resources, to frameworks with the
+part, and what holds have collected there and sit on until they are met, is offered, as Mesos does with oversubscribed resources, to frameworks with the
 REVOCABLE_RESOURCES capability, marked revocable (Offer.revocable). It stays free in the books:
 a revocable offer holds nothing and a revocable task is not an allocation, so shares, quota and
 headroom never count them; the agent's own `revocable` record keeps what they use. When an
@@ -72,6 +72,11 @@ class RevocableOffers:
         the eligibility rule lets through (one a cycle: it is all or nothing, as the rest)."""
         a = self.a
         idle = amounts(agent.free)
+        for hold in a._holds.values():  # what a hold collects sits idle until it is met
+            taken = hold.taken.get(agent.agent_id)
+            if taken is not None:
+                for name, value in amounts(taken[0]).items():
+                    idle[name] = idle.get(name, 0.0) + value
         for used in (*agent.revocable.values(), *agent.revocable_offered.values()):
             for name, value in amounts(used).items():
                 idle[name] = idle.get(name, 0.0) - value

@@ -52,3 +52,24 @@ def test_what_revocable_tasks_use_is_not_lent_again():
     alloc.set_revocable("spot", "a0", Resources.parse("cpus:1.5;mem:256"))
     alloc.set_revocable("spot", "a0", Resources.parse("cpus:1.5;mem:256"))
     assert alloc._agents["a0"].revocable == {"spot": Resources.parse("cpus:1.5;mem:256")}
+
+
+def test_what_a_hold_collects_is_lent_until_the_hold_is_met():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", Resources.parse("cpus:2;mem:1024"))
+    alloc.add_agent("a1", Resources.parse("cpus:2;mem:1024"))
+    alloc.add_framework("gang", role="*")
+    alloc.add_framework("spot", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    alloc.suppress("spot")  # nothing ordinary for it here: only what is lent counts
+    size = Resources.of(cpus=1, mem=128)
+    alloc.add_hold("h1", "gang", count=3, size=size, distinct=False, deadline=100.0)
+    alloc.revive("spot")
+    alloc.suppress("gang")
+    grants = alloc.allocate(0.0)
+    hold = alloc.hold("h1")
+    assert hold is not None and hold.remaining == 1  # collected 2 of 3 on one agent
+    # The two cpus the hold sits on are lent (the rest of the agents went to spot ordinarily).
+    [where] = hold.taken
+    assert lent(g for g in grants if g.agent_id == where) == {
+        "spot": Resources.parse("cpus:2;mem:256")
+    }
