@@ -3,8 +3,9 @@
 After the offer policy has granted an agent's free resources to whom it may, what is left is
 either refused (a framework declined it, or nothing waits) or kept from everyone's ordinary
 offers: another role's unused reservations, headroom held back for quota guarantees. That kept
-part, and what holds have collected there and sit on until they are met, is offered, as Mesos does with oversubscribed resources, to frameworks with the
-REVOCABLE_RESOURCES capability, marked revocable (Offer.revocable). It stays free in the books:
+part, and what holds have collected there and sit on until they are met, is offered, as Mesos
+does with oversubscribed resources, to frameworks with the REVOCABLE_RESOURCES capability,
+marked revocable (Offer.revocable). It stays free in the books:
 a revocable offer holds nothing and a revocable task is not an allocation, so shares, quota and
 headroom never count them; the agent's own `revocable` record keeps what they use. When an
 ordinary launch needs the room back (the agent's allocations and its revocable tasks together
