@@ -12,7 +12,13 @@ from typing import Any
 
 from agora.cli.batch_client import BatchClient, call_error, print_json, to_dict, when
 from agora.cli.errors import CommandError
-from agora.cli.job_spec import add_command_arg, add_spec_flags, command_text, spec_from_args
+from agora.cli.job_spec import (
+    add_command_arg,
+    add_spec_flags,
+    command_text,
+    parse_constraint,
+    spec_from_args,
+)
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from, duration
 from agora.cli.tables import format_table
 
@@ -58,8 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="GRAPH.yaml",
         help="submit the jobs of a file instead, which may wait for each other by name: "
         "jobs: [{name, command (a shell line) or args, instances, cpus, mem, disk, ports, "
-        "retries, priority, gang, duration, time_limit, env, role, "
-        "after: [NAME[:ok|any|notok]]}]; "
+        "retries, priority, gang, duration, time_limit, max_running, env, role, gpus, "
+        "constraints: [FIELD:OP[:VALUE]], revocable, owner, after: [NAME[:ok|any|notok]]}]; "
         "checked whole (unknown names, cycles) before any is submitted",
     )
     submit.add_argument(
@@ -219,6 +225,7 @@ def _find_job(batch: BatchClient, ref: str):
 _GRAPH_JOB_FIELDS = {
     "name", "command", "args", "instances", "cpus", "mem", "disk", "ports", "retries",
     "priority", "gang", "duration", "env", "role", "after", "time_limit", "max_running",
+    "gpus", "constraints", "revocable", "owner",
 }  # fmt: skip
 
 
@@ -270,7 +277,12 @@ def _graph(path: Path) -> list[tuple[str, Any, list[str]]]:
                 ports=int(job.get("ports", 0)),
                 env={str(k): str(v) for k, v in (job.get("env") or {}).items()},
                 role=str(job.get("role", "")),
+                gpus=float(job.get("gpus", 0)),
             )
+            constraints = [
+                parse_constraint(text, f"{where} ({name}): constraint")
+                for text in job.get("constraints") or []
+            ]
             spec = batch_pb2.JobSpec(
                 name=name,
                 instances=int(job.get("instances", 1)),
@@ -281,6 +293,9 @@ def _graph(path: Path) -> list[tuple[str, Any, list[str]]]:
                 duration_seconds=float(job.get("duration", 0)),
                 time_limit_seconds=duration(str(job.get("time_limit", 0))),
                 max_running=int(job.get("max_running", 0)),
+                constraints=constraints,
+                revocable=bool(job.get("revocable", False)),
+                owner=str(job.get("owner", "")),
             )
         except (TypeError, ValueError, AttributeError, argparse.ArgumentTypeError) as e:
             raise CommandError(f"{where} ({name}): {e}") from None

@@ -155,7 +155,7 @@ def add_command_arg(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace):
     """The JobSpec the flags describe (`after` from --after when the command has it)."""
-    from agora.v1 import batch_pb2, common_pb2, services_pb2
+    from agora.v1 import batch_pb2, common_pb2
 
     command = list(args.argv)
     if command and command[0] == "--":
@@ -187,18 +187,7 @@ def spec_from_args(args: argparse.Namespace):
         raise CommandError(str(e)) from None
     words = command[0].split()
     name = args.name or (words[0].rsplit("/", 1)[-1] if words else "") or "job"
-    constraints = []
-    for text in args.constraint:
-        parts = text.split(":", 2)
-        if len(parts) < 2 or not all(parts[:2]):
-            raise CommandError(
-                f"--constraint {text!r}: write FIELD:OPERATOR[:VALUE], e.g. rack:LIKE:r1"
-            )
-        constraints.append(
-            services_pb2.Constraint(
-                field=parts[0], operator=parts[1].upper(), value=parts[2] if len(parts) > 2 else ""
-            )
-        )
+    constraints = [parse_constraint(text, "--constraint") for text in args.constraint]
     task = batch_pb2.TaskTemplate(
         command=info,
         cpus=args.cpus,
@@ -239,6 +228,17 @@ def _instance_args(path: Path) -> list[str]:
     if not lines:
         raise CommandError(f"--args-file {path}: no lines: give one line per instance")
     return lines
+
+
+def parse_constraint(text: str, where: str):
+    """A Constraint from `FIELD:OPERATOR[:VALUE]` (checked whole by the Batch API)."""
+    from agora.v1 import services_pb2
+
+    parts = str(text).split(":", 2)
+    if len(parts) < 2 or not all(parts[:2]):
+        raise CommandError(f"{where} {text!r}: write FIELD:OPERATOR[:VALUE], e.g. rack:LIKE:r1")
+    value = parts[2] if len(parts) > 2 else ""
+    return services_pb2.Constraint(field=parts[0], operator=parts[1].upper(), value=value)
 
 
 def command_text(command) -> str:

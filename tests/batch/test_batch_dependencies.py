@@ -140,6 +140,8 @@ jobs:
   - name: test
     command: echo test
     after: [build]
+    constraints: ["hostname:LIKE:host-.*"]
+    revocable: true
   - name: build
     args: [sh, -c, "sleep 1; echo built"]
     cpus: 0.2
@@ -160,6 +162,7 @@ async def test_a_graph_file_is_submitted_whole_in_order_and_runs_in_order(cluste
     build = await cluster.job(submitted["build"])
     assert build.ended_at <= test.started_at and test.ended_at <= report.started_at
     assert [d.job for d in test.spec.after] == [submitted["build"]]
+    assert test.spec.revocable and test.spec.constraints[0].operator == "LIKE"
 
 
 @pytest.mark.parametrize(
@@ -172,6 +175,7 @@ async def test_a_graph_file_is_submitted_whole_in_order_and_runs_in_order(cluste
         ),
         ("jobs: [{name: a, command: 'true', after: [nowhere]}]", "no job has the id or name"),
         ("jobs: [{name: a, command: 'true', colour: red}]", "unknown field(s) colour"),
+        ("jobs: [{name: a, command: 'true', constraints: [rack]}]", "write FIELD:OPERATOR"),
     ],
 )
 async def test_a_bad_graph_submits_nothing(cluster, tmp_path, text, says):
