@@ -21,6 +21,16 @@ from agora.v1 import batch_pb2_grpc
 from agora.v1 import common_pb2 as C
 
 
+async def second_daemon(cluster: BatchCluster, role: str, state_dir):
+    """Another batch daemon, of `role`, on the same master; with a channel to it and a stub."""
+    daemon = BatchDaemon(
+        dataclasses.replace(cluster.batch_config(), role=role, state_dir=state_dir)
+    )
+    await daemon.start()
+    channel = insecure_channel(daemon.address)
+    return daemon, channel, batch_pb2_grpc.BatchStub(channel)
+
+
 async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_path):
     cluster = BatchCluster(
         tmp_path,
@@ -38,12 +48,7 @@ async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_pat
 
         await eventually_async(all_running, timeout=30, message="a's 8 tasks running")
         cluster.master.core.allocator.set_quota("b", Resources.parse("cpus:1"), None)
-        b_daemon = BatchDaemon(
-            dataclasses.replace(cluster.batch_config(), role="b", state_dir=tmp_path / "b")
-        )
-        await b_daemon.start()
-        channel = insecure_channel(b_daemon.address)
-        stub = batch_pb2_grpc.BatchStub(channel)
+        b_daemon, channel, stub = await second_daemon(cluster, "b", tmp_path / "b")
         spec = B.JobSpec(
             name="b",
             instances=2,
@@ -112,12 +117,7 @@ async def test_a_starved_gang_gets_its_shape_across_agents_through_its_hold(tmp_
             lambda: cluster.batch.scheduler.jobs[a_job].counts.running == 8, timeout=30
         )
         cluster.master.core.allocator.set_quota("b", Resources.parse("cpus:3"), None)
-        b_daemon = BatchDaemon(
-            dataclasses.replace(cluster.batch_config(), role="b", state_dir=tmp_path / "b")
-        )
-        await b_daemon.start()
-        channel = insecure_channel(b_daemon.address)
-        stub = batch_pb2_grpc.BatchStub(channel)
+        b_daemon, channel, stub = await second_daemon(cluster, "b", tmp_path / "b")
         spec = B.JobSpec(
             name="gang",
             instances=6,
@@ -174,12 +174,7 @@ async def test_a_revocable_job_runs_on_lent_reservations_until_their_role_wants_
         lent = sorted(k for k, t in tasks.items() if t.info.revocable)
         assert len(lent) == 4
 
-        ops_daemon = BatchDaemon(
-            dataclasses.replace(cluster.batch_config(), role="ops", state_dir=tmp_path / "ops")
-        )
-        await ops_daemon.start()
-        channel = insecure_channel(ops_daemon.address)
-        stub = batch_pb2_grpc.BatchStub(channel)
+        ops_daemon, channel, stub = await second_daemon(cluster, "ops", tmp_path / "ops")
         spec = B.JobSpec(
             name="ops",
             instances=2,
