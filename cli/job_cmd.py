@@ -19,6 +19,7 @@ from agora.cli.job_spec import (
     parse_constraint,
     spec_from_args,
 )
+from agora.cli.lazy_actions import LazyActions, chosen_action
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from, duration
 from agora.cli.tables import format_table
 
@@ -35,15 +36,17 @@ def _add_batch_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
+    """`argv` (the command line, when known) names the action to build in full."""
     job = subparsers.add_parser(
         "job",
         help="submit and manage batch jobs (needs `agora batch` running)",
         description="Client of the batch framework. It finds the Batch API through the master "
         "(--master), so only the master's address is needed.",
     )
-    commands = job.add_subparsers(dest="job_command", metavar="ACTION")
-    commands.required = True
+    actions = job.add_subparsers(dest="job_command", metavar="ACTION")
+    actions.required = True
+    commands = LazyActions(actions, chosen_action(argv, "job"), known=argv is not None)
 
     submit = commands.add_parser(
         "submit",
@@ -198,6 +201,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from agora.cli import job_schedules
 
     job_schedules.register(commands, _add_batch_flag)
+
+
+register.builds_chosen_action = True  # type: ignore[attr-defined]
 
 
 # --- plumbing ---------------------------------------------------------------------------------

@@ -8,11 +8,12 @@ import argparse
 from agora.cli.batch_client import BatchClient, print_json, to_dict, when
 from agora.cli.errors import CommandError
 from agora.cli.job_spec import add_spec_flags, command_text, spec_from_args
+from agora.cli.lazy_actions import LazyActions
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from, duration
 from agora.cli.tables import format_table
 
 
-def register(commands: argparse._SubParsersAction, add_batch_flag) -> None:
+def register(commands: LazyActions, add_batch_flag) -> None:
     schedule = commands.add_parser(
         "schedule",
         help="run a job on a cron schedule",

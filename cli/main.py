@@ -77,7 +77,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     command = chosen_command(sys.argv[1:] if argv is None else argv)
     for name, (module, summary) in COMMANDS.items():
         if name == command:
-            importlib.import_module(module).register(subparsers)
+            register = importlib.import_module(module).register
+            if getattr(register, "builds_chosen_action", False):  # lazy_actions.py
+                register(subparsers, sys.argv[1:] if argv is None else argv)
+            else:
+                register(subparsers)
         else:
             subparsers.add_parser(name, help=summary)
     return parser

@@ -150,3 +150,21 @@ def test_unknown_command_lists_every_command(capsys):
     err = capsys.readouterr().err
     assert "invalid choice: 'nosuch'" in err
     assert all(repr(name) in err for name in COMMANDS)
+
+
+def test_only_the_chosen_job_action_is_built_in_full():
+    """`agora job submit` builds the submit parser in full and its siblings by name only
+    (cli/lazy_actions.py): every action still parses, and `agora job --help` lists them all."""
+    from agora.cli.main import build_parser
+
+    args = build_parser(["job", "hold", "job-1"]).parse_args(["job", "hold", "job-1"])
+    assert (args.job_command, args.job_id, args.action) == ("hold", "job-1", "hold")
+    argv = ["job", "schedule", "nightly", "--cron", "@daily", "--", "true"]
+    args = build_parser(argv).parse_args(argv)
+    # NAME and the flags after it are read by the action itself (job_schedules._name_first),
+    # with the parser it was built with, in full.
+    assert args.argv == ["nightly", "--cron", "@daily", "--", "true"]
+    assert any("--cron" in a.option_strings for a in args.parser._actions)
+    listed = run_agora("job", "--help")[0].stdout
+    for action in ("submit", "hold", "requeue", "schedule", "unschedule", "history", "owners"):
+        assert action in listed
