@@ -6,11 +6,14 @@ the reason in google.rpc.ErrorInfo (agora.common.errors), which frameworks act o
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import grpc
 
 from agora.common.errors import DEFAULT_REASONS, Reason, rich_status, rich_status_proto
 
-__all__ = ["CallError", "Reason", "abort", "status_details"]
+__all__ = ["CallError", "Reason", "abort", "naming_task", "status_details"]
 
 
 class CallError(Exception):
@@ -29,6 +32,17 @@ class CallError(Exception):
         self.message = message
         self.reason = reason or DEFAULT_REASONS.get(code, Reason.INVALID_REQUEST)
         self.metadata = metadata or {}  # the ErrorInfo's metadata (MASTER_BUSY's retry time)
+
+
+@contextlib.contextmanager
+def naming_task(task_id: str) -> Iterator[None]:
+    """A refusal raised within names the task it is about in its metadata ("task_id"), so a
+    framework can tell which of an Accept's tasks it concerns without reading the message."""
+    try:
+        yield
+    except CallError as e:
+        e.metadata.setdefault("task_id", task_id)
+        raise
 
 
 async def abort(context: grpc.aio.ServicerContext, error: CallError) -> None:

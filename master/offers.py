@@ -14,7 +14,7 @@ import grpc
 
 from agora.common import EMPTY, ResourceError, Resources
 from agora.common.resources import ranges_subtract
-from agora.master.errors import CallError, Reason
+from agora.master.errors import CallError, Reason, naming_task
 from agora.master.registry import Offer
 from agora.v1 import common_pb2, scheduler_pb2
 
@@ -128,7 +128,8 @@ def plan_launch(
                 "unsupported operation: only LAUNCH is implemented",
             )
         for task in operation.launch.task_infos:
-            resources = _check_task(task, ids_in_call, active_task_ids)
+            with naming_task(task.task_id):
+                resources = _check_task(task, ids_in_call, active_task_ids)
             ids_in_call.add(task.task_id)
             if not remaining.contains(resources):
                 raise CallError(

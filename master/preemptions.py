@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 import structlog
 
@@ -65,31 +65,12 @@ class Preempted:
     ended_at: float = 0.0  # wall clock, once the victim was seen ending (0: not yet)
 
     def summary(self) -> operator_pb2.PreemptionSummary:
-        return operator_pb2.PreemptionSummary(
-            at=self.at,
-            framework_id=self.framework_id,
-            task_id=self.task_id,
-            role=self.role,
-            agent_id=self.agent_id,
-            beneficiary=self.beneficiary,
-            reason=self.reason,
-            message=self.message,
-            ended_at=self.ended_at,
-        )
+        """As the Operator API and the registry keep it (the same fields)."""
+        return operator_pb2.PreemptionSummary(**asdict(self))
 
     @classmethod
-    def of(cls, p: operator_pb2.PreemptionSummary) -> Preempted:
-        return cls(
-            p.at,
-            p.framework_id,
-            p.task_id,
-            p.role,
-            p.agent_id,
-            p.beneficiary,
-            p.reason,
-            p.message,
-            p.ended_at,
-        )
+    def of(cls, summary: operator_pb2.PreemptionSummary) -> Preempted:
+        return cls(**{f.name: getattr(summary, f.name) for f in fields(cls)})
 
 
 class Preemptions:

@@ -13,7 +13,7 @@ from agora.master import limits, views
 from agora.master.authz import Action, Gatekeeper
 from agora.master.call_stream import CallStream, CountCall
 from agora.master.core import MasterCore
-from agora.master.errors import CallError, abort
+from agora.master.errors import CallError, abort, naming_task
 from agora.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -89,7 +89,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self._check_bound(request, principal)
         framework = self.core.reg.frameworks[request.framework_id]
         for user in sorted(_task_users(request, framework.info.user)):
-            self.gate.check(principal, Action.RUN_AS_USER, user)
+            try:
+                self.gate.check(principal, Action.RUN_AS_USER, user)
+            except CallError as e:
+                e.metadata.setdefault("user", user)  # whose tasks (frameworks act on it)
+                raise
         self.core.tasks.accept(request)
 
     def _decline(self, request, principal: str) -> None:
@@ -212,9 +216,10 @@ def _check_accept_size(request: scheduler_pb2.AcceptRequest, max_kill_grace: flo
     tasks = [t for op in request.operations for t in op.launch.task_infos]
     limits.check_count("tasks", len(tasks), limits.MAX_TASKS_PER_ACCEPT)
     for task in tasks:
-        limits.check_task_size(task)
-        limits.check_kill_grace(
-            f"task {task.task_id}: kill_grace_period_seconds",
-            task.kill_grace_period_seconds,
-            max_kill_grace,
-        )
+        with naming_task(task.task_id):
+            limits.check_task_size(task)
+            limits.check_kill_grace(
+                f"task {task.task_id}: kill_grace_period_seconds",
+                task.kill_grace_period_seconds,
+                max_kill_grace,
+            )

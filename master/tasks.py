@@ -19,6 +19,8 @@ import structlog
 from agora.common.failures import Recently
 from agora.common.task_states import REASON_PREEMPTED, is_terminal
 from agora.master import limits
+from agora.master.allocator.drf import scalar_vector
+from agora.master.allocator.quota import add_into
 from agora.master.allocator.revocable import excess as revocable_excess
 from agora.master.clock import Clock
 from agora.master.config import MasterConfig
@@ -149,7 +151,8 @@ class TaskBook:
             self.ledger.recover(
                 framework_id, plan.agent_id, plan.unused, refuse=plan.refuse_seconds
             )
-        if not revocable:
+        if not revocable and self.ledger.allocator.lends_on(plan.agent_id):
+            # Ordinary tasks may now need what is lent there (a dict lookup when nothing is).
             self.offers.rescind_lent(plan.agent_id)
             self.revoke_for(framework, plan.agent_id)
         log.debug(
@@ -200,10 +203,8 @@ class TaskBook:
             if not self.revoke(task, framework.role, message):
                 continue  # its agent is away: it frees nothing now
             self._revoking.add(task.key)
-            for (name, _), value in task.resources.scalars.items():
-                if name in excess:
-                    excess[name] -= value
-            excess = {n: v for n, v in excess.items() if v > 1e-9}
+            add_into(excess, scalar_vector(task.resources), -1)
+            excess = {name: value for name, value in excess.items() if value > 0}
         self._revoking.intersection_update(self.reg.tasks)
 
     def _kill_revoked(self, task: Task, beneficiary: str, message: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 import structlog
 
@@ -118,14 +119,22 @@ class Cron:
                 run.message = job.message
         return out
 
-    def _store(self, schedule: batch_pb2.Schedule, old: batch_pb2.Schedule | None) -> None:
+    def _store(
+        self,
+        schedule: batch_pb2.Schedule,
+        old: batch_pb2.Schedule | None,
+        write: Callable[[], object] | None = None,
+    ) -> None:
+        """Makes `schedule` (a new copy) the stored one, written by `write` (default: a plain
+        commit; a run's submission commits its job with it); on StoreUnavailable nothing
+        changed."""
         name = schedule.spec.name
         schedule.next_run_at = (
             0.0 if schedule.suspended else sch.next_fire(schedule.spec, schedule.last_fire_time)
         )
         self.store.put_schedule(schedule)
         try:
-            self.scheduler.commit()
+            (write or self.scheduler.commit)()
         except StoreUnavailable:
             if old is not None:
                 self.store.put_schedule(old)  # noted again as it was (it may be noted already)
@@ -186,8 +195,6 @@ class Cron:
         if not due.skipped:
             collision = sch.collide(schedule.spec.concurrency, self._active_runs(schedule))
             run.skipped = collision.skipped
-        before = batch_pb2.Schedule()
-        before.CopyFrom(schedule)
         for job_id in collision.kill:  # replace: the earlier runs end before this one starts
             with contextlib.suppress(JobEnded):
                 try:
@@ -196,22 +203,25 @@ class Cron:
                     return False
         if self.schedules.get(name) is not schedule:
             return False  # replaced, suspended or deleted meanwhile: the next tick decides
+        fired = batch_pb2.Schedule()
+        fired.CopyFrom(schedule)
         if run.skipped or not collision.run:
-            sch.record(schedule, run, due.missed)
-            return self._commit_record(schedule, before, run)
+            sch.record(fired, run, due.missed)
+            try:
+                self._store(fired, schedule)
+            except StoreUnavailable:
+                return False
+            log.info("scheduled run skipped", schedule=name, reason=run.skipped)
+            return True
         run.job_id = new_id("job")
-        sch.record(schedule, run, due.missed)
-        schedule.next_run_at = sch.next_fire(schedule.spec, schedule.last_fire_time)
-        self.store.put_schedule(schedule)
+        sch.record(fired, run, due.missed)
         spec = batch_pb2.JobSpec()
         spec.CopyFrom(schedule.spec.job)
         spec.name = spec.name or name
         spec.labels[SCHEDULE_LABEL] = name
-        try:
-            self.scheduler.submit(spec, job_id=run.job_id)  # commits the schedule with it
+        try:  # the submission commits the schedule's record with the job
+            self._store(fired, schedule, lambda: self.scheduler.submit(spec, job_id=run.job_id))
         except StoreUnavailable as e:
-            schedule.CopyFrom(before)
-            self.store.discard_schedule(name)
             log.warning("cannot start a scheduled run; will try again", schedule=name, error=str(e))
             return False
         log.info(
@@ -222,22 +232,5 @@ class Cron:
             catch_up=run.catch_up,
             missed=due.missed,
             replaced=collision.kill or None,
-        )
-        return True
-
-    def _commit_record(self, schedule: batch_pb2.Schedule, before: batch_pb2.Schedule, run) -> bool:
-        schedule.next_run_at = sch.next_fire(schedule.spec, schedule.last_fire_time)
-        self.store.put_schedule(schedule)
-        try:
-            self.scheduler.commit()
-        except StoreUnavailable:
-            schedule.CopyFrom(before)
-            self.store.discard_schedule(schedule.spec.name)
-            return False
-        log.info(
-            "scheduled run skipped",
-            schedule=schedule.spec.name,
-            scheduled_for=run.scheduled_for,
-            reason=run.skipped,
         )
         return True

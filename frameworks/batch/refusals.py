@@ -30,17 +30,21 @@ IDLE_REFUSE_SECONDS = 15.0
 _THE_TASKS_FAULT = frozenset({"INVALID_REQUEST", "PERMISSION_DENIED"})
 
 
-def blamed_jobs(reason: str | None, message: str, jobs_by_task: Mapping[str, str]) -> set[str]:
+def blamed_jobs(
+    reason: str | None, metadata: Mapping[str, str], jobs_by_task: Mapping[str, str]
+) -> set[str]:
     """The ids of the jobs a refused launch (of the tasks `jobs_by_task` maps to their jobs)
-    is the fault of: those whose task the master's message names ("task ID: ..."); for a
-    refusal that names none, the launch's job if it is the only one, or every job for a
-    permission refusal (the ACLs refuse the framework's user or role: every batch task runs
-    as it); none for a routine one. A refusal that blames no job leaves its instances waiting
-    (the job says why)."""
+    is the fault of, read from the refusal's ErrorInfo, never its wording: the job of the task
+    its metadata names ("task_id"); every job for a refusal of the user the tasks run as
+    ("user": every batch task runs as the framework's); else the launch's job if it is the
+    only one. None for a routine refusal: a refusal that blames no job leaves its instances
+    waiting (the job says why)."""
     if reason not in _THE_TASKS_FAULT:
         return set()
-    named = {job for task, job in jobs_by_task.items() if f"task {task}:" in message}
     jobs = set(jobs_by_task.values())
-    if named or len(jobs) == 1:
-        return named or jobs
-    return jobs if reason == "PERMISSION_DENIED" else set()
+    named = jobs_by_task.get(metadata.get("task_id", ""))
+    if named is not None:
+        return {named}
+    if "user" in metadata or len(jobs) == 1:
+        return jobs
+    return set()

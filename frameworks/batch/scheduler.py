@@ -1081,7 +1081,7 @@ class BatchScheduler(Framework):
                     await driver.reconcile([(t.task_id, launch.agent_id) for t in launch.tasks])
                 return
             blamed = blamed_jobs(
-                e.reason, e.message, {w.spec.task_id: w.job_id for w in launch.wants}
+                e.reason, e.metadata, {w.spec.task_id: w.job_id for w in launch.wants}
             )
             self._log.warning(
                 "launch refused",
@@ -1227,9 +1227,12 @@ class BatchScheduler(Framework):
             self._save(job, ())
             self._publish(job, description=message)
 
-    def task_spec(self, job: batch_pb2.Job, index: int) -> TaskSpec:
+    def task_spec(self, job: batch_pb2.Job, index: int, number: int | None = None) -> TaskSpec:
+        """Instance `index`'s task for its attempt `number` (default: its next one, which
+        reads the instance; with it given, a job without instances will do: a probe)."""
         task = job.spec.task
-        number = len(job.instances[index].attempts) + 1
+        if number is None:
+            number = len(job.instances[index].attempts) + 1
         env = dict(task.env)
         env.update(AGORA_JOB_ID=job.job_id, AGORA_INSTANCE=str(index), AGORA_ATTEMPT=str(number))
         command = task.command

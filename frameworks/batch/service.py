@@ -104,27 +104,27 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         spec.owner = principal or spec.owner
         try:
             validate_spec(spec, self.scheduler.role)
-            job = st.new_job(new_id("job"), spec, 0, 0.0)  # an id as long as the real one's
-            self._check_master_limits(job)
-            return self.scheduler.task_spec(job, 0)
+            self._check_master_limits(spec)
+            return self.scheduler.task_spec(_probe(spec), 0, number=1)
         except (SpecError, ValueError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
 
-    def _check_master_limits(self, job: batch_pb2.Job) -> None:
+    def _check_master_limits(self, spec: batch_pb2.JobSpec) -> None:
         """The job's tasks within the limits the master checks at launch (task_limits.py), so
         a job the master would refuse is refused now, saying why, not queued to fail; checked
         on its longest tasks: the last instance's (the longest name) and the one with the
         longest per-instance arguments. The job's own labels are stored and shown: the same
         limits."""
-        longest = {len(job.instances) - 1}
-        if job.spec.instance_args:  # and the instance with the longest arguments
-            args = job.spec.instance_args
+        job = _probe(spec)
+        longest = {spec.instances - 1}
+        if spec.instance_args:  # and the instance with the longest arguments
+            args = spec.instance_args
             longest.add(max(range(len(args)), key=lambda i: len(args[i])))
         try:
             for index in sorted(longest):
-                task = self.scheduler.task_spec(job, index).to_task_info("", Resources())
-                task_limits.check_task_size(task)
-            task_limits.check_labels(job.spec.labels)
+                probe = self.scheduler.task_spec(job, index, number=1)
+                task_limits.check_task_size(probe.to_task_info("", Resources()))
+            task_limits.check_labels(spec.labels)
         except LimitError as e:
             raise SpecError(f"the master would refuse this job's tasks: {e}") from None
 
@@ -237,7 +237,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 setattr(changed, name, getattr(request, name))
         try:
             validate_spec(changed, self.scheduler.role)
-            self._check_master_limits(st.new_job(job.job_id, changed, 0, 0.0))
+            self._check_master_limits(changed)
         except SpecError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         job = await self._change(
@@ -433,3 +433,11 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}; `agora job list` shows the jobs"
             )
         raise AssertionError("unreachable: context.abort raises")
+
+
+def _probe(spec: batch_pb2.JobSpec) -> batch_pb2.Job:
+    """The job as the scheduler will store it, without its instances (a 10,000-instance job
+    need not be built twice to check one task), under an id as long as a real one's."""
+    job = batch_pb2.Job(job_id=new_id("job"))
+    job.spec.CopyFrom(spec)
+    return job

@@ -512,6 +512,11 @@ class Allocator:
         if used:
             agent.revocable[framework_id] = agent.revocable.get(framework_id, EMPTY) + used
 
+    def lends_on(self, agent_id: str) -> bool:
+        """Whether anything is lent on the agent now (a revocable offer or task there)."""
+        agent = self._agents.get(agent_id)
+        return agent is not None and bool(agent.revocable or agent.revocable_offered)
+
     def set_revocable(self, framework_id: str, agent_id: str, used: Resources) -> None:
         """What the framework's tasks on revocable resources use on the agent, all told (the
         master's books after a re-registration or a framework's return: set, not added, so

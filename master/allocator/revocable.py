@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from agora.common import EMPTY, UNRESERVED, Resources
-from agora.master.allocator.drf import scalar_vector
+from agora.common import Resources
+from agora.master.allocator.drf import Vector, scalar_vector, vector_resources
 from agora.master.allocator.eligibility import skip_reason
+from agora.master.allocator.quota import add_into
 from agora.master.allocator.types import OfferGrant
 
 if TYPE_CHECKING:
@@ -32,34 +33,15 @@ if TYPE_CHECKING:
 REVOCABLE_CAPABILITY = "REVOCABLE_RESOURCES"
 
 
-def amounts(resources: Resources) -> dict[str, float]:
-    """Scalars summed per name over roles (ports and other ranges left out)."""
-    out: dict[str, float] = {}
-    for (name, _role), value in resources.scalars.items():
-        out[name] = out.get(name, 0.0) + value
-    return out
-
-
-def unreserved(values: dict[str, float]) -> Resources:
-    """Per-name amounts as unreserved resources, 0.001 granularity, nothing below it."""
-    kept = {(name, UNRESERVED): round(v, 3) for name, v in values.items() if round(v, 3) > 0}
-    return Resources(kept) if kept else EMPTY
-
-
-def excess(total: Resources, in_use: Iterable[Resources]) -> dict[str, float]:
+def excess(total: Resources, in_use: Iterable[Resources]) -> Vector:
     """How much more the tasks `in_use` (ordinary and revocable ones) use than the agent's
-    `total`, per name (empty: none): what its revocable tasks must give back. Tasks, not
-    offers: an ordinary offer outstanding takes nothing back until it is launched on."""
-    used: dict[str, float] = {}
+    `total`, per name in thousandths (empty: none): what its revocable tasks must give back.
+    Tasks, not offers: an ordinary offer outstanding takes nothing back until launched on."""
+    used: Vector = {}
     for resources in in_use:
-        for name, value in amounts(resources).items():
-            used[name] = used.get(name, 0.0) + value
-    have = amounts(total)
-    return {
-        name: round(value - have.get(name, 0.0), 3)
-        for name, value in used.items()
-        if value - have.get(name, 0.0) > 1e-9
-    }
+        add_into(used, scalar_vector(resources))
+    add_into(used, scalar_vector(total), -1)
+    return {name: value for name, value in used.items() if value > 0}
 
 
 class RevocableOffers:
@@ -72,16 +54,15 @@ class RevocableOffers:
         what revocable tasks use and revocable offers hold, to the first revocable framework
         the eligibility rule lets through (one a cycle: it is all or nothing, as the rest)."""
         a = self.a
-        idle = amounts(agent.free)
-        for hold in a._holds.values():  # what a hold collects sits idle until it is met
-            taken = hold.taken.get(agent.agent_id)
-            if taken is not None:
-                for name, value in amounts(taken[0]).items():
-                    idle[name] = idle.get(name, 0.0) + value
+        held = [h.taken[agent.agent_id][0] for h in a._holds.values() if agent.agent_id in h.taken]
+        if not agent.free_vec and not held:
+            return  # the common case: the offer policy granted all of it
+        idle: Vector = dict(agent.free_vec)
+        for taken in held:  # what a hold collects sits idle until it is met
+            add_into(idle, scalar_vector(taken))
         for used in (*agent.revocable.values(), *agent.revocable_offered.values()):
-            for name, value in amounts(used).items():
-                idle[name] = idle.get(name, 0.0) - value
-        if not any(v > 1e-9 for v in idle.values()):
+            add_into(idle, scalar_vector(used), -1)
+        if not any(v > 0 for v in idle.values()):
             return
         ids = sorted(a._revocable_frameworks)
         self._turn = (self._turn + 1) % len(ids)
@@ -92,13 +73,14 @@ class RevocableOffers:
             if agent.revocable_refused.get(fid, 0.0) > now:
                 continue  # it declined what was lent here (its own filter: refuse_revocable)
             # What the framework may be offered ordinarily here is its to take that way.
-            ordinary, _ = a._role_offer(agent, a._roles[fw.role], False)
+            ordinary, ordinary_vec = a._role_offer(agent, a._roles[fw.role], False)
             mine = dict(idle)
-            for name, value in amounts(ordinary or EMPTY).items():
-                mine[name] = mine.get(name, 0.0) - value
-            supply = unreserved({n: v for n, v in mine.items() if v > 0})
-            if not supply or not a._fits_min(scalar_vector(supply)):
+            if ordinary is not None:
+                add_into(mine, ordinary_vec, -1)
+            supply_vec = {name: value for name, value in mine.items() if value > 0}
+            if not supply_vec or not a._fits_min(supply_vec):
                 continue
+            supply = vector_resources(supply_vec)
             if skip_reason(fw.gpu, agent.gpus, None, supply, now):
                 continue
             agent.revocable_offered[fid] = supply

@@ -38,7 +38,7 @@ def test_what_is_lent_stays_free_and_only_tasks_beyond_the_total_must_give_it_ba
     total = Resources.parse("cpus:4;mem:2048")
     lent_task = Resources.parse("cpus:1.5;mem:256")
     assert excess(total, [Resources.parse("cpus:2;mem:64"), lent_task]) == {}
-    assert excess(total, [Resources.parse("cpus:3;mem:64"), lent_task]) == {"cpus": 0.5}
+    assert excess(total, [Resources.parse("cpus:3;mem:64"), lent_task]) == {"cpus": 500}
 
 
 def test_what_revocable_tasks_use_is_not_lent_again():

@@ -17,15 +17,15 @@ from agora.v1 import common_pb2 as C
 
 def test_a_refusal_blames_the_job_whose_task_it_names_or_all_for_the_user():
     tasks = {"job-a.1.1": "job-a", "job-b.10.1": "job-b", "job-a.2.1": "job-a"}
-    named = "task job-b.10.1: kill_grace_period_seconds: 900 s; the longest allowed is 300 s"
+    named = {"task_id": "job-b.10.1"}
     assert blamed_jobs("INVALID_REQUEST", named, tasks) == {"job-b"}
-    assert blamed_jobs("PERMISSION_DENIED", "nobody may run as root", tasks) == {"job-a", "job-b"}
+    assert blamed_jobs("PERMISSION_DENIED", {"user": "root"}, tasks) == {"job-a", "job-b"}
     # A task refusal that names no task blames a job only if it is the launch's only one.
-    assert blamed_jobs("INVALID_REQUEST", "tasks: 1001 entries", tasks) == set()
-    assert blamed_jobs("INVALID_REQUEST", "bad", {"job-a.1.1": "job-a"}) == {"job-a"}
+    assert blamed_jobs("INVALID_REQUEST", {}, tasks) == set()
+    assert blamed_jobs("INVALID_REQUEST", {}, {"job-a.1.1": "job-a"}) == {"job-a"}
     # Routine refusals are no job's fault: the instances wait for the next offers.
-    assert blamed_jobs("OFFER_GONE", "offer o-1 is no longer valid", tasks) == set()
-    assert blamed_jobs(None, "connection lost", tasks) == set()
+    assert blamed_jobs("OFFER_GONE", named, tasks) == set()
+    assert blamed_jobs(None, {}, tasks) == set()
 
 
 @pytest.fixture

@@ -92,12 +92,14 @@ async def test_oversized_calls_are_refused_naming_the_limit(master):
     )
     assert "asks for cpus 0.0001; the smallest a task may ask for is 0.001" in message
     huge_env = task("e", environment={"K": "v" * (limits.MAX_ENVIRONMENT_BYTES + 1)}, shell="true")
-    message = await refused(
-        transport,
-        "Accept",
-        scheduler_pb2.AcceptRequest(**ids, offer_ids=["o"], operations=launch([huge_env])),
+    request = scheduler_pb2.AcceptRequest(
+        **ids, offer_ids=["o"], operations=launch([task("fine"), huge_env])
     )
-    assert "command.environment: 65538 bytes; the limit is 65536" in message
+    with pytest.raises(SchedulerError) as e:
+        await transport.call("Accept", request)
+    assert "command.environment: 65538 bytes; the limit is 65536" in e.value.message
+    # The refusal names the task in its ErrorInfo, for frameworks to act on (not the wording).
+    assert e.value.metadata.get("task_id") == "e"
     wanted = [
         scheduler_pb2.ReconcileRequest.Task(task_id=f"t{i}")
         for i in range(limits.MAX_RECONCILE_TASKS + 1)
