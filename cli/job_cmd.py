@@ -36,6 +36,16 @@ def _add_batch_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The cron schedule actions (cli/job_schedules.py) and their summaries.
+SCHEDULE_ACTIONS = {
+    "schedule": "run a job on a cron schedule",
+    "schedules": "list cron schedules, or show one with its latest runs",
+    "suspend": "stop a schedule from firing (its running jobs run on)",
+    "resume": "fire a suspended schedule again, from its next time (no catch-up)",
+    "unschedule": "delete a schedule (its running jobs run on: `agora job kill` them)",
+}
+
+
 def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
     """`argv` (the command line, when known) names the action to build in full."""
     job = subparsers.add_parser(
@@ -198,9 +208,13 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     )
     logs.set_defaults(func=_logs)
 
-    from agora.cli import job_schedules
+    if any(commands.builds(name) for name in SCHEDULE_ACTIONS):
+        from agora.cli import job_schedules  # only when one of its actions is chosen
 
-    job_schedules.register(commands, _add_batch_flag)
+        job_schedules.register(commands, _add_batch_flag)
+    else:
+        for name, summary in SCHEDULE_ACTIONS.items():
+            commands.add_parser(name, help=summary)
 
 
 register.builds_chosen_action = True  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ import argparse
 
 from agora.cli.batch_client import BatchClient, print_json, to_dict, when
 from agora.cli.errors import CommandError
+from agora.cli.job_cmd import SCHEDULE_ACTIONS
 from agora.cli.job_spec import add_spec_flags, command_text, spec_from_args
 from agora.cli.lazy_actions import LazyActions
 from agora.cli.options import add_json_flag, add_master_flag, credentials_from, duration
@@ -16,7 +17,7 @@ from agora.cli.tables import format_table
 def register(commands: LazyActions, add_batch_flag) -> None:
     schedule = commands.add_parser(
         "schedule",
-        help="run a job on a cron schedule",
+        help=SCHEDULE_ACTIONS["schedule"],
         description="Creates a schedule that submits the job at each time the cron expression "
         "names, e.g. agora job schedule nightly --cron '30 2 * * *' --timezone Europe/Paris "
         "-- ./backup.sh. If the batch daemon was down at fire times, it runs once for the "
@@ -71,21 +72,15 @@ def register(commands: LazyActions, add_batch_flag) -> None:
     )
     schedule.set_defaults(func=_schedule, parser=schedule)
 
-    listing = commands.add_parser(
-        "schedules", help="list cron schedules, or show one with its latest runs"
-    )
+    listing = commands.add_parser("schedules", help=SCHEDULE_ACTIONS["schedules"])
     add_master_flag(listing)
     add_batch_flag(listing)
     listing.add_argument("schedule_name", metavar="NAME", nargs="?", help="show this one")
     add_json_flag(listing)
     listing.set_defaults(func=_schedules)
 
-    for action, help_text in (
-        ("suspend", "stop a schedule from firing (its running jobs run on)"),
-        ("resume", "fire a suspended schedule again, from its next time (no catch-up)"),
-        ("unschedule", "delete a schedule (its running jobs run on: `agora job kill` them)"),
-    ):
-        parser = commands.add_parser(action, help=help_text)
+    for action in ("suspend", "resume", "unschedule"):
+        parser = commands.add_parser(action, help=SCHEDULE_ACTIONS[action])
         add_master_flag(parser)
         add_batch_flag(parser)
         parser.add_argument("schedule_name", metavar="NAME")
