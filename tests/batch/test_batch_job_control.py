@@ -101,11 +101,14 @@ async def test_every_pending_reason_is_shown(cluster):
     status = await cluster.cli("job", "status", waits)
     assert "waiting    resources" in status.out
 
-    # A job that fits the agent while it is free, behind one that takes it first.
-    await cluster.stub.KillJob(B.KillJobRequest(job_id=blocker))
+    # A job that fits the agent once it is free, behind one that takes it first. Both wait
+    # before the agent frees, so one round of offers sees them both: were `first` to launch
+    # before `behind` arrived, `behind` would head the queue and rightly wait for resources.
     await cluster.stub.KillJob(B.KillJobRequest(job_id=waits))
     first = await submit(cluster, "sleep 60", instances=2, cpus=1)
     behind = await submit(cluster, cpus=1)
+    await wait_reason(cluster, behind, "resources")
+    await cluster.stub.KillJob(B.KillJobRequest(job_id=blocker))
     await cluster.wait_state(first, B.JOB_RUNNING)
     await wait_reason(cluster, behind, "priority")
 
