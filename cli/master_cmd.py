@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from agora.cli.options import (
     add_log_flags,
     daemon_credentials,
     port_number,
+    restart_as_standby,
     setup_logging,
 )
 
@@ -454,16 +454,7 @@ def restart_self(reason: str) -> None:
     """Steps down for good: replaces this process with a fresh `agora master` (same command
     line), which stands by again. Called on kazoo's thread the moment leadership is in doubt;
     exec ends every stream, offer and timer of this process at once (see master/leadership)."""
-    print(f"master stepping down ({reason}); restarting as a standby", file=sys.stderr, flush=True)
-    try:
-        sys.stdout.flush()
-        from agora.common import handshakes
-
-        handshakes.restore()  # the filter thread does not survive the exec
-        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-    finally:
-        # exec failed (or flushing did): stop acting all the same; a supervisor restarts us.
-        os._exit(75)
+    restart_as_standby("master", reason)
 
 
 async def _serve_in_set(config, zk, args) -> int:

@@ -264,3 +264,20 @@ def warn_unnamed_address(cert_pem: bytes | None, address: str, command: str) -> 
     why = unnamed_address(cert_pem, address, command) if cert_pem else None
     if why:
         structlog.get_logger(__name__).warning(why, address=address)
+
+
+def restart_as_standby(who: str, reason: str) -> None:
+    """Steps down for good: replaces this process with a fresh one (the same command line),
+    which stands by again. Called, on any thread, the moment a leader of a set (a master, a
+    batch or services daemon) can no longer prove it leads: exec ends every stream, timer and
+    call of this process at once, which nothing short of it could promise."""
+    print(f"{who} stepping down ({reason}); restarting as a standby", file=sys.stderr, flush=True)
+    try:
+        sys.stdout.flush()
+        from agora.common import handshakes
+
+        handshakes.restore()  # the filter thread does not survive the exec
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    finally:
+        # exec failed (or flushing did): stop acting all the same; a supervisor restarts us.
+        os._exit(75)

@@ -6,7 +6,7 @@ dies loses its session, ZooKeeper deletes its znode after the session timeout, a
 in line leads. Agents, frameworks and clients read the same children to find the leader.
 
 A contender reports the loss of leadership when its session is lost or its znode is gone. A
-suspended connection is not reported: the leader's lease (master/lease.py) decides whether it
+suspended connection is not reported: the leader's lease (common/lease.py) decides whether it
 may go on acting while the client reconnects, so that a ZooKeeper server's restart costs no
 failover while two masters still never act as leader at once.
 

@@ -7,8 +7,8 @@ on the same port, with its registry in ZooKeeper (master/zk_store.py), so it sta
 the previous leader stopped: agents and frameworks re-register with their ids and tasks.
 
 Stepping down is immediate and total. A leader acts only while its lease holds
-(master/lease.py): renewed by ZooKeeper's answers, on the monotonic clock, shorter than the
-session. Every call to the leader passes its fence (master/fence.py), which closes when the lease
+(common/lease.py): renewed by ZooKeeper's answers, on the monotonic clock, shorter than the
+session. Every call to the leader passes its fence (common/fence.py), which closes when the lease
 runs out, when the session is lost or the election znode is gone, or when a registry write is
 refused. The fence closes first, so nothing more is answered or sent; then `on_deposed` runs:
 `agora master` re-executes itself there (master_cmd.restart_self), and every stream, offer and
@@ -26,12 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-import grpc
 import structlog
 from kazoo.client import KazooClient, KazooState
 
 from agora.common import new_id
-from agora.common.credentials import Credentials
 from agora.common.election import (
     ELECTION,
     Contender,
@@ -39,17 +37,16 @@ from agora.common.election import (
     on_granted_timeout,
     zk_client,
 )
-from agora.common.errors import Reason, rich_status
+from agora.common.fence import Fence
+from agora.common.lease import DURATION_SHARE, Lease, LeaseKeeper
 from agora.common.masters import MasterInfo, MasterSet
-from agora.common.rpc import bind, new_server
+from agora.common.standby import StandbyServer
 from agora.master.config import MasterConfig
-from agora.master.fence import Fence
-from agora.master.lease import DURATION_SHARE, Lease, LeaseKeeper
 from agora.master.server import Master
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["DEFAULT_SESSION_TIMEOUT", "Leadership", "StandbyServer", "not_leader_message"]
+__all__ = ["DEFAULT_SESSION_TIMEOUT", "Leadership"]
 
 # Seconds. The lower bound on failover after a leader dies without a word (kill -9, power
 # loss): its znode goes only when ZooKeeper expires its session. Mesos defaults to 10 s; 1.5 s
@@ -58,65 +55,6 @@ __all__ = ["DEFAULT_SESSION_TIMEOUT", "Leadership", "StandbyServer", "not_leader
 # last answer, before its session can expire. On a network with slow or distant ZooKeeper
 # servers choose more: a longer timeout only delays failover, it never risks two leaders.
 DEFAULT_SESSION_TIMEOUT = 1.5
-
-
-def not_leader_message(me: str, leader: str) -> str:
-    if leader == me:
-        return f"the master at {me} is elected and starting to lead; retry in a moment"
-    if leader:
-        return f"the master at {me} is standing by; the leader is {leader}"
-    return f"the master at {me} is standing by and no leader is elected yet; retry shortly"
-
-
-class StandbyServer:
-    """Serves the master's port while it stands by: every call, whatever the service, ends at
-    once with UNAVAILABLE / NOT_LEADER and metadata {"leader": host:port or ""}."""
-
-    def __init__(
-        self, host: str, port: int, credentials: Credentials, leader: Callable[[], str]
-    ) -> None:
-        self._address = f"{host}:{port}"
-        self._credentials = credentials
-        self._leader = leader
-        self.address = self._address
-        self._server: grpc.aio.Server | None = None
-
-    async def start(self) -> int:
-        server = new_server()
-        server.add_generic_rpc_handlers([_Refuse(self)])
-        port = bind(server, self._address, self._credentials)
-        await server.start()
-        self._server = server
-        self.address = f"{self._address.rpartition(':')[0]}:{port}"
-        return port
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            server, self._server = self._server, None
-            # A moment's grace: refusals in flight complete instead of being cut (a call cut
-            # mid-stream could leave its client waiting for an answer that never comes).
-            await server.stop(0.1)
-
-    def refusal(self) -> grpc.Status:
-        leader = self._leader()
-        return rich_status(
-            grpc.StatusCode.UNAVAILABLE,
-            not_leader_message(self.address, leader),
-            Reason.NOT_LEADER,
-            {"leader": leader},
-        )
-
-
-class _Refuse(grpc.GenericRpcHandler):
-    def __init__(self, standby: StandbyServer) -> None:
-        self._standby = standby
-
-    def service(self, handler_call_details):
-        # A stream-stream handler serves a call of any shape: it refuses without reading.
-        return grpc.stream_stream_rpc_method_handler(self._refuse)
-
-    async def _refuse(self, requests, context):
-        await context.abort_with_status(self._standby.refusal())
 
 
 class Leadership:

@@ -12,6 +12,7 @@ from agora.common.acls import AclError, load_acls
 from agora.common.call_gate import CallGate, GateLimits
 from agora.common.credentials import reload_certificate_said, server_ssl_context
 from agora.common.failures import Recently
+from agora.common.fence import Fence, FenceInterceptor
 from agora.common.http import HttpServer
 from agora.common.masters import MasterInfo
 from agora.common.metrics import metrics_server
@@ -24,7 +25,6 @@ from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
 from agora.master.dashboard import Dashboard
 from agora.master.dashboard.view import MasterView
-from agora.master.fence import Fence, FenceInterceptor
 from agora.master.heap import HeapKeeper
 from agora.master.metrics import MasterMetrics
 from agora.master.operator_service import OperatorService

@@ -255,7 +255,7 @@ class Dashboard:
     ) -> None:
         self.view = view
         self.gate = gate or Gatekeeper()
-        # Whether this master still leads (its fence, master/fence.py; None: a master alone):
+        # Whether this master still leads (its fence, common/fence.py; None: a master alone):
         # an action is refused once it cannot prove it does, as every gRPC call is.
         self._leads = leads
         # For the calls to agents and frameworks (sandbox files, usage, jobs, apps).

@@ -70,7 +70,7 @@ def test_a_leader_whose_session_dies_is_replaced_after_the_session_timeout(zooke
 def test_a_suspended_connection_is_left_to_the_lease_not_reported_as_a_deposition(tmp_path, path):
     """A ZooKeeper server restarting suspends the connection; the session may well survive it
     (an ensemble's other servers take it over): the contender keeps leading, and the leader's
-    lease (master/lease.py) decides whether the master may act meanwhile."""
+    lease (common/lease.py) decides whether the master may act meanwhile."""
     from kazoo.client import KazooState
 
     from agora.common.zookeeper_server import ZooKeeperServer

@@ -1,5 +1,5 @@
 """Issue 38: a master that can no longer prove it leads takes no action from its dashboard
-either (its gRPC calls are refused by the fence; master/fence.py)."""
+either (its gRPC calls are refused by the fence; common/fence.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import grpc
 import pytest
 
 from agora.common.errors import Reason
-from agora.master.fence import Fence
-from agora.master.lease import Lease, LeaseKeeper
+from agora.common.fence import Fence
+from agora.common.lease import Lease, LeaseKeeper
 
 
 class Clock:

@@ -3,7 +3,7 @@
 A leader paused past its ZooKeeper session (SIGSTOP, a frozen VM) and then resumed used to
 answer Accepts, send offers and send RunTask for a few hundred milliseconds, until its
 ZooKeeper client noticed the session was gone (issue 38). Now every gRPC call to the master
-passes `FenceInterceptor`, which checks the `Fence` (its lease, master/lease.py, and whether it
+passes `FenceInterceptor`, which checks the `Fence` (its lease, common/lease.py, and whether it
 has stepped down) when the call arrives, again before a unary answer leaves, before each
 message of a response stream and before each `context.write` of a bidirectional stream (the
 agents' links, the frameworks' Calls, the relays). A check that fails refuses the call with
@@ -12,6 +12,9 @@ UNAVAILABLE / NOT_LEADER (clients look for the leader again) and steps the maste
 The master's other actions (offer cycles, timers) only send through those streams, so they are
 fenced with them; the registry's ZooKeeper writes are fenced on the election znode as well
 (master/zk_store.py). A master alone (no --zk) has no fence.
+
+The batch and services daemons run as highly available sets (frameworks/sdk/leadership.py)
+use the same fence on their APIs, and fence their state's log on their election znode.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable
 import grpc
 
 from agora.common.errors import Reason, rich_status
-from agora.master.lease import Lease, lease_clock
+from agora.common.lease import Lease, lease_clock
 
 __all__ = ["Fence", "FenceInterceptor"]
 
@@ -38,8 +41,10 @@ class Fence:
         lease: Lease,
         on_lost: Callable[[str], None],
         clock: Callable[[], float] = lease_clock,
+        what: str = "the master",
     ) -> None:
         self.lease = lease
+        self.what = what  # names the daemon in refusals
         self._on_lost = on_lost
         self._clock = clock
         self.lost = False
@@ -64,8 +69,9 @@ class Fence:
     def refusal(self, address: str) -> grpc.Status:
         return rich_status(
             grpc.StatusCode.UNAVAILABLE,
-            f"the master at {address} no longer leads ({self.reason or 'its lease ran out'}); "
-            "it is stepping down: ask the master set for the leader",
+            f"{self.what} at {address} no longer leads "
+            f"({self.reason or 'its lease ran out'}); it is stepping down: ask the set for "
+            "the leader",
             Reason.NOT_LEADER,
             {"leader": ""},
         )
