@@ -80,20 +80,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # --- plumbing ------------------------------------------------------------------------------
 
 
-def _stub(args: argparse.Namespace):
-
+def _stub(args: argparse.Namespace, at: str | None = None):
+    """A Services stub: at `at`, at --services, or where the master says the API is."""
     from agora.common.credentials import sync_channel
     from agora.common.rpc import CHANNEL_OPTIONS
-    from agora.frameworks.service.client import ServicesNotFound, find_services_address
+    from agora.frameworks.sdk.discovery import SET_LABEL
+    from agora.frameworks.service.client import ServicesNotFound, find_services
     from agora.v1 import services_pb2_grpc
 
     credentials = credentials_from(args)
-    address = args.services
+    address = at or args.services
+    args._in_set = False
     if not address:
         try:
-            address = find_services_address(args.master, credentials=credentials)
+            found = find_services(args.master, credentials=credentials)
         except ServicesNotFound as e:
             raise CommandError(str(e)) from None
+        address = found.info.service_address
+        args._in_set = SET_LABEL in found.info.labels  # a set's failover is waited out
     channel = sync_channel(address, credentials, CHANNEL_OPTIONS)
     args._services_at = address  # for a failure's message (_failed)
     return channel, services_pb2_grpc.ServicesStub(channel)
@@ -127,14 +131,32 @@ def _failed(args: argparse.Namespace, error) -> CommandError:
 
 
 def _call(args: argparse.Namespace, method: str, request):
+    """One call; a standby of a set sends it to the leader, and a set's failover is waited
+    out (cli/set_follow.py)."""
+    import time
+
     import grpc
 
-    channel, stub = _stub(args)
-    with channel:
-        try:
-            return getattr(stub, method)(request, timeout=30)
-        except grpc.RpcError as e:
-            raise _failed(args, e) from None
+    from agora.cli.set_follow import FAILOVER_WAIT, next_try
+
+    deadline = time.monotonic() + FAILOVER_WAIT
+    at = None
+    while True:
+        channel, stub = _stub(args, at)
+        with channel:
+            try:
+                return getattr(stub, method)(request, timeout=30)
+            except grpc.RpcError as e:
+                at = next_try(
+                    e,
+                    args._services_at,
+                    given=bool(args.services),
+                    in_set=args._in_set,
+                    deadline=deadline,
+                )
+                if at is None:
+                    raise _failed(args, e) from None
+                at = at or None
 
 
 def _to_dict(message) -> dict:

@@ -26,23 +26,33 @@ class BatchClient:
         self.credentials = credentials
         self.batch = batch  # the Batch API's address when given (--batch): no master needed
         self.channel: grpc.Channel | None = None
+        self.in_set = False  # the daemon found is one of a highly available set (--zk)
         self.connect()
 
-    def connect(self) -> None:
-        """(Re)finds the Batch API through the master: after a restart it may have moved."""
+    def connect(self, address: str | None = None) -> None:
+        """(Re)finds the Batch API through the master (after a restart or a failover it may
+        have moved), or dials `address` (a standby named the leader)."""
+        from agora.frameworks.batch.client import BatchNotFound, find_batch
+        from agora.frameworks.sdk.discovery import SET_LABEL
 
-        from agora.common.credentials import sync_channel
-        from agora.common.rpc import CHANNEL_OPTIONS
-        from agora.frameworks.batch.client import BatchNotFound, find_batch_address
-        from agora.v1 import batch_pb2_grpc
-
-        if self.batch:
+        if address:
+            self.address = address
+        elif self.batch:
             self.address = self.batch
         else:
             try:
-                self.address = find_batch_address(self.master, credentials=self.credentials)
+                found = find_batch(self.master, credentials=self.credentials)
             except BatchNotFound as e:
                 raise CommandError(str(e)) from None
+            self.address = found.info.service_address
+            self.in_set = SET_LABEL in found.info.labels
+        self._dial()
+
+    def _dial(self) -> None:
+        from agora.common.credentials import sync_channel
+        from agora.common.rpc import CHANNEL_OPTIONS
+        from agora.v1 import batch_pb2_grpc
+
         if self.channel is not None:
             self.channel.close()
         self.channel = sync_channel(self.address, self.credentials, CHANNEL_OPTIONS)
@@ -56,39 +66,66 @@ class BatchClient:
         self.channel.close()
 
     def call(self, method: str, request, missing_ok: bool = False):
-        """The reply; None for NOT_FOUND when `missing_ok`; CommandError naming why else."""
+        """The reply; None for NOT_FOUND when `missing_ok`; CommandError naming why else.
+
+        A daemon of a highly available set (`agora batch --zk`) that stands by names the
+        leader: the call goes there. While a set fails over (the master still names the leader
+        that died, or a standby knows no leader yet), the call is retried for a few seconds
+        (cli/set_follow.py)."""
         import grpc
 
-        try:
-            return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
-        except grpc.RpcError as e:
-            if missing_ok and e.code() == grpc.StatusCode.NOT_FOUND:
-                return None
-            if e.code() in (
-                grpc.StatusCode.UNAVAILABLE,
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                grpc.StatusCode.UNIMPLEMENTED,
-                grpc.StatusCode.UNAUTHENTICATED,
-            ):
-                from agora.common.failures import Cause, classify_error
+        from agora.cli.set_follow import FAILOVER_WAIT
 
-                where = "given with --batch" if self.batch else "as published to the master"
-                failure = classify_error(
-                    e, self.address, self.credentials, what="the batch daemon", service="Batch"
-                )
-                if failure.cause in (Cause.REFUSED, Cause.UNREACHABLE):
-                    from agora.common.addresses import loopback_published
+        deadline = time.monotonic() + FAILOVER_WAIT
+        while True:
+            try:
+                return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
+            except grpc.RpcError as e:
+                if not self._moved(e, deadline):
+                    return self._failed(e, missing_ok)
 
-                    if not self.batch and (
-                        why := loopback_published(self.address, self.master, "agora batch")
-                    ):
-                        raise CommandError(why) from None
-                    raise CommandError(
-                        f"the batch daemon at {self.address} ({where}) does not answer; is "
-                        f"`agora batch` running? ({failure.cause.value})"
-                    ) from None
-                raise CommandError(failure.message) from None
-            raise call_error(e) from None
+    def _moved(self, e, deadline: float) -> bool:
+        """Whether the API moved (a set's failover) and the call is worth another try."""
+        from agora.cli.set_follow import next_try
+
+        where = next_try(
+            e, self.address, given=bool(self.batch), in_set=self.in_set, deadline=deadline
+        )
+        if where is None:
+            return False
+        self.connect(where or None)
+        return True
+
+    def _failed(self, e, missing_ok: bool):
+        import grpc
+
+        if missing_ok and e.code() == grpc.StatusCode.NOT_FOUND:
+            return None
+        if e.code() in (
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.UNIMPLEMENTED,
+            grpc.StatusCode.UNAUTHENTICATED,
+        ):
+            from agora.common.failures import Cause, classify_error
+
+            where = "given with --batch" if self.batch else "as published to the master"
+            failure = classify_error(
+                e, self.address, self.credentials, what="the batch daemon", service="Batch"
+            )
+            if failure.cause in (Cause.REFUSED, Cause.UNREACHABLE):
+                from agora.common.addresses import loopback_published
+
+                if not self.batch and (
+                    why := loopback_published(self.address, self.master, "agora batch")
+                ):
+                    raise CommandError(why) from None
+                raise CommandError(
+                    f"the batch daemon at {self.address} ({where}) does not answer; is "
+                    f"`agora batch` running? ({failure.cause.value})"
+                ) from None
+            raise CommandError(failure.message) from None
+        raise call_error(e) from None
 
 
 def to_dict(message) -> dict:

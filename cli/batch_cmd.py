@@ -133,4 +133,4 @@ def run(args: argparse.Namespace) -> int:
         decline_refuse_seconds=args.decline_refuse,
         idle_refuse_seconds=args.idle_refuse,
     )
-    return asyncio.run(serve("batch", BatchDaemon, config))
+    return asyncio.run(serve("batch", BatchDaemon, config, args.zk, args.zk_session_timeout))

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from agora.cli.options import (
     add_daemon_tls_flags,
     add_join_flags,
     port_number,
+    restart_as_standby,
     warn_unnamed_address,
 )
 
@@ -80,13 +82,50 @@ def add_daemon_flags(
         metavar="PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; 0 = any)",
     )
+    parser.add_argument(
+        "--zk",
+        default=None,
+        metavar="zk://HOST:PORT[,HOST:PORT...]/PATH",
+        help="run as one of a highly available set of 2 or 3 daemons on ZooKeeper: one leads "
+        "(elected under PATH), the others stand by and send clients to it; the state lives in "
+        "ZooKeeper under PATH instead of --state-dir, so a new leader on another machine "
+        f"takes over the {api} API and the running tasks; e.g. zk://h1:2181,h2:2181/agora-"
+        f"{state_dir.removeprefix('agora-')}",
+    )
+    parser.add_argument(
+        "--zk-session-timeout",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="with --zk: a leader that dies is replaced this long after, and one that hears "
+        "nothing from ZooKeeper for 0.8 of it steps down (default 1.5)",
+    )
     add_daemon_tls_flags(parser)
     add_join_flags(parser, "STATE_DIR/tls")
 
 
-async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> int:
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
+
+
+async def serve(
+    kind: str,
+    make_daemon: Callable[[Any], Any],
+    config: Any,
+    zk: str | None = None,
+    zk_session_timeout: float | None = None,
+) -> int:
     """Starts the daemon, prints "KIND listening on HOST:PORT ..." once it serves (what
-    tests/harness.py waits for), and stops it on SIGTERM or SIGINT."""
+    tests/harness.py waits for), and stops it on SIGTERM or SIGINT. With `zk`, it is one of a
+    highly available set: it prints "KIND standing by ..." and serves once elected."""
+    if zk is not None:
+        return await _serve_in_set(kind, make_daemon, config, zk, zk_session_timeout)
     try:
         daemon = make_daemon(config)
         await daemon.start()
@@ -118,4 +157,52 @@ async def serve(kind: str, make_daemon: Callable[[Any], Any], config: Any) -> in
     if renewing is not None:
         renewing.cancel()
     await daemon.stop()
+    return 0
+
+
+async def _serve_in_set(
+    kind: str, make_daemon: Callable[[Any], Any], config: Any, zk: str, session: float | None
+) -> int:
+    from agora.frameworks.sdk.leadership import DEFAULT_SESSION_TIMEOUT, DaemonLeadership
+
+    try:
+        daemon = make_daemon(config)
+        leadership = DaemonLeadership(
+            daemon,
+            zk,
+            session_timeout=session or DEFAULT_SESSION_TIMEOUT,
+            on_deposed=lambda reason: restart_as_standby(f"{kind} daemon", reason),
+        )
+    except ValueError as e:
+        raise CommandError(f"cannot start the {kind} daemon: {e}") from None
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    loop.add_signal_handler(signal.SIGHUP, daemon.on_hangup)
+    starting = asyncio.ensure_future(
+        leadership.start(on_waiting=lambda m: print(m, file=sys.stderr, flush=True))
+    )
+    # Ctrl-C while ZooKeeper is unreachable stops the wait.
+    await asyncio.wait(
+        [starting, asyncio.ensure_future(stopping.wait())], return_when="FIRST_COMPLETED"
+    )
+    if not starting.done():
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await leadership.stop()
+        return 0
+    try:
+        starting.result()
+    except OSError as e:
+        raise CommandError(f"cannot start the {kind} daemon: {e}") from None
+    print(f"{kind} standing by, listening on {leadership.address} ({zk})", flush=True)
+    elected = asyncio.ensure_future(leadership.elected.wait())
+    await asyncio.wait(
+        [elected, asyncio.ensure_future(stopping.wait())], return_when="FIRST_COMPLETED"
+    )
+    if elected.done():
+        print(f"{kind} leading, listening on {daemon.address} (master {config.master})", flush=True)
+    await stopping.wait()
+    await leadership.stop()
     return 0

@@ -49,4 +49,4 @@ def run(args: argparse.Namespace) -> int:
         acls_path=args.acls,
         user=args.user,
     )
-    return asyncio.run(serve("services", ServicesDaemon, config))
+    return asyncio.run(serve("services", ServicesDaemon, config, args.zk, args.zk_session_timeout))

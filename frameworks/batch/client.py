@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from agora.common.credentials import INSECURE, Credentials
-from agora.frameworks.sdk import FrameworkNotFound, find_framework_api
+from agora.frameworks.sdk import FrameworkNotFound
+from agora.frameworks.sdk.discovery import find_framework
 
 
 class BatchNotFound(FrameworkNotFound):
@@ -15,7 +16,15 @@ def find_batch_address(
 ) -> str:
     """The service_address of the framework called `name`: a connected one first, then the
     most recently registered."""
-    return find_framework_api(
+    return find_batch(master, name, timeout, credentials).info.service_address
+
+
+def find_batch(
+    master: str, name: str = "batch", timeout: float = 5.0, credentials: Credentials = INSECURE
+):
+    """What the master knows of the batch framework (FrameworkSummary): its API's address,
+    and whether it is a highly available set (SET_LABEL in its labels)."""
+    return find_framework(
         master,
         name,
         timeout=timeout,

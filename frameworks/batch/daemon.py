@@ -112,7 +112,7 @@ class BatchDaemon(FrameworkDaemon):
     def _open(self, operator: FollowingStub) -> None:
         """Loads the jobs."""
         config = self.config
-        self.store = JobStore(config.state_path)
+        self.store = JobStore(self.state_source)
         self.scheduler = BatchScheduler(
             self.store,
             policy=config.queue,

@@ -20,6 +20,7 @@ from agora.common.credentials import (
     server_ssl_context,
 )
 from agora.common.failures import RepeatFilter
+from agora.common.fence import Fence, FenceInterceptor
 from agora.common.leader import FollowingStub, LeaderTracker
 from agora.common.rpc import add_standard_services, bind, new_server
 from agora.frameworks.sdk.driver import Driver, SubscriptionEnded, framework_info
@@ -30,6 +31,7 @@ from agora.v1 import operator_pb2_grpc
 
 if TYPE_CHECKING:  # the HTTP stack is loaded only by a daemon that serves /metrics
     from agora.common.http import HttpServer
+    from agora.frameworks.sdk.replication import ReplicatedDatabase
 
 log = structlog.get_logger(__name__)
 
@@ -78,6 +80,13 @@ class FrameworkDaemon:
         self.config = config
         self.store: StateStore | None = None
         self.scheduler: Framework | None = None
+        # Set by a highly available set's leadership (leadership.py) before `start`: the state
+        # replicated through ZooKeeper, and the fence every API call passes.
+        self.replica: ReplicatedDatabase | None = None
+        self.fence: Fence | None = None
+        # FrameworkInfo.labels; one of a set publishes SET_LABEL (its zk:// URL), so that
+        # clients finding the API through the master wait for a failover instead of failing.
+        self.labels: dict[str, str] = {}
         self.driver: Driver | None = None
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
@@ -175,6 +184,12 @@ class FrameworkDaemon:
         return f"{self.config.host}:{self.port}"
 
     @property
+    def state_source(self) -> Any:
+        """What the store opens: the replicated state when one of a set, else the SQLite file
+        (None: memory)."""
+        return self.replica if self.replica is not None else self.config.state_path
+
+    @property
     def credentials(self) -> Credentials:
         return getattr(self.config, "credentials", INSECURE)
 
@@ -195,8 +210,11 @@ class FrameworkDaemon:
         self._channel = FollowingStub(operator_pb2_grpc.OperatorStub, tracker, self.credentials)
         self._open(self._channel)
         assert self.store is not None and self.scheduler is not None
+        interceptors: list = [self._grpc_metrics]
+        if self.fence is not None:
+            interceptors.append(FenceInterceptor(self.fence, lambda: self.service_address))
         server = new_server(
-            interceptors=[self._grpc_metrics],
+            interceptors=interceptors,
             credentials=self.credentials,
             on_auth_failure=lambda reason, method: self.authentication_failures.labels(
                 reason
@@ -237,7 +255,7 @@ class FrameworkDaemon:
             f"{self.kind} daemon started",
             address=self.address,
             framework_id=self.store.framework_id() or None,
-            state=str(config.state_path or "memory"),
+            state=str(self.store.path or "memory"),
             **self._summary(),
         )
         return port
@@ -257,6 +275,7 @@ class FrameworkDaemon:
                 service_address=self.service_address,
                 framework_id=self.store.framework_id(),
                 capabilities=self.capabilities,
+                labels=self.labels,
             )
             transport = GrpcSchedulerTransport(self.config.master, credentials=self.credentials)
             self.driver = Driver(self.scheduler, transport, info, failures=said)

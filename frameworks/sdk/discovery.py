@@ -22,6 +22,10 @@ from agora.common.masters import MasterSpecError
 from agora.common.rpc import CHANNEL_OPTIONS
 from agora.v1 import operator_pb2, operator_pb2_grpc
 
+# The label a daemon of a highly available set (leadership.py) publishes in its FrameworkInfo
+# (its zk:// URL): a client that finds its API through the master knows to wait out a failover.
+SET_LABEL = "agora.set"
+
 
 class FrameworkNotFound(LookupError):
     """No framework of that name has published its address (or the master is unreachable)."""
@@ -42,6 +46,23 @@ def find_framework_api(
     Raises `error` when the master cannot be reached or no such framework has published an
     address; `hint` (say, how to start one) ends the second message.
     """
+    found = find_framework(
+        master, name, timeout=timeout, hint=hint, error=error, credentials=credentials
+    )
+    return found.info.service_address
+
+
+def find_framework(
+    master: str,
+    name: str,
+    *,
+    timeout: float = 5.0,
+    hint: str = "",
+    error: type[FrameworkNotFound] = FrameworkNotFound,
+    credentials: Credentials = INSECURE,
+) -> operator_pb2.FrameworkSummary:
+    """What the master knows of the framework `find_framework_api` picks (its info carries
+    the address, and the labels a daemon of a highly available set publishes)."""
     try:
         # Any --master form: one address, a list, zk://; a standby names the leader.
         master = find_leader(master, credentials, timeout=timeout)
@@ -69,11 +90,14 @@ def find_framework_api(
             "with names:) or tear down the impostor"
         )
     best = max(candidates, key=lambda f: (f.connected, f.registered_at))
-    address = best.info.service_address
     if credentials.secure:
         why = not_served_by(
-            address, best.principal, f"the {name!r} framework's API", credentials, timeout
+            best.info.service_address,
+            best.principal,
+            f"the {name!r} framework's API",
+            credentials,
+            timeout,
         )
         if why is not None:
             raise error(why)
-    return address
+    return best

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # kazoo is loaded only by a daemon that is one of a set
+    from agora.frameworks.sdk.replication import ReplicatedDatabase
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
 
@@ -11,13 +15,21 @@ _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT N
 class StateStore:
     """Base of a framework's store: opens the file and creates `SCHEMA` (a subclass's tables).
 
-    `path` None keeps everything in memory (a restart forgets). The connection autocommits:
-    each statement is its own transaction unless a subclass opens one with BEGIN.
+    `path` None keeps everything in memory (a restart forgets); a ReplicatedDatabase
+    (replication.py) keeps it in ZooKeeper, for a daemon run as a highly available set. The
+    connection autocommits: each statement is its own transaction unless a subclass opens one
+    with BEGIN.
     """
 
     SCHEMA = ""
 
-    def __init__(self, path: Path | str | None) -> None:
+    def __init__(self, path: Path | str | ReplicatedDatabase | None) -> None:
+        if path is not None and not isinstance(path, str | Path):  # a ReplicatedDatabase
+            self.path: Path | str | None = path.describe()
+            # The methods of a connection that stores use: typed as one.
+            self._db: sqlite3.Connection = path  # type: ignore[assignment]
+            self._db.executescript(_META + self.SCHEMA)
+            return
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from agora.common.credentials import INSECURE, Credentials
-from agora.frameworks.sdk import FrameworkNotFound, find_framework_api
+from agora.frameworks.sdk import FrameworkNotFound
+from agora.frameworks.sdk.discovery import find_framework
 
 
 class ServicesNotFound(FrameworkNotFound):
     """No service framework has published its address to the master (or it is unreachable)."""
 
 
-def find_services_address(
+def find_services(
     master: str, name: str = "services", timeout: float = 5.0, credentials: Credentials = INSECURE
-) -> str:
-    """The service_address of the framework called `name`: a connected one first, then the
-    most recently registered."""
-    return find_framework_api(
+):
+    """What the master knows of the service framework called `name` (FrameworkSummary): a
+    connected one first, then the most recently registered."""
+    return find_framework(
         master,
         name,
         timeout=timeout,
@@ -23,3 +24,10 @@ def find_services_address(
         error=ServicesNotFound,
         hint=f"start one with `agora services --master {master}`",
     )
+
+
+def find_services_address(
+    master: str, name: str = "services", timeout: float = 5.0, credentials: Credentials = INSECURE
+) -> str:
+    """The service_address of the framework called `name` (see find_services)."""
+    return find_services(master, name, timeout, credentials).info.service_address

@@ -87,7 +87,7 @@ class ServicesDaemon(FrameworkDaemon):
 
     def _open(self, operator: FollowingStub) -> None:
         """Loads the apps."""
-        self.store = ServiceStore(self.config.state_path)
+        self.store = ServiceStore(self.state_source)
         self._operator = operator
         self.scheduler = ServiceScheduler(
             self.store,

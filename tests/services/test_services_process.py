@@ -176,3 +176,51 @@ def test_agora_local_runs_the_services_daemon(tmp_path):
 def test_bad_port_is_a_usage_error():
     result = agora("services", "--master", "127.0.0.1:5050", "--port", "70000")
     assert result.returncode == 2 and "--port: port 70000 is not in 0-65535" in result.stderr
+
+
+def test_a_set_of_two_services_daemons_fails_over_without_relaunching(cluster, tmp_path, zookeeper):
+    """`agora services --zk`: the leader killed, the standby takes the app and its running
+    tasks over; `agora app` through the master waits out the failover."""
+    import uuid
+
+    master = cluster.master.address
+    url = f"zk://{zookeeper.address}/services-{uuid.uuid4().hex[:8]}"
+
+    def member(i: int) -> Daemon:
+        args = ["services", "--master", master, "--zk", url, "--port", "0"]
+        args += ["--state-dir", str(tmp_path / f"services-{i}"), "--log-level", "debug"]
+        return Daemon(args, tmp_path / "logs" / f"services-{i}.log").start()
+
+    def leading(d: Daemon) -> bool:
+        return any(line.startswith("services leading") for line in d.lines)
+
+    first = member(0)
+    second = None
+    try:
+        eventually(lambda: leading(first), timeout=30, message="the first member leads")
+        second = member(1)
+        assert second.lines[0].startswith("services standing by")
+        app_file = tmp_path / "web.yaml"
+        app_file.write_text(APP)
+        put = agora("app", "put", str(app_file), "--master", master)
+        assert put.returncode == 0, put.stderr
+
+        def healthy():
+            status = app_status(master)
+            return status if status.get("healthy") == 2 else None
+
+        before = {
+            t["task_id"] for t in eventually(healthy, timeout=60, message="2 healthy")["tasks"]
+        }
+        first.kill(signal.SIGKILL)
+        status = app_status(master)  # asked at once: waits for the new leader
+        assert leading(second)
+        assert {t["task_id"] for t in status["tasks"]} == before  # nothing relaunched
+        status = eventually(healthy, timeout=60, message="still 2 healthy")
+        assert {t["task_id"] for t in status["tasks"]} == before
+        assert agora("app", "delete", "web", "--master", master).returncode == 0
+        eventually(lambda: not running_tasks(master), timeout=30, message="tasks killed")
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
