@@ -356,6 +356,25 @@ def _failover_arguments(p: argparse.ArgumentParser) -> None:
         help="how long each launched task runs (default 1 s)",
     )
     p.add_argument(
+        "--component",
+        choices=("master", "batch"),
+        default="master",
+        help="what is killed: the leading master (default), or the leading `agora batch --zk` "
+        "daemon of a set during one large job (--instances), with one master",
+    )
+    p.add_argument(
+        "--members",
+        type=int,
+        default=2,
+        help="--component batch: batch daemons in the set (default 2)",
+    )
+    p.add_argument(
+        "--instances",
+        type=int,
+        default=1000,
+        help="--component batch: instances of the job the kills fall in (default 1000)",
+    )
+    p.add_argument(
         "--fault",
         choices=("kill", "pause"),
         default="kill",
@@ -369,6 +388,22 @@ def _build_failover(args: argparse.Namespace) -> Runner:
 
     if args.kills < 1 or args.masters < 1 or args.agents < 1:
         raise ExperimentError("--kills, --masters and --agents must be at least 1")
+    if args.component == "batch":
+        from agora.experiments import batch_failover
+
+        if args.members < 2 or args.instances < 1 or args.fault != "kill":
+            raise ExperimentError(
+                "--component batch needs --members 2 or more, --instances 1 or more and "
+                "--fault kill"
+            )
+        batch_cfg = batch_failover.BatchFailoverConfig(
+            kills=args.kills,
+            members=args.members,
+            agents=args.agents,
+            instances=args.instances,
+            session_timeout=args.zk_session_timeout,
+        )
+        return lambda out, command: batch_failover.run(batch_cfg, out, command, args.quiet)
     cfg = failover.FailoverConfig(
         kills=args.kills,
         masters=args.masters,
@@ -911,7 +946,8 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             name="failover",
-            help="SIGKILL the leading master: time until agents and frameworks are back",
+            help="SIGKILL the leading master (or batch daemon of a set): time until agents, "
+            "frameworks and clients are back",
             description="Three masters on a real ZooKeeper; the leader is killed with SIGKILL "
             "over and over while real agents run tasks and a framework launches. Per kill: new "
             "leader elected, all agents re-registered, the framework re-subscribed, first "

@@ -59,3 +59,36 @@ def test_failover_pause_resumes_a_deposed_leader_that_does_nothing(tmp_path):
         (row,) = list(csv.DictReader(f))
     assert 0 < float(row["elected"]) <= float(row["back"])
     assert float(row["resumed_to_refusing"]) >= 0
+
+
+def test_failover_of_the_batch_daemon_loses_and_repeats_no_instance(tmp_path):
+    out = tmp_path / "batch"
+    run_experiment(
+        "failover",
+        "--component",
+        "batch",
+        "--kills",
+        "2",
+        "--agents",
+        "1",
+        "--instances",
+        "120",
+        "--out",
+        str(out),
+        timeout=180,
+    )
+    data = load_results(out, "failover")
+    (run,) = data["runs"]
+    assert run["kills"] == 2 and run["succeeded"] == 120
+    assert run["instances_lost"] == 0 and run["instances_run_twice"] == 0
+    with open(out / "samples.csv") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        # A client gets the job only once a new leader is elected and serving.
+        assert 0 < float(row["elected"]) <= float(row["client_back"])
+    assert [t["name"] for t in data["targets"]] == [
+        "kill -> client back p50",
+        "kill -> launches back p50",
+        "instances lost",
+        "instances run twice",
+    ]
