@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="number of masters (default 1). More than one starts a ZooKeeper server (Debian's "
         "`zookeeper` package) and the masters as processes of their own on --port, --port+1, "
         "...: one leads, the others stand by; kill -9 the leader to watch one take over "
-        "(a master that exits is started again)",
+        "(a master that exits is started again). The batch and services frameworks then run "
+        "as highly available pairs too (--port+10/+11 and +12/+13)",
     )
     p.add_argument(
         "--port", type=port_number, default=5050, help="master port (default 5050; 0 = any)"
@@ -205,6 +206,10 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         )
         await agent.start()
         agents.append(agent)
+    if masters is not None:
+        # A set of masters: the frameworks too run as highly available pairs of processes.
+        masters.start_frameworks()
+        return await _serve_set(masters, agents, work_dir, http_port, args)
     # The batch framework, after the agents so its first offers have somewhere to run; its
     # jobs persist under the work dir like the master's state.
     from agora.frameworks.batch import BatchConfig, BatchDaemon
@@ -233,21 +238,12 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         )
     )
     await services.start()
-    if masters is not None:
-        assert masters.zookeeper is not None
-        print(f"zookeeper listening on {masters.zookeeper.address}", flush=True)
-        for address, pid in zip(masters.addresses, masters.pids(), strict=True):
-            print(f"master listening on {address} (pid {pid})", flush=True)
-        print(f"masters: {master_address} (`agora cluster masters` shows the leader)", flush=True)
-    else:
-        print(f"master listening on {master_address}", flush=True)
+    assert master is not None
+    print(f"master listening on {master_address}", flush=True)
     print(f"batch listening on {batch.address}", flush=True)
     print(f"services listening on {services.address}", flush=True)
-    if master is not None:
-        print(f"dashboard on {master.http_url}/", flush=True)
-    elif http_port:
-        print(f"dashboard on the leader: one of ports {http_port}-{http_port + args.masters - 1}")
-    if master is not None and master.metrics_url is not None:
+    print(f"dashboard on {master.http_url}/", flush=True)
+    if master.metrics_url is not None:
         print(f"master metrics on {master.metrics_url}/metrics", flush=True)
     if args.metrics_port is not None:
         for agent in agents:
@@ -258,20 +254,49 @@ async def _serve(args: argparse.Namespace, work_dir: Path) -> int:
         f"{len(agents)} agents; work dir {work_dir} (kept for the next start; --fresh empties it)"
     )
     print(f"try: {_agora_command()} cluster agents --master {master_address}", flush=True)
+    await _until_stopped()
+    await batch.stop()  # first: it must not launch onto agents that are going away
+    await services.stop()
+    for agent in agents:
+        await agent.stop()
+    await master.stop()
+    os.sync()
+    return 0
 
+
+async def _serve_set(masters, agents: list, work_dir: Path, http_port, args) -> int:
+    """`agora local --masters N`: everything is up; say where, serve until a signal."""
+    assert masters.zookeeper is not None
+    print(f"zookeeper listening on {masters.zookeeper.address}", flush=True)
+    for address, pid in zip(masters.addresses, masters.pids(), strict=True):
+        print(f"master listening on {address} (pid {pid})", flush=True)
+    print(f"masters: {masters.zk_url} (`agora cluster masters` shows the leader)", flush=True)
+    for (kind, member), proc in zip(masters.frameworks, masters.framework_processes, strict=True):
+        address = masters.framework_address(kind, member)
+        pid = proc.pid if proc is not None else 0
+        print(f"{kind} listening on {address} (pid {pid}; one of a pair, one leads)", flush=True)
+    if http_port:
+        print(f"dashboard on the leader: one of ports {http_port}-{http_port + args.masters - 1}")
+    if args.metrics_port is not None:
+        for agent in agents:
+            print(f"agent metrics on {agent.metrics_url}/metrics", flush=True)
+    print(
+        f"{len(agents)} agents; work dir {work_dir} (kept for the next start; --fresh empties it)"
+    )
+    print(f"try: {_agora_command()} cluster agents --master {masters.zk_url}", flush=True)
+    await _until_stopped()
+    await masters.stop_frameworks()
+    for agent in agents:
+        await agent.stop()
+    await masters.stop()
+    os.sync()
+    return 0
+
+
+async def _until_stopped() -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("stopping...", flush=True)
-    await batch.stop()  # first: it must not launch onto agents that are going away
-    await services.stop()
-    for agent in agents:
-        await agent.stop()
-    if master is not None:
-        await master.stop()
-    if masters is not None:
-        await masters.stop()
-    os.sync()
-    return 0

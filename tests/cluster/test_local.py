@@ -247,6 +247,28 @@ def test_local_with_three_masters_fails_over_when_the_leader_is_killed(tmp_path)
             "job", "submit", "--master", zk_url, "--wait", "--json", "--", "echo from batch"
         )
         assert job.returncode == 0, job.stdout + job.stderr  # 0: the job succeeded
+
+        # The batch framework runs as a pair: kill -9 its leader, and the other takes over.
+        batch_pids = {
+            m.group(1): int(m.group(2))
+            for line in local.lines
+            if (m := re.match(r"batch listening on (\S+) \(pid (\d+);", line))
+        }
+        assert len(batch_pids) == 2
+
+        def batch_leader() -> str:
+            out = agora("cluster", "frameworks", "--json", "--master", zk_url)
+            rows = json.loads(out.stdout) if out.returncode == 0 else []
+            live = [r for r in rows if r["name"] == "batch" and r.get("connected")]
+            return live[0]["service_address"] if live else ""
+
+        first = eventually(batch_leader, timeout=30, message="a batch leader")
+        os.kill(batch_pids[first], signal.SIGKILL)
+        job = agora(
+            "job", "submit", "--master", zk_url, "--wait", "--json", "--", "echo after failover"
+        )
+        assert job.returncode == 0, job.stdout + job.stderr
+        assert batch_leader() not in ("", first)
     finally:
         local.stop(timeout=30)
 
