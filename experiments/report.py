@@ -25,6 +25,12 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # (experiment, directory, full flags, quick flags).
 VARIANTS = [
     ("failover", "failover-pause", ("--fault", "pause", "--kills", "20"), ("--fault", "pause")),
+    (
+        "failover",
+        "failover-batch",
+        ("--component", "batch", "--kills", "10"),
+        ("--component", "batch", "--kills", "2", "--instances", "200"),
+    ),
 ]
 
 
@@ -215,6 +221,24 @@ def section(docs: Path, figures: Path) -> str:
             f"{r['events_from_a_deposed_leader']}; tasks launched {r['tasks_launched']}, lost "
             f"{r['tasks_lost']}, run twice {r['tasks_run_twice']}. Times from the SIGSTOP; "
             "'resumed to refusing' from the SIGCONT until the old leader answered NOT_LEADER.",
+            "",
+            stats_table([(k.replace("_", " "), v) for k, v in r["seconds"].items()], unit="s"),
+            "",
+        ]
+    fb = _load(figures, "failover-batch")
+    if fb:
+        r = fb["runs"][0]
+        out += [
+            "#### failover: the leading batch daemon of a set",
+            "",
+            f"`{' '.join(fb['command'])}`",
+            "",
+            f"Two `agora batch --zk` daemons; the leader killed with SIGKILL {r['kills']} times "
+            f"during one job of {r['instances']} instances, each time restarted to stand by. "
+            f"Instances succeeded {r['succeeded']}, lost {r['instances_lost']}, run twice "
+            f"{r['instances_run_twice']}. 'client back': a client finding the Batch API "
+            "through the master gets the job; 'launches back': the job shows more instances "
+            "launched than just before the kill.",
             "",
             stats_table([(k.replace("_", " "), v) for k, v in r["seconds"].items()], unit="s"),
             "",
