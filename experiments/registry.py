@@ -780,6 +780,12 @@ def _throughput_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds a path may take before it is stopped and reported unfinished (900)",
     )
     p.add_argument(
+        "--batch-zk",
+        action="store_true",
+        help="run the batch path's daemon as the leader of an `agora batch --zk` pair, its "
+        "state in ZooKeeper (what high availability costs on the user's path)",
+    )
+    p.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -847,6 +853,7 @@ def _build_throughput(args: argparse.Namespace) -> Runner:
         work_dir=str(args.work_dir) if args.work_dir else None,
         per_agent=per_agent,
         slurm_programs=programs,
+        batch_zk=args.batch_zk,
     )
     return lambda out, command: throughput.run(cfg, out, command, quiet)
 

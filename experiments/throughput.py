@@ -58,6 +58,8 @@ class ThroughputConfig:
     per_agent: int = 10  # tasks of cpus/mem that fit an agent at once (the registry works it out)
     # Each program's path when --peer slurm (found by the registry, which checks them first).
     slurm_programs: dict[str, str] = field(default_factory=dict)
+    # The batch path's daemon as the leader of an `agora batch --zk` pair (state in ZooKeeper).
+    batch_zk: bool = False
 
     @property
     def at_once(self) -> int:
@@ -115,7 +117,9 @@ async def run(cfg: ThroughputConfig, out: Path, command: list[str], quiet: bool 
 async def _phase(cfg, path, workload, work, logs, singles, progress) -> tuple[dict, list]:
     progress.show(f"{path}: starting a master and {cfg.agents} agents", force=True)
     rows: list[dict] = []
-    async with cluster(work, logs, cfg.agents, cfg.agent_resources, batch=path == "batch") as cl:
+    async with cluster(
+        work, logs, cfg.agents, cfg.agent_resources, batch=path == "batch", batch_zk=cfg.batch_zk
+    ) as cl:
         await warm_up(cl, workload)
         if path == "batch" and cfg.single:
             singles["batch_api"], singles["command"], single_rows = await batch_singles(

@@ -50,6 +50,9 @@ class Cluster:
     master: Daemon
     agents: list[Daemon]
     batch: Daemon | None = None
+    # With --batch-zk: the batch set's standby and the ZooKeeper they share.
+    standby: Daemon | None = None
+    zookeeper: object | None = None
 
     def components(self) -> list[Component]:
         """The cluster's daemons as CPU components: the master; each agent's own process and,
@@ -80,8 +83,11 @@ class Cluster:
         return found
 
     async def stop(self) -> None:
-        for daemon in [*([self.batch] if self.batch else []), *self.agents, self.master]:
-            await daemon.stop()
+        for daemon in [self.batch, self.standby, *self.agents, self.master]:
+            if daemon is not None:
+                await daemon.stop()
+        if self.zookeeper is not None:
+            await asyncio.to_thread(self.zookeeper.stop)  # type: ignore[attr-defined]
 
 
 async def _wait_for(what: str, check, timeout: float = READY_TIMEOUT) -> None:
@@ -125,9 +131,11 @@ async def wait_for_framework(master: str, name: str) -> None:
 
 @contextlib.asynccontextmanager
 async def cluster(
-    work: Path, logs: Path, agents: int, resources: str, batch: bool
+    work: Path, logs: Path, agents: int, resources: str, batch: bool, batch_zk: bool = False
 ) -> AsyncIterator[Cluster]:
-    """A fresh master and `agents` real agents (and the batch daemon), stopped on the way out."""
+    """A fresh master and `agents` real agents (and the batch daemon), stopped on the way out.
+    `batch_zk`: the batch daemon is the leader of a pair on a ZooKeeper of its own (`agora batch
+    --zk`), its state in ZooKeeper."""
     logs.mkdir(parents=True, exist_ok=True)
     master = await start_master(MasterOptions(), logs)
     started = Cluster(master, [])
@@ -143,7 +151,23 @@ async def cluster(
             )
         )
         await wait_for_agents(master.address, agents)
-        if batch:
+        if batch and batch_zk:
+            from agora.common.zookeeper_server import ZooKeeperServer
+
+            zk = ZooKeeperServer(work / "zookeeper")
+            started.zookeeper = await asyncio.to_thread(zk.start)
+            url = f"zk://{zk.address}/agora-batch"
+            members = []
+            for i in range(2):  # the first leads: it is first in line
+                argv = agora_argv(
+                    "batch", "--master", master.address, "--port", "0", "--zk", url,
+                    "--state-dir", str(work / f"batch-{i}"), "--log-level", "warning",
+                )  # fmt: skip
+                members.append(await Daemon(f"batch-{i}", argv, logs).start())
+                if i == 0:
+                    await wait_for_framework(master.address, "batch")
+            started.batch, started.standby = members
+        elif batch:
             argv = agora_argv(
                 "batch", "--master", master.address, "--port", "0",
                 "--state-dir", str(work / "batch"), "--log-level", "warning",
