@@ -128,6 +128,43 @@ class ZkLog:
             self._entry_parts[seq] = parts
         return seq
 
+    def append_async(self, data: bytes, done: Callable[[int | None, Exception | None], None]):
+        """Appends one small entry (at most a part's size, compressed) without waiting:
+        `done(seq, None)` or `done(None, error)` is called on kazoo's thread. Appends from one
+        client land in the order they were sent. LogFenced is the error once this writer no
+        longer leads."""
+        body = _INLINE + zlib.compress(data, 1)
+        if len(body) > PART_BYTES:
+            raise ValueError(f"an entry of {len(body)} bytes; append_async takes {PART_BYTES}")
+        tx = self._zk.transaction()
+        if self.fence is not None:
+            tx.check(self.fence, -1)
+        tx.create(f"{self._log}/entry-", body, sequence=True)
+
+        def landed(result) -> None:
+            try:
+                results = result.get()
+            except Exception as e:  # noqa: BLE001 - the connection: the caller retries
+                done(None, e)
+                return
+            created = results[-1]
+            if not isinstance(created, Exception):
+                done(_seq(created), None)
+            elif self.fence is not None and not isinstance(results[0], RolledBackError):
+                if self.on_fenced is not None:
+                    self.on_fenced()
+                done(None, LogFenced(f"lost the election znode {self.fence}; not writing"))
+            else:
+                done(None, created)
+
+        tx.commit_async().rawlink(landed)
+
+    def forget(self, seqs: list[int]) -> None:
+        """Deletes these entries without waiting (a bounded history kept without snapshots:
+        the oldest entries go)."""
+        for seq in seqs:
+            self._zk.delete_async(f"{self._log}/entry-{seq:010d}")
+
     def compact(self, seq: int, state: bytes) -> int:
         """Stores `state` as the snapshot after entry `seq`, then deletes the entries it covers
         and older snapshots' parts. Returns the snapshot's size in bytes (compressed)."""

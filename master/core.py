@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import grpc
 import structlog
@@ -43,6 +44,9 @@ from agora.master.tasks import TaskBook
 from agora.master.validation import check_role
 from agora.v1 import operator_pb2
 
+if TYPE_CHECKING:  # kazoo only where a set of masters runs
+    from agora.master.event_store import ZkEventStore
+
 log = structlog.get_logger(__name__)
 
 __all__ = ["MasterCore", "hoarders"]
@@ -60,6 +64,7 @@ class MasterCore:
         master_id: str = "",
         new_session: Callable[[int], Session] = Session,
         epoch: int = 0,
+        event_store: ZkEventStore | None = None,
     ) -> None:
         """`clock`: real time unless given (tests give a ManualClock); `new_session`: makes a
         framework's stream queue (tests give one that records what is sent); `epoch`: the
@@ -122,7 +127,10 @@ class MasterCore:
         self.tasks.revoke = self.preemptions.revoke
         self.epoch = self.frameworks.epoch = self.agents.epoch = epoch
         # What happens, for Operator.WatchEvents and the audit log (master/events.py).
-        self.events = EventLog(generation=epoch, audit_path=config.audit_log_path)
+        # A set's leader keeps them in ZooKeeper (`event_store`, loaded), numbered across leaders.
+        self.events = EventLog(
+            generation=epoch, audit_path=config.audit_log_path, store=event_store
+        )
         self.frameworks.events = self.agents.events = self.tasks.events = self.events
 
     @property

@@ -4,11 +4,12 @@
 Mesos' operator API has SUBSCRIBE and Nomad `/v1/event/stream`: tools follow what happens
 instead of polling 13 unary calls. Every change worth following is published here once, where
 the master makes it, and kept in a bounded history (HISTORY events) so that a watcher that
-reconnects resumes after the last index it saw, without gaps or duplicates, as long as it
-comes back to the same leader within that history. An index carries its leader's generation
-(election epoch, or start time for a master alone) in its high 32 bits: resuming from another
-generation, or from before the history, starts with HISTORY_LOST, the honest answer (what the
-previous leader published is not replicated); the watcher reads the state again.
+reconnects resumes after the last index it saw, without gaps or duplicates, within that
+history. A master alone keeps its history in memory: an index carries its start time in its
+high 32 bits, and resuming from another start, or from before the history, starts with
+HISTORY_LOST, the honest answer; the watcher reads the state again. A set of masters keeps the
+history in ZooKeeper (master/event_store.py) and a new leader numbers on from the last index
+its predecessor landed, so a watcher resumes across a failover as across a reconnect.
 
 Watchers read through bounded queues: one that stops reading is cut rather than let the
 master's memory grow (it reconnects with its last index).
@@ -26,10 +27,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from agora.v1 import operator_pb2
+
+if TYPE_CHECKING:
+    from agora.master.event_store import ZkEventStore
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +42,8 @@ __all__ = ["HISTORY", "EventLog", "Watcher"]
 
 HISTORY = 10_000  # events kept for watchers that resume
 WATCHER_QUEUE = 10_000  # events waiting for one watcher before it is cut
+SEND_BATCH = 2_000  # events in one ZooKeeper entry at most (a few hundred KB of JSON)
+RETRY_SECONDS = 0.2  # before sending again a batch ZooKeeper did not take
 ClusterEvent = operator_pb2.ClusterEvent
 
 
@@ -85,23 +92,44 @@ class Kept:
 
 
 class EventLog:
-    """Events of one master's leadership; `generation` is the high half of every index."""
+    """Events of one master's leadership; `generation` is the high half of every index.
+
+    With a `store` (a set of masters: master/event_store.py) the events are kept in ZooKeeper
+    and numbered across leaders (generation 0: plain indices that a successor continues). An
+    event then reaches watchers and the history only once its batch has landed there: the
+    batches go one at a time (a failed one is sent again before anything after it), each
+    taking what was published meanwhile, so the order is the publishing order and no watcher
+    ever sees an event a successor would not have."""
 
     def __init__(
         self,
         generation: int = 0,
         clock: Callable[[], float] = time.time,
         audit_path: Path | None = None,
+        store: ZkEventStore | None = None,
     ) -> None:
-        self.generation = generation or int(time.time())
+        self.generation = 0 if store is not None else generation or int(time.time())
         self._clock = clock
         self._count = 0
         self.history: deque[Kept] = deque(maxlen=HISTORY)
         self.watchers: set[Watcher] = set()
         self.audit_path = audit_path
+        self._store = store
+        self._durable = 0  # the last index landed in the store
+        self._unsent: list[Kept] = []  # published, not yet sent to the store
+        self._sending: list[Kept] | None = None  # the batch on its way
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if store is not None:
+            for row in store.loaded:
+                self.history.append(Kept(*row))
+            store.loaded = []
+            self._count = self._durable = self.history[-1].index if self.history else 0
 
     @property
     def last_index(self) -> int:
+        """The last index watchers may have seen (with a store: the last landed)."""
+        if self._store is not None:
+            return self._durable
         return (self.generation << 32) | self._count
 
     def publish(
@@ -113,13 +141,66 @@ class EventLog:
         **detail: object,
     ) -> Kept:
         self._count += 1
-        kept = Kept(self.last_index, self._clock(), topic, kind, subject, principal, detail)
-        self.history.append(kept)
-        if self.watchers:
-            event = kept.to_proto()
-            for watcher in self.watchers:
-                watcher.offer(event)
+        index = (self.generation << 32) | self._count
+        kept = Kept(index, self._clock(), topic, kind, subject, principal, detail)
+        if self._store is not None:
+            self._unsent.append(kept)
+            if self._sending is None:
+                self._send()
+            return kept
+        self._deliver([kept])
         return kept
+
+    def _deliver(self, events: list[Kept]) -> None:
+        self.history.extend(events)
+        if self.watchers:
+            for kept in events:
+                event = kept.to_proto()
+                for watcher in self.watchers:
+                    watcher.offer(event)
+
+    def _send(self) -> None:
+        """Sends what was published since the last batch as one entry (at most SEND_BATCH)."""
+        assert self._store is not None
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        batch, self._unsent = self._unsent[:SEND_BATCH], self._unsent[SEND_BATCH:]
+        self._sending = batch
+        rows = [[e.index, e.at, e.topic, e.kind, e.subject, e.principal, e.detail] for e in batch]
+        loop = self._loop
+
+        def done(seq: int | None, error: Exception | None) -> None:  # kazoo's thread
+            loop.call_soon_threadsafe(self._sent, seq, error)
+
+        try:
+            self._store.append(rows, done)
+        except Exception as e:  # noqa: BLE001 - the client is closing: as a failed append
+            loop.call_soon(self._sent, None, e)
+
+    def _sent(self, seq: int | None, error: Exception | None) -> None:
+        batch, self._sending = self._sending or [], None
+        assert self._store is not None
+        if seq is None:
+            from agora.common.zk_log import LogFenced  # kazoo: only a set's masters load it
+
+            if isinstance(error, LogFenced):
+                return  # no longer the leader: nothing of ours lands any more
+            log.warning("events not stored in ZooKeeper; trying again", error=str(error))
+            self._unsent[:0] = batch
+            self._sending = []  # nothing else goes before the retry
+            assert self._loop is not None
+            self._loop.call_later(RETRY_SECONDS, self._retry)
+            return
+        self._store.landed(seq, len(batch), HISTORY)
+        self._durable = batch[-1].index
+        self._deliver(batch)
+        if self._unsent:
+            self._send()
+
+    def _retry(self) -> None:
+        self._sending = None
+        if self._unsent:
+            self._send()
 
     def audit(
         self, principal: str, action: str, target: str, peer: str, outcome: str, **detail: object
@@ -158,10 +239,11 @@ class EventLog:
         first: list[ClusterEvent] = []
         generation = since >> 32
         oldest = self.history[0].index if self.history else self.last_index + 1
-        if since and (generation != self.generation or since + 1 < oldest):
+        beyond = since > self.last_index  # kept nowhere: the store was reset
+        if since and (generation != self.generation or since + 1 < oldest or beyond):
             why = (
                 "another master published it (a failover or a restart)"
-                if generation != self.generation
+                if generation != self.generation or beyond
                 else f"it is older than the {HISTORY} events kept"
             )
             first.append(self._stream_event("HISTORY_LOST", since=since, reason=why))

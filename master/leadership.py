@@ -268,6 +268,7 @@ class Leadership:
     async def _start_leading(self) -> None:
         if self.fence.lost or self.master is not None:
             return
+        from agora.master.event_store import ZkEventStore
         from agora.master.zk_store import ZkRegistryStore
 
         assert self._standby is not None and self._contender is not None
@@ -285,6 +286,11 @@ class Leadership:
             self._contender.node,
             lambda: self._depose("the registry refused a write: no longer the leader"),
         )
+        # The cluster events, numbered on from the last one the previous leader landed.
+        events = await asyncio.to_thread(
+            ZkEventStore, self._zk, self.masters.zk_path, self._contender.node
+        )
+        await asyncio.to_thread(events.load)
         await self._standby.stop()
         self.master = master = Master(
             self.config,
@@ -293,6 +299,7 @@ class Leadership:
             masters=self.members,
             fence=self.fence,
             epoch=self._contender.epoch,
+            event_store=events,
         )
         await master.start()
         log.info(

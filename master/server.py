@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import grpc
 import structlog
@@ -41,6 +42,9 @@ from agora.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
+
+if TYPE_CHECKING:  # kazoo only where a set of masters runs
+    from agora.master.event_store import ZkEventStore
 
 log = structlog.get_logger(__name__)
 Event = scheduler_pb2.Event
@@ -98,11 +102,13 @@ class Master:
         masters: Callable[[], list[MasterInfo]] | None = None,
         fence: Fence | None = None,
         epoch: int = 0,
+        event_store: ZkEventStore | None = None,
     ) -> None:
-        """`store`, `master_id`, `masters`, `fence`, `epoch`: given by master/leadership.py when
-        the master leads a set on ZooKeeper (its registry there, its id, the election's view of
-        the set, the check that it still leads and its election's sequence number); otherwise
-        SQLite under --state-dir, a fresh id, and this master alone, unfenced."""
+        """`store`, `master_id`, `masters`, `fence`, `epoch`, `event_store`: given by
+        master/leadership.py when the master leads a set on ZooKeeper (its registry there, its
+        id, the election's view of the set, the check that it still leads, its election's
+        sequence number and the cluster events kept there); otherwise SQLite under
+        --state-dir, a fresh id, and this master alone, unfenced, its events in memory."""
         config.validate()
         self.config = config
         self.metrics = MasterMetrics()
@@ -118,6 +124,7 @@ class Master:
         self._master_id = master_id
         self._masters = masters
         self._fence = fence
+        self._event_store = event_store
         self._epoch = epoch
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
@@ -144,7 +151,12 @@ class Master:
         if self.store is None:
             self.store = open_store(self.config.state_path)
         self.core = MasterCore(
-            self.config, self.allocator, self.store, master_id=self._master_id, epoch=self._epoch
+            self.config,
+            self.allocator,
+            self.store,
+            master_id=self._master_id,
+            epoch=self._epoch,
+            event_store=self._event_store,
         )
         if self._masters is not None:
             self.core.masters = self._masters

@@ -324,3 +324,46 @@ def test_agents_behind_a_relay_follow_the_leader_through_it(masters, tmp_path):
         assert agent.alive()
     finally:
         relay.stop()
+
+
+def test_the_event_stream_resumes_across_a_failover_without_gaps_or_duplicates(masters):
+    """Issue 38: a watcher that saw events from one leader resumes from its last index on the
+    next, with every event in between (the old leader's last ones too) and nothing twice."""
+
+    def events(since: int) -> list[dict]:
+        out = agora("cluster", "events", "--json", "--since", str(since), "--master", masters.url)
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+    first = masters.leader_index()
+    masters.start_agent(0)
+    assert agora("cluster", "weight", "web", "2", "--master", masters.url).returncode == 0
+    seen = eventually(
+        lambda: (e := events(0)) and any(x["kind"] == "AGENT_ADDED" for x in e) and e,
+        timeout=30,
+        message="the agent's event",
+    )
+    kept = [e for e in seen if e["topic"] != "stream"]
+    last = int(kept[-1]["index"])
+    # Published after the watcher's last look, on the leader that is about to die.
+    assert agora("cluster", "weight", "web", "3", "--master", masters.url).returncode == 0
+    masters.masters[first].kill()  # kill -9
+    second = masters.leader_index()
+    assert second != first
+
+    resumed = eventually(
+        lambda: (e := events(last)) and any(x["kind"] == "MASTER_LEADING" for x in e) and e,
+        timeout=30,
+        message="the new leader's events",
+    )
+    assert not any(e["kind"] == "HISTORY_LOST" for e in resumed), resumed
+    after = [e for e in resumed if e["topic"] != "stream"]
+    indices = [int(e["index"]) for e in after]
+    assert indices == list(range(last + 1, last + 1 + len(indices))), "no gap, no duplicate"
+    weights = [e for e in after if e["kind"] == "SET_WEIGHT"]
+    assert weights and weights[0]["detail"].get("weight") == "3.0", after
+    leading = [e for e in after if e["kind"] == "MASTER_LEADING"]
+    assert leading[-1]["detail"]["address"] == masters.addresses[second]
+    # The whole history, asked afresh, is one numbering across both leaders.
+    everything = [int(e["index"]) for e in events(0) if e["topic"] != "stream"]
+    assert everything == sorted(set(everything)) and everything[-1] >= indices[-1]

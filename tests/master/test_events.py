@@ -55,6 +55,74 @@ def test_another_leaders_index_or_one_older_than_the_history_says_history_lost(m
     assert first[0].kind == "HISTORY_LOST" and "older than" in first[0].detail["reason"]
 
 
+class FakeStore:
+    """Stands for master/event_store.ZkEventStore: appends wait for `land` or `fail`."""
+
+    def __init__(self, loaded=()) -> None:
+        self.loaded = list(loaded)
+        self.sent: list[tuple[list, object]] = []
+        self.seq = 0
+
+    def append(self, rows, done) -> None:
+        self.sent.append((rows, done))
+
+    def land(self) -> None:
+        rows, done = self.sent.pop(0)
+        self.seq += 1
+        done(self.seq, None)
+
+    def fail(self, error: Exception) -> None:
+        rows, done = self.sent.pop(0)
+        done(None, error)
+
+    def landed(self, seq, count, keep) -> None:
+        pass
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_a_sets_events_reach_watchers_only_once_stored_in_order_across_a_retry(
+    monkeypatch,
+):
+    monkeypatch.setattr(events_module, "RETRY_SECONDS", 0.01)
+    # A new leader numbers on from what its predecessor stored.
+    store = FakeStore(loaded=[(41, 1.0, "agent", "AGENT_ADDED", "a", "", {})])
+    log = EventLog(generation=9, store=store)
+    assert log.last_index == 41 and log.generation == 0
+    watcher, first = log.watch(41, ())
+    assert kinds(first) == ["CAUGHT_UP"]
+    log.publish("task", "TASK_RUNNING", "t1")
+    log.publish("task", "TASK_FINISHED", "t1")  # waits: one batch at a time
+    assert watcher.queue.empty() and len(store.sent) == 1
+    store.fail(ConnectionError("ZooKeeper away"))
+    await settle()
+    assert watcher.queue.empty(), "nothing reaches a watcher before it is stored"
+    await asyncio.sleep(0.05)
+    ((rows, _),) = store.sent
+    assert [r[0] for r in rows] == [42, 43], "the failed batch again, with what followed"
+    store.land()
+    await settle()
+    got = [watcher.queue.get_nowait() for _ in range(2)]
+    assert [(e.index, e.kind) for e in got] == [(42, "TASK_RUNNING"), (43, "TASK_FINISHED")]
+    assert log.last_index == 43
+
+
+async def test_a_deposed_leaders_events_never_reach_a_watcher():
+    from agora.common.zk_log import LogFenced
+
+    store = FakeStore()
+    log = EventLog(store=store)
+    watcher, _ = log.watch(0, ())
+    log.publish("task", "TASK_RUNNING", "t1")
+    store.fail(LogFenced("lost the election znode"))
+    await settle()
+    log.publish("task", "TASK_RUNNING", "t2")
+    assert watcher.queue.empty() and log.last_index == 0
+
+
 def test_topics_filter_and_a_watcher_that_stops_reading_is_cut(monkeypatch):
     monkeypatch.setattr(events_module, "WATCHER_QUEUE", 2)
     log = EventLog()
