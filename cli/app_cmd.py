@@ -90,7 +90,8 @@ def _stub(args: argparse.Namespace, at: str | None = None):
 
     credentials = credentials_from(args)
     address = at or args.services
-    args._in_set = False
+    if not hasattr(args, "_in_set"):
+        args._in_set = False
     if not address:
         try:
             found = find_services(args.master, credentials=credentials)
@@ -153,6 +154,7 @@ def _call(args: argparse.Namespace, method: str, request):
                     given=bool(args.services),
                     in_set=args._in_set,
                     deadline=deadline,
+                    method=method,
                 )
                 if at is None:
                     raise _failed(args, e) from None

@@ -81,15 +81,20 @@ class BatchClient:
             try:
                 return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
             except grpc.RpcError as e:
-                if not self._moved(e, deadline):
+                if not self._moved(e, deadline, method):
                     return self._failed(e, missing_ok)
 
-    def _moved(self, e, deadline: float) -> bool:
+    def _moved(self, e, deadline: float, method: str) -> bool:
         """Whether the API moved (a set's failover) and the call is worth another try."""
         from agora.cli.set_follow import next_try
 
         where = next_try(
-            e, self.address, given=bool(self.batch), in_set=self.in_set, deadline=deadline
+            e,
+            self.address,
+            given=bool(self.batch),
+            in_set=self.in_set,
+            deadline=deadline,
+            method=method,
         )
         if where is None:
             return False

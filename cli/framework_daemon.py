@@ -194,10 +194,11 @@ async def _serve_in_set(
         return 0
     try:
         starting.result()
-    except OSError as e:
+    except Exception as e:  # noqa: BLE001 - the port, ZooKeeper: one line, not a traceback
+        await leadership.stop()
         raise CommandError(f"cannot start the {kind} daemon: {e}") from None
     print(f"{kind} standing by, listening on {leadership.address} ({zk})", flush=True)
-    elected = asyncio.ensure_future(leadership.elected.wait())
+    elected = asyncio.ensure_future(leadership.leading.wait())
     await asyncio.wait(
         [elected, asyncio.ensure_future(stopping.wait())], return_when="FIRST_COMPLETED"
     )

@@ -129,6 +129,8 @@ def _agent_resources(resources: Resources, index: int) -> Resources:
 def _run(args: argparse.Namespace) -> int:
     if args.masters < 1:
         raise UsageError("--masters must be at least 1")
+    if args.masters > 10:
+        raise UsageError("--masters: at most 10 (the frameworks' pairs use --port+10 to +13)")
     if args.masters > 1 and args.port == 0:
         raise UsageError("--masters needs a fixed --port (the masters use --port, --port+1, ...)")
     setup_logging(args)

@@ -70,7 +70,8 @@ class StandbyServer:
             grpc.StatusCode.UNAVAILABLE,
             not_leader_message(self.address, leader, self._what),
             Reason.NOT_LEADER,
-            {"leader": leader},
+            # "standby": refused unread, so a client may send even a change again.
+            {"leader": leader, "standby": "yes"},
         )
 
 

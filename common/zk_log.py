@@ -35,15 +35,22 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, RolledBackError
 
-__all__ = ["CatchUp", "LogFenced", "Stale", "ZkLog"]
+__all__ = ["AppendUncertain", "CatchUp", "LogFenced", "Stale", "ZkLog"]
 
 PART_BYTES = 512 * 1024  # under ZooKeeper's 1 MB default request limit (jute.maxbuffer)
+# Seconds an append waits for ZooKeeper's answer. A leader's lease (0.8 of its session) runs
+# out sooner when ZooKeeper is away; this only bounds how long the writer's thread is held.
+APPEND_TIMEOUT = 5.0
 _INLINE = b"E"
 _PARTS = b"P"
 
 
 class LogFenced(RuntimeError):
     """The election znode the appends check is gone: this writer no longer leads."""
+
+
+class AppendUncertain(RuntimeError):
+    """An append got no answer: it may have landed or not. The writer must stop writing."""
 
 
 class Stale(RuntimeError):
@@ -71,7 +78,8 @@ def _seq(name: str) -> int:
 
 class ZkLog:
     """The log under `path`. `fence`: the election znode every append checks (None: unfenced,
-    for readers and tests); `on_fenced` is called when an append finds it gone."""
+    for readers and tests); `on_fenced` is called when an append finds it gone, and
+    `on_uncertain(why)` when an append got no answer."""
 
     def __init__(
         self,
@@ -79,8 +87,10 @@ class ZkLog:
         path: str,
         fence: str | None = None,
         on_fenced: Callable[[], None] | None = None,
+        on_uncertain: Callable[[str], None] | None = None,
     ) -> None:
         self._zk = zk
+        self.on_uncertain = on_uncertain
         self.path = path.rstrip("/")
         self._log = f"{self.path}/log"
         self._parts = f"{self.path}/parts"
@@ -99,9 +109,10 @@ class ZkLog:
 
     def append(self, data: bytes) -> int:
         """Appends one entry; returns its sequence number. Raises LogFenced once this writer
-        no longer leads, and kazoo's errors when ZooKeeper cannot be reached (nothing landed
-        then, or, on a lost answer, possibly the entry: the caller treats it as failed and its
-        next commit rewrites the same rows, which replays the same)."""
+        no longer leads; AppendUncertain when no answer came (the connection dropped, or none
+        within APPEND_TIMEOUT): the entry may have landed or not, so `on_uncertain` is called
+        first, and the writer must stop writing (a leader steps down: its successor reads the
+        log, the only truth)."""
         packed = zlib.compress(data, 1)
         parts: list[str] = []
         if len(packed) + 1 > PART_BYTES:
@@ -113,7 +124,13 @@ class ZkLog:
         if self.fence is not None:
             tx.check(self.fence, -1)  # -1: any version; the znode must exist
         tx.create(f"{self._log}/entry-", body, sequence=True)
-        results = tx.commit()
+        try:
+            results = tx.commit_async().get(timeout=APPEND_TIMEOUT)
+        except Exception as e:  # noqa: BLE001 - no answer: the outcome is unknown
+            why = f"no answer from ZooKeeper to an append ({type(e).__name__}: {e})"
+            if self.on_uncertain is not None:
+                self.on_uncertain(why)
+            raise AppendUncertain(why) from e
         created = results[-1]
         if isinstance(created, Exception):
             self._delete_parts(parts)

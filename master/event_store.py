@@ -12,12 +12,13 @@ an event a successor does not have. The oldest entries are deleted once more tha
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
 from kazoo.client import KazooClient
 
-from agora.common.zk_log import ZkLog
+from agora.common.zk_log import Stale, ZkLog
 
 __all__ = ["ZkEventStore"]
 
@@ -40,7 +41,12 @@ class ZkEventStore:
     def load(self) -> None:
         """Reads every event kept, oldest first, into `loaded` (blocking; after a sync, so
         that it holds all a predecessor could land). Before the master starts."""
-        found = self._log.read_after(-1, sync=True)
+        while True:
+            try:
+                found = self._log.read_after(-1, sync=True)
+                break
+            except Stale:  # the previous leader's trimming raced the read: read again
+                time.sleep(0.05)
         for seq, data in found.entries:
             batch = [tuple(row) for row in json.loads(data)]
             self._entries.append((seq, len(batch)))

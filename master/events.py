@@ -121,7 +121,9 @@ class EventLog:
         self._loop: asyncio.AbstractEventLoop | None = None
         if store is not None:
             for row in store.loaded:
-                self.history.append(Kept(*row))
+                # A batch sent again after a lost answer may have landed twice: once is kept.
+                if not self.history or row[0] > self.history[-1].index:
+                    self.history.append(Kept(*row))
             store.loaded = []
             self._count = self._durable = self.history[-1].index if self.history else 0
 
@@ -174,6 +176,18 @@ class EventLog:
 
         try:
             self._store.append(rows, done)
+        except ValueError:  # more than one entry holds: half now, the rest after
+            if len(batch) == 1:
+                log.error("an event too large to keep is dropped", kind=batch[0].kind)
+                self._sending = None
+                if self._unsent:
+                    self._send()
+                return
+            half = len(batch) // 2
+            self._unsent[:0] = batch
+            self._unsent, rest = self._unsent[:half], self._unsent[half:]
+            self._send()
+            self._unsent.extend(rest)
         except Exception as e:  # noqa: BLE001 - the client is closing: as a failed append
             loop.call_soon(self._sent, None, e)
 

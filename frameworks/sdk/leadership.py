@@ -83,7 +83,8 @@ class DaemonLeadership:
         self.session_timeout = session_timeout
         self._on_deposed = on_deposed
         self.member_id = new_id(daemon.kind)
-        self.elected = asyncio.Event()
+        self.elected = asyncio.Event()  # elected: the daemon is starting
+        self.leading = asyncio.Event()  # the daemon serves (and subscribes)
         self.fence = Fence(
             Lease(session_timeout * DURATION_SHARE), self._stepped_down, what=self.what
         )
@@ -154,19 +155,20 @@ class DaemonLeadership:
         )
 
     async def stop(self) -> None:
-        """A clean shutdown: withdraw (the next member leads at once) and stop serving."""
+        """A clean shutdown: stop the daemon (its last commits land: the election znode is
+        still ours), then withdraw (the next member leads at once) and stop serving."""
         self._stopping = True
-        self.fence.lose("stopping")
+        self.fence.lose("stopping")  # the API answers nothing more
         if self._keeper is not None:
             self._keeper.stop()
         if self._following is not None:
             self._following.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._following
-        if self._contender is not None:
-            await asyncio.to_thread(self._contender.withdraw)
         if self.elected.is_set():
             await self.daemon.stop()
+        if self._contender is not None:
+            await asyncio.to_thread(self._contender.withdraw)
         if self._standby is not None:
             await self._standby.stop()
         if self._zk is not None:
@@ -176,12 +178,15 @@ class DaemonLeadership:
     async def _follow(self) -> None:
         """While standing by: apply the leader's new entries, so that a failover reads little."""
         assert self._replica is not None
+        delay = FOLLOW_SECONDS
         while not self.elected.is_set():
-            await asyncio.sleep(FOLLOW_SECONDS)
+            await asyncio.sleep(delay)
             try:
                 await asyncio.to_thread(self._replica.catch_up)
-            except Exception as e:  # noqa: BLE001 - ZooKeeper away: the next turn retries
-                log.debug("state not followed", error=str(e))
+                delay = FOLLOW_SECONDS
+            except Exception as e:  # noqa: BLE001 - ZooKeeper away, or an entry that fails
+                log.warning("the leader's state not followed; trying again", error=str(e))
+                delay = min(5.0, delay * 2)
 
     # --- kazoo's thread -------------------------------------------------------------------
 
@@ -266,12 +271,14 @@ class DaemonLeadership:
         self._replica.log.on_fenced = lambda: self.fence.lose(
             "the state log refused an append: no longer the leader"
         )
+        self._replica.log.on_uncertain = self.fence.lose  # the log is the truth: start again
         tail = await asyncio.to_thread(self._replica.catch_up, True)
         await self._standby.stop()
         self.daemon.replica = self._replica
         self.daemon.fence = self.fence
         self.daemon.labels[SET_LABEL] = str(self.zk)
         await self.daemon.start()
+        self.leading.set()
         log.info(
             f"{self.daemon.kind} leading",
             address=self.address,

@@ -5,10 +5,14 @@ sets (`agora batch --zk`, `agora services --zk`, or any SDK daemon with a `zk` c
 the same. The database itself is in memory; what makes it durable is the log
 (common/zk_log.py): every transaction's writes (INSERT, REPLACE, UPDATE, DELETE, with their
 parameters) are appended to the log as one entry when it commits, and the local COMMIT happens
-only once ZooKeeper has the entry. If the append fails (ZooKeeper away, or this daemon no
-longer leads) the transaction is rolled back and the commit raises, exactly as a failed disk
-write would: the stores already keep what was noted and acknowledge nothing until a commit
-succeeds. A write outside a transaction is its own transaction.
+only once ZooKeeper has the entry. If the append fails the transaction is rolled back and the
+commit raises sqlite3.OperationalError, as a failed disk write does (the stores keep what was
+noted and acknowledge nothing until a commit succeeds). An append refused because this daemon
+no longer leads lands nowhere; one that got no answer may have landed, so the leader steps down
+there and then (`ZkLog.on_uncertain`): its successor, maybe itself restarted, reads the log,
+which stays the one truth. A write outside a transaction is its own transaction. Any other
+statement that could change the database (CREATE outside the schema, ALTER, a WITH ... INSERT)
+is refused: a copy would not see it.
 
 A standby applies the same entries in the same order (`catch_up`), so its copy is the leader's
 state as of the last entry it read; a new leader catches up after a sync and starts from
@@ -27,6 +31,7 @@ import base64
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -42,6 +47,7 @@ COMPACT_BYTES = 4 * 1024 * 1024  # the log's bytes since the last snapshot befor
 COMPACT_ENTRIES = 20_000  # ... or this many entries (a long listing slows every reader)
 _WRITES = frozenset({"INSERT", "REPLACE", "UPDATE", "DELETE"})
 _TRANSACTION = frozenset({"BEGIN", "COMMIT", "END", "ROLLBACK"})
+_READS = frozenset({"SELECT", "EXPLAIN", "PRAGMA"})  # PRAGMA: the in-memory copy's own
 
 
 def _verb(sql: str) -> str:
@@ -58,6 +64,16 @@ def _decode(value):
     if isinstance(value, dict):
         return base64.b64decode(value["b"])
     return value
+
+
+def _check_write(verb: str, parameters) -> None:
+    if verb not in _WRITES:
+        raise sqlite3.OperationalError(
+            f"{verb or 'an empty statement'}: only INSERT, REPLACE, UPDATE and DELETE are "
+            "replicated (the schema goes through executescript)"
+        )
+    if isinstance(parameters, dict):
+        raise sqlite3.ProgrammingError("replicated statements take positional parameters")
 
 
 def encode_entry(statements: list[tuple[str, list | None]]) -> bytes:
@@ -114,7 +130,8 @@ class ReplicatedDatabase:
                 news = self.log.read_after(self.applied, sync=sync)
                 break
             except Stale:
-                continue  # a compaction ran meanwhile: its snapshot covers what went
+                time.sleep(0.05)  # a compaction ran meanwhile: its snapshot covers what went
+                continue
         if news.snapshot is not None:
             seq, state = news.snapshot
             self._db.deserialize(state)
@@ -146,10 +163,11 @@ class ReplicatedDatabase:
         verb = _verb(sql)
         if verb in _TRANSACTION:
             return self._transaction(verb, sql)
-        if verb not in _WRITES:
+        if verb in _READS:
             return self._db.execute(sql, parameters)
+        _check_write(verb, parameters)
         if not self.leading:
-            raise PermissionError("a standby's copy of the state is written only by the log")
+            raise sqlite3.OperationalError("a standby's copy is written by the log only")
         if self._open is None:  # a write on its own: its own transaction
             self._transaction("BEGIN", "BEGIN")
             try:
@@ -165,10 +183,12 @@ class ReplicatedDatabase:
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
         rows = [list(row) for row in rows]
-        if _verb(sql) not in _WRITES:
+        verb = _verb(sql)
+        if verb in _READS:
             return self._db.executemany(sql, rows)
+        _check_write(verb, rows[0] if rows else ())
         if not self.leading:
-            raise PermissionError("a standby's copy of the state is written only by the log")
+            raise sqlite3.OperationalError("a standby's copy is written by the log only")
         if self._open is None:
             self._transaction("BEGIN", "BEGIN")
             try:
@@ -188,7 +208,10 @@ class ReplicatedDatabase:
         copy has the tables before the first entry that writes them, and a new version's new
         tables reach the standbys; a standby runs it locally only."""
         if self.leading:
-            self.log.append(encode_entry([(script, None)]))
+            try:
+                self.log.append(encode_entry([(script, None)]))
+            except Exception as e:
+                raise sqlite3.OperationalError(f"the schema was not stored: {e}") from e
         return self._db.executescript(script)
 
     @property
@@ -227,9 +250,11 @@ class ReplicatedDatabase:
         data = encode_entry(statements)
         try:
             seq = self.log.append(data)
-        except BaseException:
-            self._db.execute("ROLLBACK")  # nothing landed: this copy stays the log's state
-            raise
+        except Exception as e:
+            # Refused (fenced), failed, or unanswered (the leader steps down: on_uncertain):
+            # this copy goes back to the log's state as this leader knows it.
+            self._db.execute("ROLLBACK")
+            raise sqlite3.OperationalError(f"the state was not stored in ZooKeeper: {e}") from e
         cursor = self._db.execute("COMMIT")
         self.applied = seq
         self._since_snapshot += len(data)
@@ -246,7 +271,7 @@ class ReplicatedDatabase:
             stored = self.log.compact(self.applied, state)
         except Exception as e:  # noqa: BLE001 - the log only grows until the next attempt
             log.warning("could not store a snapshot of the state", error=str(e))
-            self._since_snapshot = 0  # try again after as many bytes more
+            self._since_snapshot = self._entries_since = 0  # again after as much more
             return
         log.debug("state snapshot stored", seq=self.applied, bytes=len(state), compressed=stored)
         self._snapshot_bytes, self._since_snapshot, self._entries_since = len(state), 0, 0

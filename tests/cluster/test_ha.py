@@ -345,8 +345,14 @@ def test_the_event_stream_resumes_across_a_failover_without_gaps_or_duplicates(m
     )
     kept = [e for e in seen if e["topic"] != "stream"]
     last = int(kept[-1]["index"])
-    # Published after the watcher's last look, on the leader that is about to die.
+    # Published after the watcher's last look, on the leader that is about to die (stored:
+    # a look from 0 shows it).
     assert agora("cluster", "weight", "web", "3", "--master", masters.url).returncode == 0
+    eventually(
+        lambda: any(e["detail"].get("weight") == "3.0" for e in events(0)),
+        timeout=30,
+        message="the last weight stored",
+    )
     masters.masters[first].kill()  # kill -9
     second = masters.leader_index()
     assert second != first

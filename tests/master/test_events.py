@@ -110,6 +110,36 @@ async def test_a_sets_events_reach_watchers_only_once_stored_in_order_across_a_r
     assert log.last_index == 43
 
 
+async def test_a_batch_too_large_for_one_entry_goes_in_halves_in_order():
+    class Small(FakeStore):
+        def append(self, rows, done) -> None:
+            if len(rows) > 2:
+                raise ValueError("too large")
+            super().append(rows, done)
+
+    store = Small()
+    log = EventLog(store=store)
+    watcher, _ = log.watch(0, ())
+    store.sent.append(([], lambda seq, error: None))  # something in flight: the rest waits
+    log._sending = []
+    for i in range(5):
+        log.publish("task", "TASK_RUNNING", f"t{i}")
+    store.sent.clear()
+    log._sending = None
+    log._send()
+    while store.sent:
+        store.land()
+        await settle()
+    got = [watcher.queue.get_nowait().subject for _ in range(5)]
+    assert got == [f"t{i}" for i in range(5)]
+
+
+def test_a_batch_stored_twice_after_a_lost_answer_is_loaded_once():
+    rows = [(1, 1.0, "agent", "A", "a", "", {}), (2, 1.0, "agent", "B", "b", "", {})]
+    log = EventLog(store=FakeStore(loaded=[*rows, *rows[1:], (3, 1.0, "agent", "C", "c", "", {})]))
+    assert [e.index for e in log.history] == [1, 2, 3] and log.last_index == 3
+
+
 async def test_a_deposed_leaders_events_never_reach_a_watcher():
     from agora.common.zk_log import LogFenced
 

@@ -3,6 +3,7 @@ leader committed, snapshots bound the log, and a deposed leader's commits land n
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 
 import pytest
@@ -127,11 +128,79 @@ def test_a_deposed_leader_commits_nothing_and_keeps_what_it_noted(zk, path):
 
     zk.delete(fence)  # what ZooKeeper does when the leader's session expires
     leader.put_job(job("job-2", 1))
-    with pytest.raises(LogFenced):
+    # The stores' own error for a failed write: they keep what was noted.
+    with pytest.raises(sqlite3.OperationalError, match="not stored") as failed:
         leader.commit()
-    with pytest.raises(LogFenced):
+    assert isinstance(failed.value.__cause__, LogFenced)
+    with pytest.raises(sqlite3.OperationalError):
         leader.set_framework_id("framework-x")
     assert fenced
     assert leader.uncommitted, "the change stays noted, as after a failed disk write"
     assert [j.job_id for j in leader.load_jobs()] == ["job-1"], "rolled back locally too"
     assert [j.job_id for j in JobStore(standby(zk, base)).load_jobs()] == ["job-1"]
+
+
+class Unanswered:
+    """A kazoo client whose transactions get no answer (the connection dropped mid-call)."""
+
+    def __init__(self, zk) -> None:
+        self._zk = zk
+
+    def transaction(self):
+        from kazoo.exceptions import ConnectionLoss
+
+        zk = self._zk
+
+        class Tx:
+            def __init__(self) -> None:
+                self._tx = zk.transaction()
+
+            def check(self, *a):
+                self._tx.check(*a)
+
+            def create(self, *a, **k):
+                self._tx.create(*a, **k)
+
+            def commit_async(self):
+                self._tx.commit()  # it lands...
+
+                class Lost:
+                    def get(self, timeout=None):
+                        raise ConnectionLoss()  # ...but the answer is lost
+
+                return Lost()
+
+        return Tx()
+
+    def __getattr__(self, name):
+        return getattr(self._zk, name)
+
+
+def test_an_append_without_an_answer_steps_the_leader_down(zk, path):
+    """It may have landed: the leader must not go on as if it had not (its successor reads
+    the log); standbys may replay it, the log being the one truth."""
+    base, fence = path
+    doubts: list[str] = []
+    log = ZkLog(Unanswered(zk), base, fence=fence, on_uncertain=doubts.append)
+    leader = JobStore(ReplicatedDatabase(ZkLog(zk, base, fence=fence)))
+    leader.put_job(job("job-1", 1))
+    leader.commit()
+    leader._db.log = log  # the next answer is lost
+    leader.put_job(job("job-2", 1))
+    with pytest.raises(sqlite3.OperationalError, match="no answer"):
+        leader.commit()
+    assert doubts and "no answer from ZooKeeper" in doubts[0]
+    assert [j.job_id for j in JobStore(standby(zk, base)).load_jobs()] == ["job-1", "job-2"]
+
+
+def test_statements_a_copy_could_not_replay_are_refused(zk, path):
+    base, fence = path
+    db = ReplicatedDatabase(ZkLog(zk, base, fence=fence))
+    JobStore(db)
+    for sql in (
+        "CREATE TABLE t (x)",
+        "WITH a AS (SELECT 1) INSERT INTO owner_weights VALUES ('x', 2)",
+    ):
+        with pytest.raises(sqlite3.OperationalError, match="only INSERT"):
+            db.execute(sql)
+    assert standby(zk, base).execute("SELECT count(*) FROM owner_weights").fetchone() == (0,)
