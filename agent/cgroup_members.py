@@ -13,15 +13,44 @@ import signal
 
 
 def pids(cgroups: list[str]) -> set[int]:
-    """Every process in these cgroups (none for a cgroup that is gone or unreadable)."""
+    """Every process in these cgroups and the cgroups beneath them (a container's runtime
+    nests one: agora.agent.containers); none for a cgroup that is gone or unreadable."""
     out: set[int] = set()
-    for path in cgroups:
-        try:
-            with open(os.path.join(path, "cgroup.procs")) as f:
-                out.update(int(p) for p in f.read().split())
-        except (OSError, ValueError):
-            pass
+    for top in cgroups:
+        for path in _tree(top):
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as f:
+                    out.update(int(p) for p in f.read().split())
+            except (OSError, ValueError):
+                pass
     return out
+
+
+def _tree(top: str, depth: int = 4) -> list[str]:
+    """`top` and the cgroups beneath it, at most `depth` levels down, parents first."""
+    out, level = [top], [top]
+    for _ in range(depth):
+        below = []
+        for path in level:
+            try:
+                with os.scandir(path) as entries:
+                    below += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                pass
+        if not below:
+            break
+        out += below
+        level = below
+    return out
+
+
+def remove_tree(top: str) -> None:
+    """Removes cgroup `top` and any left beneath it, deepest first (OSError if one stays)."""
+    for path in reversed(_tree(top)):
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
 
 
 def kill(cgroups: list[str], spare: int | None = None) -> bool:

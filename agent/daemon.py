@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,9 +14,11 @@ import grpc
 import structlog
 
 from agora.agent.checkpoint import WorkDir
+from agora.agent.containers import Containers
 from agora.agent.file_access import SandboxAccess
 from agora.agent.files_service import AgentFilesService
 from agora.agent.health_checks import HealthCheckManager
+from agora.agent.images import ImageStore
 from agora.agent.isolation import Isolator, owner_name
 from agora.agent.link import MasterLink
 from agora.agent.metrics import AgentMetrics
@@ -28,6 +31,7 @@ from agora.agent.sandbox_watch import (
     SandboxWatch,
 )
 from agora.agent.status_updates import StatusUpdateManager
+from agora.agent.task_env import base_environment
 from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
 from agora.agent.usage import usage_report
 from agora.common import Resources, attributes_to_proto
@@ -50,6 +54,11 @@ from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 log = structlog.get_logger(__name__)
 
 VERSION = "0.1.0"
+
+
+# Enough for a build's `make -j` or a JVM's threads; a fork bomb is stopped long before the
+# host's own limit (pid_max, 4 million on 64-bit Linux).
+DEFAULT_TASK_PIDS_MAX = 1024
 
 
 @dataclass
@@ -79,6 +88,9 @@ class AgentConfig:
     cgroups: bool = True
     # Also cap each task's CPU at its cpus with a CFS quota (Mesos' --cgroups_enable_cfs).
     cpu_hard_limit: bool = False
+    # Processes and threads a task may have at once (the pids cgroup); 0: no bound. A fork bomb
+    # stops there instead of at the host's limit.
+    task_pids_max: int = DEFAULT_TASK_PIDS_MAX
     # Prometheus metrics at http://host:metrics_port/metrics; None: not served.
     metrics_port: int | None = None
     # How often running tasks' usage is sampled for the metrics (seconds).
@@ -102,6 +114,11 @@ class AgentConfig:
     # ACLs (the master's file format); their read_sandboxes rules govern the file API here
     # (agent/file_access.py). None: every caller may read.
     acls_path: Path | None = None
+    # Variables of the agent's environment that tasks get too (agent/task_env.py); nothing
+    # else of it reaches a task.
+    task_env: tuple[str, ...] = ()
+    # The OCI runtime that runs tasks from images (agent/containers.py); None: runc on PATH.
+    container_runtime: str | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead, as
@@ -110,6 +127,13 @@ class AgentConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 65535:
                 raise ValueError(f"{name} must be in 0-65535, got {value}")
+        if self.task_pids_max < 0:
+            raise ValueError(
+                f"task_pids_max must be 0 (no bound) or more, got {self.task_pids_max}"
+            )
+        for name in self.task_env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"task_env: {name!r} is not a variable name (e.g. http_proxy)")
         for name in (
             "heartbeat_interval",
             "reconnect_backoff_initial",
@@ -171,12 +195,19 @@ class AgentDaemon:
             initial_backoff=config.update_backoff_initial,
             max_backoff=config.update_backoff_max,
         )
-        self.health = HealthCheckManager(self.updates.update, lambda: self.agent_id)
+        base_env = base_environment(config.task_env)
+        self.health = HealthCheckManager(
+            self.updates.update, lambda: self.agent_id, base_env=base_env
+        )
         self.isolator = Isolator(enabled=config.cgroups, owner=owner_name(self.work.root))
         self.metrics = AgentMetrics()
         self.access = SandboxAccess(
             load_acls(config.acls_path) if config.acls_path is not None else None,
             on_denied=lambda action: self.metrics.denials.labels(action).inc(),
+        )
+        # Tasks from images: those imported into the work dir, run by runc (agent/containers).
+        self.containers = Containers(
+            ImageStore(self.work.root / "images"), runtime=config.container_runtime
         )
         self.tasks = TaskManager(
             self.work,
@@ -185,8 +216,11 @@ class AgentDaemon:
             default_kill_grace=config.default_kill_grace,
             isolator=self.isolator,
             cpu_hard_limit=config.cpu_hard_limit,
+            pids_max=config.task_pids_max or None,
+            containers=self.containers,
             metrics=self.metrics,
             completed_history=config.max_completed_tasks,
+            base_env=base_env,
         )
         self.link = MasterLink(
             config.master,
@@ -257,6 +291,10 @@ class AgentDaemon:
             resources=str(self.resources),
             recovered_tasks=len(self.tasks.active_runs()),
             isolation=self.isolator.kind,
+            pids_limit=(self.config.task_pids_max or "none")
+            if self.isolator.pids
+            else "unavailable",
+            images=self.containers.describe(),
         )
         return self._port
 

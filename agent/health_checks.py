@@ -25,6 +25,7 @@ from typing import TypedDict
 
 import structlog
 
+from agora.agent.task_env import base_environment
 from agora.agent.task_user import TaskUser
 from agora.common import new_uuid
 from agora.v1 import common_pb2
@@ -185,7 +186,7 @@ async def _probe_http(spec: CheckSpec) -> tuple[bool, str]:
 async def _probe_command(
     spec: CheckSpec, env: dict[str, str] | None, cwd: str | None, user: TaskUser | None = None
 ) -> tuple[bool, str]:
-    full_env = dict(env if env is not None else os.environ)
+    full_env = dict(env if env is not None else base_environment())
     full_env.update(dict(spec.env))
     # A command check runs as the task runs: as its user, never with the agent's privileges.
     as_user: _AsUser = (
@@ -241,9 +242,16 @@ class HealthCheckManager:
     """One checker task per health-checked task; verdict changes leave through `emit`."""
 
     def __init__(
-        self, emit: EmitFn, agent_id: Callable[[], str], clock: Callable[[], float] = time.monotonic
+        self,
+        emit: EmitFn,
+        agent_id: Callable[[], str],
+        clock: Callable[[], float] = time.monotonic,
+        base_env: dict[str, str] | None = None,
     ) -> None:
+        """`base_env`: what a command check's environment starts from, as its task's does
+        (agent/task_env.py)."""
         self._emit = emit
+        self._base_env = base_environment() if base_env is None else base_env
         self._agent_id = agent_id
         self._clock = clock
         self._checkers: dict[tuple[str, str], asyncio.Task] = {}
@@ -288,7 +296,7 @@ class HealthCheckManager:
 
         framework_id = run.record.framework_id
         env = launcher.task_environment(
-            dict(os.environ), run.task, framework_id, agent_id, run.sandbox, run.user
+            self._base_env, run.task, framework_id, agent_id, run.sandbox, run.user
         )
         checked = CheckedTask(
             framework_id,

@@ -1,4 +1,4 @@
-"""Resource isolation beyond process groups: a cgroup per task for memory and CPU.
+"""Resource isolation beyond process groups: a cgroup per task for memory, CPU and process count.
 
 Uses cgroups v2 (memory.max, cpu.max) when /sys/fs/cgroup is the unified hierarchy, else v1
 (memory.limit_in_bytes, cpu.cfs_quota_us), nested under the agent's own cgroup as
@@ -74,6 +74,8 @@ class Limits:
     cpu_shares: int | None  # v1 cpu.shares (1024 per CPU); v2 gets the equivalent cpu.weight
     cpu_quota_us: int | None = None  # hard CPU cap per period; None: none (Mesos' default)
     cpu_period_us: int = CPU_PERIOD_US
+    # Processes and threads the task may have at once (the pids controller); None: no limit.
+    pids_max: int | None = None
 
     @property
     def cpu_weight(self) -> int | None:
@@ -83,8 +85,12 @@ class Limits:
         return 1 + ((self.cpu_shares - 2) * 9999) // 262142
 
 
-def task_limits(resources: Resources, cpu_hard_limit: bool = False) -> Limits:
-    """What a task's resources translate to: mem MB -> a memory limit; cpus -> a CPU share.
+def task_limits(
+    resources: Resources, cpu_hard_limit: bool = False, pids_max: int | None = None
+) -> Limits:
+    """What a task's resources translate to: mem MB -> a memory limit; cpus -> a CPU share;
+    and the agent's `pids_max` (`--task-pids-max`: a fork bomb stops there, not at the host's
+    limit).
 
     As in Mesos, CPU is a proportional share unless `cpu_hard_limit` (Mesos'
     --cgroups_enable_cfs) caps it with a CFS quota.
@@ -96,6 +102,7 @@ def task_limits(resources: Resources, cpu_hard_limit: bool = False) -> Limits:
         memory_bytes=int(max(mem, MIN_MEMORY_MB) * MB) if mem > 0 else None,
         cpu_shares=max(int(cpus * 1024), 2) if cpus > 0 else None,
         cpu_quota_us=quota if cpu_hard_limit else None,
+        pids_max=pids_max or None,
     )
 
 
@@ -119,6 +126,7 @@ _NO_LIMIT = {
     "cpu.shares": "1024",
     "cpu.cfs_period_us": str(CPU_PERIOD_US),
     "cpu.cfs_quota_us": "-1",
+    "pids.max": "max",
 }
 
 
@@ -127,15 +135,19 @@ def _settings(controller: str, limits: Limits) -> dict[str, str | None]:
     (v1's CFS period before its quota)."""
     memory = str(limits.memory_bytes) if limits.memory_bytes is not None else None
     quota = limits.cpu_quota_us
+    pids = str(limits.pids_max) if limits.pids_max is not None else None
     if controller == "":
         weight = limits.cpu_weight
         return {
             "memory.max": memory,
             "cpu.weight": str(weight) if weight is not None else None,
             "cpu.max": f"{quota} {limits.cpu_period_us}" if quota is not None else None,
+            "pids.max": pids,
         }
     if controller == "memory":
         return {"memory.limit_in_bytes": memory}
+    if controller == "pids":
+        return {"pids.max": pids}
     shares = limits.cpu_shares
     return {
         "cpu.shares": str(shares) if shares is not None else None,
@@ -232,6 +244,7 @@ class Isolator:
         owner: str = "shared",
     ) -> None:
         self.kind = "none"
+        self.pids = False  # whether tasks' process counts can be bounded (the pids controller)
         self._parents: dict[str, str] = {}  # controller ("" for v2) -> our parent cgroup
         self._kept: dict[Limits, list[_Kept]] = {}
         self._kept_count = 0
@@ -255,14 +268,16 @@ class Isolator:
             own = {}
         if (root / "cgroup.controllers").exists():
             parent = root / own.get("", "/").lstrip("/")
-            # Each level hands memory and cpu on to the next.
+            # Each level hands memory and cpu (and pids, where the kernel has it) on.
             for level in filter(None, (name, owner)):
                 parent = parent / level
                 parent.mkdir(exist_ok=True)
-                available = (parent / "cgroup.controllers").read_text().split()
-                if not {"memory", "cpu"} <= set(available):
+                available = set((parent / "cgroup.controllers").read_text().split())
+                if not {"memory", "cpu"} <= available:
                     raise OSError(f"controllers memory and cpu not delegated to {parent}")
-                (parent / "cgroup.subtree_control").write_text("+memory +cpu")
+                wanted = ["memory", "cpu", *(["pids"] if "pids" in available else [])]
+                (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+                self.pids = "pids" in available
             self.kind, self._parents = "cgroup2", {"": str(parent)}
             self._cpu_file = "cpu.stat"
             return
@@ -274,6 +289,13 @@ class Isolator:
             parent = base / own.get(controller, "/").lstrip("/") / name / owner
             parent.mkdir(parents=True, exist_ok=True)
             parents[controller] = str(parent)
+        # The pids controller, where mounted: a task's process count bounded (no fork bomb).
+        pids = root / "pids"
+        if (pids / "cgroup.procs").exists():
+            parent = pids / own.get("pids", "/").lstrip("/") / name / owner
+            parent.mkdir(parents=True, exist_ok=True)
+            parents["pids"] = str(parent)
+            self.pids = True
         self.kind, self._parents = "cgroup1", parents
         if os.path.exists(f"{parents['cpu']}/cpuacct.stat"):  # cpuacct mounted with cpu
             self._cpu_file = "cpuacct.stat"
@@ -385,9 +407,7 @@ class Isolator:
     def _remove(cgroups: list[str]) -> None:
         for path in cgroups:
             try:
-                os.rmdir(path)
-            except FileNotFoundError:
-                pass
+                cgroup_members.remove_tree(path)  # with what a container runtime nested
             except OSError as e:
                 log.debug("cannot remove a task cgroup", path=path, error=str(e))
 

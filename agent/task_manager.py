@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import os
 import signal
 import time
 from collections import deque
@@ -24,10 +23,13 @@ from agora.agent import cgroup_members, launcher
 from agora.agent.aio_util import cancel_and_wait
 from agora.agent.checkpoint import TaskRecord, WorkDir, b64
 from agora.agent.clock import SYSTEM_CLOCK, AgentClock
+from agora.agent.containers import ContainerError, Containers
+from agora.agent.images import ImageStore
 from agora.agent.isolation import Isolator, task_limits
 from agora.agent.launch_spec import LaunchSpec
 from agora.agent.metrics import AgentMetrics
 from agora.agent.spawners import OneShotSpawner
+from agora.agent.task_env import base_environment
 from agora.agent.task_user import TaskUser, TaskUserError, resolve_task_user
 from agora.common import ResourceError, Resources, new_id, new_uuid
 from agora.common.task_states import is_terminal
@@ -94,6 +96,8 @@ class TaskManager:
         base_env: dict[str, str] | None = None,
         isolator: Isolator | None = None,
         cpu_hard_limit: bool = False,
+        pids_max: int | None = None,
+        containers: Containers | None = None,
         use_launcher: bool = True,
         metrics: AgentMetrics | None = None,
         completed_history: int = COMPLETED_HISTORY,
@@ -109,10 +113,14 @@ class TaskManager:
         self._emit = emit
         self._agent_id = agent_id
         self._default_grace = default_kill_grace
-        self._base_env = dict(os.environ) if base_env is None else base_env
+        # What every task's environment starts from (agent/task_env.py): never the agent's own.
+        self._base_env = base_environment() if base_env is None else base_env
         self._isolator = isolator or Isolator(enabled=False)
         self._watching = False  # from recover() to stop(): see WorkDir.unwatched
         self._cpu_hard_limit = cpu_hard_limit
+        self._pids_max = pids_max  # every task's process count bound (None: none)
+        # Tasks from images (agent/containers.py): the images in the work dir, run by runc.
+        self._containers = containers or Containers(ImageStore(work_dir.root / "images"))
         self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
         self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
         self._completed: deque[str] = deque()  # run ids of completed runs, oldest first
@@ -231,7 +239,8 @@ class TaskManager:
             # The cgroups go in the record's first write too: a restarted agent must find them
             # whatever happens from here on.
             lease = self._isolator.prepare(
-                record.run_id, task_limits(_resources(task), self._cpu_hard_limit)
+                record.run_id,
+                task_limits(_resources(task), self._cpu_hard_limit, self._pids_max),
             )
             record.cgroups = lease.paths
             if lease.cpu_base is not None:
@@ -289,13 +298,27 @@ class TaskManager:
             run.user,
         )
         user = run.user
-        spec = LaunchSpec.in_sandbox(
-            argv,
-            env,
-            run.sandbox,
-            run.record.cgroups,
-            None if user is None else user.wrapper_user(),
-        )
+        wrapper_user = None if user is None else user.wrapper_user()
+        if run.task.container.image:
+            # From an image: the wrapper runs runc (as the agent: it makes namespaces and
+            # mounts), the command runs inside as the task's user (agent/containers.py).
+            try:
+                argv, env = self._containers.wrap(
+                    run_dir,
+                    run.record.run_id,
+                    run.task,
+                    argv,
+                    env,
+                    run.sandbox,
+                    user,
+                    _resources(run.task).scalar("disk"),
+                )
+            except (ContainerError, OSError) as e:
+                await self._empty_cgroups(run)
+                self._end(run, common_pb2.TASK_FAILED, str(e), "REASON_CONTAINER_LAUNCH_FAILED")
+                return
+            wrapper_user = None
+        spec = LaunchSpec.in_sandbox(argv, env, run.sandbox, run.record.cgroups, wrapper_user)
         try:
             run.wrapper = await self._launcher.launch(run_dir, spec)
         except launcher.LaunchError as e:

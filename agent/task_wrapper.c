@@ -32,6 +32,7 @@
  * does not stop that), else through a temporary file and a rename.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -248,25 +249,42 @@ static long long memory_limit_hit(char **cgroups, int n) {
     return -1;
 }
 
+/* SIGKILLs every process in the cgroup `dir` and in the cgroups beneath it (a container's
+ * runtime nests one: agora.agent.containers), depth at most 4; whether it found any. */
+static int kill_cgroup_tree(const char *dir, int depth) {
+    char path[4096];
+    int found = 0;
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    char *procs = read_file(path);
+    if (procs) {
+        for (char *p = strtok(procs, " \n"); p; p = strtok(NULL, " \n")) {
+            pid_t pid = (pid_t)atoi(p);
+            if (pid > 0 && pid != getpid()) {
+                kill(pid, SIGKILL);
+                found = 1;
+            }
+        }
+        free(procs);
+    }
+    if (depth >= 4) return found;
+    DIR *d = opendir(dir);
+    if (!d) return found;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        found |= kill_cgroup_tree(path, depth + 1);
+    }
+    closedir(d);
+    return found;
+}
+
 /* Kills what escaped the process group but not the cgroups. The agent removes them after, or
  * keeps them for its next task if it finds them empty and clean (agora.agent.isolation). */
 static void empty_cgroups(char **cgroups, int n) {
-    char path[4096];
     for (int round = 0; round < 50; round++) {
         int found = 0;
-        for (int i = 0; i < n; i++) {
-            snprintf(path, sizeof path, "%s/cgroup.procs", cgroups[i]);
-            char *procs = read_file(path);
-            if (!procs) continue;
-            for (char *p = strtok(procs, " \n"); p; p = strtok(NULL, " \n")) {
-                pid_t pid = (pid_t)atoi(p);
-                if (pid > 0 && pid != getpid()) {
-                    kill(pid, SIGKILL);
-                    found = 1;
-                }
-            }
-            free(procs);
-        }
+        for (int i = 0; i < n; i++) found |= kill_cgroup_tree(cgroups[i], 0);
         if (!found) break;
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);

@@ -62,7 +62,13 @@ def _fraction(text: str) -> float:
     return value
 
 
-def register(subparsers) -> None:
+def register(subparsers, argv: list[str]) -> None:
+    at = argv.index("agent") + 1 if "agent" in argv else len(argv)
+    if argv[at : at + 1] == ["image"]:  # `agora agent image ...`: its images, not the daemon
+        from agora.cli.image_cmd import register_image
+
+        register_image(subparsers)
+        return
     parser = subparsers.add_parser(
         "agent",
         help="run an agent: offer this machine's resources to a master and run its tasks",
@@ -204,6 +210,30 @@ def register(subparsers) -> None:
         "oldest forgotten first (default 1000)",
     )
     parser.add_argument(
+        "--task-pids-max",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="processes and threads each task may have at once (the pids cgroup): a fork bomb "
+        "stops there; 0 = no bound (default %(default)s)",
+    )
+    parser.add_argument(
+        "--container-runtime",
+        default=None,
+        metavar="PATH",
+        help="the OCI runtime that runs tasks from images, taking runc's command line "
+        "(default: runc on PATH; crun works where the host's cgroups let it start)",
+    )
+    parser.add_argument(
+        "--task-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a variable of this agent's environment that tasks get too (repeat for more; e.g. "
+        "--task-env http_proxy --task-env TZ); nothing else of the agent's environment reaches "
+        "a task: it starts from PATH=" + "/usr/local/sbin:...:/bin" + " and Agora's variables",
+    )
+    parser.add_argument(
         "--acls",
         type=Path,
         default=None,
@@ -218,6 +248,9 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
     one_line_errors(parser, "agent")
+
+
+register.builds_chosen_action = True  # type: ignore[attr-defined]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -259,6 +292,9 @@ def run(args: argparse.Namespace) -> int:
         insecure=args.insecure,
         acls_path=args.acls,
         max_completed_tasks=args.max_completed_tasks,
+        task_env=tuple(args.task_env),
+        task_pids_max=args.task_pids_max,
+        container_runtime=args.container_runtime,
     )
     return asyncio.run(_serve(config))
 

@@ -39,6 +39,20 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
         help="GPUs per instance (only GPU jobs run on agents with GPUs)",
     )
     parser.add_argument(
+        "--image",
+        default="",
+        metavar="NAME",
+        help="run each instance in a container of this image (one the agents imported with "
+        "`agora agent image import`, e.g. busybox:latest): its own root filesystem, pid and "
+        "mount namespaces, the sandbox at /mnt/mesos/sandbox (default: a plain process)",
+    )
+    parser.add_argument(
+        "--network",
+        choices=("host", "none"),
+        default="",
+        help="with --image: the host's network (default) or none (loopback only)",
+    )
+    parser.add_argument(
         "--constraint",
         action="append",
         default=[],
@@ -198,6 +212,12 @@ def spec_from_args(args: argparse.Namespace):
         env=env,
         role=args.role,
     )
+    image = getattr(args, "image", "")
+    if getattr(args, "network", "") and not image:
+        raise CommandError("--network applies to a job with --image")
+    if image:
+        task.container.image = image
+        task.container.network = getattr(args, "network", "")
     return batch_pb2.JobSpec(
         name=name,
         instances=instances,

@@ -7,6 +7,7 @@ its offers valid.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from agora.master.errors import CallError, Reason, naming_task
 from agora.master.registry import Offer
 from agora.v1 import common_pb2, scheduler_pb2
 
+# An image name as agents store them (agent/images.py): registry/path:tag or @digest.
+_IMAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 # The longest time limit a task may give (TaskInfo.max_completion_seconds): a year.
 MAX_COMPLETION_SECONDS = 365 * 24 * 3600.0
 
@@ -180,6 +183,19 @@ def _check_task(
             f"task {task.task_id}: max_completion_seconds must be 0 (no limit) to "
             f"{MAX_COMPLETION_SECONDS:g} (a year), got {limit:g}",
         )
+    if task.HasField("container"):
+        image, network = task.container.image, task.container.network
+        if not _IMAGE_NAME.match(image) or ".." in image:
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"task {task.task_id}: container.image {image!r} is not an image name (e.g. "
+                "busybox:latest)",
+            )
+        if network not in ("", "host", "none"):
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"task {task.task_id}: container.network {network!r}: use host or none",
+            )
     if not math.isfinite(task.kill_grace_period_seconds) or task.kill_grace_period_seconds < 0:
         raise CallError(
             grpc.StatusCode.INVALID_ARGUMENT,

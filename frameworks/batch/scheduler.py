@@ -1259,6 +1259,8 @@ class BatchScheduler(Framework):
             # that waits may have lower ones' tasks preempted for it (where that is on).
             priority=job.spec.priority,
             max_completion_seconds=job.spec.time_limit_seconds,
+            image=task.container.image,
+            network=task.container.network,
         )
 
     async def on_update(self, driver: Driver, status: common_pb2.TaskStatus) -> None:

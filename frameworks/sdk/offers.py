@@ -47,6 +47,10 @@ class TaskSpec:
     priority: int = 0  # TaskInfo.priority: higher may preempt lower in its role
     # TaskInfo.max_completion_seconds: its agent kills it past that many seconds (0: never).
     max_completion_seconds: float = 0.0
+    # Run in a container of this image (TaskInfo.container: one the agent has imported, e.g.
+    # "busybox:latest"); "": a plain process on the agent's host. `network`: host or none.
+    image: str = ""
+    network: str = ""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -62,6 +66,10 @@ class TaskSpec:
         if self.command is None:
             raise ValueError(f"task {self.name!r} needs a command (shell string or argv list)")
         as_command(self.command)  # validates early, where the mistake is made
+        if self.network not in ("", "host", "none"):
+            raise ValueError(f"task {self.name!r}: network is host or none, got {self.network!r}")
+        if self.network and not self.image:
+            raise ValueError(f"task {self.name!r}: network applies to a task with an image")
 
     def scalars(self) -> dict[str, float]:
         """The scalar needs, at Mesos' granularity of 0.001 (what the master can account)."""
@@ -84,6 +92,9 @@ class TaskSpec:
         )
         if self.health_check is not None:
             info.health_check.CopyFrom(self.health_check)
+        if self.image:
+            info.container.image = self.image
+            info.container.network = self.network
         return info
 
 

@@ -93,6 +93,7 @@ def normalize(app: App) -> App:
     except ConstraintError as e:
         raise AppError(str(e)) from None
     _normalize_health(out)
+    _check_container(out)
     b = out.backoff
     if not b.HasField("backoff_seconds"):
         b.backoff_seconds = DEFAULT_BACKOFF_SECONDS
@@ -126,6 +127,18 @@ def normalize(app: App) -> App:
             "or raise the second"
         )
     return out
+
+
+def _check_container(app: App) -> None:
+    if not app.HasField("container"):
+        return
+    image, network = app.container.image, app.container.network
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$", image) or ".." in image:
+        raise AppError(
+            f"app {app.id}: container.image {image!r} is not an image name (e.g. busybox:latest)"
+        )
+    if network not in ("", "host", "none"):
+        raise AppError(f"app {app.id}: container.network {network!r}: use host or none")
 
 
 def _normalize_health(app: App) -> None:

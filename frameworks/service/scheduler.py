@@ -633,6 +633,8 @@ def _task_spec(app: App) -> TaskSpec:
         kill_grace_period_seconds=app.kill_grace_period_seconds,
         health_check=app.health_check if app.HasField("health_check") else None,
         priority=app.priority,
+        image=app.container.image,
+        network=app.container.network if app.container.image else "",
     )
 
 

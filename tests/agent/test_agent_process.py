@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from pathlib import Path
 
@@ -255,3 +256,86 @@ async def test_a_task_that_ends_with_its_agent_gone_leaves_no_cgroups(master, ag
     (agent_process.work_dir / "sandboxes" / FW / "orphan" / "go").touch()
     await eventually_async(lambda: (run_dir / "exit.json").exists(), message="the task's end")
     await eventually_async(lambda: not _cgroups_of(directories), message="its cgroups gone")
+
+
+async def test_a_task_sees_nothing_of_the_agents_environment_but_what_is_allowed(
+    master, agent_process
+):
+    """Issue 35: a secret set for the agent must not reach tenants' tasks."""
+    agent_process.args += ["--task-env", "AGORA_TEST_ALLOWED"]
+    env = {"AGORA_TEST_SECRET": "hunter2", "AGORA_TEST_ALLOWED": "yes"}
+    agent_process.daemon = Daemon(agent_process.args, agent_process.logs / "agent-env.log", env=env)
+    agent_process.all.append(agent_process.daemon)
+    await asyncio.to_thread(agent_process.daemon.start)
+    await registered(master, 1)
+    master.run_task(FW, shell_task("env", "env", env={"MINE": "given"}))
+    final = await eventually_async(lambda: master.terminal("env"), message="the task ends")
+    assert final.state == S.TASK_FINISHED
+    seen = dict(
+        line.split("=", 1)
+        for line in (agent_process.work_dir / "sandboxes" / FW / "env" / "stdout")
+        .read_text()
+        .splitlines()
+        if "=" in line
+    )
+    assert "AGORA_TEST_SECRET" not in seen and "hunter2" not in seen.values()
+    assert seen["AGORA_TEST_ALLOWED"] == "yes" and seen["MINE"] == "given"
+    assert seen["PATH"] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    assert seen["AGORA_TASK_ID"] == "env"
+    assert not any(name.startswith(("VIRTUAL_ENV", "PYTEST")) for name in seen)
+
+
+def test_a_bad_task_env_name_is_one_line(tmp_path):
+    result = agora(
+        "agent", "--master", "127.0.0.1:5050", "--work-dir", str(tmp_path), "--task-env", "A-B"
+    )
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1 and "not a variable name" in result.stderr
+
+
+async def test_a_fork_bomb_stops_at_the_tasks_pids_limit(master, agent_process):
+    """Issue 35: a task that forks without end is bounded by its pids cgroup; the agent and
+    another task on it go on. (A bounded bomb: 200 sleepers, so a broken limit cannot take the
+    host.)"""
+    if not cgroups_available():
+        pytest.skip("needs cgroups (root)")
+    agent_process.args += ["--task-pids-max", "40"]
+    await agent_process.start()
+    await registered(master, 1)
+    # Forks 200 sleepers, saying so when the kernel refuses one, and stays (a shell would give
+    # up at its first refused fork).
+    bomb = (
+        "python3 -c 'import os, sys, time\n"
+        "for i in range(200):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(60); os._exit(0)\n"
+        "    except OSError as e:\n"
+        '        print("fork refused:", e, file=sys.stderr, flush=True)\n'
+        "time.sleep(60)'"
+    )
+    master.run_task(FW, shell_task("bomb", bomb))
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("bomb"), message="running")
+    record = next(agent_process.work_dir.glob("meta/runs/*/task.json"))
+    cgroups = json.loads(record.read_text())["cgroups"]
+    pids_cgroup = next(Path(p) for p in cgroups if "/pids/" in p or Path(p, "pids.max").exists())
+    assert (pids_cgroup / "pids.max").read_text().strip() == "40"
+    sandbox = agent_process.work_dir / "sandboxes" / FW / "bomb"
+    most = 0
+
+    def refused() -> bool:
+        nonlocal most
+        try:
+            most = max(most, int((pids_cgroup / "pids.current").read_text()))
+        except (OSError, ValueError):
+            pass
+        return "fork" in (sandbox / "stderr").read_text().lower()
+
+    await eventually_async(refused, timeout=30, message="forks refused")
+    assert most <= 40
+    master.run_task(FW, shell_task("neighbour", "echo still here"))
+    final = await eventually_async(lambda: master.terminal("neighbour"), message="neighbour")
+    assert final.state == S.TASK_FINISHED
+    master.kill_task(FW, "bomb")
+    ended = await eventually_async(lambda: master.terminal("bomb"), message="the bomb ends")
+    assert ended.state == S.TASK_KILLED

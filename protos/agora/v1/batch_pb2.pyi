@@ -89,7 +89,7 @@ CONCURRENCY_FORBID: ConcurrencyPolicy
 CONCURRENCY_REPLACE: ConcurrencyPolicy
 
 class TaskTemplate(_message.Message):
-    __slots__ = ("command", "cpus", "mem", "disk", "ports", "env", "role", "kill_grace_period_seconds", "gpus")
+    __slots__ = ("command", "cpus", "mem", "disk", "ports", "env", "role", "kill_grace_period_seconds", "gpus", "container")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,7 @@ class TaskTemplate(_message.Message):
     ROLE_FIELD_NUMBER: _ClassVar[int]
     KILL_GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
     command: _common_pb2.CommandInfo
     cpus: float
     mem: float
@@ -115,7 +116,8 @@ class TaskTemplate(_message.Message):
     role: str
     kill_grace_period_seconds: float
     gpus: float
-    def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ..., gpus: _Optional[float] = ...) -> None: ...
+    container: _common_pb2.ContainerInfo
+    def __init__(self, command: _Optional[_Union[_common_pb2.CommandInfo, _Mapping]] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., kill_grace_period_seconds: _Optional[float] = ..., gpus: _Optional[float] = ..., container: _Optional[_Union[_common_pb2.ContainerInfo, _Mapping]] = ...) -> None: ...
 
 class JobSpec(_message.Message):
     __slots__ = ("name", "instances", "task", "max_retries", "priority", "gang", "duration_seconds", "labels", "after", "time_limit_seconds", "max_running", "begin_at", "instance_args", "constraints", "owner", "revocable")

@@ -191,7 +191,7 @@ class HealthCheck(_message.Message):
     def __init__(self, http: _Optional[_Union[HttpCheck, _Mapping]] = ..., tcp: _Optional[_Union[TcpCheck, _Mapping]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., grace_period_seconds: _Optional[float] = ..., interval_seconds: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., max_consecutive_failures: _Optional[int] = ..., delay_seconds: _Optional[float] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "name", "agent_id", "resources", "command", "health_check", "kill_grace_period_seconds", "labels", "priority", "max_completion_seconds", "revocable")
+    __slots__ = ("task_id", "name", "agent_id", "resources", "command", "health_check", "kill_grace_period_seconds", "labels", "priority", "max_completion_seconds", "revocable", "container")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +210,7 @@ class TaskInfo(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     MAX_COMPLETION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REVOCABLE_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     name: str
     agent_id: str
@@ -221,7 +222,16 @@ class TaskInfo(_message.Message):
     priority: int
     max_completion_seconds: float
     revocable: bool
-    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., agent_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., health_check: _Optional[_Union[HealthCheck, _Mapping]] = ..., kill_grace_period_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., max_completion_seconds: _Optional[float] = ..., revocable: _Optional[bool] = ...) -> None: ...
+    container: ContainerInfo
+    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., agent_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., health_check: _Optional[_Union[HealthCheck, _Mapping]] = ..., kill_grace_period_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., max_completion_seconds: _Optional[float] = ..., revocable: _Optional[bool] = ..., container: _Optional[_Union[ContainerInfo, _Mapping]] = ...) -> None: ...
+
+class ContainerInfo(_message.Message):
+    __slots__ = ("image", "network")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    network: str
+    def __init__(self, image: _Optional[str] = ..., network: _Optional[str] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
     __slots__ = ("task_id", "state", "message", "source", "reason", "agent_id", "framework_id", "timestamp", "uuid", "healthy", "exit_code", "end_usage")

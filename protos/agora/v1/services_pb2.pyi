@@ -36,7 +36,7 @@ class UpgradeStrategy(_message.Message):
     def __init__(self, minimum_health_capacity: _Optional[float] = ..., maximum_over_capacity: _Optional[float] = ...) -> None: ...
 
 class App(_message.Message):
-    __slots__ = ("id", "cmd", "args", "instances", "cpus", "mem", "disk", "ports", "env", "role", "health_check", "constraints", "backoff", "upgrade_strategy", "version", "labels", "kill_grace_period_seconds", "priority")
+    __slots__ = ("id", "cmd", "args", "instances", "cpus", "mem", "disk", "ports", "env", "role", "health_check", "constraints", "backoff", "upgrade_strategy", "version", "labels", "kill_grace_period_seconds", "priority", "container")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class App(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     KILL_GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
     id: str
     cmd: str
     args: _containers.RepeatedScalarFieldContainer[str]
@@ -87,7 +88,8 @@ class App(_message.Message):
     labels: _containers.ScalarMap[str, str]
     kill_grace_period_seconds: float
     priority: int
-    def __init__(self, id: _Optional[str] = ..., cmd: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., instances: _Optional[int] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., health_check: _Optional[_Union[_common_pb2.HealthCheck, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., backoff: _Optional[_Union[BackoffPolicy, _Mapping]] = ..., upgrade_strategy: _Optional[_Union[UpgradeStrategy, _Mapping]] = ..., version: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., kill_grace_period_seconds: _Optional[float] = ..., priority: _Optional[int] = ...) -> None: ...
+    container: _common_pb2.ContainerInfo
+    def __init__(self, id: _Optional[str] = ..., cmd: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., instances: _Optional[int] = ..., cpus: _Optional[float] = ..., mem: _Optional[float] = ..., disk: _Optional[float] = ..., ports: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., role: _Optional[str] = ..., health_check: _Optional[_Union[_common_pb2.HealthCheck, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., backoff: _Optional[_Union[BackoffPolicy, _Mapping]] = ..., upgrade_strategy: _Optional[_Union[UpgradeStrategy, _Mapping]] = ..., version: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., kill_grace_period_seconds: _Optional[float] = ..., priority: _Optional[int] = ..., container: _Optional[_Union[_common_pb2.ContainerInfo, _Mapping]] = ...) -> None: ...
 
 class PutAppRequest(_message.Message):
     __slots__ = ("app", "create_only")
