@@ -89,6 +89,8 @@ class TaskRecord:
     # Who subscribed the task's framework, and its name: they decide who reads the sandbox.
     framework_principal: str = ""
     framework_name: str = ""
+    # The GPUs the run holds (device indices, agora.agent.gpus): taken until it ends.
+    gpus: list[str] = field(default_factory=list)
 
     def task_info(self) -> common_pb2.TaskInfo:
         return common_pb2.TaskInfo.FromString(unb64(self.task))

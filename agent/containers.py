@@ -68,6 +68,7 @@ class Containers:
         sandbox: Path,
         user: TaskUser | None,
         disk_mb: float = 0.0,
+        devices: list[str] | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """What the wrapper runs instead of `argv` with `env`: the runtime on a bundle written now.
         ContainerError when the image is missing or no runtime is installed."""
@@ -96,6 +97,7 @@ class Containers:
             tmp_bytes=int((disk_mb if disk_mb > 0 else DEFAULT_TMP_MB) * MB),
             # Relative: nested in the cgroups the runtime starts in, the task's.
             cgroups_path=f"container-{run_id}",
+            devices=[_char_device(path) for path in devices or []],
         )
         (bundle / "config.json").write_text(json.dumps(config))
         wrapped = [
@@ -133,6 +135,12 @@ def container_env(image: Image, env: dict[str, str], task: common_pb2.TaskInfo) 
     inside["HOME"] = task.command.environment.get("HOME", SANDBOX)
     inside.setdefault("PATH", DEFAULT_PATH)
     return inside
+
+
+def _char_device(path: str) -> tuple[str, int, int]:
+    """(path, major, minor) of a device node the container gets (its GPUs')."""
+    rdev = os.stat(path).st_rdev
+    return path, os.major(rdev), os.minor(rdev)
 
 
 def _ids(user: TaskUser | None) -> tuple[int, int, list[int]]:

@@ -17,6 +17,7 @@ from agora.agent.checkpoint import WorkDir
 from agora.agent.containers import Containers
 from agora.agent.file_access import SandboxAccess
 from agora.agent.files_service import AgentFilesService
+from agora.agent.gpus import GpuSet, detect_gpus
 from agora.agent.health_checks import HealthCheckManager
 from agora.agent.images import ImageStore
 from agora.agent.isolation import Isolator, owner_name
@@ -119,6 +120,8 @@ class AgentConfig:
     task_env: tuple[str, ...] = ()
     # The OCI runtime that runs tasks from images (agent/containers.py); None: runc on PATH.
     container_runtime: str | None = None
+    # NVIDIA GPUs to offer, as device indices "0,1" (agent/gpus.py); None: those found.
+    gpus: str | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead, as
@@ -187,6 +190,25 @@ class AgentDaemon:
         self.resources = (
             config.resources if config.resources is not None else detect_resources(self.work.root)
         )
+        # NVIDIA GPUs (listed with --gpus, or found): offered as gpus:N, one task per device.
+        devices = detect_gpus(config.gpus)
+        offered = self.resources.scalar("gpus")
+        if devices and not offered:
+            self.resources = self.resources + Resources.parse(f"gpus:{len(devices)}")
+        elif offered and devices and offered != len(devices):
+            raise ValueError(
+                f"resources say gpus:{offered:g} but this agent has {len(devices)} GPU(s) "
+                "(list the devices with --gpus 0,1,...)"
+            )
+        elif offered and not devices:
+            # Declared, none found (an emulated cluster, a driver not loaded): the tasks still
+            # each get their own indices, and no device nodes.
+            devices = [str(i) for i in range(int(offered))]
+            log.warning(
+                "resources name GPUs but none was found; tasks get device indices only",
+                gpus=int(offered),
+            )
+        self.gpus = GpuSet(devices)
         self.agent_id = self.work.load_agent_id()
         self.master_id = ""
         self.updates = StatusUpdateManager(
@@ -218,6 +240,7 @@ class AgentDaemon:
             cpu_hard_limit=config.cpu_hard_limit,
             pids_max=config.task_pids_max or None,
             containers=self.containers,
+            gpus=self.gpus,
             metrics=self.metrics,
             completed_history=config.max_completed_tasks,
             base_env=base_env,
@@ -295,6 +318,7 @@ class AgentDaemon:
             if self.isolator.pids
             else "unavailable",
             images=self.containers.describe(),
+            gpus=",".join(self.gpus.devices) or None,
         )
         return self._port
 

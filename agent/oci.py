@@ -82,9 +82,11 @@ def runtime_config(
     tmp_bytes: int = 64 * 1024 * 1024,
     rlimits: dict[str, int] | None = None,
     cgroups_path: str = "",
+    devices: list[tuple[str, int, int]] | None = None,
 ) -> dict[str, Any]:
     """config.json of one task's container. `env`: the whole environment inside (the image's
-    and the task's, merged by the caller); `network`: "host" or "none"."""
+    and the task's, merged by the caller); `network`: "host" or "none"; `devices`: character
+    devices (path, major, minor) it may use besides the runtime's defaults (its GPUs)."""
     namespaces = [{"type": t} for t in ("pid", "mount", "ipc", "uts")]
     if network == "none":
         namespaces.append({"type": "network"})
@@ -165,6 +167,16 @@ def runtime_config(
         "linux": {
             "namespaces": namespaces,
             **({"cgroupsPath": cgroups_path} if cgroups_path else {}),
+            "devices": [
+                {"path": path, "type": "c", "major": major, "minor": minor, "fileMode": 0o666}
+                for path, major, minor in devices or []
+            ],
+            "resources": {
+                "devices": [
+                    {"allow": True, "type": "c", "major": major, "minor": minor, "access": "rwm"}
+                    for _, major, minor in devices or []
+                ]
+            },
             "maskedPaths": [
                 "/proc/kcore",
                 "/proc/keys",

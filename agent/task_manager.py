@@ -24,6 +24,7 @@ from agora.agent.aio_util import cancel_and_wait
 from agora.agent.checkpoint import TaskRecord, WorkDir, b64
 from agora.agent.clock import SYSTEM_CLOCK, AgentClock
 from agora.agent.containers import ContainerError, Containers
+from agora.agent.gpus import GpuError, GpuSet, device_nodes, visible_env
 from agora.agent.images import ImageStore
 from agora.agent.isolation import Isolator, task_limits
 from agora.agent.launch_spec import LaunchSpec
@@ -98,6 +99,7 @@ class TaskManager:
         cpu_hard_limit: bool = False,
         pids_max: int | None = None,
         containers: Containers | None = None,
+        gpus: GpuSet | None = None,
         use_launcher: bool = True,
         metrics: AgentMetrics | None = None,
         completed_history: int = COMPLETED_HISTORY,
@@ -121,6 +123,8 @@ class TaskManager:
         self._pids_max = pids_max  # every task's process count bound (None: none)
         # Tasks from images (agent/containers.py): the images in the work dir, run by runc.
         self._containers = containers or Containers(ImageStore(work_dir.root / "images"))
+        # The agent's GPUs, each held by one run at a time (agent/gpus.py); none: no GPUs.
+        self._gpus = gpus or GpuSet(())
         self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
         self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
         self._completed: deque[str] = deque()  # run ids of completed runs, oldest first
@@ -235,6 +239,18 @@ class TaskManager:
             framework_name=framework_name,
         )
         try:
+            record.gpus = self._gpus.take(record.run_id, _resources(task).scalar("gpus"))
+        except GpuError as e:
+            problem = f"cannot start the task: {e}"
+            log.warning(
+                "refusing task", framework_id=framework_id, task_id=task.task_id, reason=problem
+            )
+            status = self._status(
+                framework_id, task.task_id, common_pb2.TASK_ERROR, problem, "REASON_TASK_INVALID"
+            )
+            self._emit(framework_id, status)
+            return
+        try:
             record.sandbox = str(self._work.new_sandbox(framework_id, task.task_id, task_user))
             # The cgroups go in the record's first write too: a restarted agent must find them
             # whatever happens from here on.
@@ -250,6 +266,7 @@ class TaskManager:
             self._work.prepare_run(record)
         except OSError as e:
             self._isolator.cleanup(record.cgroups)
+            self._gpus.release(record.run_id)
             self._work.discard_run(record)
             problem = (
                 f"cannot start the task: the agent's disk is full ({self._work.root})"
@@ -297,6 +314,8 @@ class TaskManager:
             run.sandbox,
             run.user,
         )
+        if self._gpus.devices:  # a GPU agent: each task sees its own devices, or none
+            env.update(visible_env(run.record.gpus))
         user = run.user
         wrapper_user = None if user is None else user.wrapper_user()
         if run.task.container.image:
@@ -312,6 +331,7 @@ class TaskManager:
                     run.sandbox,
                     user,
                     _resources(run.task).scalar("disk"),
+                    device_nodes(run.record.gpus),
                 )
             except (ContainerError, OSError) as e:
                 await self._empty_cgroups(run)
@@ -579,6 +599,7 @@ class TaskManager:
             message=message,
         )
         self._update(run, state, message, reason, exit_code, usage=usage)
+        self._gpus.release(run.record.run_id)
         run.ended.set()
         if self._metrics is not None:
             self._metrics.task_ended(state)
@@ -648,6 +669,7 @@ class TaskManager:
             self._active[run.key] = run
             if is_terminal(record.state):
                 continue
+            self._gpus.hold(record.run_id, record.gpus)
             self._reattach(run)
         # What the last agent kept for its next tasks (or a crashed launch left) goes; the
         # live runs' cgroups are released as each one ends.

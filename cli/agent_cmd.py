@@ -218,6 +218,14 @@ def register(subparsers, argv: list[str]) -> None:
         "stops there; 0 = no bound (default %(default)s)",
     )
     parser.add_argument(
+        "--gpus",
+        default=None,
+        metavar="INDICES",
+        help="the NVIDIA GPUs to offer, as device indices, e.g. 0,1 (default: those nvidia-smi "
+        "or /proc/driver/nvidia finds); each is given to one task at a time, which sees it as "
+        "CUDA_VISIBLE_DEVICES",
+    )
+    parser.add_argument(
         "--container-runtime",
         default=None,
         metavar="PATH",
@@ -295,6 +303,7 @@ def run(args: argparse.Namespace) -> int:
         task_env=tuple(args.task_env),
         task_pids_max=args.task_pids_max,
         container_runtime=args.container_runtime,
+        gpus=args.gpus,
     )
     return asyncio.run(_serve(config))
 

@@ -282,6 +282,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="filter for declined offers when the framework names none (default 5)",
     )
     p.add_argument(
+        "--min-task-cpus",
+        type=float,
+        default=0.001,
+        metavar="CPUS",
+        help="every task must ask for at least this many cpus, so it is charged (default "
+        "%(default)s; Mesos asks executors for 0.01)",
+    )
+    p.add_argument(
+        "--min-task-mem",
+        type=float,
+        default=4.0,
+        metavar="MB",
+        help="every task must ask for at least this much memory, so it runs under a memory "
+        "limit (default %(default)s; Mesos asks executors for 32)",
+    )
+    p.add_argument(
         "--http-port",
         type=port_number,
         default=None,
@@ -417,6 +433,8 @@ def run(args: argparse.Namespace) -> int:
         role_sorter=args.role_sorter,
         framework_sorter=args.framework_sorter,
         default_refuse_seconds=args.default_refuse_seconds,
+        min_task_cpus=args.min_task_cpus,
+        min_task_mem=args.min_task_mem,
         http_port=args.http_port,
         metrics_port=args.metrics_port,
         guarantee_preemption_timeout_seconds=args.guarantee_preemption_timeout,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agora.common.credentials import INSECURE, Credentials, check_listen
+from agora.common.task_limits import MIN_TASK_CPUS
 
 ALLOCATION_MODES = ("event", "interval")
 OFFER_MODES = ("pessimistic", "optimistic")
@@ -63,6 +64,10 @@ class MasterConfig:
     framework_sorter: str = "drf"
     # Filter applied to declined offers when the framework names none (Mesos: 5 s).
     default_refuse_seconds: float = 5.0
+    # What every task must ask for at least (issue 35): without mem a task had no memory limit,
+    # without cpus it was charged nothing. Mesos asks executors for 0.01 cpus and 32 MB.
+    min_task_cpus: float = MIN_TASK_CPUS
+    min_task_mem: float = 4.0
     # Preemption (master/preemptions.py): how long a role with unmet demand may stay below its
     # quota guarantee, or below its weighted fair share, before tasks of roles above theirs are
     # stopped for it; None: never (the default, as in YARN). At most this many stops a minute.
@@ -160,6 +165,12 @@ class MasterConfig:
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+        if not (math.isfinite(self.min_task_cpus) and self.min_task_cpus >= MIN_TASK_CPUS):
+            raise ValueError(
+                f"min_task_cpus must be at least {MIN_TASK_CPUS:g}, got {self.min_task_cpus}"
+            )
+        if not (math.isfinite(self.min_task_mem) and self.min_task_mem > 0):
+            raise ValueError(f"min_task_mem must be more than 0 MB, got {self.min_task_mem}")
         for name, value in {
             "allocation_batch_seconds": self.allocation_batch_seconds,
             "default_refuse_seconds": self.default_refuse_seconds,

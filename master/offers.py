@@ -106,8 +106,11 @@ def plan_launch(
     gone: Mapping[str, str],
     active_task_ids: Container[str],
     default_refuse_seconds: float,
+    minimum: tuple[float, float] = (0.0, 0.0),
 ) -> LaunchPlan:
-    """Checks a whole Accept; returns what to launch where, or raises CallError."""
+    """Checks a whole Accept; returns what to launch where, or raises CallError. `minimum`:
+    the cpus and mem (MB) every task must ask for at least (the master's --min-task-cpus and
+    --min-task-mem)."""
     chosen = check_offers(framework_id, request.offer_ids, offers, gone)
     agents = sorted({o.agent_id for o in chosen})
     if len(agents) > 1:
@@ -133,6 +136,7 @@ def plan_launch(
         for task in operation.launch.task_infos:
             with naming_task(task.task_id):
                 resources = _check_task(task, ids_in_call, active_task_ids)
+                _check_charged(task.task_id, resources, *minimum)
             ids_in_call.add(task.task_id)
             if not remaining.contains(resources):
                 raise CallError(
@@ -146,6 +150,20 @@ def plan_launch(
     return LaunchPlan(
         agents[0], tuple(o.offer_id for o in chosen), offered, tuple(tasks), remaining, refuse
     )
+
+
+def _check_charged(task_id: str, resources: Resources, cpus: float, mem: float) -> None:
+    """Every task asks for some cpus and mem (issue 35): a task without mem ran with no memory
+    limit, and one without cpus was charged nothing, so a thousand of them took an agent."""
+    for name, least, what in (("cpus", cpus, "CPUs"), ("mem", mem, "MB of memory")):
+        asked = resources.scalar(name)
+        if asked <= 0 or asked < least:
+            floor = f"at least {least:g}" if least > 0 else "some"
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"task {task_id} asks for {name}:{asked:g}; every task must ask for {floor} "
+                f"{what} (the master's --min-task-{name}), so that it is limited and charged",
+            )
 
 
 def _check_task(
@@ -211,6 +229,12 @@ def _check_task(
         raise CallError(
             grpc.StatusCode.INVALID_ARGUMENT,
             f"task {task.task_id} uses no resources; give it some cpus and mem from the offer",
+        )
+    gpus = resources.scalar("gpus")
+    if gpus != int(gpus):
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"task {task.task_id} asks for gpus:{gpus:g}; GPUs are whole devices (as in Mesos)",
         )
     return resources
 

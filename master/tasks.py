@@ -88,6 +88,7 @@ class TaskBook:
                 self.reg.gone_offers,
                 active,
                 self.config.default_refuse_seconds,
+                (self.config.min_task_cpus, self.config.min_task_mem),
             )
             offers = [self.reg.offers[offer_id] for offer_id in plan.offer_ids]
             revocable = any(offer.revocable for offer in offers)

@@ -47,7 +47,7 @@ def raw_task(task_id: str, resources, shell: str = "true") -> common_pb2.TaskInf
 
 BAD_TASKS = {
     "exceeds the offer": ([task("big", "cpus:5;mem:128")], "big", "short of cpus:2"),
-    "ports not offered": ([task("p", "cpus:1;mem:1;ports:[40000-40000]")], "p", "40000"),
+    "ports not offered": ([task("p", "cpus:1;mem:32;ports:[40000-40000]")], "p", "40000"),
     "duplicate id in call": ([task("d"), task("d")], "d", "twice"),
     "negative cpus": ([raw_task("n", [res("cpus", -1)])], "n", "negative"),
     "NaN mem": ([raw_task("nan", [res("mem", math.nan)])], "nan", "finite"),
@@ -59,6 +59,20 @@ BAD_TASKS = {
     ),
     "no resources": ([raw_task("e", [])], "e", "no resources"),
     "empty task id": ([raw_task("", [res("cpus", 1)])], "", "empty task_id"),
+    # Issue 35: a task without mem ran with no memory limit, one without cpus uncharged.
+    "no mem": ([task("m", "cpus:1;disk:1")], "m", "--min-task-mem"),
+    "no cpus": ([task("z", "mem:64;disk:1")], "z", "--min-task-cpus"),
+    "too little mem": ([task("t", "cpus:1;mem:1")], "t", "at least 4 MB"),
+    "half a gpu": (
+        [raw_task("g", [res("cpus", 1), res("mem", 32), res("gpus", 0.5)])],
+        "g",
+        "whole",
+    ),
+    "a bad image name": (
+        [task("i", container=common_pb2.ContainerInfo(image="../etc"))],
+        "i",
+        "not an image name",
+    ),
 }
 
 

@@ -54,7 +54,9 @@ def test_tasks_spanning_two_offers_of_one_agent_are_merged():
     plan = plan_launch(
         "f1",
         accept(
-            ["o1", "o2"], task("t1", "cpus:2;mem:1024"), task("t2", "cpus:1;ports:[31000-31000]")
+            ["o1", "o2"],
+            task("t1", "cpus:2;mem:1024"),
+            task("t2", "cpus:1;mem:12;ports:[31000-31000]"),
         ),
         offers,
         {},
@@ -62,7 +64,7 @@ def test_tasks_spanning_two_offers_of_one_agent_are_merged():
         5.0,
     )
     assert plan.agent_id == "a1" and [t.task_id for t, _ in plan.tasks] == ["t1", "t2"]
-    assert plan.unused == Resources.parse("mem:512;ports:[31001-31009]")
+    assert plan.unused == Resources.parse("mem:500;ports:[31001-31009]")
     assert plan.refuse_seconds == 5.0
 
 
