@@ -1,8 +1,13 @@
 """Watching sandboxes: disk limits (Mesos' disk/du isolator), log rotation, garbage collection.
 
+Every `disk_interval` seconds (1 s) the agent measures the sandbox of each running task that
+asked for `disk`, off the event loop; one that uses more is killed and ends TASK_FAILED with
+REASON_CONTAINER_LIMITATION_DISK ("disk limit of N MB exceeded"). Mesos checks every 15 s, and a
+task wrote 512 MB into a 32 MB allocation before it was stopped (issue 35); a sandbox of a few
+files is measured in tens of microseconds, so a second costs little. (A task from an image also
+has its /tmp bounded by its `disk`: a tmpfs of that size.)
+
 Every `interval` seconds the agent walks each running task's sandbox off the event loop:
-- a task that asked for `disk` and uses more is killed and ends TASK_FAILED with
-  REASON_CONTAINER_LIMITATION_DISK ("disk limit of N MB exceeded");
 - stdout and stderr past `max_log_bytes` are rotated: copied to stdout.1 (the previous one
   dropped) and truncated in place. The task writes with O_APPEND, so it goes on at the start of
   the emptied file; what it writes between the copy and the truncation is lost, as with
@@ -31,6 +36,7 @@ from agora.common import ResourceError, Resources
 log = structlog.get_logger(__name__)
 
 __all__ = [
+    "DEFAULT_DISK_INTERVAL",
     "DEFAULT_GC_DELAY",
     "DEFAULT_GC_HEADROOM",
     "DEFAULT_INTERVAL",
@@ -40,7 +46,8 @@ __all__ = [
     "over_disk_limit",
 ]
 
-DEFAULT_INTERVAL = 15.0  # Mesos' --container_disk_watch_interval
+DEFAULT_INTERVAL = 15.0  # log rotation and GC (Mesos' --container_disk_watch_interval)
+DEFAULT_DISK_INTERVAL = 1.0  # disk limits: a task over its allocation stops within a second
 DEFAULT_MAX_LOG_BYTES = 10 * MB  # Mesos' logrotate module: max_stdout_size / max_stderr_size
 DEFAULT_GC_DELAY = 7 * 24 * 3600.0  # Mesos' --gc_delay: one week
 DEFAULT_GC_HEADROOM = 0.1  # Mesos' --gc_disk_headroom
@@ -112,9 +119,11 @@ class SandboxWatch:
         work_dir: Path | None = None,
         gc_delay: float = DEFAULT_GC_DELAY,
         gc_headroom: float = DEFAULT_GC_HEADROOM,
+        disk_interval: float = DEFAULT_DISK_INTERVAL,
     ) -> None:
         self._tasks = tasks  # the TaskManager
         self.interval = interval
+        self.disk_interval = min(disk_interval, interval)
         self.max_log_bytes = max_log_bytes
         self.enforce_disk = enforce_disk
         self.work_dir = work_dir  # whose filesystem's fullness shortens the GC delay
@@ -123,17 +132,33 @@ class SandboxWatch:
         self.removed_sandboxes = 0
 
     async def run(self) -> None:
+        next_full = time.monotonic() + self.interval
         while True:
-            await asyncio.sleep(self.interval)
-            await self.check_once()
+            await asyncio.sleep(self.disk_interval)
+            if time.monotonic() >= next_full:
+                next_full = time.monotonic() + self.interval
+                await self.check_once()
+            elif self.enforce_disk:
+                await self.check_disks()
+
+    async def check_disks(self) -> None:
+        """The tasks with a disk allocation, measured in one trip off the loop."""
+        limited = []
+        for run in self._tasks.active_runs():
+            if run.wrapper is not None and (disk_mb := _disk_mb(run)) > 0:
+                limited.append((run, disk_mb))
+        if not limited:
+            return
+        used = await asyncio.to_thread(lambda: [disk_used(run.sandbox) for run, _ in limited])
+        for (run, disk_mb), size in zip(limited, used, strict=True):
+            message = over_disk_limit(size, disk_mb)
+            if message is not None:
+                self._tasks.kill_for_limit(run, "REASON_CONTAINER_LIMITATION_DISK", message)
 
     async def check_once(self) -> None:
         runs = [r for r in self._tasks.active_runs() if r.wrapper is not None]
         for run in runs:
-            try:
-                disk_mb = Resources.from_proto(run.task.resources).scalar("disk")
-            except ResourceError:
-                disk_mb = 0.0
+            disk_mb = _disk_mb(run)
             sandbox = run.sandbox
             # Off the loop: a sandbox may hold many files.
             used = await asyncio.to_thread(self._check_files, sandbox, disk_mb)
@@ -168,6 +193,13 @@ class SandboxWatch:
         for name in ("stdout", "stderr"):
             rotate(sandbox / name, self.max_log_bytes)
         return disk_used(sandbox) if disk_mb > 0 else 0
+
+
+def _disk_mb(run) -> float:
+    try:
+        return Resources.from_proto(run.task.resources).scalar("disk")
+    except ResourceError:
+        return 0.0
 
 
 def _remove_all(paths: list[Path]) -> None:

@@ -709,6 +709,29 @@ async def test_a_task_over_its_disk_allocation_fails_saying_so(master, agents):
     await terminal(master, "fine")
 
 
+async def test_a_task_writing_far_past_its_disk_is_stopped_soon_after_crossing_it(master, agents):
+    """Issue 35: 512 MB into a 32 MB allocation, 8 MB a tenth of a second. The sandbox watch's
+    own interval (15 s) would let it all through; the disk check (every second) stops it with
+    a small part written."""
+    daemon = await agents.start()  # the default intervals
+    await registered(master)
+    writer = shell_task(
+        "writer",
+        "i=0; while [ $i -lt 64 ]; do head -c 8388608 /dev/zero >> big; sleep 0.1; "
+        "i=$((i+1)); done; sleep 60",
+    )
+    writer.resources.append(
+        common_pb2.Resource(name="disk", type=common_pb2.Resource.SCALAR, scalar=32)
+    )
+    master.run_task(FW, writer)
+    status = await terminal(master, "writer")
+    assert status.state == S.TASK_FAILED
+    assert status.reason == "REASON_CONTAINER_LIMITATION_DISK"
+    assert "disk limit of 32 MB exceeded" in status.message
+    big = next(daemon.work.root.glob("sandboxes/*/writer/big"))
+    assert big.stat().st_size < 256 * 1024 * 1024, "stopped long before it wrote it all"
+
+
 async def test_task_logs_are_rotated_past_the_size_the_operator_sets(master, agents):
     daemon = await agents.start(sandbox_watch_interval=0.2, max_log_bytes=100_000)
     await registered(master)
