@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import os
 import re
 import socket
 from dataclasses import dataclass, field
@@ -450,6 +451,17 @@ class AgentDaemon:
     async def wait_closed(self) -> None:
         await self._closed.wait()
 
+    def isolation(self) -> list[str]:
+        """What tasks get here, and what they cannot (AgentInfo.isolation)."""
+        out = [self.isolator.kind if self.isolator.enabled else "no-cgroups"]
+        out.append("pids" if self.isolator.pids and self.config.task_pids_max else "no-pids")
+        runtime = self.containers.runtime
+        out.append(f"images:{os.path.basename(runtime)}" if runtime else "no-images")
+        if self.gpus.devices:
+            out.append(f"gpus:{len(self.gpus.devices)}")
+        out.append("clean-env")
+        return out
+
     # the link's callbacks ---------------------------------------------------------------
 
     def build_register(self) -> agent_link_pb2.AgentMessage.Register:
@@ -459,6 +471,7 @@ class AgentDaemon:
             address=self.advertised_address,
             resources=self.resources.to_proto(),
             attributes=attributes_to_proto(self.config.attributes),
+            isolation=self.isolation(),
         )
         return agent_link_pb2.AgentMessage.Register(
             info=info, tasks=self.tasks.running_tasks(), version=VERSION

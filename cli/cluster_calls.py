@@ -81,6 +81,7 @@ def agent_row(a: operator_pb2.AgentSummary) -> dict:
         "allocated": _res(a.allocated),
         "offered": _res(a.offered),
         "attributes": attributes_from_proto(a.info.attributes),
+        "isolation": list(a.info.isolation),
         "task_count": a.task_count,
         "registered_at": a.registered_at,
         "last_heartbeat_at": a.last_heartbeat_at,
@@ -254,6 +255,7 @@ async def _agents(stub, args) -> None:
             ("task_count", "TASKS"),
             ("resources", "RESOURCES"),
             ("allocated", "ALLOCATED"),
+            ("isolation", "ISOLATION"),
         ],
     )
 

@@ -107,6 +107,9 @@ def check_register_size(register) -> None:
     check_text("hostname", register.info.hostname)
     check_text("address", register.info.address)
     check_count("attributes", len(register.info.attributes), MAX_ATTRIBUTES)
+    check_count("isolation", len(register.info.isolation), MAX_ATTRIBUTES)
+    for word in register.info.isolation:
+        check_text("isolation", word)
     for attribute in register.info.attributes:
         check_text("attribute name", attribute.name)
         check_text(f"attribute {attribute.name[:40]!r}", attribute.text)

@@ -45,6 +45,12 @@ async def test_a_job_from_an_image_sees_its_files_alone_and_no_agent_secret(clus
         agora, "agent", "image", "list", "--json", "--work-dir", str(work_dir)
     )
     assert [m["name"] for m in json.loads(listed.stdout)] == ["agora-test"]
+    # The operator sees what the agent isolates tasks with.
+    agents = await asyncio.to_thread(
+        agora, "cluster", "agents", "--json", "--master", cluster.master.address
+    )
+    (isolation,) = [a["isolation"] for a in json.loads(agents.stdout)]
+    assert {"pids", "images:runc", "clean-env"} <= set(isolation), isolation
 
     script = "cat /etc/os-release; echo ---; ps; echo ---; env; echo ---; pwd; id -u"
     submitted = await cluster.cli("job", "submit", "--image", "agora-test", "--json", "--", script)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gora/v1/common.proto\x12\x08\x61gora.v1\"#\n\x05Range\x12\r\n\x05\x62\x65gin\x18\x01 \x01(\x04\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x04\"\x9e\x01\n\x08Resource\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04type\x18\x02 \x01(\x0e\x32\x17.agora.v1.Resource.Type\x12\x0e\n\x06scalar\x18\x03 \x01(\x01\x12\x1f\n\x06ranges\x18\x04 \x03(\x0b\x32\x0f.agora.v1.Range\x12\x0c\n\x04role\x18\x05 \x01(\t\"\x1e\n\x04Type\x12\n\n\x06SCALAR\x10\x00\x12\n\n\x06RANGES\x10\x01\"\'\n\tAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x90\x01\n\tAgentInfo\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12%\n\tresources\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\'\n\nattributes\x18\x05 \x03(\x0b\x32\x13.agora.v1.Attribute\"\x96\x02\n\rFrameworkInfo\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04user\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12 \n\x18\x66\x61ilover_timeout_seconds\x18\x05 \x01(\x01\x12\x14\n\x0c\x63\x61pabilities\x18\x06 \x03(\t\x12\x10\n\x08hostname\x18\x07 \x01(\t\x12\x17\n\x0fservice_address\x18\x08 \x01(\t\x12\x33\n\x06labels\x18\t \x03(\x0b\x32#.agora.v1.FrameworkInfo.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xcd\x01\n\x05Offer\x12\x10\n\x08offer_id\x18\x01 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x10\n\x08hostname\x18\x04 \x01(\t\x12%\n\tresources\x18\x05 \x03(\x0b\x32\x12.agora.v1.Resource\x12\'\n\nattributes\x18\x06 \x03(\x0b\x32\x13.agora.v1.Attribute\x12\x15\n\ragent_address\x18\x07 \x01(\t\x12\x11\n\trevocable\x18\x08 \x01(\x08\"\xa9\x01\n\x0b\x43ommandInfo\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\r\n\x05shell\x18\x02 \x01(\t\x12;\n\x0b\x65nvironment\x18\x03 \x03(\x0b\x32&.agora.v1.CommandInfo.EnvironmentEntry\x12\x0c\n\x04user\x18\x04 \x01(\t\x1a\x32\n\x10\x45nvironmentEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"-\n\tHttpCheck\x12\x12\n\nport_index\x18\x01 \x01(\r\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x1e\n\x08TcpCheck\x12\x12\n\nport_index\x18\x01 \x01(\r\"\x92\x02\n\x0bHealthCheck\x12#\n\x04http\x18\x01 \x01(\x0b\x32\x13.agora.v1.HttpCheckH\x00\x12!\n\x03tcp\x18\x02 \x01(\x0b\x32\x12.agora.v1.TcpCheckH\x00\x12(\n\x07\x63ommand\x18\x03 \x01(\x0b\x32\x15.agora.v1.CommandInfoH\x00\x12\x1c\n\x14grace_period_seconds\x18\x04 \x01(\x01\x12\x18\n\x10interval_seconds\x18\x05 \x01(\x01\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12 \n\x18max_consecutive_failures\x18\x07 \x01(\r\x12\x15\n\rdelay_seconds\x18\x08 \x01(\x01\x42\x07\n\x05\x63heck\"\xaa\x03\n\x08TaskInfo\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12%\n\tresources\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12&\n\x07\x63ommand\x18\x05 \x01(\x0b\x32\x15.agora.v1.CommandInfo\x12+\n\x0chealth_check\x18\x06 \x01(\x0b\x32\x15.agora.v1.HealthCheck\x12!\n\x19kill_grace_period_seconds\x18\x07 \x01(\x01\x12.\n\x06labels\x18\x08 \x03(\x0b\x32\x1e.agora.v1.TaskInfo.LabelsEntry\x12\x10\n\x08priority\x18\t \x01(\x05\x12\x1e\n\x16max_completion_seconds\x18\n \x01(\x01\x12\x11\n\trevocable\x18\x0b \x01(\x08\x12*\n\tcontainer\x18\x0c \x01(\x0b\x32\x17.agora.v1.ContainerInfo\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"/\n\rContainerInfo\x12\r\n\x05image\x18\x01 \x01(\t\x12\x0f\n\x07network\x18\x02 \x01(\t\"\x92\x03\n\nTaskStatus\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.agora.v1.TaskState\x12\x0f\n\x07message\x18\x03 \x01(\t\x12+\n\x06source\x18\x04 \x01(\x0e\x32\x1b.agora.v1.TaskStatus.Source\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x06 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x07 \x01(\t\x12\x11\n\ttimestamp\x18\x08 \x01(\x01\x12\x0c\n\x04uuid\x18\t \x01(\x0c\x12\x14\n\x07healthy\x18\n \x01(\x08H\x00\x88\x01\x01\x12\x16\n\texit_code\x18\x0b \x01(\x05H\x01\x88\x01\x01\x12)\n\tend_usage\x18\x0c \x01(\x0b\x32\x16.agora.v1.TaskEndUsage\"E\n\x06Source\x12\x16\n\x12SOURCE_UNSPECIFIED\x10\x00\x12\x11\n\rSOURCE_MASTER\x10\x01\x12\x10\n\x0cSOURCE_AGENT\x10\x02\x42\n\n\x08_healthyB\x0c\n\n_exit_code\"\\\n\x0cTaskEndUsage\x12\x18\n\x10\x63pu_user_seconds\x18\x01 \x01(\x01\x12\x1a\n\x12\x63pu_system_seconds\x18\x02 \x01(\x01\x12\x16\n\x0emem_peak_bytes\x18\x03 \x01(\x03\"9\n\x07\x46ilters\x12\x1b\n\x0erefuse_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x42\x11\n\x0f_refuse_seconds*\x8d\x02\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cTASK_STAGING\x10\x01\x12\x11\n\rTASK_STARTING\x10\x02\x12\x10\n\x0cTASK_RUNNING\x10\x03\x12\x10\n\x0cTASK_KILLING\x10\x04\x12\x11\n\rTASK_FINISHED\x10\x05\x12\x0f\n\x0bTASK_FAILED\x10\x06\x12\x0f\n\x0bTASK_KILLED\x10\x07\x12\x0e\n\nTASK_ERROR\x10\x08\x12\r\n\tTASK_LOST\x10\t\x12\x14\n\x10TASK_UNREACHABLE\x10\n\x12\x10\n\x0cTASK_DROPPED\x10\x0b\x12\r\n\tTASK_GONE\x10\x0c\x12\x10\n\x0cTASK_UNKNOWN\x10\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gora/v1/common.proto\x12\x08\x61gora.v1\"#\n\x05Range\x12\r\n\x05\x62\x65gin\x18\x01 \x01(\x04\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x04\"\x9e\x01\n\x08Resource\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04type\x18\x02 \x01(\x0e\x32\x17.agora.v1.Resource.Type\x12\x0e\n\x06scalar\x18\x03 \x01(\x01\x12\x1f\n\x06ranges\x18\x04 \x03(\x0b\x32\x0f.agora.v1.Range\x12\x0c\n\x04role\x18\x05 \x01(\t\"\x1e\n\x04Type\x12\n\n\x06SCALAR\x10\x00\x12\n\n\x06RANGES\x10\x01\"\'\n\tAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"\xa3\x01\n\tAgentInfo\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12%\n\tresources\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12\'\n\nattributes\x18\x05 \x03(\x0b\x32\x13.agora.v1.Attribute\x12\x11\n\tisolation\x18\x06 \x03(\t\"\x96\x02\n\rFrameworkInfo\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04user\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12 \n\x18\x66\x61ilover_timeout_seconds\x18\x05 \x01(\x01\x12\x14\n\x0c\x63\x61pabilities\x18\x06 \x03(\t\x12\x10\n\x08hostname\x18\x07 \x01(\t\x12\x17\n\x0fservice_address\x18\x08 \x01(\t\x12\x33\n\x06labels\x18\t \x03(\x0b\x32#.agora.v1.FrameworkInfo.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xcd\x01\n\x05Offer\x12\x10\n\x08offer_id\x18\x01 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x10\n\x08hostname\x18\x04 \x01(\t\x12%\n\tresources\x18\x05 \x03(\x0b\x32\x12.agora.v1.Resource\x12\'\n\nattributes\x18\x06 \x03(\x0b\x32\x13.agora.v1.Attribute\x12\x15\n\ragent_address\x18\x07 \x01(\t\x12\x11\n\trevocable\x18\x08 \x01(\x08\"\xa9\x01\n\x0b\x43ommandInfo\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\r\n\x05shell\x18\x02 \x01(\t\x12;\n\x0b\x65nvironment\x18\x03 \x03(\x0b\x32&.agora.v1.CommandInfo.EnvironmentEntry\x12\x0c\n\x04user\x18\x04 \x01(\t\x1a\x32\n\x10\x45nvironmentEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"-\n\tHttpCheck\x12\x12\n\nport_index\x18\x01 \x01(\r\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x1e\n\x08TcpCheck\x12\x12\n\nport_index\x18\x01 \x01(\r\"\x92\x02\n\x0bHealthCheck\x12#\n\x04http\x18\x01 \x01(\x0b\x32\x13.agora.v1.HttpCheckH\x00\x12!\n\x03tcp\x18\x02 \x01(\x0b\x32\x12.agora.v1.TcpCheckH\x00\x12(\n\x07\x63ommand\x18\x03 \x01(\x0b\x32\x15.agora.v1.CommandInfoH\x00\x12\x1c\n\x14grace_period_seconds\x18\x04 \x01(\x01\x12\x18\n\x10interval_seconds\x18\x05 \x01(\x01\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12 \n\x18max_consecutive_failures\x18\x07 \x01(\r\x12\x15\n\rdelay_seconds\x18\x08 \x01(\x01\x42\x07\n\x05\x63heck\"\xaa\x03\n\x08TaskInfo\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12%\n\tresources\x18\x04 \x03(\x0b\x32\x12.agora.v1.Resource\x12&\n\x07\x63ommand\x18\x05 \x01(\x0b\x32\x15.agora.v1.CommandInfo\x12+\n\x0chealth_check\x18\x06 \x01(\x0b\x32\x15.agora.v1.HealthCheck\x12!\n\x19kill_grace_period_seconds\x18\x07 \x01(\x01\x12.\n\x06labels\x18\x08 \x03(\x0b\x32\x1e.agora.v1.TaskInfo.LabelsEntry\x12\x10\n\x08priority\x18\t \x01(\x05\x12\x1e\n\x16max_completion_seconds\x18\n \x01(\x01\x12\x11\n\trevocable\x18\x0b \x01(\x08\x12*\n\tcontainer\x18\x0c \x01(\x0b\x32\x17.agora.v1.ContainerInfo\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"/\n\rContainerInfo\x12\r\n\x05image\x18\x01 \x01(\t\x12\x0f\n\x07network\x18\x02 \x01(\t\"\x92\x03\n\nTaskStatus\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.agora.v1.TaskState\x12\x0f\n\x07message\x18\x03 \x01(\t\x12+\n\x06source\x18\x04 \x01(\x0e\x32\x1b.agora.v1.TaskStatus.Source\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x06 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x07 \x01(\t\x12\x11\n\ttimestamp\x18\x08 \x01(\x01\x12\x0c\n\x04uuid\x18\t \x01(\x0c\x12\x14\n\x07healthy\x18\n \x01(\x08H\x00\x88\x01\x01\x12\x16\n\texit_code\x18\x0b \x01(\x05H\x01\x88\x01\x01\x12)\n\tend_usage\x18\x0c \x01(\x0b\x32\x16.agora.v1.TaskEndUsage\"E\n\x06Source\x12\x16\n\x12SOURCE_UNSPECIFIED\x10\x00\x12\x11\n\rSOURCE_MASTER\x10\x01\x12\x10\n\x0cSOURCE_AGENT\x10\x02\x42\n\n\x08_healthyB\x0c\n\n_exit_code\"\\\n\x0cTaskEndUsage\x12\x18\n\x10\x63pu_user_seconds\x18\x01 \x01(\x01\x12\x1a\n\x12\x63pu_system_seconds\x18\x02 \x01(\x01\x12\x16\n\x0emem_peak_bytes\x18\x03 \x01(\x03\"9\n\x07\x46ilters\x12\x1b\n\x0erefuse_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x42\x11\n\x0f_refuse_seconds*\x8d\x02\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cTASK_STAGING\x10\x01\x12\x11\n\rTASK_STARTING\x10\x02\x12\x10\n\x0cTASK_RUNNING\x10\x03\x12\x10\n\x0cTASK_KILLING\x10\x04\x12\x11\n\rTASK_FINISHED\x10\x05\x12\x0f\n\x0bTASK_FAILED\x10\x06\x12\x0f\n\x0bTASK_KILLED\x10\x07\x12\x0e\n\nTASK_ERROR\x10\x08\x12\r\n\tTASK_LOST\x10\t\x12\x14\n\x10TASK_UNREACHABLE\x10\n\x12\x10\n\x0cTASK_DROPPED\x10\x0b\x12\r\n\tTASK_GONE\x10\x0c\x12\x10\n\x0cTASK_UNKNOWN\x10\rb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,8 +37,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMMANDINFO_ENVIRONMENTENTRY']._serialized_options = b'8\001'
   _globals['_TASKINFO_LABELSENTRY']._loaded_options = None
   _globals['_TASKINFO_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_TASKSTATE']._serialized_start=2475
-  _globals['_TASKSTATE']._serialized_end=2744
+  _globals['_TASKSTATE']._serialized_start=2494
+  _globals['_TASKSTATE']._serialized_end=2763
   _globals['_RANGE']._serialized_start=35
   _globals['_RANGE']._serialized_end=70
   _globals['_RESOURCE']._serialized_start=73
@@ -48,35 +48,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ATTRIBUTE']._serialized_start=233
   _globals['_ATTRIBUTE']._serialized_end=272
   _globals['_AGENTINFO']._serialized_start=275
-  _globals['_AGENTINFO']._serialized_end=419
-  _globals['_FRAMEWORKINFO']._serialized_start=422
-  _globals['_FRAMEWORKINFO']._serialized_end=700
-  _globals['_FRAMEWORKINFO_LABELSENTRY']._serialized_start=655
-  _globals['_FRAMEWORKINFO_LABELSENTRY']._serialized_end=700
-  _globals['_OFFER']._serialized_start=703
-  _globals['_OFFER']._serialized_end=908
-  _globals['_COMMANDINFO']._serialized_start=911
-  _globals['_COMMANDINFO']._serialized_end=1080
-  _globals['_COMMANDINFO_ENVIRONMENTENTRY']._serialized_start=1030
-  _globals['_COMMANDINFO_ENVIRONMENTENTRY']._serialized_end=1080
-  _globals['_HTTPCHECK']._serialized_start=1082
-  _globals['_HTTPCHECK']._serialized_end=1127
-  _globals['_TCPCHECK']._serialized_start=1129
-  _globals['_TCPCHECK']._serialized_end=1159
-  _globals['_HEALTHCHECK']._serialized_start=1162
-  _globals['_HEALTHCHECK']._serialized_end=1436
-  _globals['_TASKINFO']._serialized_start=1439
-  _globals['_TASKINFO']._serialized_end=1865
-  _globals['_TASKINFO_LABELSENTRY']._serialized_start=655
-  _globals['_TASKINFO_LABELSENTRY']._serialized_end=700
-  _globals['_CONTAINERINFO']._serialized_start=1867
-  _globals['_CONTAINERINFO']._serialized_end=1914
-  _globals['_TASKSTATUS']._serialized_start=1917
-  _globals['_TASKSTATUS']._serialized_end=2319
-  _globals['_TASKSTATUS_SOURCE']._serialized_start=2224
-  _globals['_TASKSTATUS_SOURCE']._serialized_end=2293
-  _globals['_TASKENDUSAGE']._serialized_start=2321
-  _globals['_TASKENDUSAGE']._serialized_end=2413
-  _globals['_FILTERS']._serialized_start=2415
-  _globals['_FILTERS']._serialized_end=2472
+  _globals['_AGENTINFO']._serialized_end=438
+  _globals['_FRAMEWORKINFO']._serialized_start=441
+  _globals['_FRAMEWORKINFO']._serialized_end=719
+  _globals['_FRAMEWORKINFO_LABELSENTRY']._serialized_start=674
+  _globals['_FRAMEWORKINFO_LABELSENTRY']._serialized_end=719
+  _globals['_OFFER']._serialized_start=722
+  _globals['_OFFER']._serialized_end=927
+  _globals['_COMMANDINFO']._serialized_start=930
+  _globals['_COMMANDINFO']._serialized_end=1099
+  _globals['_COMMANDINFO_ENVIRONMENTENTRY']._serialized_start=1049
+  _globals['_COMMANDINFO_ENVIRONMENTENTRY']._serialized_end=1099
+  _globals['_HTTPCHECK']._serialized_start=1101
+  _globals['_HTTPCHECK']._serialized_end=1146
+  _globals['_TCPCHECK']._serialized_start=1148
+  _globals['_TCPCHECK']._serialized_end=1178
+  _globals['_HEALTHCHECK']._serialized_start=1181
+  _globals['_HEALTHCHECK']._serialized_end=1455
+  _globals['_TASKINFO']._serialized_start=1458
+  _globals['_TASKINFO']._serialized_end=1884
+  _globals['_TASKINFO_LABELSENTRY']._serialized_start=674
+  _globals['_TASKINFO_LABELSENTRY']._serialized_end=719
+  _globals['_CONTAINERINFO']._serialized_start=1886
+  _globals['_CONTAINERINFO']._serialized_end=1933
+  _globals['_TASKSTATUS']._serialized_start=1936
+  _globals['_TASKSTATUS']._serialized_end=2338
+  _globals['_TASKSTATUS_SOURCE']._serialized_start=2243
+  _globals['_TASKSTATUS_SOURCE']._serialized_end=2312
+  _globals['_TASKENDUSAGE']._serialized_start=2340
+  _globals['_TASKENDUSAGE']._serialized_end=2432
+  _globals['_FILTERS']._serialized_start=2434
+  _globals['_FILTERS']._serialized_end=2491
 # @@protoc_insertion_point(module_scope)

@@ -75,18 +75,20 @@ class Attribute(_message.Message):
     def __init__(self, name: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class AgentInfo(_message.Message):
-    __slots__ = ("agent_id", "hostname", "address", "resources", "attributes")
+    __slots__ = ("agent_id", "hostname", "address", "resources", "attributes", "isolation")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     hostname: str
     address: str
     resources: _containers.RepeatedCompositeFieldContainer[Resource]
     attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
-    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., address: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ...) -> None: ...
+    isolation: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., address: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., isolation: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FrameworkInfo(_message.Message):
     __slots__ = ("framework_id", "name", "user", "role", "failover_timeout_seconds", "capabilities", "hostname", "service_address", "labels")
