@@ -41,7 +41,8 @@ def _native_argv(wrapper: str, run_dir: str, spec: LaunchSpec) -> list[str]:
     """The C wrapper's command line for one run (agent/task_wrapper.c's usage)."""
     user = spec.user
     who = "-" if user is None else f"{user.uid}:{user.gid}:" + ",".join(map(str, user.groups))
-    return [wrapper, run_dir, spec.stdout, spec.stderr, spec.cwd, who,
+    ns = [f"--ns={spec.namespaces}"] if spec.namespaces else []
+    return [wrapper, *ns, run_dir, spec.stdout, spec.stderr, spec.cwd, who,
             str(len(spec.cgroups)), *spec.cgroups, "--", *spec.argv]  # fmt: skip
 
 

@@ -123,6 +123,10 @@ class AgentConfig:
     container_runtime: str | None = None
     # NVIDIA GPUs to offer, as device indices "0,1" (agent/gpus.py); None: those found.
     gpus: str | None = None
+    # Every plain task in pid, mount, ipc and uts namespaces of its own, with its own /proc, a
+    # private /tmp and the other sandboxes hidden (agent/task_wrapper.c, --ns). Needs root and
+    # the C wrapper.
+    task_namespaces: bool = False
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead, as
@@ -210,6 +214,9 @@ class AgentDaemon:
                 gpus=int(offered),
             )
         self.gpus = GpuSet(devices)
+        self.namespaces = config.task_namespaces and os.geteuid() == 0
+        if config.task_namespaces and not self.namespaces:
+            log.warning("--task-namespaces needs root: tasks run without namespaces")
         self.agent_id = self.work.load_agent_id()
         self.master_id = ""
         self.updates = StatusUpdateManager(
@@ -242,6 +249,7 @@ class AgentDaemon:
             pids_max=config.task_pids_max or None,
             containers=self.containers,
             gpus=self.gpus,
+            namespaces=self.namespaces,
             metrics=self.metrics,
             completed_history=config.max_completed_tasks,
             base_env=base_env,
@@ -459,6 +467,7 @@ class AgentDaemon:
         out.append(f"images:{os.path.basename(runtime)}" if runtime else "no-images")
         if self.gpus.devices:
             out.append(f"gpus:{len(self.gpus.devices)}")
+        out.append("namespaces" if self.namespaces else "no-namespaces")
         out.append("clean-env")
         return out
 

@@ -38,6 +38,9 @@ class LaunchSpec(NamedTuple):
     stderr: str
     cgroups: tuple[str, ...] = ()  # the command starts inside these, made by the agent
     user: WrapperUser | None = None  # None: the agent's own user
+    # "TMP_BYTES:SANDBOXES_DIR": the command in namespaces of its own (agora agent
+    # --task-namespaces; the C wrapper's --ns); "": a plain process.
+    namespaces: str = ""
 
     @classmethod
     def in_sandbox(
@@ -47,6 +50,7 @@ class LaunchSpec(NamedTuple):
         sandbox: Path,
         cgroups: list[str] | tuple[str, ...] = (),
         user: WrapperUser | None = None,
+        namespaces: str = "",
     ) -> LaunchSpec:
         """The spec of a task run in `sandbox`, with its output in sandbox/stdout and stderr."""
         return cls(
@@ -57,6 +61,7 @@ class LaunchSpec(NamedTuple):
             str(sandbox / "stderr"),
             tuple(cgroups),
             user,
+            namespaces,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -72,6 +77,7 @@ class LaunchSpec(NamedTuple):
             "user": None
             if user is None
             else {"uid": user.uid, "gid": user.gid, "groups": list(user.groups)},
+            "namespaces": self.namespaces,
         }
 
     @classmethod
@@ -94,6 +100,7 @@ class LaunchSpec(NamedTuple):
                 else WrapperUser(
                     int(user["uid"]), int(user["gid"]), tuple(int(g) for g in user["groups"])
                 ),
+                str(data.get("namespaces") or ""),
             )
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a launch spec: {e!r}") from None

@@ -70,6 +70,13 @@ def _launch(run_dir: Path, spec: LaunchSpec | None, spawner: int) -> int:
     if spec is None:
         spec = LaunchSpec.from_wire(json.loads((run_dir / "spec.json").read_text()))
     cgroups = list(spec.cgroups)
+    if spec.namespaces:
+        # Only the C wrapper makes them (agent/task_wrapper.c): the task does not run without.
+        message = "the task's namespaces need the C task wrapper, which this agent lacks"
+        write_json_in_place(run_dir / "exit.json", {"error": message})
+        _let_go(cgroups, spawner, run_dir)
+        report(Refused(message))
+        return 1
     # The wrapper steps into the task's cgroups just for the spawn, so the command starts
     # inside (and all it forks stays there) without a preexec_fn: that would make Popen fork
     # this process and run Python in the child instead of a vfork (~1 ms of CPU a task).

@@ -23,7 +23,7 @@ from agora.agent import cgroup_members, launcher
 from agora.agent.aio_util import cancel_and_wait
 from agora.agent.checkpoint import TaskRecord, WorkDir, b64
 from agora.agent.clock import SYSTEM_CLOCK, AgentClock
-from agora.agent.containers import ContainerError, Containers
+from agora.agent.containers import DEFAULT_TMP_MB, ContainerError, Containers
 from agora.agent.gpus import GpuError, GpuSet, device_nodes, visible_env
 from agora.agent.images import ImageStore
 from agora.agent.isolation import Isolator, task_limits
@@ -100,6 +100,7 @@ class TaskManager:
         pids_max: int | None = None,
         containers: Containers | None = None,
         gpus: GpuSet | None = None,
+        namespaces: bool = False,
         use_launcher: bool = True,
         metrics: AgentMetrics | None = None,
         completed_history: int = COMPLETED_HISTORY,
@@ -125,6 +126,8 @@ class TaskManager:
         self._containers = containers or Containers(ImageStore(work_dir.root / "images"))
         # The agent's GPUs, each held by one run at a time (agent/gpus.py); none: no GPUs.
         self._gpus = gpus or GpuSet(())
+        # Plain tasks in namespaces of their own (the C wrapper's --ns): --task-namespaces.
+        self._namespaces = namespaces
         self._runs: dict[str, TaskRun] = {}  # run_id -> run, in launch order
         self._active: dict[tuple[str, str], TaskRun] = {}  # (fw, task_id) -> non-completed run
         self._completed: deque[str] = deque()  # run ids of completed runs, oldest first
@@ -338,7 +341,14 @@ class TaskManager:
                 self._end(run, common_pb2.TASK_FAILED, str(e), "REASON_CONTAINER_LAUNCH_FAILED")
                 return
             wrapper_user = None
-        spec = LaunchSpec.in_sandbox(argv, env, run.sandbox, run.record.cgroups, wrapper_user)
+        namespaces = ""
+        if self._namespaces and not run.task.container.image:
+            disk = _resources(run.task).scalar("disk")
+            tmp_bytes = int((disk if disk > 0 else DEFAULT_TMP_MB) * 1024 * 1024)
+            namespaces = f"{tmp_bytes}:{self._work.sandboxes}"
+        spec = LaunchSpec.in_sandbox(
+            argv, env, run.sandbox, run.record.cgroups, wrapper_user, namespaces
+        )
         try:
             run.wrapper = await self._launcher.launch(run_dir, spec)
         except launcher.LaunchError as e:

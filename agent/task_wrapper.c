@@ -5,7 +5,8 @@
  * It does what the Python wrapper does, without a forked Python process per task (about 3 ms
  * of CPU a task, most of it copy-on-write faults of the launcher's heap):
  *
- *   agora-task-wrapper RUN_DIR STDOUT STDERR CWD USER NCGROUPS [CGROUP...] -- ARGV...
+ *   agora-task-wrapper [--ns=TMP_BYTES:HIDE] RUN_DIR STDOUT STDERR CWD USER NCGROUPS [CGROUP...]
+ *                      -- ARGV...
  *     USER      "-" (the wrapper's own), or "UID:GID:G1,G2,..." (groups may be empty)
  *     fd 3      the task's environment, "NAME=VALUE" strings each ended by a NUL, then an
  *               empty one (a lone NUL) and EOF: a cut environment is refused, not run
@@ -40,6 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -65,6 +69,11 @@ static void close_fds(unsigned first, unsigned last) {
 static const char *run_dir;
 static char prefix[512];
 static volatile pid_t task_pgid;
+
+/* With --ns=TMP_BYTES:HIDE (agent --task-namespaces): the task runs in its own pid, mount, ipc
+ * and uts namespaces, with a private /tmp of TMP_BYTES, /proc of its own, and HIDE (the agent's
+ * sandboxes directory) hidden but for its own sandbox. NULL: a plain process. */
+static const char *ns_spec;
 
 /* The agent that spawned us, and the task's cgroups (set in main). */
 static pid_t spawner;
@@ -352,6 +361,119 @@ static int exec_command(char **argv, char **envp) {
 }
 
 /* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO [INDEX]". */
+static void ignore_signal(int signum) { (void)signum; }
+
+/* mkdir -p of an absolute path (in a fresh tmpfs: as root, 0755, so the task may traverse). */
+static int make_path(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* In the task's new mount namespace, as its pid 1: its /proc, a private /tmp, and the agent's
+ * sandboxes hidden but for its own (the cwd, bound back at its path). 0, or an errno. */
+static int set_up_mounts(const char *cwd, unsigned long long tmp_bytes, const char *hide) {
+    char options[64];
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return errno;
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) return errno;
+    snprintf(options, sizeof options, "size=%llu,mode=1777", tmp_bytes);
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) < 0) return errno;
+    size_t n = strlen(hide);
+    int under_tmp = strncmp(hide, "/tmp/", 5) == 0 || strcmp(hide, "/tmp") == 0;
+    if (!under_tmp && mount("tmpfs", hide, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+        return errno;
+    /* Its own sandbox back where it was (the cwd still reaches the real one). */
+    if (strncmp(cwd, hide, n) == 0 || strncmp(cwd, "/tmp/", 5) == 0) {
+        if (make_path(cwd) < 0) return errno;
+        if (mount(".", cwd, NULL, MS_BIND | MS_REC, NULL) < 0) return errno;
+        if (chdir(cwd) < 0) return errno;
+    }
+    return 0;
+}
+
+/* The task's own namespaces (ns_spec): this process (in the agent's namespaces, the one the
+ * wrapper waits for) makes them, forks their pid 1 (a small init that reaps, and ignores the
+ * signals it does not catch, so a SIGTERM reaches the command alone), which forks the command.
+ * This process ends as the command ended (its exit code, or its signal), which the init sends
+ * it on a pipe; a SIGKILL from outside kills the init, and with it the whole namespace. Returns
+ * in the command's process; an error is reported on errfd (as a failed exec is). */
+static void enter_namespaces(int errfd, const char *cwd) {
+    unsigned long long tmp_bytes = strtoull(ns_spec, NULL, 10);
+    const char *hide = strchr(ns_spec, ':');
+    hide = hide ? hide + 1 : "";
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS) < 0) {
+        dprintf(errfd, "exec %d", errno);
+        _exit(127);
+    }
+    int status_pipe[2];
+    if (pipe2(status_pipe, O_CLOEXEC) < 0) {
+        dprintf(errfd, "exec %d", errno);
+        _exit(127);
+    }
+    /* Signals reach the whole group: this process and the init live through them (a handler,
+     * reset by the command's exec; an init without one would ignore them anyway). */
+    struct sigaction quiet = {.sa_handler = ignore_signal};
+    int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+        sigaction(forwarded[i], &quiet, NULL);
+    pid_t init = fork();
+    if (init < 0) {
+        dprintf(errfd, "exec %d", errno);
+        _exit(127);
+    }
+    if (init > 0) { /* outside: wait for the init, then end as the command did */
+        close(errfd);
+        close(status_pipe[1]);
+        int status = 0, raw = 0;
+        while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (read(status_pipe[0], &raw, sizeof raw) == (ssize_t)sizeof raw) status = raw;
+        if (WIFSIGNALED(status)) {
+            struct sigaction dfl = {.sa_handler = SIG_DFL};
+            sigaction(WTERMSIG(status), &dfl, NULL);
+            kill(getpid(), WTERMSIG(status));
+            _exit(128 + WTERMSIG(status));
+        }
+        _exit(WEXITSTATUS(status));
+    }
+    /* The init: pid 1 of the new namespaces. */
+    close(status_pipe[0]);
+    int err = set_up_mounts(cwd, tmp_bytes, hide);
+    if (err) {
+        dprintf(errfd, "exec %d", err);
+        _exit(127);
+    }
+    sethostname("task", 4);
+    pid_t command = fork();
+    if (command < 0) {
+        dprintf(errfd, "exec %d", errno);
+        _exit(127);
+    }
+    if (command == 0) { /* the command's process: back to start_task */
+        close(status_pipe[1]);
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+            sigaction(forwarded[i], &dfl, NULL);
+        return;
+    }
+    close(errfd);
+    for (;;) { /* reap everything; end with the command */
+        int status;
+        pid_t gone = waitpid(-1, &status, 0);
+        if (gone < 0 && errno == EINTR) continue;
+        if (gone < 0 || gone == command) {
+            if (gone == command) write(status_pipe[1], &status, sizeof status);
+            _exit(0);
+        }
+    }
+}
+
 static void start_task(int errfd, char **cgroups, int ncg, const char *user, const char *cwd,
                        const char *out_path, const char *err_path, char **argv, char **envp) {
     char msg[64];
@@ -391,6 +513,10 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
     if (chdir(cwd) < 0 || out_dir < 0 || err_dir < 0) {
         dprintf(errfd, "exec %d", errno);
         _exit(127);
+    }
+    if (ns_spec) {
+        enter_namespaces(errfd, cwd);
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); /* no setuid program gives it back root */
     }
     if (strcmp(user, "-") != 0) {
         unsigned uid, gid;
@@ -454,6 +580,12 @@ static char **read_environment(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strncmp(argv[1], "--ns=", 5) == 0) {
+        ns_spec = argv[1] + 5;
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     if (argc < 8) {
         fprintf(stderr,
                 "usage: agora-task-wrapper RUN_DIR STDOUT STDERR CWD USER NCGROUPS [CGROUP...] "

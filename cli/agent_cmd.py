@@ -218,6 +218,13 @@ def register(subparsers, argv: list[str]) -> None:
         "stops there; 0 = no bound (default %(default)s)",
     )
     parser.add_argument(
+        "--task-namespaces",
+        action="store_true",
+        help="run every task in pid, mount, ipc and uts namespaces of its own: /proc shows its "
+        "own processes only, /tmp is private (sized by its disk, else 64 MB) and other tasks' "
+        "sandboxes are hidden (needs root; tasks from images always get them)",
+    )
+    parser.add_argument(
         "--gpus",
         default=None,
         metavar="INDICES",
@@ -304,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
         task_pids_max=args.task_pids_max,
         container_runtime=args.container_runtime,
         gpus=args.gpus,
+        task_namespaces=args.task_namespaces,
     )
     return asyncio.run(_serve(config))
 

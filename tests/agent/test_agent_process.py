@@ -339,3 +339,57 @@ async def test_a_fork_bomb_stops_at_the_tasks_pids_limit(master, agent_process):
     master.kill_task(FW, "bomb")
     ended = await eventually_async(lambda: master.terminal("bomb"), message="the bomb ends")
     assert ended.state == S.TASK_KILLED
+
+
+async def test_tasks_in_namespaces_do_not_see_each_other_though_one_user_runs_both(
+    master, agent_process
+):
+    """Issue 35: two tasks of one Unix user. In namespaces of their own (--task-namespaces),
+    neither reads the other's /proc/PID/environ, signals it, or lists its sandbox; each sees
+    its own processes only and a private /tmp."""
+    agent_process.args += ["--task-namespaces"]
+    await agent_process.start()
+    reg = await registered(master, 1)
+    assert "namespaces" in reg.info.isolation
+    first = shell_task("first", "touch /tmp/mine; sleep 60", env={"MY_SECRET": "alpha"})
+    first.command.user = "nobody"
+    master.run_task(FW, first)
+    await eventually_async(lambda: S.TASK_RUNNING in master.states("first"), message="running")
+    wrapper = json.loads(next(agent_process.work_dir.glob("meta/runs/*/wrapper.json")).read_text())
+    other_sandbox = agent_process.work_dir / "sandboxes" / FW / "first"
+    probe = (
+        "for p in /proc/[0-9]*; do "
+        "tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -q MY_SECRET=alpha && echo FOUND $p; "
+        "done; "
+        f"ls {other_sandbox} >/dev/null 2>&1 && echo LISTED; "
+        f"kill -0 {wrapper['task_pid']} 2>/dev/null && echo SIGNALLED; "
+        "ls /tmp; echo processes $(ls -d /proc/[0-9]* | wc -l); echo done"
+    )
+    second = shell_task("second", probe)
+    second.command.user = "nobody"
+    master.run_task(FW, second)
+    final = await eventually_async(lambda: master.terminal("second"), message="the probe ends")
+    assert final.state == S.TASK_FINISHED, final.message
+    out = (agent_process.work_dir / "sandboxes" / FW / "second" / "stdout").read_text()
+    assert out.rstrip().endswith("done"), out
+    for word in ("FOUND", "LISTED", "SIGNALLED", "mine"):
+        assert word not in out, out
+    processes = int(out.split("processes")[1].split()[0])
+    assert processes <= 6, out  # its init, its shell, and the subshell, ls and wc counting
+    master.kill_task(FW, "first")
+    killed = await eventually_async(lambda: master.terminal("first"), message="first killed")
+    assert killed.state == S.TASK_KILLED
+
+
+async def test_a_task_in_namespaces_ends_as_its_command_did(master, agent_process):
+    """The init between the wrapper and the command passes the command's end on: an exit code,
+    or the signal that killed it."""
+    agent_process.args += ["--task-namespaces"]
+    await agent_process.start()
+    await registered(master, 1)
+    master.run_task(FW, shell_task("three", "exit 3"))
+    master.run_task(FW, shell_task("killed", "kill -9 $$"))
+    three = await eventually_async(lambda: master.terminal("three"), message="three ends")
+    assert three.state == S.TASK_FAILED and three.exit_code == 3, three.message
+    killed = await eventually_async(lambda: master.terminal("killed"), message="killed ends")
+    assert killed.state == S.TASK_FAILED and "signal SIGKILL" in killed.message, killed.message
