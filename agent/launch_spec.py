@@ -67,7 +67,7 @@ class LaunchSpec(NamedTuple):
     def to_wire(self) -> dict[str, Any]:
         """The JSON form, as the launcher's pipe and spec.json carry it."""
         user = self.user
-        return {
+        wire = {
             "argv": list(self.argv),
             "env": self.env,
             "cwd": self.cwd,
@@ -77,8 +77,10 @@ class LaunchSpec(NamedTuple):
             "user": None
             if user is None
             else {"uid": user.uid, "gid": user.gid, "groups": list(user.groups)},
-            "namespaces": self.namespaces,
         }
+        if self.namespaces:  # only then: the form older wrappers and files know stays as it was
+            wire["namespaces"] = self.namespaces
+        return wire
 
     @classmethod
     def from_wire(cls, data: Any) -> LaunchSpec:

@@ -220,14 +220,8 @@ class TaskManager:
             except TaskUserError as e:
                 problem = str(e)
         if problem is not None:
-            log.warning(
-                "refusing task", framework_id=framework_id, task_id=task.task_id, reason=problem
-            )
             # Nothing was started: report the error without a run record.
-            status = self._status(
-                framework_id, task.task_id, common_pb2.TASK_ERROR, problem, "REASON_TASK_INVALID"
-            )
-            self._emit(framework_id, status)
+            self._refuse(framework_id, task.task_id, problem)
             return
         record = TaskRecord(
             run_id=new_id("run"),
@@ -244,14 +238,7 @@ class TaskManager:
         try:
             record.gpus = self._gpus.take(record.run_id, _resources(task).scalar("gpus"))
         except GpuError as e:
-            problem = f"cannot start the task: {e}"
-            log.warning(
-                "refusing task", framework_id=framework_id, task_id=task.task_id, reason=problem
-            )
-            status = self._status(
-                framework_id, task.task_id, common_pb2.TASK_ERROR, problem, "REASON_TASK_INVALID"
-            )
-            self._emit(framework_id, status)
+            self._refuse(framework_id, task.task_id, f"cannot start the task: {e}")
             return
         try:
             record.sandbox = str(self._work.new_sandbox(framework_id, task.task_id, task_user))
@@ -276,17 +263,13 @@ class TaskManager:
                 if e.errno == errno.ENOSPC
                 else f"cannot start the task: the agent cannot write its work dir ({e})"
             )
-            log.warning(
-                "refusing task", framework_id=framework_id, task_id=task.task_id, reason=problem
-            )
-            status = self._status(
+            self._refuse(
                 framework_id,
                 task.task_id,
-                common_pb2.TASK_FAILED,
                 problem,
+                common_pb2.TASK_FAILED,
                 "REASON_CONTAINER_LAUNCH_FAILED",
             )
-            self._emit(framework_id, status)
             return
         sandbox = record.sandbox
         run = TaskRun(record=record, task=task, user=task_user)
@@ -613,6 +596,18 @@ class TaskManager:
         run.ended.set()
         if self._metrics is not None:
             self._metrics.task_ended(state)
+
+    def _refuse(
+        self,
+        framework_id: str,
+        task_id: str,
+        problem: str,
+        state: common_pb2.TaskState = common_pb2.TASK_ERROR,
+        reason: str = "REASON_TASK_INVALID",
+    ) -> None:
+        """A task that does not start (no run record): the status that says why."""
+        log.warning("refusing task", framework_id=framework_id, task_id=task_id, reason=problem)
+        self._emit(framework_id, self._status(framework_id, task_id, state, problem, reason))
 
     def _status(
         self,

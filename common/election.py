@@ -26,12 +26,20 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
+import structlog
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
 from agora.common.masters import MasterInfo
 
-__all__ = ["Contender", "MasterInfo", "find_leader", "list_masters", "zk_client"]
+__all__ = [
+    "Contender",
+    "MasterInfo",
+    "connect_leader_client",
+    "find_leader",
+    "list_masters",
+    "zk_client",
+]
 
 ELECTION = "election"
 PREFIX = "member_"
@@ -50,6 +58,33 @@ def zk_client(hosts: str, session_timeout: float, max_retry_delay: float = 1.0) 
         connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": max_retry_delay},
         command_retry={"max_tries": 3, "delay": 0.05, "max_delay": 0.5},
     )
+
+
+async def connect_leader_client(
+    hosts: str,
+    session_timeout: float,
+    granted: Callable[[float], None],
+    on_waiting: Callable[[str], None] | None = None,
+) -> KazooClient:
+    """A started client for a daemon that leads or stands by (a master, a framework daemon of
+    a set), once ZooKeeper answers: it keeps trying for ever, saying so every 2 s through the
+    log and `on_waiting`. `granted(seconds)`: the session timeout ZooKeeper grants, at each
+    connection. A leader whose ZooKeeper server went away must be back on another before its
+    lease runs out: it retries every tenth of a session at most (kazoo's default backs off to
+    1 s, which alone would outlast a 1.5 s session's lease during an ensemble's election)."""
+    import asyncio
+
+    zk = zk_client(hosts, session_timeout, min(1.0, session_timeout / 10))
+    on_granted_timeout(zk, granted)
+    connected = zk.start_async()
+    waited = 0.0
+    while not await asyncio.to_thread(connected.wait, 2.0):
+        waited += 2.0
+        message = f"ZooKeeper at {hosts} is unreachable; still trying ({waited:.0f} s)"
+        structlog.get_logger(__name__).warning(message)
+        if on_waiting is not None:
+            on_waiting(message)
+    return zk
 
 
 def on_granted_timeout(zk: KazooClient, granted: Callable[[float], None]) -> None:

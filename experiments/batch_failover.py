@@ -31,9 +31,9 @@ from pathlib import Path
 
 import grpc
 
-from agora.common.election import find_leader, zk_client
+from agora.common.election import zk_client
 from agora.common.rpc import open_channel
-from agora.experiments.failover import free_ports
+from agora.experiments.failover import await_leader, free_ports
 from agora.experiments.processes import Daemon, agora_argv, start_real_agent
 from agora.experiments.results import Progress, Results, stats_table, summarize, targets_md
 from agora.frameworks.batch.client import BatchNotFound, find_batch_address
@@ -115,7 +115,7 @@ async def run(
                     f"agent-{i}",
                 )
             )
-        leader = await _await_leader(watcher, path, exclude="")
+        leader = await await_leader(watcher, path, exclude="")
         script = f"touch {markers}/$AGORA_INSTANCE.$AGORA_TASK_ID; sleep {cfg.task_seconds:g}"
         spec = batch_pb2.JobSpec(name="failover", instances=cfg.instances, max_retries=3)
         spec.task.command.shell = script
@@ -139,7 +139,7 @@ async def run(
             await members[index].stop()
             client = asyncio.create_task(_await_client(master.address, job_id))
             launch = asyncio.create_task(_await_launch(master.address, job_id, _launched(before)))
-            new_leader = await _await_leader(watcher, path, exclude=leader)
+            new_leader = await await_leader(watcher, path, exclude=leader)
             elected = time.time()
             client_back, launches_back = await client, await launch
             members[index] = await member(index).start()  # stands by again
@@ -263,16 +263,6 @@ async def _await_launch(master: str, job_id: str, launched: int, timeout: float 
             pass
         await asyncio.sleep(0.02)
     raise TimeoutError(f"no instance launched within {timeout:g} s of the failover")
-
-
-async def _await_leader(zk, path: str, exclude: str, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = await asyncio.to_thread(find_leader, zk, path)
-        if info is not None and info.address != exclude:
-            return info.address
-        await asyncio.sleep(0.01)
-    raise RuntimeError(f"no new leader within {timeout:g} s")
 
 
 async def _await_done(master: str, job_id: str, timeout: float) -> batch_pb2.Job:

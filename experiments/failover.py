@@ -263,7 +263,7 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
         fw_task = asyncio.create_task(
             run_async(framework, master=url, name="failover", failover_timeout=120)
         )
-        leader = url if single else await _await_leader(watcher, path, exclude="")
+        leader = url if single else await await_leader(watcher, path, exclude="")
         await _await_agents(leader, cfg.agents, since=0)
         while not framework.offer_times:
             await asyncio.sleep(0.05)
@@ -283,7 +283,7 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
                 framework.deposed_master = framework.driver.master_id
                 framework.successor_elected_at = float("inf")
                 proc.send_signal(signal.SIGSTOP)
-                new_leader = await _await_leader(watcher, path, exclude=leader)
+                new_leader = await await_leader(watcher, path, exclude=leader)
                 elected = listening = time.time()
                 framework.successor_elected_at = elected
                 # Agents come back meanwhile: timed from now, not after the resume below.
@@ -303,7 +303,7 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
                 if single:
                     new_leader, elected = leader, listening
                 else:
-                    new_leader = await _await_leader(watcher, path, exclude=leader)
+                    new_leader = await await_leader(watcher, path, exclude=leader)
                     elected = time.time()
             agents_back = await (
                 agents_coming or _await_agents(new_leader, cfg.agents, since=killed_at)
@@ -481,7 +481,8 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-async def _await_leader(zk, path: str, exclude: str, timeout: float = 60) -> str:
+async def await_leader(zk, path: str, exclude: str, timeout: float = 60) -> str:
+    """The address ZooKeeper names as leader under `path` once it is not `exclude`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = await asyncio.to_thread(find_leader, zk, path)

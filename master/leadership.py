@@ -30,13 +30,7 @@ import structlog
 from kazoo.client import KazooClient, KazooState
 
 from agora.common import new_id
-from agora.common.election import (
-    ELECTION,
-    Contender,
-    list_masters,
-    on_granted_timeout,
-    zk_client,
-)
+from agora.common.election import ELECTION, Contender, connect_leader_client, list_masters
 from agora.common.fence import Fence
 from agora.common.lease import DURATION_SHARE, Lease, LeaseKeeper
 from agora.common.masters import MasterInfo, MasterSet
@@ -139,24 +133,9 @@ class Leadership:
         self.config.port = port
         if on_listening is not None:
             on_listening()
-        # A leader whose ZooKeeper server went away must be back on another before its lease
-        # runs out: it retries every tenth of a session at most (kazoo's default backs off to
-        # 1 s, which alone would outlast a 1.5 s session's lease during an ensemble's election).
-        self._zk = zk = zk_client(
-            self.masters.zk_hosts, self.session_timeout, min(1.0, self.session_timeout / 10)
+        self._zk = zk = await connect_leader_client(
+            self.masters.zk_hosts, self.session_timeout, self._granted, on_waiting
         )
-        on_granted_timeout(zk, self._granted)
-        connected = zk.start_async()
-        waited = 0.0
-        while not await asyncio.to_thread(connected.wait, 2.0):
-            waited += 2.0
-            message = (
-                f"ZooKeeper at {self.masters.zk_hosts} is unreachable; still trying "
-                f"({waited:.0f} s)"
-            )
-            log.warning(message)
-            if on_waiting is not None:
-                on_waiting(message)
         log.info(
             "connected to ZooKeeper",
             zk=str(self.masters),

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from agora.common import new_id
-from agora.common.election import Contender, list_masters, on_granted_timeout, zk_client
+from agora.common.election import Contender, connect_leader_client, list_masters
 from agora.common.fence import Fence
 from agora.common.lease import DURATION_SHARE, Lease, LeaseKeeper
 from agora.common.masters import MasterInfo, parse_masters
@@ -123,20 +123,9 @@ class DaemonLeadership:
             config.host, config.port, self.daemon.credentials, lambda: self._leader, self.what
         )
         self.daemon.port = config.port = await self._standby.start()
-        self._zk = zk = zk_client(
-            self.zk.zk_hosts, self.session_timeout, min(1.0, self.session_timeout / 10)
+        self._zk = zk = await connect_leader_client(
+            self.zk.zk_hosts, self.session_timeout, self._granted, on_waiting
         )
-        on_granted_timeout(zk, self._granted)
-        connected = zk.start_async()
-        waited = 0.0
-        while not await asyncio.to_thread(connected.wait, 2.0):
-            waited += 2.0
-            message = (
-                f"ZooKeeper at {self.zk.zk_hosts} is unreachable; still trying ({waited:.0f} s)"
-            )
-            log.warning(message)
-            if on_waiting is not None:
-                on_waiting(message)
         zk.add_listener(self._on_zk_state)
         self._replica = ReplicatedDatabase(
             await asyncio.to_thread(ZkLog, zk, f"{self.zk.zk_path}/state")

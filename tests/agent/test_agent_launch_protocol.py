@@ -63,6 +63,8 @@ def test_the_wire_form_is_what_the_wrappers_read():
         "cgroups": [],
         "user": None,
     }
+    in_namespaces = spec(cgroups=(), user=None)._replace(namespaces="67108864:/work/sandboxes")
+    assert LaunchSpec.from_wire(in_namespaces.to_wire()) == in_namespaces
 
 
 @pytest.mark.parametrize(
