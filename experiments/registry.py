@@ -780,6 +780,14 @@ def _throughput_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds a path may take before it is stopped and reported unfinished (900)",
     )
     p.add_argument(
+        "--isolation",
+        choices=("none", "namespaces", "image"),
+        default="none",
+        help="what the tasks run in: plain processes (default), namespaces of their own "
+        "(agents with --task-namespaces), or containers of a busybox image built offline and "
+        "imported into each agent (the batch path only): what isolation costs",
+    )
+    p.add_argument(
         "--batch-zk",
         action="store_true",
         help="run the batch path's daemon as the leader of an `agora batch --zk` pair, its "
@@ -854,6 +862,7 @@ def _build_throughput(args: argparse.Namespace) -> Runner:
         per_agent=per_agent,
         slurm_programs=programs,
         batch_zk=args.batch_zk,
+        isolation="" if args.isolation == "none" else args.isolation,
     )
     return lambda out, command: throughput.run(cfg, out, command, quiet)
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agora.experiments.results import Progress, Results
-from agora.experiments.throughput_cluster import cluster
+from agora.experiments.throughput_cluster import IMAGE, cluster
 from agora.experiments.throughput_paths import (
     Workload,
     batch_path,
@@ -60,6 +60,9 @@ class ThroughputConfig:
     slurm_programs: dict[str, str] = field(default_factory=dict)
     # The batch path's daemon as the leader of an `agora batch --zk` pair (state in ZooKeeper).
     batch_zk: bool = False
+    # What the batch path's tasks run in: "" (plain processes), "namespaces" (agents with
+    # --task-namespaces) or "image" (containers of the lab's busybox image).
+    isolation: str = ""
 
     @property
     def at_once(self) -> int:
@@ -71,7 +74,8 @@ async def run(cfg: ThroughputConfig, out: Path, command: list[str], quiet: bool 
     config.pop("slurm_programs")
     results = Results("throughput", out, config, command)
     progress = Progress("throughput", quiet)
-    workload = Workload(cfg.tasks, cfg.cpus, cfg.mem, "true", cfg.timeout)
+    image = IMAGE if cfg.isolation == "image" else ""
+    workload = Workload(cfg.tasks, cfg.cpus, cfg.mem, "true", cfg.timeout, image)
     scratch = Path(tempfile.mkdtemp(prefix="agora-throughput-", dir=cfg.work_dir))
     logs = out / "logs"
     singles: dict[str, dict] = {}
@@ -118,7 +122,13 @@ async def _phase(cfg, path, workload, work, logs, singles, progress) -> tuple[di
     progress.show(f"{path}: starting a master and {cfg.agents} agents", force=True)
     rows: list[dict] = []
     async with cluster(
-        work, logs, cfg.agents, cfg.agent_resources, batch=path == "batch", batch_zk=cfg.batch_zk
+        work,
+        logs,
+        cfg.agents,
+        cfg.agent_resources,
+        batch=path == "batch",
+        batch_zk=cfg.batch_zk,
+        isolation=cfg.isolation,
     ) as cl:
         await warm_up(cl, workload)
         if path == "batch" and cfg.single:

@@ -43,6 +43,17 @@ from agora.frameworks.sdk import (
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 
 READY_TIMEOUT = 60.0
+IMAGE = "agora-lab-busybox:1"  # what --isolation image runs the batch path's tasks from
+
+
+def _import_image(work: Path, agents: int) -> None:
+    """The lab's busybox image, built offline, imported into each agent's work dir."""
+    from agora.agent.images import ImageStore
+    from agora.experiments.busybox_image import build_image
+
+    layout, _ = build_image(work / "image")
+    for i in range(agents):
+        ImageStore(work / f"agent-{i}" / "images").import_layout(layout, IMAGE)
 
 
 @dataclass
@@ -131,11 +142,18 @@ async def wait_for_framework(master: str, name: str) -> None:
 
 @contextlib.asynccontextmanager
 async def cluster(
-    work: Path, logs: Path, agents: int, resources: str, batch: bool, batch_zk: bool = False
+    work: Path,
+    logs: Path,
+    agents: int,
+    resources: str,
+    batch: bool,
+    batch_zk: bool = False,
+    isolation: str = "",
 ) -> AsyncIterator[Cluster]:
     """A fresh master and `agents` real agents (and the batch daemon), stopped on the way out.
     `batch_zk`: the batch daemon is the leader of a pair on a ZooKeeper of its own (`agora batch
-    --zk`), its state in ZooKeeper."""
+    --zk`), its state in ZooKeeper. `isolation`: "namespaces" starts the agents with
+    --task-namespaces; "image" imports the lab's busybox image (IMAGE) into each agent."""
     logs.mkdir(parents=True, exist_ok=True)
     master = await start_master(MasterOptions(), logs)
     started = Cluster(master, [])
@@ -144,13 +162,20 @@ async def cluster(
             await asyncio.gather(
                 *(
                     start_real_agent(
-                        master.address, logs, work / f"agent-{i}", resources, f"agent-{i}"
+                        master.address,
+                        logs,
+                        work / f"agent-{i}",
+                        resources,
+                        f"agent-{i}",
+                        extra=["--task-namespaces"] if isolation == "namespaces" else None,
                     )
                     for i in range(agents)
                 )
             )
         )
         await wait_for_agents(master.address, agents)
+        if isolation == "image":
+            await asyncio.to_thread(_import_image, work, agents)
         if batch and batch_zk:
             from agora.common.zookeeper_server import ZooKeeperServer
 

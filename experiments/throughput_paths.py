@@ -50,6 +50,7 @@ class Workload:
     mem: float
     command: str
     timeout: float  # seconds a path may take before it is stopped and reported unfinished
+    image: str = ""  # the batch path's tasks run from this image (--isolation image)
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ def _window(cluster: Cluster, extra: list[Component]) -> CpuWindow:
 def _submit_argv(master: str, workload: Workload, instances: int) -> list[str]:
     return agora_command(
         "job", "submit", "--master", master, "--instances", str(instances),
-        "--cpus", f"{workload.cpus:g}", "--mem", f"{workload.mem:g}", "--", workload.command,
+        "--cpus", f"{workload.cpus:g}", "--mem", f"{workload.mem:g}",
+        *(["--image", workload.image] if workload.image else []), "--", workload.command,
     )  # fmt: skip
 
 

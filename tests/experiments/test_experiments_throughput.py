@@ -71,6 +71,20 @@ def test_every_path_runs_all_its_tasks_and_reports_them(tmp_path):
     assert len(rows) == 1 + 3 * TASKS + 3 * 2  # a row per task and per single task
 
 
+@pytest.mark.parametrize("isolation", ["namespaces", "image"])
+def test_the_batch_path_runs_its_tasks_isolated(tmp_path, isolation):
+    """--isolation: the same workload in namespaces of its own, or from an image built offline."""
+    out = tmp_path / isolation
+    run_experiment(
+        "throughput", "--paths", "batch", "--tasks", str(TASKS), "--single", "0",
+        "--isolation", isolation, "--out", str(out),
+    )  # fmt: skip
+    data = load_results(out, "throughput")
+    (run,) = [r for r in data["runs"] if r.get("path") == "batch"]
+    assert run["finished"] == TASKS
+    assert data["config"]["isolation"] == isolation
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
