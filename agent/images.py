@@ -12,6 +12,8 @@ which a tar loop of ours would get wrong) into
 
 An image is unpacked once; its tasks mount the same root filesystem read-only (each gets its
 own /tmp and sandbox), so a task from an image starts as fast as a plain one after the first.
+`agora agent image pull REFERENCE --name NAME` does the same through skopeo, from a registry
+(docker://busybox:latest) or any image transport skopeo knows (oci-archive:, docker-archive:).
 `agora agent image rm NAME` removes one (GC: the operator's call, as `docker image prune`).
 A task naming an image this agent does not have fails at once with that reason.
 """
@@ -100,6 +102,31 @@ class ImageStore:
             return False
         shutil.rmtree(where)
         return True
+
+    def pull(self, reference: str, name: str) -> dict:
+        """Copies the image at `reference` with skopeo (Debian's `skopeo`: registries and
+        every image transport, under /etc/containers/policy.json) into an OCI layout, then
+        imports it as `name`. `reference` is a skopeo one: docker://busybox:latest from a
+        registry, oci-archive:FILE, docker-archive:FILE (what `docker save` wrote)."""
+        skopeo = shutil.which("skopeo")
+        if skopeo is None:
+            raise ImageError("skopeo is not installed (apt-get install skopeo)")
+        if ":" not in reference:
+            raise ImageError(
+                f"{reference!r}: give a transport, e.g. docker://{reference} or "
+                f"oci-archive:{reference}"
+            )
+        self.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.root, prefix=".pull-") as scratch:
+            layout = Path(scratch) / "layout"
+            _run(
+                [skopeo, "copy", "--quiet", reference, f"oci:{layout}:pulled"],
+                f"pulling {reference}",
+            )
+            meta = self.import_layout(layout, name, "pulled")
+        meta["source"] = reference
+        (self.root / image_dir_name(name) / "meta.json").write_text(json.dumps(meta))
+        return meta
 
     def import_layout(self, source: Path, name: str, tag: str | None = None) -> dict:
         """Unpacks the OCI layout at `source` (a directory, or a tar of one) as `name`; `tag`:

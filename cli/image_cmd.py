@@ -32,11 +32,18 @@ def register_image(subparsers) -> None:
     imp.add_argument("source", type=Path, metavar="FILE", help="the layout or its tar archive")
     imp.add_argument("--name", required=True, help="what tasks call it, e.g. busybox:latest")
     imp.add_argument("--tag", default=None, help="the layout's tag to take (default: its only)")
+    pull = verbs.add_parser(
+        "pull",
+        help="copy an image with skopeo and import it: docker://busybox:latest from a "
+        "registry, oci-archive:FILE, docker-archive:FILE",
+    )
+    pull.add_argument("reference", metavar="REFERENCE", help="a skopeo image reference")
+    pull.add_argument("--name", required=True, help="what tasks call it, e.g. busybox:latest")
     listing = verbs.add_parser("list", help="the images this agent has")
     listing.add_argument("--json", action="store_true", help="one JSON array")
     remove = verbs.add_parser("rm", help="remove an image (running tasks keep their files)")
     remove.add_argument("name")
-    for verb in (imp, listing, remove):
+    for verb in (imp, pull, listing, remove):
         verb.add_argument(
             "--work-dir",
             type=Path,
@@ -45,7 +52,7 @@ def register_image(subparsers) -> None:
             help="the agent's --work-dir (default: ./agora-agent)",
         )
     image.set_defaults(func=run)
-    for verb in (imp, listing, remove):
+    for verb in (imp, pull, listing, remove):
         verb.set_defaults(func=run)
 
 
@@ -59,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
             meta = store.import_layout(args.source, args.name, args.tag)
             took = time.monotonic() - started
             print(f"image {meta['name']} imported from {args.source} ({took:.1f} s)")
+        elif args.image_action == "pull":
+            started = time.monotonic()
+            meta = store.pull(args.reference, args.name)
+            took = time.monotonic() - started
+            print(f"image {meta['name']} pulled from {args.reference} ({took:.1f} s)")
         elif args.image_action == "list":
             images = store.list()
             if args.json:

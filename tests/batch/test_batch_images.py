@@ -118,3 +118,26 @@ async def test_killing_a_job_from_an_image_leaves_nothing_running(cluster, image
     assert killed.code == 0, killed.err
     await cluster.wait_state(job_id, B.JOB_KILLED, timeout=60)
     await eventually_async(lambda: not sleepers("617"), timeout=30, message="nothing left")
+
+
+def test_images_are_pulled_with_skopeo_from_any_transport_it_knows(image, tmp_path):
+    """A registry is not reachable here: an OCI archive goes the same way through skopeo, and
+    an unreachable registry is one line saying so."""
+    layout, archive = image
+    work_dir = tmp_path / "agent"
+    pulled = agora(
+        "agent", "image", "pull", f"oci-archive:{archive}", "--name", "pulled:1",
+        "--work-dir", str(work_dir),
+    )  # fmt: skip
+    assert pulled.returncode == 0, pulled.stderr
+    listed = agora("agent", "image", "list", "--json", "--work-dir", str(work_dir))
+    (meta,) = json.loads(listed.stdout)
+    assert meta["name"] == "pulled:1" and meta["source"] == f"oci-archive:{archive}"
+    assert (work_dir / "images" / "pulled:1" / "rootfs" / "bin" / "busybox").exists()
+    failed = agora(
+        "agent", "image", "pull", "docker://127.0.0.1:1/nothing:1", "--name", "x",
+        "--work-dir", str(work_dir),
+    )  # fmt: skip
+    assert failed.returncode == 1
+    assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+    assert "pulling docker://127.0.0.1:1/nothing:1" in failed.stderr
