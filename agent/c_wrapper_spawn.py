@@ -42,6 +42,8 @@ def _native_argv(wrapper: str, run_dir: str, spec: LaunchSpec) -> list[str]:
     user = spec.user
     who = "-" if user is None else f"{user.uid}:{user.gid}:" + ",".join(map(str, user.groups))
     ns = [f"--ns={spec.namespaces}"] if spec.namespaces else []
+    if spec.rlimits:
+        ns.append(f"--rlimits={spec.rlimits}")
     return [wrapper, *ns, run_dir, spec.stdout, spec.stderr, spec.cwd, who,
             str(len(spec.cgroups)), *spec.cgroups, "--", *spec.argv]  # fmt: skip
 

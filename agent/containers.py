@@ -69,6 +69,7 @@ class Containers:
         user: TaskUser | None,
         disk_mb: float = 0.0,
         devices: list[str] | None = None,
+        rlimits: dict[str, int] | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """What the wrapper runs instead of `argv` with `env`: the runtime on a bundle written now.
         ContainerError when the image is missing or no runtime is installed."""
@@ -98,6 +99,7 @@ class Containers:
             # Relative: nested in the cgroups the runtime starts in, the task's.
             cgroups_path=f"container-{run_id}",
             devices=[_char_device(path) for path in devices or []],
+            rlimits={f"RLIMIT_{name.upper()}": value for name, value in (rlimits or {}).items()},
         )
         (bundle / "config.json").write_text(json.dumps(config))
         wrapped = [

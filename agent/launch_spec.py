@@ -41,6 +41,9 @@ class LaunchSpec(NamedTuple):
     # "TMP_BYTES:SANDBOXES_DIR": the command in namespaces of its own (agora agent
     # --task-namespaces; the C wrapper's --ns); "": a plain process.
     namespaces: str = ""
+    # "NAME:VALUE,...": resource limits the command starts under (TaskInfo.rlimits, clamped
+    # to the agent's own); "": the wrapper's.
+    rlimits: str = ""
 
     @classmethod
     def in_sandbox(
@@ -51,6 +54,7 @@ class LaunchSpec(NamedTuple):
         cgroups: list[str] | tuple[str, ...] = (),
         user: WrapperUser | None = None,
         namespaces: str = "",
+        rlimits: str = "",
     ) -> LaunchSpec:
         """The spec of a task run in `sandbox`, with its output in sandbox/stdout and stderr."""
         return cls(
@@ -62,6 +66,7 @@ class LaunchSpec(NamedTuple):
             tuple(cgroups),
             user,
             namespaces,
+            rlimits,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -78,8 +83,11 @@ class LaunchSpec(NamedTuple):
             if user is None
             else {"uid": user.uid, "gid": user.gid, "groups": list(user.groups)},
         }
-        if self.namespaces:  # only then: the form older wrappers and files know stays as it was
+        # Only when set: the form older wrappers and files know stays as it was.
+        if self.namespaces:
             wire["namespaces"] = self.namespaces
+        if self.rlimits:
+            wire["rlimits"] = self.rlimits
         return wire
 
     @classmethod
@@ -103,6 +111,7 @@ class LaunchSpec(NamedTuple):
                     int(user["uid"]), int(user["gid"]), tuple(int(g) for g in user["groups"])
                 ),
                 str(data.get("namespaces") or ""),
+                str(data.get("rlimits") or ""),
             )
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a launch spec: {e!r}") from None

@@ -66,6 +66,22 @@ def _as_user(user: WrapperUser | None) -> dict:
     return {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
 
 
+def _rlimits(text: str):
+    """A preexec_fn setting "NAME:VALUE,..." (TaskInfo.rlimits) as soft and hard limits."""
+    import resource
+
+    limits = []
+    for item in text.split(","):
+        name, _, value = item.partition(":")
+        limits.append((getattr(resource, f"RLIMIT_{name.upper()}"), int(value)))
+
+    def apply() -> None:
+        for which, value in limits:
+            resource.setrlimit(which, (value, value))
+
+    return apply
+
+
 def _launch(run_dir: Path, spec: LaunchSpec | None, spawner: int) -> int:
     if spec is None:
         spec = LaunchSpec.from_wire(json.loads((run_dir / "spec.json").read_text()))
@@ -100,6 +116,8 @@ def _launch(run_dir: Path, spec: LaunchSpec | None, spawner: int) -> int:
                     stderr=err,
                     close_fds=True,
                     process_group=0,
+                    # Only when asked: a preexec_fn makes Popen fork rather than vfork.
+                    preexec_fn=_rlimits(spec.rlimits) if spec.rlimits else None,
                     **_as_user(user),
                 )
             finally:

@@ -318,6 +318,7 @@ class TaskManager:
                     user,
                     _resources(run.task).scalar("disk"),
                     device_nodes(run.record.gpus),
+                    rlimit_values(run.task.rlimits),
                 )
             except (ContainerError, OSError) as e:
                 await self._empty_cgroups(run)
@@ -329,8 +330,15 @@ class TaskManager:
             disk = _resources(run.task).scalar("disk")
             tmp_bytes = int((disk if disk > 0 else DEFAULT_TMP_MB) * 1024 * 1024)
             namespaces = f"{tmp_bytes}:{self._work.sandboxes}"
+        rlimits = task_rlimits(run.task.rlimits)
         spec = LaunchSpec.in_sandbox(
-            argv, env, run.sandbox, run.record.cgroups, wrapper_user, namespaces
+            argv,
+            env,
+            run.sandbox,
+            run.record.cgroups,
+            wrapper_user,
+            namespaces,
+            "" if run.task.container.image else rlimits,
         )
         try:
             run.wrapper = await self._launcher.launch(run_dir, spec)
@@ -806,3 +814,23 @@ def _outcome(run: TaskRun, result) -> tuple[common_pb2.TaskState, str, str, int 
     elif run.record.kill_reason and state == common_pb2.TASK_KILLED:
         reason, message = run.record.kill_reason  # the master's, e.g. a drain's deadline
     return state, message, reason, exit_code
+
+
+def rlimit_values(asked) -> dict[str, int]:
+    """TaskInfo.rlimits, each at most the agent's own hard limit: a framework may lower them,
+    not raise them (the agent, as root, could)."""
+    import resource
+
+    out = {}
+    for name, value in sorted(asked.items()):
+        which = getattr(resource, f"RLIMIT_{name.upper()}", None)
+        if which is None:
+            continue  # the master refuses unknown names; an old one is ignored
+        hard = resource.getrlimit(which)[1]
+        out[name] = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    return out
+
+
+def task_rlimits(asked) -> str:
+    """The wrappers' form of `rlimit_values`: "NAME:VALUE,..." ("" for none)."""
+    return ",".join(f"{name}:{value}" for name, value in rlimit_values(asked).items())

@@ -5,8 +5,8 @@
  * It does what the Python wrapper does, without a forked Python process per task (about 3 ms
  * of CPU a task, most of it copy-on-write faults of the launcher's heap):
  *
- *   agora-task-wrapper [--ns=TMP_BYTES:HIDE] RUN_DIR STDOUT STDERR CWD USER NCGROUPS [CGROUP...]
- *                      -- ARGV...
+ *   agora-task-wrapper [--ns=TMP_BYTES:HIDE] [--rlimits=NAME:VALUE,...] RUN_DIR STDOUT STDERR
+ *                      CWD USER NCGROUPS [CGROUP...] -- ARGV...
  *     USER      "-" (the wrapper's own), or "UID:GID:G1,G2,..." (groups may be empty)
  *     fd 3      the task's environment, "NAME=VALUE" strings each ended by a NUL, then an
  *               empty one (a lone NUL) and EOF: a cut environment is refused, not run
@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <stdint.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -74,6 +75,8 @@ static volatile pid_t task_pgid;
  * and uts namespaces, with a private /tmp of TMP_BYTES, /proc of its own, and HIDE (the agent's
  * sandboxes directory) hidden but for its own sandbox. NULL: a plain process. */
 static const char *ns_spec;
+/* With --rlimits=NAME:VALUE,...: the command's resource limits (soft and hard), set last. */
+static const char *rlimit_spec;
 
 /* The agent that spawned us, and the task's cgroups (set in main). */
 static pid_t spawner;
@@ -363,6 +366,68 @@ static int exec_command(char **argv, char **envp) {
 /* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO [INDEX]". */
 static void ignore_signal(int signum) { (void)signum; }
 
+/* The kernel's seccomp and classic BPF ABI, spelled out here: musl's headers do not carry the
+ * kernel's (linux/filter.h, linux/seccomp.h, linux/audit.h), and these values are fixed ABI. */
+#if defined(__x86_64__)
+#define NATIVE_ARCH 0xC000003Eu /* AUDIT_ARCH_X86_64 */
+#elif defined(__aarch64__)
+#define NATIVE_ARCH 0xC00000B7u /* AUDIT_ARCH_AARCH64 */
+#endif
+struct bpf_insn {
+    uint16_t code;
+    uint8_t jt, jf;
+    uint32_t k;
+};
+struct bpf_prog {
+    unsigned short len;
+    struct bpf_insn *filter;
+};
+#define LOAD_WORD(offset) ((struct bpf_insn){0x20 /* LD|W|ABS */, 0, 0, (offset)})
+#define JUMP_IF(op, value, yes, no) ((struct bpf_insn){(uint16_t)(0x05 | (op)), (yes), (no), (value)})
+#define JEQ 0x10
+#define JGE 0x30
+#define RETURN(value) ((struct bpf_insn){0x06 /* RET|K */, 0, 0, (value)})
+#define SECCOMP_DATA_NR 0
+#define SECCOMP_DATA_ARCH 4
+#define RET_ALLOW 0x7fff0000u
+#define RET_EPERM (0x00050000u | EPERM) /* SECCOMP_RET_ERRNO */
+#define MODE_FILTER 2 /* SECCOMP_MODE_FILTER */
+
+/* A namespaced task's seccomp filter: the kernel's administration refused with EPERM (as
+ * agent/oci.py's profile does for a container), and with it mount, umount and pivot_root, so
+ * that a task running as root cannot lift the tmpfs that hides the other sandboxes; calls of
+ * another architecture (i386's int 0x80 on x86_64, x32) are refused too, so none of these goes
+ * round the list. 0, or an errno. */
+static int deny_syscalls(void) {
+#ifdef NATIVE_ARCH
+    static const int denied[] = {
+        __NR_acct, __NR_add_key, __NR_bpf, __NR_delete_module, __NR_finit_module,
+        __NR_init_module, __NR_kexec_file_load, __NR_kexec_load, __NR_keyctl, __NR_mount,
+        __NR_open_by_handle_at, __NR_perf_event_open, __NR_pivot_root, __NR_reboot,
+        __NR_request_key, __NR_setns, __NR_swapoff, __NR_swapon, __NR_syslog, __NR_umount2,
+        __NR_unshare, __NR_userfaultfd,
+    };
+    enum { N = sizeof denied / sizeof *denied };
+    struct bpf_insn filter[N + 7];
+    int i = 0;
+    filter[i++] = LOAD_WORD(SECCOMP_DATA_ARCH);
+    filter[i++] = JUMP_IF(JEQ, NATIVE_ARCH, 1, 0);
+    filter[i++] = RETURN(RET_EPERM);
+    filter[i++] = LOAD_WORD(SECCOMP_DATA_NR);
+#if defined(__x86_64__)
+    filter[i++] = JUMP_IF(JGE, 0x40000000u, N + 1, 0); /* x32's bit: another architecture */
+#else
+    filter[i++] = JUMP_IF(JEQ, 0xffffffffu, N + 1, 0); /* no such call: never taken */
+#endif
+    for (int k = 0; k < N; k++) filter[i++] = JUMP_IF(JEQ, (uint32_t)denied[k], N - k, 0);
+    filter[i++] = RETURN(RET_ALLOW);
+    filter[i++] = RETURN(RET_EPERM);
+    struct bpf_prog prog = {.len = (unsigned short)i, .filter = filter};
+    if (prctl(PR_SET_SECCOMP, MODE_FILTER, &prog) < 0) return errno;
+#endif
+    return 0;
+}
+
 /* mkdir -p of an absolute path (in a fresh tmpfs: as root, 0755, so the task may traverse). */
 static int make_path(const char *path) {
     char buf[4096];
@@ -474,6 +539,36 @@ static void enter_namespaces(int errfd, const char *cwd) {
     }
 }
 
+/* rlimit_spec's limits on this process (the command's, before its exec); 0 or an errno. */
+static int set_rlimits(void) {
+    static const struct {
+        const char *name;
+        int resource;
+    } names[] = {
+        {"as", RLIMIT_AS},         {"core", RLIMIT_CORE},       {"cpu", RLIMIT_CPU},
+        {"data", RLIMIT_DATA},     {"fsize", RLIMIT_FSIZE},     {"memlock", RLIMIT_MEMLOCK},
+        {"nofile", RLIMIT_NOFILE}, {"nproc", RLIMIT_NPROC},     {"stack", RLIMIT_STACK},
+    };
+    for (const char *p = rlimit_spec; p && *p;) {
+        const char *colon = strchr(p, ':');
+        if (!colon) return EINVAL;
+        size_t len = (size_t)(colon - p);
+        char *end;
+        unsigned long long value = strtoull(colon + 1, &end, 10);
+        int found = 0;
+        for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+            if (strlen(names[i].name) == len && strncmp(p, names[i].name, len) == 0) {
+                struct rlimit limit = {(rlim_t)value, (rlim_t)value};
+                if (setrlimit(names[i].resource, &limit) < 0) return errno;
+                found = 1;
+            }
+        }
+        if (!found) return EINVAL;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 static void start_task(int errfd, char **cgroups, int ncg, const char *user, const char *cwd,
                        const char *out_path, const char *err_path, char **argv, char **envp) {
     char msg[64];
@@ -549,6 +644,18 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
         dprintf(errfd, "exec %d", errno);
         _exit(127);
     }
+    int limited = set_rlimits();
+    if (limited) {
+        dprintf(errfd, "exec %d", limited);
+        _exit(127);
+    }
+    if (ns_spec) {
+        int refused = deny_syscalls(); /* last: the set-up above needed some of them */
+        if (refused) {
+            dprintf(errfd, "exec %d", refused);
+            _exit(127);
+        }
+    }
     /* Nothing else of the wrapper's stays open in the task (the error pipe closes on exec;
      * what was opened here is close-on-exec, which dup2 does not pass to 0, 1 and 2). */
     if (errfd > 3) close_fds(3, (unsigned)errfd - 1);
@@ -580,8 +687,9 @@ static char **read_environment(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && strncmp(argv[1], "--ns=", 5) == 0) {
-        ns_spec = argv[1] + 5;
+    while (argc > 1 && (strncmp(argv[1], "--ns=", 5) == 0 || strncmp(argv[1], "--rlimits=", 10) == 0)) {
+        if (argv[1][2] == 'n') ns_spec = argv[1] + 5;
+        else rlimit_spec = argv[1] + 10;
         argv[1] = argv[0];
         argv++;
         argc--;

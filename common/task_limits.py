@@ -15,7 +15,9 @@ __all__ = [
     "MAX_LABEL_VALUE_LENGTH",
     "MAX_TASKS_PER_ACCEPT",
     "MIN_TASK_CPUS",
+    "RLIMITS",
     "check_labels",
+    "check_rlimits",
     "check_task_size",
 ]
 
@@ -27,6 +29,20 @@ MAX_ENVIRONMENT_BYTES = 64 * 1024  # a task's environment variables, all told
 # The smallest cpus a task may ask for: less rounds to nothing in resource arithmetic, and
 # thousands of such tasks would fit on one agent for free (Mesos' minimum allocatable cpus).
 MIN_TASK_CPUS = 0.001
+
+
+# The resource limits a task may set lower (TaskInfo.rlimits): Unix's RLIMIT_<NAME>.
+RLIMITS = ("as", "core", "cpu", "data", "fsize", "memlock", "nofile", "nproc", "stack")
+
+
+def check_rlimits(rlimits: Mapping[str, int], where: str = "task") -> None:
+    """Known names only; LimitError naming the others."""
+    unknown = sorted(set(rlimits) - set(RLIMITS))
+    if unknown:
+        raise LimitError(
+            f"{where}: rlimits: unknown {', '.join(repr(n) for n in unknown)}; use "
+            f"{', '.join(RLIMITS)}"
+        )
 
 
 def check_labels(labels: Mapping[str, str]) -> None:
@@ -54,6 +70,7 @@ def check_task_size(task) -> None:
             f"{MAX_ENVIRONMENT_BYTES}"
         )
     check_labels(task.labels)
+    check_rlimits(task.rlimits, where)
     for r in task.resources:
         if r.name == "cpus" and 0 < r.scalar < MIN_TASK_CPUS:
             raise LimitError(

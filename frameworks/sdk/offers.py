@@ -51,6 +51,8 @@ class TaskSpec:
     # "busybox:latest"); "": a plain process on the agent's host. `network`: host or none.
     image: str = ""
     network: str = ""
+    # TaskInfo.rlimits: limits lower than the agent's, e.g. {"nofile": 1024, "core": 0}.
+    rlimits: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -95,6 +97,8 @@ class TaskSpec:
         if self.image:
             info.container.image = self.image
             info.container.network = self.network
+        if self.rlimits:
+            info.rlimits.update(self.rlimits)
         return info
 
 

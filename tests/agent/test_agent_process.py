@@ -393,3 +393,46 @@ async def test_a_task_in_namespaces_ends_as_its_command_did(master, agent_proces
     assert three.state == S.TASK_FAILED and three.exit_code == 3, three.message
     killed = await eventually_async(lambda: master.terminal("killed"), message="killed ends")
     assert killed.state == S.TASK_FAILED and "signal SIGKILL" in killed.message, killed.message
+
+
+async def test_a_root_task_in_namespaces_cannot_lift_what_hides_the_others(master, agent_process):
+    """Its seccomp filter refuses mount, umount, unshare and the kernel's administration, so
+    not even root inside can uncover the other sandboxes or leave its namespaces."""
+    agent_process.args += ["--task-namespaces"]
+    await agent_process.start()
+    await registered(master, 1)
+    probe = (
+        "umount /tmp 2>/dev/null && echo UNMOUNTED; "
+        "mount -t tmpfs x /mnt 2>/dev/null && echo MOUNTED; "
+        "unshare -m true 2>/dev/null && echo UNSHARED; id -u; echo done"
+    )
+    master.run_task(FW, shell_task("root", probe))
+    final = await eventually_async(lambda: master.terminal("root"), message="the probe ends")
+    assert final.state == S.TASK_FINISHED, final.message
+    out = (agent_process.work_dir / "sandboxes" / FW / "root" / "stdout").read_text()
+    assert out.split() == ["0", "done"], out
+
+
+async def test_a_task_runs_under_the_limits_its_framework_lowered(master, agent_process):
+    """TaskInfo.rlimits, set by the wrapper before the exec; never above the agent's own."""
+    await agent_process.start()
+    await registered(master, 1)
+    task = shell_task("limited", "ulimit -n; ulimit -c; ulimit -Hn")
+    task.rlimits.update({"nofile": 64, "core": 0})
+    master.run_task(FW, task)
+    final = await eventually_async(lambda: master.terminal("limited"), message="it ends")
+    assert final.state == S.TASK_FINISHED, final.message
+    out = (agent_process.work_dir / "sandboxes" / FW / "limited" / "stdout").read_text()
+    assert out.split() == ["64", "0", "64"], out
+
+
+def test_an_rlimit_above_the_agents_own_is_lowered_to_it():
+    import resource
+
+    from agora.agent.task_manager import rlimit_values, task_rlimits
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    asked = {"nofile": 10**12, "core": 0}
+    expected = 10**12 if hard == resource.RLIM_INFINITY else hard
+    assert rlimit_values(asked) == {"core": 0, "nofile": expected}
+    assert task_rlimits(asked) == f"core:0,nofile:{expected}"

@@ -68,6 +68,7 @@ BAD_TASKS = {
         "g",
         "whole",
     ),
+    "an unknown rlimit": ([task("rl1", rlimits={"bogus": 1})], "task rl1", "unknown 'bogus'"),
     "a bad image name": (
         [task("i", container=common_pb2.ContainerInfo(image="../etc"))],
         "i",

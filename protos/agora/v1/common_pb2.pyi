@@ -193,7 +193,7 @@ class HealthCheck(_message.Message):
     def __init__(self, http: _Optional[_Union[HttpCheck, _Mapping]] = ..., tcp: _Optional[_Union[TcpCheck, _Mapping]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., grace_period_seconds: _Optional[float] = ..., interval_seconds: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., max_consecutive_failures: _Optional[int] = ..., delay_seconds: _Optional[float] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "name", "agent_id", "resources", "command", "health_check", "kill_grace_period_seconds", "labels", "priority", "max_completion_seconds", "revocable", "container")
+    __slots__ = ("task_id", "name", "agent_id", "resources", "command", "health_check", "kill_grace_period_seconds", "labels", "priority", "max_completion_seconds", "revocable", "container", "rlimits")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +201,13 @@ class TaskInfo(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class RlimitsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -213,6 +220,7 @@ class TaskInfo(_message.Message):
     MAX_COMPLETION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REVOCABLE_FIELD_NUMBER: _ClassVar[int]
     CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    RLIMITS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     name: str
     agent_id: str
@@ -225,7 +233,8 @@ class TaskInfo(_message.Message):
     max_completion_seconds: float
     revocable: bool
     container: ContainerInfo
-    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., agent_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., health_check: _Optional[_Union[HealthCheck, _Mapping]] = ..., kill_grace_period_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., max_completion_seconds: _Optional[float] = ..., revocable: _Optional[bool] = ..., container: _Optional[_Union[ContainerInfo, _Mapping]] = ...) -> None: ...
+    rlimits: _containers.ScalarMap[str, int]
+    def __init__(self, task_id: _Optional[str] = ..., name: _Optional[str] = ..., agent_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., command: _Optional[_Union[CommandInfo, _Mapping]] = ..., health_check: _Optional[_Union[HealthCheck, _Mapping]] = ..., kill_grace_period_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., max_completion_seconds: _Optional[float] = ..., revocable: _Optional[bool] = ..., container: _Optional[_Union[ContainerInfo, _Mapping]] = ..., rlimits: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class ContainerInfo(_message.Message):
     __slots__ = ("image", "network")
