@@ -32,15 +32,21 @@ async def cluster(tmp_path, monkeypatch):
     await c.stop()
 
 
-async def test_a_job_from_an_image_sees_its_files_alone_and_no_agent_secret(cluster, image):
-    layout, archive = image
+async def import_image(cluster, source: Path) -> Path:
+    """`agora agent image import SOURCE --name agora-test` into the agent's work dir."""
     work_dir = cluster.agents[0].config.work_dir
     imported = await asyncio.to_thread(
         agora,
-        "agent", "image", "import", str(archive), "--name", "agora-test", "--work-dir",
+        "agent", "image", "import", str(source), "--name", "agora-test", "--work-dir",
         str(work_dir),
     )  # fmt: skip
     assert imported.returncode == 0, imported.stderr
+    return work_dir
+
+
+async def test_a_job_from_an_image_sees_its_files_alone_and_no_agent_secret(cluster, image):
+    layout, archive = image
+    work_dir = await import_image(cluster, archive)  # the tar of the layout
     listed = await asyncio.to_thread(
         agora, "agent", "image", "list", "--json", "--work-dir", str(work_dir)
     )
@@ -100,13 +106,7 @@ async def test_killing_a_job_from_an_image_leaves_nothing_running(cluster, image
     """The container's processes sit in a cgroup the runtime nests in the task's: a kill
     reaches them there (a pid namespace's init ignores the SIGTERM it does not handle)."""
     layout, archive = image
-    work_dir = cluster.agents[0].config.work_dir
-    imported = await asyncio.to_thread(
-        agora,
-        "agent", "image", "import", str(layout), "--name", "agora-test", "--work-dir",
-        str(work_dir),
-    )  # fmt: skip
-    assert imported.returncode == 0, imported.stderr
+    await import_image(cluster, layout)  # the layout's directory
     submitted = await cluster.cli(
         "job", "submit", "--image", "agora-test", "--json", "--", "sleep 617"
     )
