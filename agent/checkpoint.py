@@ -100,7 +100,9 @@ class WorkDir:
     """Paths and checkpoint files inside the agent's work dir."""
 
     def __init__(self, root: Path) -> None:
-        self.root = Path(root)
+        # Absolute: a task's wrapper and its container runtime resolve these paths from the
+        # sandbox or the bundle, not from the agent's working directory.
+        self.root = Path(root).absolute()
         self.meta = self.root / "meta"
         self.runs = self.meta / "runs"
         self.sandboxes = self.root / "sandboxes"

@@ -71,9 +71,14 @@ def detect_gpus(listed: str | None = None, dev: str = "/dev") -> list[str]:
 
 
 def visible_env(devices: Iterable[str]) -> dict[str, str]:
-    """What a task with these devices sees (a task without any sees none: "void")."""
+    """What a task with these devices sees (a task without any sees none: "void"); CUDA
+    numbers devices in nvidia-smi's (PCI) order only when asked to."""
     value = ",".join(devices)
-    return {"CUDA_VISIBLE_DEVICES": value, "NVIDIA_VISIBLE_DEVICES": value or "void"}
+    return {
+        "CUDA_VISIBLE_DEVICES": value,
+        "NVIDIA_VISIBLE_DEVICES": value or "void",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    }
 
 
 class GpuSet:

@@ -116,7 +116,7 @@ class ImageStore:
                 f"{reference!r}: give a transport, e.g. docker://{reference} or "
                 f"oci-archive:{reference}"
             )
-        self.root.mkdir(parents=True, exist_ok=True)
+        _make_private(self.root)
         with tempfile.TemporaryDirectory(dir=self.root, prefix=".pull-") as scratch:
             layout = Path(scratch) / "layout"
             _run(
@@ -132,7 +132,7 @@ class ImageStore:
         """Unpacks the OCI layout at `source` (a directory, or a tar of one) as `name`; `tag`:
         which of the layout's tags (default: its only one). Returns the image's meta."""
         dest = self.root / image_dir_name(name)
-        self.root.mkdir(parents=True, exist_ok=True)
+        _make_private(self.root)
         umoci = shutil.which("umoci")
         if umoci is None:
             raise ImageError("umoci is not installed (apt-get install umoci)")
@@ -165,6 +165,14 @@ class ImageStore:
                 os.rename(dest, old)
             os.rename(staged, dest)
         return meta
+
+
+def _make_private(root: Path) -> None:
+    """The images' directory is root's alone (0700): an image's files, setuid programs
+    included, are for its containers (the runtime, as root, reaches them), never for a task on
+    the host to run."""
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
 
 
 def _image_config(layout: Path, tag: str) -> tuple[dict, int]:

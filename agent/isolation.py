@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
@@ -314,6 +314,9 @@ class Isolator:
         named after the run; none (and a debug log) on failure."""
         if not self.enabled:
             return Lease()
+        if limits.pids_max is not None and not self.pids:
+            # No pids controller here (the agent says so at start): the other limits hold.
+            limits = replace(limits, pids_max=None)
         while (kept := self._take_kept(limits)) is not None:
             try:
                 for controller, path in zip(self._parents, kept.paths, strict=True):

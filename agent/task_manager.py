@@ -307,6 +307,19 @@ class TaskManager:
         if run.task.container.image:
             # From an image: the wrapper runs runc (as the agent: it makes namespaces and
             # mounts), the command runs inside as the task's user (agent/containers.py).
+            if not run.record.cgroups:
+                # The container's cgroup nests in the task's: without one, a kill of the
+                # runtime would leave the container running.
+                await self._empty_cgroups(run)
+                self._end(
+                    run,
+                    common_pb2.TASK_FAILED,
+                    "tasks from images need cgroups, which this agent cannot make",
+                    "REASON_CONTAINER_LAUNCH_FAILED",
+                )
+                return
+            if run.record.gpus:  # inside, its devices are the only ones: 0, 1, ...
+                env.update(visible_env(str(i) for i in range(len(run.record.gpus))))
             try:
                 argv, env = self._containers.wrap(
                     run_dir,

@@ -366,6 +366,15 @@ static int exec_command(char **argv, char **envp) {
 /* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO [INDEX]". */
 static void ignore_signal(int signum) { (void)signum; }
 
+/* The outer process and the init hold nothing of the wrapper's (its report pipe, its log) for
+ * the task's life: their standard streams go to /dev/null. */
+static void let_go_of_stdio(void) {
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0) return;
+    for (int fd = 0; fd < 3; fd++) dup2(null, fd);
+    if (null > 2) close(null);
+}
+
 /* The kernel's seccomp and classic BPF ABI, spelled out here: musl's headers do not carry the
  * kernel's (linux/filter.h, linux/seccomp.h, linux/audit.h), and these values are fixed ABI. */
 #if defined(__x86_64__)
@@ -406,6 +415,10 @@ static int deny_syscalls(void) {
         __NR_open_by_handle_at, __NR_perf_event_open, __NR_pivot_root, __NR_reboot,
         __NR_request_key, __NR_setns, __NR_swapoff, __NR_swapon, __NR_syslog, __NR_umount2,
         __NR_unshare, __NR_userfaultfd,
+        /* The new mount API (Linux 5.2, 5.12): the same numbers on x86_64 and arm64, spelled
+         * out because older C libraries do not name them. */
+        428 /* open_tree */, 429 /* move_mount */, 430 /* fsopen */, 431 /* fsconfig */,
+        432 /* fsmount */, 433 /* fspick */, 442 /* mount_setattr */,
     };
     enum { N = sizeof denied / sizeof *denied };
     struct bpf_insn filter[N + 7];
@@ -424,7 +437,29 @@ static int deny_syscalls(void) {
     filter[i++] = RETURN(RET_EPERM);
     struct bpf_prog prog = {.len = (unsigned short)i, .filter = filter};
     if (prctl(PR_SET_SECCOMP, MODE_FILTER, &prog) < 0) return errno;
+    return 0;
+#else
+    return ENOSYS; /* no filter for this architecture: the task does not run without one */
 #endif
+}
+
+/* Capabilities a root command keeps (Docker's default set); the others leave its bounding set,
+ * so after its exec root has none of them (no mount, module, raw I/O, ptrace, admin...). */
+static int drop_capabilities(void) {
+    static const int kept[] = {0 /* CHOWN */,  1 /* DAC_OVERRIDE */, 3 /* FOWNER */,
+                               4 /* FSETID */, 5 /* KILL */,         6 /* SETGID */,
+                               7 /* SETUID */, 8 /* SETPCAP */,      10 /* NET_BIND_SERVICE */,
+                               13 /* NET_RAW */, 18 /* SYS_CHROOT */, 27 /* MKNOD */,
+                               29 /* AUDIT_WRITE */, 31 /* SETFCAP */};
+    for (int cap = 0; cap < 64; cap++) {
+        int keep = 0;
+        for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) keep |= kept[i] == cap;
+        if (keep) continue;
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            if (errno == EINVAL) break; /* past the kernel's last capability */
+            return errno;
+        }
+    }
     return 0;
 }
 
@@ -449,12 +484,19 @@ static int set_up_mounts(const char *cwd, unsigned long long tmp_bytes, const ch
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) return errno;
     snprintf(options, sizeof options, "size=%llu,mode=1777", tmp_bytes);
     if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) < 0) return errno;
+    /* Shared memory of its own too, and no cgroup file system to move itself out of its
+     * limits with (root could write its pid into the root cgroup). */
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0) return errno;
+    if (access("/sys/fs/cgroup", F_OK) == 0 &&
+        mount("tmpfs", "/sys/fs/cgroup", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k") < 0)
+        return errno;
     size_t n = strlen(hide);
     int under_tmp = strncmp(hide, "/tmp/", 5) == 0 || strcmp(hide, "/tmp") == 0;
     if (!under_tmp && mount("tmpfs", hide, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
         return errno;
     /* Its own sandbox back where it was (the cwd still reaches the real one). */
-    if (strncmp(cwd, hide, n) == 0 || strncmp(cwd, "/tmp/", 5) == 0) {
+    int beneath = strncmp(cwd, hide, n) == 0 && (cwd[n] == '/' || cwd[n] == 0);
+    if (beneath || strncmp(cwd, "/tmp/", 5) == 0) {
         if (make_path(cwd) < 0) return errno;
         if (mount(".", cwd, NULL, MS_BIND | MS_REC, NULL) < 0) return errno;
         if (chdir(cwd) < 0) return errno;
@@ -473,12 +515,12 @@ static void enter_namespaces(int errfd, const char *cwd) {
     const char *hide = strchr(ns_spec, ':');
     hide = hide ? hide + 1 : "";
     if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS) < 0) {
-        dprintf(errfd, "exec %d", errno);
+        dprintf(errfd, "ns %d", errno);
         _exit(127);
     }
     int status_pipe[2];
     if (pipe2(status_pipe, O_CLOEXEC) < 0) {
-        dprintf(errfd, "exec %d", errno);
+        dprintf(errfd, "ns %d", errno);
         _exit(127);
     }
     /* Signals reach the whole group: this process and the init live through them (a handler,
@@ -489,12 +531,15 @@ static void enter_namespaces(int errfd, const char *cwd) {
         sigaction(forwarded[i], &quiet, NULL);
     pid_t init = fork();
     if (init < 0) {
-        dprintf(errfd, "exec %d", errno);
+        dprintf(errfd, "ns %d", errno);
         _exit(127);
     }
     if (init > 0) { /* outside: wait for the init, then end as the command did */
         close(errfd);
         close(status_pipe[1]);
+        let_go_of_stdio();
+        struct rlimit no_core = {0, 0}; /* mirroring a SIGSEGV leaves no root-owned core */
+        setrlimit(RLIMIT_CORE, &no_core);
         int status = 0, raw = 0;
         while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
         }
@@ -507,27 +552,35 @@ static void enter_namespaces(int errfd, const char *cwd) {
         }
         _exit(WEXITSTATUS(status));
     }
-    /* The init: pid 1 of the new namespaces. */
+    /* The init: pid 1 of the new namespaces, not to be traced or read by the command (root
+     * in the command could otherwise make it undo the mounts). */
     close(status_pipe[0]);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     int err = set_up_mounts(cwd, tmp_bytes, hide);
     if (err) {
-        dprintf(errfd, "exec %d", err);
+        dprintf(errfd, "ns %d", err);
         _exit(127);
     }
     sethostname("task", 4);
     pid_t command = fork();
     if (command < 0) {
-        dprintf(errfd, "exec %d", errno);
+        dprintf(errfd, "ns %d", errno);
         _exit(127);
     }
     if (command == 0) { /* the command's process: back to start_task */
         close(status_pipe[1]);
+        int dropped = drop_capabilities(); /* while still root: it takes CAP_SETPCAP */
+        if (dropped) {
+            dprintf(errfd, "ns %d", dropped);
+            _exit(127);
+        }
         struct sigaction dfl = {.sa_handler = SIG_DFL};
         for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
             sigaction(forwarded[i], &dfl, NULL);
         return;
     }
     close(errfd);
+    let_go_of_stdio();
     for (;;) { /* reap everything; end with the command */
         int status;
         pid_t gone = waitpid(-1, &status, 0);
@@ -555,6 +608,7 @@ static int set_rlimits(void) {
         size_t len = (size_t)(colon - p);
         char *end;
         unsigned long long value = strtoull(colon + 1, &end, 10);
+        if (end == colon + 1 || (*end && *end != ',')) return EINVAL;
         int found = 0;
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
             if (strlen(names[i].name) == len && strncmp(p, names[i].name, len) == 0) {
@@ -652,7 +706,7 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
     if (ns_spec) {
         int refused = deny_syscalls(); /* last: the set-up above needed some of them */
         if (refused) {
-            dprintf(errfd, "exec %d", refused);
+            dprintf(errfd, "ns %d", refused);
             _exit(127);
         }
     }
@@ -782,6 +836,10 @@ int main(int argc, char **argv) {
             snprintf(message, sizeof message,
                      "cannot put the task in its cgroup: [Errno %d] %s: '%s'", code,
                      strerror(code), cgroups[index]);
+        else if (strcmp(kind, "ns") == 0)
+            snprintf(message, sizeof message,
+                     "cannot set up the task's namespaces (--task-namespaces): %s",
+                     strerror(code));
         else
             snprintf(message, sizeof message, "cannot run '%s': %s", task_argv[0], what(code));
         fail(message);

@@ -50,7 +50,11 @@ def test_the_operator_lists_devices_or_they_are_found(tmp_path, monkeypatch):
 
 
 def test_a_task_without_gpus_on_a_gpu_agent_sees_none():
-    assert visible_env([]) == {"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}
+    assert visible_env([]) == {
+        "CUDA_VISIBLE_DEVICES": "",
+        "NVIDIA_VISIBLE_DEVICES": "void",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    }
     assert visible_env(["1"])["CUDA_VISIBLE_DEVICES"] == "1"
 
 

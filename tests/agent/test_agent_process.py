@@ -396,15 +396,18 @@ async def test_a_task_in_namespaces_ends_as_its_command_did(master, agent_proces
 
 
 async def test_a_root_task_in_namespaces_cannot_lift_what_hides_the_others(master, agent_process):
-    """Its seccomp filter refuses mount, umount, unshare and the kernel's administration, so
-    not even root inside can uncover the other sandboxes or leave its namespaces."""
+    """Its seccomp filter refuses mount, umount, unshare and the kernel's administration, its
+    capabilities are Docker's default set and the cgroup file system is hidden, so not even
+    root inside can uncover the other sandboxes, leave its namespaces or its limits."""
     agent_process.args += ["--task-namespaces"]
     await agent_process.start()
     await registered(master, 1)
     probe = (
         "umount /tmp 2>/dev/null && echo UNMOUNTED; "
         "mount -t tmpfs x /mnt 2>/dev/null && echo MOUNTED; "
-        "unshare -m true 2>/dev/null && echo UNSHARED; id -u; echo done"
+        "unshare -m true 2>/dev/null && echo UNSHARED; "
+        "echo $$ 2>/dev/null > /sys/fs/cgroup/cgroup.procs && echo ESCAPED; "
+        "grep -q 'CapEff:.*1fffff' /proc/self/status && echo ALLCAPS; id -u; echo done"
     )
     master.run_task(FW, shell_task("root", probe))
     final = await eventually_async(lambda: master.terminal("root"), message="the probe ends")
