@@ -47,9 +47,9 @@ def register_image(subparsers) -> None:
         verb.add_argument(
             "--work-dir",
             type=Path,
-            default=Path("agora-agent"),
+            required=True,
             metavar="DIR",
-            help="the agent's --work-dir (default: ./agora-agent)",
+            help="the agent's --work-dir (its default is ./agora-agent-PORT)",
         )
     image.set_defaults(func=run)
     for verb in (imp, pull, listing, remove):
