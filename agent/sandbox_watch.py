@@ -31,7 +31,6 @@ from pathlib import Path
 import structlog
 
 from agora.agent.usage import MB, disk_used
-from agora.common import ResourceError, Resources
 
 log = structlog.get_logger(__name__)
 
@@ -145,7 +144,7 @@ class SandboxWatch:
         """The tasks with a disk allocation, measured in one trip off the loop."""
         limited = []
         for run in self._tasks.active_runs():
-            if run.wrapper is not None and (disk_mb := _disk_mb(run)) > 0:
+            if run.wrapper is not None and (disk_mb := run.resources.scalar("disk")) > 0:
                 limited.append((run, disk_mb))
         if not limited:
             return
@@ -158,7 +157,7 @@ class SandboxWatch:
     async def check_once(self) -> None:
         runs = [r for r in self._tasks.active_runs() if r.wrapper is not None]
         for run in runs:
-            disk_mb = _disk_mb(run)
+            disk_mb = run.resources.scalar("disk")
             sandbox = run.sandbox
             # Off the loop: a sandbox may hold many files.
             used = await asyncio.to_thread(self._check_files, sandbox, disk_mb)
@@ -193,13 +192,6 @@ class SandboxWatch:
         for name in ("stdout", "stderr"):
             rotate(sandbox / name, self.max_log_bytes)
         return disk_used(sandbox) if disk_mb > 0 else 0
-
-
-def _disk_mb(run) -> float:
-    try:
-        return Resources.from_proto(run.task.resources).scalar("disk")
-    except ResourceError:
-        return 0.0
 
 
 def _remove_all(paths: list[Path]) -> None:

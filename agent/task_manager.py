@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import signal
 import time
 from collections import deque
@@ -77,6 +78,11 @@ class TaskRun:
     @property
     def key(self) -> tuple[str, str]:
         return self.record.framework_id, self.task.task_id
+
+    @functools.cached_property
+    def resources(self) -> Resources:
+        """The task's resources, parsed once (the launch and the sandbox watch read them)."""
+        return _resources(self.task)
 
     @property
     def sandbox(self) -> Path:
@@ -235,8 +241,9 @@ class TaskManager:
             framework_principal=framework_principal,
             framework_name=framework_name,
         )
+        resources = _resources(task)
         try:
-            record.gpus = self._gpus.take(record.run_id, _resources(task).scalar("gpus"))
+            record.gpus = self._gpus.take(record.run_id, resources.scalar("gpus"))
         except GpuError as e:
             self._refuse(framework_id, task.task_id, f"cannot start the task: {e}")
             return
@@ -246,7 +253,7 @@ class TaskManager:
             # whatever happens from here on.
             lease = self._isolator.prepare(
                 record.run_id,
-                task_limits(_resources(task), self._cpu_hard_limit, self._pids_max),
+                task_limits(resources, self._cpu_hard_limit, self._pids_max),
             )
             record.cgroups = lease.paths
             if lease.cpu_base is not None:
@@ -329,7 +336,7 @@ class TaskManager:
                     env,
                     run.sandbox,
                     user,
-                    _resources(run.task).scalar("disk"),
+                    run.resources.scalar("disk"),
                     device_nodes(run.record.gpus),
                     rlimit_values(run.task.rlimits),
                 )
@@ -340,7 +347,7 @@ class TaskManager:
             wrapper_user = None
         namespaces = ""
         if self._namespaces and not run.task.container.image:
-            disk = _resources(run.task).scalar("disk")
+            disk = run.resources.scalar("disk")
             tmp_bytes = int((disk if disk > 0 else DEFAULT_TMP_MB) * 1024 * 1024)
             namespaces = f"{tmp_bytes}:{self._work.sandboxes}"
         rlimits = task_rlimits(run.task.rlimits)

@@ -17,6 +17,7 @@ from agora.cli.options import (
     add_join_flags,
     port_number,
     restart_as_standby,
+    start_unless_stopped,
     warn_unnamed_address,
 )
 
@@ -180,23 +181,15 @@ async def _serve_in_set(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     loop.add_signal_handler(signal.SIGHUP, daemon.on_hangup)
-    starting = asyncio.ensure_future(
-        leadership.start(on_waiting=lambda m: print(m, file=sys.stderr, flush=True))
-    )
-    # Ctrl-C while ZooKeeper is unreachable stops the wait.
-    await asyncio.wait(
-        [starting, asyncio.ensure_future(stopping.wait())], return_when="FIRST_COMPLETED"
-    )
-    if not starting.done():
-        starting.cancel()
-        await asyncio.gather(starting, return_exceptions=True)
-        await leadership.stop()
-        return 0
+    starting = leadership.start(on_waiting=lambda m: print(m, file=sys.stderr, flush=True))
     try:
-        starting.result()
+        started = await start_unless_stopped(starting, stopping)
     except Exception as e:  # noqa: BLE001 - the port, ZooKeeper: one line, not a traceback
         await leadership.stop()
         raise CommandError(f"cannot start the {kind} daemon: {e}") from None
+    if not started:
+        await leadership.stop()
+        return 0
     print(f"{kind} standing by, listening on {leadership.address} ({zk})", flush=True)
     elected = asyncio.ensure_future(leadership.leading.wait())
     await asyncio.wait(

@@ -16,6 +16,7 @@ from agora.cli.options import (
     port_number,
     restart_as_standby,
     setup_logging,
+    start_unless_stopped,
 )
 
 
@@ -493,24 +494,16 @@ async def _serve_in_set(config, zk, args) -> int:
     def listening() -> None:
         print(f"master standing by, listening on {leadership.address} ({zk})", flush=True)
 
-    starting = asyncio.ensure_future(
-        leadership.start(
-            on_waiting=lambda m: print(m, file=sys.stderr, flush=True), on_listening=listening
-        )
+    starting = leadership.start(
+        on_waiting=lambda m: print(m, file=sys.stderr, flush=True), on_listening=listening
     )
-    # Ctrl-C while ZooKeeper is unreachable stops the wait.
-    await asyncio.wait(
-        [starting, asyncio.ensure_future(stopping.wait())], return_when="FIRST_COMPLETED"
-    )
-    if not starting.done():
-        starting.cancel()
-        await asyncio.gather(starting, return_exceptions=True)
-        await leadership.stop()
-        return 0
     try:
-        starting.result()
+        started = await start_unless_stopped(starting, stopping)  # Ctrl-C stops the wait
     except OSError as e:
         raise CommandError(f"cannot start: {e}") from None
+    if not started:
+        await leadership.stop()
+        return 0
     if config.credentials.secure:
         import structlog
 

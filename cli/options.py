@@ -281,3 +281,21 @@ def restart_as_standby(who: str, reason: str) -> None:
     finally:
         # exec failed (or flushing did): stop acting all the same; a supervisor restarts us.
         os._exit(75)
+
+
+async def start_unless_stopped(starting, stopping) -> bool:
+    """Waits for `starting` (a daemon of a set connecting to ZooKeeper, for ever while it is
+    unreachable) unless `stopping` (SIGTERM, Ctrl-C) is set first; then cancels it and returns
+    False. True once started; `starting`'s exception, if any, is raised."""
+    import asyncio
+
+    task = asyncio.ensure_future(starting)
+    stop = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait([task, stop], return_when="FIRST_COMPLETED")
+    if not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return False
+    stop.cancel()
+    task.result()
+    return True

@@ -37,8 +37,10 @@ __all__ = [
     "MasterInfo",
     "connect_leader_client",
     "find_leader",
+    "leader_to_name",
     "list_masters",
     "zk_client",
+    "znode_exists",
 ]
 
 ELECTION = "election"
@@ -133,6 +135,27 @@ def list_masters(zk: KazooClient, path: str) -> list[MasterInfo]:
             continue  # gone between the listing and the read
         out.append(replace(MasterInfo.decode(data), epoch=_sequence(name) + 1))
     return out
+
+
+def leader_to_name(members: list[MasterInfo], address: str, member_id: str) -> str:
+    """The leader a standby at `address` names to callers ("" when none is known). Pure.
+
+    Not the previous process on this very port, killed, whose znode has not expired yet:
+    naming it would send callers back here."""
+    first = members[0] if members else None
+    if first is None or (first.address == address and first.master_id != member_id):
+        return ""
+    return first.address
+
+
+def znode_exists(zk: KazooClient | None, node: str | None, timeout: float) -> bool:
+    """Blocking (a lease keeper's probe): whether `node` still exists, read after a sync so
+    that the answer comes through ZooKeeper's quorum leader (a follower cut off from the
+    quorum could otherwise answer from a stale view)."""
+    if zk is None or node is None:
+        return False
+    zk.sync_async(node)
+    return zk.exists_async(node).get(timeout=timeout) is not None
 
 
 def find_leader(zk: KazooClient, path: str) -> MasterInfo | None:

@@ -30,7 +30,14 @@ import structlog
 from kazoo.client import KazooClient, KazooState
 
 from agora.common import new_id
-from agora.common.election import ELECTION, Contender, connect_leader_client, list_masters
+from agora.common.election import (
+    ELECTION,
+    Contender,
+    connect_leader_client,
+    leader_to_name,
+    list_masters,
+    znode_exists,
+)
 from agora.common.fence import Fence
 from agora.common.lease import DURATION_SHARE, Lease, LeaseKeeper
 from agora.common.masters import MasterInfo, MasterSet
@@ -175,16 +182,7 @@ class Leadership:
         self._members = members
         if self._contender is not None and self._contender.leading:
             return  # elected: the standby names no one else
-        first = members[0] if members else None
-        if (
-            first is not None
-            and first.address == self.address
-            and first.master_id != self.master_id
-        ):
-            # The previous process on this very port, killed, whose znode has not expired yet:
-            # naming it would send callers back here. No leader is known.
-            first = None
-        self._leader = first.address if first is not None else ""
+        self._leader = leader_to_name(members, self.address, self.master_id)
 
     def _on_change(self, leading: bool, reason: str) -> None:
         if leading:
@@ -224,14 +222,9 @@ class Leadership:
         self._on_deposed(reason)
 
     def _probe(self, timeout: float) -> bool | None:
-        """Blocking (the lease keeper's thread): whether this master's election znode still
-        exists, read after a sync so that the answer comes through ZooKeeper's quorum leader (a
-        follower cut off from the quorum could otherwise answer from a stale view)."""
-        zk, node = self._zk, self._contender.node if self._contender is not None else None
-        if zk is None or node is None:
-            return False
-        zk.sync_async(node)
-        return zk.exists_async(node).get(timeout=timeout) is not None
+        """The lease keeper's thread: whether this master's election znode still exists."""
+        node = self._contender.node if self._contender is not None else None
+        return znode_exists(self._zk, node, timeout)
 
     # --- the event loop -------------------------------------------------------------------
 

@@ -32,7 +32,13 @@ from typing import TYPE_CHECKING
 import structlog
 
 from agora.common import new_id
-from agora.common.election import Contender, connect_leader_client, list_masters
+from agora.common.election import (
+    Contender,
+    connect_leader_client,
+    leader_to_name,
+    list_masters,
+    znode_exists,
+)
 from agora.common.fence import Fence
 from agora.common.lease import DURATION_SHARE, Lease, LeaseKeeper
 from agora.common.masters import MasterInfo, parse_masters
@@ -189,11 +195,7 @@ class DaemonLeadership:
             return
         if self._contender is not None and self._contender.leading:
             return
-        first = members[0] if members else None
-        mine = first is not None and first.address == self.address
-        if first is not None and mine and first.master_id != self.member_id:
-            first = None  # a killed predecessor on this very port, whose znode lingers
-        self._leader = first.address if first is not None else ""
+        self._leader = leader_to_name(members, self.address, self.member_id)
 
     def _on_change(self, leading: bool, reason: str) -> None:
         if leading:
@@ -210,13 +212,9 @@ class DaemonLeadership:
             self.fence.lose("ZooKeeper session lost")
 
     def _probe(self, timeout: float) -> bool | None:
-        """The lease keeper's thread: whether our election znode still exists, read after a
-        sync (through the quorum's leader)."""
-        zk, node = self._zk, self._contender.node if self._contender is not None else None
-        if zk is None or node is None:
-            return False
-        zk.sync_async(node)
-        return zk.exists_async(node).get(timeout=timeout) is not None
+        """The lease keeper's thread: whether our election znode still exists."""
+        node = self._contender.node if self._contender is not None else None
+        return znode_exists(self._zk, node, timeout)
 
     def _stepped_down(self, reason: str) -> None:
         # The fence is closed: the API answers nothing and the log takes no append.
