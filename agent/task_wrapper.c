@@ -476,8 +476,15 @@ static int make_path(const char *path) {
     return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* In the task's new mount namespace, as its pid 1: its /proc, a private /tmp, and the agent's
- * sandboxes hidden but for its own (the cwd, bound back at its path). 0, or an errno. */
+/* Whether `path` is `dir` or beneath it. */
+static int beneath(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0);
+}
+
+/* In the task's new mount namespace, as its pid 1: its /proc, a private /tmp and /dev/shm, and
+ * the agent's sandboxes hidden but for its own (the cwd, bound back at its path). A work dir
+ * under /tmp or /dev/shm is hidden by their fresh tmpfs already. 0, or an errno. */
 static int set_up_mounts(const char *cwd, unsigned long long tmp_bytes, const char *hide) {
     char options[64];
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return errno;
@@ -490,13 +497,11 @@ static int set_up_mounts(const char *cwd, unsigned long long tmp_bytes, const ch
     if (access("/sys/fs/cgroup", F_OK) == 0 &&
         mount("tmpfs", "/sys/fs/cgroup", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k") < 0)
         return errno;
-    size_t n = strlen(hide);
-    int under_tmp = strncmp(hide, "/tmp/", 5) == 0 || strcmp(hide, "/tmp") == 0;
-    if (!under_tmp && mount("tmpfs", hide, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+    int fresh = beneath(hide, "/tmp") || beneath(hide, "/dev/shm");
+    if (!fresh && mount("tmpfs", hide, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
         return errno;
     /* Its own sandbox back where it was (the cwd still reaches the real one). */
-    int beneath = strncmp(cwd, hide, n) == 0 && (cwd[n] == '/' || cwd[n] == 0);
-    if (beneath || strncmp(cwd, "/tmp/", 5) == 0) {
+    if (beneath(cwd, hide) || beneath(cwd, "/tmp") || beneath(cwd, "/dev/shm")) {
         if (make_path(cwd) < 0) return errno;
         if (mount(".", cwd, NULL, MS_BIND | MS_REC, NULL) < 0) return errno;
         if (chdir(cwd) < 0) return errno;

@@ -145,9 +145,12 @@ async def _phase(cfg, path, workload, work, logs, singles, progress) -> tuple[di
             result, path_rows = await readme_path(cl, workload, work, logs, progress)
         else:
             result, path_rows = await sdk_path(cl, workload, progress)
+    failed = result["ended"] - result["finished"]
     progress.done(
-        f"{path}: {result['ended']}/{cfg.tasks} tasks ended, {result['tasks_per_second']} "
-        f"tasks/s, launch -> RUNNING p50 {result['figures_ms']['launch_to_running']['p50']} ms"
+        f"{path}: {result['ended']}/{cfg.tasks} tasks ended"
+        + (f" ({failed} did not finish: see {logs})" if failed else "")
+        + f", {result['tasks_per_second']} tasks/s, launch -> RUNNING p50 "
+        f"{result['figures_ms']['launch_to_running']['p50']} ms"
     )
     return result, rows + path_rows
 
@@ -234,13 +237,21 @@ def _targets(results: Results, cfg: ThroughputConfig, singles: dict) -> None:
         ("readme", "README framework tasks/s"),
     ):
         run = _run(results.runs, "agora", path)
+        # Tasks that failed (a launch refused, a command not found) end quickly: their rate
+        # is no throughput, so a run where any did not finish measures nothing.
+        whole = run is not None and run["complete"]
         results.target(
             name,
-            run["tasks_per_second"] if run else None,
+            run["tasks_per_second"] if whole else None,
             TASKS_PER_SECOND,
             "tasks/s",
             at_most=False,
             measured_in=workload if run else "path not run (--paths)",
+            not_measured=(
+                f"only {run['finished']} of {run['tasks']} tasks finished (see the logs)"
+                if run and not whole
+                else ""
+            ),
         )
     for key, name in (("batch_api", "Batch API"), ("sdk", "SDK")):
         single = singles.get(key)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -341,12 +343,33 @@ async def test_a_fork_bomb_stops_at_the_tasks_pids_limit(master, agent_process):
     assert ended.state == S.TASK_KILLED
 
 
+def _work_dir_under(agent_process: AgentProcess, parent: str) -> Path:
+    """Moves the agent's work dir beneath `parent`; the caller removes what it returns."""
+    root = Path(tempfile.mkdtemp(prefix="agora-ns-", dir=parent))
+    at = agent_process.args.index("--work-dir") + 1
+    agent_process.work_dir = root / "agent"
+    agent_process.args[at] = str(agent_process.work_dir)
+    return root
+
+
+# Where the work dir lives decides how the others' sandboxes are hidden: beneath /tmp or
+# /dev/shm, the task's own fresh tmpfs there hides them; elsewhere a tmpfs over the sandboxes.
+@pytest.mark.parametrize("parent", ["/tmp", "/dev/shm", "/var/tmp"])
 async def test_tasks_in_namespaces_do_not_see_each_other_though_one_user_runs_both(
-    master, agent_process
+    master, agent_process, parent
 ):
     """Issue 35: two tasks of one Unix user. In namespaces of their own (--task-namespaces),
     neither reads the other's /proc/PID/environ, signals it, or lists its sandbox; each sees
     its own processes only and a private /tmp."""
+    root = _work_dir_under(agent_process, parent)
+    try:
+        await _tasks_do_not_see_each_other(master, agent_process)
+    finally:
+        agent_process.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _tasks_do_not_see_each_other(master, agent_process) -> None:
     agent_process.args += ["--task-namespaces"]
     await agent_process.start()
     reg = await registered(master, 1)

@@ -85,6 +85,25 @@ def test_the_batch_path_runs_its_tasks_isolated(tmp_path, isolation):
     assert data["config"]["isolation"] == isolation
 
 
+def test_a_run_whose_tasks_failed_measures_no_throughput(tmp_path):
+    """Failed tasks end fast: their rate must not pass for throughput (a namespaced agent once
+    failed every task and its run read as 373 tasks/s)."""
+    from agora.experiments.results import Results, target_line
+    from agora.experiments.throughput import ThroughputConfig, _targets
+
+    results = Results("throughput", tmp_path, {}, [])
+    for path, finished in (("batch", 200), ("readme", 3)):
+        results.add_run(
+            {"system": "agora", "path": path, "tasks": 200, "ended": 200, "finished": finished,
+             "complete": finished == 200, "tasks_per_second": 411.0, "cpu_ms_per_task": {}}
+        )  # fmt: skip
+    _targets(results, ThroughputConfig(tasks=200), {})
+    batch, readme = results.data["targets"][:2]
+    assert batch["figure"] == 411.0 and batch["met"]
+    assert readme["figure"] is None and readme["met"] is None
+    assert "only 3 of 200 tasks finished" in target_line(readme)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
