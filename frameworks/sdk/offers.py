@@ -4,7 +4,10 @@
 into the offers of one agent, taking reserved resources of the framework's role before
 unreserved ones and concrete ports from the offered ranges, and returns `TaskInfo`s whose
 resources are exactly what the master will check against the offers. `fit()` does the same over
-the offers of one OFFERS event, agent by agent. Everything here is pure: no I/O, no clock.
+the offers of one OFFERS event, agent by agent. Revocable offers (Offer.revocable, to a framework
+with the REVOCABLE_RESOURCES capability) are never packed with ordinary ones: the master refuses
+an Accept that mixes them, since a task on lent resources may be stopped at any time.
+Everything here is pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -116,7 +119,8 @@ class OfferPacker:
     """Packs tasks into the offers of one agent; what is left stays in `remaining`.
 
     Reserved resources of `role` are used before unreserved ones (they are offered to no one
-    else), ports are taken lowest first, and no port is ever given to two tasks.
+    else), ports are taken lowest first, and no port is ever given to two tasks. The offers
+    are all revocable or all ordinary (`revocable` says which): one Accept cannot mix them.
     """
 
     def __init__(self, offers: Offer | Sequence[Offer], role: str = UNRESERVED) -> None:
@@ -126,6 +130,12 @@ class OfferPacker:
         agents = {offer.agent_id for offer in self.offers}
         if len(agents) > 1:
             raise ValueError(f"offers of one launch must be on one agent, got {sorted(agents)}")
+        kinds = {offer.revocable for offer in self.offers}
+        if len(kinds) > 1:
+            raise ValueError(
+                "revocable and ordinary offers cannot be launched on together: pack them apart"
+            )
+        self.revocable = kinds.pop()
         self.agent_id = self.offers[0].agent_id
         self.role = role or UNRESERVED
         self.remaining = offer_resources(self.offers, self.role)
@@ -191,17 +201,25 @@ class OfferPacker:
 
 @dataclass
 class Placement:
-    """Tasks to launch on one agent, with the offers to launch them from."""
+    """Tasks to launch on one agent, with the offers to launch them from: all revocable or all
+    ordinary (an agent with both kinds has a placement of each)."""
 
     agent_id: str
     offers: list[Offer]
     tasks: list[TaskInfo]
     specs: list[TaskSpec]
 
+    @property
+    def revocable(self) -> bool:
+        """Launched on lent resources: its tasks may be stopped whenever their owner wants
+        them back (TASK_KILLED, REASON_PREEMPTED)."""
+        return any(offer.revocable for offer in self.offers)
+
 
 @dataclass
 class Fit:
-    """The outcome of `fit()`: launch the placements, decline `unused`, keep `unplaced`."""
+    """The outcome of `fit()`: launch the placements (in this order), decline `unused`, keep
+    `unplaced`."""
 
     placements: list[Placement]
     unused: list[Offer]
@@ -218,17 +236,25 @@ def fit(
 ) -> Fit:
     """Places as many specs as fit into the offers, in spec order.
 
-    Offers on the same agent are packed together (the master merges them in one launch). By
-    default each spec goes to the first agent with room (packing agents tightly); with
-    `spread=True` agents take turns, so tasks land on as many agents as possible.
-    `max_per_agent` caps the tasks placed on one agent in this call.
+    Offers on the same agent are packed together (the master merges them in one launch), the
+    revocable ones apart from the ordinary ones (the master launches on them apart), and
+    ordinary offers are tried first: a task goes on lent resources, where it may be stopped
+    at any time, only when no ordinary offer holds it. By default each spec goes to the first
+    agent with room (packing agents tightly); with `spread=True` agents take turns, so tasks
+    land on as many agents as possible. `max_per_agent` caps the tasks placed on one agent
+    (counting both kinds of offer there) in this call. The placements come revocable ones
+    first: launch them in that order (see the end of this function).
     """
     if max_per_agent is not None and max_per_agent < 1:
         raise ValueError("max_per_agent must be at least 1")
-    by_agent: dict[str, list[Offer]] = {}
+    groups: dict[tuple[bool, str], list[Offer]] = {}
     for offer in offers:
-        by_agent.setdefault(offer.agent_id, []).append(offer)
-    packers = [OfferPacker(group, role) for group in by_agent.values()]
+        groups.setdefault((offer.revocable, offer.agent_id), []).append(offer)
+    # Ordinary groups first (dicts keep insertion order; sorting on the flag alone is stable).
+    packers = [
+        OfferPacker(group, role) for _, group in sorted(groups.items(), key=lambda item: item[0][0])
+    ]
+    on_agent: dict[str, int] = {}
     placed_specs: dict[int, list[TaskSpec]] = {i: [] for i in range(len(packers))}
     unplaced: list[TaskSpec] = []
     start = 0
@@ -236,9 +262,10 @@ def fit(
         for step in range(len(packers)):
             index = (start + step) % len(packers)
             packer = packers[index]
-            if max_per_agent is not None and len(packer.tasks) >= max_per_agent:
+            if max_per_agent is not None and on_agent.get(packer.agent_id, 0) >= max_per_agent:
                 continue
             if packer.pack(spec) is not None:
+                on_agent[packer.agent_id] = on_agent.get(packer.agent_id, 0) + 1
                 placed_specs[index].append(spec)
                 if spread:
                     start = index + 1
@@ -254,4 +281,8 @@ def fit(
             )
         else:
             unused.extend(packer.offers)
+    # Launched in list order, lent room first: an ordinary launch on an agent makes the master
+    # rescind what it lends there (to lend again what is left), so a revocable placement
+    # launched after an ordinary one on the same agent would name a rescinded offer.
+    placements.sort(key=lambda p: not p.revocable)
     return Fit(placements, unused, unplaced)

@@ -140,3 +140,29 @@ def test_a_revocable_task_stays_revocable_across_a_master_restart(tmp_path):
     ops.accept([offer.offer_id], [task("ops-1", "cpus(ops):2;mem(ops):64")])
     [kill] = back.inbox.of("kill_task")
     assert kill.task_id == "spot-1" and kill.reason == REASON_PREEMPTED
+
+
+def test_the_sdks_fit_launches_on_lent_and_ordinary_offers_of_one_agent_apart():
+    """An SDK framework with REVOCABLE_RESOURCES given both kinds of offer on one agent: fit()
+    places the tasks in one launch per kind, each of which the master accepts (it refuses an
+    Accept mixing them): the ordinary room is filled first, the lent one launched on first
+    (an ordinary launch there would have the master rescind what it lent)."""
+    from agora.frameworks.sdk import TaskSpec, fit
+
+    h = CoreHarness()
+    agent = h.agent(AGENT)
+    lender = h.framework("spot", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    h.advance(0.1)
+    offers = lender.offers()
+    assert sorted(o.revocable for o in offers) == [False, True]  # 2 cpus each, one agent
+    specs = [TaskSpec(f"t{i}", cpus=1, mem=64, command="sleep 60") for i in range(3)]
+    result = fit(offers, specs)
+    assert [(p.revocable, len(p.tasks)) for p in result.placements] == [(True, 1), (False, 2)]
+    for placement in result.placements:
+        lender.accept([o.offer_id for o in placement.offers], placement.tasks)
+    runs = {r.task.task_id: r.task.revocable for r in agent.inbox.of("run_task")}
+    assert sorted(runs.values()) == [False, False, True]
+    # The master's books: 1 cpu lent (not an allocation), 2 allocated.
+    books = h.core.allocator._agents[agent.agent_id]
+    assert books.revocable[lender.framework_id].scalar("cpus") == 1
+    assert books.allocated[lender.framework_id].scalar("cpus") == 2

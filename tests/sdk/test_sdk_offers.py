@@ -138,6 +138,47 @@ def test_fit_packs_tightly_by_default():
     assert [o.offer_id for o in result.unused] == ["o2"]
 
 
+def lent(offer):
+    """The offer, marked revocable (as the master marks lent resources)."""
+    offer.revocable = True
+    return offer
+
+
+def test_fit_launches_on_revocable_offers_apart_and_on_ordinary_ones_first():
+    # agent-1 has an ordinary and a revocable offer; agent-2 only a revocable one. The master
+    # refuses an Accept mixing the two kinds, so each placement holds one kind only; ordinary
+    # room is used before lent room, where a task may be stopped at any time. The lent
+    # placements come first: an ordinary launch makes the master rescind what it lends there.
+    offers = [
+        lent(make_offer("lent-1", "agent-1", "cpus:2;mem:512")),
+        make_offer("mine-1", "agent-1", "cpus:1;mem:512"),
+        lent(make_offer("lent-2", "agent-2", "cpus:2;mem:512")),
+    ]
+    result = fit(offers, [spec(f"t{i}", cpus=1, mem=64) for i in range(4)])
+    launches = [([o.offer_id for o in p.offers], len(p.tasks), p.revocable)
+                for p in result.placements]  # fmt: skip
+    assert launches == [(["lent-1"], 2, True), (["lent-2"], 1, True), (["mine-1"], 1, False)]
+    assert result.unused == [] and result.unplaced == []
+    for placement in result.placements:
+        assert len({o.revocable for o in placement.offers}) == 1
+
+
+def test_fit_caps_tasks_per_agent_over_both_kinds_of_offer():
+    offers = [make_offer("mine", "agent-1", "cpus:1;mem:512"),
+              lent(make_offer("lent", "agent-1", "cpus:4;mem:512"))]  # fmt: skip
+    result = fit(offers, [spec(f"t{i}", cpus=0.5, mem=32) for i in range(5)], max_per_agent=3)
+    assert [(p.revocable, len(p.tasks)) for p in result.placements] == [(True, 1), (False, 2)]
+    assert len(result.unplaced) == 2
+
+
+def test_a_packer_refuses_to_mix_revocable_and_ordinary_offers():
+    offers = [make_offer("mine", "agent-1", "cpus:1;mem:512"),
+              lent(make_offer("lent", "agent-1", "cpus:1;mem:512"))]  # fmt: skip
+    with pytest.raises(ValueError, match="revocable and ordinary offers"):
+        OfferPacker(offers)
+    assert OfferPacker(offers[1:]).revocable and not OfferPacker(offers[:1]).revocable
+
+
 def test_offer_resources_filters_by_role():
     offer = make_offer("o1", "a", "cpus:1;cpus(x):2;cpus(y):4")
     assert offer_resources(offer, "x").scalar("cpus") == 3
@@ -167,7 +208,9 @@ def offers_strategy(draw):
             begin = base + i * 200 + draw(st.integers(0, 100))
             if draw(st.booleans()):
                 ranges[("ports", role)] = [(begin, begin + draw(st.integers(0, 8)))]
-        offers.append(make_offer(f"o{i}", agent, Resources(scalars, ranges)))
+        offer = make_offer(f"o{i}", agent, Resources(scalars, ranges))
+        offer.revocable = draw(st.booleans())
+        offers.append(offer)
     return offers
 
 
@@ -196,7 +239,11 @@ task_specs = st.lists(
 def test_fit_never_exceeds_the_offers_nor_reuses_a_port(offers, specs, role, cap, spread):
     result = fit(offers, specs, role=role, max_per_agent=cap, spread=spread)
     assert len(specs) == sum(len(p.specs) for p in result.placements) + len(result.unplaced)
+    per_agent: dict[str, int] = {}
     for placement in result.placements:
+        # One kind of offer per launch: the master refuses revocable mixed with ordinary.
+        assert len({o.revocable for o in placement.offers}) == 1
+        per_agent[placement.agent_id] = per_agent.get(placement.agent_id, 0) + len(placement.tasks)
         available = offer_resources(placement.offers, role)
         used = Resources()
         ports: list[int] = []
@@ -211,8 +258,8 @@ def test_fit_never_exceeds_the_offers_nor_reuses_a_port(offers, specs, role, cap
             ports.extend(task_ports)
         assert available.contains(used)
         assert len(ports) == len(set(ports))
-        if cap is not None:
-            assert len(placement.tasks) <= cap
+    if cap is not None:
+        assert all(count <= cap for count in per_agent.values())
     placed_offer_ids = {o.offer_id for p in result.placements for o in p.offers}
     assert placed_offer_ids.isdisjoint(o.offer_id for o in result.unused)
     assert placed_offer_ids | {o.offer_id for o in result.unused} == {o.offer_id for o in offers}
