@@ -212,7 +212,13 @@ def test_within_a_role_a_waiting_higher_priority_task_stops_a_lower_priority_one
 def test_reconciliation_after_a_failover_gives_the_same_answer(tmp_path):
     """Issue 34, item 4: a preempted task whose end the framework acknowledged is reconciled
     as TASK_KILLED with the preemption's message, by the master that preempted it and by a
-    new one over the same registry (tasks themselves are not stored: the preemption is)."""
+    new one over the same registry (tasks themselves are not stored: the preemption is).
+
+    The reason is REASON_RECONCILIATION, not REASON_PREEMPTED: as in Mesos, a reconciliation
+    answer says where it comes from (the master's records, not the agent), and a framework
+    that acted on the first TASK_KILLED must not take it for a second end. The why is in the
+    message, the same before and after the failover: it names the preemption and who needed
+    what."""
     from agora.v1 import scheduler_pb2
 
     h, agents, a, b = _cluster(state_dir=tmp_path)
@@ -235,10 +241,17 @@ def test_reconciliation_after_a_failover_gives_the_same_answer(tmp_path):
 
     before = reconciled(a)
     assert before.state == common_pb2.TASK_KILLED and before.message == kill.message
+    assert before.reason == "REASON_RECONCILIATION"
+    assert before.message.startswith("preempted: role b needs cpus:0.5;mem:64 (guarantee)")
 
     h2 = h.restart()  # the same registry: what a new leader reads
     a2 = h2.framework("a", role="a", subscribe=False)
     a2.subscribe(a.framework_id)
     after = reconciled(a2)
-    assert (after.state, after.message) == (before.state, before.message)
+    assert (after.state, after.reason, after.message) == (
+        before.state,
+        before.reason,
+        before.message,
+    )
+    assert after.agent_id == where
     assert [p.task_id for p in h2.core.preemptions.history] == [kill.task_id]
