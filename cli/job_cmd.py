@@ -78,8 +78,10 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
         help="submit the jobs of a file instead, which may wait for each other by name: "
         "jobs: [{name, command (a shell line) or args, instances, cpus, mem, disk, ports, "
         "retries, priority, gang, duration, time_limit, max_running, env, role, gpus, "
-        "constraints: [FIELD:OP[:VALUE]], revocable, owner, after: [NAME[:ok|any|notok]]}]; "
-        "checked whole (unknown names, cycles) before any is submitted",
+        "constraints: [FIELD:OP[:VALUE]], revocable, owner, begin, image, network, "
+        "kill_grace, instance_args: [...] or args_file (a path from the file's folder), "
+        "after: [NAME[:ok|any|notok]]}]; checked as a whole and stored all together: if "
+        "any job is refused, none is submitted",
     )
     submit.add_argument(
         "--after",
@@ -245,18 +247,17 @@ def _find_job(batch: BatchClient, ref: str):
 _GRAPH_JOB_FIELDS = {
     "name", "command", "args", "instances", "cpus", "mem", "disk", "ports", "retries",
     "priority", "gang", "duration", "env", "role", "after", "time_limit", "max_running",
-    "gpus", "constraints", "revocable", "owner",
+    "gpus", "constraints", "revocable", "owner", "args_file", "instance_args", "begin",
+    "image", "network", "kill_grace",
 }  # fmt: skip
 
 
-def _graph(path: Path) -> list[tuple[str, Any, list[str]]]:
-    """(name, JobSpec without its `after`, the after texts) of each job of a graph file, in
-    an order where each comes after the jobs of the file it waits for; CommandError saying
-    what to change otherwise."""
+def _graph(path: Path) -> list[Any]:
+    """The JobSpecs of a graph file, in its order, their `after` naming jobs as written (the
+    Batch API reads a name of the file as that job); CommandError saying what to change."""
     import yaml
 
-    from agora.frameworks.batch.dependencies import parse_after, submission_order
-    from agora.v1 import batch_pb2, common_pb2
+    from agora.frameworks.batch.dependencies import parse_after
 
     try:
         data = yaml.safe_load(path.read_text())
@@ -267,7 +268,7 @@ def _graph(path: Path) -> list[tuple[str, Any, list[str]]]:
     jobs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(jobs, list) or not jobs:
         raise CommandError(f"--file {path}: give a list of jobs: `jobs: [{{name: ..., ...}}]`")
-    specs: dict[str, tuple[Any, list[str]]] = {}
+    specs: dict[str, Any] = {}
     for i, job in enumerate(jobs):
         where = f"--file {path}: jobs[{i}]"
         if not isinstance(job, dict) or not isinstance(job.get("name"), str) or not job["name"]:
@@ -278,97 +279,114 @@ def _graph(path: Path) -> list[tuple[str, Any, list[str]]]:
             raise CommandError(f"{where} ({name}): unknown field(s) {', '.join(sorted(unknown))}")
         if name in specs:
             raise CommandError(f"{where}: two jobs are named {name!r}")
-        command, argv = job.get("command"), job.get("args")
-        if bool(command) == bool(argv):
-            raise CommandError(f"{where} ({name}): give command (a shell line) or args, one")
         after = job.get("after") or []
         if isinstance(after, str):
             after = [after]
         try:
-            for text in after:
-                parse_after(str(text))
-            task = batch_pb2.TaskTemplate(
-                command=common_pb2.CommandInfo(shell=command)
-                if command
-                else common_pb2.CommandInfo(argv=[str(a) for a in argv or []]),
-                cpus=float(job.get("cpus", 0.1)),
-                mem=float(job.get("mem", 32)),
-                disk=float(job.get("disk", 0)),
-                ports=int(job.get("ports", 0)),
-                env={str(k): str(v) for k, v in (job.get("env") or {}).items()},
-                role=str(job.get("role", "")),
-                gpus=float(job.get("gpus", 0)),
-            )
-            constraints = [
-                parse_constraint(text, f"{where} ({name}): constraint")
-                for text in job.get("constraints") or []
-            ]
-            spec = batch_pb2.JobSpec(
-                name=name,
-                instances=int(job.get("instances", 1)),
-                task=task,
-                max_retries=int(job.get("retries", 0)),
-                priority=int(job.get("priority", 0)),
-                gang=bool(job.get("gang", False)),
-                duration_seconds=float(job.get("duration", 0)),
-                time_limit_seconds=duration(str(job.get("time_limit", 0))),
-                max_running=int(job.get("max_running", 0)),
-                constraints=constraints,
-                revocable=bool(job.get("revocable", False)),
-                owner=str(job.get("owner", "")),
-            )
+            spec = _graph_job(job, path, f"{where} ({name})")
+            spec.after.extend(parse_after(str(text)) for text in after)
         except (TypeError, ValueError, AttributeError, argparse.ArgumentTypeError) as e:
             raise CommandError(f"{where} ({name}): {e}") from None
-        specs[name] = (spec, [str(a) for a in after])
-    within = {
-        name: [text.rsplit(":", 1)[0] if ":" in text else text for text in after]
-        for name, (_, after) in specs.items()
-    }
+        specs[name] = spec
+    return list(specs.values())
+
+
+def _graph_job(job: dict, path: Path, where: str) -> Any:
+    """One job of a graph file as a JobSpec (without its `after`); the fields mean what the
+    flags of `agora job submit` of the same names mean."""
+    from agora.cli.job_spec import begin_time
+    from agora.v1 import batch_pb2, common_pb2
+
+    command, argv = job.get("command"), job.get("args")
+    if bool(command) == bool(argv):
+        raise CommandError(f"{where}: give command (a shell line) or args, one")
+    instance_args = _graph_instance_args(job, path, where)
+    instances = job.get("instances")
+    instances = int(instances) if instances is not None else len(instance_args) or 1
+    task = batch_pb2.TaskTemplate(
+        command=common_pb2.CommandInfo(shell=command)
+        if command
+        else common_pb2.CommandInfo(argv=[str(a) for a in argv or []]),
+        cpus=float(job.get("cpus", 0.1)),
+        mem=float(job.get("mem", 32)),
+        disk=float(job.get("disk", 0)),
+        ports=int(job.get("ports", 0)),
+        env={str(k): str(v) for k, v in (job.get("env") or {}).items()},
+        role=str(job.get("role", "")),
+        gpus=float(job.get("gpus", 0)),
+        kill_grace_period_seconds=duration(str(job.get("kill_grace", 0))),
+    )
+    image, network = str(job.get("image", "")), str(job.get("network", ""))
+    if network and not image:
+        raise CommandError(f"{where}: network applies to a job with an image")
+    if network not in ("", "host", "none"):
+        raise CommandError(f"{where}: network is host or none, not {network!r}")
+    if image:
+        task.container.image = image
+        task.container.network = network
+    begin = job.get("begin")
+    return batch_pb2.JobSpec(
+        name=job["name"],
+        instances=instances,
+        task=task,
+        max_retries=int(job.get("retries", 0)),
+        priority=int(job.get("priority", 0)),
+        gang=bool(job.get("gang", False)),
+        duration_seconds=float(job.get("duration", 0)),
+        time_limit_seconds=duration(str(job.get("time_limit", 0))),
+        max_running=int(job.get("max_running", 0)),
+        begin_at=begin_time(str(begin)) if begin not in (None, "", 0) else 0.0,
+        instance_args=instance_args,
+        constraints=[
+            parse_constraint(text, f"{where}: constraint") for text in job.get("constraints") or []
+        ],
+        revocable=bool(job.get("revocable", False)),
+        owner=str(job.get("owner", "")),
+    )
+
+
+def _graph_instance_args(job: dict, path: Path, where: str) -> list[str]:
+    """A graph job's per-instance arguments: `instance_args` (a list, one per instance) or
+    `args_file` (one line per instance, blank lines skipped; relative to the graph file)."""
+    if "instance_args" in job and "args_file" in job:
+        raise CommandError(f"{where}: give instance_args or args_file, not both")
+    if "instance_args" in job:
+        given = job["instance_args"]
+        if not isinstance(given, list) or not given:
+            raise CommandError(f"{where}: instance_args is a list, one entry per instance")
+        return [str(a) for a in given]
+    if "args_file" not in job:
+        return []
+    file = path.parent / str(job["args_file"])
     try:
-        order = submission_order(within)
-    except ValueError as e:
-        raise CommandError(f"--file {path}: {e}") from None
-    return [(name, specs[name][0], specs[name][1]) for name in order]
+        lines = [line.strip() for line in file.read_text().splitlines() if line.strip()]
+    except OSError as e:
+        raise CommandError(f"{where}: args_file {file}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise CommandError(f"{where}: args_file {file}: not UTF-8 text") from None
+    if not lines:
+        raise CommandError(f"{where}: args_file {file}: no lines: give one per instance")
+    return lines
 
 
 def _submit_graph(args: argparse.Namespace) -> int:
-    """Submits a graph file's jobs, each after those it waits for, naming them by the ids
-    just given (a job elsewhere may still be named: its latest job)."""
-    from agora.frameworks.batch.dependencies import parse_after
+    """Submits a graph file's jobs in one call (SubmitJobs): checked as a whole and stored all
+    together, so a refusal of any leaves none submitted."""
     from agora.v1 import batch_pb2
 
     if args.argv or args.wait or args.after:
         raise CommandError("--file takes its jobs from the file: no command, --after or --wait")
-    graph = _graph(args.file)
-    submitted: dict[str, str] = {}  # name -> job id
+    specs = _graph(args.file)
     with BatchClient(args.master, credentials_from(args), args.batch) as batch:
-        # Jobs named outside the file must exist now: refused before any is submitted.
-        inside = {name for name, _, _ in graph}
-        outside = {parse_after(text).job for _, _, after in graph for text in after} - inside
-        if outside:
-            known = batch.call("ListJobs", batch_pb2.ListJobsRequest()).jobs
-            names = {j.spec.name for j in known} | {j.job_id for j in known}
-            missing = sorted(outside - names)
-            if missing:
-                raise CommandError(
-                    f"--file {args.file}: no job has the id or name {', '.join(missing)} (in "
-                    "the file or submitted before); nothing was submitted"
-                )
-        for name, spec, after in graph:
-            for text in after:
-                dependency = parse_after(text)
-                dependency.job = submitted.get(dependency.job, dependency.job)
-                spec.after.append(dependency)
-            try:
-                reply = batch.call("SubmitJob", batch_pb2.SubmitJobRequest(spec=spec))
-            except CommandError as e:
-                done = ", ".join(f"{n} {j}" for n, j in submitted.items()) or "none"
-                raise CommandError(f"{name}: {e} (submitted before it: {done})") from None
-            submitted[name] = reply.job_id
-            if not args.json:
-                print(f"{name} {reply.job_id} {batch_pb2.JobState.Name(reply.job.state)}")
+        try:
+            reply = batch.call("SubmitJobs", batch_pb2.SubmitJobsRequest(specs=specs))
+        except CommandError as e:  # a refusal says that no job of the file was submitted
+            raise CommandError(f"--file {args.file}: {e}") from None
     if args.json:
-        print_json([{"name": n, "job_id": j} for n, j in submitted.items()])
+        print_json([{"name": j.spec.name, "job_id": j.job_id} for j in reply.jobs])
+    else:
+        for job in reply.jobs:
+            print(f"{job.spec.name} {job.job_id} {batch_pb2.JobState.Name(job.state)}")
     return 0
 
 

@@ -77,6 +77,14 @@ class BatchClient:
 
         return (await self.stub.SubmitJob(batch_pb2.SubmitJobRequest(spec=spec))).job
 
+    async def submit_graph(self, specs):
+        """SubmitJobs: the jobs (JobSpecs naming each other by name in `after`) stored all
+        together or none; the jobs as stored (each after those it waits for), without their
+        instances."""
+        from agora.v1 import batch_pb2
+
+        return list((await self.stub.SubmitJobs(batch_pb2.SubmitJobsRequest(specs=specs))).jobs)
+
     async def get(self, job_id: str):
         from agora.v1 import batch_pb2
 

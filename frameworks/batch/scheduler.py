@@ -228,52 +228,82 @@ class BatchScheduler(Framework):
         `note` is added to its waiting message (e.g. why a gang cannot fit today); `job_id`
         is given by a caller that records it in the same commit (a schedule's run). Raises
         StoreUnavailable, having changed nothing, if the job cannot be written."""
+        return self.submit_all([spec], notes=[note], job_ids=[job_id], graph=False)[0]
+
+    def submit_all(
+        self,
+        specs: Sequence[batch_pb2.JobSpec],
+        notes: Sequence[str] = (),
+        job_ids: Sequence[str | None] = (),
+        graph: bool = True,
+    ) -> list[batch_pb2.Job]:
+        """Stores new jobs (specs already validated) in one commit, all or none, and asks for
+        offers. The specs come in an order where each follows the jobs of the list it waits
+        for: an `after` naming one of them by its name means that job, as the latest of its
+        name. Raises DependencyError (naming the job, of a `graph`) or StoreUnavailable,
+        having changed nothing."""
         now = self.clock()
-        self._sequence += 1
-        spec_copy = batch_pb2.JobSpec()
-        spec_copy.CopyFrom(spec)
-        spec_copy.name = spec.name or "job"
-        try:
+        known: dict[str, batch_pb2.Job] = self.jobs
+        built: list[batch_pb2.Job] = []
+        sequence = self._sequence
+        for n, spec in enumerate(specs):
+            sequence += 1
+            spec_copy = batch_pb2.JobSpec()
+            spec_copy.CopyFrom(spec)
+            spec_copy.name = spec.name or "job"
             # Names become ids: the job waits for the jobs they named now, across restarts.
-            after, pending = deps.resolve(spec.after, self.jobs)
-        except deps.DependencyError:
-            self._sequence -= 1
-            raise
-        del spec_copy.after[:]
-        spec_copy.after.extend(after)
-        job = st.new_job(job_id or new_id("job"), spec_copy, self._sequence, now)
-        if pending:
-            job.waiting_for.extend(job_id for job_id, _ in pending)
-            st.refresh(job, now)
-            job.message = deps.waiting_message(job)
-        elif spec.begin_at > now:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(spec.begin_at))
-            job.message = f"waiting for its begin time, {when}"
-        if note:
-            self._notes[job.job_id] = note
-            job.message = f"{job.message}; {note}"
-        self.store.put_job(job)
+            try:
+                after, pending = deps.resolve(spec.after, known)
+            except deps.DependencyError as e:
+                if not graph:
+                    raise
+                raise type(e)(f"job {spec_copy.name!r}: {e}") from None
+            del spec_copy.after[:]
+            spec_copy.after.extend(after)
+            job_id = job_ids[n] if n < len(job_ids) else None
+            job = st.new_job(job_id or new_id("job"), spec_copy, sequence, now)
+            if pending:
+                job.waiting_for.extend(job_id for job_id, _ in pending)
+                st.refresh(job, now)
+                job.message = deps.waiting_message(job)
+            elif spec.begin_at > now:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(spec.begin_at))
+                job.message = f"waiting for its begin time, {when}"
+            note = notes[n] if n < len(notes) else ""
+            if note:
+                job.message = f"{job.message}; {note}"
+            built.append(job)
+            if len(specs) > 1:  # the graph's later jobs may name this one
+                known = known if known is not self.jobs else dict(self.jobs)
+                known[job.job_id] = job
+        for job in built:
+            self.store.put_job(job)
         try:
-            self.commit()  # stored before the caller hears of it
+            self.commit()  # stored before the caller hears of them: all, or none
         except BaseException:
-            self.store.discard(job.job_id)
-            self._notes.pop(job.job_id, None)
-            self._sequence -= 1
+            for job in built:
+                self.store.discard(job.job_id)
             raise
-        self.jobs[job.job_id] = job
-        self._track(job)
+        self._sequence = sequence
+        for n, job in enumerate(built):
+            note = notes[n] if n < len(notes) else ""
+            if note:
+                self._notes[job.job_id] = note
+            self.jobs[job.job_id] = job
+            self._track(job)
+            spec = job.spec
+            self._log.info(
+                "job submitted",
+                job_id=job.job_id,
+                name=spec.name,
+                instances=spec.instances,
+                needs=describe_needs(spec),
+                gang=spec.gang,
+            )
+            self._publish(job, description=f"submitted ({spec.instances} instances)")
         self.forget_old_jobs()
-        self._log.info(
-            "job submitted",
-            job_id=job.job_id,
-            name=spec_copy.name,
-            instances=spec.instances,
-            needs=describe_needs(spec),
-            gang=spec.gang,
-        )
-        self._publish(job, description=f"submitted ({spec.instances} instances)")
         self._want_offers()
-        return job
+        return built
 
     def get(self, job_id: str) -> batch_pb2.Job:
         job = self.jobs.get(job_id)

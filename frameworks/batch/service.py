@@ -41,6 +41,10 @@ OPERATOR_TIMEOUT = 5.0
 # master cannot be asked, and spares every submission a round trip to the master.
 AGENT_SIZES_SECONDS = 2.0
 MAX_OWNER_WEIGHT = 1_000_000.0
+# A graph of jobs (SubmitJobs) is stored in one commit: bounded so that one call cannot hold
+# the daemon's loop for long.
+MAX_GRAPH_JOBS = 1_000
+MAX_GRAPH_INSTANCES = 100_000
 
 
 class BatchService(batch_pb2_grpc.BatchServicer):
@@ -60,24 +64,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
 
     async def SubmitJob(self, request: batch_pb2.SubmitJobRequest, context):
         spec = request.spec
-        probe = await self._checked(spec, context)
-        role = spec.task.role or self.scheduler.role
-        totals, kept = await self._agent_totals()
-        too_big = self._too_big(spec, probe, totals, role)
-        if too_big and kept:  # refused only on a fresh answer: an agent may have joined
-            totals, _ = await self._agent_totals(fresh=True)
-            too_big = self._too_big(spec, probe, totals, role)
-        if too_big:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, too_big)
-        note = ""
-        if spec.gang and totals:
-            # Accepted (agents may be added), but say so now rather than wait in silence.
-            fits = capacity(totals, probe, role, limit=spec.instances)
-            if fits < spec.instances:
-                note = (
-                    f"the {len(totals)} agent(s) registered now could hold at most {fits} "
-                    f"of its {spec.instances} instances at once, even when idle"
-                )
+        note = await self._admitted(spec, context)
         try:
             job = self.scheduler.submit(spec, note=note)
         except StoreUnavailable as e:
@@ -88,16 +75,70 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=self.scheduler.explain(job))
 
-    async def _checked(self, spec: batch_pb2.JobSpec, context):
+    async def SubmitJobs(self, request: batch_pb2.SubmitJobsRequest, context):
+        """A graph of jobs: each checked as SubmitJob checks it, then all stored in one
+        commit, so a refusal of any leaves none submitted."""
+        specs = list(request.specs)
+        context = _Suffixed(context, "; no job of the graph was submitted")
+        problem = graph_problem(specs)
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        order = deps.submission_order(
+            {spec.name: [d.job for d in spec.after] for spec in specs}
+        )  # graph_problem found no cycle
+        notes = {}
+        for i, spec in enumerate(specs):
+            notes[spec.name] = await self._admitted(spec, context, where=_where(i, spec))
+        by_name = {spec.name: spec for spec in specs}
+        try:
+            jobs = self.scheduler.submit_all(
+                [by_name[name] for name in order], notes=[notes[name] for name in order]
+            )
+        except StoreUnavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        except deps.DependencyUnmet as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except deps.DependencyError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        return batch_pb2.SubmitJobsResponse(
+            jobs=[st.without_instances(self.scheduler.explain(job)) for job in jobs]
+        )
+
+    async def _admitted(self, spec: batch_pb2.JobSpec, context, where: str = "") -> str:
+        """Checks a job to be submitted (the caller may, it is well formed, the master would
+        launch its tasks, an agent could hold an instance), aborting with the status that
+        says otherwise (prefixed with `where`, which job of a graph); what to add to its
+        waiting message."""
+        probe = await self._checked(spec, context, where)
+        role = spec.task.role or self.scheduler.role
+        totals, kept = await self._agent_totals()
+        too_big = self._too_big(spec, probe, totals, role)
+        if too_big and kept:  # refused only on a fresh answer: an agent may have joined
+            totals, _ = await self._agent_totals(fresh=True)
+            too_big = self._too_big(spec, probe, totals, role)
+        if too_big:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, where + too_big)
+        if spec.gang and totals:
+            # Accepted (agents may be added), but say so now rather than wait in silence.
+            fits = capacity(totals, probe, role, limit=spec.instances)
+            if fits < spec.instances:
+                return (
+                    f"the {len(totals)} agent(s) registered now could hold at most {fits} "
+                    f"of its {spec.instances} instances at once, even when idle"
+                )
+        return ""
+
+    async def _checked(self, spec: batch_pb2.JobSpec, context, where: str = ""):
         """The caller may submit the job, and it is well formed (its owner stamped on it); the
-        task spec of its first instance. Aborts with the status that says otherwise."""
+        task spec of its first instance. Aborts with the status that says otherwise, its
+        message prefixed with `where`."""
         principal = caller_principal(context)
         role = spec.task.role or self.scheduler.role
         decision = self.authorize(principal, Action.SUBMIT_JOB, role)
         if not decision.allowed:
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                refusal_message(principal, Action.SUBMIT_JOB, role, decision),
+                where + refusal_message(principal, Action.SUBMIT_JOB, role, decision),
             )
         stamp_owner(spec.labels, principal)
         # Fair share is between principals; without TLS (anonymous) a caller may say whose.
@@ -107,7 +148,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             self._check_master_limits(spec)
             return self.scheduler.task_spec(_probe(spec), 0, number=1)
         except (SpecError, ValueError) as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{where}{e}")
 
     def _check_master_limits(self, spec: batch_pb2.JobSpec) -> None:
         """The job's tasks within the limits the master checks at launch (task_limits.py), so
@@ -433,6 +474,57 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}; `agora job list` shows the jobs"
             )
         raise AssertionError("unreachable: context.abort raises")
+
+
+def graph_problem(specs: list[batch_pb2.JobSpec]) -> str:
+    """What makes a graph of jobs (SubmitJobs) not one as a whole, or "": none or too many
+    jobs or instances, a job without a name or two of one name, a cycle. Each job is then
+    checked as SubmitJob checks it."""
+    if not specs:
+        return "no jobs: give at least one"
+    if len(specs) > MAX_GRAPH_JOBS:
+        return f"{len(specs)} jobs; submit at most {MAX_GRAPH_JOBS} at once"
+    instances = sum(spec.instances for spec in specs)
+    if instances > MAX_GRAPH_INSTANCES:
+        return (
+            f"{instances} instances in all; submit at most {MAX_GRAPH_INSTANCES} at once "
+            "(split the graph: later jobs may name earlier ones by name)"
+        )
+    seen: set[str] = set()
+    for i, spec in enumerate(specs):
+        if not spec.name:
+            return f"jobs[{i}]: each job of a graph needs a name (the others name it in after)"
+        if len(spec.name) > MAX_NAME_LENGTH:
+            return f"jobs[{i}]: its name is {len(spec.name)} characters; at most {MAX_NAME_LENGTH}"
+        if spec.name in seen:
+            return f"{_where(i, spec)}another job of the graph has that name; give each its own"
+        seen.add(spec.name)
+    try:
+        deps.submission_order({spec.name: [d.job for d in spec.after] for spec in specs})
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+class _Suffixed:
+    """A servicer context whose refusals (abort) end with `suffix`: the graph's say that
+    nothing of it was stored, whichever check refused it."""
+
+    def __init__(self, context, suffix: str) -> None:
+        self._context = context
+        self._suffix = suffix
+
+    def __getattr__(self, name: str):
+        return getattr(self._context, name)
+
+    async def abort(self, code, details: str = "", *args):
+        await self._context.abort(code, details + self._suffix, *args)
+
+
+def _where(index: int, spec: batch_pb2.JobSpec) -> str:
+    """Which job of a graph a message is about (its name cut short: it may be anything)."""
+    name = spec.name if len(spec.name) <= 60 else spec.name[:57] + "..."
+    return f"jobs[{index}] ({name}): "
 
 
 def _probe(spec: batch_pb2.JobSpec) -> batch_pb2.Job:

@@ -173,7 +173,11 @@ async def test_a_graph_file_is_submitted_whole_in_order_and_runs_in_order(cluste
             "       {name: b, command: 'true', after: [a]}]",
             "in a cycle: a -> b -> a",
         ),
-        ("jobs: [{name: a, command: 'true', after: [nowhere]}]", "no job has the id or name"),
+        (
+            "jobs: [{name: a, command: 'true', after: [nowhere]}]",
+            "job 'a': --after nowhere: no job has that id or name; no job of the graph was "
+            "submitted",
+        ),
         ("jobs: [{name: a, command: 'true', colour: red}]", "unknown field(s) colour"),
         ("jobs: [{name: a, command: 'true', constraints: [rack]}]", "write FIELD:OPERATOR"),
     ],
@@ -184,6 +188,102 @@ async def test_a_bad_graph_submits_nothing(cluster, tmp_path, text, says):
     result = await cluster.cli("job", "submit", "-f", str(graph))
     assert result.code == 1 and says in result.err, result.err
     assert not (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs
+
+
+async def test_a_graph_with_one_job_the_daemon_refuses_submits_none_of_it(cluster, tmp_path):
+    """The graph is one call (SubmitJobs), checked whole and stored in one commit: its first
+    job is good, its second one the daemon refuses (only the daemon checks resources), and
+    neither is submitted, whether through the API or `agora job submit -f`."""
+    good = B.JobSpec(
+        name="a",
+        instances=1,
+        task=B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=0.1, mem=16),
+    )
+    bad = B.JobSpec(name="b", instances=1, after=[B.Dependency(job="a")])
+    bad.task.CopyFrom(good.task)
+    bad.task.cpus = 0
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.stub.SubmitJobs(B.SubmitJobsRequest(specs=[good, bad]))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details() == (
+        "jobs[1] (b): cpus must be a positive number, got 0; no job of the graph was submitted"
+    )
+    # Bigger than any agent (2 cpus): FAILED_PRECONDITION, saying which job, nothing stored.
+    bad.task.cpus = 64
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.stub.SubmitJobs(B.SubmitJobsRequest(specs=[good, bad]))
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert e.value.details().startswith("jobs[1] (b): each instance needs cpus:64")
+    assert (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs == []
+
+    graph = tmp_path / "graph.yaml"
+    graph.write_text(
+        "jobs:\n"
+        "  - {name: a, command: 'true'}\n"
+        "  - {name: b, command: 'true', mem: -5, after: [a]}\n"
+    )
+    result = await cluster.cli("job", "submit", "-f", str(graph))
+    assert result.code == 1
+    assert f"--file {graph}: jobs[1] (b): mem must be a positive number, got -5" in result.err
+    assert "no job of the graph was submitted" in result.err
+    assert (await cluster.stub.ListJobs(B.ListJobsRequest())).jobs == []
+
+
+@pytest.mark.parametrize(
+    "specs, says",
+    [
+        ([], "no jobs: give at least one"),
+        ([B.JobSpec(name="x"), B.JobSpec(name="x")], "jobs[1] (x): another job of the graph"),
+        ([B.JobSpec(name="")], "jobs[0]: each job of a graph needs a name"),
+        (
+            [
+                B.JobSpec(name="x", after=[B.Dependency(job="y")]),
+                B.JobSpec(name="y", after=[B.Dependency(job="x")]),
+            ],
+            "the jobs wait for each other in a cycle: x -> y -> x",
+        ),
+        ([B.JobSpec(name="x", instances=10_000)] * 11, "110000 instances in all"),
+    ],
+)
+async def test_a_graph_that_is_not_one_is_refused_saying_why(cluster, specs, says):
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.stub.SubmitJobs(B.SubmitJobsRequest(specs=specs))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert says in e.value.details() and "no job of the graph was submitted" in e.value.details()
+
+
+async def test_a_graph_file_takes_what_a_single_submission_takes(cluster, tmp_path):
+    """Per-instance arguments (a file beside the graph, or a list), a begin time, an image
+    and a kill grace: the fields of `agora job submit`'s flags of the same names."""
+    (tmp_path / "inputs.txt").write_text("alpha\n\nbeta\n")
+    graph = tmp_path / "graph.yaml"
+    graph.write_text(
+        "jobs:\n"
+        "  - {name: each, args: [sh, -c, 'echo \"$AGORA_INSTANCE:$1\"', x],\n"
+        "     args_file: inputs.txt, kill_grace: 20s}\n"
+        "  - {name: listed, command: 'echo \"$AGORA_ARGS\"', instance_args: [one, two, three],\n"
+        "     after: [each]}\n"
+        "  - {name: later, command: 'true', begin: 1h, image: 'busybox:latest', network: none}\n"
+    )
+    result = await cluster.cli("job", "submit", "-f", str(graph), "--json")
+    assert result.code == 0, result.err
+    import json
+
+    ids = {row["name"]: row["job_id"] for row in json.loads(result.out)}
+    listed = await cluster.wait_state(ids["listed"], B.JOB_SUCCEEDED)
+    assert listed.spec.instances == 3 and list(listed.spec.instance_args) == ["one", "two", "three"]
+    each = await cluster.job(ids["each"])
+    assert each.spec.instances == 2 and each.spec.task.kill_grace_period_seconds == 20
+    logs = await cluster.cli("job", "logs", ids["each"], "--instance", "1")
+    assert logs.out.strip() == "1:beta", logs.err
+    logs = await cluster.cli("job", "logs", ids["listed"], "--instance", "2")
+    assert logs.out.strip() == "three", logs.err
+    later = await cluster.job(ids["later"])
+    assert later.pending_reason == B.PENDING_BEGIN_TIME
+    assert later.spec.begin_at > each.submitted_at + 3000
+    assert later.spec.task.container.image == "busybox:latest"
+    assert later.spec.task.container.network == "none"
+    await cluster.stub.KillJob(B.KillJobRequest(job_id=ids["later"]))
 
 
 async def test_an_instance_past_its_time_limit_is_killed_fails_and_is_retried(cluster):

@@ -39,6 +39,11 @@ class BatchStub:
                 request_serializer=agora_dot_v1_dot_batch__pb2.SubmitJobRequest.SerializeToString,
                 response_deserializer=agora_dot_v1_dot_batch__pb2.SubmitJobResponse.FromString,
                 _registered_method=True)
+        self.SubmitJobs = channel.unary_unary(
+                '/agora.v1.Batch/SubmitJobs',
+                request_serializer=agora_dot_v1_dot_batch__pb2.SubmitJobsRequest.SerializeToString,
+                response_deserializer=agora_dot_v1_dot_batch__pb2.SubmitJobsResponse.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/agora.v1.Batch/GetJob',
                 request_serializer=agora_dot_v1_dot_batch__pb2.GetJobRequest.SerializeToString,
@@ -117,6 +122,17 @@ class BatchServicer:
     def SubmitJob(self, request, context):
         """Validates and queues a job. INVALID_ARGUMENT: no command, zero or negative resources, no
         instances; FAILED_PRECONDITION: an instance needs more than the largest agent has.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitJobs(self, request, context):
+        """Validates a graph of jobs as a whole and stores them all in one commit, or none
+        (`agora job submit -f graph.yaml`). Each job is checked as SubmitJob checks it; an `after`
+        naming a job of the request by its name means that job. INVALID_ARGUMENT (saying which
+        job): no jobs or too many, a job without a name or two of one name, a cycle, any job
+        SubmitJob would refuse so; FAILED_PRECONDITION as SubmitJob, for any of its jobs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -236,6 +252,11 @@ def add_BatchServicer_to_server(servicer, server):
                     request_deserializer=agora_dot_v1_dot_batch__pb2.SubmitJobRequest.FromString,
                     response_serializer=agora_dot_v1_dot_batch__pb2.SubmitJobResponse.SerializeToString,
             ),
+            'SubmitJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitJobs,
+                    request_deserializer=agora_dot_v1_dot_batch__pb2.SubmitJobsRequest.FromString,
+                    response_serializer=agora_dot_v1_dot_batch__pb2.SubmitJobsResponse.SerializeToString,
+            ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
                     request_deserializer=agora_dot_v1_dot_batch__pb2.GetJobRequest.FromString,
@@ -334,6 +355,33 @@ class Batch:
             '/agora.v1.Batch/SubmitJob',
             agora_dot_v1_dot_batch__pb2.SubmitJobRequest.SerializeToString,
             agora_dot_v1_dot_batch__pb2.SubmitJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agora.v1.Batch/SubmitJobs',
+            agora_dot_v1_dot_batch__pb2.SubmitJobsRequest.SerializeToString,
+            agora_dot_v1_dot_batch__pb2.SubmitJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
