@@ -137,6 +137,13 @@ class BatchClient:
 
         return list((await self.stub.ListSchedules(batch_pb2.ListSchedulesRequest())).schedules)
 
+    async def get_schedule(self, name: str):
+        """GetSchedule: the schedule with its latest runs and their jobs' states (NOT_FOUND
+        for an unknown name)."""
+        from agora.v1 import batch_pb2
+
+        return await self.stub.GetSchedule(batch_pb2.GetScheduleRequest(name=name))
+
     async def suspend(self, name: str, suspended: bool = True):
         from agora.v1 import batch_pb2
 

@@ -3,6 +3,7 @@ through the master: jobs with dependencies, control, schedules, owners and the h
 
 from __future__ import annotations
 
+import grpc
 import pytest
 from batch_harness import BatchCluster
 
@@ -40,10 +41,26 @@ async def test_the_client_does_what_the_command_line_does(cluster):
         assert made.next_run_at > 0
         assert [s.spec.name for s in await batch.schedules()] == ["hourly"]
         assert (await batch.suspend("hourly")).suspended
+        shown = await batch.get_schedule("hourly")
+        assert shown.suspended and shown.spec.cron == "@hourly" and shown.next_run_at == 0
         await batch.unschedule("hourly")
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await batch.get_schedule("hourly")
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "no schedule 'hourly'" in e.value.details()
 
         await batch.set_owner_weight("alice", 2)
         assert [(o.name, o.weight) for o in await batch.owners()] == [("alice", 2.0)]
         history = await batch.jobs(states=[B.JOB_SUCCEEDED], owner="alice", include_instances=True)
         assert [j.job_id for j in history] == [first.job_id]
         assert history[0].instances[0].attempts[0].HasField("usage")
+
+
+async def test_the_client_submits_a_graph_whole(cluster):
+    async with await BatchClient.connect(cluster.master.address) as batch:
+        last = spec("true", name="last", after=[B.Dependency(job="first")])
+        jobs = await batch.submit_graph([last, spec("true", name="first")])
+        assert [j.spec.name for j in jobs] == ["first", "last"]  # each after what it waits for
+        assert list(jobs[1].waiting_for) == [jobs[0].job_id]
+        assert jobs[1].spec.after[0].job == jobs[0].job_id
+        await cluster.wait_state(jobs[1].job_id, B.JOB_SUCCEEDED)
