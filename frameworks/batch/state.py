@@ -334,11 +334,18 @@ def _state_word(job: Job) -> str:
 
 
 def hold(job: Job, held: bool) -> bool:
-    """Holds (or releases) a job that has not started; returns whether anything changed."""
+    """Holds (or releases) a job that has not started; returns whether anything changed (a
+    job held again stays held). Releasing a job that is not held is refused: the caller
+    meant another job, or one that has run since."""
     if is_ended(job) or not never_launched(job):
         raise NotNow(
             f"job {job.job_id} is {_state_word(job)}: only a job that has not started can be "
             "held or released (kill it, or requeue a running one)"
+        )
+    if not held and not job.held:
+        raise NotNow(
+            f"job {job.job_id} is not held, so there is nothing to release: it starts when "
+            "offers allow (`agora job status` says what it waits for; `agora job hold` holds it)"
         )
     if job.held == held:
         return False

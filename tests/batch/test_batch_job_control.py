@@ -166,6 +166,26 @@ async def test_hold_update_and_release_a_queued_job(cluster):
     assert bad.code != 0 and "nothing to change" in bad.err
 
 
+async def test_releasing_a_job_that_is_not_held_is_refused_saying_what_to_do(cluster):
+    later = await submit(cluster, begin_at=time.time() + 3600)  # queued, and stays so
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.stub.HoldJob(B.HoldJobRequest(job_id=later, hold=False))
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert e.value.details() == (
+        f"job {later} is not held, so there is nothing to release: it starts when offers "
+        "allow (`agora job status` says what it waits for; `agora job hold` holds it)"
+    )
+    released = await cluster.cli("job", "release", later)
+    assert released.code == 1 and f"job {later} is not held" in released.err, released.err
+    # Held, it is released once; the second release is refused the same way.
+    assert (await cluster.cli("job", "hold", later)).code == 0
+    assert (await cluster.cli("job", "release", later)).code == 0
+    again = await cluster.cli("job", "release", later)
+    assert again.code == 1 and "nothing to release" in again.err
+    job = await cluster.job(later)
+    assert not job.held and job.pending_reason == B.PENDING_BEGIN_TIME
+
+
 async def test_an_update_is_checked_as_a_submission(cluster):
     later = await submit(cluster, begin_at=time.time() + 3600)
     with pytest.raises(grpc.aio.AioRpcError) as e:
