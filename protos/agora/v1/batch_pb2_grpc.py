@@ -160,7 +160,8 @@ class BatchServicer:
 
     def HoldJob(self, request, context):
         """Holds a job that has not started (none of its instances is launched while held), or
-        releases it. FAILED_PRECONDITION for a job that has started or ended.
+        releases it. FAILED_PRECONDITION for a job that has started or ended, and for releasing
+        a job that is not held.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
