@@ -86,3 +86,33 @@ async def test_a_launch_the_master_refuses_fails_the_job_and_frees_its_offers(cl
     # The next job, a good one, runs on the same agents.
     good = await cluster.stub.SubmitJob(B.SubmitJobRequest(spec=spec()))
     await cluster.wait_state(good.job_id, B.JOB_SUCCEEDED, timeout=30)
+
+
+async def test_a_job_the_master_may_not_run_as_its_user_fails_at_its_first_launch(tmp_path):
+    """The users the master's ACLs allow (run_tasks) cannot be checked at submission: a batch
+    job names no user (every task runs as the batch daemon's --user), and the master has no
+    call that answers "may this framework run tasks as U" (its ACLs are re-read on SIGHUP
+    without telling anyone). So the first launch the master refuses for the user fails the
+    job, with the master's reason, and gives its offers back at once."""
+    acls = tmp_path / "acls.yaml"
+    acls.write_text("permissive: true\nrun_tasks: [{principals: [ANONYMOUS], users: [nobody]}]\n")
+    cluster = await BatchCluster(
+        tmp_path, master_overrides={"acls_path": acls}, batch_overrides={"user": "root"}
+    ).start()
+    try:
+        reply = await cluster.stub.SubmitJob(B.SubmitJobRequest(spec=spec(instances=2)))
+        failed = await cluster.wait_state(reply.job_id, B.JOB_FAILED, timeout=30)
+        assert failed.message == (
+            "the master refused its tasks: an anonymous caller may not run as user 'root': "
+            f"no rule of {acls} allows it"
+        )
+        assert failed.counts.failed == 2 and not any(i.attempts for i in failed.instances)
+        core = cluster.master.core
+        framework_id = cluster.batch.scheduler.framework_id
+        await eventually_async(
+            lambda: not [o for o in core.reg.offers.values() if o.framework_id == framework_id],
+            timeout=10,
+            message="the refused offers given back",
+        )
+    finally:
+        await cluster.stop()
