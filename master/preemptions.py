@@ -146,6 +146,9 @@ class Preemptions:
             )  # fmt: skip
         if budget <= 0 or not any(self._may_be_due(r, now) for r in roles.values()):
             return []  # the common case: nothing below the line long enough to look further
+        # What each role with demand could be offered where: room reserved for another role,
+        # or kept for another's guarantee, is no room for it (even lent out, as it may be).
+        wanting = [name for name, r in roles.items() if r.wants is not None]
         made = plan(
             roles,
             total,
@@ -155,6 +158,7 @@ class Preemptions:
             self._timeout(self.config.guarantee_preemption_timeout_seconds),
             self._timeout(self.config.fair_share_preemption_timeout_seconds),
             max_victims=budget,
+            usable=self.allocator.preemption_room(wanting),
         )
         stopped = []
         for preemption in made:
@@ -299,7 +303,12 @@ class Preemptions:
             if is_terminal(task.state) or task.key in self._in_flight:
                 continue
             if task.info.revocable:
-                continue  # not an allocation: an ordinary launch takes its room back at once
+                # Never a victim here, yet always the first to go: its room is free in the
+                # books, so a starved role that may be offered it counts it as room (plan's
+                # `usable`), is offered it, and its launch there stops the lent tasks at once
+                # (TaskBook.revoke_for) before anyone's allocation is touched. Lent room the
+                # role may not be offered (another's reservation or guarantee) would not help.
+                continue
             role = self._role_of(task.framework_id)
             if not role or role in busy:
                 continue

@@ -778,6 +778,10 @@ class Allocator:
         """Free vectors per active agent, for preemption's decisions."""
         return self.view().preemption_free()
 
+    def preemption_room(self, roles):
+        """Per role named, what it could be offered on each active agent (preemption)."""
+        return self.view().preemption_room(roles)
+
     # internals: the per-agent step ----------------------------------------------------------
 
     def _role_offer(

@@ -143,13 +143,29 @@ def plan(
     guarantee_timeout: float,
     fair_share_timeout: float,
     max_victims: int = 100,
+    usable: Mapping[str, Mapping[str, Vector]] | None = None,
 ) -> list[Preemption]:
     """The preemptions to carry out now: for each role starved past its timeout (the most
-    starved first), the victims on one agent that make room for its next task."""
+    starved first), the victims on one agent that make room for its next task.
+
+    `free` is each agent's free vector. `usable`, per role, is what of it that role could be
+    offered on each agent (its own reservations and unreserved resources, less the headroom
+    kept for other roles' guarantees): room another role reserved, or kept for another's
+    guarantee, is no room for it, however free (and lent to revocable tasks) it is. A role
+    missing from `usable` counts all of `free`."""
     inverse_total = inverse_totals(total)
     fair = fair_shares(roles.values())
     allocated = {name: dict(r.allocated) for name, r in roles.items()}
-    room = {agent: dict(vec) for agent, vec in free.items()}
+    changed: dict[str, Vector] = {}  # per agent, what this plan frees there less what it takes
+
+    def room(role: str, agent_id: str) -> Vector:
+        if usable is not None and role in usable:
+            base = usable[role].get(agent_id, {})
+        else:
+            base = free.get(agent_id, {})
+        return _add(base, changed.get(agent_id, {}))
+
+    agents = set(free) | {a for per in (usable or {}).values() for a in per}
     by_agent: dict[str, list[Candidate]] = {}
     for candidate in candidates:
         if candidate.role in roles:
@@ -204,12 +220,12 @@ def plan(
         if reason is None:
             continue
         assert role.wants is not None
-        if any(_covers(vec, role.wants) for vec in room.values()):
+        if any(_covers(room(role.role, agent_id), role.wants) for agent_id in agents):
             continue  # it fits as things are: the allocator places it, nobody is stopped
         best: tuple[tuple, str, list[Candidate]] | None = None
         for agent_id, tasks in by_agent.items():
-            victims = _victims_on(agent_id, tasks, role, room, allocated, roles, fair,
-                                  inverse_total, now, reason == PRIORITY)  # fmt: skip
+            victims = _victims_on(tasks, role, room(role.role, agent_id), allocated, roles,
+                                  fair, inverse_total, reason == PRIORITY)  # fmt: skip
             if victims is None:
                 continue
             lost = sum((now - v.started_at) * v.resources.get("cpus", 0) for v in victims)
@@ -222,8 +238,8 @@ def plan(
         for victim in victims:
             allocated[victim.role] = _add(allocated[victim.role], victim.resources, -1)
             by_agent[agent_id].remove(victim)
-        room[agent_id] = _add(
-            _add(room[agent_id], _sum(v.resources for v in victims)), role.wants, -1
+        changed[agent_id] = _add(
+            _add(changed.get(agent_id, {}), _sum(v.resources for v in victims)), role.wants, -1
         )
         allocated[role.role] = _add(allocated[role.role], role.wants)
         taken += len(victims)
@@ -239,22 +255,20 @@ def _sum(vectors: Iterable[Vector]) -> Vector:
 
 
 def _victims_on(
-    agent_id: str,
     tasks: list[Candidate],
     role: RoleState,
-    room: Mapping[str, Vector],
+    room: Vector,
     allocated: Mapping[str, Vector],
     roles: Mapping[str, RoleState],
     fair: Mapping[str, float],
     inverse_total,
-    now: float,
     own_role: bool = False,
 ) -> list[Candidate] | None:
-    """Victims on one agent, taken in victim order (skipping those that free nothing the
-    role still lacks, or would take their role below what it is owed) until the role's next
-    task fits; None if it cannot."""
+    """Victims among one agent's `tasks`, where the role has `room` already, taken in victim
+    order (skipping those that free nothing the role still lacks, or would take their role
+    below what it is owed) until the role's next task fits; None if it cannot."""
     assert role.wants is not None
-    have = dict(room.get(agent_id, {}))
+    have = dict(room)
     after = {name: dict(vec) for name, vec in allocated.items()}
     victims: list[Candidate] = []
     for task in tasks:

@@ -64,6 +64,25 @@ class AllocatorView:
             if agent.active
         }
 
+    def preemption_room(self, roles: Iterable[str]) -> dict[str, dict[str, dict]]:
+        """For each role named, what it could be offered on each active agent now: its own
+        reservations and the unreserved resources, less the headroom held back for other
+        roles' guarantees (read only for roles that may preempt). Lent room, free in the
+        books, is in it where the role may be offered it: launching there stops the lent
+        tasks at once, so they are stopped before anyone's allocation is."""
+        a = self._a
+        out: dict[str, dict[str, dict]] = {}
+        for name in roles:
+            role = a._roles.get(name)
+            if role is None:
+                continue
+            out[name] = {
+                agent.agent_id: dict(a._role_offer(agent, role, False)[1])
+                for agent in a._agents.values()
+                if agent.active and agent.free
+            }
+        return out
+
     def judge(self, framework_id: str, now: float) -> list[Judged]:
         """The eligibility rule (eligibility.py) for the framework on every active agent with
         something free: what its role could be offered there (None: nothing above the minimum

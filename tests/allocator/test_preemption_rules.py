@@ -166,6 +166,35 @@ def test_what_fits_already_preempts_nothing():
                 fair_share_timeout=5) == []  # fmt: skip
 
 
+def test_free_room_the_role_may_not_be_offered_is_no_room_for_it():
+    # agent-0 has 2 cpus free, but reserved for role ops (perhaps lent to revocable tasks): b
+    # could never be offered them. Counted as room, b would wait for ever; given what b may
+    # be offered (`usable`), it preempts one of a's tasks.
+    roles = _roles(b_guarantee={"cpus": 1000})
+    free = {"agent-0": {"cpus": 2000, "mem": 1_792_000}, "agent-1": dict(FREE["agent-1"])}
+    assert plan(roles, TOTAL, free, _a_full_cluster(), now=5, guarantee_timeout=5,
+                fair_share_timeout=30) == []  # fmt: skip
+    usable = {"b": FREE}  # the unreserved part: no cpus anywhere
+    [made] = plan(roles, TOTAL, free, _a_full_cluster(), now=5, guarantee_timeout=5,
+                  fair_share_timeout=30, usable=usable)  # fmt: skip
+    assert made.beneficiary == "b" and len(made.victims) == 1
+
+
+def test_a_plan_stops_no_more_than_max_victims_tasks():
+    # b and c (weights 1, 1, 1 with a: each owed a third) both starved past their timeout,
+    # each wanting a task; with max_victims 1 only the most starved is served this round.
+    roles = _roles(b_wants=HALF)
+    roles["c"] = RoleState("c", 1.0, {}, {}, HALF, 0.0)
+    both = plan(roles, TOTAL, FREE, _a_full_cluster(), now=100, guarantee_timeout=5,
+                fair_share_timeout=5)  # fmt: skip
+    assert sorted(p.beneficiary for p in both) == ["b", "c"]
+    [one] = plan(roles, TOTAL, FREE, _a_full_cluster(), now=100, guarantee_timeout=5,
+                 fair_share_timeout=5, max_victims=1)  # fmt: skip
+    assert len(one.victims) == 1
+    assert plan(roles, TOTAL, FREE, _a_full_cluster(), now=100, guarantee_timeout=5,
+                fair_share_timeout=5, max_victims=0) == []  # fmt: skip
+
+
 # --- the property ------------------------------------------------------------------------
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -255,3 +255,34 @@ def test_reconciliation_after_a_failover_gives_the_same_answer(tmp_path):
     )
     assert after.agent_id == where
     assert [p.task_id for p in h2.core.preemptions.history] == [kill.task_id]
+
+
+def test_no_more_than_the_bound_is_stopped_a_minute_and_the_rest_follow_later():
+    # b (weight 1, as a) is owed half the cluster, 4 of a's tasks; the master may stop 2 a
+    # minute (--max-preemptions-per-minute 2). b's demand lasts throughout.
+    h, agents, a, b = _cluster(
+        b_guarantee=None,
+        guarantee_preemption_timeout_seconds=None,
+        fair_share_preemption_timeout_seconds=3.0,
+        max_preemptions_per_minute=2,
+    )
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    done: set[str] = set()
+    killed_at: dict[str, float] = {}  # task id -> when its kill was sent (the master's clock)
+    launched = 0
+    for _ in range(400):  # 100 s
+        for kill in _kills(agents):
+            killed_at.setdefault(kill.task_id, h.clock.now())
+        _end_killed(agents, a, _kills(agents), done)
+        for offer in b.offers():
+            if Resources.from_proto(offer.resources).contains(Resources.parse(HALF)):
+                b.accept([offer.offer_id], [task(f"b{launched}", HALF)])
+                launched += 1
+        _decline_scraps(b)
+        h.advance(0.25)
+    times = sorted(killed_at.values())
+    assert len(times) == 4 and launched == 4  # in the end b holds its half
+    # Never more than 2 in any minute: the first two soon after b's 3 s, the next two only
+    # once a minute has passed since the first of them.
+    assert all(later - earlier >= 60.0 for earlier, later in zip(times, times[2:], strict=False))
+    assert times[1] < 10.0 and times[2] >= times[0] + 60.0

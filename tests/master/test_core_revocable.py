@@ -166,3 +166,83 @@ def test_the_sdks_fit_launches_on_lent_and_ordinary_offers_of_one_agent_apart():
     books = h.core.allocator._agents[agent.agent_id]
     assert books.revocable[lender.framework_id].scalar("cpus") == 1
     assert books.allocated[lender.framework_id].scalar("cpus") == 2
+
+
+def _lent_headroom():
+    """Role g is guaranteed 2 of the agent's 4 cpus (and 512 MB) and has no framework yet:
+    the master keeps them back (headroom) and lends them to spot, which runs 4 revocable
+    tasks there; role a fills the other 2 cpus with 4 ordinary tasks. Preemption is on."""
+    h = CoreHarness(
+        guarantee_preemption_timeout_seconds=5.0, fair_share_preemption_timeout_seconds=5.0
+    )
+    h.core.allocator.set_quota("g", Resources.parse("cpus:2;mem:512"), None)
+    agent = h.agent("cpus:4;mem:4096")
+    a = h.framework("a", role="a")
+    h.advance(0.1)
+    [offer] = a.offers()
+    assert Resources.from_proto(offer.resources).scalar("cpus") == 2  # g's 2 kept back
+    a.accept([offer.offer_id], [task(f"a{i}", "cpus:0.5;mem:64") for i in range(4)])
+    spot = h.framework("spot", role="s", capabilities=[REVOCABLE_CAPABILITY])
+    h.advance(0.1)
+    [lent] = _revocable(spot.offers())
+    assert Resources.from_proto(lent.resources).scalar("cpus") == 2
+    spot.accept([lent.offer_id], [task(f"spot{i}", "cpus:0.5;mem:64") for i in range(4)])
+    for run in agent.inbox.of("run_task"):
+        owner = spot if run.task.task_id.startswith("spot") else a
+        agent.status(owner.framework_id, run.task.task_id, common_pb2.TASK_RUNNING)
+    return h, agent, a, spot
+
+
+def test_a_starved_role_takes_lent_room_back_before_anyones_allocation():
+    """Issue 34: revocable tasks are the first victims. g, below its guarantee, is offered its
+    headroom though it is lent: its launch stops the revocable tasks there at once, and none
+    of a's ordinary tasks is preempted, then or after g's preemption timeout."""
+    h, agent, a, spot = _lent_headroom()
+    g = h.framework("g", role="g")
+    g.call("Demand", unmet=Resources.parse("cpus:0.5;mem:64").to_proto())
+    h.advance(0.1)
+    [offer] = [o for o in g.offers() if not o.revocable]
+    assert Resources.from_proto(offer.resources).scalar("cpus") == 2
+    g.accept([offer.offer_id], [task(f"g{i}", "cpus:0.5;mem:64") for i in range(4)])
+    g.call("Demand", unmet=[])
+    kills = agent.inbox.of("kill_task")
+    assert sorted(k.task_id for k in kills) == [f"spot{i}" for i in range(4)]
+    assert {k.reason for k in kills} == {REASON_PREEMPTED}
+    assert len(spot.inbox.of("preemption")) == 4  # each with its notice
+    for kill in kills:
+        agent.status(spot.framework_id, kill.task_id, common_pb2.TASK_KILLED,
+                     reason=REASON_PREEMPTED)  # fmt: skip
+    h.advance(10)  # past g's timeout: nothing of a's was ever needed
+    assert len(agent.inbox.of("kill_task")) == 4
+    assert {p.reason for p in h.core.preemptions.history} == {"revocable"}
+
+
+def test_lent_room_a_starved_role_may_not_use_spares_the_revocable_tasks():
+    """The room spot borrowed is ops's reservation, which b could never be offered: stopping
+    spot's task would not help b, so b's guarantee is met by preempting one of a's tasks,
+    and spot's task runs on (before this, the reserved room counted as room for b, and b,
+    starved, preempted nothing at all)."""
+    h = CoreHarness(guarantee_preemption_timeout_seconds=5.0)
+    agent = h.agent(AGENT)
+    a = h.framework("a", role="a")
+    h.advance(0.1)
+    [offer] = a.offers()
+    a.accept([offer.offer_id], [task(f"a{i}", "cpus:0.5;mem:64") for i in range(4)])
+    spot = h.framework("spot", role="s", capabilities=[REVOCABLE_CAPABILITY])
+    h.advance(0.1)
+    [lent] = _revocable(spot.offers())
+    spot.accept([lent.offer_id], [task("spot-1", "cpus:1.5;mem:64")])
+    for run in agent.inbox.of("run_task"):
+        owner = spot if run.task.task_id == "spot-1" else a
+        agent.status(owner.framework_id, run.task.task_id, common_pb2.TASK_RUNNING)
+    h.core.allocator.set_quota("b", Resources.parse("cpus:1"), None)
+    b = h.framework("b", role="b")
+    b.call("Demand", unmet=Resources.parse("cpus:0.5;mem:64").to_proto())
+    for _ in range(24):  # 6 s: b declines what it cannot use (memory), as a framework would
+        scraps = [o.offer_id for o in b.offers()]
+        if scraps:
+            b.call("Decline", offer_ids=scraps)
+        h.advance(0.25)
+    [kill] = agent.inbox.of("kill_task")
+    assert kill.task_id.startswith("a") and kill.reason == REASON_PREEMPTED
+    assert "role b needs" in kill.message
