@@ -118,3 +118,26 @@ async def test_two_owners_with_backlogs_converge_to_their_weights(tmp_path):
             await cluster.stub.KillJob(B.KillJobRequest(job_id=job_id))
     finally:
         await cluster.stop()
+
+
+async def test_owner_weights_survive_a_restart_of_the_batch_daemon(tmp_path):
+    cluster = await BatchCluster(tmp_path).start()
+    try:
+        for owner, weight in (("alice", "3"), ("bob", "0.5")):
+            set_weight = await cluster.cli("job", "owner-weight", owner, weight)
+            assert set_weight.code == 0, set_weight.err
+        await cluster.stop_batch()
+        await cluster.start_batch()
+        owners = (await cluster.stub.ListOwners(B.ListOwnersRequest())).owners
+        assert [(o.name, o.weight) for o in owners] == [("alice", 3.0), ("bob", 0.5)]
+        shown = await cluster.cli("job", "owners")
+        rows = {line.split()[0]: line.split() for line in shown.out.splitlines()[1:]}
+        assert rows["alice"][1] == "3" and rows["bob"][1] == "0.5", shown.out
+        # Back to the default, it is forgotten, and stays so across the next restart.
+        assert (await cluster.cli("job", "owner-weight", "bob", "1")).code == 0
+        await cluster.stop_batch()
+        await cluster.start_batch()
+        owners = (await cluster.stub.ListOwners(B.ListOwnersRequest())).owners
+        assert [(o.name, o.weight) for o in owners] == [("alice", 3.0)]
+    finally:
+        await cluster.stop()
