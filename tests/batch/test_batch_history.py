@@ -51,6 +51,30 @@ async def test_history_shows_what_each_instance_used(tmp_path):
         await cluster.stop()
 
 
+async def test_what_instances_used_survives_a_restart_of_the_batch_daemon(tmp_path):
+    cluster = await BatchCluster(tmp_path).start()
+    try:
+        burn = await cluster.submit([sys.executable, "-c", BURN], mem=128, owner="alice")
+        await cluster.wait_state(burn, B.JOB_SUCCEEDED)
+        before = await cluster.cli("job", "history", "--json")
+        [job] = json.loads(before.out)
+        usage = job["instances"][0]["attempts"][0]["usage"]
+        cpu = float(usage["cpu_user_seconds"]) + float(usage.get("cpu_system_seconds", 0))
+        assert cpu >= 0.3 and int(usage["mem_peak_bytes"]) >= 48 << 20
+
+        await cluster.stop_batch()
+        await cluster.start_batch()
+        after = await cluster.cli("job", "history", "--json")
+        assert after.code == 0, after.err
+        [again] = json.loads(after.out)
+        assert again["instances"][0]["attempts"][0]["usage"] == usage
+        shown = await cluster.cli("job", "history")
+        row = next(line.split() for line in shown.out.splitlines() if line.startswith(burn))
+        assert float(row[-3]) >= 0.3 and float(row[-2]) >= 48, row  # CPU S, PEAK MB
+    finally:
+        await cluster.stop()
+
+
 async def test_finished_jobs_are_forgotten_after_the_time_kept(tmp_path):
     now = [1000.0]
     scheduler = BatchScheduler(
