@@ -3,13 +3,16 @@ then a third role, weighted, below its fair share.
 
 Role a arrives first and fills the cluster with long tasks; role b, guaranteed a share of the
 CPUs (given as it arrives: given earlier, the master would hold it back from a as headroom),
-arrives later wanting exactly that much. Role c, of weight 2 against a's 1, arrives after b
-wanting more than its share: with the master's `--fair-share-preemption-timeout`, it converges
-to its weighted fair share of what b's guarantee leaves, and neither it nor a preempts the
-other back. Both are load frameworks on the real SDK in a
-closed loop (one task per offer, exponential durations much longer than the run, so the cluster
-stays full); b tells the master what it cannot place (driver.demand). The same run twice, on a
-real master and emulated agents: with `--guarantee-preemption-timeout` and without preemption.
+of weight --b-weight, arrives later wanting exactly that much. Role c, of weight 2 against
+a's 1, arrives after b wanting more than its share: with the master's
+`--fair-share-preemption-timeout`, it converges to its weighted fair share (what a, owed its
+own, leaves it beside b's guarantee), and neither it nor a preempts the other back. With
+--settle the run goes on until that many seconds have passed since the last role converged,
+so the window in which any preemption counts as oscillation is at least that long. All are
+load frameworks on the real SDK in a closed loop (one task per offer, exponential durations
+much longer than the run, so the cluster stays full); b tells the master what it cannot place
+(driver.demand). The same run twice, on a real master and emulated agents: with
+`--guarantee-preemption-timeout` and without preemption.
 Every --sample-interval the runner lists the master's tasks. It reports the time from b's
 arrival until it runs its guarantee, the tasks preempted against the fewest that could free it,
 those preempted after b first held its guarantee (oscillation), and the work lost: the CPU
@@ -44,6 +47,7 @@ class PreemptionConfig:
     mean_duration: float = 600.0  # long: tasks end only now and then
     b_arrives: float = 0.25  # fraction of the run
     guarantee_fraction: float = 0.25  # b's guarantee, of the cluster's CPUs
+    b_weight: float = 1.0  # b's weight (a's is 1), given as b arrives
     timeout: float = 5.0  # --guarantee-preemption-timeout
     sample_interval: float = 0.5
     compare: bool = True  # also the run without preemption
@@ -55,6 +59,19 @@ class PreemptionConfig:
     fair_timeout: float | None = None  # None: the same as `timeout`
     # The master's --max-preemptions-per-minute: its default of 10 would pace c's share.
     max_per_minute: int = 60
+    # Seconds to go on watching after the last role converged (b to its guarantee, c to its
+    # share): the run lasts `seconds`, or longer until this much has passed (at most
+    # `seconds + settle` if a role never converges). 0: just `seconds`.
+    settle: float = 0.0
+
+
+def c_share_cpus(total: float, guarantee: float, b_weight: float, c_weight: float) -> float:
+    """The CPUs c converges to: its weighted fair share of the cluster (weight over the
+    weights of a, b and c, all holding resources), but no more than a leaves it once a keeps
+    its own fair share beside b's guarantee (a's tasks are victims only while a keeps that).
+    Tasks' memory is small: the CPUs are everyone's dominant resource."""
+    weights = 1.0 + b_weight + c_weight
+    return min(total * c_weight / weights, total - guarantee - total / weights)
 
 
 async def run(cfg: PreemptionConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
@@ -64,8 +81,9 @@ async def run(cfg: PreemptionConfig, out: Path, command: list[str], quiet: bool 
     total = per_agent.scalar("cpus") * cfg.agents
     guarantee = total * cfg.guarantee_fraction
     fewest = math.ceil(guarantee / cfg.task_cpus - 1e-9)
-    # c's weighted share of what b's guarantee leaves (a weighs 1), in tasks.
-    c_target = math.floor((total - guarantee) * cfg.c_weight / (1 + cfg.c_weight) / cfg.task_cpus)
+    # c's weighted share, in tasks (the master preempts for a task only within it).
+    c_share = c_share_cpus(total, guarantee, cfg.b_weight, cfg.c_weight)
+    c_target = math.floor(c_share / cfg.task_cpus + 1e-9)
     samples: list[dict] = []
     runs: dict[str, dict] = {}
     for mode in ("preemption", "none") if cfg.compare else ("preemption",):
@@ -113,7 +131,7 @@ async def run(cfg: PreemptionConfig, out: Path, command: list[str], quiet: bool 
             "tasks",
             measured_in="ListPreemptions times against the first sample with c at its share",
         )
-    names = _plots(cfg, out, samples, guarantee, c_target, runs)
+    names = _plots(cfg, out, samples, total, guarantee, c_target, runs)
     results.write(_summary(cfg, results, runs, guarantee, fewest, c_target), names)
     without = runs.get("none")
     progress.done(
@@ -146,6 +164,7 @@ async def _one(
             extra += ["--fair-share-preemption-timeout", str(fair)]
     master = await start_master(MasterOptions(extra=extra), logs)
     fleet = framework_set = None
+    ended_at = 0.0
     first_running: dict[str, float] = {}  # task id -> wall time first seen running
     arrived_at = reached_at = None  # seconds into the run
     reached_wall = None
@@ -177,12 +196,25 @@ async def _one(
             framework_set.start_one(by_name["a"])
             start = time.monotonic()
             next_sample = start
-            while (now := time.monotonic()) < start + cfg.seconds:
+
+            def end() -> float:
+                """When the run ends, in seconds into it (see PreemptionConfig.settle)."""
+                if cfg.settle <= 0:
+                    return cfg.seconds
+                converged = [reached_at, c_reached_at] if cfg.third_role else [reached_at]
+                if any(at is None for at in converged):
+                    return cfg.seconds + cfg.settle
+                return max(cfg.seconds, max(c for c in converged if c is not None) + cfg.settle)
+
+            while (now := time.monotonic()) < start + end():
                 if arrived_at is None and now - start >= cfg.b_arrives * cfg.seconds:
                     # b's guarantee is given as it arrives: given before, the master would
                     # have held it back from a as headroom, and nothing would be preempted.
                     quota = operator_pb2.Quota(guarantee=Resources.of(cpus=guarantee).to_proto())
                     await stub.SetQuota(operator_pb2.SetQuotaRequest(role="b", quota=quota))
+                    if cfg.b_weight != 1.0:
+                        b_weight = operator_pb2.UpdateWeightRequest(role="b", weight=cfg.b_weight)
+                        await stub.UpdateWeight(b_weight)
                     arrived_at = time.monotonic() - start
                     framework_set.start_one(by_name["b"])
                 c_due = now - start >= cfg.c_arrives * cfg.seconds
@@ -211,10 +243,11 @@ async def _one(
                     if c_arrived_at is not None and c_reached_at is None and near:
                         c_reached_at, c_reached_wall = at, time.time()
                     progress.show(
-                        f"{mode}: {at:4.1f}/{cfg.seconds:g} s, a runs {running['a']}, "
+                        f"{mode}: {at:4.1f}/{end():g} s, a runs {running['a']}, "
                         f"b runs {running['b']}, c runs {running['c']}"
                     )
                 await asyncio.sleep(min(0.05, max(0.0, next_sample - time.monotonic())))
+            ended_at = time.monotonic() - start
             reply = await stub.ListPreemptions(operator_pb2.ListPreemptionsRequest())
             preempted = list(reply.preemptions)
     finally:
@@ -230,8 +263,16 @@ async def _one(
     for sample in samples:  # the run's last sample per role
         if sample["mode"] == mode:
             last[sample["role"]] = sample["running"]
+    converged = [reached_at, c_reached_at] if cfg.third_role else [reached_at]
     return {
         "mode": mode,
+        "seconds": round(ended_at, 3),
+        # How long the run watched after the last role converged: the oscillation window.
+        "settled_seconds": (
+            None
+            if any(at is None for at in converged)
+            else round(ended_at - max(at for at in converged if at is not None), 3)
+        ),
         "b_arrived_seconds": arrived_at,
         "to_guarantee_seconds": (
             None if reached_at is None or arrived_at is None else round(reached_at - arrived_at, 3)
@@ -266,7 +307,7 @@ async def _one(
 
 
 def _plots(
-    cfg, out: Path, samples: list[dict], guarantee: float, c_target: int, runs: dict
+    cfg, out: Path, samples: list[dict], total: float, guarantee: float, c_target: int, runs: dict
 ) -> list[str]:
     series = []
     styles = []
@@ -288,15 +329,54 @@ def _plots(
             series,
             styles=styles,
             hline=(guarantee / cfg.task_cpus, "b's guarantee"),
-        )
+        ),
+        _shares_plot(cfg, out, samples, total, guarantee, c_target),
     ]
+
+
+def _shares_plot(
+    cfg, out: Path, samples: list[dict], total: float, guarantee: float, c_target: int
+) -> str:
+    """Each role's share of the CPUs with preemption (solid), against what it is owed
+    (dashed, the same colour): b's guarantee, c's weighted share, a's fair share (a floor:
+    a's tasks are victims only above it)."""
+    roles = ("a", "b", "c") if cfg.third_role else ("a", "b")
+    runs = [s for s in samples if s["mode"] == "preemption"]
+    end = max((s["t"] for s in runs), default=cfg.seconds)
+    weights = 1.0 + cfg.b_weight + (cfg.c_weight if cfg.third_role else 0.0)
+    owed = {
+        "a": (total / weights, "a's fair share"),
+        "b": (guarantee, "b's guarantee"),
+        "c": (c_target * cfg.task_cpus, "c's weighted share"),
+    }
+    series, styles = [], []
+    for i, role in enumerate(roles):
+        points = [(s["t"], s["running"] * cfg.task_cpus / total) for s in runs if s["role"] == role]
+        if points:
+            series.append((f"{role}", [p[0] for p in points], [p[1] for p in points]))
+            styles.append(f"C{i}-")
+        cpus, label = owed[role]
+        series.append((label, [0.0, end], [cpus / total] * 2))
+        styles.append(f"C{i}--")
+    weights_text = f"weights a 1, b {cfg.b_weight:g}" + (
+        f", c {cfg.c_weight:g}" if cfg.third_role else ""
+    )
+    return plots.lines(
+        out / "preemption_shares.png",
+        f"Share of the CPUs per role with preemption, against what it is owed ({weights_text})",
+        "seconds",
+        "share of the cluster's CPUs",
+        series,
+        styles=styles,
+    )
 
 
 _HEADER = (
     "| run | b's arrival -> guarantee (s) | preempted for b | after b held it "
     "| c's arrival -> share (s) | preempted for c | after c held it "
-    "| running at the end a / b / c | work lost (cpu s) |\n"
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| running at the end a / b / c | work lost (cpu s) | run (s) "
+    "| watched after converging (s) |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -308,15 +388,24 @@ def _summary(
         f"{r['preempted_after_convergence']} | {r['c_to_share_seconds']} | "
         f"{r['preempted_for_c']} | {r['preempted_after_c_converged']} | "
         f"{r['running_at_end']['a']} / {r['running_at_end']['b']} / "
-        f"{r['running_at_end']['c']} | {r['work_lost_cpu_seconds']} |"
+        f"{r['running_at_end']['c']} | {r['work_lost_cpu_seconds']} | {r['seconds']} | "
+        f"{r['settled_seconds']} |"
         for r in runs.values()
     )
     third = (
         f"""At {cfg.c_arrives * cfg.seconds:g} s role c arrives, of weight {cfg.c_weight:g}
-(a and b weigh 1), wanting more than its share; with preemption the master also has
-`--fair-share-preemption-timeout {cfg.fair_timeout or cfg.timeout:g}`. c's weighted share of
-what b's guarantee leaves is {c_target} tasks, a's the rest."""
+(a weighs 1, b {cfg.b_weight:g}), wanting more than its share; with preemption the master
+also has `--fair-share-preemption-timeout {cfg.fair_timeout or cfg.timeout:g}`. c's weighted
+share is {c_target} tasks (its weight's part of the cluster, but no more than a leaves once
+a keeps its own fair share beside b's guarantee), a's the rest."""
         if cfg.third_role
+        else ""
+    )
+    settle = (
+        f"""Each run lasts {cfg.seconds:g} s, or longer: until {cfg.settle:g} s have passed since
+the last role converged (b to its guarantee, c to its share), {cfg.seconds + cfg.settle:g} s
+at most; any preemption in that window is oscillation."""
+        if cfg.settle > 0
         else ""
     )
     return f"""# preemption
@@ -335,6 +424,7 @@ tells the master what it cannot place. With preemption the master has
 `--guarantee-preemption-timeout {cfg.timeout:g}` and `--max-preemptions-per-minute
 {cfg.max_per_minute}`; without, b waits for a's tasks to end.
 {third}
+{settle}
 Every {cfg.sample_interval:g} s the runner lists the master's tasks. Work lost: the CPU
 seconds each preempted task had run, from the first sample that saw it running (so within
 {cfg.sample_interval:g} s).
@@ -349,4 +439,6 @@ seconds each preempted task had run, from the first sample that saw it running (
 {rows}
 
 ![running tasks](preemption_running.png)
+
+![shares against what each role is owed](preemption_shares.png)
 """

@@ -285,6 +285,9 @@ def _fairness_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _preemption_arguments(p: argparse.ArgumentParser) -> None:
+    def settle_seconds(text: str) -> float:  # 0 is allowed: no settling, just --seconds
+        return 0.0 if text.rstrip("s") in ("0", "0.0") else _positive(text)
+
     p.add_argument("--agents", type=int, default=4, help="emulated agents (default 4)")
     p.add_argument(
         "--agent-resources", default="cpus:2;mem:2048", help="each agent (default cpus:2;mem:2048)"
@@ -329,6 +332,20 @@ def _preemption_arguments(p: argparse.ArgumentParser) -> None:
         "--two-roles",
         action="store_true",
         help="leave role c out (a and b only)",
+    )
+    p.add_argument(
+        "--b-weight",
+        type=_positive,
+        default=1.0,
+        help="role b's weight against a's 1, given as b arrives (default 1)",
+    )
+    p.add_argument(
+        "--settle",
+        type=settle_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="go on until this long after the last role converged (the window in which any "
+        "preemption is oscillation); the run then lasts up to --seconds + SECONDS (default 0)",
     )
 
 
@@ -498,6 +515,8 @@ def _build_preemption(args: argparse.Namespace) -> Runner:
         third_role=not args.two_roles,
         c_weight=args.c_weight,
         fair_timeout=args.fair_timeout,
+        b_weight=args.b_weight,
+        settle=args.settle,
     )
     return lambda out, command: preemption.run(cfg, out, command, quiet)
 
@@ -945,7 +964,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "(oscillation) and the work lost, beside the same run without preemption.",
             add_arguments=_preemption_arguments,
             build=_build_preemption,
-            full=("--seconds", "60"),
+            full=("--seconds", "60", "--settle", "60"),
             quick=("--seconds", "30"),
         ),
         Experiment(

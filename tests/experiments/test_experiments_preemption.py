@@ -12,7 +12,7 @@ def test_preemption_gets_a_starved_role_its_guarantee_and_says_what_it_cost(tmp_
     out = tmp_path / "pre"
     run_experiment(
         "preemption", "--seconds", "12", "--timeout", "2", "--sample-interval", "0.25",
-        "--no-compare", "--out", str(out),
+        "--settle", "3", "--no-compare", "--out", str(out),
     )  # fmt: skip
     data = load_results(out, "preemption")
     (run,) = data["runs"]
@@ -31,6 +31,19 @@ def test_preemption_gets_a_starved_role_its_guarantee_and_says_what_it_cost(tmp_
     assert run["preempted_after_c_converged"] == 0
     assert run["running_at_end"]["c"] in (7, 8) and run["running_at_end"]["b"] == 4
     assert [t["met"] for t in data["targets"]][1:] == [True, True, True, True]
-    assert "preemption_running.png" in data["plots"]
+    # It watched at least --settle seconds after c converged, and ended there or at 12 s.
+    assert run["settled_seconds"] >= 3 and run["seconds"] <= 12 + 3 + 1
+    assert {"preemption_running.png", "preemption_shares.png"} <= set(data["plots"])
     header = (out / "samples.csv").read_text().splitlines()[0]
     assert header == "mode,t,role,running"
+
+
+def test_c_share_is_its_weights_part_but_no_more_than_a_leaves():
+    from agora.experiments.preemption import c_share_cpus
+
+    # 8 cpus, b guaranteed 2: weights 1 / 1 / 2 give c half (4 cpus), a keeps its quarter.
+    assert c_share_cpus(8, 2, b_weight=1, c_weight=2) == 4
+    # b weighing 3: c is owed 2/6 of 8 cpus; a's floor (8/6) leaves it more than that.
+    assert abs(c_share_cpus(8, 2, b_weight=3, c_weight=2) - 8 / 3) < 1e-9
+    # A large guarantee for b: a's fair share is what stops c (8 - 5 - 8/4 = 1 cpu).
+    assert c_share_cpus(8, 5, b_weight=1, c_weight=2) == 1
