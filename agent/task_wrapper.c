@@ -366,8 +366,8 @@ static int exec_command(char **argv, char **envp) {
 /* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO [INDEX]". */
 static void ignore_signal(int signum) { (void)signum; }
 
-/* The outer process and the init hold nothing of the wrapper's (its report pipe, its log) for
- * the task's life: their standard streams go to /dev/null. */
+/* The init holds nothing of the wrapper's (its report pipe, its log) for the task's life:
+ * its standard streams go to /dev/null. */
 static void let_go_of_stdio(void) {
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0) return;
@@ -509,57 +509,35 @@ static int set_up_mounts(const char *cwd, unsigned long long tmp_bytes, const ch
     return 0;
 }
 
-/* The task's own namespaces (ns_spec): this process (in the agent's namespaces, the one the
- * wrapper waits for) makes them, forks their pid 1 (a small init that reaps, and ignores the
- * signals it does not catch, so a SIGTERM reaches the command alone), which forks the command.
- * This process ends as the command ended (its exit code, or its signal), which the init sends
- * it on a pipe; a SIGKILL from outside kills the init, and with it the whole namespace. Returns
- * in the command's process; an error is reported on errfd (as a failed exec is). */
-static void enter_namespaces(int errfd, const char *cwd) {
+/* The task's own namespaces (ns_spec): the wrapper clones the task's first process straight
+ * into new pid, mount, ipc and uts namespaces (clone_task), where it is pid 1: a small init
+ * that reaps, and ignores the signals it does not catch, so a SIGTERM reaches the command
+ * alone. The wrapper waits for it as for a plain task's process. */
+static int status_pipe[2] = {-1, -1}; /* the init sends the command's wait status on it */
+
+/* fork(), the child in namespaces of its own when ns_spec says so. A raw clone with the
+ * namespace flags, as fork is a clone: one process fewer than an unshare in the child, which
+ * would need a process outside to wait for its init. */
+static pid_t clone_task(void) {
+    if (!ns_spec) return fork();
+    if (pipe2(status_pipe, O_CLOEXEC) < 0) return -1;
+    long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
+    pid_t pid = (pid_t)syscall(SYS_clone, flags, 0, 0, 0, 0);
+    if (pid > 0) close(status_pipe[1]);
+    return pid;
+}
+
+/* In the init (the cloned child, pid 1 of its namespaces, still root): mounts, then the
+ * command is forked and this process reaps until it ends, sends its wait status on
+ * status_pipe and exits; the namespace, and whatever the command left in it, ends with it.
+ * Returns in the command's process; an error is reported on errfd (as a failed exec is). */
+static void be_init(int errfd, const char *cwd) {
     unsigned long long tmp_bytes = strtoull(ns_spec, NULL, 10);
     const char *hide = strchr(ns_spec, ':');
     hide = hide ? hide + 1 : "";
-    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS) < 0) {
-        dprintf(errfd, "ns %d", errno);
-        _exit(127);
-    }
-    int status_pipe[2];
-    if (pipe2(status_pipe, O_CLOEXEC) < 0) {
-        dprintf(errfd, "ns %d", errno);
-        _exit(127);
-    }
-    /* Signals reach the whole group: this process and the init live through them (a handler,
-     * reset by the command's exec; an init without one would ignore them anyway). */
-    struct sigaction quiet = {.sa_handler = ignore_signal};
-    int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-        sigaction(forwarded[i], &quiet, NULL);
-    pid_t init = fork();
-    if (init < 0) {
-        dprintf(errfd, "ns %d", errno);
-        _exit(127);
-    }
-    if (init > 0) { /* outside: wait for the init, then end as the command did */
-        close(errfd);
-        close(status_pipe[1]);
-        let_go_of_stdio();
-        struct rlimit no_core = {0, 0}; /* mirroring a SIGSEGV leaves no root-owned core */
-        setrlimit(RLIMIT_CORE, &no_core);
-        int status = 0, raw = 0;
-        while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
-        }
-        if (read(status_pipe[0], &raw, sizeof raw) == (ssize_t)sizeof raw) status = raw;
-        if (WIFSIGNALED(status)) {
-            struct sigaction dfl = {.sa_handler = SIG_DFL};
-            sigaction(WTERMSIG(status), &dfl, NULL);
-            kill(getpid(), WTERMSIG(status));
-            _exit(128 + WTERMSIG(status));
-        }
-        _exit(WEXITSTATUS(status));
-    }
-    /* The init: pid 1 of the new namespaces, not to be traced or read by the command (root
-     * in the command could otherwise make it undo the mounts). */
     close(status_pipe[0]);
+    /* Not to be traced or read by the command (root in the command could otherwise make it
+     * undo the mounts). */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     int err = set_up_mounts(cwd, tmp_bytes, hide);
     if (err) {
@@ -567,6 +545,12 @@ static void enter_namespaces(int errfd, const char *cwd) {
         _exit(127);
     }
     sethostname("task", 4);
+    /* Signals reach the whole group: the init lives through them (a handler, reset by the
+     * command's exec; an init without one would ignore them anyway). */
+    struct sigaction quiet = {.sa_handler = ignore_signal};
+    int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+        sigaction(forwarded[i], &quiet, NULL);
     pid_t command = fork();
     if (command < 0) {
         dprintf(errfd, "ns %d", errno);
@@ -669,7 +653,7 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
         _exit(127);
     }
     if (ns_spec) {
-        enter_namespaces(errfd, cwd);
+        be_init(errfd, cwd);
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); /* no setuid program gives it back root */
     }
     if (strcmp(user, "-") != 0) {
@@ -813,7 +797,7 @@ int main(int argc, char **argv) {
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     sigprocmask(SIG_BLOCK, &term, &old);
-    pid_t pid = fork();
+    pid_t pid = clone_task();
     if (pid == 0) {
         close(pipefd[0]);
         start_task(pipefd[1], cgroups, ncg, user, cwd, out_path, err_path, task_argv, envp);
@@ -874,6 +858,13 @@ int main(int argc, char **argv) {
             status = 0;
             break;
         }
+    }
+    /* In namespaces, the command's own end, which its init sent; none if the init was killed
+     * (a SIGKILL from outside ends the whole namespace), and then the init's end is it. */
+    if (ns_spec) {
+        int raw;
+        if (read(status_pipe[0], &raw, sizeof raw) == (ssize_t)sizeof raw) status = raw;
+        close(status_pipe[0]);
     }
     /* The command is gone; so must be anything it left running in its group. */
     kill(-pid, SIGKILL);

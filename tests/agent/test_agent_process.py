@@ -418,6 +418,24 @@ async def test_a_task_in_namespaces_ends_as_its_command_did(master, agent_proces
     assert killed.state == S.TASK_FAILED and "signal SIGKILL" in killed.message, killed.message
 
 
+async def test_a_kill_reaches_the_command_in_namespaces_not_its_init(master, agent_process):
+    """SIGTERM goes to the task's group: its init lives through it and the command, which
+    traps it, ends within its grace; the init then ends with it and the task is KILLED."""
+    agent_process.args += ["--task-namespaces"]
+    await agent_process.start()
+    await registered(master, 1)
+    master.run_task(
+        FW, shell_task("trapper", "trap 'echo got TERM; exit 0' TERM; echo ready; "
+                                  "while :; do sleep 0.05; done", grace=30)
+    )  # fmt: skip
+    stdout = agent_process.work_dir / "sandboxes" / FW / "trapper" / "stdout"
+    await eventually_async(lambda: stdout.exists() and "ready" in stdout.read_text())
+    master.kill_task(FW, "trapper", grace=30)
+    final = await eventually_async(lambda: master.terminal("trapper"), message="it ends")
+    assert final.state == S.TASK_KILLED, final.message
+    assert "got TERM" in stdout.read_text()
+
+
 async def test_a_root_task_in_namespaces_cannot_lift_what_hides_the_others(master, agent_process):
     """Its seccomp filter refuses mount, umount, unshare and the kernel's administration, its
     capabilities are Docker's default set and the cgroup file system is hidden, so not even
