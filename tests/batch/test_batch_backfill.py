@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from batch_harness import BatchCluster
+from harness import eventually_async
 
 from agora.frameworks.batch.backfill import reserve
 from agora.v1 import batch_pb2 as B
@@ -60,5 +61,42 @@ async def test_a_big_job_is_not_starved_by_a_stream_of_small_ones(tmp_path):
         await asyncio.wait_for(watching, 10)
         assert any("room reserved on host-0 from" in message for message in said), said
         await cluster.stub.KillJob(B.KillJobRequest(job_id=small))
+    finally:
+        await cluster.stop()
+
+
+async def test_a_small_job_runs_first_only_if_its_limit_ends_it_before_the_big_one_could(
+    tmp_path,
+):
+    """From the small jobs' side: one core is free while a big job waits for both, which the
+    running job's time limit says it will have in 5 s. A small job whose 1 s limit ends it by
+    then runs at once, in that core; one without a limit, or with a limit past that time,
+    waits until the big job has started."""
+    cluster = await BatchCluster(tmp_path, agent_resources=["cpus:2;mem:1024;disk:1024"]).start()
+    try:
+        first = await cluster.submit("sleep 3", cpus=1, time_limit_seconds=5, name="first")
+        await cluster.wait_state(first, B.JOB_RUNNING)
+        big = await cluster.submit("true", cpus=2, name="big")
+
+        async def waits():
+            job = await cluster.job(big)
+            return job.pending_reason == B.PENDING_RESOURCES
+
+        await eventually_async(waits, timeout=20, message="the big job waiting for room")
+        unlimited = await cluster.submit("true", cpus=1, name="unlimited")
+        too_long = await cluster.submit("true", cpus=1, time_limit_seconds=60, name="too-long")
+        fits = await cluster.submit("sleep 0.2", cpus=1, time_limit_seconds=1, name="fits")
+
+        done = await cluster.wait_state(fits, B.JOB_SUCCEEDED, timeout=20)
+        big_done = await cluster.wait_state(big, B.JOB_SUCCEEDED, timeout=30)
+        big_start = big_done.instances[0].attempts[0].launched_at
+        first_done = await cluster.wait_state(first, B.JOB_SUCCEEDED)
+        # It ran beside the first job, in the core the big one waited for, and was gone
+        # before the big one started.
+        assert done.instances[0].attempts[0].launched_at < first_done.ended_at
+        assert done.ended_at <= big_start
+        for job_id in (unlimited, too_long):
+            later = await cluster.wait_state(job_id, B.JOB_SUCCEEDED, timeout=30)
+            assert later.instances[0].attempts[0].launched_at >= big_start
     finally:
         await cluster.stop()
