@@ -68,6 +68,44 @@ async def test_constraints_place_instances_and_say_why_one_waits(cluster):
     await cluster.stub.KillJob(B.KillJobRequest(job_id=nowhere))
 
 
+async def test_max_per_caps_the_instances_of_each_rack(cluster, tmp_path):
+    """rack:MAX_PER:2 over racks r1 (host-0) and r2 (host-1, and the GPU agent, kept for GPU
+    jobs): two instances run in each rack, the fifth waits saying why, and takes the place of
+    one that ends, in its rack; never three in one rack, by the attempts' own times."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    script = f"while [ ! -e {gate}/$AGORA_INSTANCE ]; do sleep 0.05; done"
+    job_id = await cli_job(
+        cluster, "--instances", "5", "--constraint", "rack:MAX_PER:2", "--", script
+    )
+    waiting = await wait_reason(cluster, job_id, "constraint")
+    assert (
+        "[rack, MAX_PER, 2]" in waiting.message and "already runs 2 instance(s)" in waiting.message
+    )
+    assert hosts(waiting) == ["host-0", "host-0", "host-1", "host-1"]
+    on_r1 = next(
+        i.index for i in waiting.instances if i.attempts and i.attempts[0].hostname == "host-0"
+    )
+    (gate / str(on_r1)).touch()  # one of r1's ends: the fifth runs there
+
+    async def fifth_running():
+        job = await cluster.job(job_id)
+        return job if job.counts.running == 4 and job.counts.succeeded == 1 else None
+
+    job = await eventually_async(fifth_running, timeout=20, message="the fifth instance running")
+    assert hosts(job) == ["host-0", "host-0", "host-0", "host-1", "host-1"]  # one ended on host-0
+    for index in range(5):
+        (gate / str(index)).touch()
+    done = await cluster.wait_state(job_id, B.JOB_SUCCEEDED)
+    rack = {"host-0": "r1", "host-1": "r2", "host-2": "r2"}
+    spans = [
+        (rack[a.hostname], a.launched_at, a.ended_at) for i in done.instances for a in i.attempts
+    ]
+    for name, start, _ in spans:
+        at_once = [s for s in spans if s[0] == name and s[1] <= start < s[2]]
+        assert len(at_once) <= 2, spans
+
+
 async def test_a_gpu_job_runs_on_the_gpu_agent_only(cluster):
     gpu = await cli_job(cluster, "--gpus", "1", "--instances", "2", "--", "sleep 60")
 
