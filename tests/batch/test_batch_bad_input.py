@@ -155,3 +155,49 @@ async def test_an_id_of_megabytes_is_refused_without_being_echoed(cluster):
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "job_id: 10485760 characters" in info.value.details()
         assert len(info.value.details()) < 200
+
+
+async def test_a_name_of_megabytes_is_refused_and_never_logged(tmp_path):
+    """Issue 36, item 9: a 10 MB job name was stored and logged in full. Refused now with
+    INVALID_ARGUMENT saying the limit, by a real `agora batch` logging at debug level, and
+    not a line of its log holds the name."""
+    import asyncio
+
+    from harness import Daemon
+
+    from agora.common.rpc import insecure_channel
+    from agora.v1 import batch_pb2_grpc
+
+    c = await BatchCluster(tmp_path, in_process_batch=False).start()
+    log = tmp_path / "batch.log"
+    daemon = Daemon(
+        ["batch", "--master", c.master.address, "--port", "0", "--log-level", "debug"], log
+    )
+    try:
+        await asyncio.to_thread(daemon.start)
+        huge = "N" * (10 * 1024 * 1024)
+        async with insecure_channel(daemon.address) as channel:
+            stub = batch_pb2_grpc.BatchStub(channel)
+            request = job()
+            request.spec.name = huge
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.SubmitJob(request)
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            details = info.value.details()
+            assert "name: 10485760 characters" in details and "the limit is 256" in details
+            assert len(details) < 300
+            graph = B.SubmitJobsRequest(specs=[request.spec])
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.SubmitJobs(graph)
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert len(info.value.details()) < 300
+            assert not (await stub.ListJobs(B.ListJobsRequest())).jobs
+            ok = job()
+            ok.spec.name = "fine"
+            await stub.SubmitJob(ok)  # and it still serves
+    finally:
+        await asyncio.to_thread(daemon.stop)
+        await c.stop()
+    written = log.read_text() + "\n".join(daemon.lines)
+    assert "job submitted" in written  # the log is there, at debug level
+    assert "N" * 300 not in written
