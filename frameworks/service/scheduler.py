@@ -68,6 +68,8 @@ class AppRecord:
     # What people ask first of an app that keeps restarting: the last failure of each kind.
     last_failure: tuple[str, float] = ("", 0.0)
     last_health_failure: tuple[str, float] = ("", 0.0)
+    # And of an instance the cluster stopped for another role (not a failure: replaced at once).
+    last_preemption: tuple[str, float] = ("", 0.0)
 
 
 def _backoff_for(app: App) -> RestartBackoff:
@@ -125,6 +127,7 @@ class ServiceScheduler(Framework):
         )
         status.last_failure, status.last_failure_at = record.last_failure
         status.last_health_failure, status.last_health_failure_at = record.last_health_failure
+        status.last_preemption, status.last_preemption_at = record.last_preemption
         return status
 
     # --- API operations (called by the gRPC servicer) ----------------------------------------
@@ -457,7 +460,14 @@ class ServiceScheduler(Framework):
                 or instance.kill_reason == "unhealthy"
                 or instance.kill_reason.startswith("not running")
             )
-            if record is not None and failed:
+            if record is not None and status.reason == REASON_PREEMPTED:
+                record.last_preemption = (_preempted(status), time.time())
+                bound.warning(
+                    "instance preempted; replacing it",
+                    app_id=instance.app_id,
+                    message=status.message,
+                )
+            elif record is not None and failed:
                 record.last_failure = (
                     f"task {status.task_id} {state_name(status.state)}: "
                     f"{status.message or instance.kill_reason or 'no message'}",
@@ -487,6 +497,20 @@ class ServiceScheduler(Framework):
     def _views(self, instances: list[Instance]):
         """The instances as the planner sees them, those on draining agents marked."""
         return [i.view(i.agent_id in self.draining_agents) for i in instances]
+
+    async def on_preemption(
+        self, driver: Driver, task_id: str, agent_id: str, message: str, deadline: float
+    ) -> None:
+        """The master stops one of our instances for another role: it ends TASK_KILLED with
+        REASON_PREEMPTED by `deadline`, and on_update replaces it and reports it on its app."""
+        instance = self.instances.get(task_id)
+        log.info(
+            "instance being preempted",
+            task_id=task_id,
+            app_id=instance.app_id if instance is not None else None,
+            message=message,
+            seconds_left=round(max(0.0, deadline - time.time()), 1),
+        )
 
     async def on_agent_lost(self, driver: Driver, agent_id: str) -> None:
         self.draining_agents.pop(agent_id, None)  # its instances come as TASK_LOST
@@ -618,6 +642,15 @@ class ServiceScheduler(Framework):
             await driver.decline(offers, refuse_seconds=refuse)
         except SchedulerError as e:
             log.debug("decline failed", error=str(e))
+
+
+def _preempted(status: common_pb2.TaskStatus) -> str:
+    """For the app's status: "instance X preempted: role b needs ... (guarantee)" (the master's
+    message names who needed what)."""
+    why = status.message or "preempted"
+    if not why.startswith("preempted"):
+        why = f"preempted: {why}"
+    return f"instance {status.task_id} {why}"
 
 
 def _task_spec(app: App) -> TaskSpec:

@@ -59,7 +59,8 @@ class ServiceCluster:
         self._channel = None
         self.stub: services_pb2_grpc.ServicesStub | None = None
 
-    async def start_master(self) -> Master:
+    async def start_master(self, **overrides) -> Master:
+        """The master; `overrides` are more MasterConfig fields (e.g. preemption timeouts)."""
         self.master = Master(
             MasterConfig(
                 host="127.0.0.1",
@@ -68,6 +69,7 @@ class ServiceCluster:
                 heartbeat_interval_seconds=0.2,
                 agent_timeout_seconds=5.0,
                 allocation_interval_seconds=0.5,
+                **overrides,
             )
         )
         await self.master.start()
@@ -104,17 +106,21 @@ class ServiceCluster:
         await eventually_async(lambda: agent.agent_id, timeout=20, message="agent registered")
         return agent
 
-    async def start_services(self) -> ServicesDaemon:
+    def services_config(self, **overrides) -> ServicesConfig:
         assert self.master is not None
-        self.services = ServicesDaemon(
-            ServicesConfig(
-                master=self.master.address,
-                port=0,
-                state_dir=self.root / "services",
-                converge_interval=0.2,
-                catalog_interval=0.3,
-            )
-        )
+        fields = {
+            "master": self.master.address,
+            "port": 0,
+            "state_dir": self.root / "services",
+            "converge_interval": 0.2,
+            "catalog_interval": 0.3,
+        }
+        return ServicesConfig(**{**fields, **overrides})
+
+    async def start_services(self, **overrides) -> ServicesDaemon:
+        """The services daemon the cluster's client talks to; `overrides`: ServicesConfig
+        fields (e.g. its role)."""
+        self.services = ServicesDaemon(self.services_config(**overrides))
         await self.services.start()
         if self._channel is not None:
             await self._channel.close()

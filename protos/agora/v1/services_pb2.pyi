@@ -156,7 +156,7 @@ class Deployment(_message.Message):
     def __init__(self, from_versions: _Optional[str] = ..., to_version: _Optional[str] = ..., old_instances: _Optional[int] = ..., new_instances: _Optional[int] = ..., new_healthy: _Optional[int] = ...) -> None: ...
 
 class AppStatus(_message.Message):
-    __slots__ = ("app", "state", "staged", "running", "healthy", "unhealthy", "tasks", "deployments", "waiting_reason", "unplaceable", "delayed_until", "last_failure", "last_failure_at", "last_health_failure", "last_health_failure_at")
+    __slots__ = ("app", "state", "staged", "running", "healthy", "unhealthy", "tasks", "deployments", "waiting_reason", "unplaceable", "delayed_until", "last_failure", "last_failure_at", "last_health_failure", "last_health_failure_at", "last_preemption", "last_preemption_at")
     APP_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     STAGED_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +172,8 @@ class AppStatus(_message.Message):
     LAST_FAILURE_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_HEALTH_FAILURE_FIELD_NUMBER: _ClassVar[int]
     LAST_HEALTH_FAILURE_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
+    LAST_PREEMPTION_AT_FIELD_NUMBER: _ClassVar[int]
     app: App
     state: str
     staged: int
@@ -187,7 +189,9 @@ class AppStatus(_message.Message):
     last_failure_at: float
     last_health_failure: str
     last_health_failure_at: float
-    def __init__(self, app: _Optional[_Union[App, _Mapping]] = ..., state: _Optional[str] = ..., staged: _Optional[int] = ..., running: _Optional[int] = ..., healthy: _Optional[int] = ..., unhealthy: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[AppTask, _Mapping]]] = ..., deployments: _Optional[_Iterable[_Union[Deployment, _Mapping]]] = ..., waiting_reason: _Optional[str] = ..., unplaceable: _Optional[bool] = ..., delayed_until: _Optional[float] = ..., last_failure: _Optional[str] = ..., last_failure_at: _Optional[float] = ..., last_health_failure: _Optional[str] = ..., last_health_failure_at: _Optional[float] = ...) -> None: ...
+    last_preemption: str
+    last_preemption_at: float
+    def __init__(self, app: _Optional[_Union[App, _Mapping]] = ..., state: _Optional[str] = ..., staged: _Optional[int] = ..., running: _Optional[int] = ..., healthy: _Optional[int] = ..., unhealthy: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[AppTask, _Mapping]]] = ..., deployments: _Optional[_Iterable[_Union[Deployment, _Mapping]]] = ..., waiting_reason: _Optional[str] = ..., unplaceable: _Optional[bool] = ..., delayed_until: _Optional[float] = ..., last_failure: _Optional[str] = ..., last_failure_at: _Optional[float] = ..., last_health_failure: _Optional[str] = ..., last_health_failure_at: _Optional[float] = ..., last_preemption: _Optional[str] = ..., last_preemption_at: _Optional[float] = ...) -> None: ...
 
 class ListAppsRequest(_message.Message):
     __slots__ = ()
