@@ -5,12 +5,16 @@ waiting for ever while its offers sit out their timeout."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from batch_harness import BatchCluster
 from harness import eventually_async
 
+from agora.common import Resources
 from agora.frameworks.batch.refusals import blamed_jobs
+from agora.frameworks.sdk import Driver, Framework, GrpcSchedulerTransport, framework_info
 from agora.v1 import batch_pb2 as B
 from agora.v1 import common_pb2 as C
 
@@ -115,4 +119,61 @@ async def test_a_job_the_master_may_not_run_as_its_user_fails_at_its_first_launc
             message="the refused offers given back",
         )
     finally:
+        await cluster.stop()
+
+
+class Other(Framework):
+    """A second framework: wants nothing until told to, then keeps the offers it gets."""
+
+    def __init__(self) -> None:
+        self.wanting = False
+        self.offers: list[C.Offer] = []
+        self.suppressed = asyncio.Event()
+
+    async def on_subscribed(self, driver, framework_id) -> None:
+        await driver.suppress()
+        self.suppressed.set()
+
+    async def on_offers(self, driver, offers) -> None:
+        if self.wanting:
+            self.offers.extend(offers)
+        else:  # made before the suppress took effect: given back
+            await driver.decline(offers, refuse_seconds=0)
+
+
+async def test_a_refused_launch_gives_its_offers_to_another_framework_promptly(tmp_path):
+    """The batch framework holds the only agent's offer when the master refuses its launch.
+    Another framework that wants offers then gets the agent's resources at its next
+    allocation, not after the 60 s offer timeout: 10 s is the bound here."""
+    cluster = await BatchCluster(
+        tmp_path,
+        agent_resources=["cpus:2;mem:1024;disk:1024"],
+        master_overrides={"offer_timeout_seconds": 60.0},
+    ).start()
+    other = Other()
+    driver = Driver(other, GrpcSchedulerTransport(cluster.master.address), framework_info("other"))
+    running = asyncio.create_task(driver.run())
+    try:
+        await asyncio.wait_for(other.suppressed.wait(), 20)
+        reply = await cluster.stub.SubmitJob(
+            B.SubmitJobRequest(spec=spec(instances=2, kill_grace_period_seconds=900))
+        )
+        failed = await cluster.wait_state(reply.job_id, B.JOB_FAILED, timeout=30)
+        assert "the longest allowed is 300 s" in failed.message
+
+        other.wanting = True
+        await driver.revive()
+
+        def offered_whole_agent() -> bool:
+            got = Resources()
+            for offer in other.offers:
+                got = got + Resources.from_proto(offer.resources)
+            return got.scalar("cpus") == 2 and got.scalar("mem") == 1024
+
+        await eventually_async(
+            offered_whole_agent, timeout=10, message="the other framework offered the agent"
+        )
+    finally:
+        driver.stop()
+        await asyncio.wait_for(running, 10)
         await cluster.stop()
