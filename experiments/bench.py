@@ -129,10 +129,14 @@ def _preemption_figures(alloc, held: dict, role_names: list[str]) -> dict:
     from agora.master.allocator.preemption import Candidate, RoleState, plan
 
     snapshot_ms, plan_ms = [], []
+    # The starved role, guaranteed its task's size (the master reads what it could be offered
+    # on each agent once it may preempt: preemption_room).
+    alloc.set_quota("starved", Resources.parse("cpus:1;mem:128"), None)
     for _ in range(20):
         started = time.perf_counter()
         role_inputs, total = alloc.preemption_roles()
         free = alloc.preemption_free()
+        usable = alloc.preemption_room(["starved"])
         snapshot_ms.append((time.perf_counter() - started) * 1000)
     roles = {
         name: RoleState(name, weight, allocated, guarantee, None)
@@ -156,7 +160,8 @@ def _preemption_figures(alloc, held: dict, role_names: list[str]) -> dict:
     made = []
     for _ in range(5):
         started = time.perf_counter()
-        made = plan(roles, total, free, candidates, 0.0, 5.0, 5.0, max_victims=10)
+        made = plan(roles, total, free, candidates, 0.0, 5.0, 5.0, max_victims=10,
+                    usable=usable)  # fmt: skip
         plan_ms.append((time.perf_counter() - started) * 1000)
     if not made:  # a benchmark checks its set-up: the starved role must preempt
         raise BenchError("the starved role preempted nothing; the set-up is wrong")
@@ -165,4 +170,36 @@ def _preemption_figures(alloc, held: dict, role_names: list[str]) -> dict:
         "snapshot_ms": _summary(snapshot_ms),
         "plan_ms": _summary(plan_ms),
         "victims": sum(len(p.victims) for p in made),
+        "revocable": _revocable_figures(alloc, held),
     }
+
+
+def _revocable_figures(alloc, held: dict, cycles: int = 5) -> dict:
+    """Full cycles with one framework that takes revocable offers, and a role guaranteed a
+    tenth of the cluster with no framework: the headroom kept for it is lent, so each cycle
+    also runs the lending step (allocator/revocable.py) on the agents that keep it."""
+    from agora.common import Resources
+    from agora.master.allocator import REVOCABLE_CAPABILITY
+
+    now = 0.0
+    for g in held.values():
+        alloc.recover(g.framework_id, g.agent_id, g.resources, now)
+    alloc.set_quota("starved", None, None)
+    agents = len(held)
+    tenth = Resources.parse(f"cpus:{24 * agents // 10};mem:{4096 * agents // 10}")
+    alloc.set_quota("idle", tenth, None)
+    alloc.add_framework("spot", role="spot", capabilities=[REVOCABLE_CAPABILITY])
+    cycle_ms, lent = [], []
+    for _ in range(cycles):
+        started = time.perf_counter()
+        grants = alloc.allocate(now)
+        cycle_ms.append((time.perf_counter() - started) * 1000)
+        lent.append(sum(1 for g in grants if g.revocable))
+        for g in grants:
+            if g.revocable:
+                alloc.withdraw_revocable(g.framework_id, g.agent_id)
+            else:
+                alloc.recover(g.framework_id, g.agent_id, g.resources, now)
+    if not any(lent):  # a benchmark checks its set-up: the headroom must be lent
+        raise BenchError("nothing was lent to the revocable framework; the set-up is wrong")
+    return {"cycle_ms": _summary(cycle_ms), "lent_offers": lent}
