@@ -492,11 +492,16 @@ static int set_up_mounts(const char *cwd, unsigned long long tmp_bytes, const ch
     snprintf(options, sizeof options, "size=%llu,mode=1777", tmp_bytes);
     if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) < 0) return errno;
     /* Shared memory of its own too, and no cgroup file system to move itself out of its
-     * limits with (root could write its pid into the root cgroup). */
+     * limits with (root could write its pid into the root cgroup): an empty directory bound
+     * over it and then removed, in which nothing can be created (cheaper than a file system
+     * of its own, which each task would make and tear down). */
     if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0) return errno;
-    if (access("/sys/fs/cgroup", F_OK) == 0 &&
-        mount("tmpfs", "/sys/fs/cgroup", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k") < 0)
-        return errno;
+    if (access("/sys/fs/cgroup", F_OK) == 0) {
+        const char *empty = "/tmp/.agora-empty";
+        if (mkdir(empty, 0555) < 0 || mount(empty, "/sys/fs/cgroup", NULL, MS_BIND, NULL) < 0 ||
+            rmdir(empty) < 0)
+            return errno;
+    }
     int fresh = beneath(hide, "/tmp") || beneath(hide, "/dev/shm");
     if (!fresh && mount("tmpfs", hide, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
         return errno;
