@@ -18,6 +18,7 @@ from batch_harness import BatchCluster
 from harness import eventually_async
 
 from agora.frameworks.batch import schedules as sch
+from agora.frameworks.batch import state as st
 from agora.frameworks.batch.cron import SCHEDULE_LABEL, Cron
 from agora.frameworks.batch.scheduler import BatchScheduler
 from agora.frameworks.batch.store import JobStore
@@ -288,6 +289,72 @@ async def test_suspend_resume_and_delete_from_the_command_line(cluster):
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
     missing = await cluster.cli("job", "suspend", "ticker")
     assert missing.code != 0 and "no schedule 'ticker'" in missing.err
+
+
+async def jobs_of(cluster, schedule: B.Schedule) -> list[B.Job]:
+    return [await cluster.job(r.job_id) for r in schedule.runs if r.job_id]
+
+
+async def test_forbid_skips_runs_while_the_last_one_runs_on_real_agents(cluster):
+    made = await cluster.cli(
+        "job", "schedule", "slow", "--cron", "* * * * * *", "--concurrency", "forbid",
+        "--", "sleep 2.5",
+    )  # fmt: skip
+    assert made.code == 0, made.err
+
+    async def two_runs_done():
+        schedule = await schedule_of(cluster, "slow")
+        done = [r for r in schedule.runs if r.state == B.JOB_SUCCEEDED]
+        return schedule if len(done) >= 2 else None
+
+    schedule = await eventually_async(two_runs_done, timeout=40, message="two runs succeeded")
+    await cluster.cli("job", "unschedule", "slow")
+    jobs = await jobs_of(cluster, schedule)
+    first, second = jobs[0], jobs[1]
+    # Never two at once: each run started after the one before had ended.
+    assert first.ended_at <= second.submitted_at
+    skipped = [r for r in schedule.runs if r.skipped]
+    assert skipped and schedule.missed >= len(skipped)
+    while_first = [r for r in skipped if r.scheduled_for < second.submitted_at]
+    assert len(while_first) >= 1  # the fire times while the first one ran
+    for run in while_first:
+        assert run.skipped.startswith(f"the previous run {first.job_id} has not ended"), run
+    for job in jobs:
+        if not st.is_ended(job):
+            await cluster.stub.KillJob(B.KillJobRequest(job_id=job.job_id))
+
+
+async def test_replace_kills_the_last_run_for_the_next_on_real_agents(cluster):
+    made = await cluster.cli(
+        "job", "schedule", "endless", "--cron", "* * * * * */2", "--concurrency", "replace",
+        "--", "sleep 60",
+    )  # fmt: skip
+    assert made.code == 0, made.err
+
+    async def three_runs():
+        schedule = await schedule_of(cluster, "endless")
+        runs = [r for r in schedule.runs if r.job_id]
+        return schedule if len(runs) >= 3 and runs[-1].state == B.JOB_RUNNING else None
+
+    schedule = await eventually_async(three_runs, timeout=40, message="three runs, one running")
+    await cluster.cli("job", "unschedule", "endless")
+    jobs = await jobs_of(cluster, schedule)
+    latest = jobs[-1]
+    for earlier, later in zip(jobs, jobs[1:], strict=False):
+        assert earlier.state == B.JOB_KILLED, earlier
+        assert earlier.ended_at <= later.submitted_at  # killed before the next run started
+
+    async def tasks_killed():
+        for job in jobs[:-1]:
+            again = await cluster.job(job.job_id)
+            attempt = again.instances[0].attempts[-1]
+            if attempt.state != C.TASK_KILLED:
+                return False
+        return True
+
+    # The agents killed the replaced runs' tasks.
+    await eventually_async(tasks_killed, timeout=20, message="the replaced runs' tasks killed")
+    await cluster.stub.KillJob(B.KillJobRequest(job_id=latest.job_id))
 
 
 async def _more_runs(cluster, count: int) -> bool:
