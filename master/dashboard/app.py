@@ -1,5 +1,6 @@
 """The dashboard's HTTP routes: its page and static files, the JSON API the page polls, and the
-actions it posts (kill a task, drain or undrain an agent, scale an app).
+actions it posts (kill a task, drain or undrain an agent, scale an app; the batch framework's
+jobs, schedules and owners are batch.py's).
 
 The API reads a `ClusterView` (the master's state, as the Operator service shows it) and, for a
 task's sandbox and usage or the batch and service frameworks' jobs and apps, calls those daemons
@@ -10,9 +11,9 @@ never a traceback.
 The ACLs hold here as on the gRPC API (one Gatekeeper, the master's): every API read needs
 read_state; a task's files and usage need read_sandboxes, unless the caller is the principal that
 registered the task's framework; a kill needs kill_tasks and a drain drain_agents, as the
-Operator service's KillTask and DrainAgent do; an app is scaled by its owner alone. The caller
-is known by its client certificate over HTTPS; a browser without one is anonymous. Task
-environments (which may hold secrets) are never shown.
+Operator service's KillTask and DrainAgent do; an app, a job or a schedule is changed by its
+owner alone (calls.py). The caller is known by its client certificate over HTTPS; a browser
+without one is anonymous. Task environments (which may hold secrets) are never shown.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ from google.protobuf.json_format import MessageToDict
 from agora.common import ResourceError, Resources
 from agora.common.credentials import INSECURE, Credentials, not_served_by
 from agora.common.http import http_principal
-from agora.common.redaction import without_environments
 from agora.common.rpc import open_channel
 from agora.common.task_states import is_terminal
 from agora.master.authz import Action, Gatekeeper
+from agora.master.dashboard.batch import BatchRoutes
+from agora.master.dashboard.calls import ApiError, call, check_owner, http_status, relayed, shown
 from agora.master.dashboard.history import ShareHistory
 from agora.master.dashboard.view import (
     AGENTS_PER_SLICE,
@@ -47,8 +49,6 @@ from agora.master.errors import CallError
 from agora.v1 import (
     agent_pb2,
     agent_pb2_grpc,
-    batch_pb2,
-    batch_pb2_grpc,
     common_pb2,
     operator_pb2,
     services_pb2,
@@ -60,7 +60,6 @@ __all__ = ["ClusterView", "Dashboard"]
 log = structlog.get_logger(__name__)
 
 STATIC = Path(__file__).with_name("static")
-CALL_TIMEOUT = 5.0
 # How long one reading of the master's state (and each page's answer built from it) serves
 # every viewer: the page refreshes every 2 s, and building the state of thousands of agents takes
 # the master's loop for milliseconds, so N open pages must not cost N builds.
@@ -107,12 +106,6 @@ class ClusterView(Protocol):
         """Dominant shares by role and by framework id, and each framework's label (cheap:
         sampled for the chart)."""
         ...
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _resources(protos) -> str:
@@ -212,31 +205,8 @@ def _offer(o: OutstandingOffer, frameworks: dict[str, str], hosts: dict[str, str
     }
 
 
-def _shown(message) -> dict:
-    """A job or an app as JSON for the page, its environment values hidden."""
-    return MessageToDict(without_environments(message), preserving_proto_field_name=True)
-
-
 def _live(tasks) -> list:
     return [t for t in tasks if not is_terminal(t.state)]
-
-
-# The label in which the batch and services frameworks record who owns a job or an app
-# (agora.frameworks.sdk.ownership, which the master may not import).
-OWNER_LABEL = "agora.owner"
-
-_HTTP_STATUS = {
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.FAILED_PRECONDITION: 409,
-    grpc.StatusCode.ALREADY_EXISTS: 409,
-    grpc.StatusCode.UNAVAILABLE: 503,
-}
-
-
-def _http_status(code: grpc.StatusCode) -> int:
-    return _HTTP_STATUS.get(code, 500)
 
 
 TASKS_SHOWN = 200  # of one agent or framework on its page, the newest
@@ -269,6 +239,7 @@ class Dashboard:
         self._reading: asyncio.Future | None = None
         # path and query -> (when, JSON body): answers shared by every viewer for a moment.
         self._answers: dict[str, tuple[float, bytes]] = {}
+        self.batch = BatchRoutes(self)
 
     # lifecycle ----------------------------------------------------------------------------
 
@@ -307,8 +278,7 @@ class Dashboard:
             "/api/tasks/{framework_id}/{task_id}/usage": self.usage,
             "/api/roles": self.roles,
             "/api/shares": self.shares,
-            "/api/jobs": self.jobs,
-            "/api/jobs/{job_id}": self.job,
+            **self.batch.reads(),
             "/api/apps": self.apps,
             "/api/apps/{app_id}": self.app,
         }
@@ -331,6 +301,7 @@ class Dashboard:
             "/api/agents/{agent_id}/drain": self.drain,
             "/api/agents/{agent_id}/undrain": self.undrain,
             "/api/apps/{app_id}/scale": self.scale,
+            **self.batch.actions(),
         }
         routes += [web.post(path, self._action(handler)) for path, handler in actions.items()]
         routes += [
@@ -393,7 +364,7 @@ class Dashboard:
                 try:
                     answer = await handler(request, body)
                 except CallError as e:
-                    raise ApiError(_http_status(e.code), e.message) from None
+                    raise ApiError(http_status(e.code), e.message) from None
                 # The next page shows what changed, not a snapshot from before it.
                 self._snapshot = None
                 self._answers.clear()
@@ -645,45 +616,13 @@ class Dashboard:
     async def shares(self, request: web.Request) -> dict:
         return self.history.series()
 
-    async def jobs(self, request: web.Request) -> dict:
-        found = await self._framework_service("batch")
-        if found is None:
-            return {"available": False, "message": "no batch framework is registered"}
-        stub = batch_pb2_grpc.BatchStub(self._channel(found[0]))
-        name = "the batch framework"
-        reply = await self._call(name, stub.ListJobs, batch_pb2.ListJobsRequest())
-        owners = await self._call(name, stub.ListOwners, batch_pb2.ListOwnersRequest())
-        schedules = await self._call(name, stub.ListSchedules, batch_pb2.ListSchedulesRequest())
-        return {
-            "available": True,
-            "jobs": [_shown(j) for j in reply.jobs],
-            "owners": [_shown(o) for o in owners.owners],
-            "schedules": [_shown(s) for s in schedules.schedules],
-        }
-
-    async def job(self, request: web.Request) -> dict:
-        """One job, from the batch framework as `agora job status` reads it: its instances and
-        each attempt's task (with its framework id, for the task's page)."""
-        found = await self._framework_service("batch")
-        if found is None:
-            raise ApiError(404, "no batch framework is registered")
-        stub = batch_pb2_grpc.BatchStub(self._channel(found[0]))
-        job = await self._call(
-            "the batch framework",
-            stub.GetJob,
-            batch_pb2.GetJobRequest(job_id=request.match_info["job_id"]),
-        )
-        return _shown(job)
-
     async def apps(self, request: web.Request) -> dict:
         found = await self._framework_service("services")
         if found is None:
             return {"available": False, "message": "no services framework is registered"}
         stub = services_pb2_grpc.ServicesStub(self._channel(found[0]))
-        reply = await self._call(
-            "the services framework", stub.ListApps, services_pb2.ListAppsRequest()
-        )
-        return {"available": True, "apps": [_shown(a) for a in reply.apps]}
+        reply = await call("the services framework", stub.ListApps, services_pb2.ListAppsRequest())
+        return {"available": True, "apps": [shown(a) for a in reply.apps]}
 
     async def app(self, request: web.Request) -> dict:
         """One app, from the services framework as `agora app get` reads it, with the
@@ -692,12 +631,12 @@ class Dashboard:
         if found is None:
             raise ApiError(404, "no services framework is registered")
         stub = services_pb2_grpc.ServicesStub(self._channel(found[0]))
-        status = await self._call(
+        status = await call(
             "the services framework",
             stub.GetApp,
             services_pb2.GetAppRequest(id=request.match_info["app_id"]),
         )
-        return {**_shown(status), "framework_id": found[1]}
+        return {**shown(status), "framework_id": found[1]}
 
     # actions ------------------------------------------------------------------------------
 
@@ -749,28 +688,19 @@ class Dashboard:
             raise ApiError(404, "no services framework is registered")
         stub = services_pb2_grpc.ServicesStub(self._channel(found[0]))
         what = "the services framework"
-        status = await self._call(what, stub.GetApp, services_pb2.GetAppRequest(id=app_id))
-        owner = status.app.labels.get(OWNER_LABEL, "")
+        status = await call(what, stub.GetApp, services_pb2.GetAppRequest(id=app_id))
         principal = http_principal(request)
-        if owner and principal != owner:
-            who = principal or "an anonymous caller"
-            raise ApiError(403, f"{who} may not scale app {app_id}, which {owner} owns")
-        request_ = services_pb2.ScaleAppRequest(id=app_id, instances=instances)
+        check_owner(principal, "scale", f"app {app_id}", status.app.labels)
         # The master relays it for the person it just checked against the owner; the framework
         # takes that name from the master's certificate alone (frameworks/service/servicer.py).
-        relayed = (("agora-on-behalf-of", principal),) if principal else None
-        try:
-            await self._call(what, stub.ScaleApp, request_, metadata=relayed)
-        except ApiError as e:
-            if e.status != 403:
-                raise
-            # A framework older than relayed calls knows only the master's certificate.
-            raise ApiError(
-                403,
-                f"the services framework refused the master: {e} (it takes a scale of app "
-                f"{app_id} from its owner alone: run `agora app scale {app_id} {instances}` "
-                "with the owner's certificate)",
-            ) from None
+        await relayed(
+            what,
+            stub.ScaleApp,
+            services_pb2.ScaleAppRequest(id=app_id, instances=instances),
+            principal,
+            f"it takes a scale of app {app_id} from its owner alone: run "
+            f"`agora app scale {app_id} {instances}` with the owner's certificate",
+        )
         return {"message": f"app {app_id}: scaling to {instances} instance(s)"}
 
     # helpers ------------------------------------------------------------------------------
@@ -790,6 +720,20 @@ class Dashboard:
         self._reading = None
         if not reading.cancelled() and reading.exception() is None:
             self._snapshot = (time.monotonic(), reading.result())
+
+    async def framework_api(
+        self, name: str
+    ) -> tuple[grpc.aio.Channel, operator_pb2.FrameworkSummary] | None:
+        """A channel to the API of the connected framework called `name` (checked as
+        _framework_service checks it), and what the master knows of that framework."""
+        found = await self._framework_service(name)
+        if found is None:
+            return None
+        return self._channel(found[0]), await self._framework(found[1])
+
+    def check(self, request: web.Request, action: Action, obj: str) -> None:
+        """The caller may do `action` on `obj` under the master's ACLs (else a 403)."""
+        self._check(request, action, obj)
 
     def _check(self, request: web.Request, action: Action, obj: str, aliases=()) -> None:
         try:
@@ -875,22 +819,7 @@ class Dashboard:
             )
         stub = agent_pb2_grpc.AgentStub(self._channel(agent.info.address))
         what = f"agent {agent.info.hostname} ({agent.info.address})"
-        return await self._call(what, getattr(stub, method), request)
-
-    @staticmethod
-    async def _call(what: str, method, request, metadata=None):
-        try:
-            return await method(request, timeout=CALL_TIMEOUT, metadata=metadata)
-        except grpc.aio.AioRpcError as e:
-            if e.code() == grpc.StatusCode.NOT_FOUND:
-                raise ApiError(404, e.details() or "not found") from None
-            if e.code() in (
-                grpc.StatusCode.INVALID_ARGUMENT,
-                grpc.StatusCode.PERMISSION_DENIED,
-                grpc.StatusCode.FAILED_PRECONDITION,
-            ):
-                raise ApiError(_http_status(e.code()), e.details() or e.code().name) from None
-            raise ApiError(502, f"{what} did not answer: {e.details() or e.code().name}") from None
+        return await call(what, getattr(stub, method), request)
 
 
 def _html(text: str) -> str:

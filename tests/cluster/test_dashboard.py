@@ -7,6 +7,7 @@ made that way).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -419,3 +420,227 @@ def test_an_app_has_a_page_with_its_instances(local, browser, tmp_path):
     finally:
         deleted = agora("app", "delete", "sleeper", "--master", local.address)
         assert deleted.returncode == 0, deleted.stderr
+
+
+def submit(local, *args: str) -> str:
+    """`agora job submit ARGS` on the local cluster: the job's id."""
+    made = agora("job", "submit", "--master", local.address, "--cpus", "0.1", "--mem", "16", *args)
+    assert made.returncode == 0, made.stdout + made.stderr
+    return made.stdout.strip().splitlines()[-1]
+
+
+def job_status(local, job_id: str) -> dict:
+    """The job as `agora job status --json` shows it."""
+    shown = agora("job", "status", job_id, "--json", "--master", local.address)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    return json.loads(shown.stdout)
+
+
+def post(url: str, body: dict) -> tuple[int, dict]:
+    """POST `body` as JSON, as the page's actions do: (status, JSON answer)."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, json.load(reply)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+def test_a_job_page_shows_what_it_waits_for_and_holds_releases_and_kills_it(
+    local, browser, tmp_path
+):
+    """A child waits for its parent, which waits for its begin time: the child's page says
+    why and links to the parent; on the parent's page a person holds, releases, updates and
+    kills it, each change seen by `agora job status`, each refusal the batch framework's own."""
+    parent = submit(local, "--name", "parent", "--owner", "alice", "--begin", "1h", "--", "true")
+    child = submit(local, "--name", "child", "--owner", "alice", "--after", f"{parent}:ok",
+                   "--", "true")  # fmt: skip
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    questions: list[str] = []
+    page.on("dialog", lambda d: (questions.append(d.message), d.accept()))
+    try:
+        page.goto(f"{local.url}/#/job/{child}")
+        facts = page.get_by_test_id("job")
+        facts.filter(has_text="dependency").wait_for()  # its pending reason
+        assert page.get_by_test_id("dependencies").inner_text() == f"{parent}:ok (not ended yet)"
+        assert f"waiting for {parent} to succeed" in facts.inner_text()
+        assert "WAITING" in facts.inner_text()
+        shot(page, tmp_path, "job-waiting")
+        page.get_by_test_id("dependencies").get_by_role("link").click()
+        page.wait_for_url(re.compile(f"#/job/{parent}$"))
+        facts.filter(has_text="begin-time").wait_for()
+        assert "alice" in facts.inner_text()
+
+        page.get_by_test_id("hold").click()
+        page.get_by_test_id("done").filter(has_text=f"job {parent} held").wait_for()
+        facts.filter(has_text="(held)").wait_for()
+        assert job_status(local, parent)["held"] is True
+        page.get_by_test_id("release").click()
+        page.get_by_test_id("done").filter(has_text=f"job {parent} released").wait_for()
+        assert not job_status(local, parent).get("held", False)
+        # A release the page no longer offers (a page older than the job) changes nothing and
+        # says so; a requeue of a job that has not started is the batch framework's refusal.
+        status, answer = post(f"{local.url}/api/jobs/{parent}/release", {})
+        assert status == 409 and answer["error"] == f"job {parent} is not held"
+        status, answer = post(f"{local.url}/api/jobs/{parent}/requeue", {})
+        assert status == 409 and "only a RUNNING job can be requeued" in answer["error"]
+
+        page.get_by_test_id("update-priority").fill("7")
+        page.get_by_test_id("update").click()
+        page.get_by_test_id("done").filter(has_text="priority 7, 1 instance(s)").wait_for()
+        assert job_status(local, parent)["spec"]["priority"] == 7
+        page.get_by_test_id("update-instances").fill("0")
+        page.get_by_test_id("update").click()
+        refused = page.get_by_test_id("refused")
+        refused.filter(has_text="instances must be between 1 and").wait_for()
+        shot(page, tmp_path, "job-refused")
+
+        page.get_by_test_id("kill-job").click()
+        page.get_by_test_id("done").filter(has_text=f"job {parent}: being killed").wait_for()
+        facts.filter(has_text="KILLED").wait_for()
+        # Its child is cancelled, saying why.
+        page.goto(f"{local.url}/#/job/{child}")
+        facts.filter(has_text="KILLED").wait_for()
+        assert page.get_by_test_id("dependencies").inner_text() == f"{parent}:ok"
+        assert f"cancelled: job {parent} ended KILLED" in facts.inner_text()
+        assert page.get_by_test_id("job-actions").count() == 0  # nothing to do with it now
+        assert [q.split("?")[0] for q in questions] == [
+            "Hold job parent",
+            "Release job parent",
+            "Update job parent: priority 7",
+            "Update job parent: instances 0",
+            "Kill job parent",
+        ]
+        assert errors == []
+    finally:
+        page.close()
+        agora("job", "kill", parent, "--master", local.address)
+
+
+def test_a_schedules_runs_are_listed_and_it_is_suspended_and_deleted_from_its_page(
+    local, browser, tmp_path
+):
+    made = agora(
+        "job", "schedule", "--master", local.address, "ticker", "--cron", "* * * * * */2",
+        "--cpus", "0.1", "--mem", "16", "--", "true",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: d.accept())
+    try:
+        page.goto(local.url + "/#/jobs")
+        page.get_by_test_id("schedules").get_by_role("link", name="ticker").click()
+        page.wait_for_url(re.compile("#/schedule/ticker$"))
+        runs = page.get_by_test_id("schedule-runs").locator("tbody tr")
+        runs.filter(has_text="SUCCEEDED").first.wait_for(timeout=60_000)
+        assert "* * * * * */2 (UTC)" in page.get_by_test_id("schedule").inner_text()
+        shot(page, tmp_path, "schedule")
+
+        page.get_by_test_id("suspend").click()
+        page.get_by_test_id("done").filter(has_text="schedule ticker suspended").wait_for()
+        page.get_by_test_id("schedule").filter(has_text="suspended").wait_for()
+        listed = agora("job", "schedules", "ticker", "--json", "--master", local.address)
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout)["suspended"] is True
+        status, answer = post(f"{local.url}/api/schedules/ticker/suspend", {})
+        assert status == 409 and answer["error"] == "schedule ticker is suspended already"
+
+        # A run's job has its page.
+        runs.filter(has_text="SUCCEEDED").first.get_by_role("link").first.click()
+        page.wait_for_url(re.compile("#/job/"))
+        page.locator("h1", has_text="Job ticker").wait_for()
+        page.go_back()
+        page.get_by_test_id("delete-schedule").click()
+        page.get_by_test_id("done").filter(has_text="schedule ticker deleted").wait_for()
+        page.wait_for_url(re.compile("#/jobs$"))
+        page.get_by_test_id("schedules").wait_for()
+        assert "ticker" not in page.get_by_test_id("schedules").inner_text()
+        assert errors == []
+    finally:
+        page.close()
+        agora("job", "unschedule", "ticker", "--master", local.address)
+
+
+def test_finished_jobs_are_listed_by_owner_and_an_owners_weight_is_set(local, browser, tmp_path):
+    for owner in ("carol", "dave"):
+        submit(local, "--name", f"by-{owner}", "--owner", owner, "--wait", "--", "true")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: d.accept())
+    page.goto(local.url + "/#/jobs")
+    page.get_by_test_id("history-link").click()
+    history = page.get_by_test_id("history")
+    history.locator("tr", has_text="by-dave").wait_for()
+    page.get_by_test_id("filter-owner").fill("carol")
+    page.get_by_test_id("filter-owner").press("Enter")
+    page.wait_for_url(re.compile("owner=carol"))
+    history.locator("tr", has_text="dave").wait_for(state="detached")
+    row = history.locator("tbody tr", has_text="by-carol")
+    headings = history.locator("th").all_inner_texts()
+    cells = dict(zip(headings, row.locator("td").all_inner_texts(), strict=True))
+    assert cells["OWNER"] == "carol" and cells["STATE"] == "SUCCEEDED" and cells["EXIT"] == "0"
+    assert cells["AGENT"] in ("local-0", "local-1") and cells["START"] != "-"
+    page.get_by_test_id("filter-since").fill("1d")
+    page.get_by_test_id("filter-since").press("Enter")
+    page.wait_for_url(re.compile("since=1d"))
+    assert history.locator("tbody tr", has_text="by-carol").count() == 1
+    shot(page, tmp_path, "history")
+    page.get_by_test_id("filter-since").fill("soon")
+    page.get_by_test_id("filter-since").press("Enter")
+    page.get_by_test_id("error").filter(has_text="'soon' is not a duration").wait_for()
+
+    page.goto(local.url + "/#/jobs")
+    page.get_by_test_id("owner-name").fill("carol")
+    page.get_by_test_id("owner-weight").fill("2")
+    page.get_by_test_id("set-weight").click()
+    page.get_by_test_id("done").filter(has_text="owner carol: weight 2").wait_for()
+    page.get_by_test_id("owners").locator("tr", has_text="carol").filter(has_text="2").wait_for()
+    page.get_by_test_id("owner-name").fill("carol")
+    page.get_by_test_id("owner-weight").fill("0")
+    page.get_by_test_id("set-weight").click()
+    page.get_by_test_id("refused").filter(has_text="weight must be a number above 0").wait_for()
+    assert errors == []
+    page.close()
+
+
+def test_a_dashboard_without_a_batch_framework_has_no_job_action():
+    # On a thread of its own: the browser's (sync) Playwright holds this thread's event loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, _no_batch_framework()).result(timeout=60)
+
+
+async def _no_batch_framework() -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from agora.master.dashboard import Dashboard
+    from agora.v1 import operator_pb2
+
+    class NoBatch:
+        async def state(self) -> operator_pb2.ClusterState:
+            return operator_pb2.ClusterState()
+
+    app = web.Application()
+    app.add_routes(Dashboard(NoBatch()).routes())  # type: ignore[arg-type]
+    async with TestClient(TestServer(app)) as client:
+        listed = await client.get("/api/jobs")
+        assert (await listed.json())["available"] is False
+        for method, path, body in [
+            ("get", "/api/jobs/job-1", None),
+            ("get", "/api/job-history", None),
+            ("get", "/api/schedules/nightly", None),
+            ("post", "/api/jobs/job-1/hold", {}),
+            ("post", "/api/jobs/job-1/update", {"priority": 1}),
+            ("post", "/api/schedules/nightly/suspend", {}),
+            ("post", "/api/owners/weight", {"owner": "carol", "weight": 2}),
+        ]:
+            reply = await getattr(client, method)(path, json=body)
+            assert reply.status == 404, path
+            assert (await reply.json())["error"] == "no batch framework is registered", path

@@ -262,6 +262,53 @@ async def test_only_an_apps_owner_may_scale_it_from_the_dashboard(cluster, tmp_p
         services.stop()
 
 
+async def test_only_a_jobs_owner_may_change_it_from_the_dashboard(cluster, tmp_path):
+    """A job is held, released, killed or updated by its owner alone: the dashboard refuses
+    anyone else itself, and when the batch framework refuses the master's own certificate,
+    says what the owner can run instead; the job is left as it was."""
+    master, certs = cluster
+    batch = Daemon(
+        ["batch", "--master", master.address, "--port", "0", "--state-dir", str(tmp_path / "b")]
+        + tls_flags(certs, "owner"),
+        tmp_path / "batch.log",
+    ).start()
+    try:
+        as_owner = ("--master", master.address, *tls_flags(certs, "owner"))
+        made = await asyncio.to_thread(
+            agora, "job", "submit", *as_owner, "--begin", "1h", "--cpus", "0.1", "--mem", "16",
+            "--", "true",
+        )  # fmt: skip
+        assert made.returncode == 0, made.stdout + made.stderr
+        job_id = made.stdout.strip().splitlines()[-1]
+        await eventually_async(
+            lambda: any("dashboard" in line and "https://" in line for line in master.lines),
+            timeout=10,
+            message="the dashboard's address",
+        )
+        url = dashboard_url(master).rstrip("/")
+
+        def check() -> None:
+            for who in ("viewer", None):
+                status, body = post(f"{url}/api/jobs/{job_id}/hold", certs, who, {})
+                assert status == 403, body
+                assert f"may not hold job {job_id}, which owner owns" in body["error"]
+            status, body = post(f"{url}/api/jobs/{job_id}/hold", certs, "owner", {})
+            assert status == 403, body
+            assert body["error"].startswith("the batch framework refused the master:")
+            assert f"run `agora job hold {job_id}` with the owner's certificate" in body["error"]
+            # An owner's weight needs set_weights (which these ACLs give no one).
+            weight = {"owner": "owner", "weight": 2}
+            status, body = post(f"{url}/api/owners/weight", certs, "ops", weight)
+            assert status == 403 and "ops may not set weight" in body["error"], body
+
+        await asyncio.to_thread(check)
+        shown = await asyncio.to_thread(agora, "job", "status", job_id, "--json", *as_owner)
+        assert shown.returncode == 0, shown.stderr
+        assert not json.loads(shown.stdout).get("held", False)
+    finally:
+        batch.stop()
+
+
 def _scale_claiming_owner(address: str, certs) -> grpc.StatusCode:
     from agora.v1 import services_pb2, services_pb2_grpc
 

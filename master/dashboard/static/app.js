@@ -47,15 +47,38 @@ function notify(text, refused) {
 }
 notify.clear = () => document.getElementById("notice").replaceChildren();
 
-// A button that asks `question` (or `question()`) first, then POSTs `body()` to `path`.
-function action(testid, label, question, path, body) {
+// A button that asks `question` (or `question()`) first, then POSTs `body()` to `path`; once
+// done, the page shown is `then` (a #fragment: e.g. the list, after a delete) or this one again.
+function action(testid, label, question, path, body, then) {
   return h("button", { class: "action", "data-testid": testid, onclick: async () => {
     if (!window.confirm(typeof question === "function" ? question() : question)) return;
     try {
       notify((await post(path, body ? body() : {})).message, false);
+      if (then) history.pushState(null, "", then); // no hashchange: the notice stays
       route();
     } catch (e) { notify(e.message, true); }
   } }, label);
+}
+
+// A field whose value, once the user types in it, survives the page's refreshes (until
+// `kept.forget(key)`, when its action is sent).
+const drafts = {};
+function kept(key, value, attrs) {
+  const input = h("input", { ...attrs, value: drafts[key] ?? value,
+    oninput: () => { drafts[key] = input.value; } });
+  return input;
+}
+kept.forget = (key) => { delete drafts[key]; };
+
+// A filter of a list page: its value in the page's #fragment query (`params`), so that a
+// filtered list can be linked to and survives refreshes.
+function queryFilter(page, params, name, el) {
+  el.value = params.get(name) || "";
+  el.addEventListener("change", () => {
+    if (el.value) params.set(name, el.value); else params.delete(name);
+    location.hash = `#/${page}?${params}`;
+  });
+  return el;
 }
 
 function ago(t) {
@@ -80,21 +103,6 @@ function table(testid, columns, rows, empty) {
 }
 
 // Shown as the command line shows them (RUNNING, FINISHED); the class keeps the full name.
-// A job's pending reason as `agora job list` shows it: PENDING_RUNNING_LIMIT -> running-limit.
-function pendingName(reason) {
-  if (!reason || reason === "PENDING_REASON_NONE") return "";
-  return reason.replace(/^PENDING_/, "").toLowerCase().replace(/_/g, "-");
-}
-
-// A schedule's latest run: its job's state, or why it was skipped.
-function lastRun(schedule) {
-  const runs = schedule.runs || [];
-  if (!runs.length) return "-";
-  const run = runs[runs.length - 1];
-  if (run.skipped) return `skipped: ${run.skipped}`;
-  return run.job_id ? h("a", { href: `#/job/${encodeURIComponent(run.job_id)}` }, run.state ? run.state.replace(/^JOB_/, "") : run.job_id) : "-";
-}
-
 function stateCell(state) {
   return h("span", { class: `state-${state}` }, String(state).replace(/^(TASK|JOB|INSTANCE)_/, ""));
 }
@@ -216,14 +224,7 @@ const pages = {
   async tasks() {
     const params = new URLSearchParams(location.hash.split("?")[1] || "");
     const tasks = await api(`/api/tasks?${params}`);
-    const filter = (name, el) => {
-      el.value = params.get(name) || "";
-      el.addEventListener("change", () => {
-        if (el.value) params.set(name, el.value); else params.delete(name);
-        location.hash = `#/tasks?${params}`;
-      });
-      return el;
-    };
+    const filter = (name, el) => queryFilter("tasks", params, name, el);
     const states = ["", "RUNNING", "STAGING", "STARTING", "KILLING", "FINISHED", "FAILED", "KILLED",
       "ERROR", "LOST"];
     return [h("h1", {}, "Tasks"),
@@ -370,45 +371,6 @@ const pages = {
     ];
   },
 
-  async job(jobId) {
-    const j = await api(`/api/jobs/${encodeURIComponent(jobId)}`);
-    const spec = j.spec || {};
-    const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
-    const last = (i) => (i.attempts || [])[(i.attempts || []).length - 1] || {};
-    const used = (i) => last(i).usage || null;
-    return [
-      h("h1", {}, `Job ${spec.name || j.job_id}`),
-      facts("job", [
-        ["State", stateCell(j.state)],
-        ["Instances", Object.entries(j.counts || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "-"],
-        ["Waiting", pendingName(j.pending_reason) || "-"],
-        ["Why", j.message || "-"],
-        ["Held", j.held ? "yes (release it with agora job release)" : "no"],
-        ["Retries", spec.max_retries || 0],
-        ["Priority", spec.priority || 0],
-        ["Time limit", spec.time_limit_seconds ? `${spec.time_limit_seconds} s` : "none"],
-        ["Constraints", (spec.constraints || []).map((c) => `${c.field}:${c.operator}${c.value ? ":" + c.value : ""}`).join(", ") || "-"],
-        ["Owner", spec.owner || (spec.labels || {})["agora.owner"] || "-"],
-        ["Submitted", when(j.submitted_at)],
-        ["Started", when(j.started_at)],
-        ["Ended", when(j.ended_at)],
-        ["Id", h("code", {}, j.job_id)],
-      ]),
-      h("h2", {}, "Instances"),
-      table("job-instances", [
-        ["#", (i) => i.index || 0],
-        ["State", (i) => stateCell(i.state)],
-        ["Attempts", (i) => (i.attempts || []).length],
-        ["Last task", (i) => (last(i).task_id ? taskLink(last(i)) : "-")],
-        ["Host", (i) => (last(i).agent_id ? agentLink(last(i).agent_id, last(i).hostname) : "-")],
-        ["Exit", (i) => (last(i).exit_code === undefined ? "-" : last(i).exit_code)],
-        ["CPU s", (i) => (used(i) ? ((used(i).cpu_user_seconds || 0) + (used(i).cpu_system_seconds || 0)).toFixed(2) : "-")],
-        ["Peak MB", (i) => (used(i) ? (Number(used(i).mem_peak_bytes || 0) / 1048576).toFixed(1) : "-")],
-        ["Message", (i) => last(i).message || ""],
-      ], j.instances || [], "No instances."),
-    ];
-  },
-
   async app(appId) {
     const a = await api(`/api/apps/${encodeURIComponent(appId)}`);
     const app = a.app;
@@ -464,39 +426,6 @@ const pages = {
     ], roles, "No roles yet.")];
   },
 
-  async jobs() {
-    const j = await api("/api/jobs");
-    if (!j.available) return [h("h1", {}, "Batch jobs"), h("p", { class: "muted" }, j.message)];
-    const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
-    return [h("h1", {}, "Batch jobs"), table("jobs", [
-      ["Job", (x) => h("a", { href: `#/job/${encodeURIComponent(x.job_id)}` }, x.job_id)],
-      ["Name", (x) => (x.spec && x.spec.name) || ""],
-      ["Owner", (x) => (x.spec && x.spec.owner) || "-"],
-      ["State", (x) => stateCell(x.state)],
-      ["Waiting", (x) => pendingName(x.pending_reason) || "-"],
-      ["Instances", (x) => Object.entries(x.counts || {}).map(([k, v]) => `${k} ${v}`).join(", ")],
-      ["Message", (x) => x.message || ""],
-    ], j.jobs.slice().reverse(), "No jobs submitted."),
-    h("h2", {}, "Owners"),
-    table("owners", [
-      ["Owner", (o) => o.name || "(anonymous)"],
-      ["Weight", (o) => o.weight || 1],
-      ["Running", (o) => o.running || 0],
-      ["Pending", (o) => o.pending || 0],
-      ["CPUs", (o) => o.cpus || 0],
-      ["Share", (o) => (o.share || 0).toFixed(3)],
-    ], j.owners || [], "No job waits or runs."),
-    h("h2", {}, "Schedules"),
-    table("schedules", [
-      ["Schedule", (c) => c.spec.name],
-      ["Cron", (c) => h("code", {}, `${c.spec.cron} (${c.spec.timezone || "UTC"})`)],
-      ["State", (c) => (c.suspended ? "suspended" : "active")],
-      ["Next run", (c) => when(c.next_run_at)],
-      ["Last run", (c) => lastRun(c)],
-      ["Missed", (c) => c.missed || 0],
-    ], j.schedules || [], "No cron schedules.")];
-  },
-
   async apps() {
     const a = await api("/api/apps");
     if (!a.available) return [h("h1", {}, "Service apps"), h("p", { class: "muted" }, a.message)];
@@ -513,14 +442,14 @@ const pages = {
 };
 
 // The app page's instance count: what the user typed survives the page's refreshes.
-const drafts = {};
 function scaler(app) {
-  const input = h("input", { type: "number", min: "0", step: "1", "data-testid": "instances",
-    value: drafts[app.id] ?? (app.instances || 0), oninput: () => { drafts[app.id] = input.value; } });
+  const key = `app:${app.id}`;
+  const input = kept(key, app.instances || 0,
+    { type: "number", min: "0", step: "1", "data-testid": "instances" });
   return h("p", { class: "filters" }, h("label", {}, "Instances "), input,
     action("scale", "Scale", () => `Scale app ${app.id} to ${input.value} instance(s)?`,
       `/api/apps/${encodeURIComponent(app.id)}/scale`, () => {
-        delete drafts[app.id];
+        kept.forget(key);
         return { instances: Number(input.value) };
       }));
 }
@@ -604,7 +533,8 @@ async function route() {
   const [path] = location.hash.replace(/^#\/?/, "").split("?");
   const [name, ...args] = path.split("/").map(decodeURIComponent);
   const page = pages[name || "overview"];
-  const section = { agent: "agents", framework: "frameworks", task: "tasks", job: "jobs", app: "apps" };
+  const section = { agent: "agents", framework: "frameworks", task: "tasks", job: "jobs",
+    schedule: "jobs", history: "jobs", app: "apps" };
   for (const a of document.querySelectorAll("nav a")) {
     a.classList.toggle("active", a.dataset.page === (section[name] || name || "overview"));
   }
@@ -631,4 +561,5 @@ function refresh() {
 }
 
 window.addEventListener("hashchange", () => { tail = null; notify.clear(); route(); });
-route();
+// Once every script has run: jobs.js adds the batch framework's pages to `pages`.
+window.addEventListener("DOMContentLoaded", route);
