@@ -242,7 +242,7 @@ def _targets(results: Results, cfg: ThroughputConfig, singles: dict) -> None:
         whole = run is not None and run["complete"]
         results.target(
             name,
-            run["tasks_per_second"] if whole else None,
+            run["tasks_per_second"] if run is not None and whole else None,
             TASKS_PER_SECOND,
             "tasks/s",
             at_most=False,
