@@ -158,6 +158,30 @@ async def test_a_submission_that_cannot_be_stored_is_refused_and_changes_nothing
     await transport.next_call("Revive")
 
 
+async def test_a_graph_that_cannot_be_stored_is_refused_whole(api):
+    """SubmitJobs writes its jobs in one commit: when it fails, none of them is in memory or
+    on disk, and the next graph takes the first places in the queue."""
+    stub, scheduler, transport, _, store = api
+    first = job_spec()
+    first.name = "first"
+    then = job_spec()
+    then.name = "then"
+    then.after.add(job="first")
+    graph = B.SubmitJobsRequest(specs=[then, first])
+    store.refuse_writes()
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.SubmitJobs(graph)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert info.value.details() == f"{CANNOT_WRITE}; no job of the graph was submitted"
+    assert scheduler.jobs == {} and on_disk(store.path) == {}
+
+    store.refuse_writes(False)
+    jobs = (await stub.SubmitJobs(graph)).jobs
+    assert [(j.spec.name, j.sequence) for j in jobs] == [("first", 1), ("then", 2)]
+    stored = on_disk(store.path)
+    assert stored[jobs[1].job_id].waiting_for == [jobs[0].job_id]
+
+
 async def test_a_kill_that_cannot_be_stored_is_refused_and_changes_nothing(api):
     stub, scheduler, transport, stream, store = api
     job_id = (await stub.SubmitJob(B.SubmitJobRequest(spec=job_spec(2)))).job_id
