@@ -171,8 +171,12 @@ async def test_a_name_of_megabytes_is_refused_and_never_logged(tmp_path):
     c = await BatchCluster(tmp_path, in_process_batch=False).start()
     log = tmp_path / "batch.log"
     daemon = Daemon(
-        ["batch", "--master", c.master.address, "--port", "0", "--log-level", "debug"], log
-    )
+        [
+            "batch", "--master", c.master.address, "--port", "0", "--log-level", "debug",
+            "--state-dir", str(tmp_path / "batch"),
+        ],
+        log,
+    )  # fmt: skip
     try:
         await asyncio.to_thread(daemon.start)
         huge = "N" * (10 * 1024 * 1024)
