@@ -25,6 +25,7 @@ from agora.master.allocator import AllocatorProtocol
 from agora.master.allocator.drf import inverse_totals, scalar_vector, vector_resources
 from agora.master.allocator.preemption import (
     GUARANTEE,
+    PRIORITY,
     Candidate,
     RoleState,
     fair_shares,
@@ -73,6 +74,22 @@ class Preempted:
         return cls(**{f.name: getattr(summary, f.name) for f in fields(cls)})
 
 
+@dataclass
+class _FreedForPriority:
+    """Room a priority preemption freed on an agent for its own role's demand."""
+
+    agent_id: str
+    demand: tuple  # the demand it was freed for (_demand_key)
+    before: set[tuple[str, str]]  # the role's tasks on the agent then
+
+
+def _demand_key(demand: tuple[dict, int] | None) -> tuple | None:
+    if demand is None:
+        return None
+    shape, priority = demand
+    return priority, tuple(sorted(shape.items()))
+
+
 class Preemptions:
     def __init__(
         self,
@@ -110,6 +127,12 @@ class Preemptions:
             self._remember(Preempted.of(summary))
         # Why each starved role is owed resources (GUARANTEE or FAIR_SHARE), for "why no offers".
         self._why: dict[str, str] = {}
+        # Priority within a role works only if the framework places by priority: room freed for
+        # a demand is watched until the role launches there, and if it launched only tasks of
+        # a lower priority than that demand, the role preempts no more for priority until its
+        # demand changes (else each kill would be followed by the same launch: a loop).
+        self._freed_for_priority: dict[str, _FreedForPriority] = {}
+        self._priority_off: dict[str, tuple] = {}  # role -> the demand it is off for
         # Called with each task stopped (the master counts them in its metrics).
         self.on_preempted: Callable[[Preempted], None] = lambda preempted: None
 
@@ -131,6 +154,7 @@ class Preemptions:
         # Starvation is timed on what the roles wait for; an offer in hand only defers a
         # preemption (the framework may place its task there), it does not restart the clock.
         waited, placeable = self._demands()
+        self._watch_priority_room(waited, busy)
         waiting = {
             name: RoleState(name, weight, allocated, guarantee, waited.get(name, (None, 0))[0])
             for name, (weight, guarantee, allocated) in role_inputs.items()
@@ -141,7 +165,8 @@ class Preemptions:
             wants, priority = placeable.get(name, (None, 0))
             roles[name] = RoleState(
                 r.role, r.weight, r.allocated, r.guarantee, None if name in busy else wants,
-                self._starved_since.get(name), priority, self._waiting_since.get(name),
+                self._starved_since.get(name), priority,
+                None if name in self._priority_off else self._waiting_since.get(name),
                 self.config.role_preemption_timeouts.get(name),
             )  # fmt: skip
         if budget <= 0 or not any(self._may_be_due(r, now) for r in roles.values()):
@@ -163,6 +188,19 @@ class Preemptions:
         stopped = []
         for preemption in made:
             wanted = roles[preemption.beneficiary].wants or {}
+            if preemption.reason == PRIORITY:
+                role = preemption.beneficiary
+                demand = _demand_key((wanted, roles[role].wants_priority))
+                assert demand is not None
+                self._freed_for_priority[role] = _FreedForPriority(
+                    preemption.agent_id,
+                    demand,
+                    {
+                        t.key
+                        for t in self.reg.tasks_of_agent(preemption.agent_id)
+                        if self._role_of(t.framework_id) == role
+                    },
+                )
             for victim in preemption.victims:
                 message = (
                     f"preempted: role {preemption.beneficiary} needs "
@@ -221,6 +259,42 @@ class Preemptions:
         since = [s for s in (role.starved_since, role.waiting_since) if s is not None]
         return bool(since) and now - min(since) >= shortest
 
+    def _watch_priority_room(self, waited: dict[str, tuple[dict, int]], busy: set[str]) -> None:
+        """Turns priority preemption off for a role that put tasks of a lower priority than
+        its demand in the room freed for that demand (its framework does not place by
+        priority), and on again once its demand changes."""
+        for role, demand in list(self._priority_off.items()):
+            if _demand_key(waited.get(role)) != demand:
+                del self._priority_off[role]
+        for role, freed in list(self._freed_for_priority.items()):
+            if _demand_key(waited.get(role)) != freed.demand:
+                del self._freed_for_priority[role]  # met, or another demand now
+                continue
+            if role in busy:
+                continue  # its victims have not ended yet
+            launched = [
+                t
+                for t in self.reg.tasks_of_agent(freed.agent_id)
+                if t.key not in freed.before
+                and self._role_of(t.framework_id) == role
+                and not is_terminal(t.state)
+            ]
+            if not launched:
+                continue  # not used yet
+            del self._freed_for_priority[role]
+            priority = freed.demand[0]
+            if all(t.info.priority < priority for t in launched):
+                self._priority_off[role] = freed.demand
+                log.warning(
+                    "a role placed lower-priority tasks where room was freed for its "
+                    "higher-priority demand: no more preemption for its priority until the "
+                    "demand changes",
+                    role=role,
+                    agent_id=freed.agent_id,
+                    priority=priority,
+                    tasks=[t.task_id for t in launched],
+                )
+
     def _demands(self) -> tuple[dict[str, tuple[dict, int]], dict[str, tuple[dict, int]]]:
         """Per role, the unmet task (the highest priority, the smallest of those) and its
         priority: of its subscribed, unsuppressed frameworks, and of those of them that hold
@@ -269,6 +343,14 @@ class Preemptions:
         """Why the role waits, if it is starved and preemption is on: since when, for what,
         and when its timeout passes (for "why no offers")."""
         since, why = self._starved_since.get(role), self._why.get(role)
+        off = self._priority_off.get(role)
+        if self.enabled and off is not None and (since is None or why is None):
+            return (
+                f"role {role}'s framework placed lower-priority tasks where a task was "
+                f"preempted for its priority-{off[0]} demand: nothing more is preempted for that "
+                "demand until it changes (place tasks by priority, e.g. agora batch --queue "
+                "priority)"
+            )
         if not self.enabled or since is None or why is None:
             return None
         timeout = self.config.role_preemption_timeouts.get(role) or (

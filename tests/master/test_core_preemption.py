@@ -286,3 +286,65 @@ def test_no_more_than_the_bound_is_stopped_a_minute_and_the_rest_follow_later():
     # once a minute has passed since the first of them.
     assert all(later - earlier >= 60.0 for earlier, later in zip(times, times[2:], strict=False))
     assert times[1] < 10.0 and times[2] >= times[0] + 60.0
+
+
+def test_priority_preemption_stops_when_the_freed_room_goes_to_lower_priority_work():
+    """A framework that does not place by priority (a FIFO queue) puts its re-queued
+    priority-0 task back where a task was stopped for its priority-3 demand: stopping that one
+    again would only loop (each kill followed by the same launch). The master stops no more
+    for that demand, says why, and takes it up again when the demand changes."""
+    h = CoreHarness(fair_share_preemption_timeout_seconds=2.0)
+    agent = h.agent("cpus:1;mem:1024")
+    a = h.framework("a", role="a")
+    [offer] = a.offers()
+    low, high = task("low", HALF, priority=0), task("high", HALF, priority=5)
+    a.accept([offer.offer_id], [low, high])
+    for t in (low, high):
+        agent.status(a.framework_id, t.task_id, common_pb2.TASK_RUNNING)
+    a.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=3)
+    _wait(h, a, 2.5)
+    [kill] = agent.inbox.of("kill_task")
+    assert kill.task_id == "low"
+    agent.status(a.framework_id, "low", common_pb2.TASK_KILLED, reason=REASON_PREEMPTED)
+    h.advance(0.5)
+    # The freed half cpu goes to the priority-0 task again, not to the waiting priority 3.
+    [offer] = [o for o in a.offers() if Resources.from_proto(o.resources).contains(
+        Resources.parse(HALF))]  # fmt: skip
+    a.accept([offer.offer_id], [task("low-again", HALF, priority=0)])
+    agent.status(a.framework_id, "low-again", common_pb2.TASK_RUNNING)
+    _wait(h, a, 10)
+    assert [k.task_id for k in agent.inbox.of("kill_task")] == ["low"]  # no loop
+    [why] = [r for r in h.core.explain_offers(a.framework_id) if r.startswith("role a's")]
+    assert "placed lower-priority tasks where a task was preempted" in why
+    assert "priority-3 demand" in why
+    # A new demand (priority 4) is taken up: the priority-0 task may go for it.
+    a.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=4)
+    _wait(h, a, 2.5)
+    assert [k.task_id for k in agent.inbox.of("kill_task")] == ["low", "low-again"]
+
+
+def test_priority_preemption_goes_on_while_the_freed_room_serves_the_demand():
+    # The framework places by priority: each freed half cpu goes to a priority-3 task, so
+    # both priority-0 tasks are stopped, one after the other, for its two.
+    h = CoreHarness(fair_share_preemption_timeout_seconds=2.0)
+    agent = h.agent("cpus:1;mem:1024")
+    a = h.framework("a", role="a")
+    [offer] = a.offers()
+    a.accept([offer.offer_id], [task("low-1", HALF), task("low-2", HALF)])
+    for name in ("low-1", "low-2"):
+        agent.status(a.framework_id, name, common_pb2.TASK_RUNNING)
+    a.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=3)
+    placed = 0
+    for _ in range(40):  # 10 s
+        for kill in agent.inbox.of("kill_task")[placed:]:
+            agent.status(a.framework_id, kill.task_id, common_pb2.TASK_KILLED,
+                         reason=REASON_PREEMPTED)  # fmt: skip
+        for offer in a.offers():
+            if Resources.from_proto(offer.resources).contains(Resources.parse(HALF)):
+                placed += 1
+                a.accept([offer.offer_id], [task(f"urgent-{placed}", HALF, priority=3)])
+                agent.status(a.framework_id, f"urgent-{placed}", common_pb2.TASK_RUNNING)
+        _decline_scraps(a)
+        h.advance(0.25)
+    assert sorted(k.task_id for k in agent.inbox.of("kill_task")) == ["low-1", "low-2"]
+    assert placed == 2
