@@ -1,7 +1,7 @@
 """Preemption end to end (issue 34's first acceptance case, on real agents and two batch daemons):
 role a's job fills both agents; role b, guaranteed 1 cpu, submits two tasks; past the timeout
 exactly two of a's tasks are stopped, b's job runs, and a's stopped instances wait to run again
-without spending a retry, their attempts saying why they ended."""
+without spending a retry, their attempts saying why they ended, and finish later."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ async def second_daemon(cluster: BatchCluster, role: str, state_dir):
 
 
 async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_path):
+    # a's tasks run until the test releases them (then each exits 0 at once, a re-run too).
+    release = tmp_path / "release"
+    a_command = f"while [ ! -e {release} ]; do sleep 0.1; done"
     cluster = BatchCluster(
         tmp_path,
         batch_overrides={"role": "a"},
@@ -40,7 +43,7 @@ async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_pat
     await cluster.start()
     b_daemon = None
     try:
-        a_job = await cluster.submit("sleep 300", instances=8, cpus=0.5, mem=64, max_retries=0)
+        a_job = await cluster.submit(a_command, instances=8, cpus=0.5, mem=64, max_retries=0)
 
         async def all_running():
             job = await cluster.job(a_job)
@@ -91,7 +94,27 @@ async def test_a_role_below_its_guarantee_preempts_two_tasks_and_no_more(tmp_pat
             a.task_id for a in ended
         )
         assert {p["beneficiary"] for p in shown["preemptions"]} == {"b"}
+        # The two preempted instances were re-queued, not failed: they wait for room.
+        preempted = {a.task_id for a in ended}
+        waiting = [i for i in job.instances if i.attempts[-1].task_id in preempted]
+        assert len(waiting) == 2 and all(i.state == B.INSTANCE_PENDING for i in waiting)
+        # b's work done, room frees: a's re-queued instances run again and the job succeeds,
+        # still without a retry spent (max_retries 0: one failure would have failed the job).
         await stub.KillJob(B.KillJobRequest(job_id=b_job))
+        release.touch()
+        job = await cluster.wait_state(a_job, B.JOB_SUCCEEDED, timeout=30)
+        assert job.counts.succeeded == 8 and all(i.failures == 0 for i in job.instances)
+        for instance in job.instances:
+            first, last = instance.attempts[0], instance.attempts[-1]
+            assert last.state == C.TASK_FINISHED and last.exit_code == 0
+            if first.task_id in preempted:  # ended once for b, then ran to its end
+                assert len(instance.attempts) == 2 and last.task_id not in preempted
+                assert (first.state, first.reason) == (C.TASK_KILLED, "REASON_PREEMPTED")
+                assert first.message.startswith("preempted: role b needs cpus:0.5;mem:64")
+                assert first.message.endswith("(guarantee)")
+                assert last.launched_at >= first.ended_at
+            else:
+                assert len(instance.attempts) == 1
         await channel.close()
     finally:
         if b_daemon is not None:
@@ -207,4 +230,53 @@ async def test_a_revocable_job_runs_on_lent_reservations_until_their_role_wants_
     finally:
         if ops_daemon is not None:
             await ops_daemon.stop()
+        await cluster.stop()
+
+
+async def test_a_high_priority_job_preempts_low_priority_tasks_of_its_own_role(tmp_path):
+    """Issue 34, item 2, on the user's path: `--priority` becomes TaskInfo.priority. Role a
+    alone holds the cluster (at its share: fairness takes nothing from it); a job of priority
+    5 waits past the fair-share timeout and exactly two of the priority-0 job's tasks are
+    stopped for its two instances, which wait to run again without spending a retry. The
+    daemon's queue places by priority (`agora batch --queue priority`): with FIFO it would
+    put the stopped task back in the room freed for the urgent job, and the master, seeing
+    that, stops nothing more for it (tests/master/test_core_preemption.py)."""
+    cluster = BatchCluster(
+        tmp_path,
+        batch_overrides={"role": "a", "queue": "priority"},
+        master_overrides={"fair_share_preemption_timeout_seconds": 2.0},
+    )
+    await cluster.start()
+    try:
+        low = await cluster.submit("sleep 300", instances=8, cpus=0.5, mem=64, max_retries=0)
+        await eventually_async(
+            lambda: cluster.batch.scheduler.jobs[low].counts.running == 8, timeout=30
+        )
+        high = await cluster.submit(
+            "sleep 300", instances=2, cpus=0.5, mem=64, max_retries=0, priority=5
+        )
+
+        async def both_running():
+            job = await cluster.job(high)
+            return job if job.counts.running == 2 else None
+
+        job = await eventually_async(both_running, timeout=30, message="the urgent job runs")
+        # The master's tasks carry each job's priority.
+        by_task = {t.info.task_id: t.info for t in cluster.master.core.reg.tasks.values()}
+        assert {by_task[i.attempts[-1].task_id].priority for i in job.instances} == {5}
+        await asyncio.sleep(2.5)  # past the timeout again: nothing more is stopped
+        low_job = await cluster.job(low)
+        ended = [x for i in low_job.instances for x in i.attempts if x.state == C.TASK_KILLED]
+        assert len(ended) == 2, [(x.task_id, x.reason) for x in ended]
+        for attempt in ended:
+            assert attempt.reason == "REASON_PREEMPTED"
+            assert attempt.message.startswith("preempted: role a needs cpus:0.5;mem:64")
+            assert attempt.message.endswith("(priority)")
+        running = [i for i in low_job.instances if i.state == B.INSTANCE_RUNNING]
+        assert len(running) == 6
+        assert {by_task[i.attempts[-1].task_id].priority for i in running} == {0}
+        assert all(i.failures == 0 for i in low_job.instances)
+        assert low_job.counts.pending == 2 and low_job.state == B.JOB_RUNNING
+        assert [p.reason for p in cluster.master.core.preemptions.history] == ["priority"] * 2
+    finally:
         await cluster.stop()
