@@ -166,9 +166,12 @@ async def _one(
     fleet = framework_set = None
     ended_at = 0.0
     first_running: dict[str, float] = {}  # task id -> wall time first seen running
-    arrived_at = reached_at = None  # seconds into the run
+    arrived_at: float | None = None  # seconds into the run
+    reached_at: float | None = None
     reached_wall = None
-    c_arrived_at = c_reached_at = c_reached_wall = None
+    c_arrived_at: float | None = None
+    c_reached_at: float | None = None
+    c_reached_wall: float | None = None
     preempted: list = []
     recorder = Recorder()
     try:
@@ -202,9 +205,10 @@ async def _one(
                 if cfg.settle <= 0:
                     return cfg.seconds
                 converged = [reached_at, c_reached_at] if cfg.third_role else [reached_at]
-                if any(at is None for at in converged):
+                times = [at for at in converged if at is not None]
+                if len(times) < len(converged):
                     return cfg.seconds + cfg.settle
-                return max(cfg.seconds, max(c for c in converged if c is not None) + cfg.settle)
+                return max(cfg.seconds, max(times) + cfg.settle)
 
             while (now := time.monotonic()) < start + end():
                 if arrived_at is None and now - start >= cfg.b_arrives * cfg.seconds:
