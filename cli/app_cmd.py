@@ -250,6 +250,7 @@ def _get(args: argparse.Namespace) -> int:
     for label, text, at in (
         ("last failure", status.last_failure, status.last_failure_at),
         ("last failed health check", status.last_health_failure, status.last_health_failure_at),
+        ("last preemption", status.last_preemption, status.last_preemption_at),
     ):
         if text:
             ago = max(0.0, time.time() - at)

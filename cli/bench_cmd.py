@@ -64,7 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--preemption",
         action="store_true",
         help="also time what preemption adds (the snapshot the master reads each tick, and "
-        "the decision when a starved role is due) on the full cluster",
+        "the decision when a starved role is due) on the full cluster, and a full cycle that "
+        "lends idle guarantee headroom to a revocable framework",
     )
     a.add_argument("--json", action="store_true", help="print JSON for scripts")
     a.set_defaults(func=_run)
@@ -181,6 +182,12 @@ def _run(args: argparse.Namespace) -> int:
             f"  preemption decision    min {decide['min']:.1f}  median {decide['median']:.1f}  "
             f"max {decide['max']:.1f} ms ({p['running_tasks']} running tasks, "
             f"{p['victims']} victim(s) chosen)"
+        )
+        lending = p["revocable"]["cycle_ms"]
+        print(
+            f"  cycle with lending     min {lending['min']:.1f}  median {lending['median']:.1f}  "
+            f"max {lending['max']:.1f} ms (a revocable framework lent "
+            f"{max(p['revocable']['lent_offers'])} offers of idle guarantee headroom)"
         )
     print(
         f"  peak memory            {result['peak_rss_mb']:.1f} MB RSS "

@@ -618,8 +618,13 @@ def _control(args: argparse.Namespace) -> int:
             job = batch.call("HoldJob", request)
     if args.json:
         print_json(to_dict(job))
-    else:
-        print(f"job {job_id} {args.action}d: {job.message or 'waiting for offers'}")
+        return 0
+    from agora.frameworks.batch.pending import name as pending_name
+
+    past = {"hold": "held", "release": "released", "requeue": "requeued"}[args.action]
+    waiting = pending_name(job.pending_reason)
+    print(f"job {job_id} {past}" + (f": {job.message}" if job.message else "")
+          + (f" (waiting: {waiting})" if waiting else ""))  # fmt: skip
     return 0
 
 

@@ -13,7 +13,6 @@ import structlog
 
 from agora.common import Resources, new_id, task_limits
 from agora.common.authz import Action, AllowAll, Decision, refusal_message
-from agora.common.credentials import caller_principal
 from agora.common.leader import FollowingStub
 from agora.common.redaction import without_environments
 from agora.common.request_limits import MAX_NAME_LENGTH, LimitError
@@ -29,7 +28,7 @@ from agora.frameworks.batch.scheduler import (
     UnknownJob,
 )
 from agora.frameworks.batch.validation import SpecError, describe_needs, validate_spec
-from agora.frameworks.sdk.ownership import may_act, refusal, stamp_owner
+from agora.frameworks.sdk.ownership import acting_principal, may_act, refusal, stamp_owner
 from agora.v1 import batch_pb2, batch_pb2_grpc, operator_pb2, operator_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -61,6 +60,12 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         self.authorize = authorize or AllowAll().authorize  # the daemon's ACLs (submit_jobs)
         # (when asked, the scheduler's agents_lost then, the answer) of the last ListAgents.
         self._sizes: tuple[float, int, list[tuple[str, Resources]]] | None = None
+
+    def _acting(self, context) -> str:
+        """Who acts: the caller, or the person the master relays a call for (the dashboard's
+        job actions), whose ownership the master checked first."""
+        driver = self.scheduler.driver
+        return acting_principal(context, driver.master_principal if driver is not None else "")
 
     async def SubmitJob(self, request: batch_pb2.SubmitJobRequest, context):
         spec = request.spec
@@ -132,7 +137,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         """The caller may submit the job, and it is well formed (its owner stamped on it); the
         task spec of its first instance. Aborts with the status that says otherwise, its
         message prefixed with `where`."""
-        principal = caller_principal(context)
+        principal = self._acting(context)
         role = spec.task.role or self.scheduler.role
         decision = self.authorize(principal, Action.SUBMIT_JOB, role)
         if not decision.allowed:
@@ -225,11 +230,11 @@ class BatchService(batch_pb2_grpc.BatchServicer):
     async def GetJob(self, request: batch_pb2.GetJobRequest, context):
         job = await self._job(request.job_id, context)
         await self._commit(context)
-        return self._shown(self.scheduler.explain(job), job, caller_principal(context))
+        return self._shown(self.scheduler.explain(job), job, self._acting(context))
 
     async def ListJobs(self, request: batch_pb2.ListJobsRequest, context):
         await self._commit(context)
-        principal = caller_principal(context)
+        principal = self._acting(context)
         # Without instances unless asked: copying them all to delete them after made every
         # poll of a big job's progress cost time in proportion to its instances.
         whole = request.include_instances
@@ -310,7 +315,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
     async def _owned(self, job_id: str, action: str, context) -> batch_pb2.Job:
         """The job, if the caller may change it (its owner); aborts otherwise."""
         job = await self._job(job_id, context)
-        principal = caller_principal(context)
+        principal = self._acting(context)
         if not may_act(principal, job.spec.labels):
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -326,7 +331,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
                 timestamp=self.scheduler.clock(),
                 description=f"job is {st.job_state_name(job.state)}",
             )
-            principal = caller_principal(context)
+            principal = self._acting(context)
             first.job.CopyFrom(self._shown(self.scheduler.explain(job), job, principal))
             await self._commit(context)
             yield first
@@ -348,7 +353,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         return batch_pb2.ListOwnersResponse(owners=self.scheduler.owners())
 
     async def SetOwnerWeight(self, request: batch_pb2.SetOwnerWeightRequest, context):
-        principal = caller_principal(context)
+        principal = self._acting(context)
         role = self.scheduler.role
         decision = self.authorize(principal, Action.SET_WEIGHT, role)
         if not decision.allowed:
@@ -399,7 +404,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
 
     async def ListSchedules(self, request: batch_pb2.ListSchedulesRequest, context):
-        principal = caller_principal(context)
+        principal = self._acting(context)
         return batch_pb2.ListSchedulesResponse(
             schedules=[
                 self._schedule_shown(s, principal) for _, s in sorted(self.cron.schedules.items())
@@ -408,7 +413,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
 
     async def GetSchedule(self, request: batch_pb2.GetScheduleRequest, context):
         schedule = await self._schedule(request.name, context)
-        return self._schedule_shown(schedule, caller_principal(context))
+        return self._schedule_shown(schedule, self._acting(context))
 
     async def SuspendSchedule(self, request: batch_pb2.SuspendScheduleRequest, context):
         schedule = await self._schedule(request.name, context)
@@ -444,7 +449,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         raise AssertionError("unreachable: context.abort raises")
 
     async def _may_change(self, schedule: batch_pb2.Schedule, action: str, context) -> None:
-        principal = caller_principal(context)
+        principal = self._acting(context)
         if not may_act(principal, schedule.spec.job.labels):
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,

@@ -13,7 +13,42 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
+from agora.common.credentials import caller_principal
+
 OWNER_LABEL = "agora.owner"
+# The metadata key with which the master names the person it relays a call for (the
+# dashboard's actions: master/dashboard/calls.py).
+ON_BEHALF_OF = "agora-on-behalf-of"
+
+
+def acting_principal(context, master_principal: str) -> str:
+    """Who acts on a framework's API: the caller, or the person the master relays a call for.
+    Only the master's own certificate (`master_principal`, from SUBSCRIBED, and of the master
+    kind) may speak for someone else; the master checked that person against the owner first."""
+    principal = caller_principal(context)
+    if principal and principal == master_principal and _is_master_certificate(context):
+        for key, value in context.invocation_metadata() or ():
+            if key == ON_BEHALF_OF and isinstance(value, str) and value:
+                return value
+    return principal
+
+
+def _is_master_certificate(context) -> bool:
+    """Whether the caller presented a certificate of a master (`agora tls issue --for master`):
+    a bearer token, or another kind of certificate with the master's name, speaks for no one
+    else."""
+    auth = context.auth_context()
+    pems = auth.get("x509_pem_cert") or []
+    if not auth.get("x509_common_name") or not pems:
+        return False
+    from cryptography import x509
+
+    try:
+        cert = x509.load_pem_x509_certificate(pems[0])
+    except ValueError:
+        return False
+    units = cert.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATIONAL_UNIT_NAME)
+    return bool(units) and units[0].value == "master"
 
 
 def stamp_owner(labels: MutableMapping[str, str], principal: str, keep: str | None = None) -> None:

@@ -11,7 +11,13 @@ import structlog
 from agora.common.authz import Action, AllowAll, Decision, refusal_message
 from agora.common.credentials import caller_principal
 from agora.common.redaction import without_environments
-from agora.frameworks.sdk.ownership import may_act, owner_of, refusal, stamp_owner
+from agora.frameworks.sdk.ownership import (
+    acting_principal,
+    may_act,
+    owner_of,
+    refusal,
+    stamp_owner,
+)
 from agora.frameworks.service import apps as appdefs
 from agora.frameworks.service.apps import AppError
 from agora.frameworks.service.scheduler import ServiceScheduler
@@ -19,30 +25,9 @@ from agora.v1 import services_pb2, services_pb2_grpc
 
 log = structlog.get_logger(__name__)
 
-# The metadata key with which the master names the person it relays a call for.
-ON_BEHALF_OF = "agora-on-behalf-of"
-
 
 async def _abort(context: grpc.aio.ServicerContext, error: AppError) -> None:
     await context.abort(getattr(grpc.StatusCode, error.code), str(error))
-
-
-def _is_master_certificate(context) -> bool:
-    """Whether the caller presented a certificate of a master (`agora tls issue --for master`):
-    a bearer token, or another kind of certificate with the master's name, speaks for no one
-    else."""
-    auth = context.auth_context()
-    pems = auth.get("x509_pem_cert") or []
-    if not auth.get("x509_common_name") or not pems:
-        return False
-    from cryptography import x509
-
-    try:
-        cert = x509.load_pem_x509_certificate(pems[0])
-    except ValueError:
-        return False
-    units = cert.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATIONAL_UNIT_NAME)
-    return bool(units) and units[0].value == "master"
 
 
 class ServicesServicer(services_pb2_grpc.ServicesServicer):
@@ -56,16 +41,9 @@ class ServicesServicer(services_pb2_grpc.ServicesServicer):
 
     def _acting(self, context) -> str:
         """Who acts: the caller, or the person the master relays a call for (the dashboard's
-        scale). Only the master's own certificate may speak for someone else; the master
-        checked that person against the app's owner first."""
-        principal = caller_principal(context)
+        scale)."""
         driver = self.scheduler.driver
-        master = getattr(driver, "master_principal", "") if driver is not None else ""
-        if principal and principal == master and _is_master_certificate(context):
-            for key, value in context.invocation_metadata() or ():
-                if key == ON_BEHALF_OF and isinstance(value, str) and value:
-                    return value
-        return principal
+        return acting_principal(context, driver.master_principal if driver is not None else "")
 
     async def _owned(self, app_id: str, action: str, context, role: str = "") -> None:
         """Refuses (PERMISSION_DENIED) a change to an app the caller may not manage in its

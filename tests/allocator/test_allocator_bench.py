@@ -81,6 +81,8 @@ def test_bench_allocator_times_what_preemption_adds(capsys):
     assert p["running_tasks"] == 40 and p["victims"] == 1
     for key in ("snapshot_ms", "plan_ms"):
         assert 0 <= p[key]["min"] <= p[key]["median"] <= p[key]["max"]
+    code, out = run_cli([*argv, "--cycles", "1", "--reoffers", "1", "--preemption"], capsys)
+    assert "preemption decision" in out and "cycle with lending" in out
     code, out = run_cli([*argv, "--cycles", "1", "--reoffers", "1"], capsys)
     assert "preemption" not in out
 

@@ -131,6 +131,7 @@ async def test_hold_update_and_release_a_queued_job(cluster):
 
     held = await cluster.cli("job", "hold", queued)
     assert held.code == 0, held.err
+    assert held.out.startswith(f"job {queued} held"), held.out
     assert (await cluster.job(queued)).held
     updated = await cluster.cli(
         "job", "update", queued, "--instances", "3", "--priority", "7", "--time-limit", "5m"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from harness import eventually_async
+from harness import agora_async, eventually_async
 from services_cluster import ServiceCluster
 
 from agora.common import Resources
@@ -75,6 +75,8 @@ async def test_a_preempted_instance_is_replaced_and_reported_on_its_app(tmp_path
         assert "preempted: role b needs cpus:0.5" in status.last_preemption
         assert "(guarantee)" in status.last_preemption
         assert status.last_preemption_at > 0
+        shown = await agora_async("app", "get", "fill", "--master", cluster.master.address)
+        assert f"last preemption: {status.last_preemption} (" in shown.stdout, shown.stdout
         # The preempted task is gone from the app, three run on, and the fourth waits to be
         # replaced (no room is left): not a failure, so no restart backoff.
         preempted = status.last_preemption.split()[1]
