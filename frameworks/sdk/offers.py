@@ -254,23 +254,34 @@ def fit(
     packers = [
         OfferPacker(group, role) for _, group in sorted(groups.items(), key=lambda item: item[0][0])
     ]
+    # Each kind takes its own turns: a spec tries every ordinary packer before any revocable
+    # one, so spreading never puts a task on lent room that ordinary room could hold.
+    kinds = [
+        [i for i, packer in enumerate(packers) if not packer.revocable],
+        [i for i, packer in enumerate(packers) if packer.revocable],
+    ]
+    starts = [0, 0]
     on_agent: dict[str, int] = {}
     placed_specs: dict[int, list[TaskSpec]] = {i: [] for i in range(len(packers))}
     unplaced: list[TaskSpec] = []
-    start = 0
     for spec in specs:
-        for step in range(len(packers)):
-            index = (start + step) % len(packers)
-            packer = packers[index]
-            if max_per_agent is not None and on_agent.get(packer.agent_id, 0) >= max_per_agent:
-                continue
-            if packer.pack(spec) is not None:
-                on_agent[packer.agent_id] = on_agent.get(packer.agent_id, 0) + 1
-                placed_specs[index].append(spec)
-                if spread:
-                    start = index + 1
+        placed = False
+        for kind, indices in enumerate(kinds):
+            for step in range(len(indices)):
+                turn = (starts[kind] + step) % len(indices)
+                packer = packers[indices[turn]]
+                if max_per_agent is not None and on_agent.get(packer.agent_id, 0) >= max_per_agent:
+                    continue
+                if packer.pack(spec) is not None:
+                    on_agent[packer.agent_id] = on_agent.get(packer.agent_id, 0) + 1
+                    placed_specs[indices[turn]].append(spec)
+                    if spread:
+                        starts[kind] = turn + 1
+                    placed = True
+                    break
+            if placed:
                 break
-        else:
+        if not placed:
             unplaced.append(spec)
     placements = []
     unused: list[Offer] = []

@@ -263,3 +263,76 @@ def test_fit_never_exceeds_the_offers_nor_reuses_a_port(offers, specs, role, cap
     placed_offer_ids = {o.offer_id for p in result.placements for o in p.offers}
     assert placed_offer_ids.isdisjoint(o.offer_id for o in result.unused)
     assert placed_offer_ids | {o.offer_id for o in result.unused} == {o.offer_id for o in offers}
+
+
+def test_spreading_fills_ordinary_room_on_every_agent_before_lent_room():
+    # Two agents, each with 2 ordinary cpus and 2 lent ones; 4 one-cpu tasks. Taking turns
+    # across both kinds at once put t1 and t3 on lent room; each kind takes its own turns.
+    offers = [
+        make_offer("mine-1", "agent-1", "cpus:2;mem:512"),
+        lent(make_offer("lent-1", "agent-1", "cpus:2;mem:512")),
+        make_offer("mine-2", "agent-2", "cpus:2;mem:512"),
+        lent(make_offer("lent-2", "agent-2", "cpus:2;mem:512")),
+    ]
+    result = fit(offers, [spec(f"t{i}", cpus=1, mem=64) for i in range(4)], spread=True)
+    placed = {p.agent_id: [s.name for s in p.specs] for p in result.placements}
+    assert placed == {"agent-1": ["t0", "t2"], "agent-2": ["t1", "t3"]}
+    assert not any(p.revocable for p in result.placements)
+    assert {o.offer_id for o in result.unused} == {"lent-1", "lent-2"}
+
+
+def test_spreading_puts_what_ordinary_room_cannot_hold_on_lent_room_launched_first():
+    offers = [
+        make_offer("mine-1", "agent-1", "cpus:1;mem:512"),
+        lent(make_offer("lent-1", "agent-1", "cpus:2;mem:512")),
+        make_offer("mine-2", "agent-2", "cpus:1;mem:512"),
+    ]
+    result = fit(offers, [spec(f"t{i}", cpus=1, mem=64) for i in range(3)], spread=True)
+    launches = [(p.agent_id, p.revocable, [s.name for s in p.specs]) for p in result.placements]
+    # Lent room first in launch order: an ordinary launch on agent-1 rescinds lent-1.
+    assert launches == [
+        ("agent-1", True, ["t2"]),
+        ("agent-1", False, ["t0"]),
+        ("agent-2", False, ["t1"]),
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    offers=offers_strategy(),
+    specs=task_specs,
+    role=roles,
+    cap=st.one_of(st.none(), st.integers(1, 4)),
+    spread=st.booleans(),
+)
+def test_nothing_goes_on_lent_room_that_ordinary_room_could_hold(offers, specs, role, cap, spread):
+    result = fit(offers, specs, role=role, max_per_agent=cap, spread=spread)
+    per_agent: dict[str, int] = {}
+    for placement in result.placements:
+        per_agent[placement.agent_id] = per_agent.get(placement.agent_id, 0) + len(placement.tasks)
+    # What each agent's ordinary offers have left once fit() is done. Room only shrinks and
+    # counts only grow as fit() goes, so a spec that fits what is left at the end, on an agent
+    # still under the cap, would have fitted there when it was put on lent room.
+    ordinary_left = []
+    for placement in result.placements:
+        if placement.revocable:
+            continue
+        packer = OfferPacker(placement.offers, role)
+        for task in placement.tasks:
+            packer.remaining = packer.remaining - task_resources(task)
+        ordinary_left.append(packer)
+    agents_unused: dict[str, list] = {}
+    for offer in result.unused:
+        if not offer.revocable:
+            agents_unused.setdefault(offer.agent_id, []).append(offer)
+    ordinary_left.extend(OfferPacker(group, role) for group in agents_unused.values())
+    open_left = [
+        packer for packer in ordinary_left if cap is None or per_agent.get(packer.agent_id, 0) < cap
+    ]
+    for placement in result.placements:
+        if placement.revocable:
+            for s in placement.specs:
+                assert not any(packer.fits(s) for packer in open_left), s
+    # And the launch order still puts every lent placement before every ordinary one.
+    kinds = [p.revocable for p in result.placements]
+    assert kinds == sorted(kinds, reverse=True)
