@@ -9,8 +9,10 @@ cycle cannot be made one job at a time.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 
+from agora.common.request_limits import MAX_NAME_LENGTH, LimitError, check_text
 from agora.v1 import batch_pb2
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "DependencyUnmet",
     "UnknownDependency",
     "condition_of",
+    "latest_by_name",
     "submission_order",
     "met",
     "parse_after",
@@ -78,21 +81,37 @@ def wanted(condition: int) -> str:
     return words.get(condition, "succeed")
 
 
-def resolve(
-    after, jobs: Mapping[str, batch_pb2.Job]
-) -> tuple[list[batch_pb2.Dependency], list[tuple[str, int]]]:
-    """`after` with names resolved to their latest job's id, and the (job id, condition) of
-    those that have not ended yet. UnknownDependency when a job is unknown, DependencyUnmet
-    when one already ended otherwise (the job could never run: refused, not cancelled)."""
+def latest_by_name(jobs: Mapping[str, batch_pb2.Job]) -> dict[str, batch_pb2.Job]:
+    """Each job name -> its latest job (highest sequence): what `--after NAME` means."""
     latest: dict[str, batch_pb2.Job] = {}
     for job in jobs.values():
         name = job.spec.name
         if name not in latest or job.sequence > latest[name].sequence:
             latest[name] = job
+    return latest
+
+
+def resolve(
+    after,
+    jobs: Mapping[str, batch_pb2.Job],
+    latest: Mapping[str, batch_pb2.Job] | None = None,
+) -> tuple[list[batch_pb2.Dependency], list[tuple[str, int]]]:
+    """`after` with names resolved to their latest job's id, and the (job id, condition) of
+    those that have not ended yet. UnknownDependency when a job is unknown, DependencyUnmet
+    when one already ended otherwise (the job could never run: refused, not cancelled).
+    `latest` is latest_by_name(jobs), given by a caller resolving many jobs (a graph) so it
+    is built once rather than once a job."""
     if len(after) > MAX_DEPENDENCIES:
         raise DependencyError(
             f"{len(after)} dependencies; a job may wait for at most {MAX_DEPENDENCIES}"
         )
+    for dependency in after:
+        try:
+            check_text("after", dependency.job, MAX_NAME_LENGTH)  # a job's name or id
+        except LimitError as e:
+            raise DependencyError(str(e)) from None
+    if latest is None:
+        latest = latest_by_name(jobs)
     canonical: list[batch_pb2.Dependency] = []
     pending: list[tuple[str, int]] = []
     for dependency in after:
@@ -128,23 +147,45 @@ def condition_of(job: batch_pb2.Job, dependency_id: str) -> int:
 
 def submission_order(after_by_name: Mapping[str, list[str]]) -> list[str]:
     """The names of a job graph (name -> the names it waits for, within the graph) in an
-    order where each comes after those it waits for; ValueError naming a cycle. Pure."""
+    order where each comes after those it waits for; ValueError naming a cycle. Pure.
+
+    Kahn's algorithm, without recursion: a chain of MAX_GRAPH_JOBS jobs is deeper than
+    Python's stack, and the caller would have heard UNKNOWN instead of why.
+    """
+    # Each dependency once, in the order the job names them (a job may name one twice).
+    waits_for = {
+        name: list(dict.fromkeys(d for d in dependencies if d in after_by_name))
+        for name, dependencies in after_by_name.items()
+    }
+    unmet = {name: len(dependencies) for name, dependencies in waits_for.items()}
+    waited_by: dict[str, list[str]] = {name: [] for name in waits_for}
+    for name, dependencies in waits_for.items():
+        for dependency in dependencies:
+            waited_by[dependency].append(name)
+    ready = deque(name for name, count in unmet.items() if count == 0)
     order: list[str] = []
-    state: dict[str, str] = {}  # name -> "visiting" | "done"
-
-    def visit(name: str, path: list[str]) -> None:
-        if state.get(name) == "done":
-            return
-        if state.get(name) == "visiting":
-            cycle = path[path.index(name) :] + [name]
-            raise ValueError(f"the jobs wait for each other in a cycle: {' -> '.join(cycle)}")
-        state[name] = "visiting"
-        for dependency in after_by_name.get(name, []):
-            if dependency in after_by_name:
-                visit(dependency, [*path, name])
-        state[name] = "done"
+    while ready:
+        name = ready.popleft()
         order.append(name)
-
-    for name in after_by_name:
-        visit(name, [])
+        for dependent in waited_by[name]:
+            unmet[dependent] -= 1
+            if unmet[dependent] == 0:
+                ready.append(dependent)
+    if len(order) < len(waits_for):
+        raise ValueError(f"the jobs wait for each other in a cycle: {_a_cycle(waits_for, order)}")
     return order
+
+
+def _a_cycle(waits_for: Mapping[str, list[str]], ordered: list[str]) -> str:
+    """One cycle among the jobs Kahn's algorithm could not order, as "a -> b -> a". Each of
+    them waits for another of them (else it would have been ordered), so a walk along the
+    first unordered dependency of each always closes a loop."""
+    done = set(ordered)
+    name = next(n for n in waits_for if n not in done)
+    path: list[str] = []
+    seen: dict[str, int] = {}
+    while name not in seen:
+        seen[name] = len(path)
+        path.append(name)
+        name = next(d for d in waits_for[name] if d not in done)
+    return " -> ".join([*path[seen[name] :], name])

@@ -244,6 +244,7 @@ class BatchScheduler(Framework):
         having changed nothing."""
         now = self.clock()
         known: dict[str, batch_pb2.Job] = self.jobs
+        latest = deps.latest_by_name(known)  # once a graph: thousands of jobs may be known
         built: list[batch_pb2.Job] = []
         sequence = self._sequence
         for n, spec in enumerate(specs):
@@ -253,7 +254,7 @@ class BatchScheduler(Framework):
             spec_copy.name = spec.name or "job"
             # Names become ids: the job waits for the jobs they named now, across restarts.
             try:
-                after, pending = deps.resolve(spec.after, known)
+                after, pending = deps.resolve(spec.after, known, latest)
             except deps.DependencyError as e:
                 if not graph:
                     raise
@@ -276,6 +277,7 @@ class BatchScheduler(Framework):
             if len(specs) > 1:  # the graph's later jobs may name this one
                 known = known if known is not self.jobs else dict(self.jobs)
                 known[job.job_id] = job
+                latest[spec_copy.name] = job  # the newest sequence of all
         for job in built:
             self.store.put_job(job)
         try:

@@ -252,6 +252,45 @@ async def test_a_graph_that_is_not_one_is_refused_saying_why(cluster, specs, say
     assert says in e.value.details() and "no job of the graph was submitted" in e.value.details()
 
 
+async def test_a_chain_as_long_as_a_graph_may_be_is_submitted_in_order(cluster):
+    """A chain of MAX_GRAPH_JOBS jobs, each waiting for the one before, given last first:
+    accepted in chain order (a recursive sort ran out of stack here, and the caller heard
+    UNKNOWN). Its head waits for a begin time far off, so none of it runs meanwhile."""
+    from agora.frameworks.batch.service import MAX_GRAPH_JOBS
+
+    task = B.TaskTemplate(command=C.CommandInfo(shell="true"), cpus=0.1, mem=16)
+    chain = [B.JobSpec(name="link-0", instances=1, task=task, begin_at=4_000_000_000)]
+    for i in range(1, MAX_GRAPH_JOBS):
+        after = [B.Dependency(job=f"link-{i - 1}")]
+        chain.append(B.JobSpec(name=f"link-{i}", instances=1, task=task, after=after))
+    reply = await cluster.stub.SubmitJobs(B.SubmitJobsRequest(specs=chain[::-1]))
+    names = [job.spec.name for job in reply.jobs]
+    assert names == [f"link-{i}" for i in range(MAX_GRAPH_JOBS)]
+    ids = [job.job_id for job in reply.jobs]
+    for previous, job in zip(ids, reply.jobs[1:], strict=False):
+        assert [d.job for d in job.spec.after] == [previous]
+        assert job.state == B.JOB_WAITING and list(job.waiting_for) == [previous]
+
+
+async def test_a_dependency_name_past_the_name_limit_is_refused_saying_the_limit(cluster):
+    from agora.common.request_limits import MAX_NAME_LENGTH
+
+    long = "x" * (MAX_NAME_LENGTH + 1)
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.submit("true", after=[B.Dependency(job=long)])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"after: {MAX_NAME_LENGTH + 1} characters" in e.value.details()
+    assert f"the limit is {MAX_NAME_LENGTH}" in e.value.details()
+    assert long not in e.value.details()  # shown truncated, not echoed whole
+    spec = B.JobSpec(name="a", instances=1, after=[B.Dependency(job=long)])
+    spec.task.command.shell = "true"
+    spec.task.cpus, spec.task.mem = 0.1, 16
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await cluster.stub.SubmitJobs(B.SubmitJobsRequest(specs=[spec]))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"the limit is {MAX_NAME_LENGTH}" in e.value.details()
+
+
 async def test_a_graph_file_takes_what_a_single_submission_takes(cluster, tmp_path):
     """Per-instance arguments (a file beside the graph, or a list), a begin time, an image
     and a kill grace: the fields of `agora job submit`'s flags of the same names."""
