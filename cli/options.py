@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
 from agora.cli.errors import CommandError, UsageError
+from agora.common.durations import DurationError, parse_duration
 
 DEFAULT_MASTER = "127.0.0.1:5050"
 
@@ -225,22 +225,12 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_PLAIN_SECONDS = re.compile(r"\d+(?:\.\d+)?")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhd])+")
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-
-
 def duration(text: str) -> float:
     """Seconds from `90`, `90s`, `10m`, `1h30m` or `2d` (argparse type)."""
-    text = text.strip().lower()
-    if _PLAIN_SECONDS.fullmatch(text):
-        return float(text)
-    if not _DURATION.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: write e.g. 90s, 10m, 1h30m or 2d"
-        )
-    return sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(text))
+    try:
+        return parse_duration(text)
+    except DurationError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def port_number(text: str) -> int:

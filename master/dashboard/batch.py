@@ -11,13 +11,13 @@ batch framework's role, as SetOwnerWeight does. Without a batch framework there 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from agora.common.durations import DurationError, parse_duration
 from agora.common.http import http_principal
 from agora.master.authz import Action
 from agora.master.dashboard.calls import ApiError, call, check_owner, relayed, shown
@@ -33,20 +33,14 @@ NOT_STARTED = (batch_pb2.JOB_QUEUED, batch_pb2.JOB_WAITING)
 INT32 = (-(2**31), 2**31 - 1)
 UINT32 = (0, 2**32 - 1)
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhd])+")
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-
 
 def duration(text: str) -> float:
     """Seconds from `90`, `90s`, `10m`, `1h30m` or `2d`, as `agora job history --since` reads
     them (a 400 otherwise)."""
-    text = text.strip().lower()
-    if re.fullmatch(r"\d+(?:\.\d+)?", text):
-        return float(text)
-    if not _DURATION.fullmatch(text):
-        raise ApiError(400, f"{text!r} is not a duration: write e.g. 90s, 10m, 2h or 1d")
-    return sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(text))
+    try:
+        return parse_duration(text)
+    except DurationError as e:
+        raise ApiError(400, str(e)) from None
 
 
 def _number(body: dict, name: str, whole: bool, bounds: tuple[float, float]) -> float | None:
