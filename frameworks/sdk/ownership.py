@@ -14,11 +14,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 
 from agora.common.credentials import caller_principal
-
-OWNER_LABEL = "agora.owner"
-# The metadata key with which the master names the person it relays a call for (the
-# dashboard's actions: master/dashboard/calls.py).
-ON_BEHALF_OF = "agora-on-behalf-of"
+from agora.common.ownership_names import ON_BEHALF_OF, OWNER_LABEL
 
 
 def acting_principal(context, master_principal: str) -> str:

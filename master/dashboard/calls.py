@@ -13,12 +13,9 @@ from __future__ import annotations
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from agora.common.ownership_names import ON_BEHALF_OF, OWNER_LABEL
 from agora.common.redaction import without_environments
 
-# The label in which the batch and services frameworks record who owns a job or an app
-# (agora.frameworks.sdk.ownership, which the master may not import).
-OWNER_LABEL = "agora.owner"
-ON_BEHALF_OF = "agora-on-behalf-of"
 CALL_TIMEOUT = 5.0
 
 
