@@ -700,6 +700,7 @@ class Dashboard:
             principal,
             f"it takes a scale of app {app_id} from its owner alone: run "
             f"`agora app scale {app_id} {instances}` with the owner's certificate",
+            secure=self.credentials.secure,
         )
         return {"message": f"app {app_id}: scaling to {instances} instance(s)"}
 

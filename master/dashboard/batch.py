@@ -117,6 +117,11 @@ class BatchRoutes:
             raise ApiError(404, "no batch framework is registered")
         return found[0]
 
+    async def _relayed(self, request: web.Request, method, message, instead: str):
+        """`method(message)` relayed by the master for the page's caller (calls.relayed)."""
+        principal, secure = http_principal(request), self.dashboard.credentials.secure
+        return await relayed(BATCH, method, message, principal, instead, secure=secure)
+
     # reads --------------------------------------------------------------------------------
 
     async def jobs(self, request: web.Request) -> dict:
@@ -190,19 +195,19 @@ class BatchRoutes:
             raise ApiError(409, f"job {job_id} is {'already' if job.held else 'not'} held")
         if verb in ("hold", "release"):
             hold = batch_pb2.HoldJobRequest(job_id=job_id, hold=verb == "hold")
-            job = await relayed(BATCH, stub.HoldJob, hold, principal, instead)
+            job = await self._relayed(request, stub.HoldJob, hold, instead)
             word = "held" if verb == "hold" else "released"
             return {"message": f"job {job_id} {word}: {job.message or 'waiting for offers'}"}
         if verb == "requeue":
             requeue = batch_pb2.RequeueJobRequest(job_id=job_id)
-            job = await relayed(BATCH, stub.RequeueJob, requeue, principal, instead)
+            job = await self._relayed(request, stub.RequeueJob, requeue, instead)
             return {"message": f"job {job_id} requeued: {job.message}"}
         if verb == "kill":
             kill = batch_pb2.KillJobRequest(job_id=job_id)
-            await relayed(BATCH, stub.KillJob, kill, principal, instead)
+            await self._relayed(request, stub.KillJob, kill, instead)
             return {"message": f"job {job_id}: being killed (no more of it is launched)"}
         change = update_request(job_id, body)
-        job = await relayed(BATCH, stub.UpdateJob, change, principal, instead)
+        job = await self._relayed(request, stub.UpdateJob, change, instead)
         return {"message": updated(job)}
 
     async def schedule_action(self, request: web.Request, body: dict) -> dict:
@@ -222,13 +227,13 @@ class BatchRoutes:
         )
         if verb == "delete":
             delete = batch_pb2.DeleteScheduleRequest(name=name)
-            await relayed(BATCH, stub.DeleteSchedule, delete, principal, instead)
+            await self._relayed(request, stub.DeleteSchedule, delete, instead)
             return {"message": f"schedule {name} deleted (jobs it started run on)"}
         if schedule.suspended == (verb == "suspend"):
             state = "suspended" if schedule.suspended else "active"
             raise ApiError(409, f"schedule {name} is {state} already")
         suspend = batch_pb2.SuspendScheduleRequest(name=name, suspended=verb == "suspend")
-        await relayed(BATCH, stub.SuspendSchedule, suspend, principal, instead)
+        await self._relayed(request, stub.SuspendSchedule, suspend, instead)
         if verb == "suspend":
             return {"message": f"schedule {name} suspended: no run fires until it is resumed"}
         return {"message": f"schedule {name} resumed (the times it missed are not caught up)"}
@@ -249,5 +254,5 @@ class BatchRoutes:
         self.dashboard.check(request, Action.SET_WEIGHT, role)
         change = batch_pb2.SetOwnerWeightRequest(owner=owner, weight=weight)
         instead = f"run `agora job owner-weight '{owner}' {weight:g}` as a principal it allows"
-        set_to = await relayed(BATCH, stub.SetOwnerWeight, change, http_principal(request), instead)
+        set_to = await self._relayed(request, stub.SetOwnerWeight, change, instead)
         return {"message": f"owner {owner or '(anonymous)'}: weight {set_to.weight:g}"}

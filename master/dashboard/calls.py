@@ -5,7 +5,8 @@ The batch and service frameworks record who owns a job, a schedule or an app in 
 `agora.owner` and let that principal alone change it. The dashboard checks its caller against
 that owner first, then calls with the master's certificate, naming the caller in the metadata
 `agora-on-behalf-of`; a framework that does not take that word from the master refuses, and the
-page then says which command the owner can run instead.
+page then says which command the owner can run instead. Under TLS an anonymous caller's action
+is not relayed at all: nameless, it would be the master's own.
 """
 
 from __future__ import annotations
@@ -68,9 +69,18 @@ def check_owner(principal: str, action: str, what: str, labels) -> None:
         raise ApiError(403, f"{who} may not {action} {what}, which {owner} owns")
 
 
-async def relayed(what: str, method, request, principal: str, instead: str):
+async def relayed(what: str, method, request, principal: str, instead: str, *, secure: bool):
     """`method(request)` called by the master for `principal`; if the framework refuses the
-    master, the 403 says so and what the owner can do `instead` (a sentence)."""
+    master, the 403 says so and what the owner can do `instead` (a sentence). `secure`: the
+    master runs TLS, where the framework knows the master's certificate from anyone's."""
+    if secure and not principal:
+        # Relayed without a name, the call would be the master's own: the framework would
+        # check the master's rights (e.g. set_weights) instead of the caller's.
+        raise ApiError(
+            403,
+            f"an anonymous caller may not act through the dashboard on {what}: present a "
+            "client certificate (the master relays an action only for a caller it can name)",
+        )
     metadata = ((ON_BEHALF_OF, principal),) if principal else None
     try:
         return await call(what, method, request, metadata=metadata)

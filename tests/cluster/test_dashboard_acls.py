@@ -32,6 +32,7 @@ run_tasks: [{principals: [owner], users: [ANY]}]
 read_state: [{principals: [owner, ops, viewer]}]
 read_sandboxes: [{principals: [ops], frameworks: [acl-e2e]}]
 kill_tasks: [{principals: [ops], frameworks: [acl-e2e]}]
+set_weights: [{principals: [ANONYMOUS], roles: [ANY]}]
 """
 
 
@@ -294,15 +295,27 @@ async def test_only_a_jobs_owner_may_change_it_from_the_dashboard(cluster, tmp_p
                 assert f"may not hold job {job_id}, which owner owns" in body["error"]
             status, body = post(f"{url}/api/jobs/{job_id}/hold", certs, "owner", {})
             assert status == 200, body
-            # An owner's weight needs set_weights (which these ACLs give no one).
+            # An owner's weight needs set_weights (which these ACLs give anonymous callers
+            # alone).
             weight = {"owner": "owner", "weight": 2}
             status, body = post(f"{url}/api/owners/weight", certs, "ops", weight)
             assert status == 403 and "ops may not set weight" in body["error"], body
+            # The master's ACLs let an anonymous caller by, but the master does not relay its
+            # action: sent without a name, the batch framework would see the master itself
+            # and check the master's rights, not the caller's.
+            status, body = post(f"{url}/api/owners/weight", certs, None, weight)
+            assert status == 403, body
+            assert "an anonymous caller may not act" in body["error"]
+            assert "present a client certificate" in body["error"]
 
         await asyncio.to_thread(check)
         shown = await asyncio.to_thread(agora, "job", "status", job_id, "--json", *as_owner)
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["held"]
+        owners = await asyncio.to_thread(agora, "job", "owners", "--json", *as_owner)
+        assert owners.returncode == 0, owners.stderr
+        # The refusal changed nothing: no owner's weight is 2.
+        assert all(row.get("weight") != 2 for row in json.loads(owners.stdout)), owners.stdout
         impostor = await asyncio.to_thread(_release_claiming_owner, batch.address, certs, job_id)
         assert impostor == grpc.StatusCode.PERMISSION_DENIED
         shown = await asyncio.to_thread(agora, "job", "status", job_id, "--json", *as_owner)
