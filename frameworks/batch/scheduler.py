@@ -81,7 +81,13 @@ class UnknownJob(KeyError):
     """No job has that id."""
 
 
-class JobEnded(ValueError):
+class WrongJobState(ValueError):
+    """The job is not in a state the change makes sense in: a release of a job that is not
+    held, a hold of one that has started, a requeue of one that is not running. The message
+    says why."""
+
+
+class JobEnded(WrongJobState):
     """The job has already ended (a kill cannot change it)."""
 
 
@@ -368,7 +374,7 @@ class BatchScheduler(Framework):
         try:
             result = change()
         except st.NotNow as e:
-            raise JobEnded(str(e)) from None
+            raise WrongJobState(str(e)) from None
         self.store.put_job(job)
         try:
             self.commit()
@@ -378,7 +384,8 @@ class BatchScheduler(Framework):
         return result
 
     def hold(self, job_id: str, held: bool) -> batch_pb2.Job:
-        """Holds a job that has not started, or releases it (JobEnded if it has started)."""
+        """Holds a job that has not started, or releases a held one (WrongJobState if it has
+        started, or is released but not held)."""
         job = self.get(job_id)
 
         def change() -> bool:
@@ -411,7 +418,7 @@ class BatchScheduler(Framework):
             self._spawn(self._release_hold(self.driver, job_id))
 
     async def requeue(self, job_id: str) -> batch_pb2.Job:
-        """Runs a RUNNING job's unfinished instances again (JobEnded otherwise): its running
+        """Runs a RUNNING job's unfinished instances again (WrongJobState otherwise): its running
         tasks are killed, and their ends count against nothing."""
         job = self.get(job_id)
         to_kill = self._change(job, lambda: st.requeue(job, self.clock()))
@@ -431,7 +438,8 @@ class BatchScheduler(Framework):
         instances: int | None = None,
         time_limit_seconds: float | None = None,
     ) -> batch_pb2.Job:
-        """Changes a job that has not started (validated by the caller; JobEnded otherwise)."""
+        """Changes a job that has not started (validated by the caller; WrongJobState
+        otherwise)."""
         job = self.get(job_id)
         self._change(
             job,

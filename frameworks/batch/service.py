@@ -23,9 +23,9 @@ from agora.frameworks.batch.cron import Cron, ScheduleExists, UnknownSchedule
 from agora.frameworks.batch.placement import capacity, largest_fit
 from agora.frameworks.batch.scheduler import (
     BatchScheduler,
-    JobEnded,
     StoreUnavailable,
     UnknownJob,
+    WrongJobState,
 )
 from agora.frameworks.batch.validation import SpecError, describe_needs, validate_spec
 from agora.frameworks.sdk.ownership import acting_principal, may_act, refusal, stamp_owner
@@ -306,7 +306,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         try:
             result = change()
             return await result if inspect.isawaitable(result) else result
-        except JobEnded as e:
+        except WrongJobState as e:  # JobEnded among them
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         except StoreUnavailable as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))

@@ -178,8 +178,8 @@ class BatchRoutes:
 
     async def job_action(self, request: web.Request, body: dict) -> dict:
         """Holds, releases, requeues, kills or updates a job as `agora job VERB` does; only its
-        owner may. A hold or release that would change nothing is refused (409) here, since
-        the batch framework takes it silently and the person should know."""
+        owner may. What the job's state does not allow (a release of a job that is not held)
+        is the batch framework's refusal, shown as it words it (409)."""
         verb, job_id = request.match_info["verb"], request.match_info["job_id"]
         if verb not in ("hold", "release", "requeue", "kill", "update"):
             raise ApiError(404, f"no job action {verb!r}: hold, release, requeue, kill or update")
@@ -191,8 +191,6 @@ class BatchRoutes:
             f"it takes a change of job {job_id} from its owner alone: run `agora job {verb} "
             f"{job_id}` with the owner's certificate"
         )
-        if verb in ("hold", "release") and job.held == (verb == "hold"):
-            raise ApiError(409, f"job {job_id} is {'already' if job.held else 'not'} held")
         if verb in ("hold", "release"):
             hold = batch_pb2.HoldJobRequest(job_id=job_id, hold=verb == "hold")
             job = await self._relayed(request, stub.HoldJob, hold, instead)
