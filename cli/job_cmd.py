@@ -170,6 +170,13 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
         help="only jobs that ended within this long, e.g. 1d, 2h (default: all kept)",
     )
     history.add_argument("--owner", default=None, help="only this owner's jobs")
+    history.add_argument(
+        "--limit",
+        type=_job_count,
+        default=0,
+        metavar="N",
+        help="only the N newest jobs (default: all kept)",
+    )
     add_json_flag(history)
     history.set_defaults(func=_history)
 
@@ -657,6 +664,17 @@ def _update(args: argparse.Namespace) -> int:
     return 0
 
 
+def _job_count(text: str) -> int:
+    """argparse type for --limit: a whole number of jobs, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 2**32 - 1:  # ListJobsRequest.limit is a uint32
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {2**32 - 1}")
+    return value
+
+
 def _history(args: argparse.Namespace) -> int:
     from agora.frameworks.batch.state import instance_state_name
     from agora.v1 import batch_pb2
@@ -665,11 +683,14 @@ def _history(args: argparse.Namespace) -> int:
         states=[batch_pb2.JOB_SUCCEEDED, batch_pb2.JOB_FAILED, batch_pb2.JOB_KILLED],
         include_instances=True,
         ended_after=time.time() - args.since if args.since is not None else 0.0,
+        limit=args.limit,
     )
     if args.owner is not None:
         request.owner = args.owner
     with BatchClient(args.master, credentials_from(args), args.batch) as batch:
         jobs = batch.call("ListJobs", request).jobs
+    if args.limit:
+        jobs = jobs[-args.limit :]  # a batch daemon older than `limit` sends them all
     if args.json:
         print_json([to_dict(job) for job in jobs])
         return 0

@@ -156,11 +156,14 @@ class BatchRoutes:
             states=ENDED,
             include_instances=True,
             ended_after=time.time() - duration(since) if since else 0.0,
+            limit=HISTORY_SHOWN,
         )
         if owner:
             listing.owner = owner
-        jobs = (await call(BATCH, stub.ListJobs, listing)).jobs
-        return {"jobs": [shown(j) for j in jobs[-HISTORY_SHOWN:]], "total": len(jobs)}
+        reply = await call(BATCH, stub.ListJobs, listing)
+        # A batch framework older than `limit` sends every job and no total.
+        jobs = reply.jobs[-HISTORY_SHOWN:]
+        return {"jobs": [shown(j) for j in jobs], "total": max(reply.total, len(reply.jobs))}
 
     async def _find_schedule(self, stub: batch_pb2_grpc.BatchStub, name: str) -> batch_pb2.Schedule:
         listing = await call(BATCH, stub.ListSchedules, batch_pb2.ListSchedulesRequest())

@@ -98,3 +98,33 @@ async def test_finished_jobs_are_forgotten_after_the_time_kept(tmp_path):
     again = BatchScheduler(JobStore(tmp_path / "batch.sqlite3"), clock=lambda: now[0])
     assert again.jobs == {}
     again.store.close()
+
+
+async def test_history_takes_a_limit_keeping_the_newest_jobs(tmp_path):
+    """ListJobsRequest.limit cuts the answer to the newest jobs before they are copied (the
+    dashboard's history page asks for 200), saying how many matched; `agora job history
+    --limit N` asks the same."""
+    cluster = await BatchCluster(tmp_path).start()
+    try:
+        ended = []
+        for _ in range(5):  # killed before their begin time: ended, and at once
+            job_id = await cluster.submit("true", begin_at=4_000_000_000)
+            await cluster.stub.KillJob(B.KillJobRequest(job_id=job_id))
+            ended.append(job_id)
+        waiting = await cluster.submit("true", begin_at=4_000_000_000)
+        states = [B.JOB_SUCCEEDED, B.JOB_FAILED, B.JOB_KILLED]
+        reply = await cluster.stub.ListJobs(B.ListJobsRequest(states=states, limit=2))
+        assert [j.job_id for j in reply.jobs] == ended[-2:]  # the newest, in submission order
+        assert reply.total == 5
+        everything = await cluster.stub.ListJobs(B.ListJobsRequest())
+        assert [j.job_id for j in everything.jobs] == [*ended, waiting]
+        assert everything.total == 6
+
+        shown = await cluster.cli("job", "history", "--limit", "3", "--json")
+        assert shown.code == 0, shown.err
+        assert [job["job_id"] for job in json.loads(shown.out)] == ended[-3:]
+        refused = await cluster.cli("job", "history", "--limit", "0")
+        assert refused.code != 0 and "'0' is not a whole number from 1" in refused.err
+        await cluster.stub.KillJob(B.KillJobRequest(job_id=waiting))
+    finally:
+        await cluster.stop()

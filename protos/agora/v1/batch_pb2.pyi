@@ -293,22 +293,26 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("states", "include_instances", "ended_after", "owner")
+    __slots__ = ("states", "include_instances", "ended_after", "owner", "limit")
     STATES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_INSTANCES_FIELD_NUMBER: _ClassVar[int]
     ENDED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[JobState]
     include_instances: bool
     ended_after: float
     owner: str
-    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., include_instances: _Optional[bool] = ..., ended_after: _Optional[float] = ..., owner: _Optional[str] = ...) -> None: ...
+    limit: int
+    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., include_instances: _Optional[bool] = ..., ended_after: _Optional[float] = ..., owner: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "total")
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[Job]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
+    total: int
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
 
 class KillJobRequest(_message.Message):
     __slots__ = ("job_id",)
