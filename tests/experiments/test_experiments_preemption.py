@@ -31,11 +31,17 @@ def test_preemption_gets_a_starved_role_its_guarantee_and_says_what_it_cost(tmp_
     assert run["preempted_after_c_converged"] == 0
     assert run["running_at_end"]["c"] in (7, 8) and run["running_at_end"]["b"] == 4
     assert [t["met"] for t in data["targets"]][1:] == [True, True, True, True]
-    # It watched at least --settle seconds after c converged, and ended there or at 12 s.
-    assert run["settled_seconds"] >= 3 and run["seconds"] <= 12 + 3 + 1
+    # It watched on for --settle seconds after c converged (so by construction, however slow
+    # the machine: the run ends no sooner); what it saw there is counted, not timed: samples
+    # after that point, one row per role each. How long the run took is no test's business.
+    assert run["settled_seconds"] >= 3
     assert {"preemption_running.png", "preemption_shares.png"} <= set(data["plots"])
-    header = (out / "samples.csv").read_text().splitlines()[0]
+    header, *rows = (out / "samples.csv").read_text().splitlines()
     assert header == "mode,t,role,running"
+    c_converged = run["c_arrived_seconds"] + run["c_to_share_seconds"]
+    after = [row.split(",") for row in rows if float(row.split(",")[1]) > c_converged + 0.01]
+    assert after and len(after) % 3 == 0, after
+    assert {role for _, _, role, _ in after} == {"a", "b", "c"}
 
 
 def test_c_share_is_its_weights_part_but_no_more_than_a_leaves():
