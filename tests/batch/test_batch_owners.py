@@ -67,25 +67,37 @@ async def submit(cluster, owner: str, command: str, instances: int) -> str:
 async def test_an_owners_ten_instances_wait_at_most_one_round_behind_10000(tmp_path):
     """Issue 36, item 5: 10,000 instances of alice's do not delay bob's 10 beyond one offer
     round. Alice's fill the 2 agents' 4 cores (one core each, a second long); bob's 10 need
-    half a core in all, so the first core one of alice's frees takes them all."""
+    half a core in all, so the first round with a core free takes them all.
+
+    Counted in rounds, not seconds: a round planned just before bob's job came stamps its
+    launches after it (each agent's launch is awaited in turn), and a busy machine makes any
+    time window hold more of alice's than the promise is about."""
     cluster = await BatchCluster(tmp_path).start()
     try:
+        scheduler = cluster.batch.scheduler
+        # Each offer round's plan: whether bob's job was there to plan, and what it placed.
+        rounds: list[tuple[bool, list[str]]] = []
+        plan_round = scheduler._plan
+
+        def recording(offers, lent=False):
+            bobs = any(job.spec.owner == "bob" for job in scheduler.jobs.values())
+            result = plan_round(offers, lent)
+            launches = result.launches if result is not None else []
+            placed = [want.job_id for launch in launches for want in launch.wants]
+            rounds.append((bobs, placed))
+            return result
+
+        scheduler._plan = recording
         backlog = await cluster.submit("sleep 1", instances=10_000, cpus=1, owner="alice")
-        await eventually_async(
-            lambda: cluster.batch.scheduler.jobs[backlog].counts.running == 4, timeout=20
-        )
+        await eventually_async(lambda: scheduler.jobs[backlog].counts.running == 4, timeout=20)
         few = await cluster.submit("true", instances=10, cpus=0.05, owner="bob")
-        done = await cluster.wait_state(few, B.JOB_SUCCEEDED, timeout=30)
-        last_launch = max(i.attempts[0].launched_at for i in done.instances)
-        alice = cluster.batch.scheduler.jobs[backlog]
-        ahead = [
-            a
-            for i in alice.instances
-            for a in i.attempts
-            if done.submitted_at <= a.launched_at <= last_launch
-        ]
-        # At most the 4 cores of the round that freed up when bob's job was placed.
-        assert len(ahead) <= 4, len(ahead)
+        await cluster.wait_state(few, B.JOB_SUCCEEDED, timeout=30)
+        # The first round that placed anything once bob's job was in the queue placed all of
+        # bob's 10: at most one round of alice's (the one planned before it came) went ahead.
+        placing = [placed for bobs, placed in rounds if bobs and placed]
+        assert placing and placing[0].count(few) == 10, placing[:2]
+        assert not any(few in placed for bobs, placed in rounds if not bobs)
+        alice = scheduler.jobs[backlog]
         assert alice.counts.pending > 9_900  # the backlog is still there
         owners = await cluster.cli("job", "owners")
         assert owners.code == 0 and "alice" in owners.out  # bob's job has ended
