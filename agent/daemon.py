@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import structlog
 
+from agora.agent import native_wrapper, task_namespaces
 from agora.agent.checkpoint import WorkDir
 from agora.agent.containers import Containers
 from agora.agent.file_access import SandboxAccess
@@ -124,9 +125,9 @@ class AgentConfig:
     # NVIDIA GPUs to offer, as device indices "0,1" (agent/gpus.py); None: those found.
     gpus: str | None = None
     # Every plain task in pid, mount, ipc and uts namespaces of its own, with its own /proc, a
-    # private /tmp and the other sandboxes hidden (agent/task_wrapper.c, --ns). Needs root and
-    # the C wrapper.
-    task_namespaces: bool = False
+    # private /tmp and the other sandboxes hidden (agent/task_wrapper.c, --ns): True insists,
+    # False never, None where the host allows it (agent/task_namespaces.py).
+    task_namespaces: bool | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the bad field and what to write instead, as
@@ -214,9 +215,19 @@ class AgentDaemon:
                 gpus=int(offered),
             )
         self.gpus = GpuSet(devices)
-        self.namespaces = config.task_namespaces and os.geteuid() == 0
-        if config.task_namespaces and not self.namespaces:
-            log.warning("--task-namespaces needs root: tasks run without namespaces")
+        self.namespaces_decision = task_namespaces.decide(
+            config.task_namespaces,
+            root=os.geteuid() == 0,
+            sys_admin=task_namespaces.has_capability(task_namespaces.CAP_SYS_ADMIN),
+            kernel_kinds=os.listdir("/proc/self/ns"),
+            c_wrapper=lambda: native_wrapper.wrapper_path() is not None,
+        )
+        self.namespaces = self.namespaces_decision.on
+        if config.task_namespaces is None and not self.namespaces:
+            log.warning(
+                "tasks run without namespaces of their own",
+                why=self.namespaces_decision.why_not,
+            )
         self.agent_id = self.work.load_agent_id()
         self.master_id = ""
         self.updates = StatusUpdateManager(
@@ -328,6 +339,7 @@ class AgentDaemon:
             else "unavailable",
             images=self.containers.describe(),
             gpus=",".join(self.gpus.devices) or None,
+            namespaces="on" if self.namespaces else f"off ({self.namespaces_decision.why_not})",
         )
         return self._port
 

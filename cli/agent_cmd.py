@@ -219,10 +219,14 @@ def register(subparsers, argv: list[str]) -> None:
     )
     parser.add_argument(
         "--task-namespaces",
-        action="store_true",
-        help="run every task in pid, mount, ipc and uts namespaces of its own: /proc shows its "
-        "own processes only, /tmp is private (sized by its disk, else 64 MB) and other tasks' "
-        "sandboxes are hidden (needs root; tasks from images always get them)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="every task in pid, mount, ipc and uts namespaces of its own: /proc shows its "
+        "own processes only, /tmp and /dev/shm are private (/tmp sized by its disk, else 64 MB) "
+        "and other tasks' sandboxes are hidden. Default: on where the host allows it (root "
+        "with CAP_SYS_ADMIN, and a C compiler for the task wrapper), else off with a warning; "
+        "--task-namespaces refuses to start without them, --no-task-namespaces turns them off "
+        "(tasks from images always get them)",
     )
     parser.add_argument(
         "--gpus",

@@ -800,11 +800,13 @@ def _throughput_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--isolation",
-        choices=("none", "namespaces", "image"),
-        default="none",
-        help="what the tasks run in: plain processes (default), namespaces of their own "
-        "(agents with --task-namespaces), or containers of a busybox image built offline and "
-        "imported into each agent (the batch path only): what isolation costs",
+        choices=("default", "none", "namespaces", "image"),
+        default="default",
+        help="what the tasks run in: what agents give by default (namespaces of their own "
+        "where the host allows them; the default), plain processes (agents with "
+        "--no-task-namespaces), namespaces (agents with --task-namespaces), or containers of a "
+        "busybox image built offline and imported into each agent (the batch path only): what "
+        "isolation costs. results.json says what each agent gave (agents_isolation)",
     )
     p.add_argument(
         "--batch-zk",
@@ -881,7 +883,7 @@ def _build_throughput(args: argparse.Namespace) -> Runner:
         per_agent=per_agent,
         slurm_programs=programs,
         batch_zk=args.batch_zk,
-        isolation="" if args.isolation == "none" else args.isolation,
+        isolation="" if args.isolation == "default" else args.isolation,
     )
     return lambda out, command: throughput.run(cfg, out, command, quiet)
 

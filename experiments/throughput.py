@@ -60,8 +60,9 @@ class ThroughputConfig:
     slurm_programs: dict[str, str] = field(default_factory=dict)
     # The batch path's daemon as the leader of an `agora batch --zk` pair (state in ZooKeeper).
     batch_zk: bool = False
-    # What the batch path's tasks run in: "" (plain processes), "namespaces" (agents with
-    # --task-namespaces) or "image" (containers of the lab's busybox image).
+    # What the batch path's tasks run in: "" (as the agents' default: namespaces where the host
+    # allows them), "none" (plain processes), "namespaces" (agents with --task-namespaces) or
+    # "image" (containers of the lab's busybox image).
     isolation: str = ""
 
     @property
@@ -145,6 +146,7 @@ async def _phase(cfg, path, workload, work, logs, singles, progress) -> tuple[di
             result, path_rows = await readme_path(cl, workload, work, logs, progress)
         else:
             result, path_rows = await sdk_path(cl, workload, progress)
+        result["agents_isolation"] = cl.isolation
     failed = result["ended"] - result["finished"]
     progress.done(
         f"{path}: {result['ended']}/{cfg.tasks} tasks ended"

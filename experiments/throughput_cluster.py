@@ -44,6 +44,8 @@ from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 
 READY_TIMEOUT = 60.0
 IMAGE = "agora-lab-busybox:1"  # what --isolation image runs the batch path's tasks from
+# The agents' flags for each --isolation ("" and "image": as an operator starts them).
+AGENT_FLAGS = {"none": ["--no-task-namespaces"], "namespaces": ["--task-namespaces"]}
 
 
 def _import_image(work: Path, agents: int) -> None:
@@ -64,6 +66,8 @@ class Cluster:
     # With --batch-zk: the batch set's standby and the ZooKeeper they share.
     standby: Daemon | None = None
     zookeeper: object | None = None
+    # What each agent says its tasks get (AgentInfo.isolation: namespaces, pids, cgroups...).
+    isolation: list[list[str]] = field(default_factory=list)
 
     def components(self) -> list[Component]:
         """The cluster's daemons as CPU components: the master; each agent's own process and,
@@ -119,12 +123,19 @@ async def _operator(master: str, method: str, request):
             return None
 
 
-async def wait_for_agents(master: str, count: int) -> None:
+async def wait_for_agents(master: str, count: int) -> list[list[str]]:
+    """Until `count` agents are active; what each says its tasks get (AgentInfo.isolation)."""
+    active: list[list[str]] = []
+
     async def registered() -> bool:
         reply = await _operator(master, "ListAgents", operator_pb2.ListAgentsRequest())
-        return reply is not None and sum(a.state == "ACTIVE" for a in reply.agents) >= count
+        if reply is None:
+            return False
+        active[:] = [list(a.info.isolation) for a in reply.agents if a.state == "ACTIVE"]
+        return len(active) >= count
 
     await _wait_for(f"{count} agents did not register", registered)
+    return active
 
 
 async def wait_for_framework(master: str, name: str) -> None:
@@ -152,8 +163,9 @@ async def cluster(
 ) -> AsyncIterator[Cluster]:
     """A fresh master and `agents` real agents (and the batch daemon), stopped on the way out.
     `batch_zk`: the batch daemon is the leader of a pair on a ZooKeeper of its own (`agora batch
-    --zk`), its state in ZooKeeper. `isolation`: "namespaces" starts the agents with
-    --task-namespaces; "image" imports the lab's busybox image (IMAGE) into each agent."""
+    --zk`), its state in ZooKeeper. `isolation`: "" leaves the agents to their default
+    (namespaces where the host allows them), "none" and "namespaces" say so (AGENT_FLAGS),
+    "image" imports the lab's busybox image (IMAGE) into each agent."""
     logs.mkdir(parents=True, exist_ok=True)
     master = await start_master(MasterOptions(), logs)
     started = Cluster(master, [])
@@ -167,13 +179,13 @@ async def cluster(
                         work / f"agent-{i}",
                         resources,
                         f"agent-{i}",
-                        extra=["--task-namespaces"] if isolation == "namespaces" else None,
+                        extra=AGENT_FLAGS.get(isolation),
                     )
                     for i in range(agents)
                 )
             )
         )
-        await wait_for_agents(master.address, agents)
+        started.isolation = await wait_for_agents(master.address, agents)
         if isolation == "image":
             await asyncio.to_thread(_import_image, work, agents)
         if batch and batch_zk:

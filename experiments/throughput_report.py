@@ -146,6 +146,12 @@ def _throughput_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _isolation_line(runs: list[dict]) -> str:
+    """What the agents said their tasks got, once per distinct answer (AgentInfo.isolation)."""
+    seen = sorted({", ".join(i) for r in runs for i in r.get("agents_isolation", [])})
+    return "Agents' isolation: " + ("; ".join(f"`{s}`" for s in seen) or "not reported") + "."
+
+
 def _singles_table(singles: dict) -> str:
     if not singles:
         return "Not measured (`--single 0`)."
@@ -290,6 +296,8 @@ a task revives it, it launches on the first offer that comes).
 ## Throughput
 
 {_throughput_table(runs)}
+
+{_isolation_line(runs)}
 
 ## One task at a time (idle cluster)
 

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 
 from agora.common.zookeeper_server import ZooKeeperServer
+
+# Agents run tasks in namespaces of their own by default, each with a private /tmp: a file a
+# test shares with its tasks outside their sandboxes (a gate, a marker) must not be under /tmp,
+# so the tests' temporary directories (tmp_path, and the daemons' own) are under /var/tmp.
+if os.access("/var/tmp", os.W_OK):
+    os.environ["TMPDIR"] = "/var/tmp"
+    tempfile.tempdir = None
 
 
 @pytest.fixture(scope="session")

@@ -256,3 +256,30 @@ class Cluster:
             if d:
                 parts.append(f"--- {d.log_path.name}\n{d.log_tail()}")
         return "\n".join(parts)
+
+
+def host_pid(task_pid: int, pid_inside: int) -> int:
+    """The pid, here, of the process that is `pid_inside` in the pid namespace of the task
+    whose first process is `task_pid` (a task in namespaces of its own writes its `$!` as it
+    sees it); `pid_inside` itself for a task in this namespace. NSpid lists a process's pid
+    in each namespace it is in, this one first."""
+    import psutil
+
+    first = psutil.Process(task_pid)
+    for process in [first, *first.children(recursive=True)]:
+        with open(f"/proc/{process.pid}/status") as status:
+            ids = next(line.split()[1:] for line in status if line.startswith("NSpid:"))
+        if int(ids[-1]) == pid_inside:
+            return process.pid
+    raise AssertionError(f"no process of task {task_pid} is pid {pid_inside} in its namespace")
+
+
+def command_pid(task_pid: int) -> int:
+    """The task's command: `task_pid` itself, or for a task in namespaces of its own, the one
+    child of its init (pid 1 there, which stays root and reaps)."""
+    import psutil
+
+    if host_pid(task_pid, 1) == task_pid:
+        (command,) = psutil.Process(task_pid).children()
+        return command.pid
+    return task_pid

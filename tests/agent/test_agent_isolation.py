@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 from agent_fake_master import FakeMaster, cgroups_available, shell_task
-from harness import eventually_async
+from harness import eventually_async, host_pid
 
 from agora.agent import AgentConfig, AgentDaemon, native_wrapper
 from agora.v1 import common_pb2 as S
@@ -23,15 +23,19 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(params=["c", "python"])
+@pytest.fixture(params=["c", "c-plain", "python"])
 async def cluster(request, tmp_path, monkeypatch):
-    """An agent whose tasks get cgroups, spawning the C task wrapper, then the Python one (the
-    reference, which steps into the task's cgroups and back out around the spawn)."""
+    """An agent whose tasks get cgroups, spawning the C task wrapper (its tasks in namespaces of
+    their own, the default as root, then without), then the Python one (the reference, which
+    steps into the task's cgroups and back out around the spawn, and makes no namespaces)."""
     if request.param == "python":
         monkeypatch.setenv(native_wrapper.ENV_SWITCH, "0")
     master = FakeMaster(heartbeat=0.3)
     await master.start()
-    daemon = AgentDaemon(AgentConfig(master=master.address, port=0, work_dir=tmp_path / "a"))
+    config = AgentConfig(master=master.address, port=0, work_dir=tmp_path / "a")
+    if request.param == "c-plain":
+        config.task_namespaces = False
+    daemon = AgentDaemon(config)
     await daemon.start()
     await eventually_async(lambda: master.connected, message="registration")
     yield master, daemon
@@ -91,7 +95,7 @@ async def test_what_a_task_starts_is_in_its_cgroups_too(cluster):
     run = daemon.tasks.find(FW, "tree")
     child_file = run.sandbox / "child"
     await eventually_async(lambda: child_file.exists() and child_file.read_text().strip())
-    child = int(child_file.read_text())
+    child = host_pid(run.wrapper.task_pid, int(child_file.read_text()))
     for cgroup in run.record.cgroups:
         assert {run.wrapper.task_pid, child} <= _procs(cgroup)
         assert run.wrapper.wrapper_pid not in _procs(cgroup)
@@ -151,13 +155,19 @@ async def test_a_cgroup_left_holding_memory_is_removed_not_reused(cluster):
     # Shared memory outlives the task (a file in /dev/shm) and stays charged to its cgroup:
     # the next task would not get its whole limit there. 8 MB: more than memory.stat's lag,
     # which is read as nothing.
+    # In namespaces of its own the task's /dev/shm is its own and goes with it: nothing is left
+    # charged, and its cgroups serve the next task.
     name = f"/dev/shm/agora-test-{id(daemon)}"
     try:
         status, run = await _finish(master, daemon, "shm", f"head -c 8000000 /dev/zero > {name}")
         assert status.state == S.TASK_FINISHED
-        assert not any(run.record.run_id in c for c in _cgroups_in(daemon))
+        removed = not any(run.record.run_id in c for c in _cgroups_in(daemon))
         status, after = await _finish(master, daemon, "after", "cat /proc/self/cgroup")
-        assert after.record.run_id in (after.sandbox / "stdout").read_text()
+        in_after = run.record.run_id in (after.sandbox / "stdout").read_text()
+        if daemon.namespaces:
+            assert not Path(name).exists() and not removed and in_after
+        else:
+            assert removed and after.record.run_id in (after.sandbox / "stdout").read_text()
     finally:
         Path(name).unlink(missing_ok=True)
 
@@ -170,7 +180,8 @@ async def test_kill_reaches_processes_that_left_the_process_group(cluster):
     await eventually_async(lambda: S.TASK_RUNNING in master.states("escape"))
     run = daemon.tasks.find(FW, "escape")
     pid_file = run.sandbox / "escapee"
-    escapee = int(await eventually_async(lambda: pid_file.read_text().strip()))
+    inside = int(await eventually_async(lambda: pid_file.read_text().strip()))
+    escapee = host_pid(run.wrapper.task_pid, inside)
     assert psutil.pid_exists(escapee)
     master.kill_task(FW, "escape")
     assert (await eventually_async(lambda: master.terminal("escape"))).state == S.TASK_KILLED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 import tempfile
@@ -13,6 +14,7 @@ import pytest
 from agent_fake_master import FakeMaster, cgroups_available, shell_task
 from harness import Daemon, agora, eventually_async
 
+from agora.agent import native_wrapper
 from agora.agent.isolation import Isolator, owner_name
 from agora.agent.launcher import Wrapper
 from agora.v1 import common_pb2 as S
@@ -350,6 +352,48 @@ def _work_dir_under(agent_process: AgentProcess, parent: str) -> Path:
     agent_process.work_dir = root / "agent"
     agent_process.args[at] = str(agent_process.work_dir)
     return root
+
+
+async def test_tasks_get_namespaces_by_default_where_the_host_allows_them(master, agent_process):
+    """No flag: a root agent with the C wrapper runs each task as pid 1's child in a pid
+    namespace of its own, and says so (AgentInfo.isolation)."""
+    await agent_process.start()
+    reg = await registered(master, 1)
+    assert "namespaces" in reg.info.isolation
+    master.run_task(FW, shell_task("probe", "echo $$; ls -d /proc/[0-9]* | wc -l"))
+    final = await eventually_async(lambda: master.terminal("probe"), message="the probe ends")
+    assert final.state == S.TASK_FINISHED, final.message
+    pid, processes = (
+        (agent_process.work_dir / "sandboxes" / FW / "probe" / "stdout").read_text().split()
+    )
+    assert pid == "2" and int(processes) <= 4  # the init, the shell, and its pipeline
+
+
+async def test_without_the_c_wrapper_the_default_runs_tasks_plain_and_says_why(
+    master, agent_process, monkeypatch
+):
+    monkeypatch.setenv(native_wrapper.ENV_SWITCH, "0")
+    await agent_process.start()
+    reg = await registered(master, 1)
+    assert "no-namespaces" in reg.info.isolation
+    log = (agent_process.logs / "agent-1.log").read_text()
+    assert "tasks run without namespaces" in log and "needs the C task wrapper" in log
+    master.run_task(FW, shell_task("plain", "true"))
+    final = await eventually_async(lambda: master.terminal("plain"), message="it ends")
+    assert final.state == S.TASK_FINISHED, final.message
+
+
+def test_an_agent_told_task_namespaces_refuses_to_start_without_them(tmp_path):
+    result = agora(
+        "agent", "--master", "127.0.0.1:1", "--port", "0", "--work-dir", str(tmp_path / "a"),
+        "--task-namespaces",
+        env=dict(os.environ, **{native_wrapper.ENV_SWITCH: "0"}),
+    )  # fmt: skip
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "--task-namespaces needs the C task wrapper" in lines[0]
+    assert "--no-task-namespaces" in lines[0]
 
 
 # Where the work dir lives decides how the others' sandboxes are hidden: beneath /tmp or

@@ -10,7 +10,7 @@ import grpc
 import psutil
 import pytest
 from agent_fake_master import FakeMaster, MasterMessage, shell_task
-from harness import eventually_async
+from harness import command_pid, eventually_async
 
 from agora.agent import AgentConfig, AgentDaemon
 from agora.common import Resources, attributes_from_proto
@@ -576,7 +576,7 @@ async def test_a_task_runs_as_its_user_and_cannot_read_other_sandboxes_or_the_wo
     master.run_task(FW, task, framework_user="root")  # the command's user wins
     await eventually_async(lambda: S.TASK_RUNNING in master.states("as-nobody"))
     run = daemon.tasks.find(FW, "as-nobody")
-    assert _proc_uids(run.wrapper.task_pid) == (NOBODY.pw_uid, NOBODY.pw_gid)
+    assert _proc_uids(command_pid(run.wrapper.task_pid)) == (NOBODY.pw_uid, NOBODY.pw_gid)
     stdout = run.sandbox / "stdout"
     await eventually_async(lambda: "no-listing" in stdout.read_text(), message=stdout)
     out = stdout.read_text().splitlines()

@@ -6,7 +6,6 @@ sets."""
 from __future__ import annotations
 
 import json
-import sys
 
 from batch_harness import BatchCluster
 
@@ -24,7 +23,7 @@ BURN = (
 async def test_history_shows_what_each_instance_used(tmp_path):
     cluster = await BatchCluster(tmp_path).start()
     try:
-        burn = await cluster.submit([sys.executable, "-c", BURN], mem=128, owner="alice")
+        burn = await cluster.submit(["python3", "-c", BURN], mem=128, owner="alice")
         fail = await cluster.submit("exit 3", owner="bob")
         await cluster.wait_state(burn, B.JOB_SUCCEEDED)
         await cluster.wait_state(fail, B.JOB_FAILED)
@@ -54,7 +53,7 @@ async def test_history_shows_what_each_instance_used(tmp_path):
 async def test_what_instances_used_survives_a_restart_of_the_batch_daemon(tmp_path):
     cluster = await BatchCluster(tmp_path).start()
     try:
-        burn = await cluster.submit([sys.executable, "-c", BURN], mem=128, owner="alice")
+        burn = await cluster.submit(["python3", "-c", BURN], mem=128, owner="alice")
         await cluster.wait_state(burn, B.JOB_SUCCEEDED)
         before = await cluster.cli("job", "history", "--json")
         [job] = json.loads(before.out)

@@ -19,7 +19,7 @@ import grpc
 import psutil
 import pytest
 from e2e_framework import Recorder, running
-from harness import ROOT, Cluster, eventually, eventually_async
+from harness import ROOT, Cluster, eventually, eventually_async, host_pid
 
 from agora.frameworks.sdk import TaskSpec, new_task_id
 from agora.v1 import agent_pb2, agent_pb2_grpc, operator_pb2, operator_pb2_grpc
@@ -134,7 +134,7 @@ async def test_kill_ends_the_task_and_its_children(cluster):
         task = await agent_task(agent.address, spec.task_id)
         child_pid_file = Path(task.sandbox) / "child.pid"
         await eventually_async(child_pid_file.exists, message="child pid written")
-        pids = [task.pid, int(child_pid_file.read_text())]
+        pids = [task.pid, host_pid(task.pid, int(child_pid_file.read_text()))]
         assert not any(gone(p) for p in pids)
         # the live cluster shows the framework and its running task (the command runs in a
         # thread: blocking this loop would starve the framework's driver of its heartbeats)
