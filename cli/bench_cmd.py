@@ -64,8 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--preemption",
         action="store_true",
         help="also time what preemption adds (the snapshot the master reads each tick, and "
-        "the decision when a starved role is due) on the full cluster, and a full cycle that "
-        "lends idle guarantee headroom to a revocable framework",
+        "the decision when a starved role is due) on the full cluster and on a fragmented one "
+        "(some room free on every agent), and a full cycle that lends idle guarantee headroom "
+        "to a revocable framework",
     )
     a.add_argument("--json", action="store_true", help="print JSON for scripts")
     a.set_defaults(func=_run)
@@ -182,6 +183,16 @@ def _run(args: argparse.Namespace) -> int:
             f"  preemption decision    min {decide['min']:.1f}  median {decide['median']:.1f}  "
             f"max {decide['max']:.1f} ms ({p['running_tasks']} running tasks, "
             f"{p['victims']} victim(s) chosen)"
+        )
+        frag = p["fragmented"]
+        fsnap, fdecide = frag["snapshot_ms"], frag["plan_ms"]
+        print(
+            f"  fragmented snapshot    min {fsnap['min']:.1f}  median {fsnap['median']:.1f}  "
+            f"max {fsnap['max']:.1f} ms (room free on all {frag['agents_with_room']} agents)"
+        )
+        print(
+            f"  fragmented decision    min {fdecide['min']:.1f}  median {fdecide['median']:.1f}  "
+            f"max {fdecide['max']:.1f} ms ({frag['victims']} victim(s) chosen)"
         )
         lending = p["revocable"]["cycle_ms"]
         print(

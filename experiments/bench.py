@@ -4,6 +4,7 @@ memory, no network. It checks its set-up before it times anything and returns th
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import resource
 import statistics
@@ -123,15 +124,38 @@ def _preemption_figures(alloc, held: dict, role_names: list[str]) -> dict:
     """With preemption on, the master also reads the allocator's snapshot every tick (the
     roles' allocations, then every agent's free room once a role has waited its timeout) and,
     when one is due, decides with the pure `plan`: both timed here on the full cluster, every
-    agent's offer held as one running task, and a new role starved long enough to preempt."""
+    agent's offer held as one running task, and a new role starved long enough to preempt;
+    then again on a fragmented cluster, where every agent has some room free (too little for
+    the starved role's task), so that what the role could be offered is worked out on each."""
+    from agora.common import Resources
+
+    # The starved role, guaranteed its task's size (the master reads what it could be offered
+    # on each agent once it may preempt: preemption_room).
+    alloc.set_quota("starved", Resources.parse("cpus:1;mem:128"), None)
+    full = _time_preemption(alloc, held, role_names)
+    # Fragment: each running task gives back half a cpu and 64 MB, on every agent.
+    scrap = Resources.parse("cpus:0.5;mem:64")
+    for agent_id, g in list(held.items()):
+        alloc.recover(g.framework_id, agent_id, scrap, 0.0)
+        held[agent_id] = dataclasses.replace(g, resources=g.resources - scrap)
+    fragmented = _time_preemption(alloc, held, role_names)
+    if fragmented["agents_with_room"] != len(held):
+        raise BenchError("the fragmented cluster is not free on every agent; the set-up is wrong")
+    return {
+        **full,
+        "fragmented": fragmented,
+        "revocable": _revocable_figures(alloc, held),
+    }
+
+
+def _time_preemption(alloc, held: dict, role_names: list[str]) -> dict:
+    """Times the snapshot the master reads on a check turn when the starved role may be due,
+    and `plan` over it; checks that the role does preempt."""
     from agora.common import Resources
     from agora.master.allocator.drf import scalar_vector
     from agora.master.allocator.preemption import Candidate, RoleState, plan
 
     snapshot_ms, plan_ms = [], []
-    # The starved role, guaranteed its task's size (the master reads what it could be offered
-    # on each agent once it may preempt: preemption_room).
-    alloc.set_quota("starved", Resources.parse("cpus:1;mem:128"), None)
     for _ in range(20):
         started = time.perf_counter()
         role_inputs, total = alloc.preemption_roles()
@@ -139,8 +163,8 @@ def _preemption_figures(alloc, held: dict, role_names: list[str]) -> dict:
         usable = alloc.preemption_room(["starved"])
         snapshot_ms.append((time.perf_counter() - started) * 1000)
     roles = {
-        name: RoleState(name, weight, allocated, guarantee, None)
-        for name, (weight, guarantee, allocated) in role_inputs.items()
+        name: RoleState(name, weight, allocated, guarantee, None, limit=limit)
+        for name, (weight, guarantee, allocated, limit) in role_inputs.items()
     }
     wants = scalar_vector(Resources.parse("cpus:1;mem:128"))
     roles["starved"] = RoleState(
@@ -167,10 +191,10 @@ def _preemption_figures(alloc, held: dict, role_names: list[str]) -> dict:
         raise BenchError("the starved role preempted nothing; the set-up is wrong")
     return {
         "running_tasks": len(candidates),
+        "agents_with_room": len(usable.get("starved", {})),
         "snapshot_ms": _summary(snapshot_ms),
         "plan_ms": _summary(plan_ms),
         "victims": sum(len(p.victims) for p in made),
-        "revocable": _revocable_figures(alloc, held),
     }
 
 

@@ -49,6 +49,10 @@ DEFAULT_GRACE_SECONDS = 3.0
 HISTORY = 200
 # The reason of a task stopped because an ordinary launch needed its revocable resources.
 REVOCABLE = "revocable"
+# A framework whose room freed for its priority is taken by its lower-priority work again and
+# again pauses priority preemption for twice the fair-share timeout, then twice as long at each
+# repeat, up to this (or twice the timeout, if longer): a steady job is served again in the end.
+PRIORITY_PAUSE_MAX = 600.0
 
 
 @dataclass
@@ -76,17 +80,26 @@ class Preempted:
 
 @dataclass
 class _FreedForPriority:
-    """Room a priority preemption freed on an agent for its own role's demand."""
+    """Room a priority preemption freed on an agent for one framework's demand."""
 
     agent_id: str
-    demand: tuple  # the demand it was freed for (_demand_key)
-    before: set[tuple[str, str]]  # the role's tasks on the agent then
+    role: str
+    demand: tuple  # the framework's demand it was freed for (_demand_key)
+    victims: frozenset[tuple[str, str]]
+    # The framework's tasks on the agent placed before the victims ended (in other room).
+    before: set[tuple[str, str]]
 
 
-def _demand_key(demand: tuple[dict, int] | None) -> tuple | None:
-    if demand is None:
-        return None
-    shape, priority = demand
+@dataclass
+class _PriorityPause:
+    """Priority preemption paused for a framework's demand (its freed room fed lower work)."""
+
+    role: str
+    demand: tuple  # _demand_key
+    until: float  # the master's clock
+
+
+def _demand_key(shape: dict, priority: int) -> tuple:
     return priority, tuple(sorted(shape.items()))
 
 
@@ -128,11 +141,13 @@ class Preemptions:
         # Why each starved role is owed resources (GUARANTEE or FAIR_SHARE), for "why no offers".
         self._why: dict[str, str] = {}
         # Priority within a role works only if the framework places by priority: room freed for
-        # a demand is watched until the role launches there, and if it launched only tasks of
-        # a lower priority than that demand, the role preempts no more for priority until its
-        # demand changes (else each kill would be followed by the same launch: a loop).
+        # a framework's demand is watched, once the victims have ended, until that framework
+        # launches there; if it launched only tasks of a lower priority than that demand, its
+        # priority preemption pauses until the demand changes or the pause ends (else each kill
+        # would be followed by the same launch: a loop). Keyed by framework id.
         self._freed_for_priority: dict[str, _FreedForPriority] = {}
-        self._priority_off: dict[str, tuple] = {}  # role -> the demand it is off for
+        self._priority_paused: dict[str, _PriorityPause] = {}
+        self._priority_strikes: dict[str, int] = {}  # loops in a row: the pause doubles
         # Called with each task stopped (the master counts them in its metrics).
         self.on_preempted: Callable[[Preempted], None] = lambda preempted: None
 
@@ -154,26 +169,28 @@ class Preemptions:
         # Starvation is timed on what the roles wait for; an offer in hand only defers a
         # preemption (the framework may place its task there), it does not restart the clock.
         waited, placeable = self._demands()
-        self._watch_priority_room(waited, busy)
+        self._watch_priority_room(now)
         waiting = {
-            name: RoleState(name, weight, allocated, guarantee, waited.get(name, (None, 0))[0])
-            for name, (weight, guarantee, allocated) in role_inputs.items()
-        }
+            name: RoleState(name, weight, allocated, guarantee,
+                            waited[name][0] if name in waited else None, limit=limit)
+            for name, (weight, guarantee, allocated, limit) in role_inputs.items()
+        }  # fmt: skip
         self._track_starvation(waiting, total, busy, now)
         roles = {}
         for name, r in waiting.items():
-            wants, priority = placeable.get(name, (None, 0))
+            wants, priority, by = placeable.get(name, (None, 0, ""))
             roles[name] = RoleState(
                 r.role, r.weight, r.allocated, r.guarantee, None if name in busy else wants,
                 self._starved_since.get(name), priority,
-                None if name in self._priority_off else self._waiting_since.get(name),
-                self.config.role_preemption_timeouts.get(name),
+                None if by in self._priority_paused else self._waiting_since.get(name),
+                self.config.role_preemption_timeouts.get(name), r.limit,
             )  # fmt: skip
-        if budget <= 0 or not any(self._may_be_due(r, now) for r in roles.values()):
+        due = [name for name, r in roles.items() if self._may_be_due(r, now)]
+        if budget <= 0 or not due:
             return []  # the common case: nothing below the line long enough to look further
-        # What each role with demand could be offered where: room reserved for another role,
-        # or kept for another's guarantee, is no room for it (even lent out, as it may be).
-        wanting = [name for name, r in roles.items() if r.wants is not None]
+        # What each role that may preempt could be offered where: room reserved for another
+        # role, or kept for another's guarantee, is no room for it (even lent out, as it may
+        # be). Only those roles: `plan` reads no other's room.
         made = plan(
             roles,
             total,
@@ -183,22 +200,24 @@ class Preemptions:
             self._timeout(self.config.guarantee_preemption_timeout_seconds),
             self._timeout(self.config.fair_share_preemption_timeout_seconds),
             max_victims=budget,
-            usable=self.allocator.preemption_room(wanting),
+            usable=self.allocator.preemption_room(due),
         )
         stopped = []
         for preemption in made:
             wanted = roles[preemption.beneficiary].wants or {}
             if preemption.reason == PRIORITY:
                 role = preemption.beneficiary
-                demand = _demand_key((wanted, roles[role].wants_priority))
-                assert demand is not None
-                self._freed_for_priority[role] = _FreedForPriority(
+                by = placeable[role][2]  # the framework whose demand it is
+                victims = frozenset((v.framework_id, v.task_id) for v in preemption.victims)
+                self._freed_for_priority[by] = _FreedForPriority(
                     preemption.agent_id,
-                    demand,
+                    role,
+                    _demand_key(wanted, roles[role].wants_priority),
+                    victims,
                     {
                         t.key
                         for t in self.reg.tasks_of_agent(preemption.agent_id)
-                        if self._role_of(t.framework_id) == role
+                        if t.framework_id == by and t.key not in victims
                     },
                 )
             for victim in preemption.victims:
@@ -241,7 +260,9 @@ class Preemptions:
 
     def _may_be_due(self, role: RoleState, now: float) -> bool:
         """Whether the role might preempt now (plan decides): it wants something and has
-        waited, starved or for its priority, at least the shortest timeout that applies."""
+        waited starved at least the shortest timeout that applies, or waited the fair-share
+        timeout with tasks of its own of a lower priority than its demand (the only ones its
+        priority may stop: without them a steady demand would cost a plan every turn)."""
         if role.wants is None:
             return False
         timeouts = [
@@ -255,63 +276,111 @@ class Preemptions:
         ]
         if not timeouts:
             return False  # preemption is on for other roles only
-        shortest = min(timeouts)
-        since = [s for s in (role.starved_since, role.waiting_since) if s is not None]
-        return bool(since) and now - min(since) >= shortest
+        if role.starved_since is not None and now - role.starved_since >= min(timeouts):
+            return True
+        priority_timeout = self.config.fair_share_preemption_timeout_seconds
+        return (
+            role.waiting_since is not None
+            and priority_timeout is not None
+            and now - role.waiting_since >= priority_timeout
+            and self._has_lower_priority_tasks(role.role, role.wants_priority)
+        )
 
-    def _watch_priority_room(self, waited: dict[str, tuple[dict, int]], busy: set[str]) -> None:
-        """Turns priority preemption off for a role that put tasks of a lower priority than
-        its demand in the room freed for that demand (its framework does not place by
-        priority), and on again once its demand changes."""
-        for role, demand in list(self._priority_off.items()):
-            if _demand_key(waited.get(role)) != demand:
-                del self._priority_off[role]
-        for role, freed in list(self._freed_for_priority.items()):
-            if _demand_key(waited.get(role)) != freed.demand:
-                del self._freed_for_priority[role]  # met, or another demand now
+    def _has_lower_priority_tasks(self, role: str, priority: int) -> bool:
+        for framework in self.reg.frameworks.values():
+            if framework.role != role:
                 continue
-            if role in busy:
-                continue  # its victims have not ended yet
-            launched = [
+            for task in self.reg.tasks_of_framework(framework.framework_id):
+                if task.info.priority < priority and not task.info.revocable:
+                    if not is_terminal(task.state):
+                        return True
+        return False
+
+    def _watch_priority_room(self, now: float) -> None:
+        """Pauses priority preemption for a framework that put tasks of a lower priority than
+        its demand in the room freed for that demand (it does not place by priority), for
+        twice the fair-share timeout, doubled at each repeat (PRIORITY_PAUSE_MAX); ends the
+        pause when it is over or the demand changes.
+
+        Only the framework's own ordinary tasks launched there after the victims ended count:
+        what it placed in other room while they were in their kill grace was not put in theirs.
+        (The watch reads the books on each check turn, so a launch within the turn in which the
+        last victim ended counts as after.)"""
+        for fid, pause in list(self._priority_paused.items()):
+            if now >= pause.until or self._framework_demand(fid) != pause.demand:
+                del self._priority_paused[fid]
+        for fid in [f for f in self._priority_strikes if self._framework_demand(f) is None]:
+            del self._priority_strikes[fid]  # nothing waits: its next demand starts afresh
+        for fid, freed in list(self._freed_for_priority.items()):
+            if self._framework_demand(fid) != freed.demand:
+                del self._freed_for_priority[fid]  # met, or another demand now
+                continue
+            mine = [
                 t
                 for t in self.reg.tasks_of_agent(freed.agent_id)
-                if t.key not in freed.before
-                and self._role_of(t.framework_id) == role
-                and not is_terminal(t.state)
+                if t.framework_id == fid and not t.info.revocable and not is_terminal(t.state)
             ]
+            if any(key in self.reg.tasks for key in freed.victims):
+                freed.before.update(t.key for t in mine)  # the victims' room is not free yet
+                continue
+            launched = [t for t in mine if t.key not in freed.before]
             if not launched:
                 continue  # not used yet
-            del self._freed_for_priority[role]
+            del self._freed_for_priority[fid]
             priority = freed.demand[0]
-            if all(t.info.priority < priority for t in launched):
-                self._priority_off[role] = freed.demand
-                log.warning(
-                    "a role placed lower-priority tasks where room was freed for its "
-                    "higher-priority demand: no more preemption for its priority until the "
-                    "demand changes",
-                    role=role,
-                    agent_id=freed.agent_id,
-                    priority=priority,
-                    tasks=[t.task_id for t in launched],
-                )
+            if not all(t.info.priority < priority for t in launched):
+                self._priority_strikes.pop(fid, None)  # the room served the demand
+                continue
+            strikes = self._priority_strikes[fid] = self._priority_strikes.get(fid, 0) + 1
+            seconds = self._pause_seconds(strikes)
+            self._priority_paused[fid] = _PriorityPause(freed.role, freed.demand, now + seconds)
+            log.warning(
+                "a framework placed lower-priority tasks where room was freed for its "
+                "higher-priority demand: its priority preemption pauses",
+                role=freed.role,
+                framework_id=fid,
+                agent_id=freed.agent_id,
+                priority=priority,
+                pause_seconds=seconds,
+                tasks=[t.task_id for t in launched],
+            )
 
-    def _demands(self) -> tuple[dict[str, tuple[dict, int]], dict[str, tuple[dict, int]]]:
-        """Per role, the unmet task (the highest priority, the smallest of those) and its
-        priority: of its subscribed, unsuppressed frameworks, and of those of them that hold
-        no offer they have not answered (they might place it there)."""
+    def _pause_seconds(self, strikes: int) -> float:
+        """How long priority preemption pauses after the `strikes`-th loop in a row: twice the
+        fair-share timeout (the wait it cut short), doubled at each repeat, capped."""
+        base = max(self.config.fair_share_preemption_timeout_seconds or 0.0, 1.0)
+        return min(base * 2.0**strikes, max(PRIORITY_PAUSE_MAX, 2.0 * base))
+
+    def _framework_demand(self, framework_id: str) -> tuple | None:
+        """The framework's demand as it counts (subscribed, not suppressed), keyed."""
+        framework = self.reg.frameworks.get(framework_id)
+        if framework is None or framework.unmet is None or not framework.connected:
+            return None
+        if framework.suppressed:
+            return None
+        return _demand_key(scalar_vector(framework.unmet), framework.unmet_priority)
+
+    def _demands(
+        self,
+    ) -> tuple[dict[str, tuple[dict, int, str]], dict[str, tuple[dict, int, str]]]:
+        """Per role, the unmet task (the highest priority, the smallest of those), its priority
+        and the framework that waits to place it: of its subscribed, unsuppressed frameworks,
+        and of those of them that hold no offer they have not answered (they might place it
+        there)."""
         every: dict[str, list] = {}
         without_offers: dict[str, list] = {}
         for framework in self.reg.frameworks.values():
             if framework.unmet is None or not framework.connected or framework.suppressed:
                 continue
-            entry = (-framework.unmet_priority, scalar_vector(framework.unmet))
+            entry = (-framework.unmet_priority, scalar_vector(framework.unmet),
+                     framework.framework_id)  # fmt: skip
             every.setdefault(framework.role, []).append(entry)
             if not self.reg.offers_of_framework(framework.framework_id):
                 without_offers.setdefault(framework.role, []).append(entry)
 
-        def first(entries: list) -> tuple[dict, int]:
-            priority, shape = min(entries, key=lambda s: (s[0], sorted(s[1].items())))
-            return shape, -priority
+        def first(entries: list) -> tuple[dict, int, str]:
+            priority, shape, by = min(entries, key=lambda s: (s[0], sorted(s[1].items()), s[2]))
+            return shape, -priority, by
 
         return (
             {role: first(e) for role, e in every.items()},
@@ -343,13 +412,20 @@ class Preemptions:
         """Why the role waits, if it is starved and preemption is on: since when, for what,
         and when its timeout passes (for "why no offers")."""
         since, why = self._starved_since.get(role), self._why.get(role)
-        off = self._priority_off.get(role)
-        if self.enabled and off is not None and (since is None or why is None):
+        now = self.clock.now()
+        paused = [
+            (fid, p) for fid, p in self._priority_paused.items() if p.role == role and now < p.until
+        ]
+        if self.enabled and paused and (since is None or why is None):
+            fid, pause = paused[0]
+            framework = self.reg.frameworks.get(fid)
+            name = (framework.info.name if framework is not None else "") or fid
             return (
-                f"role {role}'s framework placed lower-priority tasks where a task was "
-                f"preempted for its priority-{off[0]} demand: nothing more is preempted for that "
-                "demand until it changes (place tasks by priority, e.g. agora batch --queue "
-                "priority)"
+                f"role {role}'s framework {name} placed lower-priority tasks where a task was "
+                f"preempted for its priority-{pause.demand[0]} demand: nothing more is preempted "
+                f"for that demand for {pause.until - now:.0f} s, or until it changes (the pause "
+                "doubles each time this happens again; place tasks by priority, e.g. agora "
+                "batch --queue priority)"
             )
         if not self.enabled or since is None or why is None:
             return None
@@ -358,7 +434,7 @@ class Preemptions:
             if why == GUARANTEE
             else self.config.fair_share_preemption_timeout_seconds
         )
-        waited = self.clock.now() - since
+        waited = now - since
         owed = "its quota guarantee" if why == GUARANTEE else "its fair share"
         if timeout is None:
             return (

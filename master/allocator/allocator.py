@@ -785,12 +785,14 @@ class Allocator:
     # internals: the per-agent step ----------------------------------------------------------
 
     def _role_offer(
-        self, agent: _Agent, role: _Role, guarantee_stage: bool
+        self, agent: _Agent, role: _Role, guarantee_stage: bool, caps: Vector | None = None
     ) -> tuple[Resources | None, Vector]:
-        """What the agent may offer any framework of `role` now, or None if below the minimum."""
+        """What the agent may offer any framework of `role` now, or None if below the minimum.
+        `caps`: the role's `_caps`, when the caller reads many agents for one role at once."""
         offer = agent.free_for(role.name)
         if self._quota_roles:
-            caps = self._caps(role, guarantee_stage)
+            if caps is None:
+                caps = self._caps(role, guarantee_stage)
             if caps:
                 offer = cap_unreserved(offer, caps)
         vec = agent.free_vec if offer is agent.free else scalar_vector(offer)

@@ -28,7 +28,7 @@ never a victim: whoever gained cannot lose it back to whoever lost it. `plan` al
 Within a role, **priority** decides (reason "priority"): a demand that has waited past the
 fair-share timeout may stop tasks of its own role of a lower priority (TaskInfo.priority), as
 Slurm's QOS and Kubernetes' PriorityClass do; the role's share does not change, so no other
-role is touched.
+role is touched. A starved role that no other role can give to may do the same.
 """
 
 from __future__ import annotations
@@ -38,7 +38,15 @@ from dataclasses import dataclass
 
 from agora.master.allocator.drf import Vector, dominant_share, inverse_totals
 
-__all__ = ["Candidate", "Preemption", "RoleState", "fair_shares", "plan", "starvation"]
+__all__ = [
+    "Candidate",
+    "Preemption",
+    "RoleState",
+    "fair_shares",
+    "plan",
+    "starvation",
+    "within_limit",
+]
 
 # Shares are floats: within this they are equal (a role exactly at its fair share is not below).
 EPSILON = 1e-9
@@ -56,6 +64,9 @@ class RoleState:
     wants_priority: int = 0  # that task's priority (TaskInfo.priority)
     waiting_since: float | None = None  # since when it has had that demand, starved or not
     timeout: float | None = None  # the operator's timeout for this role, over both others
+    # The most its tasks may hold under its quota limit (the limit less its unused
+    # reservations, which count against it), per limited resource; None: no limit.
+    limit: Vector | None = None
 
 
 @dataclass(frozen=True)
@@ -99,9 +110,20 @@ def fair_shares(roles: Iterable[RoleState]) -> dict[str, float]:
     return {r.role: (r.weight / total if total > 0 else 0.0) for r in active}
 
 
+def within_limit(role: RoleState) -> bool:
+    """Whether the role may still be given its next task under its quota limit."""
+    if role.wants is None or role.limit is None:
+        return True
+    return all(
+        role.allocated.get(name, 0) + role.wants.get(name, 0) <= cap
+        for name, cap in role.limit.items()
+    )
+
+
 def starvation(role: RoleState, fair: float, inverse_total: Mapping[str, float]) -> str | None:
-    """Why `role` is starved (GUARANTEE before FAIR_SHARE), or None."""
-    if role.wants is None:
+    """Why `role` is starved (GUARANTEE before FAIR_SHARE), or None: never while its next task
+    would take it past its quota limit (it could not be offered the room)."""
+    if role.wants is None or not within_limit(role):
         return None
     if role.guarantee and not _covers(role.allocated, role.guarantee):
         return GUARANTEE
@@ -111,8 +133,11 @@ def starvation(role: RoleState, fair: float, inverse_total: Mapping[str, float])
 
 
 def _owed(role: RoleState, reason: str, fair: float, inverse_total) -> bool:
-    """Whether the role, given its next task, still holds no more than it is owed."""
+    """Whether the role, given its next task, still holds no more than it is owed (and no more
+    than its quota limit allows: it is owed nothing beyond that)."""
     assert role.wants is not None
+    if not within_limit(role):
+        return False
     after = _add(role.allocated, role.wants)
     if reason == GUARANTEE:
         return all(after.get(name, 0) <= limit for name, limit in role.guarantee.items())
@@ -175,7 +200,7 @@ def plan(
 
     def due(role: RoleState) -> str | None:
         current = RoleState(role.role, role.weight, allocated[role.role], role.guarantee,
-                            role.wants, role.starved_since)  # fmt: skip
+                            role.wants, role.starved_since, limit=role.limit)  # fmt: skip
         owed = fair.get(role.role, 0.0)
         reason = starvation(current, owed, inverse_total)
         if reason is None or role.starved_since is None:
@@ -211,6 +236,20 @@ def plan(
                     for tasks in by_agent.values() for t in tasks)
         )  # fmt: skip
 
+    def best_on(role: RoleState, reason: str) -> tuple[tuple, str, list[Candidate]] | None:
+        """The agent where the fewest victims (then the least work lost) make room."""
+        best: tuple[tuple, str, list[Candidate]] | None = None
+        for agent_id, tasks in by_agent.items():
+            victims = _victims_on(tasks, role, room(role.role, agent_id), allocated, roles,
+                                  fair, inverse_total, reason == PRIORITY)  # fmt: skip
+            if victims is None:
+                continue
+            lost = sum((now - v.started_at) * v.resources.get("cpus", 0) for v in victims)
+            key = (len(victims), lost, agent_id)
+            if best is None or key < best[0]:
+                best = (key, agent_id, victims)
+        return best
+
     out: list[Preemption] = []
     taken = 0
     for role in sorted(roles.values(), key=lambda r: (ratio(r), r.role)):
@@ -222,16 +261,12 @@ def plan(
         assert role.wants is not None
         if any(_covers(room(role.role, agent_id), role.wants) for agent_id in agents):
             continue  # it fits as things are: the allocator places it, nobody is stopped
-        best: tuple[tuple, str, list[Candidate]] | None = None
-        for agent_id, tasks in by_agent.items():
-            victims = _victims_on(tasks, role, room(role.role, agent_id), allocated, roles,
-                                  fair, inverse_total, reason == PRIORITY)  # fmt: skip
-            if victims is None:
-                continue
-            lost = sum((now - v.started_at) * v.resources.get("cpus", 0) for v in victims)
-            key = (len(victims), lost, agent_id)
-            if best is None or key < best[0]:
-                best = (key, agent_id, victims)
+        best = best_on(role, reason)
+        if best is None and reason != PRIORITY and by_priority(role):
+            # Below its share, yet no other role can give (what it lacks is reserved for
+            # others, say): its own lower-priority tasks may still make room for its demand.
+            reason = PRIORITY
+            best = best_on(role, reason)
         if best is None or taken + len(best[2]) > max_victims:
             continue
         _, agent_id, victims = best

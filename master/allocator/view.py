@@ -46,15 +46,32 @@ class AllocatorView:
         """Every agent's entry (agent_id, active, free, gpus)."""
         return self._a._agents.values()
 
-    def preemption_roles(self) -> tuple[dict[str, tuple[float, dict, dict]], dict]:
+    def preemption_roles(self) -> tuple[dict[str, tuple[float, dict, dict, dict | None]], dict]:
         """What preemption times starvation on (master/allocator/preemption.py): each role's
-        (weight, guarantee vector, allocation vector), and the cluster's total vector."""
+        (weight, guarantee vector, allocation vector, limit), and the cluster's total vector.
+        The limit is the most the role's tasks may hold under its quota limit: the limit less
+        its unused reservations, which count against it (None: no limit)."""
         a = self._a
         roles = {
-            name: (r.weight, dict(r.quota.guarantee) if r.quota else {}, dict(r.vec))
+            name: (
+                r.weight,
+                dict(r.quota.guarantee) if r.quota else {},
+                dict(r.vec),
+                self._limit(r),
+            )
             for name, r in a._roles.items()
         }
         return roles, dict(a._total)
+
+    def _limit(self, role) -> dict | None:
+        quota = role.quota
+        if quota is None or quota.limit is None:
+            return None
+        consumed = self._a._consumption(role)
+        return {
+            name: cap - (consumed.get(name, 0) - role.vec.get(name, 0))
+            for name, cap in quota.limit.items()
+        }
 
     def preemption_free(self) -> dict[str, dict]:
         """Each active agent's free vector (read only when a preemption may be due)."""
@@ -65,19 +82,22 @@ class AllocatorView:
         }
 
     def preemption_room(self, roles: Iterable[str]) -> dict[str, dict[str, dict]]:
-        """For each role named, what it could be offered on each active agent now: its own
-        reservations and the unreserved resources, less the headroom held back for other
-        roles' guarantees (read only for roles that may preempt). Lent room, free in the
-        books, is in it where the role may be offered it: launching there stops the lent
-        tasks at once, so they are stopped before anyone's allocation is."""
+        """For each role named, what it could be offered on each active agent with something
+        free now: its own reservations and the unreserved resources, cut to its quota limit and
+        less the headroom held back for other roles' guarantees (read only for roles that may
+        preempt now). Lent room, free in the books, is in it where the role may be offered it:
+        launching there stops the lent tasks at once, so they are stopped before anyone's
+        allocation is. The vectors are the allocator's own where nothing cuts them: read only."""
         a = self._a
         out: dict[str, dict[str, dict]] = {}
         for name in roles:
             role = a._roles.get(name)
             if role is None:
                 continue
+            # The caps (quota limit, others' headroom) are the role's, the same on every agent.
+            caps = a._caps(role, False) if a._quota_roles else {}
             out[name] = {
-                agent.agent_id: dict(a._role_offer(agent, role, False)[1])
+                agent.agent_id: a._role_offer(agent, role, False, caps)[1]
                 for agent in a._agents.values()
                 if agent.active and agent.free
             }

@@ -81,8 +81,16 @@ def test_bench_allocator_times_what_preemption_adds(capsys):
     assert p["running_tasks"] == 40 and p["victims"] == 1
     for key in ("snapshot_ms", "plan_ms"):
         assert 0 <= p[key]["min"] <= p[key]["median"] <= p[key]["max"]
+    # The full cluster leaves no agent with room; the fragmented one, every agent, and its
+    # starved role still needs one victim (no agent's scrap holds its task).
+    assert p["agents_with_room"] == 0
+    frag = p["fragmented"]
+    assert frag["agents_with_room"] == 40 and frag["victims"] == 1
+    for key in ("snapshot_ms", "plan_ms"):
+        assert 0 <= frag[key]["min"] <= frag[key]["median"] <= frag[key]["max"]
     code, out = run_cli([*argv, "--cycles", "1", "--reoffers", "1", "--preemption"], capsys)
     assert "preemption decision" in out and "cycle with lending" in out
+    assert "fragmented snapshot" in out and "room free on all 40 agents" in out
     code, out = run_cli([*argv, "--cycles", "1", "--reoffers", "1"], capsys)
     assert "preemption" not in out
 

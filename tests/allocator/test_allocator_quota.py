@@ -166,6 +166,29 @@ def test_limit_counts_unallocated_reservations():
     ]
 
 
+def test_preemption_reads_the_limit_less_unused_reservations_and_room_within_it():
+    # an's limit is 3 cpus; its 2 reserved cpus, unused, count against it: its tasks may
+    # hold 1 cpu. Preemption reads that (in thousandths) and the room it could be offered.
+    alloc = Allocator(AllocatorConfig())
+    alloc.set_quota("an", None, Resources.of(cpus=3))
+    alloc.add_framework("x", role="an")
+    alloc.add_agent("a1", Resources.parse("cpus(an):2;cpus:4;mem:256"))
+    alloc.add_agent("a2", Resources.parse("cpus:4;mem:256"))
+    roles, total = alloc.preemption_roles()
+    assert roles["an"] == (1.0, {}, {}, {"cpus": 1000})
+    assert total["cpus"] == 10_000
+    room = alloc.preemption_room(["an", "nobody"])
+    assert set(room) == {"an"}
+    assert room["an"]["a1"]["cpus"] == 3000  # its 2 reserved + 1 unreserved under the limit
+    assert room["an"]["a2"]["cpus"] == 1000
+    # Once its task holds that cpu, no unreserved cpu is room for it anywhere.
+    alloc.add_agent("a3", Resources.parse("cpus:1;mem:64"), allocated={"x": Resources.of(cpus=1)})
+    roles, _ = alloc.preemption_roles()
+    assert roles["an"][2]["cpus"] == 1000 and roles["an"][3] == {"cpus": 1000}
+    room = alloc.preemption_room(["an"])
+    assert room["an"]["a2"].get("cpus", 0) == 0 and room["an"]["a1"]["cpus"] == 2000
+
+
 def test_framework_gains_the_gpu_capability_on_update():
     alloc = Allocator(AllocatorConfig())
     alloc.add_framework("ml")

@@ -16,6 +16,7 @@ from agora.master.allocator.preemption import (
     RoleState,
     fair_shares,
     plan,
+    starvation,
 )
 
 HALF = {"cpus": 500, "mem": 64_000}  # a 0.5 cpu, 64 MB task, in thousandths
@@ -195,6 +196,52 @@ def test_a_plan_stops_no_more_than_max_victims_tasks():
                 fair_share_timeout=5, max_victims=0) == []  # fmt: skip
 
 
+def test_a_role_at_its_quota_limit_is_not_starved_and_preempts_nothing():
+    # b (weight 1, as a: owed half, 2 cpus) holds 1 cpu, which is its quota limit, and wants
+    # another half cpu. Below its fair share, it could still never be offered the room: it
+    # is not starved, and stops nothing (else it would stop a's tasks every round).
+    tasks = _a_full_cluster()[:6]
+    a_alloc = {"cpus": 3000, "mem": 384_000}
+    b_alloc = {"cpus": 1000, "mem": 128_000}
+    at_limit = RoleState("b", 1.0, b_alloc, {}, HALF, 0.0, limit={"cpus": 1000})
+    roles = {"a": RoleState("a", 1.0, a_alloc, {}, None), "b": at_limit}
+    assert starvation(at_limit, 0.5, inverse_totals(TOTAL)) is None
+    assert plan(roles, TOTAL, FREE, tasks, now=100, guarantee_timeout=0,
+                fair_share_timeout=0) == []  # fmt: skip
+    # With room for one more task under its limit, it preempts for that one, not a second.
+    roles["b"] = RoleState("b", 1.0, b_alloc, {}, HALF, 0.0, limit={"cpus": 1500})
+    [made] = plan(roles, TOTAL, FREE, tasks, now=100, guarantee_timeout=0, fair_share_timeout=0)
+    assert made.reason == FAIR_SHARE and len(made.victims) == 1
+    roles["b"] = RoleState("b", 1.0, {"cpus": 1500, "mem": 192_000}, {}, HALF, 0.0,
+                           limit={"cpus": 1500})  # fmt: skip
+    assert plan(roles, TOTAL, FREE, tasks, now=100, guarantee_timeout=0,
+                fair_share_timeout=0) == []  # fmt: skip
+
+
+def test_a_guarantee_past_the_limit_owes_nothing_beyond_the_limit():
+    # b is guaranteed 2 cpus but limited to 1 by what it already holds: not starved.
+    b = RoleState("b", 1.0, {"cpus": 1000}, {"cpus": 2000}, HALF, 0.0, limit={"cpus": 1000})
+    assert starvation(b, 0.5, inverse_totals(TOTAL)) is None
+    roles = {"a": RoleState("a", 1.0, {"cpus": 3000, "mem": 384_000}, {}, None), "b": b}
+    assert plan(roles, TOTAL, FREE, _a_full_cluster()[:6], now=100, guarantee_timeout=0,
+                fair_share_timeout=0) == []  # fmt: skip
+
+
+def test_a_role_below_its_share_that_no_one_can_give_to_stops_its_own_lower_priority_work():
+    # a is the only role with tasks, yet below its fair share (what it lacks is reserved for
+    # others: no room for it). Nobody else can give; its priority-3 demand may still stop
+    # its own priority-0 task.
+    tasks = [
+        Candidate("fw-a", "low", "a", "agent-0", HALF, priority=0, started_at=1.0),
+        Candidate("fw-a", "high", "a", "agent-0", HALF, priority=5, started_at=2.0),
+    ]
+    a = RoleState("a", 1.0, {"cpus": 1000, "mem": 128_000}, {}, HALF, 0.0, 3, 0.0)
+    free = {"agent-0": {"cpus": 2000, "mem": 512_000}}  # reserved for role ops
+    [made] = plan({"a": a}, TOTAL, free, tasks, now=10, guarantee_timeout=5,
+                  fair_share_timeout=5, usable={"a": {"agent-0": {}}})  # fmt: skip
+    assert made.reason == PRIORITY and [v.task_id for v in made.victims] == ["low"]
+
+
 # --- the property ------------------------------------------------------------------------
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -227,7 +274,11 @@ def snapshots(draw):
         wants = draw(st.one_of(st.none(), st.sampled_from(WANTS)))
         guarantee = draw(st.sampled_from([{}, {"cpus": 1000}, {"cpus": 2000}]))
         weight = draw(st.sampled_from([1.0, 2.0, 3.0]))
-        roles[role] = RoleState(role, weight, allocated[role], guarantee, wants, 0.0)
+        # A quota limit: none, at what it holds, or a task's room above it.
+        held = allocated[role]["cpus"]
+        limit = draw(st.sampled_from([None, {"cpus": held}, {"cpus": held + 500}]))
+        roles[role] = RoleState(role, weight, allocated[role], guarantee, wants, 0.0,
+                                limit=limit)  # fmt: skip
     total = {k: per_agent[k] * len(agents) for k in per_agent}
     return roles, total, room, tasks
 
@@ -257,6 +308,9 @@ def test_no_victims_role_ends_below_what_it_is_owed_and_no_gain_is_taken_back(sn
             assert dominant_share(after[victim.role], inverse) >= fair[victim.role] - 1e-9
             assert all(after[victim.role].get(k, 0) >= v for k, v in state.guarantee.items())
         owed = roles[p.beneficiary]
+        # Never past its quota limit: what it gains it could be offered.
+        limit = owed.limit or {}
+        assert all(after[p.beneficiary].get(k, 0) <= v for k, v in limit.items()), p
         if p.reason == GUARANTEE:
             assert all(after[p.beneficiary].get(k, 0) <= v for k, v in owed.guarantee.items())
         else:
@@ -266,7 +320,9 @@ def test_no_victims_role_ends_below_what_it_is_owed_and_no_gain_is_taken_back(sn
     losers = {v.role: v.resources for p in made for v in p.victims}
     gainers = {p.beneficiary for p in made}
     again = {
-        r: RoleState(r, s.weight, after[r], s.guarantee, losers.get(r, s.wants), 0.0)
+        r: RoleState(
+            r, s.weight, after[r], s.guarantee, losers.get(r, s.wants), 0.0, limit=s.limit
+        )  # fmt: skip
         for r, s in roles.items()
     }
     left = [t for t in tasks if all(t not in p.victims for p in made)]

@@ -288,39 +288,146 @@ def test_no_more_than_the_bound_is_stopped_a_minute_and_the_rest_follow_later():
     assert times[1] < 10.0 and times[2] >= times[0] + 60.0
 
 
-def test_priority_preemption_stops_when_the_freed_room_goes_to_lower_priority_work():
-    """A framework that does not place by priority (a FIFO queue) puts its re-queued
-    priority-0 task back where a task was stopped for its priority-3 demand: stopping that one
-    again would only loop (each kill followed by the same launch). The master stops no more
-    for that demand, says why, and takes it up again when the demand changes."""
+def _fits_half(offer) -> bool:
+    return Resources.from_proto(offer.resources).contains(Resources.parse(HALF))
+
+
+def _one_priority_role(*tasks_, agent_resources: str = "cpus:1;mem:1024"):
+    """Role a's framework runs `tasks_` on one agent that they fill; the fair-share timeout is
+    2 s (priority preemption's)."""
     h = CoreHarness(fair_share_preemption_timeout_seconds=2.0)
-    agent = h.agent("cpus:1;mem:1024")
+    agent = h.agent(agent_resources)
     a = h.framework("a", role="a")
     [offer] = a.offers()
-    low, high = task("low", HALF, priority=0), task("high", HALF, priority=5)
-    a.accept([offer.offer_id], [low, high])
-    for t in (low, high):
+    a.accept([offer.offer_id], list(tasks_))
+    for t in tasks_:
         agent.status(a.framework_id, t.task_id, common_pb2.TASK_RUNNING)
+    return h, agent, a
+
+
+def _relaunch_low(h, agent, a, victim: str, name: str) -> None:
+    """The victim ends; its framework puts a priority-0 task in the room freed."""
+    agent.status(a.framework_id, victim, common_pb2.TASK_KILLED, reason=REASON_PREEMPTED)
+    h.advance(0.5)
+    [offer] = [o for o in a.offers() if _fits_half(o)]
+    a.accept([offer.offer_id], [task(name, HALF, priority=0)])
+    agent.status(a.framework_id, name, common_pb2.TASK_RUNNING)
+
+
+def test_priority_preemption_pauses_when_the_freed_room_goes_to_lower_priority_work():
+    """A framework that does not place by priority (a FIFO queue) puts its re-queued
+    priority-0 task back where a task was stopped for its priority-3 demand: stopping that one
+    again at once would only loop (each kill followed by the same launch). The master pauses
+    priority preemption for that demand, says why, and takes it up again when the pause ends
+    (twice the 2 s fair-share timeout, then twice that at each repeat), or at once when the
+    demand changes: a steady high-priority job is not left without it for good."""
+    h, agent, a = _one_priority_role(task("low", HALF, priority=0),
+                                     task("high", HALF, priority=5))  # fmt: skip
     a.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=3)
     _wait(h, a, 2.5)
-    [kill] = agent.inbox.of("kill_task")
-    assert kill.task_id == "low"
-    agent.status(a.framework_id, "low", common_pb2.TASK_KILLED, reason=REASON_PREEMPTED)
-    h.advance(0.5)
-    # The freed half cpu goes to the priority-0 task again, not to the waiting priority 3.
-    [offer] = [o for o in a.offers() if Resources.from_proto(o.resources).contains(
-        Resources.parse(HALF))]  # fmt: skip
-    a.accept([offer.offer_id], [task("low-again", HALF, priority=0)])
-    agent.status(a.framework_id, "low-again", common_pb2.TASK_RUNNING)
-    _wait(h, a, 10)
-    assert [k.task_id for k in agent.inbox.of("kill_task")] == ["low"]  # no loop
+    kills = lambda: [k.task_id for k in agent.inbox.of("kill_task")]  # noqa: E731
+    assert kills() == ["low"]
+    _relaunch_low(h, agent, a, "low", "low-2")
+    _wait(h, a, 3.5)
+    assert kills() == ["low"]  # paused: no loop
     [why] = [r for r in h.core.explain_offers(a.framework_id) if r.startswith("role a's")]
     assert "placed lower-priority tasks where a task was preempted" in why
-    assert "priority-3 demand" in why
-    # A new demand (priority 4) is taken up: the priority-0 task may go for it.
+    assert "priority-3 demand" in why and "or until it changes" in why
+    _wait(h, a, 1.0)  # 4 s: the pause is over, the demand is served again
+    assert kills() == ["low", "low-2"]
+    _relaunch_low(h, agent, a, "low-2", "low-3")  # the same again: the pause doubles, 8 s
+    _wait(h, a, 7.5)
+    assert kills() == ["low", "low-2"]
+    _wait(h, a, 1.0)
+    assert kills() == ["low", "low-2", "low-3"]
+    _relaunch_low(h, agent, a, "low-3", "low-4")
+    _wait(h, a, 1.0)
+    assert len(kills()) == 3
+    # A new demand (priority 4) is taken up at once: the priority-0 task may go for it.
     a.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=4)
+    _wait(h, a, 0.5)
+    assert kills() == ["low", "low-2", "low-3", "low-4"]
+
+
+def test_lower_priority_work_placed_during_the_kill_grace_is_not_a_loop():
+    """While the victim is in its kill grace the framework places a priority-0 task in room
+    another task of its own left: that is not the victim's room. Once the victim has ended,
+    the framework puts its priority-3 task there, and the next task of its demand is served
+    by priority preemption as promptly (no pause)."""
+    h, agent, a = _one_priority_role(
+        task("low-1", HALF, priority=0),
+        task("low-2", HALF, priority=0),
+        task("other", HALF, priority=5),
+        task("high", HALF, priority=5),
+        agent_resources="cpus:2;mem:1024",
+    )
+    a.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=3)
     _wait(h, a, 2.5)
-    assert [k.task_id for k in agent.inbox.of("kill_task")] == ["low", "low-again"]
+    [first] = agent.inbox.of("kill_task")
+    # In the victim's grace: "other" finishes, and a priority-0 task takes its room.
+    agent.status(a.framework_id, "other", common_pb2.TASK_FINISHED)
+    h.advance(0.25)
+    [offer] = [o for o in a.offers() if _fits_half(o)]
+    a.accept([offer.offer_id], [task("filler", HALF, priority=0)])
+    agent.status(a.framework_id, "filler", common_pb2.TASK_RUNNING)
+    h.advance(0.5)
+    agent.status(a.framework_id, first.task_id, common_pb2.TASK_KILLED, reason=REASON_PREEMPTED)
+    h.advance(0.5)  # the master looks at the agent before the framework uses the freed room
+    [offer] = [o for o in a.offers() if _fits_half(o)]
+    a.accept([offer.offer_id], [task("urgent-1", HALF, priority=3)])
+    agent.status(a.framework_id, "urgent-1", common_pb2.TASK_RUNNING)
+    _wait(h, a, 1.0)
+    # The demand goes on (a second priority-3 task): another priority-0 task is stopped.
+    assert len(agent.inbox.of("kill_task")) == 2
+    assert not [r for r in h.core.explain_offers(a.framework_id) if r.startswith("role a's")]
+
+
+def test_with_two_frameworks_in_the_role_the_loop_is_seen_as_the_demanders_own():
+    """Role a has two frameworks. a2 holds an offer it has not answered (so its own, higher,
+    demand does not preempt), and a1 waits to place a priority-3 task. The room freed for
+    a1 is watched against a1's demand, not the role's first one (a2's): when a1 puts
+    priority-0 work there, priority preemption pauses rather than stopping it again."""
+    h, agent, a1 = _one_priority_role(task("low", HALF, priority=0),
+                                      task("high", HALF, priority=5))  # fmt: skip
+    a2 = h.framework("a2", role="a")
+    h.advance(0.25)
+    assert a2.offers()  # the memory left: held, unanswered
+    a2.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=5)
+    a1.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=3)
+    _wait(h, a1, 2.5)
+    assert [k.task_id for k in agent.inbox.of("kill_task")] == ["low"]
+    _relaunch_low(h, agent, a1, "low", "low-2")
+    _wait(h, a1, 3.0)
+    assert [k.task_id for k in agent.inbox.of("kill_task")] == ["low"]
+    [why] = [r for r in h.core.explain_offers(a1.framework_id) if r.startswith("role a's")]
+    assert "framework a placed lower-priority tasks" in why
+
+
+def test_another_frameworks_work_in_the_freed_room_does_not_pause_the_demander():
+    """Role a's other framework, a2, is given the room freed for a1's priority-3 demand and
+    puts a priority-0 task there. That says nothing about how a1 places: a1 is not paused,
+    and a2's task goes for a1's demand in turn."""
+    h, agent, a1 = _one_priority_role(
+        task("low", HALF, priority=0),
+        task("high", HALF, priority=5),
+        agent_resources="cpus:1;mem:128",  # no scraps: a2 holds nothing
+    )
+    a2 = h.framework("a2", role="a")
+    a1.call("Demand", unmet=Resources.parse(HALF).to_proto(), priority=3)
+    _wait(h, a1, 2.5)
+    assert [k.task_id for k in agent.inbox.of("kill_task")] == ["low"]
+    agent.status(a1.framework_id, "low", common_pb2.TASK_KILLED, reason=REASON_PREEMPTED)
+    h.advance(0.25)
+    [offer] = [o for o in a2.offers() if _fits_half(o)]  # a2 holds less: it is offered it
+    a2.accept([offer.offer_id], [task("a2-low", HALF, priority=0)])
+    agent.status(a2.framework_id, "a2-low", common_pb2.TASK_RUNNING)
+    for _ in range(12):  # 3 s; a2 declines what comes back to it
+        for framework in (a1, a2):
+            if framework.offers():
+                framework.call("Decline", offer_ids=[o.offer_id for o in framework.offers()],
+                               filters={"refuse_seconds": 0})  # fmt: skip
+        h.advance(0.25)
+    assert [k.task_id for k in agent.inbox.of("kill_task")] == ["low", "a2-low"]
 
 
 def test_priority_preemption_goes_on_while_the_freed_room_serves_the_demand():
@@ -348,3 +455,70 @@ def test_priority_preemption_goes_on_while_the_freed_room_serves_the_demand():
         h.advance(0.25)
     assert sorted(k.task_id for k in agent.inbox.of("kill_task")) == ["low-1", "low-2"]
     assert placed == 2
+
+
+def _fill(framework, agents, limit: int, prefix: str) -> list[str]:
+    """The framework launches up to `limit` HALF tasks in the offers it holds (running), and
+    declines the rest of them."""
+    launched: list[str] = []
+    for offer in framework.offers():
+        left, n = Resources.from_proto(offer.resources), 0
+        while n < limit - len(launched) and left.contains(Resources.parse(HALF)):
+            left, n = left - Resources.parse(HALF), n + 1
+        if n <= 0:
+            framework.call("Decline", offer_ids=[offer.offer_id], filters={"refuse_seconds": 1e3})
+            continue
+        tasks = [task(f"{prefix}{len(launched) + i}", HALF) for i in range(n)]
+        framework.accept([offer.offer_id], tasks)
+        for t in tasks:
+            agents[offer.agent_id].status(framework.framework_id, t.task_id,
+                                          common_pb2.TASK_RUNNING)  # fmt: skip
+        launched += [t.task_id for t in tasks]
+    return launched
+
+
+def test_a_role_is_not_owed_beyond_its_quota_limit():
+    """b (weight 1, as a: fair share half the cluster, 2 cpus) has a quota limit of 1.5 cpus
+    and runs 1 cpu; a fills the rest. b, wanting more for good, preempts one of a's tasks,
+    which takes it to its limit, and then nothing more: at its limit, though below its fair
+    share, it could never be offered what another stop would free (before, it saw no room
+    and stopped a's tasks at --max-preemptions-per-minute for ever)."""
+    h = CoreHarness(fair_share_preemption_timeout_seconds=3.0)
+    h.core.allocator.set_quota("b", None, Resources.parse("cpus:1.5"))
+    agents = {}
+    for i in range(2):
+        agent = h.agent(AGENT, hostname=f"h{i}")
+        agents[agent.agent_id] = agent
+    b = h.framework("b", role="b")
+    assert len(_fill(b, agents, 2, "b")) == 2
+    _fill(b, agents, 0, "b")  # b refuses the rest for now
+    a = h.framework("a", role="a")
+    h.advance(0.25)
+    assert len(_fill(a, agents, 6, "a")) == 6  # the cluster is full
+    b.call("Revive")
+    b.call("Demand", unmet=Resources.parse(HALF).to_proto())
+    # Which roles' room the master reads, and when (only roles that may preempt now).
+    read: list[tuple[float, list[str]]] = []
+    room = h.core.allocator.preemption_room
+    h.core.allocator.preemption_room = lambda roles: (  # type: ignore[method-assign]
+        read.append((h.clock.now(), list(roles))) or room(roles)
+    )
+    done: set[str] = set()
+    launched = 0
+    for _ in range(240):  # 60 s
+        _end_killed(agents, a, _kills(agents), done)
+        for offer in b.offers():
+            if Resources.from_proto(offer.resources).contains(Resources.parse(HALF)):
+                b.accept([offer.offer_id], [task(f"b-more{launched}", HALF)])
+                launched += 1
+        _decline_scraps(b)
+        h.advance(0.25)
+    assert launched == 1 and len(_kills(agents)) == 1  # up to its limit, no further
+    # At its limit (and with no lower-priority tasks of its own) b is not due: its room is
+    # not read on the turns after that, though its demand goes on.
+    reached = max(t for t, roles in read)
+    assert all(roles == ["b"] for _, roles in read) and reached < 10.0
+    # Not starved at its limit: "why no offers" names the limit, and no preemption.
+    reasons = h.core.explain_offers(b.framework_id)
+    assert "role b at quota limit (cpus 1.5/1.5)" in reasons
+    assert not [r for r in reasons if "preempt" in r]

@@ -246,3 +246,49 @@ def test_lent_room_a_starved_role_may_not_use_spares_the_revocable_tasks():
     [kill] = agent.inbox.of("kill_task")
     assert kill.task_id.startswith("a") and kill.reason == REASON_PREEMPTED
     assert "role b needs" in kill.message
+
+
+def test_revocable_work_in_lent_room_does_not_pause_priority_preemption():
+    """A framework's priority-3 demand has a priority-0 task of its own stopped; once that
+    has ended, the framework launches a priority-0 task on revocable resources (room lent on
+    the same agent), then its priority-3 task in the room freed. The revocable task is not
+    in the freed room (it holds nothing in the books): priority preemption goes on for the
+    framework's next priority-3 task, not paused as if it had put low work there."""
+    shape = "cpus:0.5;mem:256"  # four fill the unreserved half exactly: no scraps offered
+    h = CoreHarness(fair_share_preemption_timeout_seconds=2.0)
+    agent = h.agent(AGENT)
+    a = h.framework("a", role="a", capabilities=[REVOCABLE_CAPABILITY])
+    h.advance(0.1)
+    [lent] = _revocable(a.offers())
+    [ordinary] = [o for o in a.offers() if not o.revocable]
+    names = {"low-1": 0, "low-2": 0, "high-1": 5, "high-2": 5}
+    # Lent room is refused until just after the kill below (a holds no offer until then).
+    a.call("Decline", offer_ids=[lent.offer_id], filters={"refuse_seconds": 2.75})
+    a.accept([ordinary.offer_id], [task(n, shape, priority=p) for n, p in names.items()])
+    for name in names:
+        agent.status(a.framework_id, name, common_pb2.TASK_RUNNING)
+    a.call("Demand", unmet=Resources.parse(shape).to_proto(), priority=3)
+
+    def wait(seconds: float) -> None:  # a declines lent room it has no use for
+        for _ in range(round(seconds / 0.25)):
+            if _revocable(a.offers()):
+                a.call("Decline", offer_ids=[o.offer_id for o in _revocable(a.offers())],
+                       filters={"refuse_seconds": 1000})  # fmt: skip
+            h.advance(0.25)
+
+    wait(2.5)
+    [first] = agent.inbox.of("kill_task")
+    assert names[first.task_id] == 0
+    agent.status(a.framework_id, first.task_id, common_pb2.TASK_KILLED, reason=REASON_PREEMPTED)
+    [freed] = [o for o in a.offers() if not o.revocable]
+    h.advance(0.5)  # past the refusal: a Revive has the lent room offered again
+    a.call("Revive")
+    [lent] = _revocable(a.offers())  # a priority-0 task goes there
+    a.accept([lent.offer_id], [task("spot", "cpus:0.5;mem:64", priority=0)])
+    agent.status(a.framework_id, "spot", common_pb2.TASK_RUNNING)
+    h.advance(0.5)  # the master looks before the freed room is used
+    a.accept([freed.offer_id], [task("urgent-1", shape, priority=3)])
+    agent.status(a.framework_id, "urgent-1", common_pb2.TASK_RUNNING)
+    wait(1.0)
+    kills = [k.task_id for k in agent.inbox.of("kill_task")]
+    assert sorted(kills) == ["low-1", "low-2"]  # the second priority-3 task is served too
