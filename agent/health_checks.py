@@ -139,13 +139,26 @@ class HealthVerdict:
         return healthy
 
 
+@dataclass(frozen=True)
+class Inside:
+    """Where a command check of a task in namespaces of its own runs: in the namespaces of
+    its init (`pid`), through the C wrapper's --enter, in `cwd` as the task sees it."""
+
+    wrapper: str
+    pid: int
+    cwd: str
+    env: tuple[tuple[str, str], ...] = ()  # what differs in there (an image's sandbox path)
+
+
 async def probe(
     spec: CheckSpec,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     user: TaskUser | None = None,
+    inside: Inside | None = None,
 ) -> tuple[bool, str]:
-    """Runs one check within its timeout: (ok, what happened)."""
+    """Runs one check within its timeout: (ok, what happened). `inside`: a command check runs
+    in the task's namespaces (its /tmp, its processes, an image's files), else on the host."""
     try:
         async with asyncio.timeout(spec.timeout):
             if spec.kind == "http":
@@ -154,7 +167,7 @@ async def probe(
                 _, writer = await asyncio.open_connection(CHECK_HOST, spec.port)
                 await _close(writer)
                 return True, "connected"
-            return await _probe_command(spec, env, cwd, user)
+            return await _probe_command(spec, env, cwd, user, inside)
     except TimeoutError:
         return False, f"timed out after {spec.timeout:g}s"
     except OSError as e:
@@ -184,16 +197,28 @@ async def _probe_http(spec: CheckSpec) -> tuple[bool, str]:
 
 
 async def _probe_command(
-    spec: CheckSpec, env: dict[str, str] | None, cwd: str | None, user: TaskUser | None = None
+    spec: CheckSpec,
+    env: dict[str, str] | None,
+    cwd: str | None,
+    user: TaskUser | None = None,
+    inside: Inside | None = None,
 ) -> tuple[bool, str]:
     full_env = dict(env if env is not None else base_environment())
     full_env.update(dict(spec.env))
-    # A command check runs as the task runs: as its user, never with the agent's privileges.
-    as_user: _AsUser = (
-        {} if user is None else {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
-    )
+    # A command check runs as the task runs: as its user, never with the agent's privileges;
+    # in namespaces of its own, the wrapper enters them and becomes that user there, under
+    # the task's capabilities and seccomp filter.
+    as_user: _AsUser = {}
+    argv = spec.argv
+    if inside is not None:
+        full_env.update(dict(inside.env))
+        who = "-" if user is None else f"{user.uid}:{user.gid}:{','.join(map(str, user.groups))}"
+        argv = (inside.wrapper, f"--enter={inside.pid}", who, inside.cwd, "--", *spec.argv)
+        cwd = None
+    elif user is not None:
+        as_user = {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
     proc = await asyncio.create_subprocess_exec(
-        *spec.argv,
+        *argv,
         env=full_env,
         cwd=cwd,
         **as_user,
@@ -232,6 +257,8 @@ class CheckedTask:
     is_live: Callable[[], bool]
     # The user the task runs as (None: the agent's own): command checks run as it too.
     user: TaskUser | None = None
+    # Where command checks run, asked before each (None: on the host, as a plain task runs).
+    inside: Callable[[], Inside | None] = lambda: None
 
 
 # emit(framework_id, status): a reliable status update, as TaskManager's.
@@ -256,6 +283,8 @@ class HealthCheckManager:
         self._clock = clock
         self._checkers: dict[tuple[str, str], asyncio.Task] = {}
         self._verdicts: dict[tuple[str, str], HealthVerdict] = {}
+        # The C wrapper, which enters a task's namespaces ("": none here; None: not looked for).
+        self._wrapper: str | None = None
 
     def healthy(self, framework_id: str, task_id: str) -> bool | None:
         verdict = self._verdicts.get((framework_id, task_id))
@@ -305,8 +334,31 @@ class HealthCheckManager:
             str(run.sandbox),
             lambda: not run.forgotten and not is_terminal(run.state),
             run.user,
+            functools.partial(self._inside, run),
         )
         self.start(checked, launcher.task_ports(run.task))
+
+    def _inside(self, run) -> Inside | None:
+        """Where `run`'s command checks run: in its namespaces when it has its own (found
+        from its processes, so also after the agent re-attached), else on the host."""
+        from agora.agent.oci import SANDBOX
+        from agora.agent.task_namespaces import namespace_init
+
+        if run.wrapper is None:
+            return None
+        init = namespace_init(run.wrapper.task_pid)
+        if init is None:
+            return None
+        if self._wrapper is None:
+            from agora.agent import native_wrapper
+
+            self._wrapper = native_wrapper.wrapper_path() or ""
+        if not self._wrapper:
+            return None
+        if not run.task.container.image:
+            return Inside(self._wrapper, init, str(run.sandbox))
+        moved = (("AGORA_SANDBOX", SANDBOX), ("MESOS_SANDBOX", SANDBOX))
+        return Inside(self._wrapper, init, SANDBOX, moved)
 
     def stop(self, framework_id: str, task_id: str) -> None:
         task = self._checkers.pop((framework_id, task_id), None)
@@ -326,7 +378,9 @@ class HealthCheckManager:
         if spec.delay > 0:
             await asyncio.sleep(spec.delay)
         while checked.is_live():
-            ok, detail = await probe(spec, checked.env, checked.sandbox, checked.user)
+            ok, detail = await probe(
+                spec, checked.env, checked.sandbox, checked.user, checked.inside()
+            )
             if not checked.is_live():
                 return
             changed = verdict.record(ok, self._clock())

@@ -12,6 +12,7 @@ asked for isolation it cannot give. `--no-task-namespaces` turns them off.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -69,3 +70,23 @@ def has_capability(bit: int, status_path: str = "/proc/self/status") -> bool:
     except (OSError, ValueError, IndexError):
         pass
     return False
+
+
+def namespace_init(task_pid: int, proc: str = "/proc") -> int | None:
+    """The pid of the first process of a task's own pid namespace: `task_pid` itself (the C
+    wrapper clones it there), or a child of it (runc's, for a task from an image); None for a
+    task in the agent's namespaces, or one gone."""
+    try:
+        ours = os.readlink(f"{proc}/self/ns/pid")
+        if os.readlink(f"{proc}/{task_pid}/ns/pid") != ours:
+            return task_pid
+        children: list[int] = []
+        for thread in os.listdir(f"{proc}/{task_pid}/task"):  # runc forks from any thread
+            with open(f"{proc}/{task_pid}/task/{thread}/children") as listed:
+                children += [int(c) for c in listed.read().split()]
+        for child in children:
+            if os.readlink(f"{proc}/{child}/ns/pid") != ours:
+                return child
+    except (OSError, ValueError):
+        pass
+    return None

@@ -617,6 +617,79 @@ static int set_rlimits(void) {
     return 0;
 }
 
+/* Becomes USER ("-": stays who it is; else "UID:GID:G1,G2,..."): 0, or an errno. */
+static int become(const char *user) {
+    if (strcmp(user, "-") == 0) return 0;
+    unsigned uid, gid;
+    int used = 0;
+    if (sscanf(user, "%u:%u:%n", &uid, &gid, &used) < 2) return EINVAL;
+    const char *list = user + used;
+    size_t count = *list ? 1 : 0;
+    for (const char *p = list; *p; p++) count += *p == ',';
+    gid_t *groups = calloc(count ? count : 1, sizeof(gid_t));
+    if (!groups) return ENOMEM;
+    size_t ngroups = 0;
+    for (char *p = (char *)list; *p && ngroups < count;) {
+        groups[ngroups++] = (gid_t)strtoul(p, &p, 10);
+        if (*p == ',') p++;
+        else break;
+    }
+    if (setgroups(ngroups, groups) < 0 || setregid(gid, gid) < 0 || setreuid(uid, uid) < 0)
+        return errno;
+    return 0;
+}
+
+/* agora-task-wrapper --enter=PID USER CWD -- ARGV...: runs ARGV in the namespaces of process
+ * PID (a task's init: its pid, mount, ipc and uts namespaces, and so its root and /tmp), in
+ * CWD there, as USER, under what the task itself runs under (Docker's default capabilities,
+ * no_new_privs, the seccomp filter), with this process's environment; ends as ARGV ended. A
+ * command health check of a task in namespaces runs so, where the task sees what it checks. */
+static int enter_task(const char *pid_text, const char *user, const char *cwd, char **argv) {
+    static const char *kinds[] = {"ipc", "uts", "pid", "mnt"}; /* mnt last: it moves the root */
+    enum { KINDS = sizeof kinds / sizeof *kinds };
+    char *end;
+    long pid = strtol(pid_text, &end, 10);
+    if (*end || pid <= 0) {
+        fprintf(stderr, "agora-task-wrapper: --enter=%s: not a pid\n", pid_text);
+        return 2;
+    }
+    int fds[KINDS];
+    for (int i = 0; i < KINDS; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%ld/ns/%s", pid, kinds[i]);
+        fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+        if (fds[i] < 0) {
+            fprintf(stderr, "agora-task-wrapper: cannot open %s: %s\n", path, strerror(errno));
+            return 125;
+        }
+    }
+    for (int i = 0; i < KINDS; i++) {
+        /* Entering a mount namespace sets the root and cwd to its root: an image's, there. */
+        if (setns(fds[i], 0) < 0) {
+            fprintf(stderr, "agora-task-wrapper: cannot enter the task's %s namespace: %s\n",
+                    kinds[i], strerror(errno));
+            return 125;
+        }
+        close(fds[i]);
+    }
+    pid_t child = fork(); /* the pid namespace holds the children of who entered it */
+    if (child < 0) return 125;
+    if (child == 0) {
+        int err = chdir(cwd) < 0 ? errno : drop_capabilities();
+        if (!err) err = become(user);
+        if (!err && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) err = errno;
+        if (!err) err = deny_syscalls();
+        if (!err) err = exec_command(argv, environ);
+        fprintf(stderr, "agora-task-wrapper: cannot run '%s' in the task: %s\n", argv[0],
+                strerror(err));
+        _exit(127);
+    }
+    int status;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR) return 125;
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
 static void start_task(int errfd, char **cgroups, int ncg, const char *user, const char *cwd,
                        const char *out_path, const char *err_path, char **argv, char **envp) {
     char msg[64];
@@ -661,28 +734,10 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
         be_init(errfd, cwd);
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); /* no setuid program gives it back root */
     }
-    if (strcmp(user, "-") != 0) {
-        unsigned uid, gid;
-        int used = 0;
-        if (sscanf(user, "%u:%u:%n", &uid, &gid, &used) < 2) {
-            dprintf(errfd, "exec %d", EINVAL);
-            _exit(127);
-        }
-        const char *list = user + used;
-        size_t count = *list ? 1 : 0;
-        for (const char *p = list; *p; p++) count += *p == ',';
-        gid_t *groups = calloc(count ? count : 1, sizeof(gid_t));
-        size_t ngroups = 0;
-        for (char *p = (char *)list; groups && *p && ngroups < count;) {
-            groups[ngroups++] = (gid_t)strtoul(p, &p, 10);
-            if (*p == ',') p++;
-            else break;
-        }
-        if (!groups || setgroups(ngroups, groups) < 0 || setregid(gid, gid) < 0 ||
-            setreuid(uid, uid) < 0) {
-            dprintf(errfd, "exec %d", groups ? errno : ENOMEM);
-            _exit(127);
-        }
+    int switched = become(user);
+    if (switched) {
+        dprintf(errfd, "exec %d", switched);
+        _exit(127);
     }
     /* As the task's user, and never through a symlink: see the top of this file. */
     int out = open_log(out_dir, out_name);
@@ -735,6 +790,13 @@ static char **read_environment(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strncmp(argv[1], "--enter=", 8) == 0) {
+        if (argc < 6 || strcmp(argv[4], "--") != 0) {
+            fprintf(stderr, "usage: agora-task-wrapper --enter=PID USER CWD -- ARGV...\n");
+            return 2;
+        }
+        return enter_task(argv[1] + 8, argv[2], argv[3], argv + 5);
+    }
     while (argc > 1 && (strncmp(argv[1], "--ns=", 5) == 0 || strncmp(argv[1], "--rlimits=", 10) == 0)) {
         if (argv[1][2] == 'n') ns_spec = argv[1] + 5;
         else rlimit_spec = argv[1] + 10;

@@ -3,11 +3,14 @@ verdicts arrive as reliable TASK_RUNNING updates with `healthy` set."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from pathlib import Path
 
 import pytest
 from agent_fake_master import FakeMaster, shell_task
-from harness import eventually_async
+from harness import agora, eventually_async
+from oci_image import build_image
 
 from agora.agent import AgentConfig, AgentDaemon
 from agora.agent.health_checks import CheckSpec, HealthVerdict, probe
@@ -106,6 +109,47 @@ async def test_http_check_reports_healthy_then_unhealthy_when_the_server_stops(m
     assert "2 consecutive failure(s)" in health_updates(master, "web")[-1].message
     # Still running: the agent reports, the framework decides what to kill.
     assert master.terminal("web") is None
+
+
+async def test_a_command_check_runs_in_the_tasks_namespaces(master, agent):
+    """The task's /tmp is its own (namespaces by default, as root): its check sees what the
+    task put there, and the task's processes, as the task's user, not the host's."""
+    assert agent.namespaces
+    marker = f"/tmp/ready-{id(agent)}"
+    task = with_check(
+        shell_task("inner", f"touch {marker}; chmod 600 {marker}; sleep 100"),
+        command=S.CommandInfo(
+            shell=f'test -O {marker} && [ "$(id -un)" = nobody ] && ps -eo args | grep -q "^sleep 100"'
+        ),
+    )
+    task.command.user = "nobody"
+    master.run_task(FW, task)
+    await eventually_async(
+        lambda: verdicts(master, "inner") == [True], timeout=30, message="healthy inside"
+    )
+    assert not Path(marker).exists()  # the host's /tmp never had it
+
+
+async def test_a_command_check_of_an_image_task_runs_in_its_files(master, agent, tmp_path):
+    """A task from an image: its check runs in the image's root, in its sandbox there."""
+    work_dir = agent.config.work_dir
+    imported = await asyncio.to_thread(
+        agora, "agent", "image", "import", str(build_image(tmp_path / "image")[0]),
+        "--name", "agora-test", "--work-dir", str(work_dir),
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    task = with_check(
+        shell_task("boxed", "echo up > here; sleep 100"),
+        command=S.CommandInfo(
+            shell='grep -q "ID=agora-busybox" /etc/os-release && [ "$PWD" = "$AGORA_SANDBOX" ] '
+            "&& test -f here"
+        ),
+    )
+    task.container.image = "agora-test"
+    master.run_task(FW, task)
+    await eventually_async(
+        lambda: verdicts(master, "boxed") == [True], timeout=30, message="healthy in the image"
+    )
 
 
 async def test_tcp_check_reports_healthy_while_something_listens(master, agent):
