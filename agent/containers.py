@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from agora.agent.images import Image, ImageError, ImageStore
@@ -44,9 +45,17 @@ class Containers:
     """Makes tasks' containers from the images in `store`; `runtime`: the OCI runtime's path
     (None: runc, found on PATH when first needed)."""
 
-    def __init__(self, store: ImageStore, runtime: str | None = None) -> None:
+    def __init__(
+        self,
+        store: ImageStore,
+        runtime: str | None = None,
+        init: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        """`init`: the static binary each container runs as its pid 1 (the C task wrapper's
+        --init), or None: the command is pid 1 itself."""
         self.store = store
         self._runtime = runtime
+        self._init = init
 
     @property
     def runtime(self) -> str | None:
@@ -100,6 +109,7 @@ class Containers:
             cgroups_path=f"container-{run_id}",
             devices=[_char_device(path) for path in devices or []],
             rlimits={f"RLIMIT_{name.upper()}": value for name, value in (rlimits or {}).items()},
+            init=self._init(),
         )
         (bundle / "config.json").write_text(json.dumps(config))
         wrapped = [

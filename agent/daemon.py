@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -246,9 +247,12 @@ class AgentDaemon:
             load_acls(config.acls_path) if config.acls_path is not None else None,
             on_denied=lambda action: self.metrics.denials.labels(action).inc(),
         )
-        # Tasks from images: those imported into the work dir, run by runc (agent/containers).
+        # Tasks from images: those imported into the work dir, run by runc (agent/containers),
+        # each under the static C wrapper as its init (looked for once, at the first).
         self.containers = Containers(
-            ImageStore(self.work.root / "images"), runtime=config.container_runtime
+            ImageStore(self.work.root / "images"),
+            runtime=config.container_runtime,
+            init=functools.cache(native_wrapper.static_wrapper),
         )
         self.tasks = TaskManager(
             self.work,

@@ -255,3 +255,29 @@ def wrapper_path(fallback_dir: Path | None = None) -> str | None:
         Path(tmp).unlink(missing_ok=True)
         return None
     return str(target)
+
+
+def static_wrapper() -> str | None:
+    """The built wrapper if it needs no C library at run time (no ELF interpreter): what a
+    container whose image has none of ours can run as its init. None otherwise."""
+    path = wrapper_path()
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            header = f.read(64)
+            if header[:4] != b"\x7fELF" or header[4] != 2:  # 64-bit ELF only
+                return None
+            order = "little" if header[5] == 1 else "big"
+            phoff = int.from_bytes(header[32:40], order)
+            phentsize = int.from_bytes(header[54:56], order)
+            phnum = int.from_bytes(header[56:58], order)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return None
+    PT_INTERP = 3
+    for i in range(phnum):
+        if int.from_bytes(table[i * phentsize : i * phentsize + 4], order) == PT_INTERP:
+            return None
+    return path

@@ -24,6 +24,9 @@ from typing import Any
 __all__ = ["SANDBOX", "runtime_config"]
 
 SANDBOX = "/mnt/mesos/sandbox"  # where Mesos mounts a container's sandbox; tools know it
+# Where a container's init is mounted (in its /dev, a tmpfs of its own: the image's files are
+# shared by its tasks and read-only), as podman mounts catatonit.
+INIT_PATH = "/dev/init"
 
 # Docker's default capabilities: what most programs need and nothing that reaches the host.
 CAPABILITIES = [
@@ -83,10 +86,15 @@ def runtime_config(
     rlimits: dict[str, int] | None = None,
     cgroups_path: str = "",
     devices: list[tuple[str, int, int]] | None = None,
+    init: str | None = None,
 ) -> dict[str, Any]:
     """config.json of one task's container. `env`: the whole environment inside (the image's
     and the task's, merged by the caller); `network`: "host" or "none"; `devices`: character
-    devices (path, major, minor) it may use besides the runtime's defaults (its GPUs)."""
+    devices (path, major, minor) it may use besides the runtime's defaults (its GPUs); `init`:
+    a static binary that runs as the container's pid 1 (`INIT --init -- ARGV`), mounted at
+    INIT_PATH, so a kill's SIGTERM reaches a command that does not handle it."""
+    if init is not None:
+        argv = [INIT_PATH, "--init", "--", *argv]
     namespaces = [{"type": t} for t in ("pid", "mount", "ipc", "uts")]
     if network == "none":
         namespaces.append({"type": "network"})
@@ -150,6 +158,18 @@ def runtime_config(
                 "source": sandbox,
                 "options": ["rbind", "rw", "nosuid", "nodev"],
             },
+            *(
+                [
+                    {
+                        "destination": INIT_PATH,
+                        "type": "bind",
+                        "source": init,
+                        "options": ["bind", "ro"],
+                    }
+                ]
+                if init is not None
+                else []
+            ),
             # The host's name resolution, as Docker gives a container on the host's network.
             *(
                 [

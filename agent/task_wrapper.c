@@ -690,6 +690,49 @@ static int enter_task(const char *pid_text, const char *user, const char *cwd, c
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
+/* agora-task-wrapper --init -- ARGV...: pid 1 of a task's container (mounted there at
+ * /dev/init, as podman mounts catatonit): runs ARGV, passes on the signals a kill sends (a
+ * pid namespace's init gets only those it handles, so a command that is pid 1 itself would
+ * ignore a SIGTERM and wait out its kill grace), reaps what is orphaned, and ends as ARGV
+ * ended (128 + the signal that killed it, as a shell says). */
+static pid_t container_command;
+static void pass_on(int signum) {
+    if (container_command > 0) kill(container_command, signum);
+}
+
+static int be_container_init(char **argv) {
+    int passed[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    enum { PASSED = sizeof passed / sizeof *passed };
+    sigset_t held, old;
+    sigemptyset(&held);
+    for (int i = 0; i < PASSED; i++) sigaddset(&held, passed[i]);
+    sigprocmask(SIG_BLOCK, &held, &old); /* none lost before the command's pid is known */
+    struct sigaction on = {.sa_handler = pass_on, .sa_flags = SA_RESTART};
+    for (int i = 0; i < PASSED; i++) sigaction(passed[i], &on, NULL);
+    container_command = fork();
+    if (container_command == 0) {
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        for (int i = 0; i < PASSED; i++) sigaction(passed[i], &dfl, NULL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        int err = exec_command(argv, environ);
+        fprintf(stderr, "cannot run '%s': %s\n", argv[0], what(err));
+        _exit(err == ENOENT ? 127 : 126);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (container_command < 0) {
+        fprintf(stderr, "cannot run '%s': %s\n", argv[0], strerror(errno));
+        return 126;
+    }
+    for (;;) {
+        int status;
+        pid_t gone = waitpid(-1, &status, 0);
+        if (gone < 0 && errno == EINTR) continue;
+        if (gone < 0) return 126;
+        if (gone == container_command)
+            return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    }
+}
+
 static void start_task(int errfd, char **cgroups, int ncg, const char *user, const char *cwd,
                        const char *out_path, const char *err_path, char **argv, char **envp) {
     char msg[64];
@@ -790,6 +833,8 @@ static char **read_environment(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 3 && strcmp(argv[1], "--init") == 0 && strcmp(argv[2], "--") == 0)
+        return be_container_init(argv + 3);
     if (argc > 1 && strncmp(argv[1], "--enter=", 8) == 0) {
         if (argc < 6 || strcmp(argv[4], "--") != 0) {
             fprintf(stderr, "usage: agora-task-wrapper --enter=PID USER CWD -- ARGV...\n");

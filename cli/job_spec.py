@@ -125,6 +125,13 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
         "2026-12-01T09:30) (Slurm's --begin; default: at once)",
     )
     parser.add_argument(
+        "--kill-grace",
+        type=duration,
+        default=0.0,
+        metavar="DURATION",
+        help="between a kill's SIGTERM and its SIGKILL, e.g. 30s (default: the agent's, 3 s)",
+    )
+    parser.add_argument(
         "--time-limit",
         type=duration,
         default=0.0,
@@ -211,6 +218,7 @@ def spec_from_args(args: argparse.Namespace):
         ports=args.ports,
         env=env,
         role=args.role,
+        kill_grace_period_seconds=getattr(args, "kill_grace", 0.0),
     )
     image = getattr(args, "image", "")
     if getattr(args, "network", "") and not image:
