@@ -24,6 +24,7 @@ import stat
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
@@ -268,7 +269,7 @@ def static_wrapper() -> str | None:
             header = f.read(64)
             if header[:4] != b"\x7fELF" or header[4] != 2:  # 64-bit ELF only
                 return None
-            order = "little" if header[5] == 1 else "big"
+            order: Literal["little", "big"] = "little" if header[5] == 1 else "big"
             phoff = int.from_bytes(header[32:40], order)
             phentsize = int.from_bytes(header[54:56], order)
             phnum = int.from_bytes(header[56:58], order)

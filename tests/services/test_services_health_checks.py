@@ -119,7 +119,8 @@ async def test_a_command_check_runs_in_the_tasks_namespaces(master, agent):
     task = with_check(
         shell_task("inner", f"touch {marker}; chmod 600 {marker}; sleep 100"),
         command=S.CommandInfo(
-            shell=f'test -O {marker} && [ "$(id -un)" = nobody ] && ps -eo args | grep -q "^sleep 100"'
+            shell=f'test -O {marker} && [ "$(id -un)" = nobody ] '
+            '&& ps -eo args | grep -q "^sleep 100"'
         ),
     )
     task.command.user = "nobody"
