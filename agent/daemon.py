@@ -222,6 +222,9 @@ class AgentDaemon:
             sys_admin=task_namespaces.has_capability(task_namespaces.CAP_SYS_ADMIN),
             kernel_kinds=os.listdir("/proc/self/ns"),
             c_wrapper=lambda: native_wrapper.wrapper_path() is not None,
+            trial=lambda: task_namespaces.trial(
+                native_wrapper.wrapper_path() or "", self.work.sandboxes, self.work.meta / "trial"
+            ),
         )
         self.namespaces = self.namespaces_decision.on
         if config.task_namespaces is None and not self.namespaces:

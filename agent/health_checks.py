@@ -146,6 +146,7 @@ class Inside:
 
     wrapper: str
     pid: int
+    started: int  # the init's start in clock ticks: a reused pid is refused
     cwd: str
     env: tuple[tuple[str, str], ...] = ()  # what differs in there (an image's sandbox path)
 
@@ -213,7 +214,8 @@ async def _probe_command(
     if inside is not None:
         full_env.update(dict(inside.env))
         who = "-" if user is None else f"{user.uid}:{user.gid}:{','.join(map(str, user.groups))}"
-        argv = (inside.wrapper, f"--enter={inside.pid}", who, inside.cwd, "--", *spec.argv)
+        enter = f"--enter={inside.pid}:{inside.started}"
+        argv = (inside.wrapper, enter, who, inside.cwd, "--", *spec.argv)
         cwd = None
     elif user is not None:
         as_user = {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
@@ -346,7 +348,7 @@ class HealthCheckManager:
 
         if run.wrapper is None:
             return None
-        init = namespace_init(run.wrapper.task_pid)
+        init = namespace_init(run.wrapper.task_pid, run.wrapper.wrapper_pid)
         if init is None:
             return None
         if self._wrapper is None:
@@ -355,10 +357,11 @@ class HealthCheckManager:
             self._wrapper = native_wrapper.wrapper_path() or ""
         if not self._wrapper:
             return None
+        pid, started = init
         if not run.task.container.image:
-            return Inside(self._wrapper, init, str(run.sandbox))
+            return Inside(self._wrapper, pid, started, str(run.sandbox))
         moved = (("AGORA_SANDBOX", SANDBOX), ("MESOS_SANDBOX", SANDBOX))
-        return Inside(self._wrapper, init, SANDBOX, moved)
+        return Inside(self._wrapper, pid, started, SANDBOX, moved)
 
     def stop(self, framework_id: str, task_id: str) -> None:
         task = self._checkers.pop((framework_id, task_id), None)

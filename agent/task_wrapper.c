@@ -639,35 +639,60 @@ static int become(const char *user) {
     return 0;
 }
 
-/* agora-task-wrapper --enter=PID USER CWD -- ARGV...: runs ARGV in the namespaces of process
- * PID (a task's init: its pid, mount, ipc and uts namespaces, and so its root and /tmp), in
- * CWD there, as USER, under what the task itself runs under (Docker's default capabilities,
- * no_new_privs, the seccomp filter), with this process's environment; ends as ARGV ended. A
- * command health check of a task in namespaces runs so, where the task sees what it checks. */
-static int enter_task(const char *pid_text, const char *user, const char *cwd, char **argv) {
-    static const char *kinds[] = {"ipc", "uts", "pid", "mnt"}; /* mnt last: it moves the root */
+/* agora-task-wrapper --enter=PID:START USER CWD -- ARGV...: runs ARGV in the namespaces of
+ * process PID (a task's init: its pid, mount, ipc and uts namespaces, and so its root and
+ * /tmp), in CWD there, as USER, under what the task itself runs under (Docker's default
+ * capabilities, no_new_privs, the seccomp filter), with this process's environment; ends as
+ * ARGV ended. START is the process's start in clock ticks (field 22 of its stat): a pid reused
+ * since is refused, and every namespace is opened through one /proc/PID directory, which
+ * stays that process's. A command health check of a task in namespaces runs so. */
+static int enter_task(const char *target, const char *user, const char *cwd, char **argv) {
+    static const char *kinds[] = {"ns/ipc", "ns/uts", "ns/pid", "ns/mnt"}; /* mnt last */
     enum { KINDS = sizeof kinds / sizeof *kinds };
-    char *end;
-    long pid = strtol(pid_text, &end, 10);
-    if (*end || pid <= 0) {
-        fprintf(stderr, "agora-task-wrapper: --enter=%s: not a pid\n", pid_text);
+    long pid = 0;
+    long long start = -1;
+    int used = 0;
+    if (sscanf(target, "%ld:%lld%n", &pid, &start, &used) < 2 || target[used] || pid <= 0) {
+        fprintf(stderr, "agora-task-wrapper: --enter=%s: give PID:START_TICKS\n", target);
         return 2;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld", pid);
+    int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int stat_fd = dir < 0 ? -1 : openat(dir, "stat", O_RDONLY | O_CLOEXEC);
+    size_t length = 0;
+    char *stat = stat_fd < 0 ? NULL : read_all(stat_fd, &length);
+    if (stat_fd >= 0) close(stat_fd);
+    char *p = stat ? strrchr(stat, ')') : NULL;
+    long long ticks = -1;
+    if (p) {
+        p += 2; /* field 3, the state */
+        for (int field = 3; field < 22 && p; field++) {
+            p = strchr(p, ' ');
+            if (p) p++;
+        }
+        if (p) ticks = atoll(p);
+    }
+    free(stat);
+    if (ticks != start) {
+        fprintf(stderr, "agora-task-wrapper: process %ld is not the task's any more\n", pid);
+        return 125;
     }
     int fds[KINDS];
     for (int i = 0; i < KINDS; i++) {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%ld/ns/%s", pid, kinds[i]);
-        fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+        fds[i] = openat(dir, kinds[i], O_RDONLY | O_CLOEXEC);
         if (fds[i] < 0) {
-            fprintf(stderr, "agora-task-wrapper: cannot open %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "agora-task-wrapper: cannot open %s/%s: %s\n", path, kinds[i],
+                    strerror(errno));
             return 125;
         }
     }
+    close(dir);
     for (int i = 0; i < KINDS; i++) {
         /* Entering a mount namespace sets the root and cwd to its root: an image's, there. */
         if (setns(fds[i], 0) < 0) {
-            fprintf(stderr, "agora-task-wrapper: cannot enter the task's %s namespace: %s\n",
-                    kinds[i], strerror(errno));
+            fprintf(stderr, "agora-task-wrapper: cannot enter the task's %s: %s\n", kinds[i],
+                    strerror(errno));
             return 125;
         }
         close(fds[i]);
@@ -837,7 +862,7 @@ int main(int argc, char **argv) {
         return be_container_init(argv + 3);
     if (argc > 1 && strncmp(argv[1], "--enter=", 8) == 0) {
         if (argc < 6 || strcmp(argv[4], "--") != 0) {
-            fprintf(stderr, "usage: agora-task-wrapper --enter=PID USER CWD -- ARGV...\n");
+            fprintf(stderr, "usage: agora-task-wrapper --enter=PID:START USER CWD -- ARGV...\n");
             return 2;
         }
         return enter_task(argv[1] + 8, argv[2], argv[3], argv + 5);

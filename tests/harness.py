@@ -279,7 +279,7 @@ def command_pid(task_pid: int) -> int:
     child of its init (pid 1 there, which stays root and reaps)."""
     import psutil
 
-    if host_pid(task_pid, 1) == task_pid:
-        (command,) = psutil.Process(task_pid).children()
-        return command.pid
-    return task_pid
+    if os.readlink(f"/proc/{task_pid}/ns/pid") == os.readlink("/proc/self/ns/pid"):
+        return task_pid
+    (command,) = psutil.Process(task_pid).children()
+    return command.pid

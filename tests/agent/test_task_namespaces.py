@@ -60,3 +60,26 @@ def test_capabilities_are_read_from_the_status_file(tmp_path):
     assert has_capability(21, str(status))
     assert not has_capability(0, str(status))
     assert not has_capability(21, str(tmp_path / "missing"))
+
+
+def test_a_host_that_refuses_the_trial_run_turns_them_off_saying_why():
+    """Root with CAP_SYS_ADMIN may still be refused a mount (AppArmor, a container): the
+    agent's trial run of `true` decides, and its error is the reason."""
+    refused = "cannot set up the task's namespaces (--task-namespaces): Permission denied"
+    off = decide(None, True, True, ALL, lambda: True, trial=lambda: refused)
+    assert off == Decision(False, f"cannot be made here: {refused}")
+    with pytest.raises(ValueError, match="--task-namespaces cannot be made here: cannot set up"):
+        decide(True, True, True, ALL, lambda: True, trial=lambda: refused)
+    assert decide(None, True, True, ALL, lambda: True, trial=lambda: "").on
+
+
+def test_the_trial_runs_true_in_namespaces_through_the_wrapper(tmp_path):
+    from agora.agent import native_wrapper
+    from agora.agent.task_namespaces import trial
+
+    (tmp_path / "sandboxes").mkdir()
+    wrapper = native_wrapper.wrapper_path()
+    assert wrapper is not None
+    assert trial(wrapper, tmp_path / "sandboxes", tmp_path / "trial") == ""
+    assert trial("/bin/false", tmp_path / "sandboxes", tmp_path / "trial") == "exit 1"
+    assert list((tmp_path / "sandboxes").iterdir()) == [] and not (tmp_path / "trial").exists()
