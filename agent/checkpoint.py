@@ -96,6 +96,26 @@ class TaskRecord:
         return common_pb2.TaskInfo.FromString(unb64(self.task))
 
 
+def images_in_use(root: Path) -> dict[str, list[str]]:
+    """The images that tasks not yet ended use, by the records in the work dir at `root`
+    (read only: `agora agent image rm` asks it while the agent may run): {image: [task ids]}."""
+    from agora.common.task_states import is_terminal
+
+    used: dict[str, list[str]] = {}
+    runs = Path(root) / "meta" / "runs"
+    for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
+        data = read_json(run_dir / "task.json")
+        if data is None or is_terminal(data.get("state", 0)):
+            continue
+        try:
+            task = common_pb2.TaskInfo.FromString(unb64(data["task"]))
+        except (KeyError, ValueError, TypeError):
+            continue
+        if task.container.image:
+            used.setdefault(task.container.image, []).append(task.task_id)
+    return used
+
+
 class WorkDir:
     """Paths and checkpoint files inside the agent's work dir."""
 

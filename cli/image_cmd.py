@@ -41,8 +41,16 @@ def register_image(subparsers) -> None:
     pull.add_argument("--name", required=True, help="what tasks call it, e.g. busybox:latest")
     listing = verbs.add_parser("list", help="the images this agent has")
     listing.add_argument("--json", action="store_true", help="one JSON array")
-    remove = verbs.add_parser("rm", help="remove an image (running tasks keep their files)")
+    remove = verbs.add_parser(
+        "rm", help="remove an image (refused while tasks not yet ended use it, unless --force)"
+    )
     remove.add_argument("name")
+    for verb in (imp, pull, remove):
+        verb.add_argument(
+            "--force",
+            action="store_true",
+            help="replace or remove the image even while tasks use it (they lose its files)",
+        )
     for verb in (imp, pull, listing, remove):
         verb.add_argument(
             "--work-dir",
@@ -60,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from agora.agent.images import ImageError, ImageStore
 
     store = ImageStore(args.work_dir / "images")
+    if args.image_action in ("import", "pull", "rm") and not args.force:
+        _refuse_if_in_use(args.work_dir, args.name, args.image_action)
     try:
         if args.image_action == "import":
             started = time.monotonic()
@@ -86,3 +96,18 @@ def run(args: argparse.Namespace) -> int:
     except ImageError as e:
         raise CommandError(str(e)) from None
     return 0
+
+
+def _refuse_if_in_use(work_dir: Path, name: str, action: str) -> None:
+    """Running tasks read their image's files from the work dir: removing or replacing them
+    would pull the files from under those tasks."""
+    from agora.agent.checkpoint import images_in_use
+
+    tasks = images_in_use(work_dir).get(name, [])
+    if tasks:
+        shown = ", ".join(tasks[:5]) + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
+        doing = "remove" if action == "rm" else "replace"
+        raise CommandError(
+            f"image {name} is in use by {len(tasks)} task(s) not yet ended ({shown}): kill them "
+            f"first, or pass --force to {doing} it anyway"
+        )

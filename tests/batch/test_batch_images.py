@@ -116,12 +116,24 @@ async def test_killing_a_job_from_an_image_leaves_nothing_running(cluster, image
     job_id = json.loads(submitted.out)["job_id"]
     await cluster.wait_state(job_id, B.JOB_RUNNING, timeout=60)
     await eventually_async(lambda: sleepers("617"), timeout=30, message="the sleeper running")
+    # Its files are the image's: neither removed nor replaced from under it.
+    work_dir = str(cluster.agents[0].config.work_dir)
+    for verb in (["rm", "agora-test"], ["import", str(layout), "--name", "agora-test"]):
+        refused = await asyncio.to_thread(agora, "agent", "image", *verb, "--work-dir", work_dir)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode != 0 and len(lines) == 1, refused.stderr
+        assert "image agora-test is in use by 1 task(s) not yet ended" in lines[0]
+        assert "--force" in lines[0]
     killed = await cluster.cli("job", "kill", job_id)
     assert killed.code == 0, killed.err
     await cluster.wait_state(job_id, B.JOB_KILLED, timeout=30)
     await eventually_async(lambda: not sleepers("617"), timeout=30, message="nothing left")
     ended = (await cluster.job(job_id)).instances[0].attempts[-1].message
     assert "SIGTERM" in ended or "143" in ended, ended
+    removed = await asyncio.to_thread(
+        agora, "agent", "image", "rm", "agora-test", "--work-dir", work_dir
+    )
+    assert removed.returncode == 0, removed.stderr
 
 
 def test_images_are_pulled_with_skopeo_from_any_transport_it_knows(image, tmp_path):
