@@ -640,14 +640,15 @@ static int become(const char *user) {
 }
 
 /* agora-task-wrapper --enter=PID:START USER CWD -- ARGV...: runs ARGV in the namespaces of
- * process PID (a task's init: its pid, mount, ipc and uts namespaces, and so its root and
- * /tmp), in CWD there, as USER, under what the task itself runs under (Docker's default
+ * process PID (a task's init: its pid, mount, ipc, uts and network namespaces, and so its
+ * root and /tmp), in CWD there, as USER, under what the task itself runs under (Docker's default
  * capabilities, no_new_privs, the seccomp filter), with this process's environment; ends as
  * ARGV ended. START is the process's start in clock ticks (field 22 of its stat): a pid reused
  * since is refused, and every namespace is opened through one /proc/PID directory, which
  * stays that process's. A command health check of a task in namespaces runs so. */
 static int enter_task(const char *target, const char *user, const char *cwd, char **argv) {
-    static const char *kinds[] = {"ns/ipc", "ns/uts", "ns/pid", "ns/mnt"}; /* mnt last */
+    /* Its network too: the host's unless the task has its own (an image's "none"). */
+    static const char *kinds[] = {"ns/ipc", "ns/uts", "ns/net", "ns/pid", "ns/mnt"};
     enum { KINDS = sizeof kinds / sizeof *kinds };
     long pid = 0;
     long long start = -1;

@@ -151,6 +151,20 @@ async def test_a_command_check_of_an_image_task_runs_in_its_files(master, agent,
     await eventually_async(
         lambda: verdicts(master, "boxed") == [True], timeout=30, message="healthy in the image"
     )
+    # With a network of its own ("none"), the task sees only its loopback: so does its check
+    # (/proc/net/dev: two lines of headers, then one per interface).
+    alone = with_check(
+        shell_task("alone", "sleep 100"),
+        command=S.CommandInfo(
+            shell="n=0; while read line; do n=$((n+1)); done < /proc/net/dev; [ $n -eq 3 ]"
+        ),
+    )
+    alone.container.image = "agora-test"
+    alone.container.network = "none"
+    master.run_task(FW, alone)
+    await eventually_async(
+        lambda: verdicts(master, "alone") == [True], timeout=30, message="only its loopback"
+    )
 
 
 async def test_tcp_check_reports_healthy_while_something_listens(master, agent):
