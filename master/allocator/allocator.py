@@ -7,6 +7,7 @@ why a framework gets none. (A log call per agent would also cost more than the d
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Mapping
 
@@ -143,6 +144,9 @@ class Allocator:
         self._roles: dict[str, _Role] = {}
         self._role_sorter = make_sorter(self.config.role_sorter, self.config.seed)
         self._filters = DeclineFilters()
+        # Declined revocable offers' ends (until, agent, framework), soonest first: each is a
+        # moment lent room may be offered again, as a decline filter's expiry is.
+        self._revocable_refusals: list[tuple[float, str, str]] = []
         # Allocations reported by agents for frameworks not (yet) added: fid -> agent ids.
         self._orphans: dict[str, set[str]] = {}
         self._total: Vector = {}
@@ -468,13 +472,33 @@ class Allocator:
         return grants
 
     def next_wakeup(self) -> float | None:
-        """The earliest decline-filter expiry: when an allocation may offer something new."""
-        return self._filters.next_expiry()
+        """The earliest expiry of a decline filter or of a refusal of lent room: when an
+        allocation may offer something new."""
+        refusals = self._revocable_refusals
+        while refusals and not self._refusal_stands(*refusals[0]):
+            heapq.heappop(refusals)  # revived, or its framework or agent gone
+        filters = self._filters.next_expiry()
+        lent = refusals[0][0] if refusals else None
+        if filters is None or lent is None:
+            return filters if lent is None else lent
+        return min(filters, lent)
 
     def expire_filters(self, now: float) -> list[str]:
-        """Drops the decline filters due by `now`; returns the agents where one ended, the
-        only ones an expiry can make offerable (allocate() drops them too, first thing)."""
-        return sorted(a for a in self._filters.expire(now) if a in self._agents)
+        """Drops the decline filters and refusals of lent room due by `now`; returns the
+        agents where one ended, the only ones an expiry can make offerable (allocate() drops
+        filters too, first thing)."""
+        ended = set(self._filters.expire(now))
+        refusals = self._revocable_refusals
+        while refusals and refusals[0][0] <= now:
+            until, agent_id, framework_id = heapq.heappop(refusals)
+            if self._refusal_stands(until, agent_id, framework_id):
+                del self._agents[agent_id].revocable_refused[framework_id]
+                ended.add(agent_id)
+        return sorted(a for a in ended if a in self._agents)
+
+    def _refusal_stands(self, until: float, agent_id: str, framework_id: str) -> bool:
+        agent = self._agents.get(agent_id)
+        return agent is not None and agent.revocable_refused.get(framework_id) == until
 
     # optimistic offers ----------------------------------------------------------------------
 
@@ -536,6 +560,7 @@ class Allocator:
         agent = self._agents.get(agent_id)
         if agent is not None and framework_id in self._frameworks:
             agent.revocable_refused[framework_id] = until
+            heapq.heappush(self._revocable_refusals, (until, agent_id, framework_id))
 
     def withdraw_revocable(self, framework_id: str, agent_id: str) -> None:
         """A revocable offer ended unused (declined, rescinded, timed out)."""

@@ -73,3 +73,22 @@ def test_what_a_hold_collects_is_lent_until_the_hold_is_met():
     assert lent(g for g in grants if g.agent_id == where) == {
         "spot": Resources.parse("cpus:2;mem:256")
     }
+
+
+def test_a_refusal_of_lent_room_wakes_the_allocation_when_it_ends():
+    """A declined revocable offer is a moment to allocate again, as a decline filter's
+    expiry is: without it, lent room came back only with the next unrelated change."""
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", Resources.parse("cpus:2;mem:1024;cpus(ops):2;mem(ops):1024"))
+    alloc.add_agent("a1", Resources.parse("cpus:2;mem:1024;cpus(ops):2;mem(ops):1024"))
+    alloc.add_framework("spot", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    alloc.add_framework("gone", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    alloc.allocate(0.0)
+    assert alloc.next_wakeup() is None
+    alloc.refuse_revocable("spot", "a0", 60.0)
+    alloc.refuse_revocable("gone", "a1", 30.0)
+    alloc.remove_framework("gone")  # its refusal goes with it
+    assert alloc.next_wakeup() == 60.0
+    assert alloc.expire_filters(59.0) == []
+    assert alloc.expire_filters(60.0) == ["a0"]
+    assert alloc.next_wakeup() is None and alloc._agents["a0"].revocable_refused == {}
