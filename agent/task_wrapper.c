@@ -641,9 +641,9 @@ static int become(const char *user) {
 
 /* agora-task-wrapper --enter=PID:START USER CWD -- ARGV...: runs ARGV in the namespaces of
  * process PID (a task's init: its pid, mount, ipc, uts and network namespaces, and so its
- * root and /tmp), in CWD there, as USER, under what the task itself runs under (Docker's default
- * capabilities, no_new_privs, the seccomp filter), with this process's environment; ends as
- * ARGV ended. START is the process's start in clock ticks (field 22 of its stat): a pid reused
+ * root and /tmp), in CWD there, as USER, under what the task itself runs under (Docker's
+ * default capabilities, no_new_privs, the seccomp filter), with this process's environment;
+ * ends as ARGV ended. START is the process's start in clock ticks (field 22 of its stat): a pid reused
  * since is refused, and every namespace is opened through one /proc/PID directory, which
  * stays that process's. A command health check of a task in namespaces runs so. */
 static int enter_task(const char *target, const char *user, const char *cwd, char **argv) {
@@ -942,7 +942,13 @@ int main(int argc, char **argv) {
     }
     close(pipefd[1]);
     if (pid < 0) {
-        snprintf(message, sizeof message, "cannot run '%s': %s", task_argv[0], strerror(errno));
+        if (ns_spec) /* the namespaces refused (a limit on their number, a policy) */
+            snprintf(message, sizeof message,
+                     "cannot set up the task's namespaces (--task-namespaces): %s",
+                     strerror(errno));
+        else
+            snprintf(message, sizeof message, "cannot run '%s': %s", task_argv[0],
+                     strerror(errno));
         fail(message);
         return 1;
     }
