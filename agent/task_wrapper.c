@@ -363,9 +363,6 @@ static int exec_command(char **argv, char **envp) {
     return first ? first : ENOENT;
 }
 
-/* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO [INDEX]". */
-static void ignore_signal(int signum) { (void)signum; }
-
 /* The init holds nothing of the wrapper's (its report pipe, its log) for the task's life:
  * its standard streams go to /dev/null. */
 static void let_go_of_stdio(void) {
@@ -536,6 +533,51 @@ static pid_t clone_task(void) {
  * command is forked and this process reaps until it ends, sends its wait status on
  * status_pipe and exits; the namespace, and whatever the command left in it, ends with it.
  * Returns in the command's process; an error is reported on errfd (as a failed exec is). */
+/* The kill's signal, in the init, to the task's processes that left its process group (a
+ * daemon the command started with setsid): the group got it from outside already, these would
+ * otherwise get nothing before the SIGKILL that ends the namespace. Only a signal sent from
+ * outside the namespace (si_pid 0 here) is passed on. In the handler itself, with system calls
+ * alone: the init's main loop waits in waitpid, and nothing else runs. */
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+static void pass_on_to_strays(int signum, siginfo_t *info, void *context) {
+    (void)context;
+    if (info->si_pid != 0) return; /* from inside: the task's own business */
+    int saved = errno;
+    int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char entries[4096];
+    long got;
+    while (proc >= 0 && (got = syscall(SYS_getdents64, proc, entries, sizeof entries)) > 0) {
+        for (long at = 0; at < got;) {
+            struct linux_dirent64 *entry = (struct linux_dirent64 *)(entries + at);
+            at += entry->d_reclen;
+            char *end;
+            long pid = strtol(entry->d_name, &end, 10);
+            if (*end || pid <= 1) continue;
+            char path[64], stat[512];
+            snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            ssize_t n = fd < 0 ? -1 : read(fd, stat, sizeof stat - 1);
+            if (fd >= 0) close(fd);
+            if (n <= 0) continue;
+            stat[n] = 0;
+            char *p = strrchr(stat, ')'); /* then: state, ppid, pgrp */
+            long ppid, pgrp;
+            char state;
+            if (p && sscanf(p + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp != 1)
+                kill((pid_t)pid, signum);
+        }
+    }
+    if (proc >= 0) close(proc);
+    errno = saved;
+}
+
 static void be_init(int errfd, const char *cwd) {
     unsigned long long tmp_bytes = strtoull(ns_spec, NULL, 10);
     const char *hide = strchr(ns_spec, ':');
@@ -550,9 +592,10 @@ static void be_init(int errfd, const char *cwd) {
         _exit(127);
     }
     sethostname("task", 4);
-    /* Signals reach the whole group: the init lives through them (a handler, reset by the
-     * command's exec; an init without one would ignore them anyway). */
-    struct sigaction quiet = {.sa_handler = ignore_signal};
+    /* Signals reach the whole group: the init lives through them, and passes a kill's on to
+     * what left the group (a handler, reset by the command's exec; an init without one would
+     * ignore them anyway). */
+    struct sigaction quiet = {.sa_sigaction = pass_on_to_strays, .sa_flags = SA_SIGINFO};
     int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
     for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
         sigaction(forwarded[i], &quiet, NULL);
@@ -759,6 +802,7 @@ static int be_container_init(char **argv) {
     }
 }
 
+/* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO [INDEX]". */
 static void start_task(int errfd, char **cgroups, int ncg, const char *user, const char *cwd,
                        const char *out_path, const char *err_path, char **argv, char **envp) {
     char msg[64];

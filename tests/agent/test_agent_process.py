@@ -480,6 +480,30 @@ async def test_a_kill_reaches_the_command_in_namespaces_not_its_init(master, age
     assert "got TERM" in stdout.read_text()
 
 
+async def test_a_kill_reaches_what_left_the_tasks_process_group_in_namespaces(
+    master, agent_process
+):
+    """A daemon the command started in a session of its own gets the kill's SIGTERM from the
+    task's init (its process group got it from outside), and may end cleanly within the
+    grace, rather than be SIGKILLed with the namespace once the command is gone."""
+    agent_process.args += ["--task-namespaces"]
+    await agent_process.start()
+    await registered(master, 1)
+    daemon = "trap 'echo stray got TERM >> strays; exit 0' TERM; while :; do sleep 0.05; done"
+    master.run_task(
+        FW,
+        shell_task("parent", f"setsid sh -c \"{daemon}\" & echo ready; "
+                             "trap 'sleep 0.5; exit 0' TERM; while :; do sleep 0.05; done",
+                   grace=30),
+    )  # fmt: skip
+    sandbox = agent_process.work_dir / "sandboxes" / FW / "parent"
+    await eventually_async(lambda: "ready" in (sandbox / "stdout").read_text())
+    master.kill_task(FW, "parent", grace=30)
+    final = await eventually_async(lambda: master.terminal("parent"), message="it ends")
+    assert final.state == S.TASK_KILLED, final.message
+    assert (sandbox / "strays").read_text() == "stray got TERM\n"
+
+
 async def test_a_root_task_in_namespaces_cannot_lift_what_hides_the_others(master, agent_process):
     """Its seccomp filter refuses mount, umount, unshare and the kernel's administration, its
     capabilities are Docker's default set and the cgroup file system is hidden, so not even
