@@ -128,8 +128,12 @@ async def test_killing_a_job_from_an_image_leaves_nothing_running(cluster, image
     assert killed.code == 0, killed.err
     await cluster.wait_state(job_id, B.JOB_KILLED, timeout=30)
     await eventually_async(lambda: not sleepers("617"), timeout=30, message="nothing left")
-    ended = (await cluster.job(job_id)).instances[0].attempts[-1].message
-    assert "SIGTERM" in ended or "143" in ended, ended
+
+    async def ended() -> str | None:  # the attempt's end, once its terminal update is in
+        message = (await cluster.job(job_id)).instances[0].attempts[-1].message
+        return message if "SIGTERM" in message or "143" in message else None
+
+    await eventually_async(ended, timeout=30, message="the attempt ended by the SIGTERM")
     removed = await asyncio.to_thread(
         agora, "agent", "image", "rm", "agora-test", "--work-dir", work_dir
     )
