@@ -339,7 +339,9 @@ class BatchService(batch_pb2_grpc.BatchServicer):
             first.job.CopyFrom(self._shown(self.scheduler.explain(job), job, principal))
             await self._commit(context)
             yield first
-            if st.is_finished(job):
+            # The snapshot sent, not the live job: it may have ended while `first` went out,
+            # and then its last event is in the queue, to be sent before the watch ends.
+            if st.is_finished(first.job):
                 return
             while True:
                 event = await queue.get()
