@@ -219,11 +219,10 @@ static char *read_file(const char *path) {
     return text;
 }
 
-/* Start time of this process, in clock ticks since boot (field 22 of /proc/self/stat). */
-static long long start_ticks(void) {
-    char *buf = read_file("/proc/self/stat");
-    if (!buf) return -1;
-    char *p = strrchr(buf, ')');
+/* A process's start, in clock ticks since boot: field 22 of its stat (freed here); -1 for
+ * none. */
+static long long stat_start_ticks(char *stat) {
+    char *p = stat ? strrchr(stat, ')') : NULL;
     long long ticks = -1;
     if (p) {
         p += 2; /* field 3, the state */
@@ -233,9 +232,12 @@ static long long start_ticks(void) {
         }
         if (p) ticks = atoll(p);
     }
-    free(buf);
+    free(stat);
     return ticks;
 }
+
+/* Start time of this process (/proc/self/stat). */
+static long long start_ticks(void) { return stat_start_ticks(read_file("/proc/self/stat")); }
 
 /* The memory limit if the OOM killer acted in these cgroups (v2, then v1), else -1. */
 static long long memory_limit_hit(char **cgroups, int n) {
@@ -705,19 +707,8 @@ static int enter_task(const char *target, const char *user, const char *cwd, cha
     int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int stat_fd = dir < 0 ? -1 : openat(dir, "stat", O_RDONLY | O_CLOEXEC);
     size_t length = 0;
-    char *stat = stat_fd < 0 ? NULL : read_all(stat_fd, &length);
+    long long ticks = stat_start_ticks(stat_fd < 0 ? NULL : read_all(stat_fd, &length));
     if (stat_fd >= 0) close(stat_fd);
-    char *p = stat ? strrchr(stat, ')') : NULL;
-    long long ticks = -1;
-    if (p) {
-        p += 2; /* field 3, the state */
-        for (int field = 3; field < 22 && p; field++) {
-            p = strchr(p, ' ');
-            if (p) p++;
-        }
-        if (p) ticks = atoll(p);
-    }
-    free(stat);
     if (ticks != start) {
         fprintf(stderr, "agora-task-wrapper: process %ld is not the task's any more\n", pid);
         return 125;

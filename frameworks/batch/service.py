@@ -70,14 +70,7 @@ class BatchService(batch_pb2_grpc.BatchServicer):
     async def SubmitJob(self, request: batch_pb2.SubmitJobRequest, context):
         spec = request.spec
         note = await self._admitted(spec, context)
-        try:
-            job = self.scheduler.submit(spec, note=note)
-        except StoreUnavailable as e:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
-        except deps.DependencyUnmet as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        except deps.DependencyError as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        job = await self._change(context, lambda: self.scheduler.submit(spec, note=note))
         return batch_pb2.SubmitJobResponse(job_id=job.job_id, job=self.scheduler.explain(job))
 
     async def SubmitJobs(self, request: batch_pb2.SubmitJobsRequest, context):
@@ -85,26 +78,20 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         commit, so a refusal of any leaves none submitted."""
         specs = list(request.specs)
         context = _Suffixed(context, "; no job of the graph was submitted")
-        problem = graph_problem(specs)
-        if problem:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        order = deps.submission_order(
-            {spec.name: [d.job for d in spec.after] for spec in specs}
-        )  # graph_problem found no cycle
+        try:
+            order = graph_order(specs)
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         notes = {}
         for i, spec in enumerate(specs):
             notes[spec.name] = await self._admitted(spec, context, where=_where(i, spec))
         by_name = {spec.name: spec for spec in specs}
-        try:
-            jobs = self.scheduler.submit_all(
+        jobs = await self._change(
+            context,
+            lambda: self.scheduler.submit_all(
                 [by_name[name] for name in order], notes=[notes[name] for name in order]
-            )
-        except StoreUnavailable as e:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
-        except deps.DependencyUnmet as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        except deps.DependencyError as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            ),
+        )
         return batch_pb2.SubmitJobsResponse(
             jobs=[st.without_instances(self.scheduler.explain(job)) for job in jobs]
         )
@@ -304,14 +291,18 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         return self.scheduler.explain(job)
 
     @staticmethod
-    async def _change(context, change: Callable[[], Any]) -> batch_pb2.Job:
-        """Runs a change of a job (awaited if it is a coroutine); a job in a state it makes
-        no sense in is FAILED_PRECONDITION, a store that cannot be written UNAVAILABLE."""
+    async def _change(context, change: Callable[[], Any]) -> Any:
+        """Runs a change (a submission, or a change of a job; awaited if it is a coroutine)
+        and returns what it returns. A job in a state it makes no sense in, or one waited for
+        that can never end as asked, is FAILED_PRECONDITION; a dependency that is no job
+        INVALID_ARGUMENT; a store that cannot be written UNAVAILABLE."""
         try:
             result = change()
             return await result if inspect.isawaitable(result) else result
-        except WrongJobState as e:  # JobEnded among them
+        except (WrongJobState, deps.DependencyUnmet) as e:  # JobEnded among them
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except deps.DependencyError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except StoreUnavailable as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
         raise AssertionError("unreachable: context.abort raises")
@@ -487,34 +478,37 @@ class BatchService(batch_pb2_grpc.BatchServicer):
         raise AssertionError("unreachable: context.abort raises")
 
 
-def graph_problem(specs: list[batch_pb2.JobSpec]) -> str:
-    """What makes a graph of jobs (SubmitJobs) not one as a whole, or "": none or too many
-    jobs or instances, a job without a name or two of one name, a cycle. Each job is then
-    checked as SubmitJob checks it."""
+def graph_order(specs: list[batch_pb2.JobSpec]) -> list[str]:
+    """The graph's job names in an order where each follows those it waits for; ValueError
+    saying what makes it not one graph as a whole: none or too many jobs or instances, a job
+    without a name or two of one name, a cycle. Each job is then checked as SubmitJob checks
+    it."""
     if not specs:
-        return "no jobs: give at least one"
+        raise ValueError("no jobs: give at least one")
     if len(specs) > MAX_GRAPH_JOBS:
-        return f"{len(specs)} jobs; submit at most {MAX_GRAPH_JOBS} at once"
+        raise ValueError(f"{len(specs)} jobs; submit at most {MAX_GRAPH_JOBS} at once")
     instances = sum(spec.instances for spec in specs)
     if instances > MAX_GRAPH_INSTANCES:
-        return (
+        raise ValueError(
             f"{instances} instances in all; submit at most {MAX_GRAPH_INSTANCES} at once "
             "(split the graph: later jobs may name earlier ones by name)"
         )
     seen: set[str] = set()
     for i, spec in enumerate(specs):
         if not spec.name:
-            return f"jobs[{i}]: each job of a graph needs a name (the others name it in after)"
+            raise ValueError(
+                f"jobs[{i}]: each job of a graph needs a name (the others name it in after)"
+            )
         if len(spec.name) > MAX_NAME_LENGTH:
-            return f"jobs[{i}]: its name is {len(spec.name)} characters; at most {MAX_NAME_LENGTH}"
+            raise ValueError(
+                f"jobs[{i}]: its name is {len(spec.name)} characters; at most {MAX_NAME_LENGTH}"
+            )
         if spec.name in seen:
-            return f"{_where(i, spec)}another job of the graph has that name; give each its own"
+            raise ValueError(
+                f"{_where(i, spec)}another job of the graph has that name; give each its own"
+            )
         seen.add(spec.name)
-    try:
-        deps.submission_order({spec.name: [d.job for d in spec.after] for spec in specs})
-    except ValueError as e:
-        return str(e)
-    return ""
+    return deps.submission_order({spec.name: [d.job for d in spec.after] for spec in specs})
 
 
 class _Suffixed:
