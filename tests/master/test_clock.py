@@ -1,8 +1,11 @@
-"""ManualClock: timers fire in due order, each seeing its own due time; cancelled ones never."""
+"""ManualClock: timers fire in due order, each seeing its own due time; cancelled ones never.
+Its wall time moves with its monotonic time; LoopClock reads the real ones."""
 
 from __future__ import annotations
 
-from agora.master.clock import ManualClock
+import time
+
+from agora.master.clock import WALL_START, LoopClock, ManualClock
 
 
 def test_timers_fire_in_order_at_their_own_time_and_cancelled_ones_do_not():
@@ -27,3 +30,26 @@ def test_a_timer_set_by_a_timer_fires_in_the_same_advance_when_due():
     clock.call_later(1, lambda: clock.call_later(1, lambda: fired.append(clock.now())))
     clock.advance(5)
     assert fired == [2.0]
+
+
+def test_wall_time_starts_where_told_and_moves_with_advance_and_timers():
+    clock = ManualClock(start=100.0, wall_start=1_000_000.0)
+    seen: list[float] = []
+    clock.call_later(2, lambda: seen.append(clock.wall()))
+    assert clock.wall() == 1_000_000.0
+    clock.advance(5)
+    # The timer saw the wall time of its own due time, as it sees now() at its due time.
+    assert seen == [1_000_002.0]
+    assert clock.wall() == 1_000_005.0 and clock.now() == 105.0
+
+
+def test_wall_time_starts_at_a_fixed_instant_unless_told():
+    assert ManualClock().wall() == ManualClock(start=50.0).wall() == WALL_START
+
+
+def test_loop_clock_reads_the_real_clocks():
+    clock = LoopClock()
+    before_wall, before_now = time.time(), time.monotonic()
+    wall, now = clock.wall(), clock.now()
+    assert before_wall <= wall <= time.time()
+    assert before_now <= now <= time.monotonic()
