@@ -48,32 +48,12 @@ import grpc
 
 from agora.common.election import find_leader, zk_client
 from agora.common.rpc import open_channel
+from agora.experiments import failover_checks, failover_report
+from agora.experiments.failover_checks import TERMINAL, FailoverRun, FaultTimes
 from agora.experiments.processes import Daemon, agora_argv, start_real_agent
-from agora.experiments.results import Progress, Results, stats_table, summarize, targets_md
+from agora.experiments.results import Progress, Results
 from agora.frameworks.sdk import Framework, SchedulerError, TaskSpec, fit, new_task_id, run_async
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
-
-ENDED_BADLY = {
-    common_pb2.TASK_LOST,
-    common_pb2.TASK_GONE,
-    common_pb2.TASK_UNREACHABLE,
-    common_pb2.TASK_DROPPED,
-}
-TERMINAL = {
-    common_pb2.TASK_FINISHED,
-    common_pb2.TASK_FAILED,
-    common_pb2.TASK_KILLED,
-    common_pb2.TASK_ERROR,
-    *ENDED_BADLY,
-}
-METRICS = (
-    "elected",
-    "agents_back",
-    "framework_back",
-    "first_offer",
-    "back",
-    "back_after_listening",
-)
 
 
 @dataclass
@@ -195,39 +175,32 @@ async def _list_agents(address: str) -> list[operator_pb2.AgentSummary] | None:
     return list(reply.agents)
 
 
-async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
-    from agora.common.zookeeper_server import ZooKeeperServer
+class Masters:
+    """The masters (on a real ZooKeeper when there are several), each restarted on its own
+    port and arguments as a supervisor would; `leader` asks ZooKeeper who leads."""
 
-    progress = Progress("failover", quiet)
-    results = Results("failover", out, cfg.__dict__.copy(), command)
-    # Scratch (logs, agents' work dirs, ZooKeeper's data, markers) beside, not in, `out`:
-    # removed after a run that worked, kept (and named) after one that did not.
-    scratch = Path(tempfile.mkdtemp(prefix="agora-failover-"))
-    logs = scratch / "logs"
-    markers = scratch / "markers"
-    markers.mkdir(parents=True)
-    single = cfg.masters == 1
-    ports = free_ports(cfg.masters)
-    addresses = [f"127.0.0.1:{p}" for p in ports]
-    zk = None
-    if single:
-        # One master with its registry in SQLite, restarted at once after each kill: how soon
-        # agents and frameworks are back once it listens again.
-        url = addresses[0]
-        where = ["--state-dir", str(scratch / "master-state")]
-    else:
-        zk = await asyncio.to_thread(ZooKeeperServer(scratch / "zookeeper").start)
-        url = f"zk://{zk.address}/agora-failover-{int(time.time())}"
-        where = ["--zk", url, "--zk-session-timeout", str(cfg.session_timeout)]
+    def __init__(self, cfg: FailoverConfig, scratch: Path) -> None:
+        self.cfg = cfg
+        self.scratch = scratch
+        self.logs = scratch / "logs"
+        self.single = cfg.masters == 1
+        self.ports = free_ports(cfg.masters)
+        self.addresses = [f"127.0.0.1:{p}" for p in self.ports]
+        self.url = self.addresses[0]  # what agents and frameworks dial
+        self.where: list[str] = []  # the registry flags every master gets
+        self.daemons: list[Daemon] = []
+        self.zk: Any = None
+        self.watcher: Any = None  # this process's ZooKeeper client, watching the election
+        self.path = ""
 
-    def master(i: int) -> Daemon:
+    def _daemon(self, i: int) -> Daemon:
         return Daemon(
             f"master-{i}",
             agora_argv(
                 "master",
-                *where,
+                *self.where,
                 "--port",
-                str(ports[i]),
+                str(self.ports[i]),
                 "--heartbeat-interval",
                 "1",
                 "--agent-timeout",
@@ -235,25 +208,162 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
                 "--log-level",
                 "info",
             ),
-            logs,
+            self.logs,
         )
 
-    masters = [await master(i).start() for i in range(cfg.masters)]
-    watcher = None
-    if zk is not None:
-        watcher = zk_client(zk.address, 10.0)
-        await asyncio.to_thread(watcher.start, 10)
-    path = "/" + url.split("/", 3)[3] if zk is not None else ""
+    async def start(self) -> None:
+        if self.single:
+            # One master with its registry in SQLite, restarted at once after each kill: how
+            # soon agents and frameworks are back once it listens again.
+            self.where = ["--state-dir", str(self.scratch / "master-state")]
+        else:
+            from agora.common.zookeeper_server import ZooKeeperServer
+
+            self.zk = await asyncio.to_thread(ZooKeeperServer(self.scratch / "zookeeper").start)
+            self.url = f"zk://{self.zk.address}/agora-failover-{int(time.time())}"
+            self.path = "/" + self.url.split("/", 3)[3]
+            self.where = ["--zk", self.url, "--zk-session-timeout", str(self.cfg.session_timeout)]
+        for i in range(self.cfg.masters):
+            self.daemons.append(await self._daemon(i).start())
+        if self.zk is not None:
+            self.watcher = zk_client(self.zk.address, 10.0)
+            await asyncio.to_thread(self.watcher.start, 10)
+
+    async def leader(self, exclude: str = "") -> str:
+        """The leader's address, once it is not `exclude`."""
+        if self.single:
+            return self.url
+        return await await_leader(self.watcher, self.path, exclude=exclude)
+
+    def process(self, address: str) -> asyncio.subprocess.Process:
+        proc = self.daemons[self.addresses.index(address)].proc
+        assert proc is not None  # started: start() set it
+        return proc
+
+    async def kill_and_restart(self, address: str) -> float:
+        """SIGKILLs the master at `address` and starts it again; when it listens again."""
+        index = self.addresses.index(address)
+        proc = self.process(address)
+        proc.kill()
+        await proc.wait()
+        await self.daemons[index].stop()
+        self.daemons[index] = await self._daemon(index).start()
+        return time.time()
+
+    async def stop(self) -> None:
+        for d in self.daemons:
+            await d.stop()
+        if self.watcher is not None:
+            await asyncio.to_thread(self.watcher.stop)
+        if self.zk is not None:
+            await asyncio.to_thread(self.zk.stop)
+
+
+@dataclass
+class _Outage:
+    """What one fault led to, before the framework is back."""
+
+    leader: str  # the new leader's address
+    elected: float
+    listening: float
+    agents_back: float
+    resumed_to_refusing: float | None = None
+
+
+async def _kill(masters: Masters, leader: str, agents: int, at: float) -> _Outage:
+    """SIGKILL of the leader, restarted at once to stand by (or, alone, to lead again)."""
+    listening = await masters.kill_and_restart(leader)
+    if masters.single:
+        new_leader, elected = leader, listening
+    else:
+        new_leader = await masters.leader(exclude=leader)
+        elected = time.time()
+    agents_back = await _await_agents(new_leader, agents, since=at)
+    return _Outage(new_leader, elected, listening, agents_back)
+
+
+async def _pause(
+    masters: Masters, leader: str, agents: int, at: float, framework: Launcher
+) -> _Outage:
+    """SIGSTOP of the leader until a successor is elected, SIGCONT half a second later: how
+    soon the resumed master refuses, and whether anything it sent reached the framework."""
+    assert framework.driver is not None  # subscribed before the first fault
+    framework.deposed_master = framework.driver.master_id
+    framework.successor_elected_at = float("inf")
+    proc = masters.process(leader)
+    proc.send_signal(signal.SIGSTOP)
+    new_leader = await masters.leader(exclude=leader)
+    elected = time.time()
+    framework.successor_elected_at = elected
+    # Agents come back meanwhile: timed from now, not after the resume below.
+    agents_coming = asyncio.create_task(_await_agents(new_leader, agents, since=at))
+    await asyncio.sleep(0.5)
+    resumed = time.time()
+    proc.send_signal(signal.SIGCONT)
+    refusing = await _await_standby(leader) - resumed
+    return _Outage(new_leader, elected, elected, await agents_coming, refusing)
+
+
+async def _framework_back(framework: Launcher, since: float) -> tuple[float, float]:
+    """When the framework subscribed again after `since`, and its first offer after that
+    (an offer the dying master had already sent is not one)."""
+    while not any(t > since for t, _ in framework.subscribed_at):
+        await asyncio.sleep(0.01)
+    back = min(t for t, _ in framework.subscribed_at if t > since)
+    while not any(t > back for t in framework.offer_times):
+        await asyncio.sleep(0.01)
+    return back, min(t for t in framework.offer_times if t > back)
+
+
+async def _fault(
+    cfg: FailoverConfig, masters: Masters, leader: str, framework: Launcher
+) -> tuple[FaultTimes, str]:
+    """One fault on the leader, timed until agents and framework are back; the new
+    leader."""
+    at = time.time()
+    if cfg.fault == "pause":
+        outage = await _pause(masters, leader, cfg.agents, at, framework)
+    else:
+        outage = await _kill(masters, leader, cfg.agents, at)
+    framework_back, first_offer = await _framework_back(framework, at)
+    times = FaultTimes(
+        at=at,
+        elected=outage.elected,
+        listening=outage.listening,
+        agents_back=outage.agents_back,
+        framework_back=framework_back,
+        first_offer=first_offer,
+        resumed_to_refusing=outage.resumed_to_refusing,
+    )
+    return times, outage.leader
+
+
+async def _drain(framework: Launcher, task_seconds: float) -> None:
+    """Stops launching and lets every task end (or half a minute pass)."""
+    framework.launching = False
+    deadline = time.monotonic() + 30 + 2 * task_seconds
+    while framework.active() and time.monotonic() < deadline:
+        await framework.reconcile_staging()
+        await asyncio.sleep(0.5)
+
+
+async def measure(cfg: FailoverConfig, scratch: Path, progress: Progress) -> FailoverRun:
+    """Starts the cluster in `scratch`, faults its leader cfg.kills times, stops it; the times
+    of each fault and the framework's record of its tasks."""
+    markers = scratch / "markers"
+    markers.mkdir(parents=True)
+    measured = FailoverRun(masters=cfg.masters, fault=cfg.fault)
+    masters = Masters(cfg, scratch)
     agents: list[Daemon] = []
     framework = Launcher(markers, cfg.task_seconds, cfg.tasks_per_agent * cfg.agents)
     fw_task = None
-    samples: list[dict] = []
     try:
+        await masters.start()
         for i in range(cfg.agents):
             agents.append(
                 await start_real_agent(
-                    url,
-                    logs,
+                    masters.url,
+                    masters.logs,
                     scratch / f"agent-{i}",
                     "cpus:2;mem:1024;disk:1024",
                     f"agent-{i}",
@@ -261,86 +371,23 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
                 )
             )
         fw_task = asyncio.create_task(
-            run_async(framework, master=url, name="failover", failover_timeout=120)
+            run_async(framework, master=masters.url, name="failover", failover_timeout=120)
         )
-        leader = url if single else await await_leader(watcher, path, exclude="")
+        leader = await masters.leader()
         await _await_agents(leader, cfg.agents, since=0)
         while not framework.offer_times:
             await asyncio.sleep(0.05)
-        framework_id = framework.subscribed_at[0][1]
         await asyncio.sleep(2 * cfg.task_seconds)  # tasks running and finishing
-
         for kill in range(1, cfg.kills + 1):
             progress.show(f"kill {kill}/{cfg.kills}", force=True)
-            index = addresses.index(leader)
-            killed_at = time.time()
-            proc = masters[index].proc
-            assert proc is not None  # started: start() set it
-            standby = None
-            agents_coming: asyncio.Task | None = None
-            if cfg.fault == "pause":
-                assert framework.driver is not None  # subscribed before the first fault
-                framework.deposed_master = framework.driver.master_id
-                framework.successor_elected_at = float("inf")
-                proc.send_signal(signal.SIGSTOP)
-                new_leader = await await_leader(watcher, path, exclude=leader)
-                elected = listening = time.time()
-                framework.successor_elected_at = elected
-                # Agents come back meanwhile: timed from now, not after the resume below.
-                agents_coming = asyncio.create_task(
-                    _await_agents(new_leader, cfg.agents, since=killed_at)
-                )
-                await asyncio.sleep(0.5)
-                resumed = time.time()
-                proc.send_signal(signal.SIGCONT)
-                standby = await _await_standby(leader) - resumed
-            else:
-                proc.kill()  # SIGKILL
-                await proc.wait()
-                await masters[index].stop()
-                masters[index] = await master(index).start()  # as a supervisor would
-                listening = time.time()
-                if single:
-                    new_leader, elected = leader, listening
-                else:
-                    new_leader = await await_leader(watcher, path, exclude=leader)
-                    elected = time.time()
-            agents_back = await (
-                agents_coming or _await_agents(new_leader, cfg.agents, since=killed_at)
-            )
-            while not any(t > killed_at for t, _ in framework.subscribed_at):
-                await asyncio.sleep(0.01)
-            framework_back = min(t for t, _ in framework.subscribed_at if t > killed_at)
-            # From the new subscription: an offer the dying master had already sent is not one.
-            while not any(t > framework_back for t in framework.offer_times):
-                await asyncio.sleep(0.01)
-            first_offer = min(t for t in framework.offer_times if t > framework_back)
-            sample = {
-                "kill": kill,
-                "elected": elected - killed_at,
-                "agents_back": agents_back - killed_at,
-                "framework_back": framework_back - killed_at,
-                "first_offer": first_offer - killed_at,
-                "back": max(agents_back, framework_back) - killed_at,
-                "back_after_listening": max(agents_back, framework_back) - listening,
-            }
-            if standby is not None:
-                sample["resumed_to_refusing"] = standby
-            samples.append(sample)
+            times, leader = await _fault(cfg, masters, leader, framework)
+            measured.faults.append(times)
             await framework.reconcile_staging()
-            leader = new_leader
             await asyncio.sleep(cfg.settle_seconds)
-
-        # Let every task end, then count.
-        framework.launching = False
-        deadline = time.monotonic() + 30 + 2 * cfg.task_seconds
-        while framework.active() and time.monotonic() < deadline:
-            await framework.reconcile_staging()
-            await asyncio.sleep(0.5)
-        ids = [sid for _, sid in framework.subscribed_at]
-        same_id = all(i == framework_id for i in ids)
+        await _drain(framework, cfg.task_seconds)
+        measured.framework_ids = [i for _, i in framework.subscribed_at]
     except BaseException:
-        print(f"failover: the run failed; logs are in {logs}", file=sys.stderr, flush=True)
+        print(f"failover: the run failed; logs are in {masters.logs}", file=sys.stderr, flush=True)
         raise
     finally:
         progress.show("stopping", force=True)
@@ -350,120 +397,30 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
             await asyncio.gather(fw_task, return_exceptions=True)
         for d in agents:
             await d.stop()
-        for d in masters:
-            await d.stop()
-        if watcher is not None:
-            await asyncio.to_thread(watcher.stop)
-        if zk is not None:
-            await asyncio.to_thread(zk.stop)
+        await masters.stop()
+    measured.states = dict(framework.states)
+    measured.relaunched = framework.relaunched
+    measured.from_deposed = framework.from_deposed
+    measured.markers = sorted(p.name for p in markers.iterdir())
+    return measured
 
-    runs_by_task: dict[str, int] = {}
-    for marker in markers.iterdir():
-        task_id = marker.name.rsplit(".", 1)[0]
-        runs_by_task[task_id] = runs_by_task.get(task_id, 0) + 1
-    ran_twice = sorted(t for t, n in runs_by_task.items() if n > 1)
-    # Lost: ended LOST/GONE/UNREACHABLE, or never heard of again. DROPPED is ours: a launch
-    # the new leader never knew of (TASK_UNKNOWN on reconciliation), relaunched.
-    lost = sorted(
-        t
-        for t, s in framework.states.items()
-        if (s in ENDED_BADLY and s != common_pb2.TASK_DROPPED) or s not in TERMINAL
-    )
-    # "back after listening" means something only when the killed master is the one to return.
-    metrics = METRICS if single else METRICS[:5]
-    if cfg.fault == "pause":
-        metrics = (*METRICS[:5], "resumed_to_refusing")
-    for sample in samples:
-        if not single:
-            sample.pop("back_after_listening", None)
-    stats = {m: summarize(s[m] for s in samples) for m in metrics}
-    run_entry = {
-        "kills": len(samples),
-        "session_timeout_seconds": cfg.session_timeout,
-        "seconds": {m: stats[m] for m in metrics},
-        "tasks_launched": len(framework.states),
-        "tasks_finished": sum(s == common_pb2.TASK_FINISHED for s in framework.states.values()),
-        "tasks_lost": len(lost),
-        "lost_task_ids": lost[:20],
-        "tasks_run_twice": len(ran_twice),
-        "run_twice_ids": ran_twice[:20],
-        "launches_dropped_by_a_dying_master": framework.relaunched,
-        "framework_kept_its_id": same_id,
-        "fault": cfg.fault,
-    }
-    if cfg.fault == "pause":
-        # What reached the framework from a master whose successor was already elected: the
-        # SDK drops such a stream's events itself, so these are counted as they arrive.
-        run_entry["events_from_a_deposed_leader"] = framework.from_deposed
-    results.add_run(run_entry)
-    results.add_samples(samples)
-    back = stats["back"]
-    if single:
-        relisten = stats["back_after_listening"]
-        results.target(
-            "listening again -> all back (max)",
-            relisten["max"],
-            1.0,
-            "s",
-            measured_in="back_after_listening",
-        )
-    else:
-        results.target("kill -> all back p50", back["p50"], 2.0, "s", measured_in="back")
-        results.target("kill -> all back p99", back["p99"], 4.0, "s", measured_in="back")
-    if cfg.fault == "pause":
-        results.target(
-            "events from a deposed leader",
-            float(framework.from_deposed),
-            0,
-            "events",
-            measured_in="events_from_a_deposed_leader",
-        )
-    results.target("tasks lost", float(len(lost)), 0, "tasks")
-    results.target("tasks run twice", float(len(ran_twice)), 0, "tasks")
-    plots = _plot(out, samples)
-    summary = "\n".join(
-        [
-            "# failover: "
-            + (
-                "SIGSTOP of the leading master across an election"
-                if cfg.fault == "pause"
-                else "SIGKILL of the leading master"
-            ),
-            "",
-            (
-                f"One master (SQLite registry), {cfg.agents} real agents, one framework "
-                f"launching {cfg.task_seconds:g} s tasks; the master killed {len(samples)} "
-                "times and restarted at once. 'elected' is when it listens again."
-                if single
-                else f"{cfg.masters} masters on a real ZooKeeper (session timeout "
-                f"{cfg.session_timeout:g} s), {cfg.agents} real agents, one framework launching "
-                f"{cfg.task_seconds:g} s tasks; "
-                + (
-                    f"the leader paused {len(samples)} times until a successor was elected, "
-                    "then resumed 0.5 s later."
-                    if cfg.fault == "pause"
-                    else f"the leader killed {len(samples)} times, each time restarted at once "
-                    "to stand by."
-                )
-            ),
-            "",
-            stats_table([(m.replace("_", " "), stats[m]) for m in metrics], unit="s"),
-            "",
-            f"Tasks launched {run_entry['tasks_launched']}, finished "
-            f"{run_entry['tasks_finished']}, lost {len(lost)}, run twice {len(ran_twice)}; "
-            f"launches dropped by a dying master and relaunched: {framework.relaunched}; "
-            f"framework kept its id: {same_id}.",
-            "",
-            targets_md(results.data["targets"]),
-            "",
-        ]
-    )
-    results.write(summary, plots)
+
+async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
+    """The run (measure), its checks (failover_checks) and its report (failover_report)."""
+    progress = Progress("failover", quiet)
+    results = Results("failover", out, cfg.__dict__.copy(), command)
+    # Scratch (logs, agents' work dirs, ZooKeeper's data, markers) beside, not in, `out`:
+    # removed after a run that worked, kept (and named) after one that did not.
+    scratch = Path(tempfile.mkdtemp(prefix="agora-failover-"))
+    measured = await measure(cfg, scratch, progress)
+    verdict = failover_checks.judge(measured)
+    failover_report.write(results, cfg, measured, verdict)
     if not os.environ.get("AGORA_KEEP_SCRATCH"):
         shutil.rmtree(scratch, ignore_errors=True)
+    back = verdict.stats["back"]
     progress.done(
-        f"back after a kill: p50 {back['p50']} s, p99 {back['p99']} s; lost {len(lost)}, "
-        f"run twice {len(ran_twice)}"
+        f"back after a kill: p50 {back['p50']} s, p99 {back['p99']} s; lost "
+        f"{len(verdict.lost)}, run twice {len(verdict.ran_twice)}"
     )
     return results
 
@@ -521,22 +478,3 @@ async def _await_agents(leader: str, n: int, since: float, timeout: float = 60) 
             return time.time()
         await asyncio.sleep(0.02)
     raise RuntimeError(f"the agents did not come back to {leader} within {timeout:g} s")
-
-
-def _plot(out: Path, samples: list[dict]) -> list[str]:
-    try:
-        from agora.experiments import plots
-    except ImportError:  # matplotlib is the [experiments] extra
-        return []
-    kills = [s["kill"] for s in samples]
-    series = [(m.replace("_", " "), kills, [s[m] for s in samples]) for m in METRICS[:5]]
-    return [
-        plots.lines(
-            out / "failover.png",
-            "SIGKILL of the leader -> back (seconds)",
-            "kill",
-            "seconds after the kill",
-            series,
-            hline=(2.0, "target p50 2 s"),
-        )
-    ]
