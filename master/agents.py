@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import grpc
 import structlog
 
@@ -113,7 +111,7 @@ class AgentBook:
         if not agent_id:
             agent_id = info.agent_id = new_id("agent")
         bound = log.bind(agent_id=agent_id, hostname=info.hostname)
-        now, wall = self.attention.now(self.clock.now()), time.time()
+        now, wall = self.attention.now(self.clock.now()), self.clock.wall()
 
         agent = self.reg.agents.get(agent_id)
         known = agent is not None
@@ -203,7 +201,7 @@ class AgentBook:
                     shutdown_framework=MasterMessage.ShutdownFramework(framework_id=framework_id)
                 )
             )
-        if agent.draining and agent.drain_deadline and time.time() >= agent.drain_deadline:
+        if agent.draining and agent.drain_deadline and self.clock.wall() >= agent.drain_deadline:
             self._drain_deadline_passed(agent_id)  # passed while it was away
         bound.info(
             "agent registered",
@@ -301,7 +299,7 @@ class AgentBook:
         """The agent said something (a heartbeat sent at `sent_at` on its wall clock, or any
         other message: 0)."""
         agent.last_seen = self.attention.now(self.clock.now())
-        agent.last_heartbeat_at = wall = time.time()
+        agent.last_heartbeat_at = wall = self.clock.wall()
         self.intake.observe(sent_at, wall)
         agent.removal_deferred = False
 
@@ -383,26 +381,26 @@ class AgentBook:
         """The master's tick loop ran, meaning to run `step` seconds after its last run."""
         self.attention.tick(self.clock.now(), step)
         self.counts.loop_lag_seconds = self.attention.lag
-        self.counts.intake_lag_seconds = self.intake.lag(time.time())
+        self.counts.intake_lag_seconds = self.intake.lag(self.clock.wall())
 
     def check_silence(self) -> None:
         """Removes the agents silent for longer than the agent timeout, in attention time (at
         most --agent-removal-rate-limit of them)."""
-        wall = self.clock.now()  # the removal rate limit is in clock time
-        now = self.attention.now(wall)
-        backlog = self.intake.lag(time.time())  # what may still wait in the master's queues
+        clock_now = self.clock.now()  # the removal rate limit is in clock time
+        now = self.attention.now(clock_now)
+        backlog = self.intake.lag(self.clock.wall())  # what may still wait in the master's queues
         for agent in list(self.reg.agents.values()):
             silent = now - agent.last_seen - backlog
             if silent > self.config.agent_timeout_seconds:
                 limit = self.removal_limit
-                if limit is not None and not limit.allow(wall):
+                if limit is not None and not limit.allow(clock_now):
                     if not agent.removal_deferred:
                         agent.removal_deferred = True
                         log.warning(
                             "agent removal deferred by the removal rate limit",
                             agent_id=agent.agent_id,
                             silent=round(silent, 1),
-                            next_removal_in=round(limit.next_allowed(wall) - wall, 1),
+                            next_removal_in=round(limit.next_allowed(clock_now) - clock_now, 1),
                         )
                     continue
                 what = "did not re-register" if agent.state == RECOVERING else "silent"
@@ -428,7 +426,7 @@ class AgentBook:
         its tasks run on. Draining again sets the deadline anew. Returns the deadline (wall
         clock; 0: none) and how many tasks the agent runs."""
         agent = self._known(agent_id)
-        deadline = time.time() + deadline_seconds if deadline_seconds > 0 else 0.0
+        deadline = self.clock.wall() + deadline_seconds if deadline_seconds > 0 else 0.0
         self.store.put_drained(agent_id, True, deadline)
         agent.draining, agent.drain_deadline = True, deadline
         if self.ledger.in_allocator(agent):
@@ -474,7 +472,7 @@ class AgentBook:
         if agent.draining and agent.drain_deadline:
             agent_id = agent.agent_id
             agent.drain_timer = self.clock.call_later(
-                max(0.0, agent.drain_deadline - time.time()),
+                max(0.0, agent.drain_deadline - self.clock.wall()),
                 lambda: self._drain_deadline_passed(agent_id),
             )
 

@@ -17,7 +17,6 @@ whole machine without sleeping.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -75,7 +74,7 @@ class MasterCore:
         self.store = store
         self.clock: Clock = clock if clock is not None else LoopClock()
         self.master_id = master_id or new_id("master")
-        self.started_at = time.time()
+        self.started_at = self.clock.wall()
         # Every master of the set, the leader first (Master sets it: the election's view with
         # --zk, else this master alone).
         self.masters: Callable[[], list[MasterInfo]] = lambda: [
@@ -122,14 +121,19 @@ class MasterCore:
             self.counts,
             self.master_id,
         )
-        self.preemptions = Preemptions(config, self.reg, allocator, self.clock, store=store)
+        self.preemptions = Preemptions(
+            config, self.reg, allocator, self.clock, wall=self.clock.wall, store=store
+        )
         self.tasks.preempted = self.preemptions.ended
         self.tasks.revoke = self.preemptions.revoke
         self.epoch = self.frameworks.epoch = self.agents.epoch = epoch
         # What happens, for Operator.WatchEvents and the audit log (master/events.py).
         # A set's leader keeps them in ZooKeeper (`event_store`, loaded), numbered across leaders.
         self.events = EventLog(
-            generation=epoch, audit_path=config.audit_log_path, store=event_store
+            generation=epoch,
+            clock=self.clock.wall,
+            audit_path=config.audit_log_path,
+            store=event_store,
         )
         self.frameworks.events = self.agents.events = self.tasks.events = self.events
 

@@ -108,7 +108,7 @@ class EventLog:
         audit_path: Path | None = None,
         store: ZkEventStore | None = None,
     ) -> None:
-        self.generation = 0 if store is not None else generation or int(time.time())
+        self.generation = 0 if store is not None else generation or int(clock())
         self._clock = clock
         self._count = 0
         self.history: deque[Kept] = deque(maxlen=HISTORY)

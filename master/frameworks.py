@@ -3,7 +3,6 @@ suppress, and the updates the master sends them."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import grpc
@@ -121,7 +120,7 @@ class FrameworkBook:
             failed_over = True
         else:
             framework_id = info.framework_id = framework_id or new_id("framework")
-            framework = Framework(info=info, registered_at=time.time())
+            framework = Framework(info=info, registered_at=self.clock.wall())
             self.ledger.add_framework(framework)
             failed_over = False
         session = self.new_session(self.config.max_send_queue)
@@ -238,6 +237,7 @@ class FrameworkBook:
                 agent_id=task.agent_id,
                 message=f"framework torn down ({reason}); waiting for the task to end",
                 reason="REASON_FRAMEWORK_REMOVED",
+                at=self.clock.wall(),
             )
             if runs_on is not None and runs_on.connected:
                 task.state, task.last_status = common_pb2.TASK_KILLING, status
@@ -295,7 +295,7 @@ class FrameworkBook:
         lost): keep its tasks and wait for it like a recovered one."""
         framework = Framework(
             info=common_pb2.FrameworkInfo(framework_id=framework_id),
-            registered_at=time.time(),
+            registered_at=self.clock.wall(),
         )
         self.ledger.add_framework(framework)
         self.allocator.deactivate_framework(framework_id)

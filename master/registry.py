@@ -51,8 +51,12 @@ def master_status(
     agent_id: str,
     message: str,
     reason: str,
+    at: float | None = None,
 ) -> common_pb2.TaskStatus:
-    """A master-generated update: no uuid, so it needs no acknowledgement."""
+    """A master-generated update: no uuid, so it needs no acknowledgement. `at`: its time,
+    from the master's clock's wall()."""
+    if at is None:
+        at = time.time()  # TaskBook's calls (master/tasks.py) give no time yet
     return common_pb2.TaskStatus(
         task_id=task_id,
         state=state,
@@ -61,7 +65,7 @@ def master_status(
         source=common_pb2.TaskStatus.SOURCE_MASTER,
         agent_id=agent_id,
         framework_id=framework_id,
-        timestamp=time.time(),
+        timestamp=at,
     )
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from master_harness import agent_info, status_update, task
 
 from agora.common import Resources
-from agora.master.clock import ManualClock
+from agora.master.clock import WALL_START, ManualClock
 from agora.master.config import MasterConfig
 from agora.master.core import MasterCore
 from agora.master.errors import CallError
@@ -77,10 +77,13 @@ class Inbox:
 
 
 class CoreHarness:
-    def __init__(self, state_dir: Path | None = None, **config) -> None:
+    def __init__(
+        self, state_dir: Path | None = None, *, wall_start: float = WALL_START, **config
+    ) -> None:
+        """`wall_start`: the clock's wall() at the start (restart() carries it on)."""
         self.state_dir = state_dir
         self.config = MasterConfig(port=0, state_dir=state_dir, **{**DEFAULTS, **config})
-        self.clock = ManualClock()
+        self.clock = ManualClock(wall_start=wall_start)
         self.sent: list[tuple[RecordingSession, object]] = []  # every message, in order
         self.store = StateStore(self.config.state_path)
         self.core = MasterCore(
@@ -100,14 +103,16 @@ class CoreHarness:
     def new_session(self, max_queued: int = 1000) -> RecordingSession:
         return RecordingSession(self.sent, max_queued)
 
-    def restart(self) -> CoreHarness:
-        """A new master over the same state directory (this one's streams are gone)."""
+    def restart(self, down_for: float = 0.0) -> CoreHarness:
+        """A new master over the same state directory (this one's streams are gone), started
+        `down_for` seconds of wall time after this one stopped (its monotonic time starts
+        afresh, as a new process's would)."""
         self.core.stopping = True
         self.store.close()
         overrides = {
             k: getattr(self.config, k) for k in DEFAULTS if getattr(self.config, k) is not None
         }
-        return CoreHarness(self.state_dir, **overrides)
+        return CoreHarness(self.state_dir, wall_start=self.clock.wall() + down_for, **overrides)
 
     # --- peers ---------------------------------------------------------------------------
 

@@ -536,8 +536,6 @@ def test_a_master_behind_turns_new_agents_away_with_a_time_to_come_back(h, agent
 
 
 def test_a_master_behind_on_reading_judges_silence_net_of_what_waits_in_its_queues():
-    import time
-
     h = CoreHarness(agent_timeout_seconds=2.0)
     live = [h.agent(hostname=f"live-{i}") for i in range(20)]
     dead = h.agent(hostname="dead")
@@ -547,8 +545,8 @@ def test_a_master_behind_on_reading_judges_silence_net_of_what_waits_in_its_queu
     # 3 s (agent timeout 2 s), each 1.5 s after it was sent: they wait in its gRPC queues.
     for _ in range(4):
         for agent in live:
-            h.core.agents.heartbeat(agent.agent, sent_at=time.time() - 1.5)
+            h.core.agents.heartbeat(agent.agent, sent_at=h.clock.wall() - 1.5)
         h.advance(3.0)
-    assert h.core.agents.intake.lag(time.time()) == pytest.approx(1.5, abs=0.1)
+    assert h.core.agents.intake.lag(h.clock.wall()) == pytest.approx(1.5, abs=0.1)
     assert not any(agent.inbox.of("shutdown") for agent in live)
     assert "removed" in dead.inbox.expect("shutdown").reason  # it said nothing at all
