@@ -467,13 +467,12 @@ class OfferCycle:
     async def _run_periodic(self) -> None:
         """Mesos' default: one cycle every allocation_interval_seconds on a fixed timer, however
         many changes happened meanwhile (the experiments compare this with event-driven)."""
-        period = self.config.allocation_interval_seconds
-        loop = asyncio.get_running_loop()
-        next_cycle = loop.time() + period
+        period, clock = self.config.allocation_interval_seconds, self.clock
+        next_cycle = clock.now() + period
         while True:
-            await asyncio.sleep(max(0.0, next_cycle - loop.time()))
+            await asyncio.sleep(max(0.0, next_cycle - clock.now()))
             # A cycle that overran its period is not followed by a burst of catch-up cycles.
-            next_cycle = max(next_cycle + period, loop.time())
+            next_cycle = max(next_cycle + period, clock.now())
             self.wanted.clear()
             self.take_changed()
             await self._cycle(None)

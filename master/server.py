@@ -234,6 +234,7 @@ class Master:
             credentials=self.config.credentials,
             gate=self.gate,
             leads=self._fence.holds if self._fence is not None else None,
+            clock=self.core.clock,
         )
         self._http = HttpServer(
             self.config.host, port, self._dashboard.routes(), self._ssl_context()
@@ -462,21 +463,21 @@ class Master:
         period = min(config.heartbeat_interval_seconds, config.agent_timeout_seconds / 4)
         slices = max(10, round(config.heartbeat_interval_seconds / TICK_STEP))
         step = config.heartbeat_interval_seconds / slices
-        loop = asyncio.get_running_loop()
-        next_check = loop.time()
+        clock = core.clock
+        next_check = clock.now()
         turn = 0
-        heap = HeapKeeper(loop.time())
+        heap = HeapKeeper(clock.now())
         while True:
             try:
-                heap.tick(loop.time())
+                heap.tick(clock.now())
                 if turn == 0:
                     event = Event(heartbeat=Event.Heartbeat())
                     for framework in core.reg.frameworks.values():
                         framework.send(event)
                 turn = (turn + 1) % slices
-                check = loop.time() >= next_check
+                check = clock.now() >= next_check
                 if check:
-                    next_check = loop.time() + period
+                    next_check = clock.now() + period
                 core.tick(step, check)
             except Exception:
                 log.exception("master tick failed")

@@ -36,6 +36,7 @@ from agora.common.http import http_principal
 from agora.common.rpc import open_channel
 from agora.common.task_states import is_terminal
 from agora.master.authz import Action, Gatekeeper
+from agora.master.clock import Clock, LoopClock
 from agora.master.dashboard.batch import BatchRoutes
 from agora.master.dashboard.calls import ApiError, call, check_owner, http_status, relayed, shown
 from agora.master.dashboard.history import ShareHistory
@@ -222,8 +223,12 @@ class Dashboard:
         credentials: Credentials = INSECURE,
         gate: Gatekeeper | None = None,
         leads: Callable[[], bool] | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """`clock`: the master's (real time unless given); its wall() stamps the share
+        history's samples and the batch history's horizon."""
         self.view = view
+        self.clock: Clock = clock if clock is not None else LoopClock()
         self.gate = gate or Gatekeeper()
         # Whether this master still leads (its fence, common/fence.py; None: a master alone):
         # an action is refused once it cannot prove it does, as every gRPC call is.
@@ -257,7 +262,7 @@ class Dashboard:
     async def _sample(self) -> None:
         while True:
             roles, frameworks, labels = self.view.shares()
-            self.history.add(time.time(), roles, frameworks, labels)
+            self.history.add(self.clock.wall(), roles, frameworks, labels)
             await asyncio.sleep(self.history.interval)
 
     # routes -------------------------------------------------------------------------------
@@ -321,6 +326,7 @@ class Dashboard:
                 self._check(request, Action.READ_STATE, "")
                 if not shared:
                     return web.json_response(await handler(request))
+                # Real time, not the master's clock: how long an answer serves its viewers.
                 now = time.monotonic()
                 cached = self._answers.get(request.path_qs)
                 if cached is None or now - cached[0] > SNAPSHOT_SECONDS:
@@ -709,7 +715,7 @@ class Dashboard:
     async def _state(self, fresh: bool = False) -> operator_pb2.ClusterState:
         """The master's state, read at most once per SNAPSHOT_SECONDS (unless `fresh`); callers
         that come while it is being read (it is read in slices) share that reading."""
-        now = time.monotonic()
+        now = time.monotonic()  # real time: a cache for viewers, not the master's clock
         if not fresh and self._snapshot is not None and now - self._snapshot[0] <= SNAPSHOT_SECONDS:
             return self._snapshot[1]
         if self._reading is None:
@@ -720,7 +726,7 @@ class Dashboard:
     def _read_done(self, reading: asyncio.Future) -> None:
         self._reading = None
         if not reading.cancelled() and reading.exception() is None:
-            self._snapshot = (time.monotonic(), reading.result())
+            self._snapshot = (time.monotonic(), reading.result())  # real time, as in _state
 
     async def framework_api(
         self, name: str
@@ -791,6 +797,7 @@ class Dashboard:
         """not_served_by, remembered for SERVED_BY_SECONDS when it is (a handshake a page view
         would otherwise cost); a refusal is never remembered."""
         key = (address, principal)
+        # Real time, not the master's clock: the check is a cache of TLS handshakes.
         if time.monotonic() - self._served.get(key, -SERVED_BY_SECONDS) < SERVED_BY_SECONDS:
             return None
         why = await asyncio.to_thread(
@@ -802,7 +809,7 @@ class Dashboard:
         if channel is not None:
             asyncio.ensure_future(channel.close())
         if why is None:
-            self._served[key] = time.monotonic()
+            self._served[key] = time.monotonic()  # real time, as above
         return why
 
     def _channel(self, address: str) -> grpc.aio.Channel:

@@ -11,7 +11,6 @@ batch framework's role, as SetOwnerWeight does. Without a batch framework there 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -155,7 +154,7 @@ class BatchRoutes:
         listing = batch_pb2.ListJobsRequest(
             states=ENDED,
             include_instances=True,
-            ended_after=time.time() - duration(since) if since else 0.0,
+            ended_after=self.dashboard.clock.wall() - duration(since) if since else 0.0,
             limit=HISTORY_SHOWN,
         )
         if owner:
