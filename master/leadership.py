@@ -150,6 +150,7 @@ class Leadership:
             lease=round(self.fence.lease.duration, 3),
         )
         zk.add_listener(self._on_zk_state)
+        # No core (and no clock) yet: the election says when this process started standing.
         info = MasterInfo(self.master_id, self.address, time.time())
         self._contender = Contender(zk, self.masters.zk_path, info, self._on_change)
         await asyncio.to_thread(self._contender.start)
@@ -244,6 +245,7 @@ class Leadership:
         from agora.master.zk_store import ZkRegistryStore
 
         assert self._standby is not None and self._contender is not None
+        # Real time: the Master, and its core's clock, do not exist until below.
         started = time.monotonic()
         self._elected_at = time.time()
         self._keeper = LeaseKeeper(self.fence.lease, self._probe, self._depose)
@@ -278,7 +280,7 @@ class Leadership:
             "leading",
             address=self.address,
             master_id=self.master_id,
-            took_seconds=round(time.monotonic() - started, 3),
+            took_seconds=round(time.monotonic() - started, 3),  # real time, as `started`
         )
         self.elected.set()
 

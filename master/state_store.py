@@ -94,7 +94,7 @@ class StateStore:
         self._db.execute("DELETE FROM drained WHERE agent_id = ?", (agent_id,))
         self._write(
             "INSERT OR REPLACE INTO removed VALUES ('agent', ?, ?, ?)",
-            (agent_id, time.time(), reason),
+            (agent_id, time.time(), reason),  # real time: opened before the core, no clock
         )
 
     # frameworks ---------------------------------------------------------------------------
@@ -120,7 +120,7 @@ class StateStore:
         self._db.execute("DELETE FROM frameworks WHERE framework_id = ?", (framework_id,))
         self._write(
             "INSERT OR REPLACE INTO removed VALUES ('framework', ?, ?, ?)",
-            (framework_id, time.time(), reason),
+            (framework_id, time.time(), reason),  # real time: opened before the core, no clock
         )
 
     # removals -----------------------------------------------------------------------------
@@ -198,6 +198,8 @@ class StateStore:
 
     def spend_join_token(self, token_id: str, expires: float) -> bool:
         # Forgotten a day after they expire: masters whose clocks differ a little still agree.
+        # Real time: the store is opened (open_store) before the core and its clock, and a
+        # token's expiry is real time.
         horizon = time.time() - SPENT_TOKEN_MARGIN
         self._db.execute("DELETE FROM join_tokens_spent WHERE expires < ?", (horizon,))
         cursor = self._db.execute(

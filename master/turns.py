@@ -16,7 +16,10 @@ YIELD_AFTER = 0.005
 
 
 class Turns:
-    """`due()` once `after` seconds have passed since the start or the last `take()`."""
+    """`due()` once `after` seconds have passed since the start or the last `take()`.
+
+    Real time, not the master's clock: what is measured is how long this run of work has held
+    the loop, which a ManualClock (still while the work runs) would never see."""
 
     def __init__(self, after: float = YIELD_AFTER) -> None:
         self._after = after

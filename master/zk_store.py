@@ -224,7 +224,9 @@ class ZkRegistryStore:
 
     def _forget_spent_tokens(self) -> None:
         """Spent tokens past their expiry cannot be used anyway: forgotten."""
-        horizon = time.time() - 86400.0  # a day late: masters' clocks may differ a little
+        # A day late: masters' clocks may differ a little. Real time: a store is opened before
+        # the core and its clock (leadership), and a token's expiry is real time.
+        horizon = time.time() - 86400.0
         for key, data in self._read_all("join-tokens-spent"):
             if float(data or b"0") < horizon:
                 self._delete(f"{self._base}/join-tokens-spent/{_name(key)}")
