@@ -37,18 +37,20 @@ import shutil
 import signal
 import tempfile
 import time
-from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import psutil
 
 from agora.common.rpc import open_channel
-from agora.experiments import plots
+from agora.experiments import soak_checks, soak_report
 from agora.experiments.failover import free_ports
 from agora.experiments.processes import Daemon, agora_argv, python_m
-from agora.experiments.results import Progress, Results, targets_md
+from agora.experiments.results import Progress, Results
+from agora.experiments.soak_checks import VISITOR_TASKS, Kill, SoakRun
 from agora.v1 import (
     batch_pb2,
     batch_pb2_grpc,
@@ -58,6 +60,7 @@ from agora.v1 import (
 )
 
 _BATCH_TERMINAL = {batch_pb2.JOB_SUCCEEDED, batch_pb2.JOB_FAILED, batch_pb2.JOB_KILLED}
+APP_ID = "soak-web"  # the service app kept running through the soak
 
 
 @dataclass
@@ -79,12 +82,6 @@ class SoakConfig:
     # History the daemons keep (master: ended tasks per framework and torn-down frameworks;
     # agents: completed runs; batch: finished jobs); None: their defaults.
     history: int | None = None
-
-
-@dataclass
-class Kill:
-    at: float  # seconds since the start
-    victim: str
 
 
 class Cluster:
@@ -190,112 +187,6 @@ def _sample(cluster: Cluster, at: float) -> list[dict]:
     return rows
 
 
-def slope_per_hour(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope of (seconds, value) points, per hour; None for fewer than 3."""
-    if len(points) < 3:
-        return None
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx == 0:
-        return None
-    sxy = sum((x - mx) * (y - my) for x, y in points)
-    return sxy / sxx * 3600
-
-
-def segment_slopes(samples: list[dict], key: str, warmup: float) -> dict[str, dict]:
-    """Per daemon: the slope of `key` over each process lifetime (after `warmup` seconds of it),
-    and the median and largest of those slopes, per hour."""
-    lifetimes: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
-    for row in samples:
-        if key in row:
-            lifetimes[(row["daemon"], row["pid"])].append((row["at"], row[key]))
-    out: dict[str, dict] = {}
-    for (daemon, _pid), points in lifetimes.items():
-        start = points[0][0]
-        slope = slope_per_hour([p for p in points if p[0] - start >= warmup])
-        entry = out.setdefault(daemon, {"slopes": []})
-        if slope is not None:
-            entry["slopes"].append(round(slope, 2))
-    for entry in out.values():
-        slopes = sorted(entry["slopes"])
-        entry["median"] = slopes[len(slopes) // 2] if slopes else None
-        entry["max"] = slopes[-1] if slopes else None
-    return out
-
-
-def judge_batch(jobs: list[batch_pb2.Job], markers: Path) -> dict:
-    """Lost, run-twice and lost-update counts from the batch framework's view and the markers."""
-    started: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-    ended: dict[tuple[str, str], set[str]] = defaultdict(set)  # (job, instance) -> attempts
-    for path in markers.glob("batch.*"):
-        parts = path.name.split(".")
-        if len(parts) != 6:
-            continue
-        _, job, instance, attempt, pid, what = parts
-        if what == "start":
-            started[(job, instance, attempt)].add(pid)
-        elif what == "end":
-            ended[(job, instance)].add(attempt)
-    lost, twice, updates_lost, instances = [], [], [], 0
-    for job in jobs:
-        for inst in job.instances:
-            instances += 1
-            key = (job.job_id, str(inst.index))
-            if inst.state != batch_pb2.INSTANCE_SUCCEEDED:
-                lost.append(f"{job.job_id}/{inst.index} {batch_pb2.InstanceState.Name(inst.state)}")
-            if len(ended.get(key, ())) > 1:
-                twice.append(
-                    f"{job.job_id}/{inst.index} ran to its end in attempts {sorted(ended[key])}"
-                )
-            for attempt in inst.attempts:
-                if len(started.get((*key, str(attempt.attempt)), ())) > 1:
-                    twice.append(f"{attempt.task_id} started by two processes")
-                if (
-                    str(attempt.attempt) in ended.get(key, ())
-                    and attempt.state != common_pb2.TASK_FINISHED
-                ):
-                    updates_lost.append(
-                        f"{attempt.task_id} ran to its end but is "
-                        f"{common_pb2.TaskState.Name(attempt.state)}"
-                    )
-    return {
-        "jobs": len(jobs),
-        "instances": instances,
-        "lost": lost,
-        "run_twice": twice,
-        "updates_lost": updates_lost,
-    }
-
-
-def judge_visitors(results: list[Path], markers: Path, expected: int) -> dict:
-    finished, unfinished, failed, relaunched = 0, [], [], 0
-    for path in results:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            unfinished.append(f"{path.stem}: no result")
-            continue
-        finished += len(data["finished"])
-        relaunched += len(data["relaunched"])
-        unfinished += data["unfinished"]
-        failed += [f"{t} {s}" for t, s in data["failed"].items()]
-    ends: dict[str, set[str]] = defaultdict(set)
-    for path in markers.glob("visitor.*.end"):
-        task_id, pid = path.name.split(".")[1:3]
-        ends[task_id].add(pid)
-    twice = [t for t, pids in ends.items() if len(pids) > 1]
-    return {
-        "visitors": len(results),
-        "tasks_finished": finished,
-        "tasks_expected": expected,
-        "relaunched": relaunched,
-        "lost": unfinished + failed,
-        "run_twice": twice,
-    }
-
-
 async def _submit_job(stub, cfg: SoakConfig, markers: Path, n: int) -> bool:
     spec = batch_pb2.JobSpec(
         name=f"soak-{n}",
@@ -322,225 +213,183 @@ async def _list_jobs(stub) -> list[batch_pb2.Job] | None:
     return list(reply.jobs)
 
 
-async def run(cfg: SoakConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
-    progress = Progress("soak", quiet)
-    results = Results("soak", out, asdict(cfg), command)
-    scratch = Path(tempfile.mkdtemp(prefix="agora-soak-"))
+async def _start(cluster: Cluster, cfg: SoakConfig) -> tuple[Any, Any]:
+    """Starts every daemon and puts the service app; the batch and services stubs."""
+    await cluster.start("master")
+    for i in range(cfg.agents):
+        await cluster.start(f"agent-{i}")
+    await cluster.start("batch")
+    await cluster.start("services")
+    batch = batch_pb2_grpc.BatchStub(open_channel(cluster.batch_address))
+    services = services_pb2_grpc.ServicesStub(open_channel(cluster.services_address))
+    app = services_pb2.App(
+        id=APP_ID,
+        cmd="sleep 100000",
+        instances=cfg.app_instances,
+        cpus=0.1,
+        mem=32,
+        health_check=common_pb2.HealthCheck(
+            command=common_pb2.CommandInfo(shell="true"),
+            interval_seconds=2,
+            grace_period_seconds=10,
+        ),
+    )
+    await services.PutApp(services_pb2.PutAppRequest(app=app), timeout=10)
+    return batch, services
+
+
+async def _inject_faults(
+    cluster: Cluster,
+    cfg: SoakConfig,
+    clock: Callable[[], float],
+    kills: list[Kill],
+    stop: asyncio.Event,
+) -> None:
+    """Kills and restarts at random, one outage at a time, while the load goes on, until
+    `stop` is set (an outage under way ends first)."""
+    rng = random.Random(cfg.seed)
+    while True:
+        with contextlib.suppress(TimeoutError):
+            delay = rng.expovariate(1 / cfg.kill_every)
+            await asyncio.wait_for(stop.wait(), delay)
+        if stop.is_set():
+            return
+        victim = rng.choice(cluster.killable)
+        kills.append(Kill(round(clock(), 2), victim))
+        await cluster.kill(victim)
+        await asyncio.sleep(cfg.restart_after)
+        await cluster.start(victim)
+
+
+class Load:
+    """The steady load, each part on its own period: a batch job, a visiting framework, and a
+    sample of the daemons."""
+
+    def __init__(self, cfg: SoakConfig, cluster: Cluster, markers: Path) -> None:
+        self.cfg = cfg
+        self.cluster = cluster
+        self.markers = markers
+        self.batch: Any = None  # the batch daemon's stub, once it runs
+        self.jobs_submitted = 0
+        self.jobs_refused = 0
+        self.visitors: list[Daemon] = []
+        self.visitor_results: list[Path] = []
+        self.samples: list[dict] = []
+        self._next_job = self._next_visitor = self._next_sample = 0.0
+
+    async def step(self, t: float) -> None:
+        """Whatever is due at `t` seconds into the run."""
+        if t >= self._next_sample:
+            await self.sample(t)
+            self._next_sample = t + self.cfg.sample_every
+        if t >= self._next_job:
+            n = self.jobs_submitted + self.jobs_refused
+            if await _submit_job(self.batch, self.cfg, self.markers, n):
+                self.jobs_submitted += 1
+            else:
+                self.jobs_refused += 1
+            self._next_job = t + self.cfg.job_every
+        if t >= self._next_visitor:
+            await self._visit()
+            self._next_visitor = t + self.cfg.visitor_every
+
+    async def sample(self, t: float) -> None:
+        self.samples += await asyncio.to_thread(_sample, self.cluster, t)
+
+    async def _visit(self) -> None:
+        """Starts a framework that runs a few tasks and tears itself down."""
+        name = f"visitor-{len(self.visitors)}"
+        result = self.cluster.scratch / f"{name}.json"
+        argv = python_m(
+            "agora.experiments.soak_visitor",
+            "--master", self.cluster.master_address, "--name", name,
+            "--tasks", str(VISITOR_TASKS), "--markers", str(self.markers),
+            "--result", str(result),
+        )  # fmt: skip
+        self.visitors.append(await Daemon(name, argv, self.cluster.logs).start(ready=None))
+        self.visitor_results.append(result)
+
+    async def drain(self, seconds: float) -> list[batch_pb2.Job]:
+        """Waits up to `seconds` for every job and visitor to finish; the last job listing."""
+        deadline = time.monotonic() + seconds
+        jobs: list[batch_pb2.Job] = []
+        while time.monotonic() < deadline:
+            listed = await _list_jobs(self.batch)
+            if listed is not None:
+                jobs = listed
+                if all(j.state in _BATCH_TERMINAL for j in jobs) and not any(
+                    v.alive() for v in self.visitors
+                ):
+                    break
+            await asyncio.sleep(1)
+        return jobs
+
+
+def _read_result(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+async def measure(cfg: SoakConfig, scratch: Path, progress: Progress) -> SoakRun:
+    """Runs the cluster in `scratch` under load and faults for cfg.minutes, drains it and
+    stops it; what it measured."""
     markers = scratch / "markers"
     markers.mkdir()
-    rng = random.Random(cfg.seed)
     cluster = Cluster(cfg, scratch)
-    kills: list[Kill] = []
-    samples: list[dict] = []
-    visitor_results: list[Path] = []
-    visitors: list[Daemon] = []
+    measured = SoakRun(killable=cluster.killable)
+    load = Load(cfg, cluster, markers)
     started = time.monotonic()
-    duration = cfg.minutes * 60
-    ok = False
+    now = lambda: time.monotonic() - started  # noqa: E731
+    stop_killing = asyncio.Event()
     injector: asyncio.Task | None = None
     try:
-        await cluster.start("master")
-        for i in range(cfg.agents):
-            await cluster.start(f"agent-{i}")
-        await cluster.start("batch")
-        await cluster.start("services")
-        batch = batch_pb2_grpc.BatchStub(open_channel(cluster.batch_address))
-        services = services_pb2_grpc.ServicesStub(open_channel(cluster.services_address))
-        app = services_pb2.App(
-            id="soak-web",
-            cmd="sleep 100000",
-            instances=cfg.app_instances,
-            cpus=0.1,
-            mem=32,
-            health_check=common_pb2.HealthCheck(
-                command=common_pb2.CommandInfo(shell="true"),
-                interval_seconds=2,
-                grace_period_seconds=10,
-            ),
+        load.batch, services = await _start(cluster, cfg)
+        injector = asyncio.create_task(
+            _inject_faults(cluster, cfg, now, measured.kills, stop_killing), name="fault-injector"
         )
-        await services.PutApp(services_pb2.PutAppRequest(app=app), timeout=10)
-
-        now = lambda: time.monotonic() - started  # noqa: E731
-        stop_killing = asyncio.Event()
-
-        async def inject_faults() -> None:
-            """Kills and restarts at random, one outage at a time, while the load goes on."""
-            while True:
-                with contextlib.suppress(TimeoutError):
-                    delay = rng.expovariate(1 / cfg.kill_every)
-                    await asyncio.wait_for(stop_killing.wait(), delay)
-                if stop_killing.is_set():
-                    return
-                victim = rng.choice(cluster.killable)
-                kills.append(Kill(round(now(), 2), victim))
-                await cluster.kill(victim)
-                await asyncio.sleep(cfg.restart_after)
-                await cluster.start(victim)
-
-        injector = asyncio.create_task(inject_faults(), name="fault-injector")
-        next_job = next_visitor = next_sample = 0.0
-        jobs_submitted = jobs_refused = 0
-        while (t := now()) < duration:
-            if t >= next_sample:
-                samples += await asyncio.to_thread(_sample, cluster, t)
-                next_sample = t + cfg.sample_every
-            if t >= next_job:
-                if await _submit_job(batch, cfg, markers, jobs_submitted + jobs_refused):
-                    jobs_submitted += 1
-                else:
-                    jobs_refused += 1
-                next_job = t + cfg.job_every
-            if t >= next_visitor:
-                name = f"visitor-{len(visitors)}"
-                result = scratch / f"{name}.json"
-                argv = python_m(
-                    "agora.experiments.soak_visitor",
-                    "--master", cluster.master_address, "--name", name, "--tasks", "3",
-                    "--markers", str(markers), "--result", str(result),
-                )  # fmt: skip
-                visitors.append(await Daemon(name, argv, cluster.logs).start(ready=None))
-                visitor_results.append(result)
-                next_visitor = t + cfg.visitor_every
+        while (t := now()) < cfg.minutes * 60:
+            await load.step(t)
             if injector.done():
                 injector.result()  # a daemon that would not start again ends the run
             progress.show(
-                f"{t / 60:5.1f}/{cfg.minutes:g} min: {len(kills)} kills, "
-                f"{jobs_submitted} jobs, {len(visitors)} visitors"
+                f"{t / 60:5.1f}/{cfg.minutes:g} min: {len(measured.kills)} kills, "
+                f"{load.jobs_submitted} jobs, {len(load.visitors)} visitors"
             )
             await asyncio.sleep(0.2)
-
         stop_killing.set()
         await injector  # lets the last outage end: every daemon is up for the drain
         # Drain: no new work; every job and visitor gets --drain seconds to finish.
         progress.show("draining: waiting for every job and visitor to finish", force=True)
-        deadline = time.monotonic() + cfg.drain
-        jobs: list[batch_pb2.Job] = []
-        while time.monotonic() < deadline:
-            listed = await _list_jobs(batch)
-            if listed is not None:
-                jobs = listed
-                if all(j.state in _BATCH_TERMINAL for j in jobs) and not any(
-                    v.alive() for v in visitors
-                ):
-                    break
-            await asyncio.sleep(1)
-        app_status = await services.GetApp(services_pb2.GetAppRequest(id="soak-web"), timeout=10)
-        healthy = sum(1 for t in app_status.tasks if t.healthy)
-        samples += await asyncio.to_thread(_sample, cluster, now())
-        ok = True
+        measured.jobs = await load.drain(cfg.drain)
+        app = await services.GetApp(services_pb2.GetAppRequest(id=APP_ID), timeout=10)
+        measured.app_healthy = sum(1 for t in app.tasks if t.healthy)
+        await load.sample(now())
     finally:
         if injector is not None and not injector.done():
             injector.cancel()
             await asyncio.gather(injector, return_exceptions=True)
-        for visitor in visitors:
+        for visitor in load.visitors:
             await visitor.stop()
         await cluster.stop()
+    measured.samples = load.samples
+    measured.jobs_submitted = load.jobs_submitted
+    measured.jobs_refused = load.jobs_refused
+    measured.visitors = [(p.stem, _read_result(p)) for p in load.visitor_results]
+    measured.markers = sorted(p.name for p in markers.iterdir())
+    return measured
 
-    batch_verdict = judge_batch(jobs, markers)
-    visitor_verdict = judge_visitors(visitor_results, markers, 3 * len(visitors))
-    rss = segment_slopes(samples, "rss_mb", cfg.warmup)
-    fds = segment_slopes(samples, "fds", cfg.warmup)
-    disk_points = [(r["at"], r["disk_mb"]) for r in samples if "disk_mb" in r]
-    disk_slope = slope_per_hour([p for p in disk_points if p[0] >= cfg.warmup])
-    summary = {
-        "minutes": cfg.minutes,
-        "kills": [asdict(k) for k in kills],
-        "kills_by_victim": {v: sum(1 for k in kills if k.victim == v) for v in cluster.killable},
-        "jobs_submitted": jobs_submitted,
-        "jobs_refused_while_batch_down": jobs_refused,
-        "batch": batch_verdict,
-        "visitors": visitor_verdict,
-        "app_healthy_at_end": healthy,
-        "app_instances": cfg.app_instances,
-        "rss_slope_mb_per_hour": rss,
-        "fds_slope_per_hour": fds,
-        "sandbox_disk_slope_mb_per_hour": None if disk_slope is None else round(disk_slope, 2),
-    }
-    results.add_run(summary)
-    results.add_samples(samples)
-    lost = len(batch_verdict["lost"]) + len(visitor_verdict["lost"])
-    twice = len(batch_verdict["run_twice"]) + len(visitor_verdict["run_twice"])
-    results.target("tasks lost", lost, 0, "tasks")
-    results.target("tasks run twice", twice, 0, "tasks")
-    results.target("status updates lost", len(batch_verdict["updates_lost"]), 0, "updates")
-    results.target("kills", len(kills), 20 * cfg.minutes / 30, "kills", at_most=False)
-    results.target(
-        "app instances healthy at the end", healthy, cfg.app_instances, "", at_most=False
-    )
-    for daemon in ("master", "agent-0", "batch"):
-        median = rss.get(daemon, {}).get("median")
-        results.target(f"{daemon} RSS slope (median lifetime)", median, 20.0, "MB/hour")
-    names = _plots(out, samples, kills)
-    results.write(_summary(cfg, results, summary), names)
-    if ok and not os.environ.get("AGORA_KEEP_SCRATCH"):
+
+async def run(cfg: SoakConfig, out: Path, command: list[str], quiet: bool = False) -> Results:
+    """The run (measure), its checks (soak_checks) and its report (soak_report)."""
+    progress = Progress("soak", quiet)
+    results = Results("soak", out, asdict(cfg), command)
+    scratch = Path(tempfile.mkdtemp(prefix="agora-soak-"))
+    measured = await measure(cfg, scratch, progress)
+    soak_report.write(results, cfg, measured, soak_checks.judge(cfg, measured))
+    if not os.environ.get("AGORA_KEEP_SCRATCH"):
         shutil.rmtree(scratch, ignore_errors=True)
     else:
         progress.done(f"logs and work dirs kept in {scratch}")
     return results
-
-
-def _plots(out: Path, samples: list[dict], kills: list[Kill]) -> list[str]:
-    names = []
-    for key, title, unit, filename in (
-        ("rss_mb", "RSS of each daemon (a drop is a kill and restart)", "MB", "soak_rss.png"),
-        ("fds", "Open file descriptors of each daemon", "descriptors", "soak_fds.png"),
-        ("disk_mb", "Disk used by the agents' sandboxes", "MB", "soak_disk.png"),
-    ):
-        by_daemon: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        for row in samples:
-            if key in row:
-                by_daemon[row["daemon"]].append((row["at"] / 60, row[key]))
-        series = [
-            (daemon, [p[0] for p in points], [p[1] for p in points])
-            for daemon, points in sorted(by_daemon.items())
-        ]
-        if series:
-            names.append(
-                plots.lines(
-                    out / filename, title, "minutes", unit, series, styles=["-"] * len(series)
-                )
-            )
-    return names
-
-
-def _summary(cfg: SoakConfig, results: Results, s: dict) -> str:
-    b, v = s["batch"], s["visitors"]
-
-    def listing(items: list[str]) -> str:
-        return "none" if not items else "; ".join(items[:10]) + (" ..." if len(items) > 10 else "")
-
-    rss_rows = "\n".join(
-        f"| {d} | {e['median']} | {e['max']} | {s['fds_slope_per_hour'].get(d, {}).get('median')} |"
-        for d, e in sorted(s["rss_slope_mb_per_hour"].items())
-    )
-    return f"""# soak
-
-Machine: {results.data["machine"]["cpu_model"]}, {results.data["machine"]["cores"]} cores,
-Python {results.data["machine"]["python"]}. Command: `{" ".join(results.data["command"])}`
-
-{cfg.minutes:g} minutes; {len(s["kills"])} kills (SIGKILL, restarted {cfg.restart_after:g} s later):
-{", ".join(f"{k} {n}" for k, n in s["kills_by_victim"].items())}.
-
-## Targets
-
-{targets_md(results.data["targets"])}
-
-## Work
-
-- batch: {b["jobs"]} jobs, {b["instances"]} instances ({s["jobs_refused_while_batch_down"]}
-  submissions refused while the batch daemon was down); lost: {listing(b["lost"])}; run twice:
-  {listing(b["run_twice"])}; updates lost: {listing(b["updates_lost"])}.
-- visitors: {v["visitors"]} frameworks came and went, {v["tasks_finished"]} of
-  {v["tasks_expected"]} tasks finished ({v["relaunched"]} relaunched after LOST/UNKNOWN); lost:
-  {listing(v["lost"])}; run twice: {listing(v["run_twice"])}.
-- service app: {s["app_healthy_at_end"]} of {s["app_instances"]} instances healthy at the end.
-
-## Growth after warm-up (per process lifetime, {cfg.warmup:g} s warm-up each)
-
-| daemon | RSS slope median (MB/h) | RSS slope max (MB/h) | descriptors slope median (/h) |
-|---|---:|---:|---:|
-{rss_rows}
-
-Sandboxes on disk: {s["sandbox_disk_slope_mb_per_hour"]} MB/h after {cfg.warmup:g} s (agents run
-with --gc-delay {cfg.gc_delay:g}).
-"""
