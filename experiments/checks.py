@@ -26,6 +26,7 @@ class Check:
     unit: str
     at_most: bool = True
     measured_in: str = ""  # the results.json field the figure comes from
+    not_measured: str = ""  # why, in words, when figure is None
 
     @property
     def met(self) -> bool | None:
@@ -35,15 +36,18 @@ class Check:
 
     def line(self) -> str:
         """'tasks lost: 0 tasks (limit <= 0 tasks) pass', for a test's message or a terminal."""
+        if self.figure is None:
+            why = f" ({self.not_measured})" if self.not_measured else ""
+            return f"{self.name}: not measured{why}"
         sign = "<=" if self.at_most else ">="
-        verdict = {True: "pass", False: "FAIL", None: "not measured"}[self.met]
-        figure = "-" if self.figure is None else f"{self.figure:g}"
+        verdict = "pass" if self.met else "FAIL"
         return (
-            f"{self.name}: {figure} {self.unit} (limit {sign} {self.limit:g} {self.unit}) {verdict}"
+            f"{self.name}: {self.figure:g} {self.unit} (limit {sign} {self.limit:g} {self.unit}) "
+            f"{verdict}"
         )
 
 
 def record(results: Results, checks: Iterable[Check]) -> None:
     """Writes each check as a target of `results`, in order."""
     for c in checks:
-        results.target(c.name, c.figure, c.limit, c.unit, c.at_most, c.measured_in)
+        results.target(c.name, c.figure, c.limit, c.unit, c.at_most, c.measured_in, c.not_measured)
