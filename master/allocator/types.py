@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from agora.common import Resources
+from agora.common.settings import Number, check_settings, setting
 
 # Mesos' --min_allocatable_resources default: a scrap smaller than both is not worth an offer.
 DEFAULT_MIN_ALLOCATABLE: tuple[Resources, ...] = (Resources.of(cpus=0.01), Resources.of(mem=32))
@@ -41,24 +41,27 @@ class AllocatorConfig:
     # An offer must contain at least one of these (flattened over roles); () allows any scrap.
     # A string in Mesos' flag syntax is accepted too: "cpus:0.01|mem:32".
     min_allocatable: tuple[Resources, ...] | str = DEFAULT_MIN_ALLOCATABLE
-    default_refuse_seconds: float = 5.0  # used by Allocator.decline() when none is given
-    seed: int | None = None  # seeds the "random" sorter, so tests can repeat an order
+    # Used by Allocator.decline() when none is given.
+    default_refuse_seconds: float = setting(
+        5.0, Number(at_least=0, at_most=MAX_REFUSE_SECONDS, unit="seconds")
+    )
+    # Seeds the "random" sorter, so tests can repeat an order.
+    seed: int | None = setting(None, Number(whole=True, optional=True))
     # How free resources become offers (policies.py): "pessimistic" (Mesos: each agent's free
     # resources to one framework at a time, held while it decides) or "optimistic" (to the
     # first `optimistic_fanout` frameworks in DRF order at once, held by none: optimistic.py).
     # None: optimistic when optimistic_fanout > 0, else pessimistic.
     offer_mode: str | None = None
-    optimistic_fanout: int = 0
+    optimistic_fanout: int = setting(0, Number(at_least=0, whole=True))
 
     def __post_init__(self) -> None:
         from agora.master.allocator.policies import OFFER_POLICIES
         from agora.master.allocator.sorters import check_sorter_name
 
+        check_settings(self)  # each number's bounds, as MasterConfig and AgentConfig do
         check_sorter_name("role_sorter", self.role_sorter)
         check_sorter_name("framework_sorter", self.framework_sorter)
         fanout = self.optimistic_fanout
-        if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout < 0:
-            raise ValueError(f"optimistic_fanout must be a whole number >= 0, got {fanout!r}")
         mode = self.offer_mode
         if mode is None:
             mode = "optimistic" if fanout > 0 else "pessimistic"
@@ -71,14 +74,6 @@ class AllocatorConfig:
         if mode == "pessimistic" and fanout > 0:
             raise ValueError("optimistic_fanout is for optimistic offers; leave it 0 here")
         object.__setattr__(self, "offer_mode", mode)
-        refuse = self.default_refuse_seconds
-        if (
-            isinstance(refuse, bool)
-            or not isinstance(refuse, int | float)
-            or math.isnan(refuse)
-            or refuse < 0
-        ):
-            raise ValueError(f"default_refuse_seconds must be a number >= 0, got {refuse!r}")
         mins = self.min_allocatable
         if isinstance(mins, str):
             mins = tuple(Resources.parse(part) for part in mins.split("|") if part.strip())

@@ -81,3 +81,11 @@ def test_master_rejects_bad_flags_with_exit_2():
     assert out.returncode == 2 and "agent-timeout" in out.stderr
     out = agora("master", "--port", "0", "--role-sorter", "nope")
     assert out.returncode == 2 and "nope" in out.stderr
+    # Each flag checks its own bounds (MasterConfig's field metadata) before anything starts.
+    for flag, value, says in (
+        ("--optimistic-fanout", "-7", "must be at least 1, got -7"),
+        ("--allocation-batch", "nan", "must be 0 or more seconds, got nan"),
+        ("--max-send-queue", "5.5", "'5.5' is not a whole number"),
+    ):
+        out = agora("master", "--port", "0", flag, value)
+        assert out.returncode == 2 and f"argument {flag}: {says}" in out.stderr, out.stderr
