@@ -5,11 +5,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import math
 import os
-import re
 import socket
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -17,6 +14,7 @@ import structlog
 
 from agora.agent import native_wrapper, task_namespaces
 from agora.agent.checkpoint import WorkDir
+from agora.agent.config import AgentConfig
 from agora.agent.containers import Containers
 from agora.agent.file_access import SandboxAccess
 from agora.agent.files_service import AgentFilesService
@@ -28,22 +26,16 @@ from agora.agent.link import MasterLink
 from agora.agent.metrics import AgentMetrics
 from agora.agent.resources_detect import detect_resources
 from agora.agent.sandbox_watch import (
-    DEFAULT_GC_DELAY,
-    DEFAULT_GC_HEADROOM,
-    DEFAULT_INTERVAL,
-    DEFAULT_MAX_LOG_BYTES,
     SandboxWatch,
 )
 from agora.agent.status_updates import StatusUpdateManager
 from agora.agent.task_env import base_environment
-from agora.agent.task_manager import DEFAULT_KILL_GRACE, TaskManager, is_terminal
+from agora.agent.task_manager import TaskManager, is_terminal
 from agora.agent.usage import usage_report
 from agora.common import Resources, attributes_to_proto
 from agora.common.acls import AclError, load_acls
 from agora.common.addresses import source_address_towards
 from agora.common.credentials import (
-    INSECURE,
-    Credentials,
     check_listen,
     is_loopback,
     reload_certificate_said,
@@ -58,120 +50,6 @@ from agora.v1 import agent_link_pb2, agent_pb2, agent_pb2_grpc, common_pb2
 log = structlog.get_logger(__name__)
 
 VERSION = "0.1.0"
-
-
-# Enough for a build's `make -j` or a JVM's threads; a fork bomb is stopped long before the
-# host's own limit (pid_max, 4 million on 64-bit Linux).
-DEFAULT_TASK_PIDS_MAX = 1024
-
-
-@dataclass
-class AgentConfig:
-    master: str  # the master: "host:port", a list of them, or zk://... (common/masters)
-    # Where the Agent service listens; None: the address this machine reaches the master
-    # from (so what the agent advertises is what the master's side can reach).
-    host: str | None = "127.0.0.1"
-    port: int = 5051  # 0 picks a free port
-    resources: Resources | None = None  # None: detect with Mesos' rules
-    attributes: dict[str, str] = field(default_factory=dict)
-    work_dir: Path = Path("agora-agent")
-    advertise_ip: str | None = None  # the IP others use to reach this agent
-    hostname: str | None = None  # None: socket.gethostname()
-    # Used until the master states its own interval in Registered.
-    heartbeat_interval: float = 5.0
-    reconnect_backoff_initial: float = 0.2
-    # Doubling to 10 s (each wait drawn from the upper half of its band, so agents cut off
-    # together do not arrive all at once): a master down for a moment is back within about as
-    # long again, and one that is gone or refuses the agent is not dialled every half second.
-    reconnect_backoff_max: float = 10.0
-    update_backoff_initial: float = 0.5
-    update_backoff_max: float = 10.0
-    default_kill_grace: float = DEFAULT_KILL_GRACE
-    # Put each task in cgroups limiting its memory (and weighting its CPU) where the host
-    # lets the agent create them; otherwise tasks get process-group isolation only.
-    cgroups: bool = True
-    # Also cap each task's CPU at its cpus with a CFS quota (Mesos' --cgroups_enable_cfs).
-    cpu_hard_limit: bool = False
-    # Processes and threads a task may have at once (the pids cgroup); 0: no bound. A fork bomb
-    # stops there instead of at the host's limit.
-    task_pids_max: int = DEFAULT_TASK_PIDS_MAX
-    # Prometheus metrics at http://host:metrics_port/metrics; None: not served.
-    metrics_port: int | None = None
-    # How often running tasks' usage is sampled for the metrics (seconds).
-    usage_interval: float = 5.0
-    # Every this many seconds the sandboxes are checked: disk limits, log rotation.
-    sandbox_watch_interval: float = DEFAULT_INTERVAL
-    # stdout and stderr are rotated past this size (copied to stdout.1, emptied).
-    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
-    # Kill a task whose sandbox outgrows its `disk` resource (Mesos' disk/du isolator).
-    enforce_disk: bool = True
-    # Completed tasks' sandboxes are removed this long after (Mesos' --gc_delay), sooner as
-    # the disk fills past 1 - gc_disk_headroom (sandbox_watch.gc_delay_now).
-    gc_delay: float = DEFAULT_GC_DELAY
-    gc_disk_headroom: float = DEFAULT_GC_HEADROOM
-    # Mutual TLS to the master and on the Agent service (and HTTPS for metrics) when secure.
-    credentials: Credentials = INSECURE
-    # Listen beyond loopback without TLS anyway (the operator said --insecure).
-    insecure: bool = False
-    # Completed task runs remembered (their records; sandboxes go by gc_delay).
-    max_completed_tasks: int = 1000
-    # ACLs (the master's file format); their read_sandboxes rules govern the file API here
-    # (agent/file_access.py). None: every caller may read.
-    acls_path: Path | None = None
-    # Variables of the agent's environment that tasks get too (agent/task_env.py); nothing
-    # else of it reaches a task.
-    task_env: tuple[str, ...] = ()
-    # The OCI runtime that runs tasks from images (agent/containers.py); None: runc on PATH.
-    container_runtime: str | None = None
-    # NVIDIA GPUs to offer, as device indices "0,1" (agent/gpus.py); None: those found.
-    gpus: str | None = None
-    # Every plain task in pid, mount, ipc and uts namespaces of its own, with its own /proc, a
-    # private /tmp and the other sandboxes hidden (agent/task_wrapper.c, --ns): True insists,
-    # False never, None where the host allows it (agent/task_namespaces.py).
-    task_namespaces: bool | None = None
-
-    def validate(self) -> None:
-        """Raises ValueError naming the bad field and what to write instead, as
-        MasterConfig.validate does (the command line checks its flags before this)."""
-        for name in ("port", "metrics_port"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= 65535:
-                raise ValueError(f"{name} must be in 0-65535, got {value}")
-        if self.task_pids_max < 0:
-            raise ValueError(
-                f"task_pids_max must be 0 (no bound) or more, got {self.task_pids_max}"
-            )
-        for name in self.task_env:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"task_env: {name!r} is not a variable name (e.g. http_proxy)")
-        for name in (
-            "heartbeat_interval",
-            "reconnect_backoff_initial",
-            "reconnect_backoff_max",
-            "update_backoff_initial",
-            "update_backoff_max",
-            "usage_interval",
-            "sandbox_watch_interval",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
-        for name in ("default_kill_grace", "gc_delay"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be 0 or more seconds, got {value}")
-        if not 0 <= self.gc_disk_headroom <= 1:
-            raise ValueError(
-                f"gc_disk_headroom must be a fraction between 0 and 1, got {self.gc_disk_headroom}"
-            )
-        for name in ("max_log_bytes", "max_completed_tasks"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.reconnect_backoff_max < self.reconnect_backoff_initial:
-            raise ValueError(
-                f"reconnect_backoff_max ({self.reconnect_backoff_max}) must not be below "
-                f"reconnect_backoff_initial ({self.reconnect_backoff_initial})"
-            )
 
 
 class AgentDaemon:
@@ -237,8 +115,8 @@ class AgentDaemon:
         self.updates = StatusUpdateManager(
             self.work.updates_log,
             self._send_update,
-            initial_backoff=config.update_backoff_initial,
-            max_backoff=config.update_backoff_max,
+            initial_backoff=config.update_backoff_initial_seconds,
+            max_backoff=config.update_backoff_max_seconds,
         )
         base_env = base_environment(config.task_env)
         self.health = HealthCheckManager(
@@ -261,7 +139,7 @@ class AgentDaemon:
             self.work,
             self._emit,
             lambda: self.agent_id,
-            default_kill_grace=config.default_kill_grace,
+            default_kill_grace=config.default_kill_grace_seconds,
             isolator=self.isolator,
             cpu_hard_limit=config.cpu_hard_limit,
             pids_max=config.task_pids_max or None,
@@ -275,9 +153,9 @@ class AgentDaemon:
         self.link = MasterLink(
             config.master,
             self,
-            backoff_initial=config.reconnect_backoff_initial,
-            backoff_max=config.reconnect_backoff_max,
-            default_heartbeat=config.heartbeat_interval,
+            backoff_initial=config.reconnect_backoff_initial_seconds,
+            backoff_max=config.reconnect_backoff_max_seconds,
+            default_heartbeat=config.heartbeat_interval_seconds,
             credentials=config.credentials,
         )
         self._server: grpc.aio.Server | None = None
@@ -287,11 +165,11 @@ class AgentDaemon:
         self._usage_task: asyncio.Task | None = None
         self.sandbox_watch = SandboxWatch(
             self.tasks,
-            config.sandbox_watch_interval,
+            config.sandbox_watch_interval_seconds,
             config.max_log_bytes,
             config.enforce_disk,
             work_dir=self.work.root,
-            gc_delay=config.gc_delay,
+            gc_delay=config.gc_delay_seconds,
             gc_headroom=config.gc_disk_headroom,
         )
         self._watch_task: asyncio.Task | None = None
@@ -388,7 +266,7 @@ class AgentDaemon:
             ]
             # Off the loop: usage reads /proc or cgroups and walks sandboxes.
             self._usage = await asyncio.to_thread(usage_report, running)
-            await asyncio.sleep(self.config.usage_interval)
+            await asyncio.sleep(self.config.usage_interval_seconds)
 
     def _drop_updates_of_unknown_runs(self, pending) -> None:
         """Forgets non-terminal updates of tasks with no run record.

@@ -36,10 +36,10 @@ def config(master: FakeMaster, work_dir) -> AgentConfig:
         work_dir=work_dir,
         resources=Resources.parse("cpus:8;mem:4096;disk:100;ports:[31000-31009]"),
         cgroups=False,
-        reconnect_backoff_initial=0.05,
-        reconnect_backoff_max=0.5,
-        update_backoff_initial=0.2,
-        update_backoff_max=1.0,
+        reconnect_backoff_initial_seconds=0.05,
+        reconnect_backoff_max_seconds=0.5,
+        update_backoff_initial_seconds=0.2,
+        update_backoff_max_seconds=1.0,
     )
 
 

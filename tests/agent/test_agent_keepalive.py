@@ -27,8 +27,8 @@ async def test_the_agent_stays_with_a_quiet_master_and_leaves_a_stopped_one(tmp_
             port=0,
             resources=Resources.parse("cpus:1;mem:256"),
             work_dir=tmp_path / "agent",
-            reconnect_backoff_initial=0.05,
-            reconnect_backoff_max=0.5,
+            reconnect_backoff_initial_seconds=0.05,
+            reconnect_backoff_max_seconds=0.5,
         )
     )
     try:

@@ -33,8 +33,8 @@ def config(master: FakeMaster, tmp_path: Path) -> AgentConfig:
         work_dir=tmp_path / "agent",
         resources=Resources.parse("cpus:2;mem:1024;disk:1024"),
         hostname="host-a",
-        reconnect_backoff_initial=0.05,
-        reconnect_backoff_max=0.5,
+        reconnect_backoff_initial_seconds=0.05,
+        reconnect_backoff_max_seconds=0.5,
     )
 
 

@@ -33,8 +33,8 @@ def config(master: FakeMaster, work_dir, gc_delay: float) -> AgentConfig:
         work_dir=work_dir,
         resources=Resources.parse("cpus:8;mem:4096;disk:100"),
         cgroups=False,
-        sandbox_watch_interval=0.2,
-        gc_delay=gc_delay,
+        sandbox_watch_interval_seconds=0.2,
+        gc_delay_seconds=gc_delay,
         gc_disk_headroom=0.0,
     )
 

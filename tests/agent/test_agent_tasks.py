@@ -45,10 +45,10 @@ class Agents:
             resources=Resources.parse("cpus:2;mem:1024;disk:2048;ports:[31000-31009]"),
             attributes={"rack": "r1", "zone": "z1"},
             hostname="host-a",
-            reconnect_backoff_initial=0.05,
-            reconnect_backoff_max=0.5,
-            update_backoff_initial=0.2,
-            update_backoff_max=1.0,
+            reconnect_backoff_initial_seconds=0.05,
+            reconnect_backoff_max_seconds=0.5,
+            update_backoff_initial_seconds=0.2,
+            update_backoff_max_seconds=1.0,
         )
         values.update(overrides)
         return AgentConfig(**values)
@@ -300,7 +300,7 @@ async def test_same_task_id_twice_gets_a_fresh_sandbox(master, agents):
 
 async def test_resends_at_once_after_reconnecting(master, agents):
     master.auto_ack = False
-    await agents.start(update_backoff_initial=30.0, update_backoff_max=30.0)
+    await agents.start(update_backoff_initial_seconds=30.0, update_backoff_max_seconds=30.0)
     await registered(master)
     master.run_task(FW, shell_task("x", "true"))
     await eventually_async(lambda: master.states("x") == [S.TASK_STARTING])
@@ -652,7 +652,7 @@ async def test_usage_reports_cpu_memory_and_disk_of_running_tasks(master, agents
 async def test_a_real_prometheus_scrapes_the_agents_tasks_and_usage(master, agents, tmp_path):
     from prometheus import Prometheus
 
-    daemon = await agents.start(metrics_port=0, usage_interval=0.2)
+    daemon = await agents.start(metrics_port=0, usage_interval_seconds=0.2)
     await registered(master)
     for task_id in ("a", "b"):
         master.run_task(FW, shell_task(task_id, "sleep 60"))
@@ -688,7 +688,7 @@ async def test_a_real_prometheus_scrapes_the_agents_tasks_and_usage(master, agen
 
 
 async def test_a_task_over_its_disk_allocation_fails_saying_so(master, agents):
-    await agents.start(sandbox_watch_interval=0.2)
+    await agents.start(sandbox_watch_interval_seconds=0.2)
     await registered(master)
     hog = shell_task("hog", "head -c 3000000 /dev/zero > big; sleep 60")
     hog.resources.append(
@@ -733,7 +733,7 @@ async def test_a_task_writing_far_past_its_disk_is_stopped_soon_after_crossing_i
 
 
 async def test_task_logs_are_rotated_past_the_size_the_operator_sets(master, agents):
-    daemon = await agents.start(sandbox_watch_interval=0.2, max_log_bytes=100_000)
+    daemon = await agents.start(sandbox_watch_interval_seconds=0.2, max_log_bytes=100_000)
     await registered(master)
     master.run_task(FW, shell_task("chatty", "head -c 300000 /dev/zero | tr '\\\\0' x; sleep 60"))
     await eventually_async(lambda: S.TASK_RUNNING in master.states("chatty"))

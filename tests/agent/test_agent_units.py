@@ -471,14 +471,17 @@ def test_a_run_whose_wrapper_never_started_fails_on_recovery_and_its_cgroups_go(
 @pytest.mark.parametrize(
     "field, value, says",
     [
-        ("port", 70000, "port must be in 0-65535"),
-        ("metrics_port", -1, "metrics_port must be in 0-65535"),
-        ("heartbeat_interval", 0.0, "heartbeat_interval must be a positive number"),
-        ("usage_interval", float("nan"), "usage_interval must be a positive number"),
-        ("gc_delay", -1.0, "gc_delay must be 0 or more seconds"),
+        ("port", 70000, "port must be a whole number between 0 and 65535, got 70000"),
+        ("metrics_port", -1, "metrics_port must be a whole number between 0 and 65535"),
+        ("heartbeat_interval_seconds", 0.0, "heartbeat_interval_seconds must be a positive"),
+        ("usage_interval_seconds", float("nan"), "usage_interval_seconds must be a positive"),
+        ("gc_delay_seconds", -1.0, "gc_delay_seconds must be 0 or more seconds, got -1.0"),
         ("gc_disk_headroom", 1.5, "gc_disk_headroom must be a fraction between 0 and 1"),
-        ("max_completed_tasks", 0, "max_completed_tasks must be at least 1"),
-        ("reconnect_backoff_max", 0.1, "must not be below reconnect_backoff_initial"),
+        ("max_completed_tasks", 0, "max_completed_tasks must be at least 1, got 0"),
+        ("task_pids_max", 10.5, "task_pids_max must be a whole number"),
+        ("port", "5051", "port must be a whole number between 0 and 65535, got '5051'"),
+        ("reconnect_backoff_max_seconds", 0.1, "must not be below reconnect_backoff_initial"),
+        ("update_backoff_max_seconds", 0.1, "must not be below update_backoff_initial"),
     ],
 )
 def test_agent_config_names_a_bad_field_and_the_daemon_refuses_it(tmp_path, field, value, says):

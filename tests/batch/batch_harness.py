@@ -72,10 +72,10 @@ class BatchCluster:
                     work_dir=self.root / f"agent-{i}",
                     hostname=f"host-{i}",
                     attributes=self.agent_attributes[i] if self.agent_attributes else {},
-                    reconnect_backoff_initial=0.05,
-                    reconnect_backoff_max=0.5,
-                    update_backoff_initial=0.2,
-                    update_backoff_max=1.0,
+                    reconnect_backoff_initial_seconds=0.05,
+                    reconnect_backoff_max_seconds=0.5,
+                    update_backoff_initial_seconds=0.2,
+                    update_backoff_max_seconds=1.0,
                 )
             )
             await agent.start()

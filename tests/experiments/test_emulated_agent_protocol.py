@@ -40,10 +40,10 @@ class RealKind:
                 resources=Resources.parse(RESOURCES),
                 attributes=ATTRIBUTES,
                 hostname="host-a",
-                reconnect_backoff_initial=0.05,
-                reconnect_backoff_max=0.5,
-                update_backoff_initial=update_backoff,
-                update_backoff_max=update_backoff_max,
+                reconnect_backoff_initial_seconds=0.05,
+                reconnect_backoff_max_seconds=0.5,
+                update_backoff_initial_seconds=update_backoff,
+                update_backoff_max_seconds=update_backoff_max,
             )
         )
         await daemon.start()

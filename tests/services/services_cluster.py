@@ -94,11 +94,11 @@ class ServiceCluster:
                     f"cpus:{cpus};mem:{mem};disk:1024;ports:[{first}-{last}]"
                 ),
                 attributes=attributes if attributes is not None else {"rack": f"r{index % 2}"},
-                reconnect_backoff_initial=0.05,
-                reconnect_backoff_max=0.5,
-                update_backoff_initial=0.2,
-                update_backoff_max=1.0,
-                default_kill_grace=1.0,
+                reconnect_backoff_initial_seconds=0.05,
+                reconnect_backoff_max_seconds=0.5,
+                update_backoff_initial_seconds=0.2,
+                update_backoff_max_seconds=1.0,
+                default_kill_grace_seconds=1.0,
             )
         )
         await agent.start()

@@ -45,10 +45,10 @@ async def agent(master, tmp_path):
             work_dir=tmp_path / "agent",
             hostname="host-a",
             resources=Resources.parse(f"cpus:2;mem:1024;ports:[{port}-{port}]"),
-            reconnect_backoff_initial=0.05,
-            reconnect_backoff_max=0.5,
-            update_backoff_initial=0.2,
-            update_backoff_max=1.0,
+            reconnect_backoff_initial_seconds=0.05,
+            reconnect_backoff_max_seconds=0.5,
+            update_backoff_initial_seconds=0.2,
+            update_backoff_max_seconds=1.0,
         )
     )
     await daemon.start()
