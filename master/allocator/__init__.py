@@ -5,6 +5,7 @@ No grpc, no asyncio, no clock: the master passes `now` in and sends the OfferGra
 
 from agora.master.allocator.allocator import GPU_CAPABILITY, Allocator, HoldRefused
 from agora.master.allocator.drf import DRFSorter, dominant_share, scalar_vector
+from agora.master.allocator.eligibility import Visit
 from agora.master.allocator.holds import Hold
 from agora.master.allocator.optimistic import Rival
 from agora.master.allocator.protocol import AllocatorProtocol
@@ -39,6 +40,7 @@ __all__ = [
     "REVOCABLE_CAPABILITY",
     "Rival",
     "Sorter",
+    "Visit",
     "dominant_share",
     "make_sorter",
     "scalar_vector",

@@ -20,6 +20,7 @@ from agora.master.allocator.drf import (
     scalar_vector,
     vector_resources,
 )
+from agora.master.allocator.eligibility import barred
 from agora.master.allocator.filters import DeclineFilters
 from agora.master.allocator.hold_filling import HoldFilling
 from agora.master.allocator.holds import Hold, slots, times
@@ -60,6 +61,10 @@ class _Agent:
         "revocable",
         "revocable_offered",
         "revocable_refused",
+        "visit_at",
+        "visit_free",
+        "visit_offered",
+        "visit_skipped",
     )
 
     def __init__(self, agent_id: str, total: Resources, attributes: Mapping[str, str]) -> None:
@@ -71,9 +76,7 @@ class _Agent:
         self.free: Resources = EMPTY
         self.free_vec: Vector = {}
         self.reserved = False  # free holds reservations: offers need allocatable_to(role)
-        # As in Mesos, an agent with GPUs is kept for frameworks with the GPU_RESOURCES
-        # capability: others would strand its scarce GPUs by taking its CPUs and memory.
-        self.gpus = total.scalar("gpus") > 0
+        self.gpus = total.scalar("gpus") > 0  # the eligibility rule reads it (GPU_AGENT)
         # Optimistic offers outstanding on this agent, which hold nothing: framework_id ->
         # (resources offered, when it was first offered them).
         self.offered: dict[str, tuple[Resources, float]] = {}
@@ -82,6 +85,14 @@ class _Agent:
         self.revocable: dict[str, Resources] = {}
         self.revocable_offered: dict[str, Resources] = {}
         self.revocable_refused: dict[str, float] = {}  # framework_id -> refused until
+        # What the last cycle that offered this agent decided here (eligibility.Visit): when
+        # (None: no cycle yet, or the record was dropped), the free resources it left, whom it
+        # offered, and whom the rule passed over and why. The policies empty and refill the
+        # same list and dict every cycle: a record per agent per cycle allocates nothing.
+        self.visit_at: float | None = None
+        self.visit_free: Resources = EMPTY
+        self.visit_offered: list[str] = []
+        self.visit_skipped: dict[str, str] = {}
 
     def free_for(self, role: str) -> Resources:
         """What is free here for a framework of `role`, before quota caps: the unreserved
@@ -318,7 +329,12 @@ class Allocator:
         """New capabilities, e.g. from a re-subscription after failover."""
         fw = self._frameworks[framework_id]
         fw.capabilities = frozenset(capabilities)
-        fw.gpu = GPU_CAPABILITY in fw.capabilities
+        gpu = GPU_CAPABILITY in fw.capabilities
+        if gpu != fw.gpu:
+            fw.gpu = gpu
+            for agent in self._agents.values():
+                if agent.gpus:
+                    agent.visit_at = None  # it may have been passed over for the capability
         if REVOCABLE_CAPABILITY in fw.capabilities:
             self._revocable_frameworks.add(framework_id)
         else:
@@ -397,6 +413,8 @@ class Allocator:
         if seconds > 0:
             until = now + min(float(seconds), MAX_REFUSE_SECONDS)
             self._filters.add(framework_id, agent_id, until, refused)
+            if (agent := self._agents.get(agent_id)) is not None:
+                agent.visit_at = None  # the last cycle there did not know of this filter
 
     def decline(
         self,
@@ -626,7 +644,11 @@ class Allocator:
                 broken=not left.contains(offered),
             )
             for fid, (offered, since) in agent.offered.items()
-            if fid != framework_id and fid in self._frameworks
+            # A rival the rule now keeps from this agent (its capabilities changed) may not
+            # take what it was offered here: it has no claim to protect.
+            if fid != framework_id
+            and fid in self._frameworks
+            and not barred(self._frameworks[fid].gpu, agent.gpus)
         ]
         return priority_rival(
             dominant_share(after, inv), fairs.get(framework_id, 0.0), rivals, now, grace
@@ -666,7 +688,7 @@ class Allocator:
             )
         fits = 0
         for agent in self._agents.values():
-            if agent.active and (fw.gpu or not agent.gpus):
+            if agent.active and not barred(fw.gpu, agent.gpus):
                 fits += slots(agent.total.unreserved(), size, 1 if distinct else count)
         if fits < count:
             where = "distinct agents" if distinct else "the cluster's agents"

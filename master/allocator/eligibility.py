@@ -13,16 +13,23 @@ only frameworks that may be offered anything); the offer's size (Allocator._role
 to reservations, quota limits and headroom, and drops scraps below the minimum); holds, which
 decline filters and suppression do not stop, on purpose (a hold is its framework's own later
 request for a shape, so like a Revive it outranks its declines), while the GPU rule does.
+`barred` is that part of the rule, which holds whatever is offered: holds collecting, the
+agents a hold could ever fit on, the room preemption may make for a role, and the rivals an
+optimistic Accept must respect all ask it.
 
-"Why no offers" applies the same function to every agent (AllocatorView.judge), so an
-explanation is the decision's own rule, not a second copy of it.
+Every cycle leaves on each agent it offers a `Visit`: whom it offered and why it passed each
+other framework over, as Nomad's AllocMetric records what each filter removed. "Why no offers"
+(AllocatorView.judge) reads that record where one stands, and applies the same function only
+to agents no cycle has decided on since they last changed, so an explanation is the decision's
+own record, not a second copy of it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
-from agora.common import Resources
+from agora.common import EMPTY, Resources
 
 if TYPE_CHECKING:
     from agora.master.allocator.filters import Refusal
@@ -47,3 +54,41 @@ def skip_reason(
     if refusal is not None and refusal.hides(offer, now):
         return FILTERED
     return None
+
+
+def barred(framework_gpu: bool, agent_gpus: bool) -> str | None:
+    """Why a framework may be offered nothing at all on an agent, filters aside (a hold's
+    request or a preemption's demand comes after its declines), or None."""
+    return skip_reason(framework_gpu, agent_gpus, None, EMPTY, 0.0)
+
+
+class Visit(NamedTuple):
+    """What the last cycle that offered an agent decided there (AllocatorView.last_cycle).
+
+    The policies keep it in the agent's own fields (`visit_at`, `visit_free`, `visit_offered`,
+    `visit_skipped`), a list and a dict they empty and refill: one is written for every agent
+    every cycle, and building an object for each would cost the cycle its time and the garbage
+    collector its work. It stands while the agent's free resources are the very object it
+    names: anything freed or taken there since (a recover, an Accept, a hold) makes a new one,
+    a new decline filter on the agent or a framework's change of the GPU capability drops it,
+    and the next cycle writes a fresh one."""
+
+    at: float  # the cycle's `now`
+    free: Resources  # the agent's free resources when the cycle left it
+    offered: tuple[str, ...]  # frameworks offered there, in the order they were
+    skipped: Mapping[str, str]  # framework_id -> the rule's reason to pass it over
+
+    def reason(self, framework_id: str) -> tuple[bool, str | None]:
+        """(whether the cycle decided on the framework here, its reason to pass it over): a
+        framework it offered here has none, even if an earlier stage passed it over."""
+        return recorded(self.offered, self.skipped, framework_id)
+
+
+def recorded(
+    offered: Sequence[str], skipped: Mapping[str, str], framework_id: str
+) -> tuple[bool, str | None]:
+    """Visit.reason, on the fields an agent keeps its visit in."""
+    if framework_id in offered:
+        return True, None
+    why = skipped.get(framework_id)
+    return why is not None, why

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from agora.common import EMPTY, Resources
 from agora.master.allocator.drf import scalar_vector
-from agora.master.allocator.eligibility import skip_reason
+from agora.master.allocator.eligibility import barred
 from agora.master.allocator.holds import slots, times
 from agora.master.allocator.quota import cap_unreserved
 from agora.master.allocator.types import OfferGrant
@@ -40,9 +40,9 @@ class HoldFilling:
                 continue
             if hold.distinct and agent.agent_id in hold.taken:
                 continue
-            free = agent.free.unreserved() if agent.reserved else agent.free
-            if skip_reason(fw.gpu, agent.gpus, None, free, now):
+            if barred(fw.gpu, agent.gpus):
                 continue
+            free = agent.free.unreserved() if agent.reserved else agent.free
             if a._quota_roles:
                 # Quota binds holds as it binds offers: never past the role's limit, and not
                 # into the headroom held back for other roles' guarantees.

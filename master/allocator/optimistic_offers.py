@@ -25,7 +25,8 @@ class OptimisticOffers:
     def offer(self, agent: _Agent, now: float, grants: list[OfferGrant]) -> None:
         """Offers the agent's free resources to at most `fanout` frameworks at once, the first
         in DRF order the eligibility rule lets through; a framework that already holds an
-        offer here is offered only what freed up beyond it."""
+        offer here is offered only what freed up beyond it. Whom it offered and whom it
+        skipped, and why, is left on the agent (eligibility.Visit)."""
         a = self.a
         if not a._fits_min(agent.free_vec):
             return
@@ -36,30 +37,40 @@ class OptimisticOffers:
         unseen = len(holders)  # holders not visited yet (each may need a top-up)
         refused = a._filters.by_agent.get(agent.agent_id) or {}
         agent_id = agent.agent_id
-        for role_name in a._role_sorter.peek_order():
-            role = a._roles[role_name]
-            role_offer, _ = a._role_offer(agent, role, False)
-            if role_offer is None:
-                continue
-            for fid in role.sorter.peek_order():
-                had = holders.get(fid)
-                if had is None and room <= 0:
-                    if unseen <= 0:
-                        return
+        offered, skipped = agent.visit_offered, agent.visit_skipped  # eligibility.Visit
+        offered.clear()
+        skipped.clear()
+        try:
+            for role_name in a._role_sorter.peek_order():
+                role = a._roles[role_name]
+                role_offer, _ = a._role_offer(agent, role, False)
+                if role_offer is None:
                     continue
-                if had is not None:
-                    unseen -= 1
-                extra = role_offer if had is None else beyond(role_offer, had[0])
-                if not extra or not a._fits_min(scalar_vector(extra)):
-                    continue
-                fw = a._frameworks[fid]
-                # The rule judges what this framework would be offered now: its top-up.
-                if skip_reason(fw.gpu, agent.gpus, refused.get(fid), extra, now):
-                    continue
-                if had is None:
-                    room -= 1
-                    holders[fid] = (extra, now)
-                    fw.offered_on.add(agent_id)
-                else:
-                    holders[fid] = (had[0] + extra, had[1])
-                grants.append(OfferGrant(fid, agent_id, extra, exclusive=False))
+                for fid in role.sorter.peek_order():
+                    had = holders.get(fid)
+                    if had is None and room <= 0:
+                        if unseen <= 0:
+                            return
+                        continue
+                    if had is not None:
+                        unseen -= 1
+                    extra = role_offer if had is None else beyond(role_offer, had[0])
+                    if not extra or not a._fits_min(scalar_vector(extra)):
+                        continue
+                    fw = a._frameworks[fid]
+                    # The rule judges what this framework would be offered now: its top-up.
+                    why = skip_reason(fw.gpu, agent.gpus, refused.get(fid), extra, now)
+                    if why is not None:
+                        skipped[fid] = why
+                        continue
+                    if had is None:
+                        room -= 1
+                        holders[fid] = (extra, now)
+                        fw.offered_on.add(agent_id)
+                    else:
+                        holders[fid] = (had[0] + extra, had[1])
+                    offered.append(fid)
+                    grants.append(OfferGrant(fid, agent_id, extra, exclusive=False))
+        finally:
+            agent.visit_at = now
+            agent.visit_free = agent.free

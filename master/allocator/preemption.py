@@ -168,7 +168,7 @@ def plan(
     guarantee_timeout: float,
     fair_share_timeout: float,
     max_victims: int = 100,
-    usable: Mapping[str, Mapping[str, Vector]] | None = None,
+    usable: Mapping[str, Mapping[str, Vector | None]] | None = None,
 ) -> list[Preemption]:
     """The preemptions to carry out now: for each role starved past its timeout (the most
     starved first), the victims on one agent that make room for its next task.
@@ -176,8 +176,11 @@ def plan(
     `free` is each agent's free vector. `usable`, per role, is what of it that role could be
     offered on each agent (its own reservations and unreserved resources, less the headroom
     kept for other roles' guarantees): room another role reserved, or kept for another's
-    guarantee, is no room for it, however free (and lent to revocable tasks) it is. A role
-    missing from `usable` counts all of `free`."""
+    guarantee, is no room for it, however free (and lent to revocable tasks) it is. None for
+    an agent where the role may be offered nothing at all (draining, or barred by the
+    eligibility rule: a GPU agent for a role without a GPU framework): no room, and no task
+    there is stopped for it, as what that frees could never be offered to it. A role missing
+    from `usable` counts all of `free`, and every agent."""
     inverse_total = inverse_totals(total)
     fair = fair_shares(roles.values())
     allocated = {name: dict(r.allocated) for name, r in roles.items()}
@@ -185,10 +188,13 @@ def plan(
 
     def room(role: str, agent_id: str) -> Vector:
         if usable is not None and role in usable:
-            base = usable[role].get(agent_id, {})
+            base = usable[role].get(agent_id, {}) or {}
         else:
             base = free.get(agent_id, {})
         return _add(base, changed.get(agent_id, {}))
+
+    def barred(role: str, agent_id: str) -> bool:
+        return usable is not None and role in usable and usable[role].get(agent_id, {}) is None
 
     agents = set(free) | {a for per in (usable or {}).values() for a in per}
     by_agent: dict[str, list[Candidate]] = {}
@@ -240,6 +246,8 @@ def plan(
         """The agent where the fewest victims (then the least work lost) make room."""
         best: tuple[tuple, str, list[Candidate]] | None = None
         for agent_id, tasks in by_agent.items():
+            if barred(role.role, agent_id):
+                continue
             victims = _victims_on(tasks, role, room(role.role, agent_id), allocated, roles,
                                   fair, inverse_total, reason == PRIORITY)  # fmt: skip
             if victims is None:
@@ -259,7 +267,11 @@ def plan(
         if reason is None:
             continue
         assert role.wants is not None
-        if any(_covers(room(role.role, agent_id), role.wants) for agent_id in agents):
+        if any(
+            _covers(room(role.role, agent_id), role.wants)
+            for agent_id in agents
+            if not barred(role.role, agent_id)
+        ):
             continue  # it fits as things are: the allocator places it, nobody is stopped
         best = best_on(role, reason)
         if best is None and reason != PRIORITY and by_priority(role):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from agora.common import Resources
 from agora.master.allocator.drf import Vector, scalar_vector, vector_resources
-from agora.master.allocator.eligibility import skip_reason
+from agora.master.allocator.eligibility import barred
 from agora.master.allocator.quota import add_into
 from agora.master.allocator.types import OfferGrant
 
@@ -81,7 +81,7 @@ class RevocableOffers:
             if not supply_vec or not a._fits_min(supply_vec):
                 continue
             supply = vector_resources(supply_vec)
-            if skip_reason(fw.gpu, agent.gpus, None, supply, now):
+            if barred(fw.gpu, agent.gpus):
                 continue
             agent.revocable_offered[fid] = supply
             grants.append(OfferGrant(fid, agent.agent_id, supply, exclusive=False, revocable=True))

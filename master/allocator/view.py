@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agora.common import Resources
-from agora.master.allocator.eligibility import skip_reason
+from agora.master.allocator.eligibility import FILTERED, Visit, barred, recorded, skip_reason
 
 if TYPE_CHECKING:
     from agora.master.allocator.allocator import Allocator
@@ -25,9 +25,10 @@ class Judged(NamedTuple):
     plain: Resources  # the same before quota caps
     why: str | None  # the rule's reason to pass the framework over, or None
     until: float | None  # when the framework's decline filter there expires, if it has one
+    decided_at: float | None  # when the cycle whose record `why` is ran; None: judged now
 
 
-__all__ = ["AllocatorView", "Judged"]
+__all__ = ["AllocatorView", "Judged", "Visit"]
 
 
 class AllocatorView:
@@ -81,37 +82,67 @@ class AllocatorView:
             if agent.active
         }
 
-    def preemption_room(self, roles: Iterable[str]) -> dict[str, dict[str, dict]]:
+    def preemption_room(self, roles: Iterable[str]) -> dict[str, dict[str, dict | None]]:
         """For each role named, what it could be offered on each active agent with something
         free now: its own reservations and the unreserved resources, cut to its quota limit and
         less the headroom held back for other roles' guarantees (read only for roles that may
         preempt now). Lent room, free in the books, is in it where the role may be offered it:
         launching there stops the lent tasks at once, so they are stopped before anyone's
-        allocation is. The vectors are the allocator's own where nothing cuts them: read only."""
+        allocation is. The vectors are the allocator's own where nothing cuts them: read only.
+
+        None for an agent where the role may be offered nothing at all, however much is freed:
+        a draining agent, or one where the eligibility rule bars every framework of the role
+        (eligibility.barred: a GPU agent is no room for a role without a GPU framework), so
+        preemption neither counts its room nor stops tasks there for the role. Filters do not
+        bar: what preemption frees is more than a framework declined there."""
         a = self._a
-        out: dict[str, dict[str, dict]] = {}
+        out: dict[str, dict[str, dict | None]] = {}
         for name in roles:
             role = a._roles.get(name)
             if role is None:
                 continue
             # The caps (quota limit, others' headroom) are the role's, the same on every agent.
             caps = a._caps(role, False) if a._quota_roles else {}
-            out[name] = {
-                agent.agent_id: a._role_offer(agent, role, False, caps)[1]
-                for agent in a._agents.values()
-                if agent.active and agent.free
+            # The rule's answer, filters aside, depends on whether the agent has GPUs only: ask
+            # it once for each kind of agent, of the role's frameworks until one may be offered.
+            # (A role with no framework has nobody to bar: the caller asks for it anyway.)
+            kept = {
+                gpus: bool(role.frameworks)
+                and all(barred(a._frameworks[fid].gpu, gpus) for fid in role.frameworks)
+                for gpus in (False, True)
             }
+            room: dict[str, dict | None] = {}
+            for agent in a._agents.values():
+                if not agent.active or kept[agent.gpus]:
+                    room[agent.agent_id] = None
+                elif agent.free:
+                    room[agent.agent_id] = a._role_offer(agent, role, False, caps)[1]
+            out[name] = room
         return out
 
-    def judge(self, framework_id: str, now: float) -> list[Judged]:
-        """The eligibility rule (eligibility.py) for the framework on every active agent with
-        something free: what its role could be offered there (None: nothing above the minimum
-        once quota caps apply), before the caps, and the rule's reason to pass it over.
+    def last_cycle(self, agent_id: str) -> Visit | None:
+        """What the last cycle that offered the agent decided there (eligibility.Visit), or
+        None; it stands while `visit.free is agent.free` (nothing freed or taken since)."""
+        agent = self._a._agents[agent_id]
+        if agent.visit_at is None:
+            return None
+        offered, skipped = tuple(agent.visit_offered), dict(agent.visit_skipped)
+        return Visit(agent.visit_at, agent.visit_free, offered, skipped)
 
-        It judges the offer of the ordinary stage (pessimistic stage 2, or an optimistic first
-        offer): a role below its guarantee is offered up to the guarantee first, and an
-        optimistic holder only its top-up, so there the decision may weigh a smaller amount
-        against a filter than this explanation does."""
+    def judge(self, framework_id: str, now: float) -> list[Judged]:
+        """The eligibility rule's verdict (eligibility.py) for the framework on every active
+        agent with something free: what its role could be offered there (None: nothing above
+        the minimum once quota caps apply), before the caps, and why the framework is passed
+        over there.
+
+        The verdict is the record of the last cycle on that agent (eligibility.Visit) where it
+        stands and decided on this framework: a decision is explained by what it did. Where it
+        does not (no cycle has offered the agent since its free resources last changed, the
+        cycle did not reach the framework, or the filter it met has expired or was revived),
+        the same rule is applied now, to the offer of the ordinary stage (pessimistic stage 2,
+        or an optimistic first offer): a role below its guarantee is offered up to the
+        guarantee first, and an optimistic holder only its top-up, so there the decision may
+        weigh a smaller amount against a filter than this explanation does."""
         a = self._a
         fw = a._frameworks[framework_id]
         role = a._roles[fw.role]
@@ -123,12 +154,17 @@ class AllocatorView:
             offer = self.role_offer(agent, role)
             plain = self.plain_offer(agent, role)
             refusal = refusals.get(agent.agent_id)
+            until = refusal.until if refusal is not None else None
+            if agent.visit_at is not None and agent.visit_free is agent.free:  # it stands
+                decided, why = recorded(agent.visit_offered, agent.visit_skipped, framework_id)
+                if decided and (why != FILTERED or refusal is not None):
+                    out.append(Judged(agent, offer, plain, why, until, agent.visit_at))
+                    continue
             # Without an offer a filter hides nothing: it is the caps or the scraps that do.
             why = skip_reason(
                 fw.gpu, agent.gpus, refusal if offer is not None else None, offer or plain, now
             )
-            until = refusal.until if refusal is not None else None
-            out.append(Judged(agent, offer, plain, why, until))
+            out.append(Judged(agent, offer, plain, why, until, None))
         return out
 
     def consumption(self, role) -> Mapping[str, float]:

@@ -7,7 +7,10 @@ free = total on every agent, an optimistic offer never more than is free and nev
 frameworks at once than the fanout, nothing beyond a quota limit, reservations only to their
 role, GPU agents only to GPU frameworks, no offer through a filter (one contained in what its
 framework refused) or to a suppressed or inactive framework (a met hold excepted: filters and
-suppression do not stop holds); and DRF's progressive filling with equal weights.
+suppression do not stop holds); that the record each cycle leaves on an agent (whom it offered,
+whom the eligibility rule passed over and why) is the decision it made, and that "why no
+offers" tells a framework the record says was filtered so; and DRF's progressive filling with
+equal weights.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from agora.master.allocator import (
     HoldRefused,
     sorter_names,
 )
+from agora.master.allocator.eligibility import FILTERED, GPU_AGENT
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROLES = [UNRESERVED, "r1", "r2"]
@@ -162,6 +166,39 @@ class Model:
                         consumed += res.scalar("cpus", UNRESERVED)
             assert consumed <= self.limit_r1 + 1e-6, "offered beyond the quota limit"
 
+    def allocate(self, agent_ids=None):
+        """One cycle, its grants checked, and the record it left on each agent checked
+        against the grants and what the model knows."""
+        view = self.alloc.view()
+        before = {agent: view.last_cycle(agent) for agent in self.agents}
+        grants = self.alloc.allocate(self.now, agent_ids)
+        self.check_grants(grants)
+        for g in grants:
+            if not g.hold_id:  # a hold's grants come from the hold stage, not the policy
+                visit = view.last_cycle(g.agent_id)
+                assert visit is not None and g.framework_id in visit.offered, "not recorded"
+        for agent in self.agents:
+            visit = view.last_cycle(agent)
+            if visit is None or visit == before[agent]:
+                continue  # not visited by this cycle (or visited to the same end)
+            assert visit.at == self.now and visit.free is self.alloc.free(agent)
+            offered_here = {g.framework_id for g in grants if g.agent_id == agent}
+            assert set(visit.offered) <= offered_here
+            gpus = self.totals[agent].scalar("gpus") > 0
+            for fid, why in visit.skipped.items():
+                # The rule sees only the frameworks the sorters yield.
+                assert fid in self.present and fid not in self.suppressed | self.inactive
+                if why == GPU_AGENT:
+                    assert gpus and not self.frameworks[fid][1]
+                else:
+                    assert why == FILTERED
+                    until, _ = self.filters.get((fid, agent), (-1.0, None))
+                    assert until > self.now, "recorded as filtered without a filter"
+                    if fid not in visit.offered and self.alloc.free(agent):
+                        reasons = self.alloc.explain(fid, self.now)
+                        assert any(r.startswith("filtered on") for r in reasons), reasons
+        self.rescind_unsatisfiable()
+
     def check_conservation(self):
         for agent in self.agents:
             allocs = self.alloc.agent_allocations(agent)
@@ -177,11 +214,9 @@ class Model:
         fids = sorted(self.frameworks)
         names = sorted(self.totals)
         if kind == "allocate":
-            self.check_grants(alloc.allocate(self.now))
-            self.rescind_unsatisfiable()
+            self.allocate()
         elif kind == "allocate_one":
-            self.check_grants(alloc.allocate(self.now, [names[args[0] % len(names)]]))
-            self.rescind_unsatisfiable()
+            self.allocate([names[args[0] % len(names)]])
         elif kind == "recover":
             pairs = [(a, f) for a in sorted(self.agents) for f, r in self.held[a].items() if r]
             if not pairs:
@@ -318,7 +353,7 @@ def test_safety_over_random_event_sequences(
     for event in events:
         model.step(event)
         model.check_conservation()
-    model.check_grants(alloc.allocate(model.now))  # a last cycle settles everything
+    model.allocate()  # a last cycle settles everything
     model.check_conservation()
 
 
