@@ -888,6 +888,144 @@ def _build_throughput(args: argparse.Namespace) -> Runner:
     return lambda out, command: throughput.run(cfg, out, command, quiet)
 
 
+def _decision_times(text: str) -> list[float]:
+    try:
+        values = [float(x.rstrip("s")) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write seconds, e.g. 0.01,0.1,1,10") from None
+    if not values or min(values) < 0 or any(v != v for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more times >= 0 s")
+    return values
+
+
+def _simulate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="a trace file (JSON Lines, experiments/simulate/trace.py documents it); "
+        "default: generate one shaped like Google's cluster traces",
+    )
+    p.add_argument("--write-trace", type=Path, default=None, help="keep the generated trace here")
+    p.add_argument("--agents", type=int, default=100, help="generated trace: agents (100)")
+    p.add_argument(
+        "--agent-resources",
+        default="cpus:8;mem:32768",
+        help="generated trace: each agent (default cpus:8;mem:32768)",
+    )
+    p.add_argument(
+        "--hours", type=_positive, default=1.0, help="generated trace: its length (default 1 h)"
+    )
+    p.add_argument(
+        "--load",
+        type=_positive,
+        default=0.7,
+        help="generated trace: CPU-seconds asked for / the cluster's (default 0.7)",
+    )
+    p.add_argument(
+        "--service-share",
+        type=_fraction,
+        default=0.6,
+        help="generated trace: the service jobs' part of the load (default 0.6)",
+    )
+    p.add_argument(
+        "--duration-scale",
+        type=_positive,
+        default=1.0,
+        help="generated trace: every duration times this, to compress a long shape (1)",
+    )
+    p.add_argument("--seed", type=int, default=1, help="generated trace: its seed (1)")
+    p.add_argument(
+        "--modes",
+        default="pessimistic,optimistic,interval",
+        help="offer modes to compare: pessimistic (Agora's default), optimistic, interval "
+        "(Mesos' 1 s timer) (default: all three)",
+    )
+    p.add_argument(
+        "--decision-times",
+        type=_decision_times,
+        default=[0.01, 0.1, 1.0, 10.0],
+        help="the swept framework's seconds per job decision (default 0.01,0.1,1,10)",
+    )
+    p.add_argument(
+        "--swept-role", default="service", help="whose decision time is swept (default service)"
+    )
+    p.add_argument(
+        "--job-decision",
+        type=float,
+        default=0.005,
+        help="the other frameworks' seconds per job decision (default 0.005)",
+    )
+    p.add_argument(
+        "--task-decision",
+        type=float,
+        default=0.0005,
+        help="every framework's seconds per task placed (default 0.0005)",
+    )
+    p.add_argument(
+        "--latency",
+        type=float,
+        default=0.001,
+        help="seconds of one message between master and framework (default 0.001)",
+    )
+
+
+def _build_simulate(args: argparse.Namespace) -> Runner:
+    from agora.common import Resources
+    from agora.experiments.simulate.engine import MODES, SimConfig
+    from agora.experiments.simulate.generator import Shape
+    from agora.experiments.simulate.run import SimulateConfig, run
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - set(MODES):
+        raise ExperimentError(f"--modes {args.modes!r}: use some of {', '.join(MODES)}")
+    for flag, value in (
+        ("--job-decision", args.job_decision),
+        ("--task-decision", args.task_decision),
+        ("--latency", args.latency),
+    ):
+        if not value >= 0:
+            raise ExperimentError(f"{flag} must be 0 or more seconds, got {value}")
+    try:
+        agent = Resources.parse(args.agent_resources)
+        shape = Shape(
+            agents=args.agents,
+            agent_cpus=agent.scalar("cpus"),
+            agent_mem=agent.scalar("mem"),
+            seconds=args.seconds or args.hours * 3600,
+            load=args.load,
+            service_share=args.service_share,
+            duration_scale=args.duration_scale,
+            seed=args.seed,
+        )
+    except ValueError as e:
+        raise ExperimentError(f"--agents / --agent-resources / --hours / --load: {e}") from None
+    cfg = SimulateConfig(
+        trace=args.trace,
+        shape=shape,
+        write_trace=args.write_trace,
+        modes=modes,
+        decision_times=args.decision_times,
+        swept_role=args.swept_role,
+        sim=SimConfig(
+            latency_seconds=args.latency,
+            job_decision=args.job_decision,
+            task_decision=args.task_decision,
+        ),
+    )
+    quiet = args.quiet
+
+    async def runner(out: Path, command: list[str]) -> Results:
+        from agora.experiments.simulate.trace import TraceError
+
+        try:
+            return await run(cfg, out, command, quiet)
+        except (TraceError, ValueError) as e:
+            raise ExperimentError(str(e)) from None
+
+    return runner
+
+
 def _trace(path: Path | None):
     from agora.experiments.load import load_trace
 
@@ -1039,6 +1177,21 @@ EXPERIMENTS: dict[str, Experiment] = {
             build=_build_throughput,
             full=("--tasks", "1000", "--single", "50", "--work-dir", "/dev/shm"),
             quick=("--tasks", "200", "--single", "10"),
+        ),
+        Experiment(
+            name="simulate",
+            help="a workload trace through the real allocator on a virtual clock: offer "
+            "modes side by side on Omega's axes, no network, no processes",
+            description="Replays a trace (--trace FILE, or one generated with the shape of "
+            "Google's cluster traces) through the master's real allocator and the batch "
+            "framework's real planner on a virtual clock, in each offer mode (pessimistic, "
+            "optimistic, Mesos' interval) and for each decision time of the swept framework. "
+            "Reports utilisation, job wait by size class, each role's dominant share against "
+            "the DRF optimum, offers and cycles per second and the allocator's CPU per cycle.",
+            add_arguments=_simulate_arguments,
+            build=_build_simulate,
+            full=("--agents", "1000", "--hours", "6"),
+            quick=("--agents", "50", "--hours", "0.25", "--decision-times", "0.01,10"),
         ),
     )
 }

@@ -87,6 +87,7 @@ def loaded(modules: list[str], packages: tuple[str, ...]) -> list[str]:
         (["cluster", "agents", "--help"], "--json"),
         (["app", "put", "--help"], "usage: agora app put"),
         (["task", "logs", "--help"], "usage: agora task logs"),
+        (["bench", "allocator", "--help"], "--frameworks"),
     ],
 )
 def test_help_loads_no_daemon_and_no_grpc(args, expected):
@@ -168,3 +169,10 @@ def test_only_the_chosen_job_action_is_built_in_full():
     listed = run_agora("job", "--help")[0].stdout
     for action in ("submit", "hold", "requeue", "schedule", "unschedule", "history", "owners"):
         assert action in listed
+
+
+def test_bench_help_names_the_agents_the_bench_builds():
+    from agora.cli import bench_cmd
+    from agora.experiments import bench
+
+    assert bench_cmd.AGENT_RESOURCES == bench.AGENT_RESOURCES

@@ -1,0 +1,420 @@
+"""The simulation: the master's real allocator and the batch framework's real planner, on a
+virtual clock, over a trace. No network, no processes, no threads.
+
+What is real and what is modelled:
+
+- real: `Allocator` (DRF sorters, decline filters, offer policies pessimistic and optimistic,
+  minimum allocatable), `AllocationTiming` (when the event-driven master allocates and over
+  which agents), the batch framework's queue order and placement (queue.py here);
+- modelled, with the defaults of the real daemons: one message between master and framework
+  takes `latency_seconds`; a framework decides a round of offers in `job_decision` per job it
+  places plus `task_decision` per task (Omega's t_job and t_task), one round at a time; a
+  task runs exactly its trace duration from the moment its Accept reaches the master; the
+  framework declines what it cannot use with the batch framework's filter (5 s), suppresses
+  offers when nothing waits and revives when a job arrives; an optimistic Accept commits as
+  the master's OfferCycle.take does (its tasks must still fit what is free) or conflicts.
+
+Each role of the trace is one framework (its id is the role's name).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from agora.common import Resources
+from agora.experiments.simulate.clock import VirtualClock
+from agora.experiments.simulate.metrics import Recorder
+from agora.experiments.simulate.queue import Placed, TraceQueue, scalars, shape_of
+from agora.experiments.simulate.trace import Trace
+from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
+from agora.master.allocation_timing import AllocationTiming
+from agora.master.allocator import Allocator
+from agora.master.allocator.types import AllocatorConfig, OfferGrant
+from agora.v1 import common_pb2
+
+__all__ = ["MODES", "SimConfig", "Simulation"]
+
+# The offer modes side by side: (offer policy, allocation cadence).
+MODES = {
+    "pessimistic": ("pessimistic", "event"),  # Agora's default
+    "optimistic": ("optimistic", "event"),
+    "interval": ("pessimistic", "interval"),  # Mesos: one cycle per second on a timer
+}
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    mode: str = "pessimistic"  # a key of MODES
+    interval_seconds: float = 1.0  # interval mode's period; the event mode's full sweep
+    batch_seconds: float = 0.002  # the event-driven master's batching window (its default)
+    optimistic_fanout: int = 2  # optimistic mode: frameworks offered the same resources
+    latency_seconds: float = 0.001  # one message, master <-> framework
+    job_decision: float = 0.005  # seconds a framework thinks per job it places in a round
+    task_decision: float = 0.0005  # and per task
+    # Per role, a job decision time of its own (the swept one, on Omega's axes).
+    role_job_decision: dict[str, float] = field(default_factory=dict)
+    sample_seconds: float = 0.0  # fairness and utilisation samples (0: 200 over the trace)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r} is not one of: {', '.join(MODES)}")
+
+
+@dataclass
+class _Offer:
+    grant: OfferGrant
+    offer_id: str
+    rescinded: bool = False
+
+    def proto(self) -> common_pb2.Offer:
+        """The Offer the planner reads; made only for offers that may fit a waiting task."""
+        grant = self.grant
+        return common_pb2.Offer(
+            offer_id=self.offer_id,
+            framework_id=grant.framework_id,
+            agent_id=grant.agent_id,
+            hostname=grant.agent_id,
+            resources=grant.resources.to_proto(),
+        )
+
+
+class _Framework:
+    """One role's framework: its queue, the offers in hand and whether it is deciding."""
+
+    def __init__(self, role: str, job_decision: float) -> None:
+        self.role = role
+        self.queue = TraceQueue(role)
+        self.job_decision = job_decision
+        self.inbox: dict[str, _Offer] = {}
+        self.deciding = False
+        self.suppressed = True
+        self.reviving = False
+
+
+class Simulation:
+    def __init__(self, trace: Trace, config: SimConfig) -> None:
+        self.trace, self.config = trace, config
+        policy, self.cadence = MODES[config.mode]
+        fanout = config.optimistic_fanout if policy == "optimistic" else 0
+        self.alloc = Allocator(
+            AllocatorConfig(
+                offer_mode=policy,
+                optimistic_fanout=fanout,
+                default_refuse_seconds=DECLINE_REFUSE_SECONDS,
+            )
+        )
+        self.clock = VirtualClock()
+        cluster = trace.cluster
+        self.total = scalars(cluster.agent)
+        self.capacity = {r: amount * cluster.agents for r, amount in cluster.agent.items()}
+        self.recorder = Recorder(self.capacity, list(cluster.roles))
+        self.frameworks: dict[str, _Framework] = {}
+        for role, weight in cluster.roles.items():
+            self.alloc.set_weight(role, weight)
+            self.alloc.add_framework(role, role=role, suppressed=True)
+            decision = config.role_job_decision.get(role, config.job_decision)
+            self.frameworks[role] = _Framework(role, decision)
+        self.agent_ids = [f"agent-{i:06d}" for i in range(cluster.agents)]
+        for agent_id in self.agent_ids:
+            self.alloc.add_agent(agent_id, self.total)
+        self.timing = AllocationTiming(config.batch_seconds, config.interval_seconds, 0.0)
+        self._changed: set[str] | None = set()
+        self._cycle_due: float | None = None
+        self._timer_due: float | None = None
+        self._offer_ids = 0
+        self._templates: dict[str, common_pb2.Offer] = {}
+        self.running_tasks = 0
+
+    # --- running -------------------------------------------------------------------------
+
+    def run(self, progress: Callable[[float], None] | None = None) -> Recorder:
+        """Replays the trace; returns the recorder, read up to the trace's end."""
+        seconds = self.trace.cluster.seconds
+        for job in self.trace.jobs:
+            self.clock.at(job.at, partial(self._arrive, job))
+        step = self.config.sample_seconds or seconds / 200
+        t = 0.0
+        while t <= seconds:
+            self.clock.at(t, self._sample)
+            t += step
+        if self.cadence == "interval":
+            self.clock.at(self.config.interval_seconds, self._periodic)
+        else:
+            self._set_timer()
+        chunk = max(seconds / 50, 1.0)
+        t = 0.0
+        while t < seconds:
+            t = min(seconds, t + chunk)
+            self.clock.run_until(t)
+            if progress is not None:
+                progress(t)
+        self.recorder.advance(seconds)
+        return self.recorder
+
+    # --- the master's offer loop ------------------------------------------------------------
+
+    def _change(self, agent_id: str | None) -> None:
+        """Something freed resources (agent_id None: any agent may be offerable now)."""
+        if self.cadence == "interval":
+            return  # Mesos' timer ignores changes: the next tick sees them
+        if agent_id is None:
+            self._changed = None
+        elif self._changed is not None:
+            self._changed.add(agent_id)
+        if self._cycle_due is None:
+            now = self.clock.now
+            self._cycle_due = now + self.timing.batch_delay(now)
+            self.clock.at(self._cycle_due, self._cycle)
+
+    def _cycle(self) -> None:
+        self._cycle_due = None
+        now = self.clock.now
+        expired = self.alloc.expire_filters(now)
+        changed, self._changed = self._changed, set()
+        scope = self.timing.scope(now, None if changed is None else sorted(changed), expired)
+        self._allocate(scope)
+        self.timing.cycle_ended(now)
+        self._set_timer()
+
+    def _set_timer(self) -> None:
+        """The master's wait: the next sweep, or a decline filter's expiry if sooner."""
+        now = self.clock.now
+        due = now + self.timing.wait(now, self.alloc.next_wakeup())
+        if self._timer_due is None or due < self._timer_due:
+            self._timer_due = due
+            self.clock.at(due, lambda: self._timer(due))
+
+    def _timer(self, due: float) -> None:
+        if self._timer_due != due:
+            return  # superseded by an earlier one
+        self._timer_due = None
+        if self._cycle_due is None:  # else that cycle expires the filters and re-arms this
+            self._cycle()
+
+    def _periodic(self) -> None:
+        self._allocate(None)
+        self.clock.after(self.config.interval_seconds, self._periodic)
+
+    def _allocate(self, scope: list[str] | None) -> None:
+        now = self.clock.now
+        started = time.process_time()
+        grants = self.alloc.allocate(now, scope)
+        self.recorder.allocate_cpu_seconds += time.process_time() - started
+        self.recorder.cycles += 1
+        if not grants:
+            return
+        self.recorder.offers += len(grants)
+        by_framework: dict[str, list[_Offer]] = {}
+        for grant in grants:
+            by_framework.setdefault(grant.framework_id, []).append(self._offer(grant))
+        arrive = now + self.config.latency_seconds
+        for framework_id, offers in by_framework.items():
+            fw = self.frameworks[framework_id]
+            self.clock.at(arrive, partial(self._offers_reach, fw, offers))
+
+    def _offer(self, grant: OfferGrant) -> _Offer:
+        self._offer_ids += 1
+        return _Offer(grant, f"o{self._offer_ids}")
+
+    # --- the frameworks ---------------------------------------------------------------------
+
+    def _arrive(self, job) -> None:
+        fw = self.frameworks[job.role]
+        self.recorder.arrived(job.job, job.role, job.tasks, self.clock.now)
+        fw.queue.arrive(job)
+        if fw.suppressed and not fw.reviving:
+            fw.reviving = True
+            self.clock.after(self.config.latency_seconds, lambda: self._revive(fw))
+        elif fw.inbox and not fw.deciding:
+            self._decide(fw)
+
+    def _revive(self, fw: _Framework) -> None:
+        fw.reviving = False
+        if fw.queue:
+            fw.suppressed = False
+            self.alloc.revive(fw.role)
+            self._change(None)
+
+    def _offers_reach(self, fw: _Framework, offers: list[_Offer]) -> None:
+        for offer in offers:
+            if not offer.rescinded:
+                fw.inbox[offer.offer_id] = offer
+        if not fw.deciding:
+            self._decide(fw)
+
+    def _decide(self, fw: _Framework) -> None:
+        """The framework plans the offers in hand, thinks, then answers (Accepts for what it
+        placed, a Decline for the rest); suppresses offers if nothing is left to place."""
+        if not fw.inbox:
+            return
+        offers, fw.inbox = list(fw.inbox.values()), {}
+        if not fw.queue:
+            self.clock.after(
+                self.config.latency_seconds, lambda: self._answer(fw, [], offers, True)
+            )
+            return
+        # Offers with less cpus or mem than any waiting task asks for are declined without a
+        # plan: the planner would place nothing there either.
+        cpus, mem = fw.queue.smallest()
+        usable: list[_Offer] = []
+        declined: list[_Offer] = []
+        for offer in offers:
+            res = offer.grant.resources
+            fits = res.scalar("cpus") >= cpus - 1e-9 and res.scalar("mem") >= mem - 1e-9
+            (usable if fits else declined).append(offer)
+        placed: list[Placed] = []
+        used: list[_Offer] = []
+        think = 0.0
+        if usable:
+            plan = fw.queue.plan([o.proto() for o in usable])
+            placed = fw.queue.take(plan)
+            jobs = len({p.job.job for p in placed})
+            think = fw.job_decision * jobs + self.config.task_decision * plan.placed
+            unused = {o.offer_id for o in plan.unused}
+            used = [o for o in usable if o.offer_id not in unused]
+            declined += [o for o in usable if o.offer_id in unused]
+        self.recorder.decide_seconds[fw.role] += think
+        fw.deciding = True
+        suppress = not fw.queue
+
+        def answer() -> None:
+            self.clock.after(
+                self.config.latency_seconds,
+                lambda: self._answer(fw, placed, declined, suppress, used),
+            )
+            fw.deciding = False
+            self._decide(fw)  # offers that came while it thought
+
+        self.clock.after(think, answer)
+
+    # --- the master's side of an answer -------------------------------------------------------
+
+    def _answer(
+        self,
+        fw: _Framework,
+        placed: list[Placed],
+        declined: list[_Offer],
+        suppress: bool,
+        used: list[_Offer] | None = None,
+    ) -> None:
+        now = self.clock.now
+        by_agent: dict[str, list[Placed]] = {}
+        for p in placed:
+            by_agent.setdefault(p.agent_id, []).append(p)
+        offers_of: dict[str, list[_Offer]] = {}
+        for offer in used or []:
+            offers_of.setdefault(offer.grant.agent_id, []).append(offer)
+        for agent_id, tasks in by_agent.items():
+            self._accept(fw, agent_id, offers_of.get(agent_id, []), tasks, now)
+        refuse = IDLE_REFUSE_SECONDS if suppress else DECLINE_REFUSE_SECONDS
+        for offer in declined:
+            self._release(offer, refuse)
+        if not fw.queue and not fw.suppressed:  # nothing arrived meanwhile
+            fw.suppressed = True
+            self.alloc.suppress(fw.role)
+
+    def _release(self, offer: _Offer, refuse: float) -> None:
+        """A declined (or conflicted) offer: its resources back, with a decline filter."""
+        if offer.rescinded:
+            return
+        grant = offer.grant
+        if grant.exclusive:
+            self.alloc.recover(
+                grant.framework_id, grant.agent_id, grant.resources, self.clock.now, refuse
+            )
+        else:
+            self.alloc.withdraw(grant.framework_id, grant.agent_id, grant.resources)
+            if refuse:
+                self.alloc.refuse(
+                    grant.framework_id, grant.agent_id, grant.resources, self.clock.now, refuse
+                )
+        self._change(grant.agent_id)
+
+    def _accept(
+        self, fw: _Framework, agent_id: str, offers: list[_Offer], tasks: list[Placed], now: float
+    ) -> None:
+        needed = Resources.of()
+        for p in tasks:
+            needed = needed + shape_of(p.job, p.count)
+        offered = Resources.of()
+        for offer in offers:
+            offered = offered + offer.grant.resources
+        exclusive = all(o.grant.exclusive for o in offers)
+        if not exclusive and not self._commit_optimistic(fw, agent_id, offers, needed, now):
+            self.recorder.conflicts += 1
+            for p in tasks:
+                fw.queue.give_back(p)
+            for offer in offers:
+                offer.rescinded = True  # withdrawn by the commit's check: nothing to decline
+            if fw.suppressed and fw.queue:
+                fw.suppressed = False
+                self.alloc.revive(fw.role)
+            self._change(agent_id)
+            return
+        if exclusive:
+            unused = offered - needed
+            if unused:
+                self.alloc.recover(fw.role, agent_id, unused, now, DECLINE_REFUSE_SECONDS)
+                self._change(agent_id)
+        self.recorder.launches += 1
+        for p in tasks:
+            self._start(fw, agent_id, p, now)
+
+    def _commit_optimistic(
+        self, fw: _Framework, agent_id: str, offers: list[_Offer], needed: Resources, now: float
+    ) -> bool:
+        """The master's OfferCycle.take: the tasks must fit what is free now; then the offers
+        are withdrawn and what the tasks use committed; other frameworks' offers on the agent
+        that no longer fit are rescinded."""
+        fits = self.alloc.free(agent_id).contains(needed)
+        offered = Resources.of()
+        for offer in offers:
+            self.alloc.withdraw(fw.role, agent_id, offer.grant.resources)
+            offered = offered + offer.grant.resources
+        if not fits:
+            return False
+        self.alloc.commit(fw.role, agent_id, needed)
+        unused = offered - needed
+        if unused:
+            self.alloc.refuse(fw.role, agent_id, unused, now, DECLINE_REFUSE_SECONDS)
+        self._rescind_unsatisfiable(agent_id)
+        return True
+
+    def _rescind_unsatisfiable(self, agent_id: str) -> None:
+        free = self.alloc.free(agent_id)
+        for other in self.frameworks.values():
+            for offer_id, offer in list(other.inbox.items()):
+                if offer.grant.agent_id == agent_id and not free.contains(offer.grant.resources):
+                    offer.rescinded = True
+                    del other.inbox[offer_id]
+                    self.alloc.withdraw(other.role, agent_id, offer.grant.resources)
+
+    def _start(self, fw: _Framework, agent_id: str, p: Placed, now: float) -> None:
+        job = p.job
+        self.recorder.started(now, fw.role, job.resources, p.count)
+        if job.job not in fw.queue.jobs:
+            self.recorder.launched(job.job, now)  # its last tasks start now
+        self.running_tasks += p.count
+        self.clock.at(now + job.duration, lambda: self._end(fw, agent_id, p))
+
+    def _end(self, fw: _Framework, agent_id: str, p: Placed) -> None:
+        now = self.clock.now
+        self.recorder.ended(now, fw.role, p.job.resources, p.count)
+        self.running_tasks -= p.count
+        self.alloc.recover(fw.role, agent_id, shape_of(p.job, p.count), now)
+        self._change(agent_id)
+
+    # --- samples ------------------------------------------------------------------------------
+
+    def _sample(self) -> None:
+        weights = self.trace.cluster.roles
+        demands = {}
+        for role, fw in self.frameworks.items():
+            want = dict(self.recorder.running[role])
+            for r, amount in fw.queue.demand().items():
+                want[r] = want.get(r, 0.0) + amount
+            demands[role] = want
+        self.recorder.sample(self.clock.now, demands, weights)

@@ -1,0 +1,145 @@
+"""One role's jobs of a trace waiting for offers, planned by the batch framework's own code.
+
+The simulator's frameworks and the cross-check's real SDK framework both keep their waiting
+jobs here, so the two place tasks by the same decisions: jobs in the batch framework's
+"priority" queue order (frameworks/batch/queue.py), tasks into a round of offers by its
+planner (frameworks/batch/placement.py, which spreads a job over the agents offered and
+stops at the first task that fits nowhere). Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from agora.common import UNRESERVED, Resources
+from agora.experiments.load import DURATION_LABEL
+from agora.experiments.simulate.trace import Job
+from agora.frameworks.batch.placement import Group, Plan, Want, plan
+from agora.frameworks.batch.queue import QueuedJob, order
+from agora.frameworks.sdk import TaskSpec
+from agora.v1 import common_pb2
+
+__all__ = ["Placed", "TraceQueue", "WaitingJob", "scalars", "shape_of"]
+
+
+def shape_of(job: Job, count: int = 1) -> Resources:
+    """What `count` tasks of the job use together."""
+    return scalars({name: amount * count for name, amount in job.resources.items()})
+
+
+def scalars(amounts: dict[str, float]) -> Resources:
+    """Unreserved scalar resources, by name."""
+    return Resources({(name, UNRESERVED): amount for name, amount in amounts.items()})
+
+
+@dataclass
+class WaitingJob:
+    job: Job
+    sequence: int
+    left: int  # tasks not launched yet
+    next_index: int = 0  # the index the next task launched gets
+
+    @property
+    def queued(self) -> QueuedJob:
+        return QueuedJob(self.job.job, self.sequence, self.job.priority, self.job.duration)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A plan's tasks of one job on one agent."""
+
+    job: Job
+    agent_id: str
+    count: int
+    sequence: int  # the job's place in the queue, kept if its tasks must wait again
+
+
+class TraceQueue:
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.jobs: dict[str, WaitingJob] = {}
+        self._sequence = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs)
+
+    def arrive(self, job: Job) -> None:
+        self._sequence += 1
+        self.jobs[job.job] = WaitingJob(job, self._sequence, job.tasks)
+
+    def tasks_waiting(self) -> int:
+        return sum(w.left for w in self.jobs.values())
+
+    def demand(self) -> dict[str, float]:
+        """What the waiting tasks ask for together, per resource."""
+        total: dict[str, float] = {}
+        for w in self.jobs.values():
+            for name, amount in w.job.resources.items():
+                total[name] = total.get(name, 0.0) + amount * w.left
+        return total
+
+    def smallest(self) -> tuple[float, float]:
+        """The fewest cpus and mem (MB) any waiting task asks for: an offer with less of
+        either fits no waiting task (cheaper to tell than a plan)."""
+        cpus = mem = float("inf")
+        for w in self.jobs.values():
+            res = w.job.resources
+            cpus = min(cpus, res.get("cpus", 0.0))
+            mem = min(mem, res.get("mem", 0.0))
+        return cpus, mem
+
+    def plan(self, offers: Sequence[common_pb2.Offer]) -> Plan:
+        """The batch framework's plan of the waiting jobs into these offers (all of one
+        round: the caller holds them while it decides)."""
+        waiting = order((w.queued for w in self.jobs.values()), "priority")
+        groups = [self._group(self.jobs[q.job_id]) for q in waiting]
+        return plan(offers, groups, role=self.role)
+
+    def _group(self, waiting: WaitingJob) -> Group:
+        return Group(waiting.job.job, _wants(waiting))
+
+    def take(self, result: Plan) -> list[Placed]:
+        """Books the plan's tasks as launched; returns them by job and agent."""
+        placed: list[Placed] = []
+        for launch in result.launches:
+            counts: dict[str, int] = {}
+            for want in launch.wants:
+                counts[want.job_id] = counts.get(want.job_id, 0) + 1
+            for job_id, count in counts.items():
+                waiting = self.jobs[job_id]
+                waiting.left -= count
+                waiting.next_index += count
+                placed.append(Placed(waiting.job, launch.agent_id, count, waiting.sequence))
+                if waiting.left <= 0:
+                    del self.jobs[job_id]
+        return placed
+
+    def give_back(self, placed: Placed) -> None:
+        """Tasks that were planned but not launched (an optimistic offer's conflict) wait
+        again, in their job's place in the queue."""
+        job = placed.job
+        waiting = self.jobs.get(job.job)
+        if waiting is None:
+            waiting = self.jobs[job.job] = WaitingJob(job, placed.sequence, 0, job.tasks)
+        waiting.left += placed.count
+
+
+def _wants(waiting: WaitingJob) -> Iterator[Want]:
+    """The job's waiting tasks as the planner reads them: lazily, no further than it needs."""
+    job = waiting.job
+    resources = job.resources
+    labels = {DURATION_LABEL: f"{job.duration:.6f}"}
+    command = f"sleep {job.duration:.3f}"
+    for i in range(waiting.next_index, waiting.next_index + waiting.left):
+        spec = TaskSpec(
+            job.job,
+            cpus=resources.get("cpus", 0.0),
+            mem=resources.get("mem", 0.0),
+            disk=resources.get("disk", 0.0),
+            gpus=resources.get("gpus", 0.0),
+            command=command,
+            task_id=f"{job.job}.{i}",
+            labels=labels,
+        )
+        yield Want(job.job, i, spec)

@@ -1,0 +1,274 @@
+"""The simulator's parts as units: its clock, the trace reader, the generator, the DRF optimum,
+and the engine on traces small enough to work out by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from agora.experiments.simulate.clock import VirtualClock
+from agora.experiments.simulate.engine import SimConfig, Simulation
+from agora.experiments.simulate.figures import run_figures
+from agora.experiments.simulate.generator import SERVICE, Shape, generate, rates
+from agora.experiments.simulate.metrics import drf_optimum, size_class
+from agora.experiments.simulate.trace import (
+    Cluster,
+    Job,
+    Trace,
+    TraceError,
+    parse_lines,
+    read_trace,
+    write_trace,
+)
+
+# --- the clock ---------------------------------------------------------------------------
+
+
+def test_the_clock_runs_events_in_time_order_and_ties_in_the_order_set():
+    clock = VirtualClock()
+    seen = []
+    clock.at(5.0, lambda: seen.append(("b", clock.now)))
+    clock.at(1.0, lambda: seen.append(("a", clock.now)))
+    clock.at(5.0, lambda: seen.append(("c", clock.now)))
+    clock.run_until(10.0)
+    assert seen == [("a", 1.0), ("b", 5.0), ("c", 5.0)]
+    assert clock.now == 10.0  # it jumps to the end: nothing was due in between
+
+
+def test_the_clock_leaves_later_events_and_runs_what_events_schedule():
+    clock = VirtualClock()
+    seen = []
+    clock.at(1.0, lambda: clock.after(0.5, lambda: seen.append(clock.now)))
+    clock.at(7.0, lambda: seen.append("late"))
+    clock.run_until(2.0)
+    assert seen == [1.5]
+    assert clock.next_due() == 7.0
+
+
+def test_the_clock_runs_a_past_time_now_and_refuses_nan():
+    clock = VirtualClock(start=3.0)
+    seen = []
+    clock.at(1.0, lambda: seen.append(clock.now))
+    clock.run_until(3.0)
+    assert seen == [3.0]
+    with pytest.raises(ValueError, match="nan"):
+        clock.at(math.nan, lambda: None)
+
+
+# --- the trace file --------------------------------------------------------------------------
+
+HEADER = {
+    "agora_trace": 1,
+    "agents": 2,
+    "agent": {"cpus": 2, "mem": 1024},
+    "roles": {"a": 1, "b": 2},
+    "seconds": 60,
+}
+
+
+def lines(*jobs: dict, header: dict = HEADER) -> list[str]:
+    return [json.dumps(header), *(json.dumps(j) for j in jobs)]
+
+
+def job(**fields) -> dict:
+    base = {"job": "j1", "at": 1, "role": "a", "tasks": 2, "cpus": 1, "mem": 128, "duration": 5}
+    return {**base, **fields}
+
+
+def test_a_trace_is_written_and_read_back_the_same(tmp_path):
+    trace = Trace(
+        Cluster(3, {"cpus": 4.0, "mem": 2048.0}, {"a": 1.0, "b": 3.0}, 120.0),
+        [
+            Job("x", 0.5, "a", 2, {"cpus": 1.0, "mem": 256.0}, 10.0),
+            Job("y", 2.0, "b", 1, {"cpus": 0.5, "mem": 64.0}, 3.5, priority=5),
+        ],
+    )
+    path = tmp_path / "t.jsonl"
+    write_trace(trace, path)
+    assert read_trace(path) == trace
+
+
+def test_the_reader_sorts_jobs_by_arrival_and_skips_comments():
+    trace = parse_lines([*lines(job(job="late", at=9), job(job="early", at=2)), "# a comment", ""])
+    assert [j.job for j in trace.jobs] == ["early", "late"]
+    assert trace.tasks == 4
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (lines(job(role="c")), r"t:2: role 'c' is not one of the cluster's roles \(a, b\)"),
+        (lines(job(cpus=3)), "asks for cpus 3, more than an agent has"),
+        (lines(job(), job()), "job 'j1' appears twice"),
+        (lines(job(tasks=0)), "tasks must be in 1..1000000, got 0"),
+        (lines(job(duration=-1)), "duration must be at least 0"),
+        (lines(job(cpus=0, mem=0)), "give at least one of cpus"),
+        ([json.dumps(HEADER), "{not json"], "t:2: not JSON"),
+        ([json.dumps({"agents": 2})], "t:1: the first line must describe the cluster"),
+        ([], "empty"),
+    ],
+)
+def test_a_bad_trace_is_refused_with_its_line_and_what_to_write(text, message):
+    with pytest.raises(TraceError, match=message):
+        parse_lines(text, "t")
+
+
+def test_a_missing_trace_file_is_a_trace_error(tmp_path):
+    with pytest.raises(TraceError, match="No such file"):
+        read_trace(tmp_path / "absent.jsonl")
+
+
+# --- the generator -------------------------------------------------------------------------
+
+
+def test_the_same_seed_gives_the_same_trace_and_another_seed_another():
+    shape = Shape(agents=20, seconds=3600, seed=7)
+    assert generate(shape) == generate(shape)
+    assert generate(Shape(agents=20, seconds=3600, seed=8)).jobs != generate(shape).jobs
+
+
+def test_generated_jobs_are_heavy_tailed_with_service_holding_most_cpu_seconds():
+    trace = generate(Shape(agents=500, seconds=86400, seed=3))
+    batch = [j for j in trace.jobs if j.role == "batch"]
+    service = [j for j in trace.jobs if j.role == SERVICE]
+    sizes = sorted(j.tasks for j in batch)
+    assert sum(1 for s in sizes if s == 1) / len(sizes) > 0.4  # most are one task...
+    assert sizes[-1] >= 1000  # ...and a few are huge
+    durations = sorted(j.duration for j in batch)
+    assert durations[len(durations) // 2] < 3600 < durations[-1]  # most short, a long tail
+    assert len(batch) > 0.8 * len(trace.jobs)  # Omega: over 80% of jobs are batch
+
+    def work(jobs):
+        return sum(j.tasks * j.cpus * min(j.duration, trace.cluster.seconds) for j in jobs)
+
+    assert work(service) > work(batch)  # while service jobs hold most of the CPU-seconds
+    figures = rates(trace)
+    # Within a few times the Google trace's rates per machine per day.
+    assert 0.5 < figures["jobs_per_agent_day"] / figures["google_jobs_per_machine_day"] < 6
+    assert 0.5 < figures["tasks_per_agent_day"] / figures["google_tasks_per_machine_day"] < 4
+
+
+def test_a_shape_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="load"):
+        Shape(load=0)
+
+
+# --- the DRF optimum -----------------------------------------------------------------------
+
+
+def test_the_drf_optimum_of_the_papers_example():
+    # DRF paper: 9 CPUs, 18 GB; A's tasks <1 CPU, 4 GB>, B's <3 CPUs, 1 GB>, both wanting
+    # more than there is: A gets 3 tasks (12/18 of the memory), B 2 (6/9 of the CPUs).
+    shares = drf_optimum(
+        {"A": 1.0, "B": 1.0},
+        {"A": {"cpus": 100, "mem": 400}, "B": {"cpus": 300, "mem": 100}},
+        {"cpus": 9, "mem": 18},
+    )
+    assert shares == pytest.approx({"A": 2 / 3, "B": 2 / 3})
+
+
+def test_the_drf_optimum_caps_a_role_at_its_demand_and_gives_the_rest_by_weight():
+    capacity = {"cpus": 10, "mem": 100}
+    # a wants 10% of the CPUs: it gets that; b and c (weight 2) share the rest 1:2.
+    shares = drf_optimum(
+        {"a": 1, "b": 1, "c": 2},
+        {"a": {"cpus": 1}, "b": {"cpus": 50}, "c": {"cpus": 50}, "d": {}},
+        capacity,
+    )
+    assert shares["a"] == pytest.approx(0.1)
+    assert shares["b"] == pytest.approx(0.3)
+    assert shares["c"] == pytest.approx(0.6)
+    assert drf_optimum({"x": 1}, {}, capacity) == {"x": 0.0}
+
+
+def test_size_classes():
+    assert [size_class(n) for n in (1, 2, 10, 11, 100, 101, 1000, 1001)] == [
+        "1",
+        "2-10",
+        "2-10",
+        "11-100",
+        "11-100",
+        "101-1000",
+        "101-1000",
+        ">1000",
+    ]
+
+
+# --- the engine ---------------------------------------------------------------------------
+
+
+def small_trace(*jobs: Job, agents: int = 2, cpus: float = 2.0, seconds: float = 60.0):
+    return Trace(
+        Cluster(agents, {"cpus": cpus, "mem": 4096.0}, {"a": 1.0, "b": 1.0}, seconds), list(jobs)
+    )
+
+
+def test_a_job_that_fits_starts_after_one_offer_round_and_runs_its_duration():
+    # 4 tasks of 1 cpu on 2 agents of 2 cpus, arriving at 10.5 s (between two sweeps: no
+    # batching delay), running 20 s: the framework revives (1 message), is offered (1
+    # message), places all 4 in 5 ms and accepts (1 message).
+    trace = small_trace(Job("j", 10.5, "a", 4, {"cpus": 1.0, "mem": 256.0}, 20.0))
+    sim = Simulation(trace, SimConfig(latency_seconds=0.001, job_decision=0.005, task_decision=0))
+    recorder = sim.run()
+    record = recorder.jobs["j"]
+    assert record.launched == pytest.approx(10.5 + 0.001 * 3 + 0.005)
+    figures = run_figures(recorder, 60.0, ["a", "b"])
+    assert figures["utilisation"]["cpus"] == pytest.approx(20 / 60, abs=1e-4)  # 4 cpus, 20 s
+    assert figures["tasks_launched"] == 4
+    assert sim.running_tasks == 0  # all ended, and their resources went back
+    assert sim.alloc.free("agent-000000").scalar("cpus") == 2.0
+
+
+def test_mesos_interval_mode_waits_for_the_next_tick():
+    trace = small_trace(Job("j", 10.2, "a", 1, {"cpus": 1.0, "mem": 256.0}, 5.0))
+    config = SimConfig(mode="interval", job_decision=0, task_decision=0)
+    recorder = Simulation(trace, config).run()
+    # The revive lands at 10.201; the timer's next cycle is at 11.0, then two messages.
+    assert recorder.jobs["j"].launched == pytest.approx(11.0 + 0.002, abs=1e-6)
+
+
+def test_a_job_too_big_for_the_free_room_waits_for_running_tasks_to_end():
+    trace = small_trace(
+        Job("first", 1.5, "a", 4, {"cpus": 1.0, "mem": 256.0}, 30.0),
+        Job("second", 2.5, "b", 2, {"cpus": 1.0, "mem": 256.0}, 5.0),
+    )
+    recorder = Simulation(trace, SimConfig(job_decision=0, task_decision=0)).run()
+    assert recorder.jobs["first"].launched == pytest.approx(1.503)
+    launched = recorder.jobs["second"].launched
+    assert launched is not None and 31.503 < launched < 31.51  # when the first job's end
+
+
+def test_optimistic_offers_conflict_when_a_slow_framework_loses_the_race():
+    # Both roles are offered the one agent at once; b decides in 10 ms, a in 5 s: a's Accept
+    # finds b's tasks there and conflicts, and its job waits until b's tasks end.
+    trace = small_trace(
+        Job("slow", 1.0, "a", 2, {"cpus": 1.0, "mem": 256.0}, 10.0),
+        Job("quick", 1.0, "b", 2, {"cpus": 1.0, "mem": 256.0}, 10.0),
+        agents=1,
+    )
+    config = SimConfig(mode="optimistic", role_job_decision={"a": 5.0, "b": 0.01}, task_decision=0)
+    recorder = Simulation(trace, config).run()
+    assert recorder.conflicts >= 1
+    assert recorder.jobs["quick"].launched == pytest.approx(1.013, abs=0.01)
+    assert recorder.jobs["slow"].launched > 11.0
+    pessimistic = Simulation(trace, SimConfig(role_job_decision=config.role_job_decision)).run()
+    assert pessimistic.conflicts == 0
+
+
+def test_shares_follow_the_drf_optimum_when_both_roles_want_more_than_there_is():
+    many = {"cpus": 1.0, "mem": 256.0}
+    trace = small_trace(
+        Job("a-big", 1.0, "a", 40, many, 100.0),
+        Job("b-big", 1.0, "b", 40, many, 100.0),
+        agents=4,
+        cpus=4.0,
+        seconds=50.0,
+    )
+    recorder = Simulation(trace, SimConfig()).run()
+    last = recorder.samples[-1]
+    assert last["share_a"] == pytest.approx(0.5)
+    assert last["optimum_a"] == pytest.approx(0.5)
+    figures = run_figures(recorder, 50.0, ["a", "b"])
+    assert figures["fairness_gap"]["a"] is not None and figures["fairness_gap"]["a"] < 0.05
