@@ -87,7 +87,6 @@ def loaded(modules: list[str], packages: tuple[str, ...]) -> list[str]:
         (["cluster", "agents", "--help"], "--json"),
         (["app", "put", "--help"], "usage: agora app put"),
         (["task", "logs", "--help"], "usage: agora task logs"),
-        (["bench", "allocator", "--help"], "--frameworks"),
     ],
 )
 def test_help_loads_no_daemon_and_no_grpc(args, expected):
@@ -169,6 +168,13 @@ def test_only_the_chosen_job_action_is_built_in_full():
     listed = run_agora("job", "--help")[0].stdout
     for action in ("submit", "hold", "requeue", "schedule", "unschedule", "history", "owners"):
         assert action in listed
+
+
+def test_bench_help_loads_the_allocator_it_names_but_not_the_lab():
+    result, report = run_agora("bench", "allocator", "--help")
+    assert report["exit"] == 0, result.stderr
+    assert "--frameworks" in result.stdout
+    assert loaded(report["modules"], ("agora.experiments", "matplotlib")) == []
 
 
 def test_bench_help_names_the_agents_the_bench_builds():
