@@ -968,6 +968,12 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
         default=0.001,
         help="seconds of one message between master and framework (default 0.001)",
     )
+    p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="also run the trace on a real master with emulated agents, in real time, and "
+        "compare utilisation and job waits (for small traces: it takes the trace's length)",
+    )
 
 
 def _build_simulate(args: argparse.Namespace) -> Runner:
@@ -1007,23 +1013,26 @@ def _build_simulate(args: argparse.Namespace) -> Runner:
         modes=modes,
         decision_times=args.decision_times,
         swept_role=args.swept_role,
+        cross_check=args.cross_check,
         sim=SimConfig(
             latency_seconds=args.latency,
             job_decision=args.job_decision,
             task_decision=args.task_decision,
         ),
     )
-    quiet = args.quiet
-
-    async def runner(out: Path, command: list[str]) -> Results:
-        from agora.experiments.simulate.trace import TraceError
+    if args.trace is not None:  # read now: a bad file is a one-line error before any run
+        from agora.experiments.simulate.trace import TraceError, read_trace
 
         try:
-            return await run(cfg, out, command, quiet)
-        except (TraceError, ValueError) as e:
-            raise ExperimentError(str(e)) from None
-
-    return runner
+            roles = read_trace(args.trace).cluster.roles
+        except TraceError as e:
+            raise ExperimentError(f"--trace: {e}") from None
+        if args.swept_role not in roles:
+            raise ExperimentError(
+                f"--swept-role {args.swept_role!r} is not a role of the trace ({', '.join(roles)})"
+            )
+    quiet = args.quiet
+    return lambda out, command: run(cfg, out, command, quiet)
 
 
 def _trace(path: Path | None):

@@ -195,7 +195,28 @@ def summary(results: Results, swept: str) -> str:
         "times (per job placed and per task), task run times (exact). The fairness gap is the "
         "mean |dominant share - DRF optimum| while every role wants something. Preemption is "
         "not simulated.",
-        "",
-        targets_md(results.data["targets"]),
     ]
+    lines += _cross_check(results.data.get("cross_check"))
+    lines += ["", targets_md(results.data["targets"])]
     return "\n".join(lines) + "\n"
+
+
+def _cross_check(checked: dict | None) -> list[str]:
+    if not checked:
+        return []
+    verdict = "agree" if checked["agree"] else "**do not agree**"
+    lines = [
+        "",
+        f"## Cross-check: a real master and emulated agents on the same trace ({verdict})",
+        "",
+        f"Tolerance: {checked['tolerance']}.",
+        "",
+        "| figure | real | simulated | within |",
+        "|---|---:|---:|---|",
+    ]
+    for c in checked["checks"]:
+        lines.append(
+            f"| {c['figure']} | {_fmt(c['real'])} | {_fmt(c['simulated'])} | "
+            f"{'yes' if c['within'] else '**no**'} |"
+        )
+    return lines

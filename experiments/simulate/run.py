@@ -32,6 +32,7 @@ class SimulateConfig:
     decision_times: list[float] = field(default_factory=lambda: [0.01, 0.1, 1.0, 10.0])
     swept_role: str = SERVICE  # whose job decision time is swept
     sim: SimConfig = field(default_factory=SimConfig)
+    cross_check: bool = False  # also run the trace on a real master (crosscheck.py)
 
 
 def load(cfg: SimulateConfig) -> Trace:
@@ -70,6 +71,8 @@ async def run(cfg: SimulateConfig, out: Path, command: list[str], quiet: bool = 
             f"({', '.join(trace.cluster.roles)})"
         )
     config = asdict(cfg)
+    for name in ("trace", "write_trace"):
+        config[name] = None if config[name] is None else str(config[name])
     config["trace_summary"] = {
         "agents": trace.cluster.agents,
         "agent": trace.cluster.agent,
@@ -109,6 +112,15 @@ async def run(cfg: SimulateConfig, out: Path, command: list[str], quiet: bool = 
                 f"{label}: utilisation {figures['utilisation'].get('cpus', 0):.1%}, "
                 f"{figures['cpu_seconds']} s CPU"
             )
+    if cfg.cross_check:
+        from agora.experiments.simulate.crosscheck import TOLERANCE, cross_check
+
+        progress.show("cross-check: the same trace on a real master and emulated agents", True)
+        logs = out / "cross-check-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        checked = await cross_check(trace, logs)
+        results.data["cross_check"] = {**checked, "tolerance": TOLERANCE}
+        progress.done(f"cross-check: {'agrees' if checked['agree'] else 'DISAGREES'}")
     plots = report.plots_of(results, series, cfg.swept_role)
     report.targets(results)
     results.write(report.summary(results, cfg.swept_role), plots)

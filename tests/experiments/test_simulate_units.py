@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -272,3 +274,70 @@ def test_shares_follow_the_drf_optimum_when_both_roles_want_more_than_there_is()
     assert last["optimum_a"] == pytest.approx(0.5)
     figures = run_figures(recorder, 50.0, ["a", "b"])
     assert figures["fairness_gap"]["a"] is not None and figures["fairness_gap"]["a"] < 0.05
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def agora(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agora.cli.main", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_agora_experiment_simulate_compares_the_modes_and_keeps_its_trace(tmp_path):
+    out, kept = tmp_path / "out", tmp_path / "trace.jsonl"
+    result = agora(
+        "experiment",
+        "simulate",
+        "--agents",
+        "30",
+        "--hours",
+        "0.1",
+        "--decision-times",
+        "0.01,1",
+        "--write-trace",
+        str(kept),
+        "--out",
+        str(out),
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads((out / "results.json").read_text())
+    runs = {(r["mode"], r["swept_decision_seconds"]) for r in data["runs"]}
+    assert runs == {(m, d) for m in ("pessimistic", "optimistic", "interval") for d in (0.01, 1)}
+    assert all(r["tasks_launched"] > 0 for r in data["runs"])
+    for plot in ("job_wait.png", "busyness.png", "conflicts.png", "utilisation.png", "shares.png"):
+        assert (out / plot).stat().st_size > 0
+    assert "| interval | 1 |" in (out / "summary.md").read_text()
+    # The kept trace replays to the same figures.
+    again = agora(
+        "experiment",
+        "simulate",
+        "--trace",
+        str(kept),
+        "--modes",
+        "interval",
+        "--decision-times",
+        "1",
+        "--out",
+        str(tmp_path / "again"),
+        "--quiet",
+    )
+    assert again.returncode == 0, again.stderr
+    rerun = json.loads((tmp_path / "again" / "results.json").read_text())["runs"][0]
+    first = next(
+        r for r in data["runs"] if r["mode"] == "interval" and r["swept_decision_seconds"] == 1
+    )
+    assert rerun["utilisation"] == first["utilisation"]
+    assert rerun["job_wait_seconds"] == first["job_wait_seconds"]
+
+
+def test_a_bad_trace_file_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(HEADER) + "\n" + json.dumps(job(role="nobody")) + "\n")
+    # (the header's roles are a and b)
+    result = agora("experiment", "simulate", "--trace", str(bad), "--out", str(tmp_path / "o"))
+    assert result.returncode != 0
+    assert "role 'nobody' is not one of the cluster's roles" in result.stderr
+    assert "Traceback" not in result.stderr

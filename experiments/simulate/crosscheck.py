@@ -1,0 +1,206 @@
+"""The simulator against the real thing: one trace through a real master, an emulated fleet
+and real SDK frameworks, then through the simulator, and their figures side by side.
+
+Each role's framework here keeps its jobs in the same TraceQueue as the simulator's and plans
+with the same batch planner, so the two differ only where the simulator models: message
+latency, decision times, and task run times (an emulated agent reports a task RUNNING and
+ends it after its duration, on real timers). Utilisation is counted from the RUNNING and
+terminal updates the framework receives; a job's wait ends when the Accept launching its last
+tasks is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+import structlog
+
+from agora.common.task_states import TERMINAL_STATES
+from agora.experiments.processes import MasterOptions, start_fleet, start_master
+from agora.experiments.simulate.engine import SimConfig
+from agora.experiments.simulate.figures import run_figures
+from agora.experiments.simulate.metrics import Recorder
+from agora.experiments.simulate.queue import TraceQueue
+from agora.experiments.simulate.run import simulate_once
+from agora.experiments.simulate.trace import Job, Trace
+from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
+from agora.frameworks.sdk import Driver, Framework, GrpcSchedulerTransport, framework_info
+from agora.v1 import common_pb2
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["TOLERANCE", "compare", "cross_check", "real_run"]
+
+# How far the simulator may be from the real run and still be said to agree: utilisation in
+# points of the cluster's CPUs, and the median job wait within this many seconds or this
+# share of the real one, whichever is larger.
+TOLERANCE = {"utilisation_points": 0.05, "wait_seconds": 0.5, "wait_share": 0.5}
+
+
+class TraceFramework(Framework):
+    """One role's jobs of a trace, submitted at their arrival times and placed by the batch
+    planner into the offers of a real master."""
+
+    def __init__(self, role: str, jobs: list[Job], recorder: Recorder, start: float) -> None:
+        self.role = role
+        self.jobs = jobs
+        self.recorder = recorder
+        self.start = start
+        self.queue = TraceQueue(role)
+        self.driver: Driver | None = None
+        self.suppressed = False
+        self.by_id = {job.job: job for job in jobs}
+        self.shapes: dict[str, Job] = {}  # task id -> its job
+        self.running: set[str] = set()
+        self._arrivals: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+    async def on_subscribed(self, driver: Driver, framework_id: str) -> None:
+        self.driver = driver
+        await driver.suppress()
+        self.suppressed = True
+        if self._arrivals is None:
+            self._arrivals = asyncio.create_task(self._arrive_all())
+
+    async def _arrive_all(self) -> None:
+        for job in self.jobs:
+            await asyncio.sleep(max(0.0, job.at - self.now()))
+            self.recorder.arrived(job.job, job.role, job.tasks, self.now())
+            self.queue.arrive(job)
+            if self.suppressed and self.driver is not None:
+                self.suppressed = False
+                await self.driver.revive()
+
+    async def on_offers(self, driver: Driver, offers) -> None:
+        async with self._lock:  # one round at a time, as the simulator's frameworks decide
+            if not self.queue:
+                await driver.decline(list(offers), refuse_seconds=IDLE_REFUSE_SECONDS)
+                if not self.suppressed:
+                    self.suppressed = True
+                    await driver.suppress()
+                return
+            plan = self.queue.plan(list(offers))
+            placed = self.queue.take(plan)
+            for launch in plan.launches:
+                for want in launch.wants:
+                    self.shapes[want.spec.task_id] = self.by_id[want.job_id]
+            now = self.now()
+            for p in placed:
+                if p.job.job not in self.queue.jobs:
+                    self.recorder.launched(p.job.job, now)
+            for launch in plan.launches:
+                await driver.launch(
+                    launch.offers, launch.tasks, refuse_seconds=DECLINE_REFUSE_SECONDS
+                )
+            if plan.unused:
+                await driver.decline(plan.unused, refuse_seconds=DECLINE_REFUSE_SECONDS)
+            if not self.queue and not self.suppressed:
+                self.suppressed = True
+                await driver.suppress()
+
+    async def on_update(self, driver: Driver, status: common_pb2.TaskStatus) -> None:
+        job = self.shapes.get(status.task_id)
+        if job is None:
+            return
+        if status.state == common_pb2.TASK_RUNNING and status.task_id not in self.running:
+            self.running.add(status.task_id)
+            self.recorder.started(self.now(), self.role, job.resources, 1)
+        elif status.state in TERMINAL_STATES:
+            if status.task_id in self.running:
+                self.running.discard(status.task_id)
+                self.recorder.ended(self.now(), self.role, job.resources, 1)
+            self.shapes.pop(status.task_id, None)
+
+    async def close(self) -> None:
+        if self._arrivals is not None:
+            self._arrivals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._arrivals
+
+
+async def real_run(trace: Trace, work_dir: Path) -> dict:
+    """The trace on a real master and an emulated fleet; its figures."""
+    cluster = trace.cluster
+    if len(set(cluster.roles.values())) > 1:
+        raise ValueError("the cross-check runs roles of equal weight only (the master's default)")
+    resources = ";".join(f"{r}:{v:g}" for r, v in cluster.agent.items())
+    master = await start_master(MasterOptions(), work_dir)
+    fleet = None
+    drivers: list[tuple[TraceFramework, Driver, asyncio.Task]] = []
+    recorder = Recorder(dict(_capacity(trace)), list(cluster.roles))
+    try:
+        fleet, _ = await start_fleet(master.address, cluster.agents, work_dir, resources=resources)
+        start = time.monotonic()
+        for role in cluster.roles:
+            jobs = [j for j in trace.jobs if j.role == role]
+            framework = TraceFramework(role, jobs, recorder, start)
+            info = framework_info(f"trace-{role}", role=role, failover_timeout=5.0)
+            driver = Driver(framework, GrpcSchedulerTransport(master.address), info)
+            drivers.append((framework, driver, asyncio.create_task(driver.run())))
+        await asyncio.sleep(max(0.0, cluster.seconds - (time.monotonic() - start)))
+        recorder.advance(cluster.seconds)
+        return run_figures(recorder, cluster.seconds, list(cluster.roles))
+    finally:
+        for framework, driver, task in drivers:
+            await framework.close()
+            if driver.connected:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(driver.teardown(), 10)
+            driver.stop()
+            await asyncio.gather(task, return_exceptions=True)
+        if fleet is not None:
+            await fleet.stop()
+        await master.stop()
+
+
+def _capacity(trace: Trace) -> dict[str, float]:
+    c = trace.cluster
+    return {r: amount * c.agents for r, amount in c.agent.items()}
+
+
+def compare(real: dict, simulated: dict, roles: list[str]) -> dict:
+    """The two runs' utilisation and median job waits, and whether each is within TOLERANCE."""
+    out: dict = {"checks": []}
+    u_real, u_sim = real["utilisation"]["cpus"], simulated["utilisation"]["cpus"]
+    out["checks"].append(
+        {
+            "figure": "CPU utilisation",
+            "real": u_real,
+            "simulated": u_sim,
+            "within": abs(u_real - u_sim) <= TOLERANCE["utilisation_points"],
+        }
+    )
+    for role in roles:
+        w_real = real["job_wait_seconds"][role]["all"]["p50"]
+        w_sim = simulated["job_wait_seconds"][role]["all"]["p50"]
+        if w_real is None or w_sim is None:
+            within = w_real is None and w_sim is None
+        else:
+            allowed = max(TOLERANCE["wait_seconds"], TOLERANCE["wait_share"] * w_real)
+            within = abs(w_real - w_sim) <= allowed
+        out["checks"].append(
+            {
+                "figure": f"median job wait, {role} (s)",
+                "real": w_real,
+                "simulated": w_sim,
+                "within": within,
+            }
+        )
+    out["agree"] = all(c["within"] for c in out["checks"])
+    return out
+
+
+async def cross_check(trace: Trace, work_dir: Path) -> dict:
+    """Both runs of the trace and their comparison. The simulator models the real master's
+    defaults (event-driven, pessimistic offers) and the decisions of a framework in this
+    process (a millisecond per job)."""
+    real = await real_run(trace, work_dir)
+    simulated, _ = simulate_once(trace, SimConfig(job_decision=0.001, task_decision=0.0001))
+    roles = list(trace.cluster.roles)
+    return {"real": real, "simulated": simulated, **compare(real, simulated, roles)}
