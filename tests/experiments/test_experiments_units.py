@@ -174,6 +174,7 @@ def test_the_registry_is_the_one_list_of_experiments_and_their_sizes():
         "soak",
         "omega",
         "throughput",
+        "simulate",
     ]
     parser = argparse.ArgumentParser()
     experiment_cmd.register(parser.add_subparsers(dest="command"))
