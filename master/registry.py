@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
@@ -51,12 +50,10 @@ def master_status(
     agent_id: str,
     message: str,
     reason: str,
-    at: float | None = None,
+    at: float,
 ) -> common_pb2.TaskStatus:
     """A master-generated update: no uuid, so it needs no acknowledgement. `at`: its time,
     from the master's clock's wall()."""
-    if at is None:
-        at = time.time()  # TaskBook's calls (master/tasks.py) give no time yet
     return common_pb2.TaskStatus(
         task_id=task_id,
         state=state,

@@ -133,6 +133,7 @@ class TaskBook:
                 agent_id=plan.agent_id,
                 message="launching",
                 reason="",
+                at=self.clock.wall(),
             )
             self.reg.add_task(task)
             self._published(task.last_status)
@@ -261,6 +262,7 @@ class TaskBook:
                     framework_id=framework.framework_id,
                     agent_id=agent_id,
                     reason="REASON_RECONCILIATION",
+                    at=self.clock.wall(),
                     message=f"kill of task {task_id}: the master knows no such active task",
                 ),
             )
@@ -317,6 +319,7 @@ class TaskBook:
                         framework_id=framework_id,
                         agent_id=preempted.agent_id,
                         reason="REASON_RECONCILIATION",
+                        at=self.clock.wall(),
                         message=preempted.message,
                     )
                 )
@@ -330,6 +333,7 @@ class TaskBook:
                     framework_id=framework_id,
                     agent_id=wanted.agent_id,
                     reason="REASON_RECONCILIATION",
+                    at=self.clock.wall(),
                     message="the master knows no such task",
                 )
             )
@@ -353,6 +357,7 @@ class TaskBook:
             framework_id=task.framework_id,
             agent_id=task.agent_id,
             reason="REASON_RECONCILIATION",
+            at=self.clock.wall(),
             message=message,
         )
         if task.last_status is not None and task.last_status.HasField("exit_code"):
@@ -380,6 +385,7 @@ class TaskBook:
             agent_id=task.agent_id,
             message=message,
             reason=reason,
+            at=self.clock.wall(),
         )
         self._complete(task, status, recover=recover)
         self._published(status)
