@@ -1199,7 +1199,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "the DRF optimum, offers and cycles per second and the allocator's CPU per cycle.",
             add_arguments=_simulate_arguments,
             build=_build_simulate,
-            full=("--agents", "1000", "--hours", "6"),
+            full=("--agents", "200", "--hours", "2"),
             quick=("--agents", "50", "--hours", "0.25", "--decision-times", "0.01,10"),
         ),
     )

@@ -281,7 +281,37 @@ def section(docs: Path, figures: Path) -> str:
     if om:
         out += ["### omega", "", f"`{' '.join(om['command'])}`", "", *_omega_rows(om), ""]
         out += [*_images(docs, figures, om, "omega"), ""]
+    sim = found.get("simulate")
+    if sim:
+        out += ["### simulate", "", f"`{' '.join(sim['command'])}`", "", *_simulate_rows(sim)]
+        out += ["", *_images(docs, figures, sim, "simulate"), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _simulate_rows(data: dict) -> list[str]:
+    """Per offer mode and decision time: utilisation, each role's wait, offers, conflicts."""
+    trace = data["config"]["trace_summary"]
+    roles = list(trace["roles"])
+    rows = [
+        f"Trace: {trace['agents']} agents, {trace['seconds']:g} s, {trace['jobs']} jobs, "
+        f"{trace['tasks']} tasks.",
+        "",
+        "| mode | swept decides (s) | CPU util | "
+        + " | ".join(f"{r} wait p50 / p99 (s)" for r in roles)
+        + " | offers/s | conflicts | sim CPU (s) |",
+        "|---|---:|---:|" + "---:|" * len(roles) + "---:|---:|---:|",
+    ]
+    for run in data["runs"]:
+        waits = []
+        for role in roles:
+            wait = run["job_wait_seconds"][role]["all"]
+            waits.append(f"{wait['p50']} / {wait['p99']}")
+        rows.append(
+            f"| {run['mode']} | {run['swept_decision_seconds']:g} | "
+            f"{run['utilisation'].get('cpus', 0):.1%} | {' | '.join(waits)} | "
+            f"{run['offers_per_second']:g} | {run['conflicts']} | {run['cpu_seconds']} |"
+        )
+    return rows
 
 
 def _whole_round(figures: dict) -> dict | None:

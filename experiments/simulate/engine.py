@@ -144,7 +144,8 @@ class Simulation:
             self.clock.at(self.config.interval_seconds, self._periodic)
         else:
             self._set_timer()
-        chunk = max(seconds / 50, 1.0)
+        # Progress (and a chance to stop) at least every simulated minute.
+        chunk = min(max(seconds / 50, 1.0), 60.0)
         t = 0.0
         while t < seconds:
             t = min(seconds, t + chunk)

@@ -42,19 +42,24 @@ def plots_of(results: Results, series: dict, swept: str) -> list[str]:
     others = [r for r in roles if r != swept] or roles
     files = []
     wait_series = []
+    styles = []
     for mode, runs in modes.items():
         xs = [r["swept_decision_seconds"] for r in runs]
         for role in others:
-            wait_series.append((f"{role}, {mode}", xs, [_wait(r, role) for r in runs]))
+            for key, style in (("p50", "o-"), ("p99", "s--")):
+                values = [_wait(r, role, key) for r in runs]
+                wait_series.append((f"{role} {key}, {mode}", xs, values))
+                styles.append(style)
     files.append(
         plots.lines(
             out / "job_wait.png",
-            f"Median job wait of the other roles vs the {swept} framework's decision time",
+            f"Job wait of the other roles vs the {swept} framework's decision time",
             f"{swept} decision time per job (s)",
-            "median job wait (s)",
+            "job wait, p50 and p99 (s)",
             wait_series,
             logx=True,
             logy=True,
+            styles=styles,
         )
     )
     busy = []

@@ -9,6 +9,9 @@ DRF optimum, offers and cycles per second and the allocator's CPU per cycle, mod
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +36,30 @@ class SimulateConfig:
     swept_role: str = SERVICE  # whose job decision time is swept
     sim: SimConfig = field(default_factory=SimConfig)
     cross_check: bool = False  # also run the trace on a real master (crosscheck.py)
+
+
+class _Stopped(Exception):
+    """The run was cancelled (SIGTERM, Ctrl-C) while a simulation ran in its thread."""
+
+
+async def _in_thread(simulate, trace: Trace, sim: SimConfig, show):
+    """Runs a simulation in a thread, so that the event loop stays free to take a SIGTERM;
+    a cancellation stops the simulation at its next progress call (a simulated minute)."""
+    stop = threading.Event()
+
+    def progress(t: float) -> None:
+        if stop.is_set():
+            raise _Stopped
+        show(t)
+
+    job = asyncio.ensure_future(asyncio.to_thread(simulate, trace, sim, progress))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        stop.set()
+        with contextlib.suppress(_Stopped):
+            await job
+        raise
 
 
 def load(cfg: SimulateConfig) -> Trace:
@@ -101,7 +128,7 @@ async def run(cfg: SimulateConfig, out: Path, command: list[str], quiet: bool = 
                     "role_job_decision": {cfg.swept_role: decision},
                 }
             )
-            figures, samples = simulate_once(trace, sim, show)
+            figures, samples = await _in_thread(simulate_once, trace, sim, show)
             figures["swept_decision_seconds"] = decision
             results.add_run(figures)
             series[(mode, decision)] = samples

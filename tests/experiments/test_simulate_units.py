@@ -341,3 +341,39 @@ def test_a_bad_trace_file_is_a_one_line_error(tmp_path):
     assert result.returncode != 0
     assert "role 'nobody' is not one of the cluster's roles" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_sigterm_stops_a_long_simulation_within_a_simulated_minute(tmp_path):
+    import signal
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agora.cli.main",
+            "experiment",
+            "simulate",
+            "--agents",
+            "300",
+            "--hours",
+            "24",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the first progress line: a simulation is running
+            if "of the trace" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)  # a simulated minute takes far less
+        assert code != 0  # stopped, not finished: a day of 300 agents takes minutes
+        assert not (tmp_path / "o" / "results.json").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
