@@ -1,4 +1,4 @@
-"""`agora experiment NAME [options] --out DIR`: the experiments of agora.experiments.registry."""
+"""`agora experiment NAME [options] --out DIR`: the experiments of agora.experiments.catalog."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the experiments (and matplotlib) load only when one runs
 
 
 def register(subparsers) -> None:
-    from agora.experiments.registry import EXPERIMENTS, add_common_arguments
+    from agora.experiments.catalog import EXPERIMENTS, add_common_arguments
 
     parser = subparsers.add_parser(
         "experiment",
@@ -79,7 +79,7 @@ async def _run_and_clean_up(run: Coroutine[Any, Any, Results]) -> Results:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agora.experiments.registry import EXPERIMENTS, ExperimentError
+    from agora.experiments.catalog import EXPERIMENTS, ExperimentError
 
     setup_logging(args)
     if importlib.util.find_spec("matplotlib") is None:

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from agora.experiments.registry import EXPERIMENTS, parse
+from agora.experiments.catalog import EXPERIMENTS, parse
 from agora.experiments.results import fmt_ms, measured_cell, stats_table
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"

@@ -55,8 +55,8 @@ class ThroughputConfig:
     peer: str | None = None
     timeout: float = 900.0  # seconds a path may take
     work_dir: str | None = None  # agents' work dirs (and the peer's files) under it
-    per_agent: int = 10  # tasks of cpus/mem that fit an agent at once (the registry works it out)
-    # Each program's path when --peer slurm (found by the registry, which checks them first).
+    per_agent: int = 10  # tasks of cpus/mem that fit an agent at once (the catalog works it out)
+    # Each program's path when --peer slurm (found by the catalog, which checks them first).
     slurm_programs: dict[str, str] = field(default_factory=dict)
     # The batch path's daemon as the leader of an `agora batch --zk` pair (state in ZooKeeper).
     batch_zk: bool = False

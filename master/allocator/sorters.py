@@ -1,4 +1,4 @@
-"""The sorter registry: sorter names -> factories, checked when the config is built."""
+"""The sorters by name: sorter names -> factories, checked when the config is built."""
 
 from __future__ import annotations
 

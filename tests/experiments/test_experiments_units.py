@@ -158,11 +158,11 @@ def test_reconciliation_answers_are_not_task_ends():
     assert rec.values("task_end_to_offer") == []
 
 
-def test_the_registry_is_the_one_list_of_experiments_and_their_sizes():
+def test_the_catalog_is_the_one_list_of_experiments_and_their_sizes():
     import argparse
 
     from agora.cli import experiment_cmd
-    from agora.experiments.registry import EXPERIMENTS, parse
+    from agora.experiments.catalog import EXPERIMENTS, parse
 
     assert list(EXPERIMENTS) == [
         "offer-latency",

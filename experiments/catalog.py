@@ -1,7 +1,7 @@
-"""The experiments, by name: each one's command-line arguments, its runner, and its sizes.
+"""Experiments, by name: each one's command-line arguments, its runner, and its sizes.
 
 `agora experiment NAME` (agora.cli.experiment_cmd) and `make experiments`
-(agora.experiments.report) both read this registry, so an experiment's arguments, defaults
+(agora.experiments.report) both read this catalog, so an experiment's arguments, defaults
 and documented size are written once. Adding an experiment is one `Experiment` entry here.
 """
 
