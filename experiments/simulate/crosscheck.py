@@ -55,6 +55,7 @@ class TraceFramework(Framework):
         self.by_id = {job.job: job for job in jobs}
         self.shapes: dict[str, Job] = {}  # task id -> its job
         self.running: set[str] = set()
+        self.arrivals = 0
         self._arrivals: asyncio.Task | None = None
         self._lock = asyncio.Lock()
 
@@ -73,12 +74,14 @@ class TraceFramework(Framework):
             await asyncio.sleep(max(0.0, job.at - self.now()))
             self.recorder.arrived(job.job, job.role, job.tasks, self.now())
             self.queue.arrive(job)
-            if self.suppressed and self.driver is not None:
+            self.arrivals += 1
+            if self.driver is not None:  # as the batch framework: revive on every submission
                 self.suppressed = False
                 await self.driver.revive()
 
     async def on_offers(self, driver: Driver, offers) -> None:
         async with self._lock:  # one round at a time, as the simulator's frameworks decide
+            arrivals = self.arrivals
             if not self.queue:
                 await driver.decline(list(offers), refuse_seconds=IDLE_REFUSE_SECONDS)
                 if not self.suppressed:
@@ -99,8 +102,11 @@ class TraceFramework(Framework):
                     launch.offers, launch.tasks, refuse_seconds=DECLINE_REFUSE_SECONDS
                 )
             if plan.unused:
-                await driver.decline(plan.unused, refuse_seconds=DECLINE_REFUSE_SECONDS)
-            if not self.queue and not self.suppressed:
+                refuse = DECLINE_REFUSE_SECONDS if self.queue else IDLE_REFUSE_SECONDS
+                await driver.decline(plan.unused, refuse_seconds=refuse)
+            if self.arrivals != arrivals and self.queue:
+                await driver.revive()  # work came during the round: its filters may hide room
+            elif not self.queue and not self.suppressed:
                 self.suppressed = True
                 await driver.suppress()
 
@@ -124,13 +130,14 @@ class TraceFramework(Framework):
                 await self._arrivals
 
 
-async def real_run(trace: Trace, work_dir: Path) -> dict:
-    """The trace on a real master and an emulated fleet; its figures."""
+async def real_run(trace: Trace, work_dir: Path, offer_mode: str = "pessimistic") -> dict:
+    """The trace on a real master (`--offer-mode offer_mode`) and an emulated fleet; its
+    figures."""
     cluster = trace.cluster
     if len(set(cluster.roles.values())) > 1:
         raise ValueError("the cross-check runs roles of equal weight only (the master's default)")
     resources = ";".join(f"{r}:{v:g}" for r, v in cluster.agent.items())
-    master = await start_master(MasterOptions(), work_dir)
+    master = await start_master(MasterOptions(offer_mode=offer_mode), work_dir)
     fleet = None
     drivers: list[tuple[TraceFramework, Driver, asyncio.Task]] = []
     recorder = Recorder(dict(_capacity(trace)), list(cluster.roles))
@@ -196,11 +203,14 @@ def compare(real: dict, simulated: dict, roles: list[str]) -> dict:
     return out
 
 
-async def cross_check(trace: Trace, work_dir: Path) -> dict:
-    """Both runs of the trace and their comparison. The simulator models the real master's
-    defaults (event-driven, pessimistic offers) and the decisions of a framework in this
-    process (a millisecond per job)."""
-    real = await real_run(trace, work_dir)
-    simulated, _ = simulate_once(trace, SimConfig(job_decision=0.001, task_decision=0.0001))
+async def cross_check(trace: Trace, work_dir: Path, mode: str = "pessimistic") -> dict:
+    """Both runs of the trace in one offer mode (pessimistic or optimistic, event-driven as
+    the master's default) and their comparison. The simulator models the decisions of a
+    framework in this process as a millisecond per job."""
+    if mode not in ("pessimistic", "optimistic"):
+        raise ValueError(f"the cross-check runs pessimistic or optimistic offers, not {mode!r}")
+    real = await real_run(trace, work_dir, mode)
+    sim = SimConfig(mode=mode, job_decision=0.001, task_decision=0.0001)
+    simulated, _ = simulate_once(trace, sim)
     roles = list(trace.cluster.roles)
-    return {"real": real, "simulated": simulated, **compare(real, simulated, roles)}
+    return {"mode": mode, "real": real, "simulated": simulated, **compare(real, simulated, roles)}

@@ -9,10 +9,16 @@ What is real and what is modelled:
 - modelled, with the defaults of the real daemons: one message between master and framework
   takes `latency_seconds`; a framework decides a round of offers in `job_decision` per job it
   places plus `task_decision` per task (Omega's t_job and t_task), one round at a time; a
-  task runs exactly its trace duration from the moment its Accept reaches the master; the
-  framework declines what it cannot use with the batch framework's filter (5 s), suppresses
-  offers when nothing waits and revives when a job arrives; an optimistic Accept commits as
-  the master's OfferCycle.take does (its tasks must still fit what is free) or conflicts.
+  task runs exactly its trace duration from the moment its Accept reaches the master. The
+  frameworks act as the batch framework does: they decline what they cannot use with its
+  filters (5 s while work waits, 15 s when none does), summed per agent as the master's
+  Decline does; suppress offers when nothing waits; revive on every job that arrives (which
+  clears their filters), and once more after a round during which work arrived. An optimistic
+  Accept is judged as the master's OfferCycle.take judges it: a conflict if its offers were
+  rescinded or its tasks no longer fit, BELOW_SHARE_PRIORITY if a framework below its fair
+  share was offered the room within the grace period; a commit rescinds the other offers on
+  the agent that no longer fit, wherever they are. Not modelled: the offer timeout (60 s; a
+  round at the defaults takes far less), quota, preemption.
 
 Each role of the trace is one framework (its id is the role's name).
 """
@@ -50,7 +56,8 @@ class SimConfig:
     mode: str = "pessimistic"  # a key of MODES
     interval_seconds: float = 1.0  # interval mode's period; the event mode's full sweep
     batch_seconds: float = 0.002  # the event-driven master's batching window (its default)
-    optimistic_fanout: int = 2  # optimistic mode: frameworks offered the same resources
+    optimistic_fanout: int = 3  # optimistic mode: frameworks offered the same room (master's)
+    optimistic_grace_seconds: float = 0.5  # a fair-share rival's priority (the master's)
     latency_seconds: float = 0.001  # one message, master <-> framework
     job_decision: float = 0.005  # seconds a framework thinks per job it places in a round
     task_decision: float = 0.0005  # and per task
@@ -92,6 +99,8 @@ class _Framework:
         self.deciding = False
         self.suppressed = True
         self.reviving = False
+        self.arrivals = 0  # jobs arrived so far: a round that saw fewer revives after it
+        self.planned: dict[str, int] = {}  # job -> tasks in Accepts not answered yet
 
 
 class Simulation:
@@ -125,6 +134,7 @@ class Simulation:
         self._cycle_due: float | None = None
         self._timer_due: float | None = None
         self._offer_ids = 0
+        self._live: dict[str, dict[str, _Offer]] = {}  # agent -> its outstanding offers
         self._templates: dict[str, common_pb2.Offer] = {}
         self.running_tasks = 0
 
@@ -218,19 +228,28 @@ class Simulation:
 
     def _offer(self, grant: OfferGrant) -> _Offer:
         self._offer_ids += 1
-        return _Offer(grant, f"o{self._offer_ids}")
+        offer = _Offer(grant, f"o{self._offer_ids}")
+        self._live.setdefault(grant.agent_id, {})[offer.offer_id] = offer
+        return offer
 
     # --- the frameworks ---------------------------------------------------------------------
 
     def _arrive(self, job) -> None:
+        """A job reaches its framework, which revives (as the batch framework does on every
+        submission: a revive also clears its decline filters, which may hide room the new
+        job could use)."""
         fw = self.frameworks[job.role]
         self.recorder.arrived(job.job, job.role, job.tasks, self.clock.now)
         fw.queue.arrive(job)
-        if fw.suppressed and not fw.reviving:
-            fw.reviving = True
-            self.clock.after(self.config.latency_seconds, lambda: self._revive(fw))
-        elif fw.inbox and not fw.deciding:
+        fw.arrivals += 1
+        self._ask_revive(fw)
+        if fw.inbox and not fw.deciding:
             self._decide(fw)
+
+    def _ask_revive(self, fw: _Framework) -> None:
+        if not fw.reviving:  # one revive on its way serves every arrival before it lands
+            fw.reviving = True
+            self.clock.after(self.config.latency_seconds, partial(self._revive, fw))
 
     def _revive(self, fw: _Framework) -> None:
         fw.reviving = False
@@ -251,11 +270,12 @@ class Simulation:
         placed, a Decline for the rest); suppresses offers if nothing is left to place."""
         if not fw.inbox:
             return
-        offers, fw.inbox = list(fw.inbox.values()), {}
+        offers = [o for o in fw.inbox.values() if not o.rescinded]
+        fw.inbox = {}
+        arrivals = fw.arrivals
         if not fw.queue:
-            self.clock.after(
-                self.config.latency_seconds, lambda: self._answer(fw, [], offers, True)
-            )
+            decline_all = partial(self._answer, fw, [], offers, [], arrivals)
+            self.clock.after(self.config.latency_seconds, decline_all)
             return
         # Offers with less cpus or mem than any waiting task asks for are declined without a
         # plan: the planner would place nothing there either.
@@ -277,15 +297,14 @@ class Simulation:
             unused = {o.offer_id for o in plan.unused}
             used = [o for o in usable if o.offer_id not in unused]
             declined += [o for o in usable if o.offer_id in unused]
+        for p in placed:
+            fw.planned[p.job.job] = fw.planned.get(p.job.job, 0) + p.count
         self.recorder.decide_seconds[fw.role] += think
         fw.deciding = True
-        suppress = not fw.queue
 
         def answer() -> None:
-            self.clock.after(
-                self.config.latency_seconds,
-                lambda: self._answer(fw, placed, declined, suppress, used),
-            )
+            send = partial(self._answer, fw, placed, declined, used, arrivals)
+            self.clock.after(self.config.latency_seconds, send)
             fw.deciding = False
             self._decide(fw)  # offers that came while it thought
 
@@ -298,64 +317,78 @@ class Simulation:
         fw: _Framework,
         placed: list[Placed],
         declined: list[_Offer],
-        suppress: bool,
-        used: list[_Offer] | None = None,
+        used: list[_Offer],
+        arrivals: int,
     ) -> None:
         now = self.clock.now
         by_agent: dict[str, list[Placed]] = {}
         for p in placed:
             by_agent.setdefault(p.agent_id, []).append(p)
         offers_of: dict[str, list[_Offer]] = {}
-        for offer in used or []:
+        for offer in used:
             offers_of.setdefault(offer.grant.agent_id, []).append(offer)
         for agent_id, tasks in by_agent.items():
             self._accept(fw, agent_id, offers_of.get(agent_id, []), tasks, now)
-        refuse = IDLE_REFUSE_SECONDS if suppress else DECLINE_REFUSE_SECONDS
-        for offer in declined:
-            self._release(offer, refuse)
-        if not fw.queue and not fw.suppressed:  # nothing arrived meanwhile
+        refuse = DECLINE_REFUSE_SECONDS if fw.queue else IDLE_REFUSE_SECONDS
+        self._decline(fw, declined, refuse)
+        if fw.arrivals != arrivals and fw.queue:
+            # Work arrived during the round: its declines may hide room the new work could
+            # use, so the batch framework revives once more.
+            self._ask_revive(fw)
+        elif not fw.queue and not fw.suppressed:
             fw.suppressed = True
             self.alloc.suppress(fw.role)
 
-    def _release(self, offer: _Offer, refuse: float) -> None:
-        """A declined (or conflicted) offer: its resources back, with a decline filter."""
-        if offer.rescinded:
-            return
-        grant = offer.grant
-        if grant.exclusive:
-            self.alloc.recover(
-                grant.framework_id, grant.agent_id, grant.resources, self.clock.now, refuse
-            )
-        else:
-            self.alloc.withdraw(grant.framework_id, grant.agent_id, grant.resources)
+    def _decline(self, fw: _Framework, offers: list[_Offer], refuse: float) -> None:
+        """The master's decline(): each offer's resources back (an optimistic one held
+        nothing), then one filter per agent refusing the sum of what was declined there (a
+        filter per offer would let the next refuse only its own part)."""
+        refused: dict[str, Resources] = {}
+        for offer in offers:
+            if offer.rescinded:
+                continue  # taken back meanwhile: the decline races a rescind
+            self._drop(offer)
+            grant = offer.grant
+            if grant.exclusive:
+                self.alloc.recover(fw.role, grant.agent_id, grant.resources, self.clock.now)
+            else:
+                self.alloc.withdraw(fw.role, grant.agent_id, grant.resources)
+            had = refused.get(grant.agent_id)
+            refused[grant.agent_id] = grant.resources if had is None else had + grant.resources
+        for agent_id, resources in refused.items():
             if refuse:
-                self.alloc.refuse(
-                    grant.framework_id, grant.agent_id, grant.resources, self.clock.now, refuse
-                )
-        self._change(grant.agent_id)
+                self.alloc.refuse(fw.role, agent_id, resources, self.clock.now, refuse)
+            self._change(agent_id)
+
+    def _drop(self, offer: _Offer) -> None:
+        """The offer is answered or taken back: no longer outstanding on its agent."""
+        live = self._live.get(offer.grant.agent_id)
+        if live is not None:
+            live.pop(offer.offer_id, None)
 
     def _accept(
         self, fw: _Framework, agent_id: str, offers: list[_Offer], tasks: list[Placed], now: float
     ) -> None:
+        for p in tasks:
+            fw.planned[p.job.job] -= p.count
         needed = Resources.of()
         for p in tasks:
             needed = needed + shape_of(p.job, p.count)
-        offered = Resources.of()
-        for offer in offers:
-            offered = offered + offer.grant.resources
         exclusive = all(o.grant.exclusive for o in offers)
         if not exclusive and not self._commit_optimistic(fw, agent_id, offers, needed, now):
-            self.recorder.conflicts += 1
+            # ABORTED (a conflict, or a rival below its fair share): nothing launched; the
+            # tasks wait again, and the framework revives for them.
             for p in tasks:
                 fw.queue.give_back(p)
-            for offer in offers:
-                offer.rescinded = True  # withdrawn by the commit's check: nothing to decline
-            if fw.suppressed and fw.queue:
-                fw.suppressed = False
-                self.alloc.revive(fw.role)
+            self._ask_revive(fw)
             self._change(agent_id)
             return
+        for offer in offers:
+            self._drop(offer)
         if exclusive:
+            offered = Resources.of()
+            for offer in offers:
+                offered = offered + offer.grant.resources
             unused = offered - needed
             if unused:
                 self.alloc.recover(fw.role, agent_id, unused, now, DECLINE_REFUSE_SECONDS)
@@ -367,16 +400,38 @@ class Simulation:
     def _commit_optimistic(
         self, fw: _Framework, agent_id: str, offers: list[_Offer], needed: Resources, now: float
     ) -> bool:
-        """The master's OfferCycle.take: the tasks must fit what is free now; then the offers
-        are withdrawn and what the tasks use committed; other frameworks' offers on the agent
+        """The master's OfferCycle.take: the offers must still stand and the tasks fit what
+        is free now (else a conflict), and no framework below its fair share may have been
+        offered the same room within the grace period (else BELOW_SHARE_PRIORITY); then the
+        offers are withdrawn, what the tasks use committed, and the other offers on the agent
         that no longer fit are rescinded."""
+        if any(o.rescinded for o in offers):
+            for offer in offers:
+                if not offer.rescinded:
+                    offer.rescinded = True
+                    self._drop(offer)
+                    self.alloc.withdraw(fw.role, agent_id, offer.grant.resources)
+            self.recorder.conflicts += 1
+            return False
         fits = self.alloc.free(agent_id).contains(needed)
+        rival = None
+        if fits:
+            grace = self.config.optimistic_grace_seconds
+            rival = self.alloc.priority_rival(fw.role, agent_id, needed, now, grace)
+        if not fits or rival is not None:
+            for offer in offers:
+                offer.rescinded = True  # gone with the failed Accept: nothing to decline
+                self._drop(offer)
+                self.alloc.withdraw(fw.role, agent_id, offer.grant.resources)
+            if rival is None:
+                self.recorder.conflicts += 1
+            else:
+                self.recorder.priority_refusals += 1
+            return False
         offered = Resources.of()
         for offer in offers:
             self.alloc.withdraw(fw.role, agent_id, offer.grant.resources)
             offered = offered + offer.grant.resources
-        if not fits:
-            return False
         self.alloc.commit(fw.role, agent_id, needed)
         unused = offered - needed
         if unused:
@@ -385,19 +440,37 @@ class Simulation:
         return True
 
     def _rescind_unsatisfiable(self, agent_id: str) -> None:
+        """The master's rescind_unsatisfiable: each framework's outstanding optimistic offers
+        on the agent, summed, must still fit what is free; else they are taken back (wherever
+        they are: on their way, in hand or being decided on) and the agent is woken."""
         free = self.alloc.free(agent_id)
-        for other in self.frameworks.values():
-            for offer_id, offer in list(other.inbox.items()):
-                if offer.grant.agent_id == agent_id and not free.contains(offer.grant.resources):
-                    offer.rescinded = True
-                    del other.inbox[offer_id]
-                    self.alloc.withdraw(other.role, agent_id, offer.grant.resources)
+        by_framework: dict[str, list[_Offer]] = {}
+        for offer in self._live.get(agent_id, {}).values():
+            if not offer.grant.exclusive:
+                by_framework.setdefault(offer.grant.framework_id, []).append(offer)
+        rescinded = False
+        for framework_id, stale in by_framework.items():
+            total = Resources.of()
+            for offer in stale:
+                total = total + offer.grant.resources
+            if free.contains(total):
+                continue
+            inbox = self.frameworks[framework_id].inbox
+            for offer in stale:
+                offer.rescinded = True
+                self._drop(offer)
+                inbox.pop(offer.offer_id, None)
+                self.alloc.withdraw(framework_id, agent_id, offer.grant.resources)
+            rescinded = True
+        if rescinded:
+            self._change(agent_id)
 
     def _start(self, fw: _Framework, agent_id: str, p: Placed, now: float) -> None:
         job = p.job
         self.recorder.started(now, fw.role, job.resources, p.count)
-        if job.job not in fw.queue.jobs:
+        if job.job not in fw.queue.jobs and not fw.planned.get(job.job):
             self.recorder.launched(job.job, now)  # its last tasks start now
+            fw.planned.pop(job.job, None)
         self.running_tasks += p.count
         self.clock.at(now + job.duration, lambda: self._end(fw, agent_id, p))
 

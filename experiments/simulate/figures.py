@@ -53,6 +53,7 @@ def fairness_gap(samples: list[dict], roles: Iterable[str]) -> dict[str, float |
 def run_figures(recorder: Recorder, seconds: float, roles: list[str]) -> dict:
     util = recorder.utilisation(seconds)
     cycles = recorder.cycles
+    accepts = recorder.launches + recorder.conflicts + recorder.priority_refusals
     return {
         "utilisation": {r: round(v, 4) for r, v in util.items()},
         "job_wait_seconds": job_waits(recorder, roles),
@@ -61,9 +62,9 @@ def run_figures(recorder: Recorder, seconds: float, roles: list[str]) -> dict:
         "offers_per_second": round(recorder.offers / seconds, 2),
         "cycles_per_second": round(cycles / seconds, 2),
         "conflicts": recorder.conflicts,
-        "conflict_fraction": round(recorder.conflicts / recorder.launches, 4)
-        if recorder.launches
-        else 0.0,
+        "priority_refusals": recorder.priority_refusals,
+        # Of all Accepts: launched, conflicted, refused for a rival.
+        "conflict_fraction": round(recorder.conflicts / accepts, 4) if accepts else 0.0,
         "busyness": {r: round(v / seconds, 4) for r, v in recorder.decide_seconds.items()},
         "allocator_cpu_ms_per_cycle": round(recorder.allocate_cpu_seconds / cycles * 1000, 4)
         if cycles

@@ -95,7 +95,8 @@ class Recorder:
     samples: list[dict] = field(default_factory=list)
     offers: int = 0
     cycles: int = 0
-    conflicts: int = 0
+    conflicts: int = 0  # optimistic Accepts that found their room taken
+    priority_refusals: int = 0  # optimistic Accepts refused for a rival below its share
     launches: int = 0
     tasks_launched: int = 0
     allocate_cpu_seconds: float = 0.0

@@ -30,9 +30,12 @@ def _roles(results: Results) -> list[str]:
     return list(results.data["config"]["trace_summary"]["roles"])
 
 
-def _wait(run: dict, role: str, key: str = "p50") -> float:
-    value = run["job_wait_seconds"][role]["all"][key]
-    return float("nan") if value is None else value
+def _wait(run: dict, role: str, key: str = "p50") -> float | None:
+    return run["job_wait_seconds"][role]["all"][key]
+
+
+def _plotted(value: float | None) -> float:
+    return float("nan") if value is None else value  # a gap in the line
 
 
 def plots_of(results: Results, series: dict, swept: str) -> list[str]:
@@ -48,7 +51,7 @@ def plots_of(results: Results, series: dict, swept: str) -> list[str]:
         for role in others:
             for key, style in (("p50", "o-"), ("p99", "s--")):
                 values = [_wait(r, role, key) for r in runs]
-                wait_series.append((f"{role} {key}, {mode}", xs, values))
+                wait_series.append((f"{role} {key}, {mode}", xs, [_plotted(v) for v in values]))
                 styles.append(style)
     files.append(
         plots.lines(
@@ -169,7 +172,7 @@ def summary(results: Results, swept: str) -> str:
         + " | ".join(f"{r} wait p50 / p99 (s)" for r in roles)
         + " | fairness gap | offers/s | cycles/s | allocator ms/cycle | conflicts | "
         "sim CPU (s) |",
-        "|---" * (8 + len(roles)) + "|",
+        "|---" * (9 + len(roles)) + "|",
     ]
     for run in results.runs:
         waits = " | ".join(f"{_fmt(_wait(run, r))} / {_fmt(_wait(run, r, 'p99'))}" for r in roles)

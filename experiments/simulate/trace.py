@@ -171,6 +171,11 @@ def parse_lines(lines: Iterable[str], source: str = "trace") -> Trace:
             cluster = _cluster(where, obj)
             continue
         job = _job(where, obj, cluster)
+        if job.at > cluster.seconds:
+            raise TraceError(
+                f"{where}: job {job.job!r} arrives at {job.at:g} s, after the trace's end "
+                f"({cluster.seconds:g} s); raise seconds in the first line or drop the job"
+            )
         if job.job in names:
             raise TraceError(f"{where}: job {job.job!r} appears twice; names must be unique")
         names.add(job.job)

@@ -12,7 +12,8 @@ from agora.experiments.simulate.generator import Shape, generate
 pytestmark = pytest.mark.asyncio
 
 
-async def test_the_simulator_agrees_with_a_real_master_on_the_same_trace(tmp_path):
+@pytest.mark.parametrize("mode", ["pessimistic", "optimistic"])
+async def test_the_simulator_agrees_with_a_real_master_on_the_same_trace(tmp_path, mode):
     # 20 agents, 40 s: Google-shaped jobs with their durations scaled down a hundredfold, so
     # that tasks end, queue and wait within the run.
     trace = generate(
@@ -27,7 +28,7 @@ async def test_the_simulator_agrees_with_a_real_master_on_the_same_trace(tmp_pat
             seed=2,
         )
     )
-    result = await cross_check(trace, tmp_path)
+    result = await cross_check(trace, tmp_path, mode)
     real, simulated = result["real"], result["simulated"]
     assert real["tasks_launched"] > 50  # the real run did real work
     for role in ("batch", "service"):
