@@ -33,8 +33,8 @@ import grpc
 
 from agora.common.election import zk_client
 from agora.common.rpc import open_channel
-from agora.experiments.failover import await_leader, free_ports
-from agora.experiments.processes import Daemon, agora_argv, start_real_agent
+from agora.experiments.failover import await_leader
+from agora.experiments.processes import Daemon, agora_argv, free_ports, start_real_agent
 from agora.experiments.results import Progress, Results, stats_table, summarize, targets_md
 from agora.frameworks.batch.client import BatchNotFound, find_batch_address
 from agora.v1 import batch_pb2, batch_pb2_grpc

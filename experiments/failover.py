@@ -50,7 +50,7 @@ from agora.common.election import find_leader, zk_client
 from agora.common.rpc import open_channel
 from agora.experiments import failover_checks, failover_report
 from agora.experiments.failover_checks import TERMINAL, FailoverRun, FaultTimes
-from agora.experiments.processes import Daemon, agora_argv, start_real_agent
+from agora.experiments.processes import Daemon, agora_argv, free_ports, start_real_agent
 from agora.experiments.results import Progress, Results
 from agora.frameworks.sdk import Framework, SchedulerError, TaskSpec, fit, new_task_id, run_async
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
@@ -423,19 +423,6 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
         f"{len(verdict.lost)}, run twice {len(verdict.ran_twice)}"
     )
     return results
-
-
-def free_ports(n: int) -> list[int]:
-    import socket
-
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 async def await_leader(zk, path: str, exclude: str, timeout: float = 60) -> str:

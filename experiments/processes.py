@@ -15,8 +15,10 @@ import contextlib
 import json
 import math
 import os
+import random
 import re
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -422,3 +424,30 @@ def launcher_pids(agent_pid: int) -> list[int]:
         if "agora.agent.executor" in cmdline and "--serve" in cmdline:
             found.append(child.pid)
     return found
+
+
+# Ports for daemons that must keep their address across restarts (a killed master comes back
+# where its agents look for it), so they cannot bind port 0. Taken below the kernel's
+# ephemeral range (32768-60999 by default), which bind(0) and outgoing connections draw
+# from: a port found free there cannot be handed to another process before ours binds it;
+# only an explicit bind elsewhere could take it.
+FIXED_PORTS = (20000, 32767)
+
+
+def free_ports(n: int, rng: random.Random | None = None) -> list[int]:
+    """`n` distinct ports on 127.0.0.1 free now, outside the ephemeral range."""
+    rng = rng or random.Random()
+    found: list[int] = []
+    for _ in range(1000 * n):
+        port = rng.randint(*FIXED_PORTS)
+        if port in found:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        found.append(port)
+        if len(found) == n:
+            return found
+    raise RuntimeError(f"found only {len(found)} of {n} free ports in {FIXED_PORTS}")

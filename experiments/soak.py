@@ -47,8 +47,7 @@ import psutil
 
 from agora.common.rpc import open_channel
 from agora.experiments import soak_checks, soak_report
-from agora.experiments.failover import free_ports
-from agora.experiments.processes import Daemon, agora_argv, python_m
+from agora.experiments.processes import Daemon, agora_argv, free_ports, python_m
 from agora.experiments.results import Progress, Results
 from agora.experiments.soak_checks import VISITOR_TASKS, Kill, SoakRun
 from agora.v1 import (
