@@ -27,7 +27,13 @@ from agora.experiments.simulate.queue import TraceQueue
 from agora.experiments.simulate.run import simulate_once
 from agora.experiments.simulate.trace import Job, Trace
 from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
-from agora.frameworks.sdk import Driver, Framework, GrpcSchedulerTransport, framework_info
+from agora.frameworks.sdk import (
+    Driver,
+    Framework,
+    GrpcSchedulerTransport,
+    SchedulerError,
+    framework_info,
+)
 from agora.v1 import common_pb2
 
 log = structlog.get_logger(__name__)
@@ -94,13 +100,24 @@ class TraceFramework(Framework):
                 for want in launch.wants:
                     self.shapes[want.spec.task_id] = self.by_id[want.job_id]
             now = self.now()
+            for launch in plan.launches:
+                try:
+                    await driver.launch(
+                        launch.offers, launch.tasks, refuse_seconds=DECLINE_REFUSE_SECONDS
+                    )
+                except SchedulerError as e:
+                    # Refused (an optimistic conflict, a rival below its share): nothing was
+                    # launched there; those tasks wait again, as in the simulator.
+                    log.info("launch refused", agent_id=launch.agent_id, error=str(e))
+                    for p in placed:
+                        if p.agent_id == launch.agent_id:
+                            self.queue.give_back(p)
+                    await driver.revive()
+                    for task in launch.tasks:
+                        self.shapes.pop(task.task_id, None)
             for p in placed:
                 if p.job.job not in self.queue.jobs:
                     self.recorder.launched(p.job.job, now)
-            for launch in plan.launches:
-                await driver.launch(
-                    launch.offers, launch.tasks, refuse_seconds=DECLINE_REFUSE_SECONDS
-                )
             if plan.unused:
                 refuse = DECLINE_REFUSE_SECONDS if self.queue else IDLE_REFUSE_SECONDS
                 await driver.decline(plan.unused, refuse_seconds=refuse)

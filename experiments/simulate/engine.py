@@ -99,7 +99,7 @@ class _Framework:
         self.deciding = False
         self.suppressed = True
         self.reviving = False
-        self.arrivals = 0  # jobs arrived so far: a round that saw fewer revives after it
+        self.arrivals = 0  # jobs arrived so far: work that came during a round revives after it
         self.planned: dict[str, int] = {}  # job -> tasks in Accepts not answered yet
 
 
@@ -135,7 +135,6 @@ class Simulation:
         self._timer_due: float | None = None
         self._offer_ids = 0
         self._live: dict[str, dict[str, _Offer]] = {}  # agent -> its outstanding offers
-        self._templates: dict[str, common_pb2.Offer] = {}
         self.running_tasks = 0
 
     # --- running -------------------------------------------------------------------------
