@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -34,7 +33,13 @@ import grpc
 from agora.common.election import zk_client
 from agora.common.rpc import open_channel
 from agora.experiments.failover import await_leader
-from agora.experiments.processes import Daemon, agora_argv, free_ports, start_real_agent
+from agora.experiments.processes import (
+    Daemon,
+    agora_argv,
+    free_ports,
+    scratch_dir,
+    start_real_agent,
+)
 from agora.experiments.results import Progress, Results, stats_table, summarize, targets_md
 from agora.frameworks.batch.client import BatchNotFound, find_batch_address
 from agora.v1 import batch_pb2, batch_pb2_grpc
@@ -60,7 +65,7 @@ async def run(
     progress = Progress("failover", quiet)
     params = {**cfg.__dict__, "component": "batch"}
     results = Results("failover", out, params, command)
-    scratch = Path(tempfile.mkdtemp(prefix="agora-batch-failover-"))
+    scratch = scratch_dir("agora-batch-failover-")
     logs, markers = scratch / "logs", scratch / "markers"
     markers.mkdir(parents=True)
     zk = await asyncio.to_thread(ZooKeeperServer(scratch / "zookeeper").start)

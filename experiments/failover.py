@@ -38,7 +38,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +49,13 @@ from agora.common.election import find_leader, zk_client
 from agora.common.rpc import open_channel
 from agora.experiments import failover_checks, failover_report
 from agora.experiments.failover_checks import TERMINAL, FailoverRun, FaultTimes
-from agora.experiments.processes import Daemon, agora_argv, free_ports, start_real_agent
+from agora.experiments.processes import (
+    Daemon,
+    agora_argv,
+    free_ports,
+    scratch_dir,
+    start_real_agent,
+)
 from agora.experiments.results import Progress, Results
 from agora.frameworks.sdk import Framework, SchedulerError, TaskSpec, fit, new_task_id, run_async
 from agora.v1 import common_pb2, operator_pb2, operator_pb2_grpc
@@ -411,7 +416,7 @@ async def run(cfg: FailoverConfig, out: Path, command: list[str], quiet: bool = 
     results = Results("failover", out, cfg.__dict__.copy(), command)
     # Scratch (logs, agents' work dirs, ZooKeeper's data, markers) beside, not in, `out`:
     # removed after a run that worked, kept (and named) after one that did not.
-    scratch = Path(tempfile.mkdtemp(prefix="agora-failover-"))
+    scratch = scratch_dir("agora-failover-")
     measured = await measure(cfg, scratch, progress)
     verdict = failover_checks.judge(measured)
     failover_report.write(results, cfg, measured, verdict)

@@ -20,6 +20,7 @@ import re
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -451,3 +452,13 @@ def free_ports(n: int, rng: random.Random | None = None) -> list[int]:
         if len(found) == n:
             return found
     raise RuntimeError(f"found only {len(found)} of {n} free ports in {FIXED_PORTS}")
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new directory for a run's files that its tasks must see too (markers they write):
+    not under /tmp, which a task in its own mount namespace sees as a private, empty tmpfs.
+    $TMPDIR when it is set elsewhere, else /var/tmp."""
+    base = os.environ.get("TMPDIR", "")
+    if not base or base.rstrip("/") == "/tmp" or base.startswith("/tmp/"):
+        base = "/var/tmp"
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))

@@ -35,7 +35,6 @@ import os
 import random
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -47,7 +46,7 @@ import psutil
 
 from agora.common.rpc import open_channel
 from agora.experiments import soak_checks, soak_report
-from agora.experiments.processes import Daemon, agora_argv, free_ports, python_m
+from agora.experiments.processes import Daemon, agora_argv, free_ports, python_m, scratch_dir
 from agora.experiments.results import Progress, Results
 from agora.experiments.soak_checks import VISITOR_TASKS, Kill, SoakRun
 from agora.v1 import (
@@ -384,7 +383,7 @@ async def run(cfg: SoakConfig, out: Path, command: list[str], quiet: bool = Fals
     """The run (measure), its checks (soak_checks) and its report (soak_report)."""
     progress = Progress("soak", quiet)
     results = Results("soak", out, asdict(cfg), command)
-    scratch = Path(tempfile.mkdtemp(prefix="agora-soak-"))
+    scratch = scratch_dir("agora-soak-")
     measured = await measure(cfg, scratch, progress)
     soak_report.write(results, cfg, measured, soak_checks.judge(cfg, measured))
     if not os.environ.get("AGORA_KEEP_SCRATCH"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +186,19 @@ def test_the_catalog_is_the_one_list_of_experiments_and_their_sizes():
             cli = parser.parse_args(["experiment", name, *size, "--out", "x"])
             assert {k: v for k, v in vars(cli).items() if k in vars(args)} == vars(args)
             assert callable(experiment.build(args))
+
+
+def test_a_runs_scratch_is_never_under_tmp_which_namespaced_tasks_do_not_share(
+    monkeypatch, tmp_path
+):
+    from agora.experiments.processes import scratch_dir
+
+    for tmpdir in ("", "/tmp", "/tmp/pytest-x"):
+        monkeypatch.setenv("TMPDIR", tmpdir)
+        made = scratch_dir("agora-test-")
+        try:
+            assert made.parent == Path("/var/tmp") and made.is_dir()
+        finally:
+            made.rmdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert scratch_dir("agora-test-").parent == tmp_path
