@@ -20,16 +20,21 @@ from agora.agent.sandbox_watch import (
 from agora.agent.task_manager import DEFAULT_KILL_GRACE
 from agora.common import Resources, parse_attributes
 from agora.common.credentials import INSECURE, Credentials
-from agora.common.settings import Flag, Number, check_settings, port_rule, setting
+from agora.common.settings import (
+    AT_LEAST_ONE,
+    MB,
+    SECONDS,
+    SECONDS_OR_ZERO,
+    Flag,
+    Number,
+    check_settings,
+    port_rule,
+    setting,
+)
 
 # Enough for a build's `make -j` or a JVM's threads; a fork bomb is stopped long before the
 # host's own limit (pid_max, 4 million on 64-bit Linux).
 DEFAULT_TASK_PIDS_MAX = 1024
-MB = 1024 * 1024
-
-SECONDS = Number(above=0, unit="seconds")
-SECONDS_OR_ZERO = Number(at_least=0, unit="seconds")
-AT_LEAST_ONE = Number(at_least=1, whole=True)
 
 
 def _resources(text: str) -> Resources:

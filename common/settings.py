@@ -26,6 +26,10 @@ from dataclasses import MISSING
 from typing import Any
 
 __all__ = [
+    "AT_LEAST_ONE",
+    "MB",
+    "SECONDS",
+    "SECONDS_OR_ZERO",
     "Flag",
     "Number",
     "add_flags",
@@ -100,6 +104,13 @@ def _shown_number(x: float) -> str:
 
 def _noun(rule: Number) -> str:
     return "a whole number" if rule.whole else "a number"
+
+
+# Rules that every daemon's config uses.
+MB = 1024 * 1024
+SECONDS = Number(above=0, unit="seconds")
+SECONDS_OR_ZERO = Number(at_least=0, unit="seconds")
+AT_LEAST_ONE = Number(at_least=1, whole=True)
 
 
 def port_rule(optional: bool = False) -> Number:

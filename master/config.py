@@ -9,16 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agora.common.credentials import INSECURE, Credentials, check_listen
-from agora.common.settings import Flag, Number, check_settings, port_rule, setting
+from agora.common.settings import (
+    AT_LEAST_ONE,
+    MB,
+    SECONDS,
+    SECONDS_OR_ZERO,
+    Flag,
+    Number,
+    check_settings,
+    port_rule,
+    setting,
+)
 from agora.common.task_limits import MIN_TASK_CPUS
 
 ALLOCATION_MODES = ("event", "interval")
 OFFER_MODES = ("pessimistic", "optimistic")
-MB = 1024 * 1024
 
-SECONDS = Number(above=0, unit="seconds")
-SECONDS_OR_ZERO = Number(at_least=0, unit="seconds")
-AT_LEAST_ONE = Number(at_least=1, whole=True)
 NONE_OR_MORE = Number(at_least=0, whole=True)  # 0: no bound
 PORT = port_rule()
 PORT_OR_NONE = port_rule(optional=True)
