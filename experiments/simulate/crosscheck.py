@@ -157,7 +157,7 @@ async def real_run(trace: Trace, work_dir: Path, offer_mode: str = "pessimistic"
     master = await start_master(MasterOptions(offer_mode=offer_mode), work_dir)
     fleet = None
     drivers: list[tuple[TraceFramework, Driver, asyncio.Task]] = []
-    recorder = Recorder(dict(_capacity(trace)), list(cluster.roles))
+    recorder = Recorder(cluster.capacity, list(cluster.roles))
     try:
         fleet, _ = await start_fleet(master.address, cluster.agents, work_dir, resources=resources)
         start = time.monotonic()
@@ -181,11 +181,6 @@ async def real_run(trace: Trace, work_dir: Path, offer_mode: str = "pessimistic"
         if fleet is not None:
             await fleet.stop()
         await master.stop()
-
-
-def _capacity(trace: Trace) -> dict[str, float]:
-    c = trace.cluster
-    return {r: amount * c.agents for r, amount in c.agent.items()}
 
 
 def compare(real: dict, simulated: dict, roles: list[str]) -> dict:

@@ -118,7 +118,7 @@ class Simulation:
         self.clock = VirtualClock()
         cluster = trace.cluster
         self.total = scalars(cluster.agent)
-        self.capacity = {r: amount * cluster.agents for r, amount in cluster.agent.items()}
+        self.capacity = cluster.capacity
         self.recorder = Recorder(self.capacity, list(cluster.roles))
         self.frameworks: dict[str, _Framework] = {}
         for role, weight in cluster.roles.items():

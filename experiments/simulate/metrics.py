@@ -4,8 +4,8 @@
   exactly between events (not sampled);
 - job wait: arrival -> the Accept that launched its last task, by size class;
 - fairness: each role's dominant share of what its running tasks hold, sampled, against the
-  DRF optimum of that moment (`drf_optimum`: weighted progressive filling, each role capped by
-  what it wants: what runs plus what waits).
+  DRF optimum of that moment (experiments/drf.py's `drf_optimum`: weighted progressive
+  filling, each role capped by what it wants: what runs plus what waits).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["SIZE_CLASSES", "Recorder", "drf_optimum", "size_class"]
+from agora.experiments.drf import dominant_share, drf_optimum
+
+__all__ = ["SIZE_CLASSES", "Recorder", "size_class"]
 
 # Job sizes in tasks, as the Google trace papers group them: one task, a handful, tens,
 # hundreds, and the few huge jobs.
@@ -30,48 +32,6 @@ def size_class(tasks: int) -> str:
 
 def class_names() -> list[str]:
     return [name for name, _, _ in SIZE_CLASSES] + [HUGE]
-
-
-def _dominant(vector: Mapping[str, float], capacity: Mapping[str, float]) -> float:
-    return max((vector.get(r, 0.0) / c for r, c in capacity.items() if c > 0), default=0.0)
-
-
-def drf_optimum(
-    weights: Mapping[str, float],
-    demands: Mapping[str, Mapping[str, float]],
-    capacity: Mapping[str, float],
-) -> dict[str, float]:
-    """Each role's dominant share under weighted DRF with divisible demands: raise every
-    role's dominant share at the rate of its weight, in the proportions of its own demand,
-    until the role has all it wants or a resource runs out (progressive filling). Roles that
-    want nothing get 0."""
-    shares = {role: 0.0 for role in weights}
-    wanted = {role: _dominant(demands.get(role, {}), capacity) for role in weights}
-    # Per role, how much of each resource one unit of dominant share takes.
-    per_share: dict[str, dict[str, float]] = {}
-    for role, want in wanted.items():
-        if want > 0:
-            d = demands[role]
-            per_share[role] = {r: d.get(r, 0.0) / want / c for r, c in capacity.items() if c > 0}
-    used = {r: 0.0 for r in capacity}
-    active = {role for role in per_share}
-    while active:
-        # The level step every active role can take: until one is sated or a resource is full.
-        rate = {r: sum(weights[x] * per_share[x].get(r, 0.0) for x in active) for r in capacity}
-        steps = [(wanted[x] - shares[x]) / weights[x] for x in active]
-        steps += [(1.0 - used[r]) / rate[r] for r in capacity if rate[r] > 1e-15]
-        step = max(0.0, min(steps))
-        for x in active:
-            shares[x] += step * weights[x]
-        for r in capacity:
-            used[r] += step * rate[r]
-        full = {r for r in capacity if used[r] >= 1.0 - 1e-9 and rate[r] > 1e-15}
-        done = {x for x in active if shares[x] >= wanted[x] - 1e-12}
-        done |= {x for x in active if any(per_share[x].get(r, 0.0) > 1e-15 for r in full)}
-        if not done:
-            break  # nothing limits anyone (all demands zero): cannot happen with step > 0
-        active -= done
-    return shares
 
 
 @dataclass
@@ -138,7 +98,7 @@ class Recorder:
 
     def sample(self, now: float, demands: Mapping[str, Mapping[str, float]], weights) -> None:
         self.advance(now)
-        shares = {role: _dominant(self.running[role], self.capacity) for role in self.roles}
+        shares = {role: dominant_share(self.running[role], self.capacity) for role in self.roles}
         optimum = drf_optimum(weights, demands, self.capacity)
         cpus = self.capacity.get("cpus", 0.0)
         used = sum(u.get("cpus", 0.0) for u in self.running.values())

@@ -68,9 +68,6 @@ class TraceQueue:
         self._sequence += 1
         self.jobs[job.job] = WaitingJob(job, self._sequence, job.tasks)
 
-    def tasks_waiting(self) -> int:
-        return sum(w.left for w in self.jobs.values())
-
     def demand(self) -> dict[str, float]:
         """What the waiting tasks ask for together, per resource."""
         total: dict[str, float] = {}

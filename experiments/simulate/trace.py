@@ -46,6 +46,11 @@ class Cluster:
     roles: dict[str, float]  # role -> DRF weight
     seconds: float
 
+    @property
+    def capacity(self) -> dict[str, float]:
+        """The whole cluster's resources, per resource name."""
+        return {name: amount * self.agents for name, amount in self.agent.items()}
+
 
 @dataclass(frozen=True)
 class Job:

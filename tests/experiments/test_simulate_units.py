@@ -10,11 +10,12 @@ import sys
 
 import pytest
 
+from agora.experiments.drf import drf_optimum
 from agora.experiments.simulate.clock import VirtualClock
 from agora.experiments.simulate.engine import SimConfig, Simulation
 from agora.experiments.simulate.figures import run_figures
 from agora.experiments.simulate.generator import SERVICE, Shape, generate, rates
-from agora.experiments.simulate.metrics import drf_optimum, size_class
+from agora.experiments.simulate.metrics import size_class
 from agora.experiments.simulate.trace import (
     Cluster,
     Job,
