@@ -1,6 +1,7 @@
 """`agora bench allocator`: times the allocator on a cluster built in memory (no network).
 `agora bench streams`: what an open gRPC stream costs a bare Python server in memory.
-`agora bench tasks`: an agent's own CPU per task (launch, updates, records), no network."""
+`agora bench tasks`: an agent's own CPU per task (launch, updates, records), no network.
+`agora bench hops`: a message's time across two bare gRPC hops, the floor under offer latency."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ AGENT_RESOURCES = "cpus:24;mem:4096;disk:4096;ports:[31000-32000]"
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "bench",
-        help="benchmark a component (allocator, streams, tasks)",
+        help="benchmark a component (allocator, streams, tasks, hops)",
         description="Benchmarks that build their input in memory and print their figures.",
     )
     sub = p.add_subparsers(dest="bench_target", metavar="TARGET")
@@ -120,6 +121,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--json", action="store_true", help="print JSON for scripts")
     t.set_defaults(func=_run_tasks)
+    h = sub.add_parser(
+        "hops",
+        help="a message's latency across two bare gRPC hops (the floor under offer latency)",
+        description=(
+            "A sender process writes --messages stamped messages, --rate a second, on a "
+            "bidirectional stream (as an agent's status updates) to a bare grpc.aio server in "
+            "this process, which writes each at once on a server stream (as the master's "
+            "events) to a reader process. Prints the sender's stamp -> the reader's read, in ms: "
+            "the two gRPC hops of an offer's latency with none of the master's work (compare "
+            "`agora experiment offer-latency`)."
+        ),
+    )
+    h.add_argument("--messages", type=_positive, default=400, help="messages timed (default 400)")
+    h.add_argument(
+        "--rate",
+        type=_rate,
+        default=40.0,
+        help="messages a second (default 40, the task ends a second of offer-latency's "
+        "1,000-agent run)",
+    )
+    h.add_argument("--size", type=_positive, default=200, help="bytes a message (default 200)")
+    h.add_argument("--json", action="store_true", help="print JSON for scripts")
+    h.set_defaults(func=_run_hops)
 
 
 _positive = whole_number(1)
@@ -132,6 +156,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value >= 0:  # also rejects NaN
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 10_000:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 10000, got {text}")
     return value
 
 
@@ -260,4 +294,26 @@ def _run_tasks(args: argparse.Namespace) -> int:
             f"  wrapper + task CPU per task   {children['ms']} ms "
             f"(user {children['user_ms']}, system {children['system_ms']})"
         )
+    return 0
+
+
+def _run_hops(args: argparse.Namespace) -> int:
+    from agora.experiments.bench_hops import BenchError, run_hops_bench
+
+    try:
+        result = run_hops_bench(args.messages, args.rate, args.size)
+    except BenchError as e:
+        raise CommandError(str(e)) from None
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    ms = result["latency_ms"]
+    print(
+        f"hops: {result['received']} of {result['messages']} messages of {result['bytes']} bytes, "
+        f"{result['rate_per_second']:g} a second, sender -> bare grpc.aio server -> reader"
+    )
+    print(
+        f"  latency   p50 {ms['p50']:.3f}  p90 {ms['p90']:.3f}  p99 {ms['p99']:.3f}  "
+        f"max {ms['max']:.3f} ms"
+    )
     return 0
