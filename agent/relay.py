@@ -88,7 +88,7 @@ class RelayCounts:
     batches_down: int = 0
 
 
-class _Link:
+class RelayLink:
     """One agent's stream at the relay: what the master sent it, waiting to be written."""
 
     __slots__ = ("number", "queue", "ended", "owner")
@@ -107,14 +107,15 @@ class _Link:
             )
 
 
-class _Uplink:
-    """The relay's one stream to the master: links opened on it and what waits to be sent."""
+class Uplink:
+    """The relay's one stream to the master: links opened on it and what waits to be sent.
+    (An emulated fleet carries its agents on one the same way: experiments/emulated/carrier.py.)"""
 
     def __init__(self, call, max_up: int, max_down_per_link: int, counts: RelayCounts) -> None:
         self.call = call
         self.counts = counts
         self._max_down_per_link = max_down_per_link
-        self.links: dict[int, _Link] = {}
+        self.links: dict[int, RelayLink] = {}
         self.items: list[RelayUp.Item] = []
         self.broken = False
         self._next = 0
@@ -124,9 +125,9 @@ class _Uplink:
         self.room.set()
         self._writer: asyncio.Task | None = None
 
-    def open(self, principal: str, first) -> _Link:
+    def open(self, principal: str, first) -> RelayLink:
         self._next += 1
-        link = _Link(self._next, asyncio.current_task())
+        link = RelayLink(self._next, asyncio.current_task())
         self.links[link.number] = link
         self.put(RelayUp.Item(link=link.number, message=first, principal=principal))
         return link
@@ -140,7 +141,7 @@ class _Uplink:
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._pump())
 
-    def close(self, link: _Link) -> None:
+    def close(self, link: RelayLink) -> None:
         """The agent's stream ended: tell the master (unless it ended the link itself)."""
         if self.links.pop(link.number, None) is not None and not link.ended:
             self.put(RelayUp.Item(link=link.number, closed=RelayUp.Closed()))
@@ -219,7 +220,7 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
         self.carried = 0  # agents' streams open now
         self.counts = RelayCounts()
         self.connected = asyncio.Event()  # the master accepted the relay's stream
-        self._up: _Uplink | None = None
+        self._up: Uplink | None = None
         self._server: grpc.aio.Server | None = None
         self._metrics: HttpServer | None = None
         self._task: asyncio.Task | None = None
@@ -325,7 +326,7 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
             reader.cancel()
             up.close(link)
 
-    async def _read_agent(self, up: _Uplink, link: _Link, context) -> None:
+    async def _read_agent(self, up: Uplink, link: RelayLink, context) -> None:
         """Carries what the agent says up, until its stream ends; then ends the link."""
         try:
             while True:
@@ -387,7 +388,7 @@ class Relay(agent_link_pb2_grpc.AgentLinkServicer):
             raise ConnectionError(f"no master of {self.tracker} is leading yet")
         channel = open_channel(address, self.config.credentials, redial=True)
         call = agent_relay_pb2_grpc.AgentRelayStub(channel).Carry()
-        up = _Uplink(call, self.config.max_queued_up, self.config.max_queued_per_agent, self.counts)
+        up = Uplink(call, self.config.max_queued_up, self.config.max_queued_per_agent, self.counts)
         deposed: asyncio.Task | None = None  # cuts the stream once ZooKeeper names a successor
         epoch = 0
         try:

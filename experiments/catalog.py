@@ -263,6 +263,14 @@ def _scale_arguments(p: argparse.ArgumentParser) -> None:
         "each carrying its share to the master on one stream; 0: they dial the master "
         "(default 0; e.g. 0,5 for both)",
     )
+    p.add_argument(
+        "--carried",
+        action="store_true",
+        help="in steps without relays, each fleet process carries its agents to the master on "
+        "one AgentRelay stream, as `agora relay` would, instead of a gRPC stream per agent: "
+        "the master sees relayed agents, and the emulation costs this machine little, so at "
+        "100,000 agents the master is what is measured",
+    )
 
 
 def _fairness_arguments(p: argparse.ArgumentParser) -> None:
@@ -468,6 +476,11 @@ def _build_launch(args: argparse.Namespace) -> Runner:
     quiet = args.quiet
     from agora.experiments import launch
 
+    cores = os.cpu_count() or 1
+    if not 0 <= args.background_load <= cores:  # also refuses NaN
+        raise ExperimentError(
+            f"--background-load {args.background_load:g}: give 0 to {cores} cores (the machine's)"
+        )
     if args.work_dir is not None and not (
         args.work_dir.is_dir() and os.access(args.work_dir, os.W_OK | os.X_OK)
     ):
@@ -495,7 +508,10 @@ def _build_scale(args: argparse.Namespace) -> Runner:
     from agora.experiments import scale
 
     cfg = scale.ScaleConfig(
-        agents=args.agents, idle_seconds=args.seconds or args.idle_seconds, relays=args.relays
+        agents=args.agents,
+        idle_seconds=args.seconds or args.idle_seconds,
+        relays=args.relays,
+        carried=args.carried,
     )
     return lambda out, command: scale.run(cfg, out, command, quiet)
 
@@ -809,6 +825,15 @@ def _throughput_arguments(p: argparse.ArgumentParser) -> None:
         "isolation costs. results.json says what each agent gave (agents_isolation)",
     )
     p.add_argument(
+        "--background-load",
+        type=float,
+        default=0.0,
+        metavar="CORES",
+        help="keep CORES of CPU busy with processes of their own while each path runs (default "
+        "0: none): what CPU taken from the daemons costs this machine's throughput, to set "
+        "beside a cost of Agora's own that takes about as much (--isolation namespaces)",
+    )
+    p.add_argument(
         "--batch-zk",
         action="store_true",
         help="run the batch path's daemon as the leader of an `agora batch --zk` pair, its "
@@ -854,6 +879,11 @@ def _build_throughput(args: argparse.Namespace) -> Runner:
             f"a task of {args.cpus:g} cpus / {args.mem:g} MB does not fit an agent of "
             f"{args.agent_resources}"
         )
+    cores = os.cpu_count() or 1
+    if not 0 <= args.background_load <= cores:  # also refuses NaN
+        raise ExperimentError(
+            f"--background-load {args.background_load:g}: give 0 to {cores} cores (the machine's)"
+        )
     if args.work_dir is not None and not (
         args.work_dir.is_dir() and os.access(args.work_dir, os.W_OK | os.X_OK)
     ):
@@ -884,6 +914,7 @@ def _build_throughput(args: argparse.Namespace) -> Runner:
         slurm_programs=programs,
         batch_zk=args.batch_zk,
         isolation="" if args.isolation == "default" else args.isolation,
+        background_load=args.background_load,
     )
     return lambda out, command: throughput.run(cfg, out, command, quiet)
 

@@ -49,6 +49,9 @@ class ScaleConfig:
     # the master, each carrying its share of the agents on one stream; 0: every agent dials the
     # master.
     relays: list[int] = field(default_factory=lambda: [0])
+    # In steps without relays: each fleet process carries its agents on one AgentRelay stream
+    # (experiments/emulated/carrier.py) rather than a stream per agent.
+    carried: bool = False
     agent_resources: str = "cpus:4;mem:4096;disk:4096;ports:[31000-31099]"
 
 
@@ -71,7 +74,10 @@ async def _step(
         if relay_count:
             relays = await start_relays(master.address, relay_count, logs)
         dial = [r.address for r in relays] or master.address
-        fleets = await start_fleets(dial, agents, logs, cfg.agent_resources)
+        carried = cfg.carried and not relays
+        fleets = await start_fleets(
+            dial, agents, logs, cfg.agent_resources, extra=["--carry"] if carried else None
+        )
         register_seconds = time.monotonic() - started
         register_cpu = meter.cpu_seconds()
         await asyncio.sleep(min(cfg.settle_seconds, cfg.idle_seconds))
@@ -143,6 +149,8 @@ async def _step(
         "agents": agents,
         "fleet_processes": len(fleets),
         "relays": len(relays),
+        # The fleets carried their agents, one relay stream each (--carried).
+        "carried": carried,
         "register_seconds": round(register_seconds, 3),
         "register_master_cpu_seconds": round(register_cpu, 3),
         "idle_window_seconds": cfg.idle_seconds,
@@ -172,7 +180,7 @@ async def _step(
             },
         },
     }
-    via = f" via {len(relays)} relays" if relays else ""
+    via = _via(result)
     progress.done(
         f"{agents} agents{via}: registered in {register_seconds:.1f} s, idle master "
         f"{idle_cores:.3f} cores ({cpu_per_heartbeat_us:.0f} us/heartbeat), RSS "
@@ -257,7 +265,11 @@ async def run(cfg: ScaleConfig, out: Path, command: list[str], quiet: bool = Fal
 
 
 def _via(run: dict) -> str:
-    return f" via {run['relays']} relays" if run.get("relays") else ""
+    if run.get("relays"):
+        return f" via {run['relays']} relays"
+    if run.get("carried"):
+        return f" carried by {run['fleet_processes']} fleet processes (a relay stream each)"
+    return ""
 
 
 def _plots(results: Results, out: Path) -> list[str]:
@@ -328,7 +340,8 @@ def _plots(results: Results, out: Path) -> list[str]:
 
 def _summary(cfg: ScaleConfig, results: Results) -> str:
     rows = [
-        f"| {r['agents']} | {r.get('relays', 0)} | {r['register_seconds']} | "
+        f"| {r['agents']} | {'carried' if r.get('carried') else r.get('relays', 0)} | "
+        f"{r['register_seconds']} | "
         f"{r['idle_master_cpu_cores']} | "
         f"{r['master_cpu_per_heartbeat_us']} | {r['master_rss_mb_idle']} | "
         f"{r['idle_fleet_cpu_cores']} | {r.get('idle_relay_cpu_cores', 0)} | "
@@ -357,6 +370,9 @@ tells them it is there). CPU per heartbeat = idle cores / (N / interval) heartbe
 With relays (`--relays R`, `agora relay`), the fleets dial R relays instead of the master and
 each relay carries its agents on one stream to the master, batching what they say; the relays'
 own CPU and memory are given beside the master's (on a real cluster they run on other machines).
+With `--carried`, steps without relays have each fleet process carry its agents on one such
+stream itself (the master cannot tell it from a relay), so no agent has a gRPC stream of its own
+and the emulation costs this machine little beside the master.
 
 Allocation: a framework subscribes; the master offers it every agent in one round (a cycle
 run in slices of agents, its offers sent in events of at most 500).

@@ -69,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="agent streams per shared gRPC connection (default 100)",
     )
     p.add_argument(
+        "--carry",
+        action="store_true",
+        help="carry every agent to the master on one AgentRelay stream, as `agora relay` "
+        "does, instead of a gRPC stream each (the master sees relayed agents)",
+    )
+    p.add_argument(
         "--register-wave",
         type=int,
         default=500,
@@ -192,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_interval=args.heartbeat_interval,
         seed=args.seed,
         credentials=credentials,
+        carry=args.carry,
     )
     return asyncio.run(run(config, args.stats_interval))
 

@@ -1,4 +1,5 @@
-"""One emulated agent: the real AgentLink protocol over a (shared) gRPC channel, no processes.
+"""One emulated agent: the real AgentLink protocol over a (shared) gRPC channel, or carried on
+its fleet's one relay stream (experiments/emulated/carrier.py), no processes.
 
 It registers (re-registering with its id and tasks after a broken stream), heartbeats, and
 answers RunTask with reliable TASK_STARTING then TASK_RUNNING updates and, after the task's
@@ -87,8 +88,9 @@ class EmulatedAgent:
     def __init__(
         self,
         spec: AgentSpec,
-        channel: grpc.aio.Channel,
+        channel: grpc.aio.Channel | None,
         *,
+        connect: Callable | None = None,
         default_duration: Sampler,
         stats: AgentStats | None = None,
         on_registered: Callable[[EmulatedAgent], None] | None = None,
@@ -97,6 +99,13 @@ class EmulatedAgent:
     ) -> None:
         self.spec = spec
         self.channel = channel
+        # How the link is opened: AgentLink.Connect on `channel`, unless `connect` stands in
+        # for it (a fleet carried on one relay stream: experiments/emulated/carrier.py).
+        if connect is None:
+            if channel is None:
+                raise ValueError("an emulated agent needs a channel or a connect")
+            connect = agent_link_pb2_grpc.AgentLinkStub(channel).Connect
+        self._connect = connect
         self.default_duration = default_duration
         self.stats = stats or AgentStats()
         self.on_registered = on_registered
@@ -181,7 +190,7 @@ class EmulatedAgent:
         self._outbox = outbox
         # As a real agent: batches both ways once the master says it reads them.
         self._batcher = batcher = agent_batches()
-        call = agent_link_pb2_grpc.AgentLinkStub(self.channel).Connect(drain_queue(outbox, batcher))
+        call = self._connect(drain_queue(outbox, batcher))
         self._call = call
         self._last_heard = self.clock()
         # Until Registered arrives, the heartbeat timer only watches for silence.

@@ -1,4 +1,5 @@
-"""A fleet of emulated agents in one process, sharing a few gRPC channels to the master.
+"""A fleet of emulated agents in one process, sharing a few gRPC channels to the master (or,
+with `carry`, one relay stream: experiments/emulated/carrier.py).
 
 Each agent has its own AgentLink stream (the master cannot tell it from a real agent); streams
 are multiplexed over `agents_per_channel`-sized groups of HTTP/2 connections, so ten thousand
@@ -19,6 +20,7 @@ from agora.common import Resources
 from agora.common.credentials import INSECURE, Credentials, aio_channel
 from agora.common.rpc import CHANNEL_OPTIONS
 from agora.experiments.emulated.agent import AgentSpec, AgentStats, EmulatedAgent
+from agora.experiments.emulated.carrier import Carrier
 from agora.experiments.emulated.tasks import Sampler, constant
 
 DEFAULT_RESOURCES = "cpus:4;mem:4096;disk:4096;ports:[31000-31099]"
@@ -41,6 +43,11 @@ class FleetConfig:
     heartbeat_interval: float = 5.0
     # Mutual TLS to the master (as real agents with --tls-*); INSECURE: plaintext.
     credentials: Credentials = INSECURE
+    # Carry every agent to the master on one AgentRelay.Carry stream, as `agora relay` would,
+    # instead of a stream each (experiments/emulated/carrier.py): the fleet then costs little
+    # more than the agents' own logic, so at 100,000 agents the master, not the emulation, is
+    # what is measured.
+    carry: bool = False
     reconnect_backoff_initial: float = 0.2
     reconnect_backoff_max: float = 5.0
     update_backoff_initial: float = 0.5
@@ -56,6 +63,7 @@ class EmulatedFleet:
         self.agents: list[EmulatedAgent] = []
         self.stats = AgentStats()  # shared by every agent: the fleet's totals
         self._channels: list[grpc.aio.Channel] = []
+        self._carrier: Carrier | None = None
         self._changed = asyncio.Event()
 
     @property
@@ -100,15 +108,20 @@ class EmulatedFleet:
     async def add_agents(self, count: int, timeout: float = 120.0) -> list[EmulatedAgent]:
         """Adds and starts `count` more agents, waiting until they are registered."""
         deadline = time.monotonic() + timeout
+        if self.config.carry and self._carrier is None:
+            self._carrier = Carrier(self.config.master, self.config.credentials)
+            await self._carrier.start(timeout)
         added: list[EmulatedAgent] = []
         wave = self.config.register_wave
         for first in range(0, count, wave):
             batch = []
             for _ in range(min(wave, count - first)):
                 index = len(self.agents)
+                carrier = self._carrier
                 agent = EmulatedAgent(
                     self._spec(index),
-                    self._channel_for(index),
+                    None if carrier is not None else self._channel_for(index),
+                    connect=carrier.connect if carrier is not None else None,
                     default_duration=self.config.default_duration,
                     stats=self.stats,
                     on_registered=self._on_registered,
@@ -143,6 +156,9 @@ class EmulatedFleet:
 
     async def stop(self) -> None:
         await asyncio.gather(*(a.stop() for a in self.agents), return_exceptions=True)
+        if self._carrier is not None:
+            await self._carrier.stop()
+            self._carrier = None
         for channel in self._channels:
             await channel.close()
         self._channels.clear()

@@ -167,3 +167,63 @@ async def test_a_trace_framework_runs_every_row_after_its_submit_time(tmp_path):
     finally:
         await fleet.stop()
         await master.stop()
+
+
+async def test_a_carried_fleet_is_relayed_agents_to_the_master_and_survives_its_stream(tmp_path):
+    """--carry: the fleet's agents reach the master on one AgentRelay stream, no AgentLink
+    stream of their own; the master keeps them (their heartbeats arrive), runs their tasks, and
+    when the stream breaks every agent registers again on the carrier's next stream."""
+    master = Master(MasterConfig(port=0, agent_timeout_seconds=1.5, heartbeat_interval_seconds=0.5))
+    await master.start()
+    fleet = EmulatedFleet(
+        FleetConfig(
+            master=master.address,
+            agents=30,
+            register_wave=10,
+            resources=Resources.parse("cpus:2;mem:2048"),
+            default_duration=constant(0.05),
+            carry=True,
+        )
+    )
+    try:
+        await fleet.start(timeout=60)
+        assert fleet._channels == []  # not one AgentLink stream
+        assert fleet._carrier is not None and fleet._carrier.streams == 1
+        # Three agent timeouts later, all are still there: their heartbeats were carried.
+        await asyncio.sleep(4.5)
+        agents = await _agents(master.address)
+        assert len(agents) == 30 and all(a.state == "ACTIVE" for a in agents)
+        assert fleet.totals()["heartbeats_sent"] >= 30 * 3
+
+        recorder = Recorder()
+        framework = LoadFramework(
+            LoadConfig(
+                name="t", cpus=1, mem=512, max_tasks=20, duration=constant(0.05), hold_offers=True
+            ),
+            recorder,
+        )
+        driver = Driver(
+            framework,
+            TimedTransport(master.address, recorder, "t"),
+            framework_info("t", failover_timeout=5),
+        )
+        running = asyncio.create_task(driver.run())
+        await eventually_async(lambda: framework.ended == 20, timeout=60, message="20 tasks")
+        assert framework.failed == 0 and fleet.totals()["tasks_finished"] == 20
+        await driver.teardown()
+        await running
+
+        # The stream breaks: every link ends, the carrier dials again, each agent registers.
+        before = fleet.totals()["registrations"]
+        fleet._carrier._up.call.cancel()
+        await eventually_async(
+            lambda: fleet.totals()["registrations"] >= before + 30 and fleet.registered == 30,
+            timeout=30,
+            message="30 agents registered again",
+        )
+        assert fleet._carrier.streams == 2
+        agents = await _agents(master.address)
+        assert len(agents) == 30 and all(a.state == "ACTIVE" for a in agents)
+    finally:
+        await fleet.stop()
+        await master.stop()

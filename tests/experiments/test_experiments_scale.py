@@ -34,6 +34,17 @@ def test_scale_two_small_steps(tmp_path):
     assert {"scale_master_cpu.png", "scale_allocation_time.png"} <= set(data["plots"])
 
 
+def test_scale_with_carried_fleets(tmp_path):
+    """--carried: the master sees the fleet's agents on one relay stream and offers them all."""
+    out = tmp_path / "scale"
+    run_experiment("scale", "--agents", "12", "--carried", "--seconds", "1", "--out", str(out))
+    (run,) = load_results(out, "scale")["runs"]
+    assert run["carried"] is True and run["relays"] == 0
+    assert run["first_round_offers"] == 12
+    assert run["agents_removed"] == 0
+    assert "carried by 1 fleet processes" in (out / "summary.md").read_text()
+
+
 def test_removals_are_counted_in_this_steps_part_of_the_masters_log(tmp_path):
     """The master's log is appended to across runs into one --out: an earlier run's removals
     (here, two) are not this step's."""
