@@ -64,6 +64,9 @@ class ThroughputConfig:
     # allows them), "none" (plain processes), "namespaces" (agents with --task-namespaces) or
     # "image" (containers of the lab's busybox image).
     isolation: str = ""
+    # Cores kept busy by other processes during each path's run (--background-load): what CPU
+    # taken from the daemons costs, beside a cost of Agora's own such as namespaces'.
+    background_load: float = 0.0
 
     @property
     def at_once(self) -> int:
@@ -130,6 +133,7 @@ async def _phase(cfg, path, workload, work, logs, singles, progress) -> tuple[di
         batch=path == "batch",
         batch_zk=cfg.batch_zk,
         isolation=cfg.isolation,
+        background_load=cfg.background_load,
     ) as cl:
         await warm_up(cl, workload)
         if path == "batch" and cfg.single:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ import grpc
 
 from agora.common.rpc import open_channel
 from agora.experiments.cpu_account import Component
+from agora.experiments.cpu_burner import shares
 from agora.experiments.processes import (
     Daemon,
     MasterOptions,
@@ -68,6 +71,8 @@ class Cluster:
     zookeeper: object | None = None
     # What each agent says its tasks get (AgentInfo.isolation: namespaces, pids, cgroups...).
     isolation: list[list[str]] = field(default_factory=list)
+    # --background-load's processes (experiments/cpu_burner.py), while the cluster runs.
+    burners: list[subprocess.Popen] = field(default_factory=list)
 
     def components(self) -> list[Component]:
         """The cluster's daemons as CPU components: the master; each agent's own process and,
@@ -95,9 +100,21 @@ class Cluster:
                         f"agent {i}'s task launcher (`python -m agora.agent.executor --serve`)",
                     )
                 )
+        for k, burner in enumerate(self.burners):
+            found.append(
+                Component(
+                    f"background load-{k}",
+                    "other",
+                    burner.pid,
+                    "a process keeping a share of a core busy (--background-load)",
+                )
+            )
         return found
 
     async def stop(self) -> None:
+        for burner in self.burners:
+            burner.kill()
+            burner.wait()
         for daemon in [self.batch, self.standby, *self.agents, self.master]:
             if daemon is not None:
                 await daemon.stop()
@@ -160,12 +177,14 @@ async def cluster(
     batch: bool,
     batch_zk: bool = False,
     isolation: str = "",
+    background_load: float = 0.0,
 ) -> AsyncIterator[Cluster]:
     """A fresh master and `agents` real agents (and the batch daemon), stopped on the way out.
     `batch_zk`: the batch daemon is the leader of a pair on a ZooKeeper of its own (`agora batch
     --zk`), its state in ZooKeeper. `isolation`: "" leaves the agents to their default
     (namespaces where the host allows them), "none" and "namespaces" say so (AGENT_FLAGS),
-    "image" imports the lab's busybox image (IMAGE) into each agent."""
+    "image" imports the lab's busybox image (IMAGE) into each agent. `background_load`: cores
+    kept busy by processes of their own (experiments/cpu_burner.py) once the cluster is up."""
     logs.mkdir(parents=True, exist_ok=True)
     master = await start_master(MasterOptions(), logs)
     started = Cluster(master, [])
@@ -211,6 +230,9 @@ async def cluster(
             )  # fmt: skip
             started.batch = await Daemon("batch", argv, logs).start()
             await wait_for_framework(master.address, "batch")
+        for share in shares(background_load) if background_load else []:
+            argv = [sys.executable, "-m", "agora.experiments.cpu_burner", repr(share)]
+            started.burners.append(subprocess.Popen(argv))
         yield started
     finally:
         await started.stop()

@@ -146,6 +146,16 @@ def _throughput_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _load_line(cfg: ThroughputConfig) -> str:
+    """The --background-load, when there was one (its processes are `other` in the CPU table)."""
+    if not cfg.background_load:
+        return ""
+    return (
+        f" Background load: {cfg.background_load:g} core(s) kept busy by processes of their own "
+        "while each path ran (`--background-load`; their CPU is the `background load` rows)."
+    )
+
+
 def _isolation_line(runs: list[dict]) -> str:
     """What the agents said their tasks got, once per distinct answer (AgentInfo.isolation)."""
     seen = sorted({", ".join(i) for r in runs for i in r.get("agents_isolation", [])})
@@ -297,7 +307,7 @@ a task revives it, it launches on the first offer that comes).
 
 {_throughput_table(runs)}
 
-{_isolation_line(runs)}
+{_isolation_line(runs)}{_load_line(cfg)}
 
 ## One task at a time (idle cluster)
 

@@ -85,6 +85,31 @@ def test_the_batch_path_runs_its_tasks_isolated(tmp_path, isolation):
     assert data["config"]["isolation"] == isolation
 
 
+def test_a_background_load_runs_beside_the_path_and_is_accounted_apart(tmp_path):
+    """--background-load: processes keep that CPU busy while the path runs; the CPU table
+    names them, so the daemons' own figures stay theirs."""
+    out = tmp_path / "loaded"
+    run_experiment(
+        "throughput", "--paths", "batch", "--tasks", str(TASKS), "--single", "0",
+        "--isolation", "none", "--background-load", "0.5", "--out", str(out),
+    )  # fmt: skip
+    data = load_results(out, "throughput")
+    (run,) = [r for r in data["runs"] if r.get("path") == "batch"]
+    assert run["finished"] == TASKS
+    assert data["config"]["background_load"] == 0.5
+    burner = run["cpu"]["components"]["background load-0"]
+    assert burner["ms_per_task"] > 0
+    assert "Background load: 0.5 core(s)" in (out / "summary.md").read_text()
+
+
+def test_the_background_load_is_split_into_processes_of_at_most_a_core():
+    from agora.experiments.cpu_burner import shares
+
+    assert shares(0.25) == [0.25]
+    assert shares(1) == [1.0]
+    assert shares(1.5) == [1.0, 0.5]
+
+
 def test_a_run_whose_tasks_failed_measures_no_throughput(tmp_path):
     """Failed tasks end fast: their rate must not pass for throughput (a namespaced agent once
     failed every task and its run read as 373 tasks/s)."""
@@ -111,6 +136,8 @@ def test_a_run_whose_tasks_failed_measures_no_throughput(tmp_path):
         (("--peer", "pbs"), "--peer 'pbs': the peer this experiment runs is slurm"),
         (("--paths", "batch,mesos"), "--paths 'batch,mesos': use one or more of"),
         (("--cpus", "2"), "a task of 2 cpus / 32 MB does not fit an agent of cpus:1;mem:1024"),
+        (("--background-load", "-1"), "--background-load -1: give 0 to"),
+        (("--background-load", "nan"), "--background-load nan: give 0 to"),
     ],
 )
 def test_bad_input_gets_one_line_and_a_failure(tmp_path, args, message):
