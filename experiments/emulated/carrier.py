@@ -70,9 +70,19 @@ class Carrier:
         self._stopping = False
 
     async def start(self, timeout: float = 30.0) -> None:
-        """Dials the master and waits until it accepts the stream; then keeps it open."""
+        """Dials the master until it accepts the stream (a master busy with other fleets may
+        time a connection out: dialled again, as an agent would), then keeps it open."""
         self._channel = open_channel(self.master, self.credentials, redial=True)
-        call = await asyncio.wait_for(self._dial(), timeout)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                call = await asyncio.wait_for(self._dial(), timeout)
+                break
+            except (grpc.aio.AioRpcError, CarrierDown, TimeoutError):
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+                await asyncio.sleep(self._backoff.next_delay())
+        self._backoff.reset()
         self._runner = asyncio.create_task(self._run(call), name="carrier")
 
     async def _dial(self):
