@@ -29,6 +29,10 @@ FULL_EVERY = 600.0  # seconds between full collections of the whole (thawed) hea
 # (50,000 agents registering) is collected a handful of times, not at every quarter.
 FULL_WHEN_GROWN = 1.0
 MIN_HEAP = 10_000  # objects: a small heap is not collected again for its first growth
+# A full pass due while the master is busy (an offer round under way) waits for a quiet tick,
+# but no longer than this: a round of 100,000 offers doubles the heap, and the pass it
+# triggered (about half a second over the whole heap) held the round's later slices back.
+DEFER_FULL_MAX = 10.0
 
 
 class HeapKeeper:
@@ -37,20 +41,29 @@ class HeapKeeper:
         self._next_full = now + FULL_EVERY
         self._heap_after_full = MIN_HEAP  # tracked objects the last full pass left
         self._frozen_since_full = 0
+        self._full_due_since: float | None = None  # a full pass put off while busy
         # (Counted from the small unfrozen generation each time: gc.get_freeze_count() walks
         # the whole frozen list, ~0.3 s a call with 50,000 agents.)
 
-    def tick(self, now: float) -> None:
-        """Called from the master's tick loop (every 50 ms): freezes or collects when due."""
+    def tick(self, now: float, busy: bool = False) -> None:
+        """Called from the master's tick loop (every 50 ms): freezes or collects when due. A
+        full pass due while `busy` (an offer round under way) waits for a tick that is not, at
+        most DEFER_FULL_MAX seconds; what survived is frozen meanwhile as usual."""
         if now < self._next_freeze:
             return
         self._next_freeze = now + FREEZE_EVERY
         gc.collect(1)  # young garbage goes now; only survivors are frozen
         self._frozen_since_full += len(gc.get_objects(generation=2))
-        if (
+        due = (
             now >= self._next_full
             or self._frozen_since_full > FULL_WHEN_GROWN * self._heap_after_full
-        ):
+        )
+        if due and busy:
+            if self._full_due_since is None:
+                self._full_due_since = now
+            due = now - self._full_due_since >= DEFER_FULL_MAX
+        if due:
+            self._full_due_since = None
             self._next_full = now + FULL_EVERY
             gc.unfreeze()
             gc.collect()

@@ -112,6 +112,9 @@ class OfferCycle:
         # Seconds each cycle took, its slices' own work (Master sets it to its metric).
         self.observe_cycle: Callable[[float], None] = lambda seconds: None
         self._cycle_seconds = 0.0
+        # True while a cycle runs (a large one yields between its slices): the tick loop
+        # puts a full garbage collection off meanwhile (master/heap.py).
+        self.cycling = False
 
     # --- waking --------------------------------------------------------------------------
 
@@ -429,6 +432,7 @@ class OfferCycle:
     async def _cycle(self, agent_ids: list[str] | None) -> bool:
         """One timed cycle; False if it failed (a bug in one cycle must not stop offers)."""
         self._cycle_seconds = 0.0
+        self.cycling = True
         try:
             await self.allocate_in_slices(agent_ids)
             return True
@@ -436,6 +440,7 @@ class OfferCycle:
             log.exception("allocation failed")
             return False
         finally:
+            self.cycling = False
             self.observe_cycle(self._cycle_seconds)
 
     async def _run_event_driven(self) -> None:

@@ -469,7 +469,7 @@ class Master:
         heap = HeapKeeper(clock.now())
         while True:
             try:
-                heap.tick(clock.now())
+                heap.tick(clock.now(), busy=core.offers.cycling)
                 if turn == 0:
                     event = Event(heartbeat=Event.Heartbeat())
                     for framework in core.reg.frameworks.values():

@@ -10,7 +10,7 @@ import weakref
 
 from master_harness import start_master
 
-from agora.master.heap import FREEZE_EVERY, FULL_EVERY, HeapKeeper
+from agora.master.heap import DEFER_FULL_MAX, FREEZE_EVERY, FULL_EVERY, HeapKeeper
 
 
 class Node:
@@ -59,6 +59,28 @@ def test_a_heap_that_doubled_is_collected_before_the_timer():
         keeper.tick(3 * FREEZE_EVERY)  # long before FULL_EVERY
         assert gone() is None
         del grown
+    finally:
+        gc.unfreeze()
+
+
+def test_a_full_pass_due_while_busy_waits_for_a_quiet_tick_or_its_limit():
+    try:
+        keeper = HeapKeeper(now=0.0)
+        keeper.tick(FREEZE_EVERY)
+        gone = frozen_cycle(keeper, 2 * FREEZE_EVERY)
+        due = FREEZE_EVERY + FULL_EVERY
+        keeper.tick(due, busy=True)  # an offer round under way: put off
+        assert gone() is not None
+        keeper.tick(due + FREEZE_EVERY)  # the next quiet tick: done
+        assert gone() is None
+
+        gone = frozen_cycle(keeper, due + 2 * FREEZE_EVERY)
+        due = due + FREEZE_EVERY + FULL_EVERY
+        keeper.tick(due, busy=True)
+        keeper.tick(due + DEFER_FULL_MAX / 2, busy=True)
+        assert gone() is not None
+        keeper.tick(due + DEFER_FULL_MAX, busy=True)  # busy for too long: done anyway
+        assert gone() is None
     finally:
         gc.unfreeze()
 
