@@ -109,7 +109,8 @@ class RelayLink:
 
 class Uplink:
     """The relay's one stream to the master: links opened on it and what waits to be sent.
-    (An emulated fleet carries its agents on one the same way: experiments/emulated/carrier.py.)"""
+    (An emulated fleet carries its agents on one in the same way:
+    experiments/emulated/carrier.py.)"""
 
     def __init__(self, call, max_up: int, max_down_per_link: int, counts: RelayCounts) -> None:
         self.call = call

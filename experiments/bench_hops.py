@@ -113,8 +113,9 @@ def _child(*argv: str) -> subprocess.Popen:
 
 
 def _finish(reader: subprocess.Popen, messages: int, rate: float) -> tuple[str, str]:
-    """The reader's output once it has read every message, or BenchError if it takes twice as
-    long as sending them should (a message lost, a child stuck)."""
+    """The reader's output once it has read every message, or BenchError if that takes
+    START_SECONDS more than twice as long as sending them should (a message lost, a child
+    stuck)."""
     try:
         return reader.communicate(timeout=START_SECONDS + 2 * messages / rate)
     except subprocess.TimeoutExpired:

@@ -21,12 +21,15 @@ import asyncio
 import contextlib
 
 import grpc
+import structlog
 
 from agora.agent.relay import RelayCounts, RelayLink, Uplink
 from agora.common.backoff import Backoff
 from agora.common.credentials import INSECURE, Credentials
-from agora.common.rpc import open_channel
+from agora.common.rpc import describe_rpc_error, open_channel
 from agora.v1 import agent_relay_pb2, agent_relay_pb2_grpc
+
+log = structlog.get_logger(__name__)
 
 RelayUp = agent_relay_pb2.RelayUp
 RelayDown = agent_relay_pb2.RelayDown
@@ -34,6 +37,7 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 # As `agora relay`'s defaults (agent/relay.py's RelayConfig).
 MAX_QUEUED_UP = 20_000
 MAX_QUEUED_PER_AGENT = 10_000
+DIAL_SECONDS = 30.0  # for the master to take a new stream, once the first was lost
 # What the agents say waits this long for more to join it before the fleet writes it up.
 # Spread heartbeats (100,000 agents every 10 s) otherwise go one per stream message, each
 # costing the fleet and the master gRPC's per-message work (about 60 us a write here); a relay
@@ -73,15 +77,16 @@ class Carrier:
         """Dials the master until it accepts the stream (a master busy with other fleets may
         time a connection out: dialled again, as an agent would), then keeps it open."""
         self._channel = open_channel(self.master, self.credentials, redial=True)
-        deadline = asyncio.get_running_loop().time() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while True:
             try:
-                call = await asyncio.wait_for(self._dial(), timeout)
+                call = await asyncio.wait_for(self._dial(), max(0.1, deadline - loop.time()))
                 break
             except (grpc.aio.AioRpcError, CarrierDown, TimeoutError):
-                if asyncio.get_running_loop().time() >= deadline:
+                if loop.time() >= deadline:
                     raise
-                await asyncio.sleep(self._backoff.next_delay())
+                await asyncio.sleep(min(self._backoff.next_delay(), deadline - loop.time()))
         self._backoff.reset()
         self._runner = asyncio.create_task(self._run(call), name="carrier")
 
@@ -101,10 +106,14 @@ class Carrier:
             while True:  # dial again until the master takes the stream
                 await asyncio.sleep(self._backoff.next_delay())
                 try:
-                    call = await self._dial()
+                    call = await asyncio.wait_for(self._dial(), DIAL_SECONDS)
                     break
-                except (grpc.aio.AioRpcError, CarrierDown):
-                    continue
+                except Exception as e:  # noqa: BLE001 - every failure means: dial again later
+                    # Loud once per loss, quiet after (a refusal such as PERMISSION_DENIED
+                    # is retried as the relay retries it, and says so once).
+                    level = log.warning if self._backoff.attempts <= 1 else log.debug
+                    level("the fleet's relay stream: dialling the master failed",
+                          master=self.master, error=describe_rpc_error(e))  # fmt: skip
             self._backoff.reset()
 
     async def _carry(self, call) -> None:
@@ -136,7 +145,9 @@ class Carrier:
         up = self._up
         if up is None or up.broken:
             raise CarrierDown("the fleet's relay stream to the master is down; dial again")
-        return CarriedCall(up, requests)
+        # Each agent speaks as the fleet authenticated (its certificate's name), as a relay
+        # tells the master who each of its agents authenticated as.
+        return CarriedCall(up, requests, self.credentials.principal)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -155,8 +166,9 @@ class CarriedCall:
     """One agent's link on a Carrier: sends what its request iterator yields (the first, its
     Register, opens the link) and reads what the master sends it."""
 
-    def __init__(self, up: Uplink, requests) -> None:
+    def __init__(self, up: Uplink, requests, principal: str = "") -> None:
         self._up = up
+        self._principal = principal
         self._link: RelayLink | None = None
         self._opened = asyncio.Event()
         self._cancelled = False
@@ -167,7 +179,12 @@ class CarriedCall:
         try:
             async for message in requests:
                 if self._link is None:
-                    self._link = up.open("", message)
+                    if up.broken:  # the stream broke since connect(): a link nothing would end
+                        self._link = RelayLink(0, None)
+                        self._link.end(grpc.StatusCode.UNAVAILABLE, "the relay stream broke")
+                        self._opened.set()
+                        return
+                    self._link = up.open(self._principal, message)
                     self._opened.set()
                     continue
                 if not up.room.is_set():
@@ -175,11 +192,18 @@ class CarriedCall:
                 up.put(RelayUp.Item(link=self._link.number, message=message))
         finally:
             link = self._link
-            if link is not None:
+            if link is not None and not self._cancelled:
                 up.close(link)
-                # The agent's requests ended (its session closed) or the relay cut a link that
-                # stopped reading: either way the link is over for a reader still waiting.
-                link.end(grpc.StatusCode.UNAVAILABLE, "the agent's link was closed")
+                # The agent's requests ended (its session closed), or the Uplink cut a link
+                # that stopped reading (it marks the link ended and cancels this task, telling
+                # the reader nothing): either way a reader still waiting must hear it is over.
+                link.ended = True
+                link.queue.put_nowait(
+                    RelayDown.Ended(
+                        code=grpc.StatusCode.UNAVAILABLE.value[0],
+                        details="the agent's link was closed",
+                    )
+                )
 
     async def read(self):
         """The master's next message to this agent; grpc.aio.EOF once it ended the link."""
