@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run a relay: agents dial it as a master, and it carries them all on one stream",
     ),
     "cluster": ("agora.cli.cluster_cmd", "show the live cluster; set role weights and quota"),
-    "bench": ("agora.cli.bench_cmd", "benchmark a component (allocator, streams, tasks)"),
+    "bench": ("agora.cli.bench_cmd", "benchmark a component (allocator, streams, tasks, hops)"),
     "batch": (
         "agora.cli.batch_cmd",
         "run the batch framework daemon (the API behind `agora job`)",
