@@ -997,6 +997,14 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds of one message between master and framework (default 0.001)",
     )
     p.add_argument(
+        "--preemption-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="preempt for a role starved below its fair share this long, by the master's own "
+        "decision (its --fair-share-preemption-timeout; default: off, as the master's)",
+    )
+    p.add_argument(
         "--cross-check",
         action="store_true",
         help="also run the trace on a real master with emulated agents, in real time, and "
@@ -1017,6 +1025,7 @@ def _build_simulate(args: argparse.Namespace) -> Runner:
         ("--job-decision", args.job_decision),
         ("--task-decision", args.task_decision),
         ("--latency", args.latency),
+        ("--preemption-timeout", 0 if args.preemption_timeout is None else args.preemption_timeout),
     ):
         if not value >= 0:
             raise ExperimentError(f"{flag} must be 0 or more seconds, got {value}")
@@ -1046,6 +1055,7 @@ def _build_simulate(args: argparse.Namespace) -> Runner:
             latency_seconds=args.latency,
             job_decision=args.job_decision,
             task_decision=args.task_decision,
+            preemption_timeout=args.preemption_timeout,
         ),
     )
     if args.trace is not None:  # read now: a bad file is a one-line error before any run

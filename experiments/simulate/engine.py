@@ -17,8 +17,16 @@ What is real and what is modelled:
   Accept is judged as the master's OfferCycle.take judges it: a conflict if its offers were
   rescinded or its tasks no longer fit, BELOW_SHARE_PRIORITY if a framework below its fair
   share was offered the room within the grace period; a commit rescinds the other offers on
-  the agent that no longer fit, wherever they are. Not modelled: the offer timeout (60 s; a
-  round at the defaults takes far less), quota, preemption.
+  the agent that no longer fit, wherever they are.
+- preemption (`preemption_timeout`): the master's own decision (allocator/preemption.py's
+  `plan`, over the allocator's `preemption_roles`, `preemption_free` and `preemption_room`),
+  checked every `preemption_check_seconds` as the master's tick does, with its default budget
+  of kills a minute. A role is starved while the first task in its queue's order fits no free
+  room and its dominant share is below its fair share; the timeout runs from then. A victim
+  ends at once (the master's kill and the agent's report are not modelled), its resources go
+  back, and its task waits again in its job's place, as the batch framework reruns a
+  preempted instance. Not modelled: the offer timeout (60 s; a round at the defaults takes
+  far less), quota.
 
 Each role of the trace is one framework (its id is the role's name).
 """
@@ -26,8 +34,9 @@ Each role of the trace is one framework (its id is the role's name).
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from agora.common import Resources
@@ -38,7 +47,16 @@ from agora.experiments.simulate.trace import Trace
 from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
 from agora.master.allocation_timing import AllocationTiming
 from agora.master.allocator import Allocator
+from agora.master.allocator.drf import inverse_totals, scalar_vector
+from agora.master.allocator.preemption import (
+    Candidate,
+    RoleState,
+    fair_shares,
+    plan,
+    starvation,
+)
 from agora.master.allocator.types import AllocatorConfig, OfferGrant
+from agora.master.config import MasterConfig
 from agora.v1 import common_pb2
 
 __all__ = ["MODES", "SimConfig", "Simulation"]
@@ -64,10 +82,21 @@ class SimConfig:
     # Per role, a job decision time of its own (the swept one, on Omega's axes).
     role_job_decision: dict[str, float] = field(default_factory=dict)
     sample_seconds: float = 0.0  # fairness and utilisation samples (0: 200 over the trace)
+    # Fair-share preemption after a role has been starved this long (the master's
+    # --fair-share-preemption-timeout); None: off, as the master's default.
+    preemption_timeout: float | None = None
+    preemption_check_seconds: float = 1.0  # how often the master looks (its tick's check)
+    max_preemptions_per_minute: int = MasterConfig.max_preemptions_per_minute
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode {self.mode!r} is not one of: {', '.join(MODES)}")
+        if self.preemption_timeout is not None and not self.preemption_timeout >= 0:
+            raise ValueError(f"preemption_timeout must be 0 or more, got {self.preemption_timeout}")
+        if not self.preemption_check_seconds > 0:
+            raise ValueError(
+                f"preemption_check_seconds must be more than 0, got {self.preemption_check_seconds}"
+            )
 
 
 @dataclass
@@ -86,6 +115,19 @@ class _Offer:
             hostname=grant.agent_id,
             resources=grant.resources.to_proto(),
         )
+
+
+@dataclass
+class _Running:
+    """A task running on an agent (a group of tasks when preemption is off: it then needs no
+    single victims)."""
+
+    key: str
+    fw: _Framework
+    agent_id: str
+    placed: Placed
+    started: float
+    alive: bool = True
 
 
 class _Framework:
@@ -136,6 +178,11 @@ class Simulation:
         self._offer_ids = 0
         self._live: dict[str, dict[str, _Offer]] = {}  # agent -> its outstanding offers
         self.running_tasks = 0
+        self._preempting = config.preemption_timeout is not None
+        self._running: dict[str, _Running] = {}  # (with preemption) by key
+        self._run_ids = 0
+        self._starved_since: dict[str, float] = {}
+        self._kills: deque[float] = deque()  # times of the last minute's preemptions
 
     # --- running -------------------------------------------------------------------------
 
@@ -153,6 +200,8 @@ class Simulation:
             self.clock.at(self.config.interval_seconds, self._periodic)
         else:
             self._set_timer()
+        if self._preempting:
+            self.clock.at(self.config.preemption_check_seconds, self._preemption_tick)
         # Progress (and a chance to stop) at least every simulated minute.
         chunk = min(max(seconds / 50, 1.0), 60.0)
         t = 0.0
@@ -471,14 +520,108 @@ class Simulation:
             self.recorder.launched(job.job, now)  # its last tasks start now
             fw.planned.pop(job.job, None)
         self.running_tasks += p.count
-        self.clock.at(now + job.duration, lambda: self._end(fw, agent_id, p))
+        # With preemption, each task on its own: a victim is one task, as the master's is.
+        pieces = [Placed(job, agent_id, 1, p.sequence)] * p.count if self._preempting else [p]
+        for piece in pieces:
+            self._run_ids += 1
+            running = _Running(f"r{self._run_ids}", fw, agent_id, piece, now)
+            if self._preempting:
+                self._running[running.key] = running
+            self.clock.at(now + job.duration, partial(self._end, running))
 
-    def _end(self, fw: _Framework, agent_id: str, p: Placed) -> None:
-        now = self.clock.now
-        self.recorder.ended(now, fw.role, p.job.resources, p.count)
+    def _end(self, running: _Running) -> None:
+        if not running.alive:
+            return  # preempted before its end
+        running.alive = False
+        self._running.pop(running.key, None)
+        now, p = self.clock.now, running.placed
+        self.recorder.ended(now, running.fw.role, p.job.resources, p.count)
         self.running_tasks -= p.count
-        self.alloc.recover(fw.role, agent_id, shape_of(p.job, p.count), now)
-        self._change(agent_id)
+        self.alloc.recover(running.fw.role, running.agent_id, shape_of(p.job, p.count), now)
+        self._change(running.agent_id)
+
+    # --- preemption (the master's Preemptions.check, over the real plan) ------------------------
+
+    def _preemption_tick(self) -> None:
+        self._check_preemption()
+        self.clock.after(self.config.preemption_check_seconds, self._preemption_tick)
+
+    def _wants(self, fw: _Framework) -> dict[str, int] | None:
+        """The shape of the first task in the role's queue order (thousandths), if any waits."""
+        if not fw.queue:
+            return None
+        first = min(fw.queue.jobs.values(), key=lambda w: (-w.job.priority, w.sequence))
+        return scalar_vector(shape_of(first.job))
+
+    def _check_preemption(self) -> None:
+        timeout = self.config.preemption_timeout
+        assert timeout is not None
+        now = self.clock.now
+        role_inputs, total = self.alloc.preemption_roles()
+        inverse = inverse_totals(total)
+        roles: dict[str, RoleState] = {}
+        for name, (weight, guarantee, allocated, limit) in role_inputs.items():
+            fw = self.frameworks.get(name)
+            wants = self._wants(fw) if fw is not None else None
+            roles[name] = RoleState(name, weight, allocated, guarantee, wants, limit=limit)
+        fair = fair_shares(roles.values())
+        due = []
+        for name, state in roles.items():
+            if starvation(state, fair.get(name, 0.0), inverse) is None:
+                self._starved_since.pop(name, None)
+                continue
+            since = self._starved_since.setdefault(name, now)
+            roles[name] = replace(state, starved_since=since)
+            if now - since >= timeout:
+                due.append(name)
+        while self._kills and now - self._kills[0] >= 60.0:
+            self._kills.popleft()
+        budget = self.config.max_preemptions_per_minute - len(self._kills)
+        if not due or budget <= 0:
+            return
+        candidates = [
+            Candidate(
+                r.fw.role,
+                r.key,
+                r.fw.role,
+                r.agent_id,
+                scalar_vector(shape_of(r.placed.job)),
+                r.placed.job.priority,
+                started_at=r.started,
+            )
+            for r in self._running.values()
+        ]
+        made = plan(
+            roles,
+            total,
+            self.alloc.preemption_free(),
+            candidates,
+            now,
+            float("inf"),
+            timeout,
+            max_victims=budget,
+            usable=self.alloc.preemption_room(due),
+        )
+        for preemption in made:
+            for victim in preemption.victims:
+                self._preempt(self._running[victim.task_id], preemption.beneficiary)
+            beneficiary = self.frameworks.get(preemption.beneficiary)
+            if beneficiary is not None:
+                self._ask_revive(beneficiary)  # its declines may hide the room just freed
+
+    def _preempt(self, running: _Running, beneficiary: str) -> None:
+        """Stops a victim now: its resources back, its task waiting again in its job's place
+        (the batch framework reruns a preempted instance, not counted as a retry)."""
+        now, fw, p = self.clock.now, running.fw, running.placed
+        running.alive = False
+        self._running.pop(running.key, None)
+        self._kills.append(now)
+        self.recorder.stopped(now, fw.role, beneficiary, p.job.resources, p.count)
+        self.running_tasks -= p.count
+        self.alloc.recover(fw.role, running.agent_id, shape_of(p.job, p.count), now)
+        fw.queue.give_back(p)  # its job's wait now ends when this task starts again
+        self._ask_revive(fw)
+        self._change(running.agent_id)
 
     # --- samples ------------------------------------------------------------------------------
 

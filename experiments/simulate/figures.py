@@ -63,6 +63,11 @@ def run_figures(recorder: Recorder, seconds: float, roles: list[str]) -> dict:
         "cycles_per_second": round(cycles / seconds, 2),
         "conflicts": recorder.conflicts,
         "priority_refusals": recorder.priority_refusals,
+        # Tasks stopped by preemption (0 with it off), all told, by their role and by the role
+        # they were stopped for.
+        "preemptions": recorder.preemptions,
+        "preempted": dict(recorder.preempted),
+        "preempted_for": dict(recorder.preempted_for),
         # Of all Accepts: launched, conflicted, refused for a rival.
         "conflict_fraction": round(recorder.conflicts / accepts, 4) if accepts else 0.0,
         "busyness": {r: round(v / seconds, 4) for r, v in recorder.decide_seconds.items()},

@@ -61,11 +61,16 @@ class Recorder:
     tasks_launched: int = 0
     allocate_cpu_seconds: float = 0.0
     decide_seconds: dict[str, float] = field(default_factory=dict)  # role -> virtual busy
+    preemptions: int = 0  # tasks stopped for another role
+    preempted: dict[str, int] = field(default_factory=dict)  # role -> its tasks stopped
+    preempted_for: dict[str, int] = field(default_factory=dict)  # role -> stopped for it
 
     def __post_init__(self) -> None:
         self.running = {role: {r: 0.0 for r in self.capacity} for role in self.roles}
         self.busy_area = {r: 0.0 for r in self.capacity}
         self.decide_seconds = {role: 0.0 for role in self.roles}
+        self.preempted = {role: 0 for role in self.roles}
+        self.preempted_for = {role: 0 for role in self.roles}
 
     def advance(self, now: float) -> None:
         dt = now - self.last
@@ -89,6 +94,15 @@ class Recorder:
         for r, amount in use.items():
             if r in held:
                 held[r] = max(0.0, held[r] - amount * count)
+
+    def stopped(
+        self, now: float, role: str, beneficiary: str, use: Mapping[str, float], count: int
+    ) -> None:
+        """`count` tasks of `role` preempted for `beneficiary`: they end now."""
+        self.ended(now, role, use, count)
+        self.preemptions += count
+        self.preempted[role] = self.preempted.get(role, 0) + count
+        self.preempted_for[beneficiary] = self.preempted_for.get(beneficiary, 0) + count
 
     def arrived(self, job: str, role: str, tasks: int, now: float) -> None:
         self.jobs[job] = JobRecord(role, tasks, now)

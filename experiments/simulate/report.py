@@ -171,8 +171,8 @@ def summary(results: Results, swept: str) -> str:
         + " decides (s) | CPU util | "
         + " | ".join(f"{r} wait p50 / p99 (s)" for r in roles)
         + " | fairness gap | offers/s | cycles/s | allocator ms/cycle | conflicts | "
-        "sim CPU (s) |",
-        "|---" * (9 + len(roles)) + "|",
+        "preempted | sim CPU (s) |",
+        "|---" * (10 + len(roles)) + "|",
     ]
     for run in results.runs:
         waits = " | ".join(f"{_fmt(_wait(run, r))} / {_fmt(_wait(run, r, 'p99'))}" for r in roles)
@@ -182,7 +182,7 @@ def summary(results: Results, swept: str) -> str:
             f"{run['utilisation'].get('cpus', 0):.1%} | {waits} | {gap} | "
             f"{run['offers_per_second']:g} | {run['cycles_per_second']:g} | "
             f"{_fmt(run['allocator_cpu_ms_per_cycle'])} | {run['conflicts']} | "
-            f"{run['cpu_seconds']} |"
+            f"{_preempted(run)} | {run['cpu_seconds']} |"
         )
     lines += ["", "## Median job wait by size class (tasks per job), s", ""]
     classes = class_names()
@@ -201,12 +201,21 @@ def summary(results: Results, swept: str) -> str:
         "What is real: the master's allocator and its event-driven timing, the batch "
         "framework's queue order and planner. What is modelled: message latency, decision "
         "times (per job placed and per task), task run times (exact). The fairness gap is the "
-        "mean |dominant share - DRF optimum| while every role wants something. Preemption is "
-        "not simulated.",
+        "mean |dominant share - DRF optimum| while every role wants something. Preempted: "
+        "tasks stopped by the master's own preemption decision, per role (with "
+        "`--preemption-timeout`; off, as the master's default, without it).",
     ]
     lines += _cross_check(results.data.get("cross_check"))
     lines += ["", targets_md(results.data["targets"])]
     return "\n".join(lines) + "\n"
+
+
+def _preempted(run: dict) -> str:
+    """Tasks preempted in the run, and whose ("-": none)."""
+    if not run.get("preemptions"):
+        return "-"
+    whose = ", ".join(f"{role} {n}" for role, n in run["preempted"].items() if n)
+    return f"{run['preemptions']} ({whose})"
 
 
 def _cross_check(checked: dict | None) -> list[str]:

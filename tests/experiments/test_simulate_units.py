@@ -267,6 +267,52 @@ def test_optimistic_offers_give_a_slow_framework_below_its_share_priority_then_c
     assert pessimistic.conflicts == 0 and pessimistic.priority_refusals == 0
 
 
+def test_a_role_starved_below_its_share_preempts_after_its_timeout():
+    # a fills both agents with long tasks; b arrives at 5 s wanting 2 cpus. Without
+    # preemption b waits until a's tasks end (at about 101 s); with a 10 s fair-share timeout
+    # the master's own plan stops two of a's tasks (the youngest, on one agent) soon after
+    # 15 s, b runs there, and a's stopped tasks wait again and run once room comes back.
+    trace = small_trace(
+        Job("long", 1.0, "a", 4, {"cpus": 1.0, "mem": 256.0}, 100.0),
+        Job("b-job", 5.0, "b", 2, {"cpus": 1.0, "mem": 256.0}, 10.0),
+        seconds=400.0,
+    )
+    plain = Simulation(trace, SimConfig(job_decision=0, task_decision=0)).run()
+    assert plain.preemptions == 0
+    assert plain.jobs["b-job"].launched > 100.0
+
+    sim = Simulation(trace, SimConfig(job_decision=0, task_decision=0, preemption_timeout=10.0))
+    recorder = sim.run()
+    launched = recorder.jobs["b-job"].launched
+    assert launched is not None and 15.0 <= launched < 17.0
+    assert recorder.preemptions == 2
+    assert recorder.preempted == {"a": 2, "b": 0} and recorder.preempted_for == {"a": 0, "b": 2}
+    # a's stopped tasks ran again, to the end: every task of the trace finished, and the books
+    # balance (nothing allocated anywhere once all ended).
+    assert recorder.tasks_launched == 4 + 2 + 2
+    assert recorder.jobs["long"].launched > launched
+    assert sim.running_tasks == 0 and not sim._running
+    for agent_id in sim.agent_ids:
+        assert sim.alloc.free(agent_id) == sim.total, agent_id
+    figures = run_figures(recorder, 400.0, ["a", "b"])
+    assert figures["preemptions"] == 2 and figures["preempted"] == {"a": 2, "b": 0}
+
+
+def test_a_role_at_its_fair_share_is_not_preempted_for():
+    # Each role holds half the cluster and wants more: neither is below its fair share, so
+    # nothing is stopped however long they wait.
+    many = {"cpus": 1.0, "mem": 256.0}
+    trace = small_trace(
+        Job("a1", 1.0, "a", 2, many, 100.0),
+        Job("b1", 1.0, "b", 2, many, 100.0),
+        Job("a2", 2.0, "a", 2, many, 10.0),
+        Job("b2", 2.0, "b", 2, many, 10.0),
+        seconds=300.0,
+    )
+    recorder = Simulation(trace, SimConfig(preemption_timeout=1.0)).run()
+    assert recorder.preemptions == 0
+
+
 def test_the_books_balance_after_conflicts_and_declines():
     # A contended trace in optimistic mode with a slow framework: many conflicts and
     # declines; once every task has ended, nothing is allocated or offered anywhere.
