@@ -27,6 +27,27 @@ async def _agents(address: str):
         return list(reply.agents)
 
 
+async def _run_tasks(master: str, tasks: int) -> tuple[LoadFramework, Recorder]:
+    """A load framework on the real SDK runs `tasks` short tasks to their end, then leaves."""
+    recorder = Recorder()
+    framework = LoadFramework(
+        LoadConfig(
+            name="t", cpus=1, mem=512, max_tasks=tasks, duration=constant(0.05), hold_offers=True
+        ),
+        recorder,
+    )
+    driver = Driver(
+        framework,
+        TimedTransport(master, recorder, "t"),
+        framework_info("t", failover_timeout=5),
+    )
+    running = asyncio.create_task(driver.run())
+    await eventually_async(lambda: framework.ended == tasks, timeout=60, message=f"{tasks} tasks")
+    await driver.teardown()
+    await running
+    return framework, recorder
+
+
 async def test_fleet_registers_every_agent_and_runs_tasks_through_the_real_master(tmp_path):
     master = Master(MasterConfig(port=0))
     await master.start()
@@ -53,27 +74,12 @@ async def test_fleet_registers_every_agent_and_runs_tasks_through_the_real_maste
         }
 
         # A load framework on the real SDK runs tasks on them to the end.
-        recorder = Recorder()
-        framework = LoadFramework(
-            LoadConfig(
-                name="t", cpus=1, mem=512, max_tasks=40, duration=constant(0.05), hold_offers=True
-            ),
-            recorder,
-        )
-        driver = Driver(
-            framework,
-            TimedTransport(master.address, recorder, "t"),
-            framework_info("t", failover_timeout=5),
-        )
-        running = asyncio.create_task(driver.run())
-        await eventually_async(lambda: framework.ended == 40, timeout=60, message="40 tasks")
+        framework, recorder = await _run_tasks(master.address, 40)
         assert framework.failed == 0
         assert recorder.counts["terminal"] == 40
         assert len(recorder.values("accept_to_running")) == 40
         totals = fleet.totals()
         assert totals["tasks_finished"] == 40 and totals["registered"] == 30
-        await driver.teardown()
-        await running
     finally:
         await fleet.stop()
         await master.stop()
@@ -195,23 +201,8 @@ async def test_a_carried_fleet_is_relayed_agents_to_the_master_and_survives_its_
         assert len(agents) == 30 and all(a.state == "ACTIVE" for a in agents)
         assert fleet.totals()["heartbeats_sent"] >= 30 * 3
 
-        recorder = Recorder()
-        framework = LoadFramework(
-            LoadConfig(
-                name="t", cpus=1, mem=512, max_tasks=20, duration=constant(0.05), hold_offers=True
-            ),
-            recorder,
-        )
-        driver = Driver(
-            framework,
-            TimedTransport(master.address, recorder, "t"),
-            framework_info("t", failover_timeout=5),
-        )
-        running = asyncio.create_task(driver.run())
-        await eventually_async(lambda: framework.ended == 20, timeout=60, message="20 tasks")
+        framework, _ = await _run_tasks(master.address, 20)
         assert framework.failed == 0 and fleet.totals()["tasks_finished"] == 20
-        await driver.teardown()
-        await running
 
         # The stream breaks: every link ends, the carrier dials again, each agent registers.
         before = fleet.totals()["registrations"]
