@@ -824,9 +824,10 @@ def _throughput_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="CORES",
-        help="keep CORES of CPU busy with processes of their own while each path runs (default "
-        "0: none): what CPU taken from the daemons costs this machine's throughput, to set "
-        "beside a cost of Agora's own that takes about as much (--isolation namespaces); "
+        help="keep CORES of CPU busy with processes of their own while each path runs (0 to "
+        "the machine's cores; default 0: none): what CPU taken from the daemons costs this "
+        "machine's throughput, to set beside a cost of Agora's own that takes about as "
+        "much (--isolation namespaces); "
         "bursts of 1 ms with sleeps between, so a share near a whole core comes out a little "
         "under it",
     )
@@ -1002,7 +1003,8 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SECONDS",
         help="preempt for a role starved below its fair share this long, by the master's own "
-        "decision (its --fair-share-preemption-timeout; default: off, as the master's)",
+        "decision (its --fair-share-preemption-timeout; 0: as soon as a check finds it "
+        "starved; default: off, as the master's)",
     )
     p.add_argument(
         "--cross-check",

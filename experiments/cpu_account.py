@@ -44,7 +44,7 @@ class Component:
     children it has waited for (the `true` processes the spawn loop starts)."""
 
     name: str
-    kind: str  # what the plot groups by: master, agents, launchers, runner, spawned
+    kind: str  # what the plot groups by: master, agents, launchers, runner, spawned, load
     pid: int
     what: str
     reaped_children: bool = False

@@ -268,7 +268,8 @@ def _via(run: dict) -> str:
     if run.get("relays"):
         return f" via {run['relays']} relays"
     if run.get("carried"):
-        return f" carried by {run['fleet_processes']} fleet processes (a relay stream each)"
+        n = run["fleet_processes"]
+        return f" carried by {n} fleet process{'' if n == 1 else 'es'} (a relay stream each)"
     return ""
 
 
@@ -345,7 +346,7 @@ def _summary(cfg: ScaleConfig, results: Results) -> str:
         f"{r['idle_master_cpu_cores']} | "
         f"{r['master_cpu_per_heartbeat_us']} | {r['master_rss_mb_idle']} | "
         f"{r['idle_fleet_cpu_cores']} | {r.get('idle_relay_cpu_cores', 0)} | "
-        f"{r.get('relay_rss_mb_idle', 0)} |"
+        f"{r.get('relay_rss_mb_idle', 0)} | {r.get('agents_removed', '-')} |"
         for r in sorted(results.runs, key=lambda r: (r["agents"], r.get("relays", 0)))
     ]
     stats = [
@@ -390,8 +391,9 @@ allocator --agents N --frameworks 1` run in the runner (pure allocator, no netwo
 ## Master cost
 
 | agents | relays | registered in (s) | idle master CPU (cores) | CPU per heartbeat (us) \
-| master RSS idle (MB) | fleet CPU (cores) | relays' CPU (cores) | relays' RSS (MB) |
-|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| master RSS idle (MB) | fleet CPU (cores) | relays' CPU (cores) | relays' RSS (MB) \
+| live agents removed |
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 {chr(10).join(rows)}
 
 ## Allocation (ms)

@@ -104,7 +104,7 @@ class Cluster:
             found.append(
                 Component(
                     f"background load-{k}",
-                    "other",
+                    "load",
                     burner.pid,
                     "a process keeping a share of a core busy (--background-load)",
                 )

@@ -29,6 +29,7 @@ KINDS = {
     "daemons": "Slurm's daemons",
     "runner": "runner (waiting, polling)",
     "kernel": "kernel threads + interrupts",
+    "load": "background load (--background-load)",
     "other": "other: exited processes not reaped by the above, the rest",
 }
 # A log axis has no 0: a sample below this many ms is drawn at it (counted all the same).
@@ -152,7 +153,8 @@ def _load_line(cfg: ThroughputConfig) -> str:
         return ""
     return (
         f" Background load: {cfg.background_load:g} core(s) kept busy by processes of their own "
-        "while each path ran (`--background-load`; their CPU is the `background load` rows)."
+        "while each path ran (`--background-load`; their CPU is the `background load` rows, and "
+        "part of each path's CPU ms per task)."
     )
 
 

@@ -166,6 +166,9 @@ def summary(results: Results, swept: str) -> str:
         f"per day (Google's 2011 trace: {trace['google_jobs_per_machine_day']} and "
         f"{trace['google_tasks_per_machine_day']} per machine per day).",
         "",
+        f"Command: `{' '.join(results.data['command'])}`. Preemption: "
+        + _preemption_setting(results.data["config"]["sim"]),
+        "",
         "| mode | "
         + swept
         + " decides (s) | CPU util | "
@@ -208,6 +211,17 @@ def summary(results: Results, swept: str) -> str:
     lines += _cross_check(results.data.get("cross_check"))
     lines += ["", targets_md(results.data["targets"])]
     return "\n".join(lines) + "\n"
+
+
+def _preemption_setting(sim: dict) -> str:
+    timeout = sim.get("preemption_timeout")
+    if timeout is None:
+        return "off (as the master's default; `--preemption-timeout S` turns it on)."
+    return (
+        f"for a role starved below its fair share for {timeout:g} s (`--preemption-timeout`), "
+        f"checked every {sim['preemption_check_seconds']:g} s, at most "
+        f"{sim['max_preemptions_per_minute']} tasks a minute."
+    )
 
 
 def _preempted(run: dict) -> str:

@@ -42,7 +42,7 @@ def test_scale_with_carried_fleets(tmp_path):
     assert run["carried"] is True and run["relays"] == 0
     assert run["first_round_offers"] == 12
     assert run["agents_removed"] == 0
-    assert "carried by 1 fleet processes" in (out / "summary.md").read_text()
+    assert "carried by 1 fleet process (a relay stream each)" in (out / "summary.md").read_text()
 
 
 def test_removals_are_counted_in_this_steps_part_of_the_masters_log(tmp_path):
