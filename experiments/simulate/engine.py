@@ -21,12 +21,14 @@ What is real and what is modelled:
 - preemption (`preemption_timeout`): the master's own decision (allocator/preemption.py's
   `plan`, over the allocator's `preemption_roles`, `preemption_free` and `preemption_room`),
   checked every `preemption_check_seconds` as the master's tick does, with its default budget
-  of kills a minute. A role is starved while the first task in its queue's order fits no free
-  room and its dominant share is below its fair share; the timeout runs from then. A victim
-  ends at once (the master's kill and the agent's report are not modelled), its resources go
-  back, and its task waits again in its job's place, as the batch framework reruns a
-  preempted instance. Not modelled: the offer timeout (60 s; a round at the defaults takes
-  far less), quota.
+  of kills a minute. A role is starved while tasks of its wait and its dominant share is below
+  its fair share; once the timeout has run, the plan stops tasks only if the first task in
+  its queue's order fits no free room (fair-share preemption: no quota here, and the demand's
+  priority is not passed on, so no preemption by priority within a role). A victim ends at
+  once (the master's kill and the agent's report are not modelled), its resources go back,
+  and its task waits again in its job's place, as the batch framework reruns a preempted
+  instance. Not modelled: the offer timeout (60 s; a round at the defaults takes far less),
+  quota.
 
 Each role of the trace is one framework (its id is the role's name).
 """
@@ -44,6 +46,7 @@ from agora.experiments.simulate.clock import VirtualClock
 from agora.experiments.simulate.metrics import Recorder
 from agora.experiments.simulate.queue import Placed, TraceQueue, scalars, shape_of
 from agora.experiments.simulate.trace import Trace
+from agora.frameworks.batch.queue import order
 from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
 from agora.master.allocation_timing import AllocationTiming
 from agora.master.allocator import Allocator
@@ -547,11 +550,12 @@ class Simulation:
         self.clock.after(self.config.preemption_check_seconds, self._preemption_tick)
 
     def _wants(self, fw: _Framework) -> dict[str, int] | None:
-        """The shape of the first task in the role's queue order (thousandths), if any waits."""
+        """The shape of the first task in the role's queue order (thousandths), if any waits:
+        what the batch framework tells the master it waits for (its Demand)."""
         if not fw.queue:
             return None
-        first = min(fw.queue.jobs.values(), key=lambda w: (-w.job.priority, w.sequence))
-        return scalar_vector(shape_of(first.job))
+        first = order((w.queued for w in fw.queue.jobs.values()), "priority")[0]
+        return scalar_vector(shape_of(fw.queue.jobs[first.job_id].job))
 
     def _check_preemption(self) -> None:
         timeout = self.config.preemption_timeout
