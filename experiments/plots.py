@@ -30,9 +30,12 @@ def lines(
     for i, (label, xs, ys) in enumerate(series):
         style = styles[i] if styles and i < len(styles) else "o-"
         ax.plot(xs, ys, style, label=label)
-    if logx:
+    # A log axis needs a value above 0 to draw: a run where nothing was measured (every wait
+    # None, drawn as a gap) gets a linear axis rather than matplotlib's error, which lost the
+    # whole run's report.
+    if logx and any(_drawable(xs) for _, xs, _ in series):
         ax.set_xscale("log")
-    if logy:
+    if logy and any(_drawable(ys) for _, _, ys in series):
         ax.set_yscale("log")
     if hline is not None:
         ax.axhline(hline[0], color="grey", linestyle=":", linewidth=1)
@@ -49,6 +52,11 @@ def lines(
     fig.savefig(path)
     plt.close(fig)
     return path.name
+
+
+def _drawable(values: Sequence[float]) -> bool:
+    """Whether a log axis could show any of `values` (one finite and above 0)."""
+    return any(v is not None and math.isfinite(v) and v > 0 for v in values)
 
 
 def cdf(

@@ -34,6 +34,13 @@ def _wait(run: dict, role: str, key: str = "p50") -> float | None:
     return run["job_wait_seconds"][role]["all"][key]
 
 
+def _launched(run: dict, role: str) -> str:
+    """'launched of all' for the role's jobs: the waits are those of the launched ones only."""
+    waits = run["job_wait_seconds"][role]
+    launched = waits["all"]["count"]
+    return f"{launched} of {launched + sum(waits['not_launched'].values())}"
+
+
 def _plotted(value: float | None) -> float:
     return float("nan") if value is None else value  # a gap in the line
 
@@ -172,13 +179,16 @@ def summary(results: Results, swept: str) -> str:
         "| mode | "
         + swept
         + " decides (s) | CPU util | "
-        + " | ".join(f"{r} wait p50 / p99 (s)" for r in roles)
+        + " | ".join(f"{r} wait p50 / p99 (s), jobs launched" for r in roles)
         + " | fairness gap | offers/s | cycles/s | allocator ms/cycle | conflicts | "
         "preempted | sim CPU (s) |",
         "|---" * (10 + len(roles)) + "|",
     ]
     for run in results.runs:
-        waits = " | ".join(f"{_fmt(_wait(run, r))} / {_fmt(_wait(run, r, 'p99'))}" for r in roles)
+        waits = " | ".join(
+            f"{_fmt(_wait(run, r))} / {_fmt(_wait(run, r, 'p99'))}, {_launched(run, r)}"
+            for r in roles
+        )
         gap = ", ".join(f"{r} {_fmt(v)}" for r, v in run["fairness_gap"].items())
         lines.append(
             f"| {run['mode']} | {run['swept_decision_seconds']:g} | "
@@ -204,7 +214,9 @@ def summary(results: Results, swept: str) -> str:
         "What is real: the master's allocator and its event-driven timing, the batch "
         "framework's queue order and planner. What is modelled: message latency, decision "
         "times (per job placed and per task), task run times (exact). The fairness gap is the "
-        "mean |dominant share - DRF optimum| while every role wants something. Preempted: "
+        "mean |dominant share - DRF optimum| while every role wants something. A role's "
+        "waits are those of its jobs that launched all their tasks within the trace (how many "
+        "of its jobs did: jobs launched). Preempted: "
         "tasks stopped by the master's own preemption decision, per role (with "
         "`--preemption-timeout`; off, as the master's default, without it).",
     ]
