@@ -112,8 +112,19 @@ class Uplink:
     (An emulated fleet carries its agents on one in the same way:
     experiments/emulated/carrier.py.)"""
 
-    def __init__(self, call, max_up: int, max_down_per_link: int, counts: RelayCounts) -> None:
+    def __init__(
+        self,
+        call,
+        max_up: int,
+        max_down_per_link: int,
+        counts: RelayCounts,
+        linger: float = 0.0,
+    ) -> None:
         self.call = call
+        # Seconds the writer waits before it takes what is queued, so that messages spread in
+        # time share a write. The relay lingers not at all: its writes queue under load, and
+        # batch on their own.
+        self._linger = linger
         self.counts = counts
         self._max_down_per_link = max_down_per_link
         self.links: dict[int, RelayLink] = {}
@@ -149,6 +160,8 @@ class Uplink:
 
     async def _pump(self) -> None:
         try:
+            if self._linger:
+                await asyncio.sleep(self._linger)
             while self.items and not self.broken:
                 batch, oversized = next_batch(self.items)
                 for item in oversized:

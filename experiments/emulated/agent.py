@@ -98,7 +98,6 @@ class EmulatedAgent:
         seed: int | None = None,
     ) -> None:
         self.spec = spec
-        self.channel = channel
         # How the link is opened: AgentLink.Connect on `channel`, unless `connect` stands in
         # for it (a fleet carried on one relay stream: experiments/emulated/carrier.py).
         if connect is None:

@@ -46,14 +46,6 @@ DIAL_SECONDS = 30.0  # for the master to take a new stream, once the first was l
 LINGER_SECONDS = 0.01
 
 
-class _LingeringUplink(Uplink):
-    """The relay's Uplink, whose writer waits LINGER_SECONDS before it takes what is queued."""
-
-    async def _pump(self) -> None:
-        await asyncio.sleep(LINGER_SECONDS)
-        await super()._pump()
-
-
 class CarrierDown(ConnectionError):
     """The fleet's stream to the master is not open (not yet, or not any more)."""
 
@@ -67,7 +59,7 @@ class Carrier:
         self.master, self.credentials = master, credentials
         self.counts = RelayCounts()
         self.streams = 0  # Carry streams the master accepted, over the carrier's life
-        self._up: _LingeringUplink | None = None
+        self._up: Uplink | None = None
         self._channel: grpc.aio.Channel | None = None
         self._runner: asyncio.Task | None = None
         self._backoff = Backoff()
@@ -96,7 +88,7 @@ class Carrier:
         accepted = await call.read()
         if accepted is grpc.aio.EOF:
             raise CarrierDown(f"the master at {self.master} ended the fleet's relay stream")
-        self._up = _LingeringUplink(call, MAX_QUEUED_UP, MAX_QUEUED_PER_AGENT, self.counts)
+        self._up = Uplink(call, MAX_QUEUED_UP, MAX_QUEUED_PER_AGENT, self.counts, LINGER_SECONDS)
         self.streams += 1
         return call
 
