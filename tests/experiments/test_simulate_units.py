@@ -415,6 +415,31 @@ def test_agora_experiment_simulate_compares_the_modes_and_keeps_its_trace(tmp_pa
     assert rerun["job_wait_seconds"] == first["job_wait_seconds"]
 
 
+def test_agora_experiment_simulate_preempts_when_asked_and_says_so(tmp_path):
+    """--preemption-timeout through the command: a loaded cluster has tasks preempted, the
+    summary says preemption was on and counts them; a negative timeout is one line."""
+    out = tmp_path / "out"
+    result = agora(
+        "experiment", "simulate", "--agents", "30", "--hours", "0.25", "--load", "1.4",
+        "--modes", "pessimistic", "--decision-times", "0.01", "--preemption-timeout", "20",
+        "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["preemptions"] > 0
+    assert (
+        sum(run["preempted"].values()) == sum(run["preempted_for"].values()) == run["preemptions"]
+    )
+    summary = (out / "summary.md").read_text()
+    assert "Preemption: for a role starved below its fair share for 20 s" in summary
+    assert f"| {run['preemptions']} (" in summary
+    bad = agora(
+        "experiment", "simulate", "--preemption-timeout", "-5", "--out", str(tmp_path / "x")
+    )
+    assert bad.returncode != 0 and "--preemption-timeout must be 0 or more" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_a_bad_trace_file_is_a_one_line_error(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(HEADER) + "\n" + json.dumps(job(role="nobody")) + "\n")
