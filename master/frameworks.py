@@ -8,7 +8,7 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from agora.common import ResourceError, Resources, new_id
+from agora.common import EMPTY, ResourceError, Resources, new_id
 from agora.master.allocator import AllocatorProtocol
 from agora.master.caller import framework_for_call
 from agora.master.clock import Clock
@@ -114,6 +114,7 @@ class FrameworkBook:
                 # A new scheduler version may bring new capabilities (GPU_RESOURCES).
                 self.allocator.update_framework(framework_id, info.capabilities)
             framework.unmet = None  # a new subscription tells its demand afresh
+            self.allocator.set_wants(framework_id, None)  # and what it wants (its offers went)
             if framework.suppressed:
                 framework.suppressed = False
                 self.allocator.revive(framework_id)
@@ -317,9 +318,16 @@ class FrameworkBook:
 
     def revive(self, request: scheduler_pb2.ReviveRequest) -> None:
         framework = self.for_call(request.framework_id, request.stream_id)
+        wants = _wants(request)
         framework.suppressed = False
         self.allocator.revive(framework.framework_id)
-        log.debug("framework revived", framework_id=framework.framework_id)
+        if wants is not None:
+            self._set_wants(framework, *wants)
+        else:  # a plain revive asks for everything, as in Mesos
+            self.allocator.set_wants(framework.framework_id, None)
+        log.debug(
+            "framework revived", framework_id=framework.framework_id, wants=wants and str(wants[0])
+        )
         self.offers.wake()
 
     def demand(self, request: scheduler_pb2.DemandRequest) -> None:
@@ -329,11 +337,47 @@ class FrameworkBook:
             unmet = Resources.from_proto(request.unmet)
         except ResourceError as e:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"unmet: {e}") from None
+        wants = _wants(request)
         framework.unmet = unmet or None
         framework.unmet_priority = request.priority
+        if wants is not None:
+            self._set_wants(framework, *wants)
+            self.offers.wake_if_reopened()
+
+    def _set_wants(self, framework: Framework, wants: Resources, smallest: Resources) -> None:
+        """Offers sized by what the framework waits for (scheduler.proto, Wants): its offers
+        out now count as covering part of it."""
+        out = EMPTY
+        for offer in self.reg.offers_of_framework(framework.framework_id):
+            if not offer.revocable:
+                out = out + offer.resources
+        self.allocator.set_wants(framework.framework_id, wants, out, smallest or None)
 
     def suppress(self, request: scheduler_pb2.SuppressRequest) -> None:
         framework = self.for_call(request.framework_id, request.stream_id)
         framework.suppressed = True
         self.allocator.suppress(framework.framework_id)
         log.debug("framework suppressed", framework_id=framework.framework_id)
+
+
+def _wants(request) -> tuple[Resources, Resources] | None:
+    """The request's Wants as (in total, the smallest task), None when unset; INVALID_ARGUMENT
+    if malformed."""
+    if not request.HasField("wants"):
+        return None
+    try:
+        total = Resources.from_proto(request.wants.resources)
+    except ResourceError as e:
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"wants: {e}; give what the framework waits to launch in total, e.g. cpus:5;mem:640",
+        ) from None
+    try:
+        smallest = Resources.from_proto(request.wants.smallest)
+    except ResourceError as e:
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"wants.smallest: {e}; give the least of each resource a waiting task asks for, "
+            "e.g. cpus:0.5;mem:64",
+        ) from None
+    return total, smallest

@@ -129,9 +129,22 @@ class OfferCycle:
         self.wanted.set()
 
     def take_changed(self) -> list[str] | None:
-        """The agents to allocate over now (None: all), resetting the set."""
+        """The agents to allocate over now (None: all), resetting the set. All, too, when a
+        framework's offers stopped covering what it wants: any agent may be for it."""
         changed, self._changed = self._changed, set()
+        if self.allocator.take_reopened():
+            return None
         return None if changed is None else list(changed)
+
+    def wake_if_reopened(self) -> None:
+        """A cycle over every agent if a framework now wants more than its offers hold."""
+        if self.allocator.take_reopened():
+            self.wake()
+
+    def answered(self, offer: Offer) -> None:
+        """The offer ended: what it held no longer covers what its framework wants."""
+        if not offer.revocable:
+            self.allocator.answered(offer.framework_id, offer.resources)
 
     # --- the cycle -----------------------------------------------------------------------
 
@@ -232,6 +245,7 @@ class OfferCycle:
         `recover` is False: the agent is going) and its framework is told (unless `notify` is
         False: the framework's stream is going)."""
         self.reg.drop_offer(offer.offer_id, why)
+        self.answered(offer)
         self.counts.offers_rescinded += 1
         if recover:
             self.ledger.release_offer(offer)
@@ -274,6 +288,7 @@ class OfferCycle:
         refused: dict[str, Resources] = {}
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "declined")
+            self.answered(offer)
             self.ledger.release_offer(offer)
             if offer.revocable:  # refused apart: no filter of its ordinary offers
                 if refuse:
@@ -346,6 +361,7 @@ class OfferCycle:
             )
         for offer in offers:
             self.reg.drop_offer(offer.offer_id, "already accepted")
+            self.answered(offer)
             if not offer.exclusive:
                 self.allocator.withdraw(framework_id, agent_id, offer.resources)
         if held:

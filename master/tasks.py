@@ -110,8 +110,11 @@ class TaskBook:
             raise
         agent = self.reg.agents[plan.agent_id]
         if not optimistic:
-            for offer_id in plan.offer_ids:
-                self.reg.drop_offer(offer_id, "already accepted")
+            for offer in offers:
+                self.reg.drop_offer(offer.offer_id, "already accepted")
+                self.offers.answered(offer)
+        if not revocable:  # that much less waits (offers sized by demand)
+            self.ledger.allocator.launched(framework_id, plan.offered - plan.unused)
         if revocable:
             # Lent, not allocated: the tasks' use is noted apart (allocator/revocable.py).
             self.ledger.allocator.use_revocable(

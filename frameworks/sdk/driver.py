@@ -31,6 +31,7 @@ from agora.frameworks.sdk.errors import OfferConflict, SchedulerError
 from agora.frameworks.sdk.framework import Framework
 from agora.frameworks.sdk.pending import PendingAnswers, next_ask_delay
 from agora.frameworks.sdk.transport import EventStream, GrpcSchedulerTransport, SchedulerTransport
+from agora.frameworks.sdk.wants import WantsMirror, wants_proto
 from agora.v1 import common_pb2, scheduler_pb2
 
 log = structlog.get_logger(__name__)
@@ -125,6 +126,7 @@ class Driver:
         self.master_id = ""
         self.master_principal = ""  # the master's certificate's name, from SUBSCRIBED
         self._demand_told: tuple[Resources, int] | None = None  # the last demand the master took
+        self._wants = WantsMirror()  # what the master counts as this framework's wants
         self.heartbeat_interval = 0.0
         # 0.2 s doubling to 10 s (common/backoff.py), drawn from the upper half of each band so
         # that the frameworks cut off by one master restart do not all arrive at once; a
@@ -397,6 +399,7 @@ class Driver:
         self.master_id = sub.master_id
         self.master_principal = sub.master_principal
         self._demand_told = None  # the master starts each subscription with no demand
+        self._wants.told(None)  # nor wants
         self.heartbeat_interval = sub.heartbeat_interval_seconds
         session.subscribed = True
         self._log = log.bind(framework=self.info.name, framework_id=sub.framework_id)
@@ -564,6 +567,7 @@ class Driver:
                 if e.reason in _CONFLICTS:
                     raise OfferConflict(e) from None
                 raise
+            self._wants.launched(task_list)
         except SchedulerError as e:
             if not e.transient:  # refused outright: nothing was launched
                 self.pending.not_launched([t.task_id for t in task_list])
@@ -597,9 +601,39 @@ class Driver:
         )
         await self._call("Kill", request)
 
-    async def revive(self) -> None:
-        """Asks for offers again: ends suppression and clears decline filters."""
-        await self._call("Revive", scheduler_pb2.ReviveRequest(**self._ids()))
+    async def revive(
+        self, wants: Resources | None = None, smallest: Resources | None = None
+    ) -> None:
+        """Asks for offers again: ends suppression and clears decline filters.
+
+        `wants`: what the framework waits to launch, in total (5 tasks of cpus:1;mem:128 is
+        cpus:5;mem:640). The master then offers only as many agents as cover it, instead of
+        every agent with room, and takes what each launch uses off it; `smallest`, the least
+        of each resource a waiting task asks for, keeps offers too small for any task away.
+        Without `wants` there is no limit (Mesos' way). Keep it current with `want()`."""
+        request = scheduler_pb2.ReviveRequest(**self._ids())
+        if wants is not None:
+            request.wants.CopyFrom(wants_proto(wants, smallest))
+        await self._call("Revive", request)
+        self._wants.told(wants, smallest)
+
+    async def want(self, wants: Resources | None, smallest: Resources | None = None) -> None:
+        """Tells the master what this framework waits to launch now, in total (see `revive`);
+        None lifts the limit (with a Revive). Call it after every round of offers: it is sent
+        only when it differs from the master's count, which is what was last told less what
+        launched since (a queue that only drains sends nothing)."""
+        if not self._wants.differs(wants, smallest):
+            return
+        if wants is None:
+            await self.revive()
+            return
+        request = scheduler_pb2.DemandRequest(**self._ids())
+        if self._demand_told is not None:  # a Demand replaces the unmet task: keep it
+            unmet, request.priority = self._demand_told
+            request.unmet.extend(unmet.to_proto())
+        request.wants.CopyFrom(wants_proto(wants, smallest))
+        await self._call("Demand", request)
+        self._wants.told(wants, smallest)
 
     async def cluster_view(self) -> scheduler_pb2.ClusterView:
         """The whole cluster's resources now: every agent's total, free, offered (to any

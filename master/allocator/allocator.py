@@ -111,6 +111,10 @@ class _Framework:
         "allocated",
         "vec",
         "offered_on",
+        "wants",
+        "out",
+        "sated",
+        "smallest",
     )
 
     def __init__(self, framework_id: str, role: str, capabilities: frozenset[str]) -> None:
@@ -123,6 +127,12 @@ class _Framework:
         self.allocated: dict[str, Resources] = {}  # agent_id -> resources
         self.vec: Vector = {}  # allocated scalars summed over agents
         self.offered_on: set[str] = set()  # agents where it holds optimistic offers
+        # Offers sized by demand (set_wants): what it waits to launch in total (None: no
+        # limit), what its unanswered offers hold, and whether they cover the first.
+        self.wants: Vector | None = None
+        self.out: Vector = {}
+        self.sated = False
+        self.smallest: Vector | None = None  # its smallest waiting task: smaller offers skip it
 
 
 class _Role:
@@ -180,6 +190,11 @@ class Allocator:
         # Agents where a hold took free resources since the caller last emptied this: in
         # optimistic mode, offers there may no longer be satisfiable.
         self.hold_touched: set[str] = set()
+        # Frameworks that said what they want (set_wants), and whether one of them became
+        # hungry again since the caller last asked (take_reopened): any agent may be for it.
+        self._wanting: set[str] = set()
+        self._sized: set[str] = set()  # those of them that said their smallest task
+        self._reopened: set[str] = set()
 
     # agents ---------------------------------------------------------------------------------
 
@@ -317,6 +332,8 @@ class Allocator:
             agent.revocable_offered.pop(framework_id, None)
             agent.revocable_refused.pop(framework_id, None)
         fw.active = False
+        self._wanting.discard(framework_id)
+        self._sized.discard(framework_id)
         self._sync_eligibility(fw)
         r = self._roles[fw.role]
         r.sorter.remove(framework_id)
@@ -363,6 +380,97 @@ class Allocator:
         fw.suppressed = False
         self._filters.clear_framework(framework_id)
         self._sync_eligibility(fw)
+
+    # offers sized by demand ----------------------------------------------------------------
+
+    def set_wants(
+        self,
+        framework_id: str,
+        wants: Resources | None,
+        out: Resources = EMPTY,
+        smallest: Resources | None = None,
+    ) -> None:
+        """What the framework waits to launch, in total; None: no limit (Mesos' way, every agent
+        with room is offered). While its unanswered offers (`out`: those it holds now) cover
+        every amount it wants, it is passed over as if suppressed. answered() and launched()
+        keep both up to date: an offer made adds to `out`, one answered takes from it, and a
+        launch takes what it uses off `wants`. `smallest`: no task it waits for is smaller (in
+        any amount), so an offer that cannot hold it is not made to it (eligibility.TOO_SMALL);
+        without it, the next offer after a scrap that fits nothing would wait a round trip."""
+        fw = self._frameworks[framework_id]
+        if wants is None:
+            fw.wants, fw.out = None, {}
+            self._wanting.discard(framework_id)
+        else:
+            fw.wants = _positive(scalar_vector(wants))
+            fw.out = _positive(scalar_vector(out))
+            self._wanting.add(framework_id)
+        fw.smallest = _positive(scalar_vector(smallest)) if smallest and wants is not None else None
+        if fw.smallest:
+            self._sized.add(framework_id)
+        else:
+            fw.smallest = None
+            self._sized.discard(framework_id)
+        self._resate(fw)
+
+    def answered(self, framework_id: str, resources: Resources) -> None:
+        """An offer to the framework ended (accepted, declined, rescinded): it no longer covers
+        what the framework wants."""
+        fw = self._frameworks.get(framework_id)
+        if fw is None or fw.wants is None:
+            return
+        add_into(fw.out, scalar_vector(resources), -1)
+        fw.out = _positive(fw.out)
+        self._resate(fw)
+
+    def launched(self, framework_id: str, used: Resources) -> None:
+        """The framework launched tasks using `used`: that much less is waiting."""
+        fw = self._frameworks.get(framework_id)
+        if fw is None or fw.wants is None:
+            return
+        add_into(fw.wants, scalar_vector(used), -1)
+        fw.wants = _positive(fw.wants)
+        self._resate(fw)
+
+    def wants_of(self, framework_id: str) -> tuple[Vector, Vector, Vector] | None:
+        """(what the framework wants, what its unanswered offers hold, its smallest task), or
+        None: no limit."""
+        fw = self._frameworks.get(framework_id)
+        if fw is None or fw.wants is None:
+            return None
+        return dict(fw.wants), dict(fw.out), dict(fw.smallest or {})
+
+    def take_reopened(self) -> bool:
+        """Whether a framework's offers stopped covering what it wants since the last call:
+        then every agent may have something for it, not only those that changed."""
+        reopened, self._reopened = self._reopened, set()
+        frameworks = self._frameworks
+        # Judged now, not when it happened: an Accept answers its offers (hungry again) and
+        # launches (sated again) in one call, which needs no sweep of every agent.
+        return any((fw := frameworks.get(f)) is not None and not fw.sated for f in reopened)
+
+    def _resate(self, fw: _Framework) -> None:
+        sated = fw.wants is not None and _covers(fw.out, fw.wants)
+        if sated != fw.sated:
+            fw.sated = sated
+            if not sated:
+                self._reopened.add(fw.framework_id)
+            self._sync_eligibility(fw)
+
+    def _count_out(self, grants: list[OfferGrant], start: int) -> bool:
+        """Adds the offers granted from `start` on to their frameworks' `out`; True if one of
+        them is now sated (and so passed over from here on)."""
+        sated = False
+        frameworks = self._frameworks
+        for grant in grants[start:]:
+            fw = frameworks.get(grant.framework_id)
+            if fw is None or fw.wants is None or grant.hold_id or grant.revocable:
+                continue
+            add_into(fw.out, scalar_vector(grant.resources), 1)
+            if not fw.sated and _covers(fw.out, fw.wants):
+                fw.sated = sated = True
+                self._sync_eligibility(fw)
+        return sated
 
     # resources back -------------------------------------------------------------------------
 
@@ -477,12 +585,27 @@ class Allocator:
         holds = self._holds
         fill_holds = self._hold_filling.fill
         lend = self._revocable.offer if self._revocable_frameworks else None
+        wanting = self._wanting
+        roles = self._roles.values()
         for agent in agents:
             if agent.active and agent.free:
                 if holds:
                     fill_holds(agent, now, grants)
                 if agent.free:
+                    start = len(grants)
                     offer(agent, now, grants)
+                    if (
+                        wanting
+                        and len(grants) > start
+                        and self._count_out(grants, start)
+                        and not holds
+                        and lend is None
+                        and not any(r.eligible for r in roles)
+                    ):
+                        # Every framework's offers now cover what it waits for: the rest of
+                        # the agents have nobody to be offered to (a revive with a small
+                        # demand visits a few agents, not 10,000).
+                        break
             if lend is not None and agent.active:  # what is left, and what holds sit on
                 lend(agent, now, grants)
         if self._quota_roles:
@@ -655,11 +778,19 @@ class Allocator:
         )
 
     def _fair_shares(self, asking: str) -> dict[str, float]:
-        roles = {
-            name: (
-                r.weight,
-                [f for f in r.frameworks if f == asking or r.sorter.is_active(f)],
+        frameworks = self._frameworks
+
+        def counts(f: str, r: _Role) -> bool:
+            # Out of the sorter while its offers cover its want, but still wanting: it counts.
+            fw = frameworks[f]
+            return (
+                f == asking
+                or r.sorter.is_active(f)
+                or (fw.sated and fw.active and not fw.suppressed)
             )
+
+        roles = {
+            name: (r.weight, [f for f in r.frameworks if counts(f, r)])
             for name, r in self._roles.items()
         }
         return fair_shares(roles)
@@ -1055,7 +1186,7 @@ class Allocator:
 
     def _sync_eligibility(self, fw: _Framework) -> None:
         role = self._roles[fw.role]
-        eligible = fw.active and fw.suppressed is False
+        eligible = fw.active and fw.suppressed is False and not fw.sated
         was = role.sorter.is_active(fw.framework_id)
         if eligible and not was:
             role.sorter.activate(fw.framework_id)
@@ -1067,6 +1198,16 @@ class Allocator:
             role.eligible -= 1
             if role.eligible == 0:
                 self._role_sorter.deactivate(role.name)
+
+
+def _positive(vec: Vector) -> Vector:
+    return {name: amount for name, amount in vec.items() if amount > 0}
+
+
+def _covers(have: Vector, wants: Vector) -> bool:
+    """Whether `have` holds every amount in `wants` (an empty want is always covered)."""
+    get = have.get
+    return all(get(name, 0) >= amount for name, amount in wants.items())
 
 
 def _merge(grants: list[OfferGrant]) -> list[OfferGrant]:

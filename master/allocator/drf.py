@@ -64,7 +64,7 @@ class DRFSorter(Sorter):
         if c.name in self._in_flight:
             return
         heapq.heappush(self._heap, (c.share / c.weight, c.name, c.seq))
-        if not self._in_flight and len(self._heap) > 2 * len(self._clients) + 64:
+        if not self._in_flight and len(self._heap) > 2 * len(self._clients) + 8:
             self._compact()
 
     def _compact(self) -> None:

@@ -6,7 +6,9 @@ unless one of these passes it over:
 - FILTERED: a decline filter of its hides that offer (filters.Refusal.hides: it is no more
   than what the framework refused there, and the filter has not expired);
 - GPU_AGENT: the agent has GPUs and the framework lacks the GPU_RESOURCES capability (as in
-  Mesos: it would strand the scarce GPUs by taking the agent's CPUs and memory).
+  Mesos: it would strand the scarce GPUs by taking the agent's CPUs and memory);
+- TOO_SMALL: the framework said the smallest task it waits to launch (scheduler.proto, Wants)
+  and the offer cannot hold it (Mesos' per-framework min_allocatable_resources, one shape).
 
 What the rule does not decide, and who does: suppression and disconnection (the sorters yield
 only frameworks that may be offered anything); the offer's size (Allocator._role_offer cuts it
@@ -30,12 +32,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from agora.common import EMPTY, Resources
+from agora.master.allocator.drf import scalar_vector
 
 if TYPE_CHECKING:
     from agora.master.allocator.filters import Refusal
 
 FILTERED = "filtered"
 GPU_AGENT = "gpu_agent"
+TOO_SMALL = "too_small"
 
 
 def skip_reason(
@@ -44,15 +48,23 @@ def skip_reason(
     refusal: Refusal | None,
     offer: Resources,
     now: float,
+    smallest: Mapping[str, int] | None = None,
+    offer_vec: Mapping[str, int] | None = None,
 ) -> str | None:
     """Why a framework may not be offered `offer` on an agent now, or None if it may.
 
     `refusal` is the framework's decline filter on that agent, if any (None for holds, which
-    filters do not stop)."""
+    filters do not stop). `smallest`: the framework's smallest task as a DRF vector, if it
+    said one; `offer_vec` is `offer`'s vector where the caller has it."""
     if agent_gpus and not framework_gpu:
         return GPU_AGENT
     if refusal is not None and refusal.hides(offer, now):
         return FILTERED
+    if smallest:
+        vec = offer_vec if offer_vec is not None else scalar_vector(offer)
+        get = vec.get
+        if any(get(name, 0) < amount for name, amount in smallest.items()):
+            return TOO_SMALL
     return None
 
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from agora.common import EMPTY
 from agora.master.allocator.drf import MILLI, dominant_share, scalar_vector
-from agora.master.allocator.eligibility import FILTERED, GPU_AGENT
+from agora.master.allocator.eligibility import FILTERED, GPU_AGENT, TOO_SMALL
 
 if TYPE_CHECKING:
     from agora.master.allocator.view import AllocatorView
@@ -27,6 +27,12 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
         )
     if fw.suppressed:
         reasons.append("suppressed: the framework asked for no offers; Revive resumes them")
+    if fw.sated:
+        wants = ", ".join(f"{k}:{v / MILLI:g}" for k, v in sorted(fw.wants.items())) or "nothing"
+        reasons.append(
+            f"its unanswered offers cover all it said it waits for ({wants}): more come "
+            "when it answers them or says it wants more (Revive or Demand with wants)"
+        )
 
     # Every agent with something free, through the allocator's own eligibility rule.
     judged = alloc.judge(framework_id, now)
@@ -57,6 +63,13 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
         reasons.append(
             f"{len(gpu_agents)} agent(s) with free resources have GPUs: they are kept for "
             "frameworks with the GPU_RESOURCES capability"
+        )
+    small = [j for j in judged if j.why == TOO_SMALL]
+    if small and fw.smallest:
+        task = ", ".join(f"{k}:{v / MILLI:g}" for k, v in sorted(fw.smallest.items()))
+        reasons.append(
+            f"{len(small)} agent(s) have less free than its smallest waiting task ({task}): "
+            "they are offered to others"
         )
     # What could it be offered on the agents it may use right now?
     usable = [j for j in judged if j.why is None]
@@ -89,7 +102,7 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
             )
         return reasons
 
-    if fw.active and not fw.suppressed:
+    if fw.active and not fw.suppressed and not fw.sated:
         share = dominant_share(fw.vec, alloc.inverse_totals)
         ahead = _frameworks_ahead(alloc, framework_id)
         if ahead:

@@ -55,11 +55,14 @@ class OptimisticOffers:
                     if had is not None:
                         unseen -= 1
                     extra = role_offer if had is None else beyond(role_offer, had[0])
-                    if not extra or not a._fits_min(scalar_vector(extra)):
+                    extra_vec = scalar_vector(extra)
+                    if not extra or not a._fits_min(extra_vec):
                         continue
                     fw = a._frameworks[fid]
                     # The rule judges what this framework would be offered now: its top-up.
-                    why = skip_reason(fw.gpu, agent.gpus, refused.get(fid), extra, now)
+                    why = skip_reason(
+                        fw.gpu, agent.gpus, refused.get(fid), extra, now, fw.smallest, extra_vec
+                    )
                     if why is not None:
                         skipped[fid] = why
                         continue

@@ -52,7 +52,7 @@ class PessimisticOffers:
                 # usually stops at the head.
                 frameworks = a._frameworks
                 free, gpus = agent.free, agent.gpus
-                if not refused and not gpus and not quota_on:  # the rule passes everyone: O(1)
+                if not refused and not gpus and not quota_on and not a._sized:  # O(1)
                     role_name = a._role_sorter.first()
                     if role_name is None:
                         return
@@ -68,7 +68,9 @@ class PessimisticOffers:
                         break  # its offers are cut to the limit: the general path below
                     for fid in role.sorter.peek_order():
                         fw = frameworks[fid]
-                        why = skip_reason(fw.gpu, gpus, refused.get(fid), free, now)
+                        why = skip_reason(
+                            fw.gpu, gpus, refused.get(fid), free, now, fw.smallest, agent.free_vec
+                        )
                         if why is not None:
                             skipped[fid] = why
                             continue
@@ -130,7 +132,15 @@ class PessimisticOffers:
                 try:
                     for fid in fw_iter:
                         fw = frameworks[fid]
-                        why = skip_reason(fw.gpu, agent.gpus, refused.get(fid), role_offer, now)
+                        why = skip_reason(
+                            fw.gpu,
+                            agent.gpus,
+                            refused.get(fid),
+                            role_offer,
+                            now,
+                            fw.smallest,
+                            role_vec,
+                        )
                         if why is not None:
                             skipped[fid] = why
                             continue

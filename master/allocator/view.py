@@ -162,7 +162,12 @@ class AllocatorView:
                     continue
             # Without an offer a filter hides nothing: it is the caps or the scraps that do.
             why = skip_reason(
-                fw.gpu, agent.gpus, refusal if offer is not None else None, offer or plain, now
+                fw.gpu,
+                agent.gpus,
+                refusal if offer is not None else None,
+                offer or plain,
+                now,
+                fw.smallest,
             )
             out.append(Judged(agent, offer, plain, why, until, None))
         return out

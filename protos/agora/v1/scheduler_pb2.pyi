@@ -178,12 +178,22 @@ class DeclineResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ReviveRequest(_message.Message):
-    __slots__ = ("framework_id", "stream_id")
+    __slots__ = ("framework_id", "stream_id", "wants")
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    WANTS_FIELD_NUMBER: _ClassVar[int]
     framework_id: str
     stream_id: str
-    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ...) -> None: ...
+    wants: Wants
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., wants: _Optional[_Union[Wants, _Mapping]] = ...) -> None: ...
+
+class Wants(_message.Message):
+    __slots__ = ("resources", "smallest")
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SMALLEST_FIELD_NUMBER: _ClassVar[int]
+    resources: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    smallest: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    def __init__(self, resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., smallest: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
 
 class ReviveResponse(_message.Message):
     __slots__ = ()
@@ -202,16 +212,18 @@ class SuppressResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class DemandRequest(_message.Message):
-    __slots__ = ("framework_id", "stream_id", "unmet", "priority")
+    __slots__ = ("framework_id", "stream_id", "unmet", "priority", "wants")
     FRAMEWORK_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_ID_FIELD_NUMBER: _ClassVar[int]
     UNMET_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    WANTS_FIELD_NUMBER: _ClassVar[int]
     framework_id: str
     stream_id: str
     unmet: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
     priority: int
-    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., unmet: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., priority: _Optional[int] = ...) -> None: ...
+    wants: Wants
+    def __init__(self, framework_id: _Optional[str] = ..., stream_id: _Optional[str] = ..., unmet: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., priority: _Optional[int] = ..., wants: _Optional[_Union[Wants, _Mapping]] = ...) -> None: ...
 
 class DemandResponse(_message.Message):
     __slots__ = ()

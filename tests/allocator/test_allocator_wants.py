@@ -1,0 +1,154 @@
+"""Offers sized by demand: a framework that says what it waits for is offered agents only until
+its unanswered offers cover it, instead of every agent with room."""
+
+from __future__ import annotations
+
+from agora.common import EMPTY, Resources
+from agora.master.allocator import Allocator, AllocatorConfig
+
+AGENT = Resources.parse("cpus:4;mem:4096")
+TASK = Resources.of(cpus=1, mem=128)
+
+
+def cluster(agents: int = 10, mode: str = "pessimistic") -> Allocator:
+    fanout = 2 if mode == "optimistic" else 0
+    alloc = Allocator(AllocatorConfig(offer_mode=mode, optimistic_fanout=fanout))
+    for i in range(agents):
+        alloc.add_agent(f"a{i}", AGENT)
+    return alloc
+
+
+def test_without_wants_every_agent_with_room_is_offered():
+    alloc = cluster()
+    alloc.add_framework("f1")
+    assert len(alloc.allocate(0.0)) == 10
+
+
+def test_one_task_wanted_is_offered_one_agent_and_the_rest_stay_free():
+    alloc = cluster()
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", TASK)
+    [grant] = alloc.allocate(0.0)
+    assert grant.framework_id == "f1"
+    assert alloc.allocate(0.0) == []  # its offer covers its want: nothing more for it
+    assert sum(not alloc.free(f"a{i}").is_empty() for i in range(10)) == 9
+
+
+def test_an_answered_offer_makes_room_for_the_next_agent():
+    alloc = cluster()
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", TASK)
+    [grant] = alloc.allocate(0.0)
+    # Declined (it could not use that agent): the next agent is offered, not the declined one.
+    alloc.decline("f1", grant.agent_id, grant.resources, now=0.0, refuse_seconds=5.0)
+    alloc.answered("f1", grant.resources)
+    assert alloc.take_reopened()
+    [again] = alloc.allocate(0.0)
+    assert again.agent_id != grant.agent_id
+    assert not alloc.take_reopened()
+
+
+def test_wants_larger_than_an_agent_are_offered_as_many_agents_as_cover_them():
+    alloc = cluster()
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", Resources.of(cpus=9, mem=9 * 128))  # 9 tasks: 3 agents of 4 cpus
+    assert len(alloc.allocate(0.0)) == 3
+
+
+def test_a_launch_takes_what_it_uses_off_the_want():
+    alloc = cluster()
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", Resources.of(cpus=2, mem=256))
+    [grant] = alloc.allocate(0.0)
+    used = Resources.of(cpus=2, mem=256)
+    alloc.launched("f1", used)
+    alloc.recover("f1", grant.agent_id, grant.resources - used, now=0.0)
+    alloc.answered("f1", grant.resources)
+    # Nothing more waits: answering the offer does not bring another.
+    assert not alloc.take_reopened()
+    assert alloc.allocate(0.0) == []
+    assert alloc.wants_of("f1") == ({}, {}, {})
+
+
+def test_a_sated_framework_leaves_the_agents_to_the_next_in_line():
+    alloc = cluster(agents=4)
+    alloc.add_framework("f1")
+    alloc.add_framework("f2")
+    alloc.set_wants("f1", TASK)
+    grants = alloc.allocate(0.0)
+    assert sorted(g.framework_id for g in grants) == ["f1", "f2", "f2", "f2"]
+
+
+def test_an_empty_want_means_no_offers_and_none_lifts_the_limit():
+    alloc = cluster()
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", EMPTY)
+    assert alloc.allocate(0.0) == []
+    alloc.set_wants("f1", None)
+    assert len(alloc.allocate(0.0)) == 10
+
+
+def test_offers_held_when_the_want_is_told_count_towards_it():
+    alloc = cluster()
+    alloc.add_framework("f1")
+    held = EMPTY
+    for grant in alloc.allocate(0.0):  # f1 holds all ten agents' offers
+        held = held + grant.resources
+    alloc.set_wants("f1", TASK, out=held)
+    alloc.recover("f1", "a9", AGENT, now=0.0)
+    alloc.answered("f1", AGENT)
+    assert alloc.allocate(0.0) == []  # the nine it still holds cover one task
+
+
+def test_optimistic_offers_are_sized_by_demand_too():
+    alloc = cluster(mode="optimistic")
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", TASK)
+    assert len(alloc.allocate(0.0)) == 1
+
+
+def test_why_no_offers_says_the_offers_cover_the_want():
+    alloc = cluster()
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", TASK)
+    alloc.allocate(0.0)
+    assert any(
+        "cover all it said it waits for (cpus:1, mem:128)" in r for r in alloc.explain("f1", 0.0)
+    )
+
+
+def test_agents_too_small_for_the_smallest_task_are_left_to_others():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("scrap", Resources.of(cpus=4, mem=64))
+    alloc.add_agent("room", Resources.of(cpus=4, mem=4096))
+    alloc.add_framework("f1")
+    alloc.add_framework("f2")
+    alloc.set_wants("f1", Resources.of(cpus=2, mem=256), smallest=TASK)
+    grants = {g.agent_id: g.framework_id for g in alloc.allocate(0.0)}
+    assert grants == {"scrap": "f2", "room": "f1"}
+
+
+def test_a_scrap_too_small_is_not_offered_even_when_nobody_else_wants_it():
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("scrap", Resources.of(cpus=4, mem=64))
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", TASK, smallest=TASK)
+    assert alloc.allocate(0.0) == []
+    assert any(
+        "1 agent(s) have less free than its smallest waiting task (cpus:1, mem:128)" in r
+        for r in alloc.explain("f1", 0.0)
+    )
+
+
+def test_a_sated_framework_still_counts_for_the_fair_shares():
+    # Out of the sorter while its offers cover its want, it still wants them: an optimistic
+    # Accept by a framework that would go above its fair share must respect its offer.
+    alloc = cluster(agents=1, mode="optimistic")
+    alloc.add_framework("slow")
+    alloc.add_framework("quick")
+    alloc.set_wants("slow", Resources.of(cpus=2, mem=256))
+    alloc.set_wants("quick", Resources.of(cpus=2, mem=256))
+    assert len(alloc.allocate(0.0)) == 2  # both offered the one agent
+    assert alloc.fair_share("slow") == 0.5
+    rival = alloc.priority_rival("quick", "a0", AGENT, now=0.1, grace=0.5)
+    assert rival is not None and rival.framework_id == "slow"
