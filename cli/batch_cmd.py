@@ -11,7 +11,11 @@ from agora.cli.options import add_log_flags, daemon_credentials, duration, setup
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from agora.frameworks.batch.queue import POLICIES
-    from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
+    from agora.frameworks.batch.refusals import (
+        DECLINE_REFUSE_SECONDS,
+        IDLE_REFUSE_SECONDS,
+        UNFIT_REFUSE_SECONDS,
+    )
 
     parser = subparsers.add_parser(
         "batch",
@@ -59,6 +63,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "are refused for this long; the master still offers them again at once when anything "
         "frees up on that agent, and new work (a submission, a retry due) revives, so a longer "
         "refusal only spares the master the same unusable offer (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--unfit-refuse",
+        type=_seconds,
+        default=UNFIT_REFUSE_SECONDS,
+        metavar="SECONDS",
+        help="while work waits, offers too small for every waiting instance are refused for "
+        "this long: only new work (which revives) or more room on that agent (offered at "
+        "once) can make them of use (default: %(default)s)",
     )
     parser.add_argument(
         "--idle-refuse",
@@ -131,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         keep_finished_seconds=args.keep_finished_for,
         gang_hold_seconds=args.gang_hold,
         decline_refuse_seconds=args.decline_refuse,
+        unfit_refuse_seconds=args.unfit_refuse,
         idle_refuse_seconds=args.idle_refuse,
     )
     return asyncio.run(serve("batch", BatchDaemon, config, args.zk, args.zk_session_timeout))

@@ -16,7 +16,11 @@ from agora.common.masters import parse_masters
 from agora.common.rpc import service_name
 from agora.frameworks.batch.cron import Cron
 from agora.frameworks.batch.queue import DEFAULT_POLICY, get_policy
-from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
+from agora.frameworks.batch.refusals import (
+    DECLINE_REFUSE_SECONDS,
+    IDLE_REFUSE_SECONDS,
+    UNFIT_REFUSE_SECONDS,
+)
 from agora.frameworks.batch.scheduler import BatchScheduler
 from agora.frameworks.batch.service import BatchService
 from agora.frameworks.batch.state import Backoff
@@ -58,6 +62,8 @@ class BatchConfig:
     # How long what we refuse (an offer we cannot use, what a launch leaves of one) stays
     # refused while work waits; refusals.py says why no launch waits on it.
     decline_refuse_seconds: float = DECLINE_REFUSE_SECONDS
+    # ... and offers too small for every waiting instance (refusals.py).
+    unfit_refuse_seconds: float = UNFIT_REFUSE_SECONDS
     # How long a waiting gang's hold (Scheduler.Hold) collects resources; 0: no holds.
     gang_hold_seconds: float = 120.0
     max_finished_jobs: int = 10_000  # finished jobs remembered, the oldest forgotten first
@@ -77,6 +83,7 @@ class BatchConfig:
             "retry_backoff_seconds",
             "retry_backoff_max_seconds",
             "decline_refuse_seconds",
+            "unfit_refuse_seconds",
             "idle_refuse_seconds",
             "gang_hold_seconds",
             "keep_finished_seconds",
@@ -119,6 +126,7 @@ class BatchDaemon(FrameworkDaemon):
             role=config.role,
             backoff=Backoff(config.retry_backoff_seconds, 2.0, config.retry_backoff_max_seconds),
             decline_refuse_seconds=config.decline_refuse_seconds,
+            unfit_refuse_seconds=config.unfit_refuse_seconds,
             idle_refuse_seconds=config.idle_refuse_seconds,
             max_finished_jobs=config.max_finished_jobs,
             gang_hold_seconds=config.gang_hold_seconds,

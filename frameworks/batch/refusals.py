@@ -19,6 +19,12 @@ from collections.abc import Mapping
 # While work waits: offers it cannot use, and what a launch leaves of an offer where it placed
 # all it could (Mesos' default refusal).
 DECLINE_REFUSE_SECONDS = 5.0
+# While work waits, offers too small for every instance waiting (less of some resource than
+# each asks for): nothing but a revive (new work, a retry due) or more free room there, which
+# the master offers at once, can make them of use, so they are refused for longer, as
+# Marathon refuses what it cannot use for 120 s. On a busy cluster the scraps of every agent
+# would otherwise come back every DECLINE_REFUSE_SECONDS, hundreds a second at 10,000 agents.
+UNFIT_REFUSE_SECONDS = 60.0
 # While nothing waits. The framework suppresses its offers then too, so this only bounds what
 # a revive lost on the way costs: seconds, not minutes.
 IDLE_REFUSE_SECONDS = 15.0

@@ -36,11 +36,13 @@ from agora.frameworks.batch.queue import QueuedJob, get_policy
 from agora.frameworks.batch.refusals import (
     DECLINE_REFUSE_SECONDS,
     IDLE_REFUSE_SECONDS,
+    UNFIT_REFUSE_SECONDS,
     blamed_jobs,
 )
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.batch.validation import constraints_of, describe_needs, needs
 from agora.frameworks.batch.waiting import WaitingInstances
+from agora.frameworks.batch.wants import wants_of
 from agora.frameworks.sdk import (
     Driver,
     Framework,
@@ -99,6 +101,11 @@ class StoreUnavailable(RuntimeError):
         super().__init__(f"cannot write the job store ({reason}): try again")
 
 
+# How long after a revive with wants a ready job that no round has judged is said to wait for
+# room (BatchScheduler._unoffered): offers, where there is room, come within milliseconds.
+UNOFFERED_SECONDS = 1.0
+
+
 class BatchScheduler(Framework):
     def __init__(
         self,
@@ -109,6 +116,7 @@ class BatchScheduler(Framework):
         backoff: st.Backoff | None = None,
         decline_refuse_seconds: float = DECLINE_REFUSE_SECONDS,
         idle_refuse_seconds: float = IDLE_REFUSE_SECONDS,
+        unfit_refuse_seconds: float = UNFIT_REFUSE_SECONDS,
         clock: Callable[[], float] = time.time,
         max_finished_jobs: int = 10_000,
         gang_hold_seconds: float = 120.0,
@@ -136,6 +144,7 @@ class BatchScheduler(Framework):
         # while none does (we suppress then too); refusals.py says why no launch waits on it.
         self.decline_refuse_seconds = decline_refuse_seconds
         self.idle_refuse_seconds = idle_refuse_seconds
+        self.unfit_refuse_seconds = unfit_refuse_seconds  # offers no waiting instance fits
         self.clock = clock
         self.driver: Driver | None = None
         self.framework_id = store.framework_id()
@@ -160,6 +169,8 @@ class BatchScheduler(Framework):
         self._watchers: dict[str, set[asyncio.Queue]] = {}
         self._suppressed: bool | None = None  # unknown until we tell the master
         self._wakeup: asyncio.TimerHandle | None = None  # the next retry is due
+        self._unoffered_timer: asyncio.TimerHandle | None = None  # see _arm_unoffered
+        self._rounds = 0  # rounds of offers so far
         self._realign: asyncio.TimerHandle | None = None  # see _arm_realign
         self._notes: dict[str, str] = {}  # job id -> why it may wait long (from submit)
         # job id -> why the master refused its last launch (an ACL, a bad task): without it a
@@ -602,14 +613,70 @@ class BatchScheduler(Framework):
         try:
             if ready and (revive or self._suppressed is not False):
                 self._revive_asked = False  # this revive serves the work that asked for one
-                await driver.revive()
+                wants = self._offer_wants()
+                await driver.revive(*(wants or ()))
                 self._suppressed = False
+                self._arm_unoffered(wants is not None)
             elif not ready and self._suppressed is not True:
                 await driver.suppress()
                 self._suppressed = True
+            elif ready:  # sent only when it differs from what the master counts
+                wants = self._offer_wants()
+                await driver.want(*(wants or (None,)))
+                self._arm_unoffered(wants is not None)
         except SchedulerError as e:
             self._log.warning("revive/suppress failed", error=str(e))
             self._suppressed = None
+
+    def _offer_wants(self) -> tuple[Resources, Resources] | None:
+        """What the instances ready now need, in total and the least of each resource
+        (wants.py): the master offers as many agents as cover it, none too small. None: no
+        limit."""
+        return wants_of(self._ready_counts(self.clock()))
+
+    def _ready_counts(self, now: float) -> list[tuple[batch_pb2.Job, int]]:
+        """(job, instances ready to launch now) for the jobs with any."""
+        ready = []
+        for job in self._waiting_jobs():
+            room = st.room(job)
+            if room == 0 or job.spec.begin_at > now or st.is_ended(job) or job.held:
+                continue
+            if job.waiting_for or not job.counts.pending:
+                continue
+            count = job.counts.pending - self._waiting.in_backoff(job, now)
+            if room is not None:
+                count = min(count, room)
+            if count > 0:
+                ready.append((job, count))
+        return ready
+
+    def _arm_unoffered(self, sized: bool) -> None:
+        """With wants told (`sized`), work that fits no agent's free room gets no offer at all,
+        so no round says why it waits: check in a moment (_unoffered), unless an offer comes
+        first (every round ends here again)."""
+        if self._unoffered_timer is not None:
+            self._unoffered_timer.cancel()
+            self._unoffered_timer = None
+        if not sized:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # a unit test of the book alone
+        self._unoffered_timer = loop.call_later(UNOFFERED_SECONDS, self._unoffered, self._rounds)
+
+    def _unoffered(self, rounds: int) -> None:
+        """No offer came since the wants were told: the ready jobs wait for room no agent has.
+        Said as a round would (PENDING_RESOURCES, its message), and the first of them told to
+        the master as unmet demand, for preemption."""
+        self._unoffered_timer = None
+        if rounds != self._rounds:
+            return  # a round came and said why
+        waiting = [job.job_id for job, _ in self._ready_counts(self.clock())]
+        for job_id in waiting:
+            self._note_waiting(self.jobs[job_id])
+        if waiting and self.driver is not None and self.driver.connected:
+            self._spawn(self._tell_demand(self.driver, waiting))
 
     def _arm_wakeup(self) -> None:
         now = self.clock()
@@ -750,6 +817,7 @@ class BatchScheduler(Framework):
             if offer.agent_id not in self._facts:
                 self._facts[offer.agent_id] = offer_facts(offer)
         wanted = self._offers_wanted
+        self._rounds += 1
         ordinary = [o for o in offers if not o.revocable]
         lent = [o for o in offers if o.revocable]
         try:
@@ -806,7 +874,9 @@ class BatchScheduler(Framework):
         """Backfill (backfill.py): where and when last round's head job will fit, by our
         tasks' declared ends, while other jobs behind it are ready to take its room."""
         head = self._head
-        if head is None or head not in queued or queued.index(head) == len(queued) - 1:
+        if head is None or head not in queued:
+            head = self._unplaceable_first(offers, queued)
+        if head is None or queued.index(head) == len(queued) - 1:
             self._backfill_notes.clear()
             return None
         job = self.jobs[head]
@@ -837,6 +907,23 @@ class BatchScheduler(Framework):
                 f"from {when} (backfill: only jobs that end by then use it meanwhile)"
             )
         return reservation
+
+    def _unplaceable_first(
+        self, offers: Sequence[common_pb2.Offer], queued: list[str]
+    ) -> str | None:
+        """The first job of the queue if no offer of this round could hold one of its
+        instances: the head, when no earlier round found it. With offers sized by demand
+        (wants.py) a big job that fits nowhere is not offered the scraps it cannot use, so
+        the round that would have left it waiting may never come."""
+        job = self.jobs.get(queued[0]) if queued else None
+        if job is None or job.spec.gang:
+            return None
+        amounts = {n: a for (n, _), a in needs(job.spec).scalars.items()}
+        for offer in offers:
+            usable = Resources.from_proto(offer.resources).allocatable_to(self.role)
+            if all(usable.scalar(n) + 1e-9 >= a for n, a in amounts.items()):
+                return None
+        return job.job_id
 
     def _usage(self) -> dict[str, dict[str, float]]:
         """owner -> what its jobs' launched and running instances hold (per resource); a
@@ -946,9 +1033,12 @@ class BatchScheduler(Framework):
         more = bool(result.waiting)
         for launch in result.launches:
             await self._launch(driver, launch, more)
-        await self._decline(
-            driver, result.unused, self.decline_refuse_seconds if more else self.idle_refuse_seconds
-        )
+        if more:
+            unfit, rest = self._unfit(result.unused, result.waiting)
+            await self._decline(driver, unfit, self.unfit_refuse_seconds)
+            await self._decline(driver, rest, self.decline_refuse_seconds)
+        else:
+            await self._decline(driver, result.unused, self.idle_refuse_seconds)
         gangs = [
             j for j in result.waiting if self.jobs[j].spec.gang and st.never_launched(self.jobs[j])
         ]
@@ -956,6 +1046,24 @@ class BatchScheduler(Framework):
             await self._ask_hold(driver, self.jobs[job_id])
         if any(job_id not in self._holds for job_id in gangs):
             self._arm_realign()
+
+    def _unfit(
+        self, offers: Sequence[common_pb2.Offer], waiting: Iterable[str]
+    ) -> tuple[list[common_pb2.Offer], list[common_pb2.Offer]]:
+        """The offers too small for an instance of every waiting job (refusals.py), and the
+        rest."""
+        shapes = {
+            tuple(sorted((n, a) for (n, _), a in needs(self.jobs[j].spec).scalars.items()))
+            for j in waiting
+            if j in self.jobs
+        }
+        unfit: list[common_pb2.Offer] = []
+        rest: list[common_pb2.Offer] = []
+        for offer in offers:
+            usable = Resources.from_proto(offer.resources).allocatable_to(self.role)
+            fits = any(all(usable.scalar(n) + 1e-9 >= a for n, a in shape) for shape in shapes)
+            (rest if fits or not shapes else unfit).append(offer)
+        return unfit, rest
 
     async def _use_lent(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
         """Revocable offers: revocable jobs' instances that ordinary offers left waiting are
@@ -997,10 +1105,12 @@ class BatchScheduler(Framework):
             self._hold_refused[job.job_id] = self.clock()
             self._hold_notes[job.job_id] = f"no hold: {e.message}"
             self._log.info("gang hold refused", job_id=job.job_id, error=e.message)
+            self._note_waiting(job)  # said now: the next round may be a minute away
             return
         self._holds[job.job_id] = hold_id
         self._hold_notes[job.job_id] = "the master holds resources for it as they free up"
         self._log.info("gang hold asked", job_id=job.job_id, hold_id=hold_id)
+        self._note_waiting(job)
 
     def _forget_hold(self, hold_id: str) -> str | None:
         """Forgets the hold (ended at the master); returns the job it was for."""

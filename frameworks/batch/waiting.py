@@ -80,6 +80,16 @@ class WaitingInstances:
         self._drop_if_empty(job.job_id)
         return bool(heap)
 
+    def in_backoff(self, job: batch_pb2.Job, now: float) -> int:
+        """How many of the job's pending instances wait out a retry's backoff at `now`."""
+        self._promote(job, now)
+        heap = self._backoff.get(job.job_id)
+        if not heap:
+            return 0
+        return len(
+            {index for not_before, index in heap if self._in_backoff(job, not_before, index)}
+        )
+
     def next_retry_at(self, job: batch_pb2.Job, now: float) -> float | None:
         """When the next instance in backoff is due (after `now`: those due by then count as
         ready), if any."""

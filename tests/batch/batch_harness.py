@@ -99,6 +99,7 @@ class BatchCluster:
             retry_backoff_seconds=0.05,
             retry_backoff_max_seconds=0.2,
             decline_refuse_seconds=0.2,
+            unfit_refuse_seconds=0.2,
         )
         values.update(self.batch_overrides)
         return BatchConfig(**values)

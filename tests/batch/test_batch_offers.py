@@ -37,7 +37,12 @@ def job_spec(instances: int, cpus: float = 1.0) -> B.JobSpec:
 
 @pytest.fixture
 async def framework():
-    scheduler = BatchScheduler(JobStore(None), decline_refuse_seconds=7.0, idle_refuse_seconds=30)
+    scheduler = BatchScheduler(
+        JobStore(None),
+        decline_refuse_seconds=7.0,
+        unfit_refuse_seconds=40.0,
+        idle_refuse_seconds=30,
+    )
     transport = MemoryTransport(timeout=TIMEOUT)
     driver = Driver(scheduler, transport, framework_info("batch"))
     task = asyncio.create_task(driver.run())
@@ -59,10 +64,11 @@ async def test_what_a_launch_leaves_is_refused_while_work_waits(framework):
     assert len(accept.operations[0].launch.task_infos) == 2
     # The third instance waits: the memory left on a1 is refused, for --decline-refuse.
     assert accept.filters.refuse_seconds == 7.0
-    # An offer nothing fits in is refused as long.
+    # An offer too small for the waiting instance is refused for --unfit-refuse: only new
+    # work (a revive) or more room there (offered at once) could make it of use.
     stream.send(offers_event(make_offer("o-2", "a2", "cpus:0.5;mem:1024")))
     _, decline = await transport.next_call("Decline")
-    assert list(decline.offer_ids) == ["o-2"] and decline.filters.refuse_seconds == 7.0
+    assert list(decline.offer_ids) == ["o-2"] and decline.filters.refuse_seconds == 40.0
 
 
 async def test_the_last_launch_refuses_for_the_masters_default_and_suppresses(framework):
@@ -78,13 +84,14 @@ async def test_the_last_launch_refuses_for_the_masters_default_and_suppresses(fr
 async def test_new_work_revives_though_work_already_waits(framework):
     """Not suppressed (a job waits), the framework still revives for a new job: at the master
     a Revive clears its decline filters (tests/master/test_core_scenarios.py), so a1, refused
-    for 7 s, is offered again at once and the new job runs there."""
+    for 40 s (too small for the waiting job), is offered again at once and the new job runs
+    there."""
     scheduler, transport, stream = framework
     scheduler.submit(job_spec(1, cpus=4))  # fits no offer below
     await transport.next_call("Revive")
     stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
     _, decline = await transport.next_call("Decline")
-    assert decline.filters.refuse_seconds == 7.0
+    assert decline.filters.refuse_seconds == 40.0
     revives = len(transport.calls_of("Revive"))
     job = scheduler.submit(job_spec(1))  # a job that a1 could hold: asked for again at once
     await transport.next_call("Revive")

@@ -126,7 +126,10 @@ async def test_a_starved_gang_gets_its_shape_across_agents_through_its_hold(tmp_
     """Issue 34, item 1: a gang's shape on several agents. b's gang of 6 x 0.5 cpu (its
     guarantee, 3 cpus) is bigger than one agent of 2: its batch daemon asks the master to hold
     resources as they free up, preemption frees them for b task by task, the hold collects them
-    on both agents, and the gang launches whole; exactly 6 of a's are stopped."""
+    on both agents, and the gang launches whole; exactly 6 of a's are stopped. b weighs 3, so
+    a's fair share is a quarter (1 cpu): a task of a is a victim only while a keeps its fair
+    share (allocator/preemption.py), and with equal weights a would keep 2 cpus and b's
+    guarantee could not be met."""
     cluster = BatchCluster(
         tmp_path,
         batch_overrides={"role": "a"},
@@ -140,6 +143,7 @@ async def test_a_starved_gang_gets_its_shape_across_agents_through_its_hold(tmp_
             lambda: cluster.batch.scheduler.jobs[a_job].counts.running == 8, timeout=30
         )
         cluster.master.core.allocator.set_quota("b", Resources.parse("cpus:3"), None)
+        cluster.master.core.allocator.set_weight("b", 3.0)
         b_daemon, channel, stub = await second_daemon(cluster, "b", tmp_path / "b")
         spec = B.JobSpec(
             name="gang",
