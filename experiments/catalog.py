@@ -1007,6 +1007,13 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
         "starved; default: off, as the master's)",
     )
     p.add_argument(
+        "--unsized-offers",
+        action="store_true",
+        help="frameworks do not say what they wait for (scheduler.proto's Wants): a revive is "
+        "offered every agent with room, as in Mesos (default: offers sized by demand, as the "
+        "batch framework asks)",
+    )
+    p.add_argument(
         "--cross-check",
         action="store_true",
         help="also run the trace on a real master with emulated agents, in real time, and "
@@ -1058,6 +1065,7 @@ def _build_simulate(args: argparse.Namespace) -> Runner:
             job_decision=args.job_decision,
             task_decision=args.task_decision,
             preemption_timeout=args.preemption_timeout,
+            sized_offers=not args.unsized_offers,
         ),
     )
     if args.trace is not None:  # read now: a bad file is a one-line error before any run

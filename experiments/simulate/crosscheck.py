@@ -18,15 +18,20 @@ from pathlib import Path
 
 import structlog
 
+from agora.common import Resources
 from agora.common.task_states import TERMINAL_STATES
 from agora.experiments.processes import MasterOptions, start_fleet, start_master
 from agora.experiments.simulate.engine import SimConfig
 from agora.experiments.simulate.figures import run_figures
 from agora.experiments.simulate.metrics import Recorder
-from agora.experiments.simulate.queue import TraceQueue
+from agora.experiments.simulate.queue import TraceQueue, scalars
 from agora.experiments.simulate.run import simulate_once
 from agora.experiments.simulate.trace import Job, Trace
-from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
+from agora.frameworks.batch.refusals import (
+    DECLINE_REFUSE_SECONDS,
+    IDLE_REFUSE_SECONDS,
+    UNFIT_REFUSE_SECONDS,
+)
 from agora.frameworks.sdk import (
     Driver,
     Framework,
@@ -68,6 +73,13 @@ class TraceFramework(Framework):
     def now(self) -> float:
         return time.monotonic() - self.start
 
+    def wants(self) -> tuple[Resources, Resources]:
+        """What the queue waits for in total, and the fewest cpus and mem a waiting task asks
+        for: offers sized by demand, as the batch framework and the simulator's frameworks
+        ask."""
+        cpus, mem = self.queue.smallest()
+        return scalars(self.queue.demand()), Resources.of(cpus=cpus, mem=mem)
+
     async def on_subscribed(self, driver: Driver, framework_id: str) -> None:
         self.driver = driver
         await driver.suppress()
@@ -83,7 +95,7 @@ class TraceFramework(Framework):
             self.arrivals += 1
             if self.driver is not None:  # as the batch framework: revive on every submission
                 self.suppressed = False
-                await self.driver.revive()
+                await self.driver.revive(*self.wants())
 
     async def on_offers(self, driver: Driver, offers) -> None:
         async with self._lock:  # one round at a time, as the simulator's frameworks decide
@@ -112,17 +124,27 @@ class TraceFramework(Framework):
                     for p in placed:
                         if p.agent_id == launch.agent_id:
                             self.queue.give_back(p)
-                    await driver.revive()
+                    await driver.revive(*self.wants())
                     for task in launch.tasks:
                         self.shapes.pop(task.task_id, None)
             for p in placed:
                 if p.job.job not in self.queue.jobs:
                     self.recorder.launched(p.job.job, now)
-            if plan.unused:
-                refuse = DECLINE_REFUSE_SECONDS if self.queue else IDLE_REFUSE_SECONDS
-                await driver.decline(plan.unused, refuse_seconds=refuse)
+            if plan.unused and not self.queue:
+                await driver.decline(plan.unused, refuse_seconds=IDLE_REFUSE_SECONDS)
+            elif plan.unused:  # as the simulator's frameworks: scraps refused for longer
+                cpus, mem = self.queue.smallest()
+                unfit = [o for o in plan.unused if not _holds(o, cpus, mem)]
+                rest = [o for o in plan.unused if _holds(o, cpus, mem)]
+                if unfit:
+                    await driver.decline(unfit, refuse_seconds=UNFIT_REFUSE_SECONDS)
+                if rest:
+                    await driver.decline(rest, refuse_seconds=DECLINE_REFUSE_SECONDS)
+            if self.queue and not self.suppressed:
+                await driver.want(*self.wants())  # sent only when the master counts otherwise
             if self.arrivals != arrivals and self.queue:
-                await driver.revive()  # work came during the round: its filters may hide room
+                # Work came during the round: its filters may hide room.
+                await driver.revive(*self.wants())
             elif not self.queue and not self.suppressed:
                 self.suppressed = True
                 await driver.suppress()
@@ -145,6 +167,12 @@ class TraceFramework(Framework):
             self._arrivals.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._arrivals
+
+
+def _holds(offer: common_pb2.Offer, cpus: float, mem: float) -> bool:
+    """Whether the offer has the cpus and mem of the smallest waiting task."""
+    res = Resources.from_proto(offer.resources)
+    return res.scalar("cpus") >= cpus - 1e-9 and res.scalar("mem") >= mem - 1e-9
 
 
 async def real_run(trace: Trace, work_dir: Path, offer_mode: str = "pessimistic") -> dict:

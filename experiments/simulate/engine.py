@@ -11,9 +11,14 @@ What is real and what is modelled:
   places plus `task_decision` per task (Omega's t_job and t_task), one round at a time; a
   task runs exactly its trace duration from the moment its Accept reaches the master. The
   frameworks act as the batch framework does: they decline what they cannot use with its
-  filters (5 s while work waits, 15 s when none does), summed per agent as the master's
+  filters (5 s while work waits, 60 s for offers with less cpus or mem than any waiting task,
+  15 s when none waits), summed per agent as the master's
   Decline does; suppress offers when nothing waits; revive on every job that arrives (which
-  clears their filters), and once more after a round during which work arrived. An optimistic
+  clears their filters), and once more after a round during which work arrived; say what
+  their queue waits for in total and the fewest cpus and mem a waiting task asks for
+  (`sized_offers`, the master's Wants), so that the allocator offers them as many agents as
+  cover it and none too small, and again when it differs from what the master counts (its
+  count less what launched), as the batch framework's `Driver.want`. An optimistic
   Accept is judged as the master's OfferCycle.take judges it: a conflict if its offers were
   rescinded or its tasks no longer fit, BELOW_SHARE_PRIORITY if a framework below its fair
   share was offered the room within the grace period; a commit rescinds the other offers on
@@ -47,7 +52,11 @@ from agora.experiments.simulate.metrics import Recorder
 from agora.experiments.simulate.queue import Placed, TraceQueue, scalars, shape_of
 from agora.experiments.simulate.trace import Trace
 from agora.frameworks.batch.queue import order
-from agora.frameworks.batch.refusals import DECLINE_REFUSE_SECONDS, IDLE_REFUSE_SECONDS
+from agora.frameworks.batch.refusals import (
+    DECLINE_REFUSE_SECONDS,
+    IDLE_REFUSE_SECONDS,
+    UNFIT_REFUSE_SECONDS,
+)
 from agora.master.allocation_timing import AllocationTiming
 from agora.master.allocator import Allocator
 from agora.master.allocator.drf import inverse_totals, scalar_vector
@@ -90,6 +99,10 @@ class SimConfig:
     preemption_timeout: float | None = None
     preemption_check_seconds: float = 1.0  # how often the master looks (its tick's check)
     max_preemptions_per_minute: int = MasterConfig.max_preemptions_per_minute
+    # Frameworks say what they wait for (scheduler.proto's Wants, as the batch framework
+    # does): offers sized by demand, none too small for every waiting task. False: every
+    # agent with room is offered (Mesos' way).
+    sized_offers: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -146,6 +159,7 @@ class _Framework:
         self.reviving = False
         self.arrivals = 0  # jobs arrived so far: work that came during a round revives after it
         self.planned: dict[str, int] = {}  # job -> tasks in Accepts not answered yet
+        self.out: dict[str, _Offer] = {}  # its offers not answered yet (the master's view)
 
 
 class Simulation:
@@ -236,6 +250,8 @@ class Simulation:
         now = self.clock.now
         expired = self.alloc.expire_filters(now)
         changed, self._changed = self._changed, set()
+        if self.alloc.take_reopened():
+            changed = None  # as the master's take_changed: any agent may be for it
         scope = self.timing.scope(now, None if changed is None else sorted(changed), expired)
         self._allocate(scope)
         self.timing.cycle_ended(now)
@@ -281,6 +297,7 @@ class Simulation:
         self._offer_ids += 1
         offer = _Offer(grant, f"o{self._offer_ids}")
         self._live.setdefault(grant.agent_id, {})[offer.offer_id] = offer
+        self.frameworks[grant.framework_id].out[offer.offer_id] = offer
         return offer
 
     # --- the frameworks ---------------------------------------------------------------------
@@ -307,7 +324,27 @@ class Simulation:
         if fw.queue:
             fw.suppressed = False
             self.alloc.revive(fw.role)
+            if self.config.sized_offers:
+                self._tell_wants(fw)
             self._change(None)
+
+    def _tell_wants(self, fw: _Framework) -> None:
+        """The framework's want (its Revive's or a Demand's): what its queue waits for, told
+        when it differs from the master's count, with its unanswered offers counted in."""
+        wants = scalars(fw.queue.demand())
+        cpus, mem = fw.queue.smallest()
+        smallest = Resources.of(cpus=cpus, mem=mem)
+        counted = self.alloc.wants_of(fw.role)
+        if (
+            counted is not None
+            and counted[0] == scalar_vector(wants)
+            and counted[2] == (scalar_vector(smallest) if smallest else {})
+        ):
+            return
+        out = Resources.of()
+        for offer in fw.out.values():
+            out = out + offer.grant.resources
+        self.alloc.set_wants(fw.role, wants, out, smallest)
 
     def _offers_reach(self, fw: _Framework, offers: list[_Offer]) -> None:
         for offer in offers:
@@ -325,18 +362,20 @@ class Simulation:
         fw.inbox = {}
         arrivals = fw.arrivals
         if not fw.queue:
-            decline_all = partial(self._answer, fw, [], offers, [], arrivals)
+            decline_all = partial(self._answer, fw, [], offers, [], arrivals, [])
             self.clock.after(self.config.latency_seconds, decline_all)
             return
         # Offers with less cpus or mem than any waiting task asks for are declined without a
-        # plan: the planner would place nothing there either.
+        # plan (the planner would place nothing there either), refused for longer as the batch
+        # framework refuses offers too small for every waiting instance.
         cpus, mem = fw.queue.smallest()
         usable: list[_Offer] = []
+        unfit: list[_Offer] = []
         declined: list[_Offer] = []
         for offer in offers:
             res = offer.grant.resources
             fits = res.scalar("cpus") >= cpus - 1e-9 and res.scalar("mem") >= mem - 1e-9
-            (usable if fits else declined).append(offer)
+            (usable if fits else unfit).append(offer)
         placed: list[Placed] = []
         used: list[_Offer] = []
         think = 0.0
@@ -354,7 +393,7 @@ class Simulation:
         fw.deciding = True
 
         def answer() -> None:
-            send = partial(self._answer, fw, placed, declined, used, arrivals)
+            send = partial(self._answer, fw, placed, declined, used, arrivals, unfit)
             self.clock.after(self.config.latency_seconds, send)
             fw.deciding = False
             self._decide(fw)  # offers that came while it thought
@@ -370,6 +409,7 @@ class Simulation:
         declined: list[_Offer],
         used: list[_Offer],
         arrivals: int,
+        unfit: list[_Offer],
     ) -> None:
         now = self.clock.now
         by_agent: dict[str, list[Placed]] = {}
@@ -380,8 +420,15 @@ class Simulation:
             offers_of.setdefault(offer.grant.agent_id, []).append(offer)
         for agent_id, tasks in by_agent.items():
             self._accept(fw, agent_id, offers_of.get(agent_id, []), tasks, now)
-        refuse = DECLINE_REFUSE_SECONDS if fw.queue else IDLE_REFUSE_SECONDS
-        self._decline(fw, declined, refuse)
+        if fw.queue:
+            self._decline(fw, unfit, UNFIT_REFUSE_SECONDS)
+            self._decline(fw, declined, DECLINE_REFUSE_SECONDS)
+        else:
+            self._decline(fw, unfit + declined, IDLE_REFUSE_SECONDS)
+        if self.config.sized_offers and fw.queue and not fw.suppressed:
+            self._tell_wants(fw)
+        if self.alloc.take_reopened():
+            self._change(None)  # a framework wants more than its offers hold: any agent
         if fw.arrivals != arrivals and fw.queue:
             # Work arrived during the round: its declines may hide room the new work could
             # use, so the batch framework revives once more.
@@ -412,10 +459,14 @@ class Simulation:
             self._change(agent_id)
 
     def _drop(self, offer: _Offer) -> None:
-        """The offer is answered or taken back: no longer outstanding on its agent."""
+        """The offer is answered or taken back: no longer outstanding on its agent, nor
+        covering what its framework wants."""
         live = self._live.get(offer.grant.agent_id)
         if live is not None:
             live.pop(offer.offer_id, None)
+        grant = offer.grant
+        if self.frameworks[grant.framework_id].out.pop(offer.offer_id, None) is not None:
+            self.alloc.answered(grant.framework_id, grant.resources)
 
     def _accept(
         self, fw: _Framework, agent_id: str, offers: list[_Offer], tasks: list[Placed], now: float
@@ -434,6 +485,7 @@ class Simulation:
             self._ask_revive(fw)
             self._change(agent_id)
             return
+        self.alloc.launched(fw.role, needed)  # the master takes it off the want
         for offer in offers:
             self._drop(offer)
         if exclusive:

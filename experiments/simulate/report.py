@@ -174,7 +174,9 @@ def summary(results: Results, swept: str) -> str:
         f"{trace['google_tasks_per_machine_day']} per machine per day).",
         "",
         f"Command: `{' '.join(results.data['command'])}`. Preemption: "
-        + _preemption_setting(results.data["config"]["sim"]),
+        + _preemption_setting(results.data["config"]["sim"])
+        + " Offers: "
+        + _offers_setting(results.data["config"]["sim"]),
         "",
         "| mode | "
         + swept
@@ -234,6 +236,15 @@ def _preemption_setting(sim: dict) -> str:
         f"checked every {sim['preemption_check_seconds']:g} s, at most "
         f"{sim['max_preemptions_per_minute']} tasks a minute."
     )
+
+
+def _offers_setting(sim: dict) -> str:
+    if sim.get("sized_offers", True):
+        return (
+            "sized by demand (each framework says what its queue waits for, as the batch "
+            "framework does; `--unsized-offers`: every agent with room, as in Mesos)."
+        )
+    return "every agent with room on a revive, as in Mesos (`--unsized-offers`)."
 
 
 def _preempted(run: dict) -> str:

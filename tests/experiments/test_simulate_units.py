@@ -224,6 +224,34 @@ def test_a_job_that_fits_starts_after_one_offer_round_and_runs_its_duration():
     assert sim.alloc.free("agent-000000").scalar("cpus") == 2.0
 
 
+@pytest.mark.parametrize("sized", [True, False], ids=["sized", "unsized"])
+def test_a_small_job_on_a_big_cluster_is_offered_what_covers_it(sized):
+    # One task of 1 cpu on 100 agents of 2 cpus. Said what it waits for, the framework is
+    # offered one agent; without (--unsized-offers, Mesos' way) the revive offers all 100,
+    # and it declines 99. The job starts as soon either way.
+    trace = small_trace(Job("j", 10.5, "a", 1, {"cpus": 1.0, "mem": 256.0}, 5.0), agents=100)
+    config = SimConfig(job_decision=0.005, task_decision=0, sized_offers=sized)
+    recorder = Simulation(trace, config).run()
+    assert recorder.jobs["j"].launched == pytest.approx(10.5 + 0.003 + 0.005)
+    assert recorder.offers == (1 if sized else 100)
+
+
+def test_scraps_too_small_for_any_waiting_task_are_not_offered():
+    # Two agents of 2 cpus; a's job takes 1.5 cpus of each, then b's 1-cpu job waits: with
+    # wants, the 0.5-cpu scraps are never offered to b (nor declined by it, again and again).
+    trace = small_trace(
+        Job("big", 1.0, "a", 2, {"cpus": 1.5, "mem": 256.0}, 30.0),
+        Job("small", 2.0, "b", 1, {"cpus": 1.0, "mem": 256.0}, 5.0),
+    )
+    sized = Simulation(trace, SimConfig(job_decision=0, task_decision=0)).run()
+    unsized = Simulation(
+        trace, SimConfig(job_decision=0, task_decision=0, sized_offers=False)
+    ).run()
+    for recorder in (sized, unsized):
+        assert recorder.jobs["small"].launched == pytest.approx(31.003, abs=0.01)
+    assert sized.offers < unsized.offers
+
+
 def test_mesos_interval_mode_waits_for_the_next_tick():
     trace = small_trace(Job("j", 10.2, "a", 1, {"cpus": 1.0, "mem": 256.0}, 5.0))
     config = SimConfig(mode="interval", job_decision=0, task_decision=0)
