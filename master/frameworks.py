@@ -372,6 +372,12 @@ def _wants(request) -> tuple[Resources, Resources] | None:
             grpc.StatusCode.INVALID_ARGUMENT,
             f"wants: {e}; give what the framework waits to launch in total, e.g. cpus:5;mem:640",
         ) from None
+    if not any(amount > 0 for amount in total.scalars.values()):
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "wants names no amount of any resource: give what the framework waits to launch "
+            "in total (e.g. cpus:5;mem:640), or Suppress to ask for no offers",
+        )
     try:
         smallest = Resources.from_proto(request.wants.smallest)
     except ResourceError as e:

@@ -164,10 +164,13 @@ class OfferCycle:
             if framework is None or not framework.connected or agent is None or not agent.connected:
                 if grant.revocable:
                     self.allocator.withdraw_revocable(grant.framework_id, grant.agent_id)
-                elif grant.exclusive:
+                    continue
+                if grant.exclusive:
                     self.ledger.recover(grant.framework_id, grant.agent_id, grant.resources)
                 else:
                     self.allocator.withdraw(grant.framework_id, grant.agent_id, grant.resources)
+                # Never sent: it covers nothing the framework wants.
+                self.allocator.answered(grant.framework_id, grant.resources)
                 continue
             offer = Offer(
                 new_id("offer"),

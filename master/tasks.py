@@ -113,8 +113,8 @@ class TaskBook:
             for offer in offers:
                 self.reg.drop_offer(offer.offer_id, "already accepted")
                 self.offers.answered(offer)
-        if not revocable:  # that much less waits (offers sized by demand)
-            self.ledger.allocator.launched(framework_id, plan.offered - plan.unused)
+        # That much less waits (offers sized by demand), on lent resources too.
+        self.ledger.allocator.launched(framework_id, plan.offered - plan.unused)
         if revocable:
             # Lent, not allocated: the tasks' use is noted apart (allocator/revocable.py).
             self.ledger.allocator.use_revocable(

@@ -1034,7 +1034,7 @@ class BatchScheduler(Framework):
         for launch in result.launches:
             await self._launch(driver, launch, more)
         if more:
-            unfit, rest = self._unfit(result.unused, result.waiting)
+            unfit, rest = self._unfit(result.unused)
             await self._decline(driver, unfit, self.unfit_refuse_seconds)
             await self._decline(driver, rest, self.decline_refuse_seconds)
         else:
@@ -1048,14 +1048,15 @@ class BatchScheduler(Framework):
             self._arm_realign()
 
     def _unfit(
-        self, offers: Sequence[common_pb2.Offer], waiting: Iterable[str]
+        self, offers: Sequence[common_pb2.Offer]
     ) -> tuple[list[common_pb2.Offer], list[common_pb2.Offer]]:
-        """The offers too small for an instance of every waiting job (refusals.py), and the
-        rest."""
+        """The offers too small for an instance of every job with instances pending (ready,
+        in backoff, or held back by max_running: room that reopens brings no revive), and the
+        rest (refusals.py)."""
         shapes = {
-            tuple(sorted((n, a) for (n, _), a in needs(self.jobs[j].spec).scalars.items()))
-            for j in waiting
-            if j in self.jobs
+            tuple(sorted((n, a) for (n, _), a in needs(job.spec).scalars.items()))
+            for job in self._waiting_jobs()
+            if job.counts.pending
         }
         unfit: list[common_pb2.Offer] = []
         rest: list[common_pb2.Offer] = []
@@ -1229,6 +1230,10 @@ class BatchScheduler(Framework):
                 self._publish_launches(attempts, launch)
                 with contextlib.suppress(SchedulerError):
                     await driver.reconcile([(t.task_id, launch.agent_id) for t in launch.tasks])
+                # If the Accept never arrived its offers are still out, covering what we said
+                # we want (the master would offer nothing else until they time out); declined,
+                # they are gone either way (a decline of a used offer is skipped).
+                await self._decline(driver, launch.offers, 0)
                 return
             blamed = blamed_jobs(
                 e.reason, e.metadata, {w.spec.task_id: w.job_id for w in launch.wants}
@@ -1313,6 +1318,9 @@ class BatchScheduler(Framework):
         for job_id, indices in touched.items():
             self._save(self.jobs[job_id], indices)
             self._publish(self.jobs[job_id], description=why)
+        # Work again, as a retry: revive, so that what we refused meanwhile (scraps refused for
+        # a minute that these instances could use) is offered again.
+        self._want_offers()
 
     async def _decline(self, driver: Driver, offers, refuse_seconds: float) -> None:
         if not offers:

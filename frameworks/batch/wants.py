@@ -38,6 +38,8 @@ def wants_of(
             smallest = one
         else:  # a resource some instance does not ask for bounds nothing
             smallest = {n: min(v, one[n]) for n, v in smallest.items() if n in one}
+    if not any(v > 0 for v in total.values()):
+        return None  # nothing to size offers by: no limit
     return _resources(total), _resources(smallest or {})
 
 

@@ -412,6 +412,9 @@ class Allocator:
             fw.smallest = None
             self._sized.discard(framework_id)
         self._resate(fw)
+        if not fw.sated:
+            # More wanted, or a smaller smallest task: agents passed over may be for it now.
+            self._reopened.add(framework_id)
 
     def answered(self, framework_id: str, resources: Resources) -> None:
         """An offer to the framework ended (accepted, declined, rescinded): it no longer covers
@@ -464,8 +467,8 @@ class Allocator:
         frameworks = self._frameworks
         for grant in grants[start:]:
             fw = frameworks.get(grant.framework_id)
-            if fw is None or fw.wants is None or grant.hold_id or grant.revocable:
-                continue
+            if fw is None or fw.wants is None or grant.revocable:
+                continue  # a met hold's offers count: the master answers them as any
             add_into(fw.out, scalar_vector(grant.resources), 1)
             if not fw.sated and _covers(fw.out, fw.wants):
                 fw.sated = sated = True

@@ -84,7 +84,7 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
     at_limit = role.quota is not None and bool(role.quota.at_limit(consumed))
     owed = [(r, lack) for r, lack in alloc.headroom_roles() if r.name != role.name]
     if owed and not at_limit and (held_back or cut):
-        reasons.append(_headroom_reason(owed, held_back, cut))
+        reasons.append(_headroom_reason(alloc, owed, held_back, cut))
 
     if not fits and not filtered:
         # A full cluster is the whole story: say it first, as the operator's question is "why".
@@ -119,15 +119,17 @@ def explain(alloc: AllocatorView, framework_id: str, now: float) -> list[str]:
     return reasons
 
 
-def _headroom_reason(owed: list, held_back: int, cut: int) -> str:
+def _headroom_reason(alloc: AllocatorView, owed: list, held_back: int, cut: int) -> str:
     """Which roles' guarantees hold free resources back, and whether anyone there wants them
     (a guarantee for a role with no framework holds the cluster back for nobody)."""
     parts = []
     for other, lack in owed:
         if not other.frameworks:
             who = "no framework of that role is subscribed, so nobody is using them"
-        elif not other.eligible:
+        elif not other.eligible and not any(f.sated for f in alloc.frameworks_of(other)):
             who = "its frameworks are suppressed or disconnected, so nobody is using them"
+        elif not other.eligible:
+            who = "its frameworks' offers cover what they said they wait for"
         else:
             who = "its frameworks have not taken them yet"
         parts.append(f"role {other.name} lacks {lack.format()} of its quota guarantee ({who})")

@@ -43,6 +43,10 @@ class AllocatorView:
         """The role's entry (name, quota, vec)."""
         return self._a._roles[name]
 
+    def frameworks_of(self, role) -> list:
+        """The entries of the role's frameworks."""
+        return [self._a._frameworks[f] for f in role.frameworks if f in self._a._frameworks]
+
     def agents(self) -> Iterable:
         """Every agent's entry (agent_id, active, free, gpus)."""
         return self._a._agents.values()

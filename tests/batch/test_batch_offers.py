@@ -193,3 +193,31 @@ async def test_a_launch_the_master_refuses_is_said_in_the_jobs_message(framework
 
     launched = await eventually_async(launched_now, message="the instance launched")
     assert "refused" not in launched.message
+
+
+async def test_a_refused_launch_revives_for_its_instances(framework):
+    """Instances whose launch the master refused (an offer taken meanwhile) wait again: the
+    framework revives, so scraps it refused for --unfit-refuse come back for them too."""
+    scheduler, transport, stream = framework
+    scheduler.submit(job_spec(1))
+    await transport.next_call("Revive")
+    transport.fail_next("Accept", grpc.StatusCode.FAILED_PRECONDITION, "offer o-1 is gone")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
+    await transport.next_call("Accept")
+    _, revive = await transport.next_call("Revive")
+    assert revive.wants.resources  # with what waits again
+
+
+async def test_a_launch_of_unknown_outcome_gives_its_offers_back(framework):
+    """The Accept may never have reached the master: its offers would stay out, covering what
+    the framework said it wants, until they time out. Declined at once (a decline of offers
+    the Accept used is skipped by the master)."""
+    scheduler, transport, stream = framework
+    scheduler.submit(job_spec(1))
+    await transport.next_call("Revive")
+    transport.fail_next("Accept", grpc.StatusCode.UNAVAILABLE, "connection reset")
+    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
+    await transport.next_call("Accept")
+    _, decline = await transport.next_call("Decline")
+    assert list(decline.offer_ids) == ["o-1"]
+    assert decline.filters.HasField("refuse_seconds") and decline.filters.refuse_seconds == 0

@@ -96,3 +96,28 @@ def test_a_plain_revive_lifts_the_limit(h):
     assert len(framework.offers()) == 1
     framework.call("Revive")
     assert len(framework.offers()) == 5
+
+
+def test_a_grant_never_sent_covers_nothing(h):
+    # An agent's stream closes (say its send queue overflowed) and a cycle runs before the
+    # master has noticed: the grant there is taken back unsent. It must not count as an offer
+    # the framework holds, or a framework that wanted one task would be offered nothing more.
+    framework = h.framework()
+    framework.call("Suppress")
+    decline_all(framework)
+    for agent in h.core.reg.agents.values():
+        agent.session.close()
+    framework.call("Revive", wants=wants(ONE_TASK))
+    assert framework.offers() == []
+    wanted, out, _ = h.core.allocator.wants_of(framework.framework_id)
+    assert wanted == {"cpus": 1000, "mem": 128000} and out == {}
+    assert not any("cover all" in r for r in h.core.allocator.explain(framework.framework_id, 0))
+
+
+def test_a_want_of_nothing_is_refused_pointing_at_suppress(h):
+    framework = h.framework()
+    empty = scheduler_pb2.Wants(resources=Resources.parse("ports:[31000-31001]").to_proto())
+    with pytest.raises(CallError) as e:
+        framework.call("Demand", wants=empty)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "Suppress" in e.value.message
