@@ -133,9 +133,10 @@ class TraceFramework(Framework):
             if plan.unused and not self.queue:
                 await driver.decline(plan.unused, refuse_seconds=IDLE_REFUSE_SECONDS)
             elif plan.unused:  # as the simulator's frameworks: scraps refused for longer
-                cpus, mem = self.queue.smallest()
-                unfit = [o for o in plan.unused if not _holds(o, cpus, mem)]
-                rest = [o for o in plan.unused if _holds(o, cpus, mem)]
+                fits = {o.offer_id: self.queue.fits_some(Resources.from_proto(o.resources))
+                        for o in plan.unused}  # fmt: skip
+                unfit = [o for o in plan.unused if not fits[o.offer_id]]
+                rest = [o for o in plan.unused if fits[o.offer_id]]
                 if unfit:
                     await driver.decline(unfit, refuse_seconds=UNFIT_REFUSE_SECONDS)
                 if rest:
@@ -167,12 +168,6 @@ class TraceFramework(Framework):
             self._arrivals.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._arrivals
-
-
-def _holds(offer: common_pb2.Offer, cpus: float, mem: float) -> bool:
-    """Whether the offer has the cpus and mem of the smallest waiting task."""
-    res = Resources.from_proto(offer.resources)
-    return res.scalar("cpus") >= cpus - 1e-9 and res.scalar("mem") >= mem - 1e-9
 
 
 async def real_run(trace: Trace, work_dir: Path, offer_mode: str = "pessimistic") -> dict:

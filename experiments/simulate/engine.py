@@ -365,17 +365,14 @@ class Simulation:
             decline_all = partial(self._answer, fw, [], offers, [], arrivals, [])
             self.clock.after(self.config.latency_seconds, decline_all)
             return
-        # Offers with less cpus or mem than any waiting task asks for are declined without a
-        # plan (the planner would place nothing there either), refused for longer as the batch
-        # framework refuses offers too small for every waiting instance.
-        cpus, mem = fw.queue.smallest()
+        # Offers too small for a task of every waiting job are declined without a plan (the
+        # planner would place nothing there either), refused for longer as the batch framework
+        # refuses them.
         usable: list[_Offer] = []
         unfit: list[_Offer] = []
         declined: list[_Offer] = []
         for offer in offers:
-            res = offer.grant.resources
-            fits = res.scalar("cpus") >= cpus - 1e-9 and res.scalar("mem") >= mem - 1e-9
-            (usable if fits else unfit).append(offer)
+            (usable if fw.queue.fits_some(offer.grant.resources) else unfit).append(offer)
         placed: list[Placed] = []
         used: list[_Offer] = []
         think = 0.0
@@ -386,7 +383,10 @@ class Simulation:
             think = fw.job_decision * jobs + self.config.task_decision * plan.placed
             unused = {o.offer_id for o in plan.unused}
             used = [o for o in usable if o.offer_id not in unused]
-            declined += [o for o in usable if o.offer_id in unused]
+            for o in usable:  # judged against what still waits, as the batch framework
+                if o.offer_id in unused:
+                    fits = fw.queue.fits_some(o.grant.resources)
+                    (declined if fits else unfit).append(o)
         for p in placed:
             fw.planned[p.job.job] = fw.planned.get(p.job.job, 0) + p.count
         self.recorder.decide_seconds[fw.role] += think

@@ -86,6 +86,16 @@ class TraceQueue:
             mem = min(mem, res.get("mem", 0.0))
         return cpus, mem
 
+    def fits_some(self, resources: Resources) -> bool:
+        """Whether `resources` hold one task of some waiting job (cpus and mem): if not, the
+        batch framework refuses the offer for its --unfit-refuse."""
+        cpus, mem = resources.scalar("cpus") + 1e-9, resources.scalar("mem") + 1e-9
+        for w in self.jobs.values():
+            res = w.job.resources
+            if res.get("cpus", 0.0) <= cpus and res.get("mem", 0.0) <= mem:
+                return True
+        return False
+
     def plan(self, offers: Sequence[common_pb2.Offer]) -> Plan:
         """The batch framework's plan of the waiting jobs into these offers (all of one
         round: the caller holds them while it decides)."""
