@@ -197,8 +197,14 @@ async def test_a_revocable_job_runs_on_lent_reservations_until_their_role_wants_
             timeout=30,
             message="4 instances on ordinary resources, 4 on ops's lent reservations",
         )
-        tasks = {t.info.task_id: t for t in cluster.master.core.reg.tasks.values()}
-        lent = sorted(k for k, t in tasks.items() if t.info.revocable)
+
+        # The batch daemon counts an instance running once its Accept is sent: wait for the
+        # master to have taken it.
+        def lent_tasks():
+            tasks = cluster.master.core.reg.tasks.values()
+            return len(tasks) == 8 and sorted(t.info.task_id for t in tasks if t.info.revocable)
+
+        lent = await eventually_async(lent_tasks, timeout=10, message="the master has all 8")
         assert len(lent) == 4
 
         ops_daemon, channel, stub = await second_daemon(cluster, "ops", tmp_path / "ops")
@@ -265,9 +271,17 @@ async def test_a_high_priority_job_preempts_low_priority_tasks_of_its_own_role(t
             return job if job.counts.running == 2 else None
 
         job = await eventually_async(both_running, timeout=30, message="the urgent job runs")
-        # The master's tasks carry each job's priority.
-        by_task = {t.info.task_id: t.info for t in cluster.master.core.reg.tasks.values()}
-        assert {by_task[i.attempts[-1].task_id].priority for i in job.instances} == {5}
+        # The master's tasks carry each job's priority (once its Accept, sent when the daemon
+        # counts an instance running, has reached the master).
+        ids = {i.attempts[-1].task_id for i in job.instances}
+
+        def at_master():
+            infos = [t.info for t in cluster.master.core.reg.tasks.values()]
+            return len(ids & {i.task_id for i in infos}) == 2 and infos
+
+        infos = await eventually_async(at_master, timeout=10, message="the master has them")
+        assert {i.priority for i in infos if i.task_id in ids} == {5}
+        by_task = {i.task_id: i for i in infos}
         await asyncio.sleep(2.5)  # past the timeout again: nothing more is stopped
         low_job = await cluster.job(low)
         ended = [x for i in low_job.instances for x in i.attempts if x.state == C.TASK_KILLED]
