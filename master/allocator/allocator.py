@@ -375,10 +375,15 @@ class Allocator:
         self._sync_eligibility(fw)
 
     def revive(self, framework_id: str) -> None:
-        """Offers resume, and every decline filter of the framework is dropped."""
+        """Offers resume, and every decline filter of the framework is dropped, its refusals
+        of lent room too: a revive asks for everything again, as in Mesos."""
         fw = self._frameworks[framework_id]
         fw.suppressed = False
         self._filters.clear_framework(framework_id)
+        if framework_id in self._revocable_frameworks:
+            for until, agent_id, fid in self._revocable_refusals:  # stale entries skip later
+                if fid == framework_id and self._refusal_stands(until, agent_id, fid):
+                    del self._agents[agent_id].revocable_refused[fid]
         self._sync_eligibility(fw)
 
     # offers sized by demand ----------------------------------------------------------------

@@ -92,3 +92,18 @@ def test_a_refusal_of_lent_room_wakes_the_allocation_when_it_ends():
     assert alloc.expire_filters(59.0) == []
     assert alloc.expire_filters(60.0) == ["a0"]
     assert alloc.next_wakeup() is None and alloc._agents["a0"].revocable_refused == {}
+
+
+def test_a_revive_clears_refusals_of_lent_room_too():
+    """A revocable job submitted to an idle batch framework waited out the refusal of lent
+    room from before it (15 s idle): a revive asks for everything again."""
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", Resources.parse("cpus:2;mem:1024;cpus(ops):2;mem(ops):1024"))
+    alloc.add_framework("spot", role="*", capabilities=[REVOCABLE_CAPABILITY])
+    [offer] = [g for g in alloc.allocate(0.0) if g.revocable]
+    alloc.withdraw_revocable("spot", "a0")
+    alloc.refuse_revocable("spot", "a0", 15.0)
+    assert lent(alloc.allocate(1.0)) == {}
+    alloc.revive("spot")
+    assert lent(alloc.allocate(1.0)) == {"spot": offer.resources}
+    assert alloc.next_wakeup() is None  # the refusal's heap entry is stale now
