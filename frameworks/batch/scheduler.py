@@ -918,12 +918,13 @@ class BatchScheduler(Framework):
         job = self.jobs.get(queued[0]) if queued else None
         if job is None or job.spec.gang:
             return None
-        amounts = {n: a for (n, _), a in needs(job.spec).scalars.items()}
-        for offer in offers:
-            usable = Resources.from_proto(offer.resources).allocatable_to(self.role)
-            if all(usable.scalar(n) + 1e-9 >= a for n, a in amounts.items()):
-                return None
-        return job.job_id
+        shape = _shape(job)
+        return None if any(self._holds_one(o, [shape]) for o in offers) else job.job_id
+
+    def _holds_one(self, offer: common_pb2.Offer, shapes: Iterable[Iterable]) -> bool:
+        """Whether what the offer holds for our role fits an instance of one of `shapes`."""
+        usable = Resources.from_proto(offer.resources).allocatable_to(self.role)
+        return any(all(usable.scalar(n) + 1e-9 >= a for n, a in shape) for shape in shapes)
 
     def _usage(self) -> dict[str, dict[str, float]]:
         """owner -> what its jobs' launched and running instances hold (per resource); a
@@ -1053,17 +1054,11 @@ class BatchScheduler(Framework):
         """The offers too small for an instance of every job with instances pending (ready,
         in backoff, or held back by max_running: room that reopens brings no revive), and the
         rest (refusals.py)."""
-        shapes = {
-            tuple(sorted((n, a) for (n, _), a in needs(job.spec).scalars.items()))
-            for job in self._waiting_jobs()
-            if job.counts.pending
-        }
+        shapes = {_shape(job) for job in self._waiting_jobs() if job.counts.pending}
         unfit: list[common_pb2.Offer] = []
         rest: list[common_pb2.Offer] = []
         for offer in offers:
-            usable = Resources.from_proto(offer.resources).allocatable_to(self.role)
-            fits = any(all(usable.scalar(n) + 1e-9 >= a for n, a in shape) for shape in shapes)
-            (rest if fits or not shapes else unfit).append(offer)
+            (rest if not shapes or self._holds_one(offer, shapes) else unfit).append(offer)
         return unfit, rest
 
     async def _use_lent(self, driver: Driver, offers: Sequence[common_pb2.Offer]) -> None:
@@ -1501,3 +1496,8 @@ class BatchScheduler(Framework):
                 self._publish(job, index=index, attempt=attempt, description=reason)
         self.framework_id = ""
         self.store.set_framework_id("")
+
+
+def _shape(job: batch_pb2.Job) -> tuple[tuple[str, float], ...]:
+    """One instance's scalar needs, as a hashable shape."""
+    return tuple(sorted((n, a) for (n, _), a in needs(job.spec).scalars.items()))

@@ -46,9 +46,11 @@ class WantsMirror:
         if self.total is None:
             return
         total = self.total
-        for task in tasks:
-            for name, amount in scalars(Resources.from_proto(task.resources)).items():
-                total[name] = total.get(name, 0) - amount
+        scalar = common_pb2.Resource.SCALAR
+        for task in tasks:  # read off the message: the master has checked it, no parse here
+            for r in task.resources:
+                if r.type == scalar:
+                    total[r.name] = total.get(r.name, 0) - round(r.scalar * 1000)
         self.total = {name: amount for name, amount in total.items() if amount > 0}
 
     def differs(self, total: Resources | None, smallest: Resources | None = None) -> bool:

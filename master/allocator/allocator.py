@@ -15,6 +15,7 @@ from agora.common import EMPTY, UNRESERVED, Resources
 from agora.master.allocator.drf import (
     MILLI,
     Vector,
+    covers,
     dominant_share,
     inverse_totals,
     scalar_vector,
@@ -424,20 +425,19 @@ class Allocator:
     def answered(self, framework_id: str, resources: Resources) -> None:
         """An offer to the framework ended (accepted, declined, rescinded): it no longer covers
         what the framework wants."""
-        fw = self._frameworks.get(framework_id)
-        if fw is None or fw.wants is None:
-            return
-        add_into(fw.out, scalar_vector(resources), -1)
-        fw.out = _positive(fw.out)
-        self._resate(fw)
+        self._take_off(framework_id, "out", resources)
 
     def launched(self, framework_id: str, used: Resources) -> None:
         """The framework launched tasks using `used`: that much less is waiting."""
+        self._take_off(framework_id, "wants", used)
+
+    def _take_off(self, framework_id: str, which: str, resources: Resources) -> None:
         fw = self._frameworks.get(framework_id)
         if fw is None or fw.wants is None:
             return
-        add_into(fw.wants, scalar_vector(used), -1)
-        fw.wants = _positive(fw.wants)
+        vec = getattr(fw, which)
+        add_into(vec, scalar_vector(resources), -1)
+        setattr(fw, which, _positive(vec))
         self._resate(fw)
 
     def wants_of(self, framework_id: str) -> tuple[Vector, Vector, Vector] | None:
@@ -451,6 +451,8 @@ class Allocator:
     def take_reopened(self) -> bool:
         """Whether a framework's offers stopped covering what it wants since the last call:
         then every agent may have something for it, not only those that changed."""
+        if not self._reopened:
+            return False  # every cycle asks: no new set each time
         reopened, self._reopened = self._reopened, set()
         frameworks = self._frameworks
         # Judged now, not when it happened: an Accept answers its offers (hungry again) and
@@ -458,7 +460,7 @@ class Allocator:
         return any((fw := frameworks.get(f)) is not None and not fw.sated for f in reopened)
 
     def _resate(self, fw: _Framework) -> None:
-        sated = fw.wants is not None and _covers(fw.out, fw.wants)
+        sated = fw.wants is not None and covers(fw.out, fw.wants)
         if sated != fw.sated:
             fw.sated = sated
             if not sated:
@@ -475,7 +477,7 @@ class Allocator:
             if fw is None or fw.wants is None or grant.revocable:
                 continue  # a met hold's offers count: the master answers them as any
             add_into(fw.out, scalar_vector(grant.resources), 1)
-            if not fw.sated and _covers(fw.out, fw.wants):
+            if not fw.sated and covers(fw.out, fw.wants):
                 fw.sated = sated = True
                 self._sync_eligibility(fw)
         return sated
@@ -1210,12 +1212,6 @@ class Allocator:
 
 def _positive(vec: Vector) -> Vector:
     return {name: amount for name, amount in vec.items() if amount > 0}
-
-
-def _covers(have: Vector, wants: Vector) -> bool:
-    """Whether `have` holds every amount in `wants` (an empty want is always covered)."""
-    get = have.get
-    return all(get(name, 0) >= amount for name, amount in wants.items())
 
 
 def _merge(grants: list[OfferGrant]) -> list[OfferGrant]:

@@ -22,6 +22,11 @@ def scalar_vector(resources: Resources) -> Vector:
     return out
 
 
+def covers(have: Mapping[str, int], need: Mapping[str, int]) -> bool:
+    """Whether `have` holds every amount in `need` (an empty need is always covered)."""
+    return all(have.get(name, 0) >= amount for name, amount in need.items())
+
+
 def vector_resources(vec: Mapping[str, int]) -> Resources:
     """A vector back as unreserved Resources (for display and the Operator API)."""
     return Resources({(name, UNRESERVED): v / MILLI for name, v in vec.items() if v > 0})

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from agora.common import EMPTY, Resources
-from agora.master.allocator.drf import scalar_vector
+from agora.master.allocator.drf import covers, scalar_vector
 
 if TYPE_CHECKING:
     from agora.master.allocator.filters import Refusal
@@ -60,11 +60,10 @@ def skip_reason(
         return GPU_AGENT
     if refusal is not None and refusal.hides(offer, now):
         return FILTERED
-    if smallest:
-        vec = offer_vec if offer_vec is not None else scalar_vector(offer)
-        get = vec.get
-        if any(get(name, 0) < amount for name, amount in smallest.items()):
-            return TOO_SMALL
+    if smallest and not covers(
+        offer_vec if offer_vec is not None else scalar_vector(offer), smallest
+    ):
+        return TOO_SMALL
     return None
 
 

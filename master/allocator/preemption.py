@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agora.master.allocator.drf import Vector, dominant_share, inverse_totals
+from agora.master.allocator.drf import Vector, covers, dominant_share, inverse_totals
 
 __all__ = [
     "Candidate",
@@ -98,10 +98,6 @@ def _add(a: Mapping[str, int], b: Mapping[str, int], sign: int = 1) -> Vector:
     return out
 
 
-def _covers(have: Mapping[str, int], need: Mapping[str, int]) -> bool:
-    return all(have.get(name, 0) >= value for name, value in need.items())
-
-
 def fair_shares(roles: Iterable[RoleState]) -> dict[str, float]:
     """Each role's fair dominant share: its weight over the weights of the roles that hold
     or want resources (an idle role is owed nothing, so the others share its part)."""
@@ -125,7 +121,7 @@ def starvation(role: RoleState, fair: float, inverse_total: Mapping[str, float])
     would take it past its quota limit (it could not be offered the room)."""
     if role.wants is None or not within_limit(role):
         return None
-    if role.guarantee and not _covers(role.allocated, role.guarantee):
+    if role.guarantee and not covers(role.allocated, role.guarantee):
         return GUARANTEE
     if dominant_share(role.allocated, inverse_total) < fair - EPSILON:
         return FAIR_SHARE
@@ -268,7 +264,7 @@ def plan(
             continue
         assert role.wants is not None
         if any(
-            _covers(room(role.role, agent_id), role.wants)
+            covers(room(role.role, agent_id), role.wants)
             for agent_id in agents
             if not barred(role.role, agent_id)
         ):
@@ -319,7 +315,7 @@ def _victims_on(
     after = {name: dict(vec) for name, vec in allocated.items()}
     victims: list[Candidate] = []
     for task in tasks:
-        if _covers(have, role.wants):
+        if covers(have, role.wants):
             break
         if own_role:
             # Within a role priority decides: only its lower-priority tasks, and its share is
@@ -342,4 +338,4 @@ def _victims_on(
         after[task.role] = _add(after[task.role], task.resources, -1)
         have = _add(have, task.resources)
         victims.append(task)
-    return victims if _covers(have, role.wants) else None
+    return victims if covers(have, role.wants) else None
