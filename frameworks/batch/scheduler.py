@@ -42,7 +42,7 @@ from agora.frameworks.batch.refusals import (
 from agora.frameworks.batch.store import JobStore
 from agora.frameworks.batch.validation import constraints_of, describe_needs, needs
 from agora.frameworks.batch.waiting import WaitingInstances
-from agora.frameworks.batch.wants import wants_of
+from agora.frameworks.batch.wants import shape_of, wants_of
 from agora.frameworks.sdk import (
     Driver,
     Framework,
@@ -622,8 +622,10 @@ class BatchScheduler(Framework):
                 self._suppressed = True
             elif ready:  # sent only when it differs from what the master counts
                 wants = self._offer_wants()
-                await driver.want(*(wants or (None,)))
-                self._arm_unoffered(wants is not None)
+                if await driver.want(*(wants or (None,))):
+                    # Unsent, the master's count is what it was at the last round, which
+                    # said why what it could not place waits: nothing to check then.
+                    self._arm_unoffered(wants is not None)
         except SchedulerError as e:
             self._log.warning("revive/suppress failed", error=str(e))
             self._suppressed = None
@@ -653,7 +655,8 @@ class BatchScheduler(Framework):
     def _arm_unoffered(self, sized: bool) -> None:
         """With wants told (`sized`), work that fits no agent's free room gets no offer at all,
         so no round says why it waits: check in a moment (_unoffered), unless an offer comes
-        first (every round ends here again)."""
+        first. Armed whenever wants are sent, not after each round: a round says why what it
+        left waits, until new wants bring no round."""
         if self._unoffered_timer is not None:
             self._unoffered_timer.cancel()
             self._unoffered_timer = None
@@ -1500,4 +1503,4 @@ class BatchScheduler(Framework):
 
 def _shape(job: batch_pb2.Job) -> tuple[tuple[str, float], ...]:
     """One instance's scalar needs, as a hashable shape."""
-    return tuple(sorted((n, a) for (n, _), a in needs(job.spec).scalars.items()))
+    return shape_of(job.spec)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agora.common import UNRESERVED, Resources
-from agora.frameworks.batch.validation import needs
 from agora.v1 import batch_pb2
 
 
@@ -31,7 +30,7 @@ def wants_of(
             continue
         if job.spec.constraints or job.spec.gang:
             return None
-        one = {name: value for (name, _), value in needs(job.spec).scalars.items()}
+        one = dict(shape_of(job.spec))
         for name, value in one.items():
             total[name] = total.get(name, 0.0) + value * count
         if smallest is None:
@@ -41,6 +40,15 @@ def wants_of(
     if not any(v > 0 for v in total.values()):
         return None  # nothing to size offers by: no limit
     return _resources(total), _resources(smallest or {})
+
+
+def shape_of(spec: batch_pb2.JobSpec) -> tuple[tuple[str, float], ...]:
+    """One instance's scalar needs as (name, amount) pairs, sorted and hashable: what
+    validation.needs gives, read off the spec without building Resources (it runs for every
+    waiting job each time a task ends)."""
+    task = spec.task
+    amounts = (("cpus", task.cpus), ("disk", task.disk), ("gpus", task.gpus), ("mem", task.mem))
+    return tuple((name, round(value, 3)) for name, value in amounts if value > 0)
 
 
 def _resources(amounts: dict[str, float]) -> Resources:

@@ -617,16 +617,16 @@ class Driver:
         await self._call("Revive", request)
         self._wants.told(wants, smallest)
 
-    async def want(self, wants: Resources | None, smallest: Resources | None = None) -> None:
+    async def want(self, wants: Resources | None, smallest: Resources | None = None) -> bool:
         """Tells the master what this framework waits to launch now, in total (see `revive`);
         None lifts the limit (with a Revive). Call it after every round of offers: it is sent
         only when it differs from the master's count, which is what was last told less what
-        launched since (a queue that only drains sends nothing)."""
+        launched since (a queue that only drains sends nothing). Returns whether it was sent."""
         if not self._wants.differs(wants, smallest):
-            return
+            return False
         if wants is None:
             await self.revive()
-            return
+            return True
         request = scheduler_pb2.DemandRequest(**self._ids())
         if self._demand_told is not None:  # a Demand replaces the unmet task: keep it
             unmet, request.priority = self._demand_told
@@ -634,6 +634,7 @@ class Driver:
         request.wants.CopyFrom(wants_proto(wants, smallest))
         await self._call("Demand", request)
         self._wants.told(wants, smallest)
+        return True
 
     async def cluster_view(self) -> scheduler_pb2.ClusterView:
         """The whole cluster's resources now: every agent's total, free, offered (to any
