@@ -124,6 +124,10 @@ class AgentLinkService(agent_link_pb2_grpc.AgentLinkServicer):
                     break
                 on_agent_message(self.core, agent, message)
                 del message  # not held (with its protobuf arena) while waiting for the next
+                if self.core.offers.allocate_if_quiet():
+                    # A task ended and its resources were offered at once: the frameworks'
+                    # writers go first, before this stream's next read is set up.
+                    await asyncio.sleep(0)
         except asyncio.CancelledError:
             if not session.ending:
                 raise  # the stream was cut (overflow) or the server is stopping

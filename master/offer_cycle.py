@@ -89,6 +89,11 @@ def write_offer(target: common_pb2.Offer, offer: Offer, agent: Agent) -> None:
         target.revocable = True
 
 
+# allocate_if_quiet allocates at once over at most this many changed agents (an agent's
+# message changes its own; a few more when a framework declined meanwhile).
+INLINE_MAX_AGENTS = 8
+
+
 class OfferCycle:
     def __init__(
         self,
@@ -115,6 +120,8 @@ class OfferCycle:
         # True while a cycle runs (a large one yields between its slices): the tick loop
         # puts a full garbage collection off meanwhile (master/heap.py).
         self.cycling = False
+        # The event-driven loop's timing while it runs (allocate_if_quiet shares it).
+        self._timing: AllocationTiming | None = None
 
     # --- waking --------------------------------------------------------------------------
 
@@ -135,6 +142,37 @@ class OfferCycle:
         if self.allocator.take_reopened():
             return None
         return None if changed is None else list(changed)
+
+    def allocate_if_quiet(self) -> int:
+        """After a message from an agent was handled (event mode): if it changed a few agents
+        and no cycle ran within the batch window, allocates over them here and now. Waking
+        the loop's task instead costs the offer two more turns of the event loop, a tenth of
+        a 1 ms offer latency. Everything else (a burst of changes, a sweep due, a framework
+        that may want any agent) is left to the loop, which batches as before. Returns how
+        many offers it sent."""
+        timing, changed = self._timing, self._changed
+        if timing is None or self.cycling or not changed or len(changed) > INLINE_MAX_AGENTS:
+            return 0
+        now = self.clock.now()
+        if timing.batch_delay(now) > 0 or now >= timing.next_sweep:
+            return 0
+        agents = self.take_changed()
+        if agents is None:  # a framework's want reopened: every agent, the loop's to do
+            self._changed = None
+            return 0
+        scope = timing.scope(now, agents, self.allocator.expire_filters(now))
+        self.wanted.clear()  # the loop's task, woken already, finds nothing to do
+        self._cycle_seconds = 0.0
+        self.cycling = True
+        try:
+            return self._timed(scope)
+        except Exception:
+            log.exception("allocation failed")
+            return 0
+        finally:
+            self.cycling = False
+            self.observe_cycle(self._cycle_seconds)
+            timing.cycle_ended(self.clock.now())
 
     def wake_if_reopened(self) -> None:
         """A cycle over every agent if a framework now wants more than its offers hold."""
@@ -467,26 +505,33 @@ class OfferCycle:
         and every allocation_interval_seconds as a safety net: when and over which agents is
         AllocationTiming's to say, on the master's clock; this loop only waits."""
         config, clock = self.config, self.clock
-        timing = AllocationTiming(
+        timing = self._timing = AllocationTiming(
             config.allocation_batch_seconds, config.allocation_interval_seconds, clock.now()
         )
-        while True:
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-            # races with the event, and the loop would never stop.
-            try:
-                async with asyncio.timeout(timing.wait(clock.now(), self.allocator.next_wakeup())):
-                    await self.wanted.wait()
-            except TimeoutError:
-                pass
-            else:
-                # One pass of the loop at least, so changes made in the same pass join in.
-                await asyncio.sleep(timing.batch_delay(clock.now()))
-            self.wanted.clear()
-            now = clock.now()
-            agents = timing.scope(now, self.take_changed(), self.allocator.expire_filters(now))
-            if not await self._cycle(agents):
-                await asyncio.sleep(config.allocation_interval_seconds)
-            timing.cycle_ended(clock.now())
+        try:
+            while True:
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                # that races with the event, and the loop would never stop.
+                try:
+                    wait = timing.wait(clock.now(), self.allocator.next_wakeup())
+                    async with asyncio.timeout(wait):
+                        await self.wanted.wait()
+                except TimeoutError:
+                    pass
+                else:
+                    # One pass of the loop at least, so changes made in the same pass join in.
+                    await asyncio.sleep(timing.batch_delay(clock.now()))
+                    if not self.wanted.is_set():
+                        continue  # allocate_if_quiet took the change meanwhile
+                self.wanted.clear()
+                now = clock.now()
+                changed = self.take_changed()
+                agents = timing.scope(now, changed, self.allocator.expire_filters(now))
+                if not await self._cycle(agents):
+                    await asyncio.sleep(config.allocation_interval_seconds)
+                timing.cycle_ended(clock.now())
+        finally:
+            self._timing = None
 
     async def _run_periodic(self) -> None:
         """Mesos' default: one cycle every allocation_interval_seconds on a fixed timer, however

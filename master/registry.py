@@ -148,7 +148,7 @@ class Session:
                 finally:
                     self._waiter = None
             if self.batcher is not None:
-                await self.batcher.settle(self.pending[0])
+                await self.batcher.settle(self.pending[0], len(self.pending))
             if self.pending:  # else it closed (overflow) during the turn: the loop says so
                 return self._take()
 
@@ -191,7 +191,7 @@ class Session:
         try:
             while self.pending and self._write is not None:
                 if self.batcher is not None:
-                    await self.batcher.settle(self.pending[0])
+                    await self.batcher.settle(self.pending[0], len(self.pending))
                     if not self.pending or self._write is None:
                         break
                 await self._write(self._take())

@@ -202,6 +202,7 @@ class AgentRelayService(agent_relay_pb2_grpc.AgentRelayServicer):
                         self._drop(item.link, down, links)
                     if turns.due():
                         await turns.take()
+                self.core.offers.allocate_if_quiet()
                 batch = item = None  # not held (with its protobuf arena) while waiting
         # A CancelledError (the server stopping, or Downlink cutting a relay that stopped
         # reading) goes through: the relay sees the stream end and reconnects.

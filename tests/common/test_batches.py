@@ -13,6 +13,7 @@ from agora.common.batches import (
     HOLD_MAX,
     HOLD_STEP,
     MAX_BATCH_ITEMS,
+    QUIET_SECONDS,
     SOLO_BYTES,
     Batcher,
     event_batches,
@@ -232,3 +233,50 @@ async def test_drain_queue_holds_its_next_write_after_a_big_batch_so_more_gather
 
 async def _expect_batch(stream, ids: list[str]) -> None:
     assert _ids(await anext(stream)) == ids
+
+
+async def _in_same_turn(stream, outbox: asyncio.Queue, ids: list[str]) -> list[list[str]]:
+    """Puts `ids` in the outbox, the first now and the others from callbacks of this turn of
+    the loop, and returns the stream messages they went in."""
+    loop = asyncio.get_running_loop()
+    outbox.put_nowait(_update(ids[0]))
+    for i in ids[1:]:
+        loop.call_soon(outbox.put_nowait, _update(i))
+    sent: list[list[str]] = []
+    while sum(map(len, sent)) < len(ids):
+        sent.append(_ids(await anext(stream)))
+    return sent
+
+
+async def test_an_agent_s_lone_message_on_a_quiet_stream_goes_at_once():
+    """A task's end on an idle agent is not held a turn for others to join (the offer of its
+    resources waits for it); on a stream that sent a moment ago it is, as before."""
+    clock = _Clock()
+    outbox: asyncio.Queue = asyncio.Queue()
+    batcher = Batcher(_wrap, enabled=True, clock=clock, quiet_alone=True)
+    stream = drain_queue(outbox, batcher)
+    assert await _in_same_turn(stream, outbox, ["a", "b", "c"]) == [["a"], ["b", "c"]]
+    clock.now += QUIET_SECONDS / 2  # busy: the callbacks' messages join the first
+    assert await _in_same_turn(stream, outbox, ["d", "e", "f"]) == [["d", "e", "f"]]
+    clock.now += 2 * QUIET_SECONDS
+    assert await _in_same_turn(stream, outbox, ["g", "h"]) == [["g"], ["h"]]
+    outbox.put_nowait(None)
+
+
+async def test_without_quiet_alone_a_lone_message_waits_a_turn_for_others():
+    outbox: asyncio.Queue = asyncio.Queue()
+    stream = drain_queue(outbox, Batcher(_wrap, enabled=True, clock=_Clock()))
+    assert await _in_same_turn(stream, outbox, ["a", "b", "c"]) == [["a", "b", "c"]]
+    outbox.put_nowait(None)
+
+
+async def test_settle_gives_no_turn_when_a_batch_is_waiting_already():
+    """The master's writer: a task's end and the offer of its resources, queued in one pass,
+    go at once; a lone message lets the loop turn once first."""
+    batcher = Batcher(_wrap, enabled=True, clock=_Clock())
+    turned = []
+    asyncio.get_running_loop().call_soon(turned.append, True)
+    await batcher.settle(_update("end"), queued=2)
+    assert turned == []
+    await batcher.settle(_update("end"), queued=1)
+    assert turned == [True]
