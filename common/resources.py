@@ -231,8 +231,8 @@ class Resources:
     def is_empty(self) -> bool:
         return not self._scalars and not self._ranges
 
-    def __bool__(self) -> bool:
-        return not self.is_empty()
+    def __bool__(self) -> bool:  # not via is_empty(): the allocator asks it per agent per cycle
+        return bool(self._scalars or self._ranges)
 
     def reserved(self, role: str) -> Resources:
         return self._filter(lambda r: r == role)

@@ -597,11 +597,12 @@ class Allocator:
         lend = self._revocable.offer if self._revocable_frameworks else None
         wanting = self._wanting
         roles = self._roles.values()
+        floor = self._offer_floor()
         for agent in agents:
             if agent.active and agent.free:
                 if holds:
                     fill_holds(agent, now, grants)
-                if agent.free:
+                if agent.free and (floor is None or covers(agent.free_vec, floor)):
                     start = len(grants)
                     offer(agent, now, grants)
                     if (
@@ -621,6 +622,29 @@ class Allocator:
         if self._quota_roles:
             grants = _merge(grants)
         return grants
+
+    def _offer_floor(self) -> Vector | None:
+        """What an agent must have free for any framework in line to be offered it: per
+        resource, the least of their smallest tasks (None: one said none, so any agent may
+        do). An agent below it is passed over without asking the sorters, for each framework
+        would find it TOO_SMALL: in a packed cluster most agents are scraps, and a sweep over
+        10,000 of them is then a comparison each."""
+        if not self._sized:
+            return None
+        floor: Vector | None = None
+        for fw in self._frameworks.values():
+            if not fw.active or fw.suppressed is not False or fw.sated:
+                continue  # not in line (eligibility, _sync_eligibility)
+            smallest = fw.smallest
+            if not smallest:
+                return None
+            if floor is None:
+                floor = dict(smallest)
+            else:  # a resource one of them does not ask for bounds nothing
+                floor = {n: min(v, smallest[n]) for n, v in floor.items() if n in smallest}
+                if not floor:
+                    return None
+        return floor
 
     def next_wakeup(self) -> float | None:
         """The earliest expiry of a decline filter or of a refusal of lent room: when an

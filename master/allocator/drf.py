@@ -24,7 +24,10 @@ def scalar_vector(resources: Resources) -> Vector:
 
 def covers(have: Mapping[str, int], need: Mapping[str, int]) -> bool:
     """Whether `have` holds every amount in `need` (an empty need is always covered)."""
-    return all(have.get(name, 0) >= amount for name, amount in need.items())
+    for name, amount in need.items():  # a loop, not all(...): it runs per agent per cycle
+        if have.get(name, 0) < amount:
+            return False
+    return True
 
 
 def vector_resources(vec: Mapping[str, int]) -> Resources:
