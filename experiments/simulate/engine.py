@@ -59,7 +59,7 @@ from agora.frameworks.batch.refusals import (
 )
 from agora.master.allocation_timing import AllocationTiming
 from agora.master.allocator import Allocator
-from agora.master.allocator.drf import inverse_totals, scalar_vector
+from agora.master.allocator.drf import inverse_totals, scalar_vector, vector_resources
 from agora.master.allocator.preemption import (
     Candidate,
     RoleState,
@@ -67,6 +67,7 @@ from agora.master.allocator.preemption import (
     plan,
     starvation,
 )
+from agora.master.allocator.quota import add_into
 from agora.master.allocator.types import AllocatorConfig, OfferGrant
 from agora.master.config import MasterConfig
 from agora.v1 import common_pb2
@@ -160,6 +161,7 @@ class _Framework:
         self.arrivals = 0  # jobs arrived so far: work that came during a round revives after it
         self.planned: dict[str, int] = {}  # job -> tasks in Accepts not answered yet
         self.out: dict[str, _Offer] = {}  # its offers not answered yet (the master's view)
+        self.out_vec: dict[str, int] = {}  # what they hold together (drf vector), kept as they go
 
 
 class Simulation:
@@ -297,7 +299,9 @@ class Simulation:
         self._offer_ids += 1
         offer = _Offer(grant, f"o{self._offer_ids}")
         self._live.setdefault(grant.agent_id, {})[offer.offer_id] = offer
-        self.frameworks[grant.framework_id].out[offer.offer_id] = offer
+        fw = self.frameworks[grant.framework_id]
+        fw.out[offer.offer_id] = offer
+        add_into(fw.out_vec, scalar_vector(grant.resources))
         return offer
 
     # --- the frameworks ---------------------------------------------------------------------
@@ -341,10 +345,9 @@ class Simulation:
             and counted[2] == (scalar_vector(smallest) if smallest else {})
         ):
             return
-        out = Resources.of()
-        for offer in fw.out.values():
-            out = out + offer.grant.resources
-        self.alloc.set_wants(fw.role, wants, out, smallest)
+        # Summed as offers come and go: at 100,000 agents thousands are out at a time, and a
+        # revive comes with every job.
+        self.alloc.set_wants(fw.role, wants, vector_resources(fw.out_vec), smallest)
 
     def _offers_reach(self, fw: _Framework, offers: list[_Offer]) -> None:
         for offer in offers:
@@ -465,7 +468,9 @@ class Simulation:
         if live is not None:
             live.pop(offer.offer_id, None)
         grant = offer.grant
-        if self.frameworks[grant.framework_id].out.pop(offer.offer_id, None) is not None:
+        fw = self.frameworks[grant.framework_id]
+        if fw.out.pop(offer.offer_id, None) is not None:
+            add_into(fw.out_vec, scalar_vector(grant.resources), -1)
             self.alloc.answered(grant.framework_id, grant.resources)
 
     def _accept(

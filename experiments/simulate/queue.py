@@ -9,6 +9,7 @@ stops at the first task that fits nowhere). Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -60,31 +61,43 @@ class TraceQueue:
         self.role = role
         self.jobs: dict[str, WaitingJob] = {}
         self._sequence = 0
+        # demand() and smallest(), kept as jobs come, launch and go: a revive asks for both
+        # with every job that arrives, and at 100,000 agents thousands wait at a time.
+        self._demand: dict[str, int] = {}  # resource -> thousandths, over the tasks waiting
+        self._least = {"cpus": _Least(), "mem": _Least()}
 
     def __bool__(self) -> bool:
         return bool(self.jobs)
 
     def arrive(self, job: Job) -> None:
         self._sequence += 1
-        self.jobs[job.job] = WaitingJob(job, self._sequence, job.tasks)
+        self._add(WaitingJob(job, self._sequence, job.tasks))
+
+    def _add(self, waiting: WaitingJob) -> None:
+        job = waiting.job
+        self.jobs[job.job] = waiting
+        self._count(job, waiting.left)
+        for name, least in self._least.items():
+            least.add(job.resources.get(name, 0.0))
+
+    def _count(self, job: Job, tasks: int) -> None:
+        demand = self._demand
+        for name, amount in job.resources.items():
+            demand[name] = demand.get(name, 0) + round(amount * 1000) * tasks
+
+    def _remove(self, job: Job) -> None:
+        del self.jobs[job.job]
+        for name, least in self._least.items():
+            least.remove(job.resources.get(name, 0.0))
 
     def demand(self) -> dict[str, float]:
-        """What the waiting tasks ask for together, per resource."""
-        total: dict[str, float] = {}
-        for w in self.jobs.values():
-            for name, amount in w.job.resources.items():
-                total[name] = total.get(name, 0.0) + amount * w.left
-        return total
+        """What the waiting tasks ask for together, per resource (to a thousandth)."""
+        return {name: amount / 1000 for name, amount in self._demand.items() if amount > 0}
 
     def smallest(self) -> tuple[float, float]:
         """The fewest cpus and mem (MB) any waiting task asks for: an offer with less of
         either fits no waiting task (cheaper to tell than a plan)."""
-        cpus = mem = float("inf")
-        for w in self.jobs.values():
-            res = w.job.resources
-            cpus = min(cpus, res.get("cpus", 0.0))
-            mem = min(mem, res.get("mem", 0.0))
-        return cpus, mem
+        return self._least["cpus"].value(), self._least["mem"].value()
 
     def fits_some(self, resources: Resources) -> bool:
         """Whether `resources` hold one task of some waiting job (cpus and mem): if not, the
@@ -117,9 +130,10 @@ class TraceQueue:
                 waiting = self.jobs[job_id]
                 waiting.left -= count
                 waiting.next_index += count
+                self._count(waiting.job, -count)
                 placed.append(Placed(waiting.job, launch.agent_id, count, waiting.sequence))
                 if waiting.left <= 0:
-                    del self.jobs[job_id]
+                    self._remove(waiting.job)
         return placed
 
     def give_back(self, placed: Placed) -> None:
@@ -128,8 +142,39 @@ class TraceQueue:
         job = placed.job
         waiting = self.jobs.get(job.job)
         if waiting is None:
-            waiting = self.jobs[job.job] = WaitingJob(job, placed.sequence, 0, job.tasks)
+            self._add(WaitingJob(job, placed.sequence, placed.count, job.tasks))
+            return
         waiting.left += placed.count
+        self._count(job, placed.count)
+
+
+class _Least:
+    """The least of a multiset of amounts, kept as amounts come and go (a heap whose entries
+    no longer counted are dropped when they reach the top)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[float, int] = {}
+        self._heap: list[float] = []
+
+    def add(self, amount: float) -> None:
+        n = self._counts.get(amount, 0)
+        self._counts[amount] = n + 1
+        if n == 0:
+            heapq.heappush(self._heap, amount)
+
+    def remove(self, amount: float) -> None:
+        n = self._counts[amount] - 1
+        if n:
+            self._counts[amount] = n
+        else:
+            del self._counts[amount]
+
+    def value(self) -> float:
+        """The least amount counted (inf when none)."""
+        heap, counts = self._heap, self._counts
+        while heap and heap[0] not in counts:
+            heapq.heappop(heap)
+        return heap[0] if heap else float("inf")
 
 
 def _wants(waiting: WaitingJob) -> Iterator[Want]:

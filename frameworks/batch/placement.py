@@ -127,8 +127,12 @@ def plan(
 @dataclass
 class _GroupState:
     group: Group
-    saved: list[tuple[Resources, int, int]]
+    # Agent index -> (its packer's remaining, its tasks, its wants) before the group's first
+    # placement there: only the agents it changed, so that a group costs nothing per agent
+    # it does not use (a round may hold 100,000 agents' offers).
+    saved: dict[int, tuple[Resources, int, int]]
     saved_start: int
+    placed_before: bool  # something of an earlier group was placed in this round
     where: list[AgentFacts]
     values: dict[str, set[str]] | None
     broke: str = ""
@@ -156,6 +160,7 @@ class _Round:
         ]
         self.gpu_agents = {i for i, p in enumerate(self.packers) if p.remaining.scalar("gpus") > 0}
         self.placed: list[list[Want]] = [[] for _ in self.packers]
+        self.placed_count = 0  # wants placed in the round so far
         self.offered = [p.remaining for p in self.packers]  # before any placement
         self.waiting: list[str] = []
         self.behind: set[str] = set()
@@ -185,9 +190,9 @@ class _Round:
             queue = queues[owner]
             group = queue[0]
             if group.gang:  # all or nothing: placed as one turn
-                before = sum(len(w) for w in self.placed)
+                before = self.placed_count
                 self.place_group(group)
-                if sum(len(w) for w in self.placed) > before:
+                if self.placed_count > before:
                     for want in _wants_of(self.placed, group.job_id):
                         fair.add(owner, want.spec)
                 queue.popleft()
@@ -229,11 +234,9 @@ class _Round:
     def begin(self, group: Group) -> _GroupState:
         return _GroupState(
             group,
-            saved=[
-                (p.remaining, len(p.tasks), len(w))
-                for p, w in zip(self.packers, self.placed, strict=True)
-            ],
+            saved={},
             saved_start=self.start,
+            placed_before=self.placed_count > 0,
             where=list(group.placed),  # the job's instances: live ones, then this round's
             values=_known_values(group.constraints, self.facts, self.agents),
         )
@@ -253,8 +256,13 @@ class _Round:
                 if why is not None:
                     state.broke = state.broke or (why if packers[i].fits(want.spec) else "")
                     continue
-            if packers[i].pack(want.spec) is not None:
+            packer = packers[i]
+            remaining = packer.remaining
+            if packer.pack(want.spec) is not None:
+                if i not in state.saved:
+                    state.saved[i] = (remaining, len(packer.tasks) - 1, len(self.placed[i]))
                 self.placed[i].append(want)
+                self.placed_count += 1
                 state.where.append(self.agents[i])
                 self.start = i + 1
                 return True
@@ -276,25 +284,28 @@ class _Round:
         group = state.group
         self.waiting.append(group.job_id)
         self.left[group.job_id] = left
-        at_start = [remaining for remaining, _, _ in state.saved]
         skip = set() if group.gpus else self.gpu_agents
-        placed_before = any(count for _, _, count in state.saved)
         if state.broke:
             self.constrained[group.job_id] = state.broke
         elif (
-            placed_before  # else the round was whole when it began: nobody took its room
+            state.placed_before  # else the round was whole when it began: nobody took its room
             and _fits_any(self.packers, self.offered, left.spec, skip)
-            and not _fits_any(self.packers, at_start, left.spec, skip)
+            and not _fits_any(self.packers, self._at_start(state), left.spec, skip)
         ):
             self.behind.add(group.job_id)
         if group.gang:
-            for packer, wants, (remaining, tasks, count) in zip(
-                self.packers, self.placed, state.saved, strict=True
-            ):
+            for i, (remaining, tasks, count) in state.saved.items():
+                packer, wants = self.packers[i], self.placed[i]
                 packer.remaining = remaining
                 del packer.tasks[tasks:]
+                self.placed_count -= len(wants) - count
                 del wants[count:]
             self.start = state.saved_start
+
+    def _at_start(self, state: _GroupState) -> list[Resources]:
+        """What each agent had left when the group began."""
+        saved = state.saved
+        return [saved[i][0] if i in saved else p.remaining for i, p in enumerate(self.packers)]
 
     def result(self) -> Plan:
         launches, unused = [], []
@@ -305,11 +316,10 @@ class _Round:
                 )
             else:
                 unused.extend(packer.offers)
-        placed = sum(len(w) for w in self.placed)
         return Plan(
             launches,
             unused,
-            placed,
+            self.placed_count,
             self.waiting,
             self.behind,
             self.constrained,

@@ -56,6 +56,9 @@ class TaskSpec:
     network: str = ""
     # TaskInfo.rlimits: limits lower than the agent's, e.g. {"nofile": 1024, "core": 0}.
     rlimits: Mapping[str, int] = field(default_factory=dict)
+    # scalars(), worked out once (the spec is frozen): a planner reads it for every offer it
+    # tries, thousands in a large round.
+    _needs: dict[str, float] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -75,11 +78,13 @@ class TaskSpec:
             raise ValueError(f"task {self.name!r}: network is host or none, got {self.network!r}")
         if self.network and not self.image:
             raise ValueError(f"task {self.name!r}: network applies to a task with an image")
+        amounts = {name: round(getattr(self, name), 3) for name in _SCALARS}
+        needs = {name: value for name, value in amounts.items() if value > 0}
+        object.__setattr__(self, "_needs", needs)
 
     def scalars(self) -> dict[str, float]:
         """The scalar needs, at Mesos' granularity of 0.001 (what the master can account)."""
-        amounts = {name: round(getattr(self, name), 3) for name in _SCALARS}
-        return {name: value for name, value in amounts.items() if value > 0}
+        return dict(self._needs)
 
     def to_task_info(self, agent_id: str, resources: Resources) -> TaskInfo:
         """The TaskInfo to launch with exactly `resources` (as chosen by a packer)."""
@@ -146,7 +151,22 @@ class OfferPacker:
         return [offer.offer_id for offer in self.offers]
 
     def fits(self, spec: TaskSpec) -> bool:
-        return self._take(spec) is not None
+        """Whether `spec` fits what is left: what _take would find, without building it (a
+        planner asks this of every agent in a round for a task that fits nowhere)."""
+        remaining, roles = self.remaining, self._roles()
+        for name, need in spec._needs.items():
+            for role in roles:
+                take = round(min(remaining.scalar(name, role), need), 3)
+                if take > 0:
+                    need = round(need - take, 3)
+                if need <= _EPSILON:
+                    break
+            if need > _EPSILON:
+                return False
+        if spec.ports:
+            free = sum(e - b + 1 for role in roles for b, e in remaining.port_ranges(role))
+            return free >= spec.ports
+        return True
 
     def pack(self, spec: TaskSpec) -> TaskInfo | None:
         """Takes the resources for `spec` and returns its TaskInfo, or None if it does not fit."""
@@ -174,7 +194,7 @@ class OfferPacker:
 
     def _take(self, spec: TaskSpec) -> Resources | None:
         scalars: dict[tuple[str, str], float] = {}
-        for name, need in spec.scalars().items():
+        for name, need in spec._needs.items():
             for role in self._roles():
                 available = self.remaining.scalar(name, role)
                 take = round(min(available, need), 3)

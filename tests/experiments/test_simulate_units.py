@@ -525,3 +525,55 @@ def test_a_log_plot_of_nothing_measured_is_drawn_not_refused(tmp_path):
         logx=True, logy=True,
     )  # fmt: skip
     assert (tmp_path / name).stat().st_size > 0
+
+
+# --- a role's queue ------------------------------------------------------------------------
+
+
+def test_the_queue_keeps_its_demand_and_smallest_task_as_jobs_come_launch_and_go():
+    """demand() and smallest() are kept as they go (a revive asks for both with every job):
+    they equal a count over the waiting jobs after every step of a random run."""
+    import random
+
+    from agora.experiments.simulate.queue import Placed, TraceQueue
+    from agora.frameworks.batch.placement import AgentLaunch, Plan, Want
+
+    rng = random.Random(7)
+    queue = TraceQueue("batch")
+    given: list[Placed] = []
+
+    def expected() -> tuple[dict[str, float], tuple[float, float]]:
+        demand: dict[str, float] = {}
+        cpus = mem = math.inf
+        for w in queue.jobs.values():
+            for name, amount in w.job.resources.items():
+                demand[name] = demand.get(name, 0.0) + amount * w.left
+            cpus = min(cpus, w.job.cpus)
+            mem = min(mem, w.job.resources["mem"])
+        return {n: round(v, 3) for n, v in demand.items() if v > 0}, (cpus, mem)
+
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.4 or not queue.jobs:
+            cpus = rng.choice((0.25, 0.5, 1.0, 2.0))
+            job = Job(
+                f"j{step}",
+                0.0,
+                "batch",
+                rng.randint(1, 6),
+                {"cpus": cpus, "mem": rng.randint(64, 512)},
+                10.0,
+            )
+            queue.arrive(job)
+        elif roll < 0.85:  # a round launches some tasks of one job
+            w = rng.choice(list(queue.jobs.values()))
+            count = rng.randint(1, w.left)
+            wants = [Want(w.job.job, w.next_index + i, None) for i in range(count)]  # type: ignore[arg-type]
+            placed = queue.take(Plan([AgentLaunch("a1", [], [], wants)], []))
+            if rng.random() < 0.3:
+                given.extend(placed)
+        elif given:  # an optimistic conflict: planned tasks wait again
+            queue.give_back(given.pop())
+        demand, smallest = expected()
+        assert {n: round(v, 3) for n, v in queue.demand().items()} == demand
+        assert queue.smallest() == smallest
