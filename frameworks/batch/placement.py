@@ -133,6 +133,7 @@ class _GroupState:
     saved: dict[int, tuple[Resources, int, int]]
     saved_start: int
     placed_before: bool  # something of an earlier group was placed in this round
+    most_at_start: dict[str, float]  # the most any agent had left of each resource then
     where: list[AgentFacts]
     values: dict[str, set[str]] | None
     broke: str = ""
@@ -161,6 +162,8 @@ class _Round:
         self.gpu_agents = {i for i, p in enumerate(self.packers) if p.remaining.scalar("gpus") > 0}
         self.placed: list[list[Want]] = [[] for _ in self.packers]
         self.placed_count = 0  # wants placed in the round so far
+        self.room = _Most(self.packers)
+        self.most_offered = self.room.most()
         self.offered = [p.remaining for p in self.packers]  # before any placement
         self.waiting: list[str] = []
         self.behind: set[str] = set()
@@ -237,12 +240,15 @@ class _Round:
             saved={},
             saved_start=self.start,
             placed_before=self.placed_count > 0,
+            most_at_start=self.room.most(),
             where=list(group.placed),  # the job's instances: live ones, then this round's
             values=_known_values(group.constraints, self.facts, self.agents),
         )
 
     def place_one(self, state: _GroupState, want: Want) -> bool:
         group, packers = state.group, self.packers
+        if not _within(want.spec, self.room.most()):
+            return False  # more than any agent has left: no need to try each (next-fit's cost)
         for step in range(len(packers)):
             i = (self.start + step) % len(packers)
             if i in self.gpu_agents and not group.gpus:
@@ -263,6 +269,7 @@ class _Round:
                     state.saved[i] = (remaining, len(packer.tasks) - 1, len(self.placed[i]))
                 self.placed[i].append(want)
                 self.placed_count += 1
+                self.room.changed(i)
                 state.where.append(self.agents[i])
                 self.start = i + 1
                 return True
@@ -289,8 +296,12 @@ class _Round:
             self.constrained[group.job_id] = state.broke
         elif (
             state.placed_before  # else the round was whole when it began: nobody took its room
+            and _within(left.spec, self.most_offered)
             and _fits_any(self.packers, self.offered, left.spec, skip)
-            and not _fits_any(self.packers, self._at_start(state), left.spec, skip)
+            and (
+                not _within(left.spec, state.most_at_start)
+                or not _fits_any(self.packers, self._at_start(state), left.spec, skip)
+            )
         ):
             self.behind.add(group.job_id)
         if group.gang:
@@ -300,6 +311,7 @@ class _Round:
                 del packer.tasks[tasks:]
                 self.placed_count -= len(wants) - count
                 del wants[count:]
+                self.room.changed(i)
             self.start = state.saved_start
 
     def _at_start(self, state: _GroupState) -> list[Resources]:
@@ -346,6 +358,43 @@ def _known_values(
         return None
     agents = list((facts or {}).values()) or list(offered)
     return {f: {v for a in agents if (v := a.value(f)) is not None} for f in fields}
+
+
+_ROOM = ("cpus", "mem", "disk", "gpus")
+
+
+class _Most:
+    """The most any agent of a round has left of each resource, kept as tasks are placed
+    (a max-heap per resource; an entry that is no longer its agent's amount is dropped when
+    it reaches the top). A task needing more of one than that fits nowhere: a round of
+    100,000 agents' offers need not be walked to find so."""
+
+    def __init__(self, packers: Sequence[OfferPacker]) -> None:
+        self.packers = packers
+        self.heaps = {
+            name: [(-p.remaining.scalar(name), i) for i, p in enumerate(packers)] for name in _ROOM
+        }
+        for heap in self.heaps.values():
+            heapq.heapify(heap)
+
+    def changed(self, i: int) -> None:
+        remaining = self.packers[i].remaining
+        for name, heap in self.heaps.items():
+            heapq.heappush(heap, (-remaining.scalar(name), i))
+
+    def most(self) -> dict[str, float]:
+        out = {}
+        packers = self.packers
+        for name, heap in self.heaps.items():
+            while heap and -heap[0][0] != packers[heap[0][1]].remaining.scalar(name):
+                heapq.heappop(heap)
+            out[name] = -heap[0][0] if heap else 0.0
+        return out
+
+
+def _within(spec: TaskSpec, most: dict[str, float]) -> bool:
+    """Whether no scalar `spec` needs is more than `most` (a bound: it may still fit nowhere)."""
+    return all(need <= most[name] + 1e-9 for name, need in spec._needs.items())
 
 
 def _fits_any(
