@@ -11,6 +11,7 @@ places, not what waits (a 10,000-instance job builds a few task specs per offer,
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -247,8 +248,8 @@ class _Round:
 
     def place_one(self, state: _GroupState, want: Want) -> bool:
         group, packers = state.group, self.packers
-        if not _within(want.spec, self.room.most()):
-            return False  # more than any agent has left: no need to try each (next-fit's cost)
+        if not self.room.may_fit(want.spec):
+            return False  # no agent has room for it: no need to try each (next-fit's cost)
         for step in range(len(packers)):
             i = (self.start + step) % len(packers)
             if i in self.gpu_agents and not group.gpus:
@@ -364,23 +365,30 @@ _ROOM = ("cpus", "mem", "disk", "gpus")
 
 
 class _Most:
-    """The most any agent of a round has left of each resource, kept as tasks are placed
-    (a max-heap per resource; an entry that is no longer its agent's amount is dropped when
-    it reaches the top). A task needing more of one than that fits nowhere: a round of
-    100,000 agents' offers need not be walked to find so."""
+    """What the agents of a round have left, kept as tasks are placed, to know at once that a
+    task fits nowhere: a round of 100,000 agents' offers, mostly full, need not be walked to
+    find so. Per resource the most any agent has left (a max-heap each), and per amount of
+    cpus left the most mem an agent with that many has (so that agents with cpus but no
+    mem and agents with mem but no cpus do not add up to room). An entry that is no longer
+    its agent's is dropped when it reaches the top."""
 
     def __init__(self, packers: Sequence[OfferPacker]) -> None:
         self.packers = packers
-        self.heaps = {
-            name: [(-p.remaining.scalar(name), i) for i, p in enumerate(packers)] for name in _ROOM
-        }
-        for heap in self.heaps.values():
-            heapq.heapify(heap)
+        self.heaps: dict[str, list[tuple[float, int]]] = {name: [] for name in _ROOM}
+        self.levels: list[float] = []  # the amounts of cpus left seen, ascending
+        self.mem_at: dict[float, list[tuple[float, int]]] = {}  # cpus left -> max-heap of mem
+        for i in range(len(packers)):
+            self.changed(i)
 
     def changed(self, i: int) -> None:
         remaining = self.packers[i].remaining
         for name, heap in self.heaps.items():
             heapq.heappush(heap, (-remaining.scalar(name), i))
+        cpus = remaining.scalar("cpus")
+        if cpus not in self.mem_at:
+            self.mem_at[cpus] = []
+            bisect.insort(self.levels, cpus)
+        heapq.heappush(self.mem_at[cpus], (-remaining.scalar("mem"), i))
 
     def most(self) -> dict[str, float]:
         out = {}
@@ -390,6 +398,26 @@ class _Most:
                 heapq.heappop(heap)
             out[name] = -heap[0][0] if heap else 0.0
         return out
+
+    def may_fit(self, spec: TaskSpec) -> bool:
+        """False if no agent has room for one task of `spec` (True: one may)."""
+        needs = spec._needs
+        if not _within(spec, self.most()):
+            return False
+        cpus, mem = needs.get("cpus", 0.0), needs.get("mem", 0.0)
+        if not mem:
+            return True
+        packers = self.packers
+        for level in self.levels[bisect.bisect_left(self.levels, cpus - 1e-9) :]:
+            heap = self.mem_at[level]
+            while heap:
+                left = packers[heap[0][1]].remaining
+                if left.scalar("cpus") == level and -heap[0][0] == left.scalar("mem"):
+                    break
+                heapq.heappop(heap)
+            if heap and -heap[0][0] + 1e-9 >= mem:
+                return True
+        return False
 
 
 def _within(spec: TaskSpec, most: dict[str, float]) -> bool:
