@@ -7,6 +7,7 @@ why a framework gets none. (A log call per agent would also cost more than the d
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Iterable, Mapping
@@ -56,6 +57,8 @@ class _Agent:
         "allocated",
         "free",
         "free_vec",
+        "level",
+        "seq",
         "reserved",
         "gpus",
         "offered",
@@ -76,6 +79,8 @@ class _Agent:
         self.allocated: dict[str, Resources] = {}  # framework_id -> resources (offered or used)
         self.free: Resources = EMPTY
         self.free_vec: Vector = {}
+        self.level: int | None = None  # free cpus (thousandths) as Allocator._by_level has it
+        self.seq = 0  # its place in the order agents were added (sweeps visit in that order)
         self.reserved = False  # free holds reservations: offers need allocatable_to(role)
         self.gpus = total.scalar("gpus") > 0  # the eligibility rule reads it (GPU_AGENT)
         # Optimistic offers outstanding on this agent, which hold nothing: framework_id ->
@@ -162,6 +167,11 @@ class Allocator:
         self.config = config or AllocatorConfig()
         self._min: list[Vector] = [scalar_vector(m) for m in self.config.min_allocatable_set]
         self._agents: dict[str, _Agent] = {}
+        # The agents by free cpus (thousandths), and those amounts ascending: a sweep with a
+        # floor (_offer_floor) visits only the agents with its cpus free (_sweep).
+        self._by_level: dict[int, dict[str, _Agent]] = {}
+        self._levels: list[int] = []
+        self._added = 0
         self._frameworks: dict[str, _Framework] = {}
         self._roles: dict[str, _Role] = {}
         self._role_sorter = make_sorter(self.config.role_sorter, self.config.seed)
@@ -220,6 +230,8 @@ class Allocator:
                 f"agent {agent_id}: in-use resources {in_use} exceed its total {total}"
             )
         agent = _Agent(agent_id, total, attributes or {})
+        self._added += 1
+        agent.seq = self._added
         self._agents[agent_id] = agent
         add_into(self._total, scalar_vector(total))
         self._shares_dirty = True
@@ -240,6 +252,8 @@ class Allocator:
         agent = self._agents.pop(agent_id, None)
         if agent is None:
             return
+        if agent.level is not None:
+            self._by_level[agent.level].pop(agent_id, None)
         for fid, res in agent.allocated.items():
             fw = self._frameworks.get(fid)
             if fw is None:
@@ -586,11 +600,6 @@ class Allocator:
             # Nobody may be offered anything (no framework, or all suppressed): the master's
             # periodic sweep of an idle 10,000-agent cluster no longer visits every agent.
             return grants
-        if agent_ids is None:
-            agents: Iterable[_Agent] = self._agents.values()
-        else:
-            known = self._agents
-            agents = [known[a] for a in dict.fromkeys(agent_ids) if a in known]
         offer = self._policy.offer
         holds = self._holds
         fill_holds = self._hold_filling.fill
@@ -598,6 +607,16 @@ class Allocator:
         wanting = self._wanting
         roles = self._roles.values()
         floor = self._offer_floor()
+        agents: Iterable[_Agent]
+        if agent_ids is not None:
+            known = self._agents
+            agents = [known[a] for a in dict.fromkeys(agent_ids) if a in known]
+        elif floor and floor.get("cpus") and not holds and lend is None:
+            # Only agents with the floor's cpus free can pass it; holds and lending visit
+            # every agent.
+            agents = self._sweep(floor["cpus"])
+        else:
+            agents = self._agents.values()
         for agent in agents:
             if agent.active and agent.free:
                 if holds:
@@ -1093,6 +1112,7 @@ class Allocator:
             agent.free = EMPTY
             agent.free_vec = {}
             agent.reserved = False
+            self._relevel(agent)
         else:
             self._set_free(agent, agent.free - offer)
         self._account(fw, vec, 1, role)
@@ -1149,7 +1169,37 @@ class Allocator:
                     reserved = True
         agent.free_vec = vec
         agent.reserved = reserved
+        self._relevel(agent)
         self._free_contribution(agent, 1)
+
+    def _relevel(self, agent: _Agent) -> None:
+        """Files the agent under its free cpus (_by_level)."""
+        level = agent.free_vec.get("cpus", 0)
+        if level == agent.level:
+            return
+        if agent.level is not None:
+            self._by_level[agent.level].pop(agent.agent_id, None)
+        bucket = self._by_level.get(level)
+        if bucket is None:
+            bucket = self._by_level[level] = {}
+            bisect.insort(self._levels, level)
+        bucket[agent.agent_id] = agent
+        agent.level = level
+
+    def _sweep(self, cpus: int) -> Iterable[_Agent]:
+        """The agents with at least `cpus` free, in the order a sweep of every agent visits
+        them; every agent when that is most of them (sorting would cost more than it saves)."""
+        levels, known = self._levels, self._agents
+        found = [
+            agent
+            for level in levels[bisect.bisect_left(levels, cpus) :]
+            for agent in self._by_level[level].values()
+            if known.get(agent.agent_id) is agent
+        ]
+        if len(found) * 4 > len(self._agents):
+            return self._agents.values()
+        found.sort(key=_seq)
+        return found
 
     def _free_contribution(self, agent: _Agent, sign: int) -> None:
         """Adds (or removes) an agent's free scalars to the headroom and reservation pools."""
@@ -1232,6 +1282,10 @@ class Allocator:
             role.eligible -= 1
             if role.eligible == 0:
                 self._role_sorter.deactivate(role.name)
+
+
+def _seq(agent: _Agent) -> int:
+    return agent.seq
 
 
 def _positive(vec: Vector) -> Vector:

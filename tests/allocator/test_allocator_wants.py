@@ -152,3 +152,20 @@ def test_a_sated_framework_still_counts_for_the_fair_shares():
     assert alloc.fair_share("slow") == 0.5
     rival = alloc.priority_rival("quick", "a0", AGENT, now=0.1, grace=0.5)
     assert rival is not None and rival.framework_id == "slow"
+
+
+def test_a_sweep_offers_the_agents_with_room_for_the_smallest_task_in_agent_order():
+    """In a packed cluster a sweep visits only the agents with the smallest task's cpus free
+    (Allocator._sweep), in the order the agents joined, as a walk over every agent would; an
+    agent that joins again goes last."""
+    room = {3: 1, 11: 3, 17: 2}  # agent -> cpus free; the other 17 have 0.5
+    alloc = Allocator(AllocatorConfig())
+    for i in range(20):
+        used = Resources.of(cpus=4 - room.get(i, 0.5), mem=1024)
+        alloc.add_agent(f"a{i}", AGENT, allocated={"gone": used})
+    used = Resources.of(cpus=4 - room[3], mem=1024)
+    alloc.add_agent("a3", AGENT, allocated={"gone": used})  # it registers again: last now
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", Resources.of(cpus=100, mem=100), smallest=Resources.of(cpus=1, mem=64))
+    offered = [(g.agent_id, g.resources.scalar("cpus")) for g in alloc.allocate(0.0)]
+    assert offered == [("a11", 3.0), ("a17", 2.0), ("a3", 1.0)]
