@@ -299,10 +299,7 @@ class _Round:
             state.placed_before  # else the round was whole when it began: nobody took its room
             and _within(left.spec, self.most_offered)
             and _fits_any(self.packers, self.offered, left.spec, skip)
-            and (
-                not _within(left.spec, state.most_at_start)
-                or not _fits_any(self.packers, self._at_start(state), left.spec, skip)
-            )
+            and not self._fit_at_start(state, left.spec, skip)
         ):
             self.behind.add(group.job_id)
         if group.gang:
@@ -314,6 +311,20 @@ class _Round:
                 del wants[count:]
                 self.room.changed(i)
             self.start = state.saved_start
+
+    def _fit_at_start(self, state: _GroupState, spec: TaskSpec, skip: set[int]) -> bool:
+        """Whether one task of `spec` fit some agent (but those in `skip`) as it was when the
+        group began: the agents the group changed as they were, the others as they are. When
+        no agent has room for it now, only the first need be tried."""
+        if not _within(spec, state.most_at_start):
+            return False
+        if self.room.may_fit(spec):
+            return _fits_any(self.packers, self._at_start(state), spec, skip)
+        packers = self.packers
+        saved = [i for i in state.saved if i not in skip]
+        return _fits_any(
+            [packers[i] for i in saved], [state.saved[i][0] for i in saved], spec, set()
+        )
 
     def _at_start(self, state: _GroupState) -> list[Resources]:
         """What each agent had left when the group began."""
