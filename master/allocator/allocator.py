@@ -57,7 +57,7 @@ class _Agent:
         "allocated",
         "free",
         "free_vec",
-        "level",
+        "levels",
         "seq",
         "reserved",
         "gpus",
@@ -79,7 +79,8 @@ class _Agent:
         self.allocated: dict[str, Resources] = {}  # framework_id -> resources (offered or used)
         self.free: Resources = EMPTY
         self.free_vec: Vector = {}
-        self.level: int | None = None  # free cpus (thousandths) as Allocator._by_level has it
+        # Its free cpus and mem (thousandths) as Allocator._by_level has them filed.
+        self.levels: dict[str, int] = {}
         self.seq = 0  # its place in the order agents were added (sweeps visit in that order)
         self.reserved = False  # free holds reservations: offers need allocatable_to(role)
         self.gpus = total.scalar("gpus") > 0  # the eligibility rule reads it (GPU_AGENT)
@@ -167,10 +168,11 @@ class Allocator:
         self.config = config or AllocatorConfig()
         self._min: list[Vector] = [scalar_vector(m) for m in self.config.min_allocatable_set]
         self._agents: dict[str, _Agent] = {}
-        # The agents by free cpus (thousandths), and those amounts ascending: a sweep with a
-        # floor (_offer_floor) visits only the agents with its cpus free (_sweep).
-        self._by_level: dict[int, dict[str, _Agent]] = {}
-        self._levels: list[int] = []
+        # The agents by free cpus and by free mem (thousandths), and those amounts ascending: a
+        # sweep with a floor (_offer_floor) visits only the agents with its cpus free, or its
+        # mem, whichever are fewer (_sweep).
+        self._by_level: dict[str, dict[int, dict[str, _Agent]]] = {n: {} for n in _INDEXED}
+        self._levels: dict[str, list[int]] = {n: [] for n in _INDEXED}
         self._added = 0
         self._frameworks: dict[str, _Framework] = {}
         self._roles: dict[str, _Role] = {}
@@ -252,8 +254,8 @@ class Allocator:
         agent = self._agents.pop(agent_id, None)
         if agent is None:
             return
-        if agent.level is not None:
-            self._by_level[agent.level].pop(agent_id, None)
+        for name, level in agent.levels.items():
+            self._by_level[name][level].pop(agent_id, None)
         for fid, res in agent.allocated.items():
             fw = self._frameworks.get(fid)
             if fw is None:
@@ -611,10 +613,10 @@ class Allocator:
         if agent_ids is not None:
             known = self._agents
             agents = [known[a] for a in dict.fromkeys(agent_ids) if a in known]
-        elif floor and floor.get("cpus") and not holds and lend is None:
-            # Only agents with the floor's cpus free can pass it; holds and lending visit
-            # every agent.
-            agents = self._sweep(floor["cpus"])
+        elif floor and not holds and lend is None:
+            # Only agents with the floor's cpus and mem free can pass it; holds and lending
+            # visit every agent.
+            agents = self._sweep(floor)
         else:
             agents = self._agents.values()
         for agent in agents:
@@ -1173,31 +1175,41 @@ class Allocator:
         self._free_contribution(agent, 1)
 
     def _relevel(self, agent: _Agent) -> None:
-        """Files the agent under its free cpus (_by_level)."""
-        level = agent.free_vec.get("cpus", 0)
-        if level == agent.level:
-            return
-        if agent.level is not None:
-            self._by_level[agent.level].pop(agent.agent_id, None)
-        bucket = self._by_level.get(level)
-        if bucket is None:
-            bucket = self._by_level[level] = {}
-            bisect.insort(self._levels, level)
-        bucket[agent.agent_id] = agent
-        agent.level = level
+        """Files the agent under its free cpus and mem (_by_level)."""
+        free, filed = agent.free_vec, agent.levels
+        for name in _INDEXED:
+            level = free.get(name, 0)
+            old = filed.get(name)
+            if level == old:
+                continue
+            by_level = self._by_level[name]
+            if old is not None:
+                by_level[old].pop(agent.agent_id, None)
+            bucket = by_level.get(level)
+            if bucket is None:
+                bucket = by_level[level] = {}
+                bisect.insort(self._levels[name], level)
+            bucket[agent.agent_id] = agent
+            filed[name] = level
 
-    def _sweep(self, cpus: int) -> Iterable[_Agent]:
-        """The agents with at least `cpus` free, in the order a sweep of every agent visits
-        them; every agent when that is most of them (sorting would cost more than it saves)."""
-        levels, known = self._levels, self._agents
-        found = [
-            agent
-            for level in levels[bisect.bisect_left(levels, cpus) :]
-            for agent in self._by_level[level].values()
-            if known.get(agent.agent_id) is agent
-        ]
-        if len(found) * 4 > len(self._agents):
-            return self._agents.values()
+    def _sweep(self, floor: Vector) -> Iterable[_Agent]:
+        """The agents with the floor's cpus free, or its mem, whichever are fewer, in the
+        order a sweep of every agent visits them; every agent when that is most of them
+        (sorting would cost more than it saves). The cycle checks the whole floor on each."""
+        known = self._agents
+        best: list[dict[str, _Agent]] | None = None
+        fewest = len(known) // 4
+        for name in _INDEXED:
+            if not floor.get(name):
+                continue
+            levels, by_level = self._levels[name], self._by_level[name]
+            buckets = [by_level[v] for v in levels[bisect.bisect_left(levels, floor[name]) :]]
+            count = sum(map(len, buckets))
+            if count <= fewest:
+                best, fewest = buckets, count
+        if best is None:
+            return known.values()
+        found = [a for b in best for a in b.values() if known.get(a.agent_id) is a]
         found.sort(key=_seq)
         return found
 
@@ -1282,6 +1294,9 @@ class Allocator:
             role.eligible -= 1
             if role.eligible == 0:
                 self._role_sorter.deactivate(role.name)
+
+
+_INDEXED = ("cpus", "mem")  # what _by_level files agents by
 
 
 def _seq(agent: _Agent) -> int:
