@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -120,8 +121,10 @@ class OfferCycle:
         # True while a cycle runs (a large one yields between its slices): the tick loop
         # puts a full garbage collection off meanwhile (master/heap.py).
         self.cycling = False
-        # The event-driven loop's timing while it runs (allocate_if_quiet shares it).
+        # The event-driven loop's timing while it runs (allocate_if_quiet shares it), and no
+        # inline cycle before this time (one failed).
         self._timing: AllocationTiming | None = None
+        self._inline_after = -math.inf
 
     # --- waking --------------------------------------------------------------------------
 
@@ -147,27 +150,34 @@ class OfferCycle:
         """After a message from an agent was handled (event mode): if it changed a few agents
         and no cycle ran within the batch window, allocates over them here and now. Waking
         the loop's task instead costs the offer two more turns of the event loop, a tenth of
-        a 1 ms offer latency. Everything else (a burst of changes, a sweep due, a framework
-        that may want any agent) is left to the loop, which batches as before. Returns how
-        many offers it sent."""
+        a 1 ms offer latency. Everything else (a sweep or a filter's expiry due, a framework
+        that may want any agent, changes that come while the window runs) is left to the
+        loop, which batches as before: of tasks that end together on several agents, the
+        first is offered at once and the others in one cycle at most a window later. Returns
+        how many offers it sent."""
         timing, changed = self._timing, self._changed
         if timing is None or self.cycling or not changed or len(changed) > INLINE_MAX_AGENTS:
             return 0
         now = self.clock.now()
-        if timing.batch_delay(now) > 0 or now >= timing.next_sweep:
+        if timing.batch_delay(now) > 0 or now >= timing.next_sweep or now < self._inline_after:
             return 0
-        agents = self.take_changed()
-        if agents is None:  # a framework's want reopened: every agent, the loop's to do
-            self._changed = None
-            return 0
-        scope = timing.scope(now, agents, self.allocator.expire_filters(now))
-        self.wanted.clear()  # the loop's task, woken already, finds nothing to do
-        self._cycle_seconds = 0.0
+        expiry = self.allocator.next_wakeup()
+        if expiry is not None and expiry <= now:
+            return 0  # filters expire: over as many agents as they were on, in slices
         self.cycling = True
+        self._cycle_seconds = 0.0
         try:
-            return self._timed(scope)
+            agents = self.take_changed()
+            if agents is None:  # a framework's want reopened: every agent, the loop's to do
+                self._changed = None
+                return 0
+            self.wanted.clear()  # the loop's task, woken already, finds nothing to do
+            return self._timed(agents)
         except Exception:
             log.exception("allocation failed")
+            # As the loop after a failed cycle: not again for an interval (the loop's next
+            # cycles go on; a failure must not repeat with every agent's message).
+            self._inline_after = now + self.config.allocation_interval_seconds
             return 0
         finally:
             self.cycling = False

@@ -83,7 +83,8 @@ class TraceQueue:
     def _count(self, job: Job, tasks: int) -> None:
         demand = self._demand
         for name, amount in job.resources.items():
-            demand[name] = demand.get(name, 0) + round(amount * 1000) * tasks
+            # Per task to a thousandth, as a launch's TaskSpec rounds what it takes off.
+            demand[name] = demand.get(name, 0) + round(round(amount, 3) * 1000) * tasks
 
     def _remove(self, job: Job) -> None:
         del self.jobs[job.job]

@@ -171,6 +171,7 @@ class BatchScheduler(Framework):
         self._wakeup: asyncio.TimerHandle | None = None  # the next retry is due
         self._unoffered_timer: asyncio.TimerHandle | None = None  # see _arm_unoffered
         self._rounds = 0  # rounds of offers so far
+        self._wanted_for: frozenset[str] = frozenset()  # the jobs of the wants last told
         self._realign: asyncio.TimerHandle | None = None  # see _arm_realign
         self._notes: dict[str, str] = {}  # job id -> why it may wait long (from submit)
         # job id -> why the master refused its last launch (an ACL, a bad task): without it a
@@ -613,7 +614,7 @@ class BatchScheduler(Framework):
         try:
             if ready and (revive or self._suppressed is not False):
                 self._revive_asked = False  # this revive serves the work that asked for one
-                wants = self._offer_wants()
+                wants, self._wanted_for = self._offer_wants()
                 await driver.revive(*(wants or ()))
                 self._suppressed = False
                 self._arm_unoffered(wants is not None)
@@ -621,20 +622,23 @@ class BatchScheduler(Framework):
                 await driver.suppress()
                 self._suppressed = True
             elif ready:  # sent only when it differs from what the master counts
-                wants = self._offer_wants()
-                if await driver.want(*(wants or (None,))):
-                    # Unsent, the master's count is what it was at the last round, which
-                    # said why what it could not place waits: nothing to check then.
+                wants, jobs = self._offer_wants()
+                sent = await driver.want(*(wants or (None,)))
+                if sent or jobs != self._wanted_for:
+                    # Neither sent nor other jobs: the master's count is what it was at the
+                    # last round, which said why what it could not place waits.
                     self._arm_unoffered(wants is not None)
+                self._wanted_for = jobs
         except SchedulerError as e:
             self._log.warning("revive/suppress failed", error=str(e))
             self._suppressed = None
 
-    def _offer_wants(self) -> tuple[Resources, Resources] | None:
+    def _offer_wants(self) -> tuple[tuple[Resources, Resources] | None, frozenset[str]]:
         """What the instances ready now need, in total and the least of each resource
-        (wants.py): the master offers as many agents as cover it, none too small. None: no
-        limit."""
-        return wants_of(self._ready_counts(self.clock()))
+        (wants.py; None: no limit): the master offers as many agents as cover it, none too
+        small. And the jobs they are of."""
+        ready = self._ready_counts(self.clock())
+        return wants_of(ready), frozenset(job.job_id for job, _ in ready)
 
     def _ready_counts(self, now: float) -> list[tuple[batch_pb2.Job, int]]:
         """(job, instances ready to launch now) for the jobs with any."""

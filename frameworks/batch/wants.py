@@ -48,7 +48,8 @@ def shape_of(spec: batch_pb2.JobSpec) -> tuple[tuple[str, float], ...]:
     waiting job each time a task ends)."""
     task = spec.task
     amounts = (("cpus", task.cpus), ("disk", task.disk), ("gpus", task.gpus), ("mem", task.mem))
-    return tuple((name, round(value, 3)) for name, value in amounts if value > 0)
+    rounded = ((name, round(value, 3)) for name, value in amounts)
+    return tuple((name, value) for name, value in rounded if value > 0)
 
 
 def _resources(amounts: dict[str, float]) -> Resources:

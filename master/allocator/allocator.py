@@ -255,7 +255,7 @@ class Allocator:
         if agent is None:
             return
         for name, level in agent.levels.items():
-            self._by_level[name][level].pop(agent_id, None)
+            self._unfile(name, level, agent_id)
         for fid, res in agent.allocated.items():
             fw = self._frameworks.get(fid)
             if fw is None:
@@ -1184,13 +1184,24 @@ class Allocator:
                 continue
             by_level = self._by_level[name]
             if old is not None:
-                by_level[old].pop(agent.agent_id, None)
+                self._unfile(name, old, agent.agent_id)
             bucket = by_level.get(level)
             if bucket is None:
                 bucket = by_level[level] = {}
                 bisect.insort(self._levels[name], level)
             bucket[agent.agent_id] = agent
             filed[name] = level
+
+    def _unfile(self, name: str, level: int, agent_id: str) -> None:
+        """Takes the agent out of its level; a level left empty goes (free mem is filed in
+        thousandths of a MB: levels seen once would otherwise pile up)."""
+        by_level = self._by_level[name]
+        bucket = by_level[level]
+        bucket.pop(agent_id, None)
+        if not bucket:
+            del by_level[level]
+            levels = self._levels[name]
+            del levels[bisect.bisect_left(levels, level)]
 
     def _sweep(self, floor: Vector) -> Iterable[_Agent]:
         """The agents with the floor's cpus free, or its mem, whichever are fewer, in the

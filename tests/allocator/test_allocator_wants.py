@@ -167,5 +167,25 @@ def test_a_sweep_offers_the_agents_with_room_for_the_smallest_task_in_agent_orde
     alloc.add_agent("a3", AGENT, allocated={"gone": used})  # it registers again: last now
     alloc.add_framework("f1")
     alloc.set_wants("f1", Resources.of(cpus=100, mem=100), smallest=Resources.of(cpus=1, mem=64))
+    floor = {"cpus": 1000, "mem": 64000}
+    assert [a.agent_id for a in alloc._sweep(floor)] == ["a11", "a17", "a3"]  # none else
     offered = [(g.agent_id, g.resources.scalar("cpus")) for g in alloc.allocate(0.0)]
     assert offered == [("a11", 3.0), ("a17", 2.0), ("a3", 1.0)]
+
+
+def test_free_amounts_no_agent_has_any_more_are_forgotten():
+    """Agents are filed by free cpus and mem in thousandths: the amounts no agent has now
+    go, or a long-lived master would keep every amount it ever saw."""
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_agent("a0", AGENT)
+    alloc.add_framework("f1")
+    for mem in range(1, 200):
+        [grant] = alloc.allocate(0.0)
+        alloc.recover("f1", "a0", grant.resources, 0.0)  # all back
+        [grant] = alloc.allocate(0.0)
+        part = Resources.of(cpus=1, mem=mem)
+        alloc.recover("f1", "a0", part, 0.0)  # part of it back: new amounts each time
+        alloc.recover("f1", "a0", grant.resources - part, 0.0)
+    assert alloc._levels == {"cpus": [4000], "mem": [4096000]}
+    alloc.remove_agent("a0")
+    assert alloc._levels == {"cpus": [], "mem": []}

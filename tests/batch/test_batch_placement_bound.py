@@ -20,7 +20,12 @@ agents = hs.lists(
     max_size=12,
 )
 jobs = hs.lists(
-    hs.tuples(hs.integers(1, 6), hs.sampled_from([0.25, 0.5, 1.0, 2.0]), hs.integers(32, 2048)),
+    hs.tuples(
+        hs.integers(1, 6),
+        hs.sampled_from([0.25, 0.5, 1.0, 2.0]),
+        hs.integers(32, 2048),
+        hs.booleans(),  # a gang: all its tasks or none, the round rolled back
+    ),
     min_size=1,
     max_size=8,
 )
@@ -36,12 +41,23 @@ def _groups(shapes) -> list[Group]:
         for i in range(count):
             yield Want(job, i, TaskSpec(f"{job}-{i}", cpus=cpus, mem=mem, command="true"))
 
-    return [Group(f"j{n}", wants(f"j{n}", *shape)) for n, shape in enumerate(shapes)]
+    return [
+        Group(f"j{n}", wants(f"j{n}", count, cpus, mem), gang=gang)
+        for n, (count, cpus, mem, gang) in enumerate(shapes)
+    ]
 
 
 def _outcome(result) -> tuple:
     placed = sorted((a.agent_id, w.job_id, w.index) for a in result.launches for w in a.wants)
-    return placed, result.waiting, sorted(result.behind), result.placed
+    return (
+        placed,
+        result.waiting,
+        sorted(result.behind),
+        result.placed,
+        result.constrained,
+        sorted(result.owner_share),
+        sorted(o.offer_id for o in result.unused),
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -66,5 +82,5 @@ def test_agents_with_cpus_and_agents_with_mem_do_not_add_up_to_room():
     spec = TaskSpec("t", cpus=1.0, mem=1024, command="true")
     assert not round_.room.may_fit(spec)
     assert round_.room.may_fit(TaskSpec("t", cpus=0.25, mem=1024, command="true"))
-    result = plan(offers, _groups([(1, 1.0, 1024)]))
+    result = plan(offers, _groups([(1, 1.0, 1024, False)]))
     assert result.placed == 0 and result.waiting == ["j0"]

@@ -69,8 +69,10 @@ async def test_a_task_end_is_offered_before_the_loop_turns(h):
 
 
 @pytest.mark.parametrize("mode, inline", [("event", 1), ("interval", 0)])
-async def test_a_decline_is_offered_again_at_once_in_event_mode_only(mode, inline):
-    """Mesos' interval mode allocates on its timer alone, never inline."""
+async def test_only_the_event_mode_allocates_a_change_inline(mode, inline):
+    """What allocate_if_quiet does with a change on one agent (here a decline without a
+    filter; the master calls it after an agent's message): event mode allocates it there and
+    then, Mesos' interval mode leaves it to its timer."""
     h = CoreHarness(allocation_mode=mode)
     h.auto_settle = False
     loop = asyncio.create_task(h.core.offers.run())
@@ -89,3 +91,38 @@ async def test_a_decline_is_offered_again_at_once_in_event_mode_only(mode, inlin
     finally:
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_a_filter_expiry_due_is_left_to_the_loop():
+    """Filters that expire together may be on thousands of agents: the loop allocates over
+    them in slices, not the agent stream's handler in one go."""
+    h = CoreHarness(allocation_interval_seconds=60.0)  # no sweep due meanwhile
+    h.auto_settle = False
+    loop = asyncio.create_task(h.core.offers.run())
+    try:
+        await _filter_expiry_left_to_the_loop(h)
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+
+
+async def _filter_expiry_left_to_the_loop(h) -> None:
+    agent, framework = h.agent("cpus:4;mem:4096"), h.framework()
+    other = h.agent("cpus:4;mem:4096")
+    await _turns()
+    for _ in range(100):
+        if len(framework.offers()) == 2:
+            break
+        await asyncio.sleep(0.001)
+    offers = {o.agent_id: o for o in framework.offers()}
+    filtered = common_pb2.Filters(refuse_seconds=1)
+    framework.call("Decline", offer_ids=[offers[other.agent_id].offer_id], filters=filtered)
+    h.clock.advance(2)  # the filter has expired, and no cycle has seen it yet
+    no_filter = common_pb2.Filters(refuse_seconds=0)
+    framework.call("Decline", offer_ids=[offers[agent.agent_id].offer_id], filters=no_filter)
+    assert h.core.offers.allocate_if_quiet() == 0
+    for _ in range(200):  # the loop offers both
+        if len(framework.offers()) == 2:
+            break
+        await asyncio.sleep(0.001)
+    assert {o.agent_id for o in framework.offers()} == {agent.agent_id, other.agent_id}
