@@ -624,9 +624,9 @@ class BatchScheduler(Framework):
             elif ready:  # sent only when it differs from what the master counts
                 wants, jobs = self._offer_wants()
                 sent = await driver.want(*(wants or (None,)))
+                # Unsent and for the same jobs, the master's count is what it was at the last
+                # round, which said why what it could not place waits: nothing to check.
                 if sent or jobs != self._wanted_for:
-                    # Neither sent nor other jobs: the master's count is what it was at the
-                    # last round, which said why what it could not place waits.
                     self._arm_unoffered(wants is not None)
                 self._wanted_for = jobs
         except SchedulerError as e:
@@ -659,8 +659,8 @@ class BatchScheduler(Framework):
     def _arm_unoffered(self, sized: bool) -> None:
         """With wants told (`sized`), work that fits no agent's free room gets no offer at all,
         so no round says why it waits: check in a moment (_unoffered), unless an offer comes
-        first. Armed whenever wants are sent, not after each round: a round says why what it
-        left waits, until new wants bring no round."""
+        first. Armed when wants are sent or the jobs behind them change, not after each round:
+        a round says why what it left waits, until new wants bring no round."""
         if self._unoffered_timer is not None:
             self._unoffered_timer.cancel()
             self._unoffered_timer = None
