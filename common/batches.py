@@ -131,7 +131,7 @@ class Batcher:
         next batch in any case."""
         if self.enabled and (self.alone is None or not self.alone(first)):
             hold = self.wait_before_next()
-            if hold or queued < 2 and not self._quiet():
+            if hold or (queued < 2 and not self._quiet()):
                 await asyncio.sleep(hold)
 
     def _quiet(self) -> bool:

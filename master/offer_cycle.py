@@ -21,10 +21,11 @@ A hold (holds.py) that is met arrives as exclusive offers, then a HOLD event nam
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -164,25 +165,22 @@ class OfferCycle:
         expiry = self.allocator.next_wakeup()
         if expiry is not None and expiry <= now:
             return 0  # filters expire: over as many agents as they were on, in slices
-        self.cycling = True
-        self._cycle_seconds = 0.0
-        try:
-            agents = self.take_changed()
-            if agents is None:  # a framework's want reopened: every agent, the loop's to do
-                self._changed = None
+        with self._measured():
+            try:
+                agents = self.take_changed()
+                if agents is None:  # a framework's want reopened: every agent, the loop's
+                    self._changed = None
+                    return 0
+                self.wanted.clear()  # the loop's task, woken already, finds nothing to do
+                return self._timed(agents)
+            except Exception:
+                log.exception("allocation failed")
+                # As the loop after a failed cycle: not again for an interval (the loop's
+                # next cycles go on; a failure must not repeat with every agent's message).
+                self._inline_after = now + self.config.allocation_interval_seconds
                 return 0
-            self.wanted.clear()  # the loop's task, woken already, finds nothing to do
-            return self._timed(agents)
-        except Exception:
-            log.exception("allocation failed")
-            # As the loop after a failed cycle: not again for an interval (the loop's next
-            # cycles go on; a failure must not repeat with every agent's message).
-            self._inline_after = now + self.config.allocation_interval_seconds
-            return 0
-        finally:
-            self.cycling = False
-            self.observe_cycle(self._cycle_seconds)
-            timing.cycle_ended(self.clock.now())
+            finally:
+                timing.cycle_ended(self.clock.now())
 
     def wake_if_reopened(self) -> None:
         """A cycle over every agent if a framework now wants more than its offers hold."""
@@ -496,19 +494,26 @@ class OfferCycle:
         finally:
             self._cycle_seconds += time.perf_counter() - started
 
-    async def _cycle(self, agent_ids: list[str] | None) -> bool:
-        """One timed cycle; False if it failed (a bug in one cycle must not stop offers)."""
+    @contextlib.contextmanager
+    def _measured(self) -> Iterator[None]:
+        """A cycle under way (`cycling`), its time observed when it ends."""
         self._cycle_seconds = 0.0
         self.cycling = True
         try:
-            await self.allocate_in_slices(agent_ids)
-            return True
-        except Exception:
-            log.exception("allocation failed")
-            return False
+            yield
         finally:
             self.cycling = False
             self.observe_cycle(self._cycle_seconds)
+
+    async def _cycle(self, agent_ids: list[str] | None) -> bool:
+        """One timed cycle; False if it failed (a bug in one cycle must not stop offers)."""
+        with self._measured():
+            try:
+                await self.allocate_in_slices(agent_ids)
+                return True
+            except Exception:
+                log.exception("allocation failed")
+                return False
 
     async def _run_event_driven(self) -> None:
         """Allocates soon after any change (batched), at the allocator's next filter expiry,

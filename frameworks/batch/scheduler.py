@@ -925,7 +925,7 @@ class BatchScheduler(Framework):
         job = self.jobs.get(queued[0]) if queued else None
         if job is None or job.spec.gang:
             return None
-        shape = _shape(job)
+        shape = shape_of(job.spec)
         return None if any(self._holds_one(o, [shape]) for o in offers) else job.job_id
 
     def _holds_one(self, offer: common_pb2.Offer, shapes: Iterable[Iterable]) -> bool:
@@ -1061,7 +1061,7 @@ class BatchScheduler(Framework):
         """The offers too small for an instance of every job with instances pending (ready,
         in backoff, or held back by max_running: room that reopens brings no revive), and the
         rest (refusals.py)."""
-        shapes = {_shape(job) for job in self._waiting_jobs() if job.counts.pending}
+        shapes = {shape_of(job.spec) for job in self._waiting_jobs() if job.counts.pending}
         unfit: list[common_pb2.Offer] = []
         rest: list[common_pb2.Offer] = []
         for offer in offers:
@@ -1503,8 +1503,3 @@ class BatchScheduler(Framework):
                 self._publish(job, index=index, attempt=attempt, description=reason)
         self.framework_id = ""
         self.store.set_framework_id("")
-
-
-def _shape(job: batch_pb2.Job) -> tuple[tuple[str, float], ...]:
-    """One instance's scalar needs, as a hashable shape."""
-    return shape_of(job.spec)

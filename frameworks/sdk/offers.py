@@ -151,22 +151,11 @@ class OfferPacker:
         return [offer.offer_id for offer in self.offers]
 
     def fits(self, spec: TaskSpec) -> bool:
-        """Whether `spec` fits what is left: what _take would find, without building it (a
-        planner asks this of every agent in a round for a task that fits nowhere)."""
-        remaining, roles = self.remaining, self._roles()
-        for name, need in spec._needs.items():
-            for role in roles:
-                take = round(min(remaining.scalar(name, role), need), 3)
-                if take > 0:
-                    need = round(need - take, 3)
-                if need <= _EPSILON:
-                    break
-            if need > _EPSILON:
-                return False
-        if spec.ports:
-            free = sum(e - b + 1 for role in roles for b, e in remaining.port_ranges(role))
-            return free >= spec.ports
-        return True
+        """Whether `spec` fits what is left (what _take would find, without building the
+        Resources: a planner asks this of every agent in a round)."""
+        if self._scalars_for(spec) is None:
+            return False
+        return not spec.ports or self._free_ports() >= spec.ports
 
     def pack(self, spec: TaskSpec) -> TaskInfo | None:
         """Takes the resources for `spec` and returns its TaskInfo, or None if it does not fit."""
@@ -192,7 +181,8 @@ class OfferPacker:
     def _roles(self) -> list[str]:
         return [self.role, UNRESERVED] if self.role != UNRESERVED else [UNRESERVED]
 
-    def _take(self, spec: TaskSpec) -> Resources | None:
+    def _scalars_for(self, spec: TaskSpec) -> dict[tuple[str, str], float] | None:
+        """What `spec` would take of each scalar, by role (its own role's first), or None."""
         scalars: dict[tuple[str, str], float] = {}
         for name, need in spec._needs.items():
             for role in self._roles():
@@ -205,6 +195,15 @@ class OfferPacker:
                     break
             if need > _EPSILON:
                 return None
+        return scalars
+
+    def _free_ports(self) -> int:
+        return sum(e - b + 1 for role in self._roles() for b, e in self.remaining.port_ranges(role))
+
+    def _take(self, spec: TaskSpec) -> Resources | None:
+        scalars = self._scalars_for(spec)
+        if scalars is None:
+            return None
         ranges: dict[tuple[str, str], list[tuple[int, int]]] = {}
         need_ports = spec.ports
         for role in self._roles():

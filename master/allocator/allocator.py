@@ -207,6 +207,9 @@ class Allocator:
         # hungry again since the caller last asked (take_reopened): any agent may be for it.
         self._wanting: set[str] = set()
         self._sized: set[str] = set()  # those of them that said their smallest task
+        # _offer_floor's answer, worked out again after a change of eligibility or smallest.
+        self._floor: Vector | None = None
+        self._floor_stale = True
         self._reopened: set[str] = set()
 
     # agents ---------------------------------------------------------------------------------
@@ -428,6 +431,7 @@ class Allocator:
             fw.out = _positive(scalar_vector(out))
             self._wanting.add(framework_id)
         fw.smallest = _positive(scalar_vector(smallest)) if smallest and wants is not None else None
+        self._floor_stale = True
         if fw.smallest:
             self._sized.add(framework_id)
         else:
@@ -649,13 +653,18 @@ class Allocator:
         resource, the least of their smallest tasks (None: one said none, so any agent may
         do). An agent below it is passed over without asking the sorters, for each framework
         would find it TOO_SMALL: in a packed cluster most agents are scraps, and a sweep over
-        10,000 of them is then a comparison each."""
-        if not self._sized:
-            return None
+        10,000 of them is then a comparison each. Kept until eligibility or a smallest task
+        changes (a framework sated within a cycle only raises it: the old one still holds)."""
+        if self._floor_stale:
+            self._floor = self._least_smallest() if self._sized else None
+            self._floor_stale = False
+        return self._floor
+
+    def _least_smallest(self) -> Vector | None:
         floor: Vector | None = None
         for fw in self._frameworks.values():
-            if not fw.active or fw.suppressed is not False or fw.sated:
-                continue  # not in line (eligibility, _sync_eligibility)
+            if not _eligible(fw):
+                continue
             smallest = fw.smallest
             if not smallest:
                 return None
@@ -1293,7 +1302,8 @@ class Allocator:
 
     def _sync_eligibility(self, fw: _Framework) -> None:
         role = self._roles[fw.role]
-        eligible = fw.active and fw.suppressed is False and not fw.sated
+        eligible = _eligible(fw)
+        self._floor_stale = True
         was = role.sorter.is_active(fw.framework_id)
         if eligible and not was:
             role.sorter.activate(fw.framework_id)
@@ -1308,6 +1318,11 @@ class Allocator:
 
 
 _INDEXED = ("cpus", "mem")  # what _by_level files agents by
+
+
+def _eligible(fw: _Framework) -> bool:
+    """Whether the framework is in line for offers (its role's sorter holds it)."""
+    return fw.active and fw.suppressed is False and not fw.sated
 
 
 def _seq(agent: _Agent) -> int:

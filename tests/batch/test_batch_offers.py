@@ -195,15 +195,21 @@ async def test_a_launch_the_master_refuses_is_said_in_the_jobs_message(framework
     assert "refused" not in launched.message
 
 
-async def test_a_refused_launch_revives_for_its_instances(framework):
-    """Instances whose launch the master refused (an offer taken meanwhile) wait again: the
-    framework revives, so scraps it refused for --unfit-refuse come back for them too."""
+async def _accept_fails(framework, code: grpc.StatusCode, message: str) -> None:
+    """One instance submitted, offered o-1, and its Accept answered with `code`."""
     scheduler, transport, stream = framework
     scheduler.submit(job_spec(1))
     await transport.next_call("Revive")
-    transport.fail_next("Accept", grpc.StatusCode.FAILED_PRECONDITION, "offer o-1 is gone")
+    transport.fail_next("Accept", code, message)
     stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
     await transport.next_call("Accept")
+
+
+async def test_a_refused_launch_revives_for_its_instances(framework):
+    """Instances whose launch the master refused (an offer taken meanwhile) wait again: the
+    framework revives, so scraps it refused for --unfit-refuse come back for them too."""
+    await _accept_fails(framework, grpc.StatusCode.FAILED_PRECONDITION, "offer o-1 is gone")
+    _, transport, _ = framework
     _, revive = await transport.next_call("Revive")
     assert revive.wants.resources  # with what waits again
 
@@ -212,12 +218,8 @@ async def test_a_launch_of_unknown_outcome_gives_its_offers_back(framework):
     """The Accept may never have reached the master: its offers would stay out, covering what
     the framework said it wants, until they time out. Declined at once (a decline of offers
     the Accept used is skipped by the master)."""
-    scheduler, transport, stream = framework
-    scheduler.submit(job_spec(1))
-    await transport.next_call("Revive")
-    transport.fail_next("Accept", grpc.StatusCode.UNAVAILABLE, "connection reset")
-    stream.send(offers_event(make_offer("o-1", "a1", "cpus:2;mem:1024")))
-    await transport.next_call("Accept")
+    await _accept_fails(framework, grpc.StatusCode.UNAVAILABLE, "connection reset")
+    _, transport, _ = framework
     _, decline = await transport.next_call("Decline")
     assert list(decline.offer_ids) == ["o-1"]
     assert decline.filters.HasField("refuse_seconds") and decline.filters.refuse_seconds == 0
