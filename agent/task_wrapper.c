@@ -19,7 +19,8 @@
  * stderr are opened by the task's process once it is the task's user, and never through a
  * symlink: a sandbox belongs to that user, who could otherwise point them at any file.
  *
- * The task is forked, puts itself in its cgroups, its own process group and user, and execs
+ * The task's process is cloned (sharing the wrapper's memory until its exec, as posix_spawn's
+ * child does), puts itself in its cgroups, its own process group and user, and execs
  * the command with stdin on /dev/null and stdout/stderr appended to the sandbox files; a
  * close-on-exec pipe carries any failure before the exec back here. The wrapper itself never
  * enters the task's cgroups (the Python wrapper steps in and out only to spare Python a fork).
@@ -82,6 +83,44 @@ static const char *rlimit_spec;
 static pid_t spawner;
 static char **task_cgroups;
 static int task_ncg;
+
+/* Who the command becomes (parse_user). */
+struct identity {
+    int keep; /* "-": the wrapper's own */
+    uid_t uid;
+    gid_t gid;
+    size_t ngroups;
+    gid_t *groups;
+};
+
+/* What the task's command process needs from start_task, to the exec (run_command). */
+struct command {
+    int errfd;
+    struct identity who;
+    int out_dir, err_dir;
+    const char *out_name, *err_name;
+    char **argv, **envp;
+    sigset_t mask; /* the signal mask it runs under */
+};
+
+/* What the task's first process starts from (start_task). */
+struct task_start {
+    int errfd, readfd; /* the failure pipe: the task's process writes, the wrapper reads */
+    char **cgroups;
+    int ncg;
+    struct identity who;
+    int bad_user; /* parse_user's errno: reported as the start's failure */
+    const char *cwd, *out_path, *err_path;
+    char **argv, **envp;
+};
+
+/* The stack a process that shares its parent's memory until its exec runs on (the task's,
+ * or in namespaces the command's): the parent waits for that exec (CLONE_VFORK). */
+static char exec_stack[256 * 1024] __attribute__((aligned(16)));
+
+static _Noreturn void start_task(const struct task_start *start);
+static _Noreturn void run_command(const struct command *command);
+static int drop_capabilities(void);
 
 /* After exit.json: where no agent watches (the agent is gone: we were re-parented; or it is
  * stopping: RUN_DIR/../../unwatched), nobody will keep or remove the task's cgroups but us.
@@ -401,12 +440,38 @@ struct bpf_prog {
 #define RET_EPERM (0x00050000u | EPERM) /* SECCOMP_RET_ERRNO */
 #define MODE_FILTER 2 /* SECCOMP_MODE_FILTER */
 
-/* A namespaced task's seccomp filter: the kernel's administration refused with EPERM (as
- * agent/oci.py's profile does for a container), and with it mount, umount and pivot_root, so
- * that a task running as root cannot lift the tmpfs that hides the other sandboxes; calls of
- * another architecture (i386's int 0x80 on x86_64, x32) are refused too, so none of these goes
- * round the list. 0, or an errno. */
-static int deny_syscalls(void) {
+/* The denied calls' numbers, sorted, searched by halves down to runs of at most SEARCH_RUN:
+ * each run a chain of JEQs ending in its own RET ALLOW and RET EPERM, so every jump is short
+ * and forward. The kernel runs the filter through once per call number when it is loaded
+ * (its cache of calls always allowed, under the task's signal lock): an allowed call takes
+ * about a dozen instructions this way where a single chain took all 35, and loading the
+ * filter costs a task about a third less. Returns the instructions written at filter[at]. */
+enum { SEARCH_RUN = 3 };
+static int search_calls(struct bpf_insn *filter, int at, const uint32_t *nrs, int n) {
+    int start = at;
+    if (n <= SEARCH_RUN) {
+        for (int k = 0; k < n; k++) filter[at++] = JUMP_IF(JEQ, nrs[k], (uint8_t)(n - k), 0);
+        filter[at++] = RETURN(RET_ALLOW);
+        filter[at++] = RETURN(RET_EPERM);
+        return at - start;
+    }
+    int half = n / 2, node = at++;
+    at += search_calls(filter, at, nrs, half); /* below nrs[half] */
+    filter[node] = JUMP_IF(JGE, nrs[half], (uint8_t)(at - node - 1), 0);
+    at += search_calls(filter, at, nrs + half, n - half);
+    return at - start;
+}
+
+/* Room for a filter of 64 calls: a node per halving, a JEQ per call, two RETs per run. */
+enum { MAX_FILTER = 4 * 64 + 8 };
+
+/* A namespaced task's seccomp filter, into filter[MAX_FILTER]: the kernel's administration
+ * refused with EPERM (as agent/oci.py's profile does for a container), and with it mount,
+ * umount and pivot_root, so that a task running as root cannot lift the tmpfs that hides the
+ * other sandboxes; calls of another architecture (i386's int 0x80 on x86_64, x32) are refused
+ * too, so none of these goes round the list. How many instructions, or -1 where there is no
+ * filter for this architecture. */
+static int build_filter(struct bpf_insn *filter) {
 #ifdef NATIVE_ARCH
     static const int denied[] = {
         __NR_acct, __NR_add_key, __NR_bpf, __NR_delete_module, __NR_finit_module,
@@ -420,26 +485,46 @@ static int deny_syscalls(void) {
         432 /* fsmount */, 433 /* fspick */, 442 /* mount_setattr */,
     };
     enum { N = sizeof denied / sizeof *denied };
-    struct bpf_insn filter[N + 7];
+    _Static_assert(N <= 64, "MAX_FILTER holds 64 calls");
+    uint32_t nrs[N];
+    for (int k = 0; k < N; k++) { /* sorted, by insertion: a handful */
+        int j = k;
+        for (; j > 0 && nrs[j - 1] > (uint32_t)denied[k]; j--) nrs[j] = nrs[j - 1];
+        nrs[j] = (uint32_t)denied[k];
+    }
     int i = 0;
     filter[i++] = LOAD_WORD(SECCOMP_DATA_ARCH);
     filter[i++] = JUMP_IF(JEQ, NATIVE_ARCH, 1, 0);
     filter[i++] = RETURN(RET_EPERM);
     filter[i++] = LOAD_WORD(SECCOMP_DATA_NR);
 #if defined(__x86_64__)
-    filter[i++] = JUMP_IF(JGE, 0x40000000u, N + 1, 0); /* x32's bit: another architecture */
-#else
-    filter[i++] = JUMP_IF(JEQ, 0xffffffffu, N + 1, 0); /* no such call: never taken */
-#endif
-    for (int k = 0; k < N; k++) filter[i++] = JUMP_IF(JEQ, (uint32_t)denied[k], N - k, 0);
-    filter[i++] = RETURN(RET_ALLOW);
+    filter[i++] = JUMP_IF(JGE, 0x40000000u, 0, 1); /* x32's bit: another architecture */
     filter[i++] = RETURN(RET_EPERM);
-    struct bpf_prog prog = {.len = (unsigned short)i, .filter = filter};
+#endif
+    return i + search_calls(filter, i, nrs, N);
+#else
+    (void)filter;
+    return -1;
+#endif
+}
+
+/* Loads build_filter's filter on this process: 0, or an errno. */
+static int deny_syscalls(void) {
+    struct bpf_insn filter[MAX_FILTER];
+    int n = build_filter(filter);
+    if (n < 0) return ENOSYS; /* no filter for this architecture: the task does not run */
+    struct bpf_prog prog = {.len = (unsigned short)n, .filter = filter};
     if (prctl(PR_SET_SECCOMP, MODE_FILTER, &prog) < 0) return errno;
     return 0;
-#else
-    return ENOSYS; /* no filter for this architecture: the task does not run without one */
-#endif
+}
+
+/* agora-task-wrapper --seccomp-filter: the filter's instructions on stdout, as the kernel
+ * takes them (8 bytes each, in this machine's byte order), for a test to run. */
+static int print_filter(void) {
+    struct bpf_insn filter[MAX_FILTER];
+    int n = build_filter(filter);
+    if (n < 0) return 1;
+    return write(1, filter, n * sizeof *filter) == (ssize_t)(n * sizeof *filter) ? 0 : 1;
 }
 
 /* Capabilities a root command keeps (Docker's default set); the others leave its bounding set,
@@ -519,22 +604,30 @@ static int set_up_mounts(const char *cwd, unsigned long long tmp_bytes, const ch
  * alone. The wrapper waits for it as for a plain task's process. */
 static int status_pipe[2] = {-1, -1}; /* the init sends the command's wait status on it */
 
-/* fork(), the child in namespaces of its own when ns_spec says so. A raw clone with the
- * namespace flags, as fork is a clone: one process fewer than an unshare in the child, which
- * would need a process outside to wait for its init. */
-static pid_t clone_task(void) {
-    if (!ns_spec) return fork();
+/* In the task's first process: never returns. */
+static int task_main(void *arg) {
+    const struct task_start *start = arg;
+    close(start->readfd);
+    start_task(start);
+}
+
+/* The task's first process, in namespaces of its own when ns_spec says so: a raw clone with
+ * the namespace flags, as fork is a clone, one process fewer than an unshare in the child,
+ * which would need a process outside to wait for its init. Without namespaces it shares this
+ * process's memory until its exec, as posix_spawn's child does: no copy of the page tables, no
+ * copy-on-write faults on either side, nothing to unmap at the exec. */
+static pid_t clone_task(struct task_start *start) {
+    if (!ns_spec)
+        return clone(task_main, exec_stack + sizeof exec_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                     start);
     if (pipe2(status_pipe, O_CLOEXEC) < 0) return -1;
     long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
     pid_t pid = (pid_t)syscall(SYS_clone, flags, 0, 0, 0, 0);
+    if (pid == 0) task_main(start);
     if (pid > 0) close(status_pipe[1]);
     return pid;
 }
 
-/* In the init (the cloned child, pid 1 of its namespaces, still root): mounts, then the
- * command is forked and this process reaps until it ends, sends its wait status on
- * status_pipe and exits; the namespace, and whatever the command left in it, ends with it.
- * Returns in the command's process; an error is reported on errfd (as a failed exec is). */
 /* The kill's signal, in the init, to the task's processes that left its process group (a
  * daemon the command started with setsid): the group got it from outside already, these would
  * otherwise get nothing before the SIGKILL that ends the namespace. Only a signal sent from
@@ -580,7 +673,33 @@ static void pass_on_to_strays(int signum, siginfo_t *info, void *context) {
     errno = saved;
 }
 
-static void be_init(int errfd, const char *cwd) {
+/* The signals a kill sends, which the init passes on (pass_on_to_strays). */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+enum { FORWARDED = sizeof forwarded / sizeof *forwarded };
+
+/* In the command's process, cloned by its init: drops what the command must not have, then
+ * runs it (run_command). Shares the init's memory to the exec: writes nothing the init
+ * reads, allocates nothing. */
+static int command_main(void *arg) {
+    const struct command *command = arg;
+    close(status_pipe[1]);
+    int dropped = drop_capabilities(); /* while still root: it takes CAP_SETPCAP */
+    if (dropped) {
+        dprintf(command->errfd, "ns %d", dropped);
+        _exit(127);
+    }
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int i = 0; i < FORWARDED; i++) sigaction(forwarded[i], &dfl, NULL);
+    sigprocmask(SIG_SETMASK, &command->mask, NULL);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); /* no setuid program gives it back root */
+    run_command(command);
+}
+
+/* In the init (the cloned child, pid 1 of its namespaces, still root): mounts, then the
+ * command's process is cloned (command_main) and this process reaps until it ends, sends its
+ * wait status on status_pipe and exits; the namespace, and whatever the command left in it,
+ * ends with it. An error is reported on the command's errfd (as a failed exec is). */
+static _Noreturn void be_init(struct command *command, const char *cwd) {
     unsigned long long tmp_bytes = strtoull(ns_spec, NULL, 10);
     const char *hide = strchr(ns_spec, ':');
     hide = hide ? hide + 1 : "";
@@ -590,7 +709,7 @@ static void be_init(int errfd, const char *cwd) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     int err = set_up_mounts(cwd, tmp_bytes, hide);
     if (err) {
-        dprintf(errfd, "ns %d", err);
+        dprintf(command->errfd, "ns %d", err);
         _exit(127);
     }
     sethostname("task", 4);
@@ -598,34 +717,31 @@ static void be_init(int errfd, const char *cwd) {
      * what left the group (a handler, reset by the command's exec; an init without one would
      * ignore them anyway). */
     struct sigaction quiet = {.sa_sigaction = pass_on_to_strays, .sa_flags = SA_SIGINFO};
-    int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-        sigaction(forwarded[i], &quiet, NULL);
-    pid_t command = fork();
-    if (command < 0) {
-        dprintf(errfd, "ns %d", errno);
+    for (int i = 0; i < FORWARDED; i++) sigaction(forwarded[i], &quiet, NULL);
+    /* The command's process shares this one's memory until its exec, as posix_spawn's child
+     * does (CLONE_VM | CLONE_VFORK: this process waits for the exec): no copy of the page
+     * tables, no copy-on-write faults on either side, nothing to unmap at the exec. On a
+     * stack of its own, with every signal held until its handlers are the defaults again
+     * (it has its own copy of them, so none of this process's runs there). */
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &command->mask);
+    pid_t pid = clone(command_main, exec_stack + sizeof exec_stack,
+                      CLONE_VM | CLONE_VFORK | SIGCHLD, command);
+    err = pid < 0 ? errno : 0;
+    sigprocmask(SIG_SETMASK, &command->mask, NULL);
+    if (pid < 0) {
+        dprintf(command->errfd, "ns %d", err);
         _exit(127);
     }
-    if (command == 0) { /* the command's process: back to start_task */
-        close(status_pipe[1]);
-        int dropped = drop_capabilities(); /* while still root: it takes CAP_SETPCAP */
-        if (dropped) {
-            dprintf(errfd, "ns %d", dropped);
-            _exit(127);
-        }
-        struct sigaction dfl = {.sa_handler = SIG_DFL};
-        for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-            sigaction(forwarded[i], &dfl, NULL);
-        return;
-    }
-    close(errfd);
+    close(command->errfd);
     let_go_of_stdio();
     for (;;) { /* reap everything; end with the command */
         int status;
         pid_t gone = waitpid(-1, &status, 0);
         if (gone < 0 && errno == EINTR) continue;
-        if (gone < 0 || gone == command) {
-            if (gone == command) write(status_pipe[1], &status, sizeof status);
+        if (gone < 0 || gone == pid) {
+            if (gone == pid) write(status_pipe[1], &status, sizeof status);
             _exit(0);
         }
     }
@@ -662,9 +778,12 @@ static int set_rlimits(void) {
     return 0;
 }
 
-/* Becomes USER ("-": stays who it is; else "UID:GID:G1,G2,..."): 0, or an errno. */
-static int become(const char *user) {
-    if (strcmp(user, "-") == 0) return 0;
+/* Parses USER ("-": stays who it is; else "UID:GID:G1,G2,...") into *who: 0, or an errno.
+ * Apart from become(), which must allocate nothing: a namespaced task's command runs it in a
+ * process that shares its init's memory until the exec. */
+static int parse_user(const char *user, struct identity *who) {
+    *who = (struct identity){.keep = strcmp(user, "-") == 0};
+    if (who->keep) return 0;
     unsigned uid, gid;
     int used = 0;
     if (sscanf(user, "%u:%u:%n", &uid, &gid, &used) < 2) return EINVAL;
@@ -679,7 +798,15 @@ static int become(const char *user) {
         if (*p == ',') p++;
         else break;
     }
-    if (setgroups(ngroups, groups) < 0 || setregid(gid, gid) < 0 || setreuid(uid, uid) < 0)
+    *who = (struct identity){0, uid, gid, ngroups, groups};
+    return 0;
+}
+
+/* Becomes who (parse_user's): 0, or an errno. */
+static int become(const struct identity *who) {
+    if (who->keep) return 0;
+    if (setgroups(who->ngroups, who->groups) < 0 || setregid(who->gid, who->gid) < 0 ||
+        setreuid(who->uid, who->uid) < 0)
         return errno;
     return 0;
 }
@@ -735,8 +862,10 @@ static int enter_task(const char *target, const char *user, const char *cwd, cha
     pid_t child = fork(); /* the pid namespace holds the children of who entered it */
     if (child < 0) return 125;
     if (child == 0) {
+        struct identity who;
         int err = chdir(cwd) < 0 ? errno : drop_capabilities();
-        if (!err) err = become(user);
+        if (!err) err = parse_user(user, &who);
+        if (!err) err = become(&who);
         if (!err && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) err = errno;
         if (!err) err = deny_syscalls();
         if (!err) err = exec_command(argv, environ);
@@ -793,9 +922,13 @@ static int be_container_init(char **argv) {
     }
 }
 
-/* In the forked child: never returns. Failures go to `errfd` as "KIND ERRNO [INDEX]". */
-static void start_task(int errfd, char **cgroups, int ncg, const char *user, const char *cwd,
-                       const char *out_path, const char *err_path, char **argv, char **envp) {
+/* In the task's first process (clone_task): never returns. Failures go to the failure pipe
+ * as "KIND ERRNO [INDEX]". Allocates nothing: without namespaces it shares the wrapper's
+ * memory. */
+static _Noreturn void start_task(const struct task_start *start) {
+    int errfd = start->errfd, ncg = start->ncg;
+    char **cgroups = start->cgroups;
+    const char *cwd = start->cwd;
     char msg[64];
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigaction(SIGTERM, &dfl, NULL);
@@ -829,23 +962,34 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
     /* Before giving up root: the sandbox's parents need not be open to the task's user (the
      * files are opened below through their directories, found now). */
     const char *out_name, *err_name;
-    int out_dir = open_parent(out_path, &out_name), err_dir = open_parent(err_path, &err_name);
+    int out_dir = open_parent(start->out_path, &out_name);
+    int err_dir = open_parent(start->err_path, &err_name);
     if (chdir(cwd) < 0 || out_dir < 0 || err_dir < 0) {
         dprintf(errfd, "exec %d", errno);
         _exit(127);
     }
-    if (ns_spec) {
-        be_init(errfd, cwd);
-        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); /* no setuid program gives it back root */
+    if (start->bad_user) {
+        dprintf(errfd, "exec %d", start->bad_user);
+        _exit(127);
     }
-    int switched = become(user);
+    struct command command = {.errfd = errfd, .who = start->who, .out_dir = out_dir,
+                              .err_dir = err_dir, .out_name = out_name, .err_name = err_name,
+                              .argv = start->argv, .envp = start->envp, .mask = none};
+    if (ns_spec) be_init(&command, cwd); /* the command runs in a process the init clones */
+    run_command(&command);
+}
+
+/* The command's process, from its user on to the exec: never returns. */
+static _Noreturn void run_command(const struct command *command) {
+    int errfd = command->errfd;
+    int switched = become(&command->who);
     if (switched) {
         dprintf(errfd, "exec %d", switched);
         _exit(127);
     }
     /* As the task's user, and never through a symlink: see the top of this file. */
-    int out = open_log(out_dir, out_name);
-    int err = out < 0 ? -1 : open_log(err_dir, err_name);
+    int out = open_log(command->out_dir, command->out_name);
+    int err = out < 0 ? -1 : open_log(command->err_dir, command->err_name);
     int null = err < 0 ? -1 : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
         dprintf(errfd, "exec %d", errno);
@@ -867,7 +1011,7 @@ static void start_task(int errfd, char **cgroups, int ncg, const char *user, con
      * what was opened here is close-on-exec, which dup2 does not pass to 0, 1 and 2). */
     if (errfd > 3) close_fds(3, (unsigned)errfd - 1);
     close_fds((unsigned)errfd + 1, ~0U);
-    dprintf(errfd, "exec %d", exec_command(argv, envp));
+    dprintf(errfd, "exec %d", exec_command(command->argv, command->envp));
     _exit(127);
 }
 
@@ -894,6 +1038,7 @@ static char **read_environment(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--seccomp-filter") == 0) return print_filter();
     if (argc > 3 && strcmp(argv[1], "--init") == 0 && strcmp(argv[2], "--") == 0)
         return be_container_init(argv + 3);
     if (argc > 1 && strncmp(argv[1], "--enter=", 8) == 0) {
@@ -970,11 +1115,11 @@ int main(int argc, char **argv) {
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     sigprocmask(SIG_BLOCK, &term, &old);
-    pid_t pid = clone_task();
-    if (pid == 0) {
-        close(pipefd[0]);
-        start_task(pipefd[1], cgroups, ncg, user, cwd, out_path, err_path, task_argv, envp);
-    }
+    struct task_start first = {.errfd = pipefd[1], .readfd = pipefd[0], .cgroups = cgroups,
+                               .ncg = ncg, .cwd = cwd, .out_path = out_path,
+                               .err_path = err_path, .argv = task_argv, .envp = envp};
+    first.bad_user = parse_user(user, &first.who); /* here: the task's process allocates nothing */
+    pid_t pid = clone_task(&first);
     close(pipefd[1]);
     if (pid < 0) {
         if (ns_spec) /* the namespaces refused (a limit on their number, a policy) */
