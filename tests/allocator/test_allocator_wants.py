@@ -155,12 +155,12 @@ def test_a_sated_framework_still_counts_for_the_fair_shares():
 
 
 def test_a_sweep_offers_the_agents_with_room_for_the_smallest_task_in_agent_order():
-    """In a packed cluster a sweep visits only the agents with the smallest task's cpus free
-    (Allocator._sweep), in the order the agents joined, as a walk over every agent would; an
-    agent that joins again goes last."""
-    room = {3: 1, 11: 3, 17: 2}  # agent -> cpus free; the other 17 have 0.5
+    """In a packed cluster a sweep visits only the agents with the smallest task's cpus and
+    mem free (Allocator._sweep), in the order the agents joined, as a walk over every agent
+    would; an agent that joins again goes last."""
+    room = {3: 1, 11: 3, 17: 2}  # agent -> cpus free; the other 61 have 0.5
     alloc = Allocator(AllocatorConfig())
-    for i in range(20):
+    for i in range(64):
         used = Resources.of(cpus=4 - room.get(i, 0.5), mem=1024)
         alloc.add_agent(f"a{i}", AGENT, allocated={"gone": used})
     used = Resources.of(cpus=4 - room[3], mem=1024)
@@ -171,6 +171,73 @@ def test_a_sweep_offers_the_agents_with_room_for_the_smallest_task_in_agent_orde
     assert [a.agent_id for a in alloc._sweep(floor)] == ["a11", "a17", "a3"]  # none else
     offered = [(g.agent_id, g.resources.scalar("cpus")) for g in alloc.allocate(0.0)]
     assert offered == [("a11", 3.0), ("a17", 2.0), ("a3", 1.0)]
+
+
+def test_the_agents_with_room_are_kept_as_tasks_start_and_end_and_agents_come_and_go():
+    """The list of agents with the floor free (_Room) is kept from cycle to cycle: after any
+    change it is what a walk over every agent would find, in the order they joined."""
+    import random
+
+    rng = random.Random(7)
+    alloc = Allocator(AllocatorConfig())
+    alloc.add_framework("gone")
+    for i in range(200):
+        alloc.add_agent(f"a{i}", AGENT, allocated={"gone": Resources.of(cpus=3.5, mem=1024)})
+    floor = {"cpus": 1000, "mem": 64000}
+    joined, sparse, dense = 200, 0, 0
+    for step in range(900):
+        # Tasks mostly end at first (room spreads: the ring), then start (room is scarce).
+        ends = 0.6 if step < 200 else 0.15
+        ids = list(alloc._agents)
+        roomy = [a for a in ids if alloc.free(a).scalar("cpus") >= 1]
+        roll = rng.random()
+        if roll < ends:  # a task ends
+            agent_id = rng.choice(ids)
+            held = alloc.agent_allocations(agent_id).get("gone", EMPTY)
+            if held.scalar("cpus") >= 0.5:
+                alloc.recover("gone", agent_id, Resources.of(cpus=0.5, mem=0), now=0.0)
+        elif roll < 0.8:  # one starts, where there is room
+            agent_id = rng.choice(roomy or ids)
+            held = alloc.agent_allocations(agent_id).get("gone", EMPTY)
+            if alloc.free(agent_id).scalar("cpus") >= 0.5:
+                more = held + Resources.of(cpus=0.5)
+                alloc._set_allocation("gone", alloc._agents[agent_id], more)
+        elif roll < 0.9:
+            alloc.remove_agent(rng.choice(ids))
+        else:
+            joined += 1
+            alloc.add_agent(f"a{joined}", AGENT, allocated={"gone": Resources.of(cpus=3, mem=9)})
+        swept = [a.agent_id for a in alloc._sweep(floor)]
+        walked = [
+            a.agent_id
+            for a in alloc._ring
+            if a.free_vec.get("cpus", 0) >= 1000 and a.free_vec.get("mem", 0) >= 64000
+        ]
+        if alloc._room is not None:  # few have room: the list is exactly those
+            assert swept == walked, step
+            sparse += 1
+        else:  # many have room: every agent, and those among them
+            dense += 1
+            assert [a for a in swept if a in walked] == walked, step
+            assert len(swept) == len(alloc._agents), step
+    assert sparse > 100 and dense > 100, (sparse, dense)  # the run went through both
+
+
+def test_a_sweep_that_stopped_early_goes_on_after_the_agent_it_stopped_at():
+    """A sweep stops once every framework's offers cover its want; the next starts after
+    that agent and comes round to the first, so the agents a framework was just offered are
+    not walked past again and again (Mesos shuffles its agents for the same reason)."""
+    alloc = cluster(4)
+    alloc.add_framework("f1")
+    alloc.set_wants("f1", TASK)
+    order = []
+    for _ in range(6):
+        [grant] = alloc.allocate(0.0)
+        order.append(grant.agent_id)
+        alloc.decline("f1", grant.agent_id, grant.resources, now=0.0, refuse_seconds=0)
+        alloc.answered("f1", grant.resources)
+        assert alloc.take_reopened()
+    assert order == ["a0", "a1", "a2", "a3", "a0", "a1"]
 
 
 def test_free_amounts_no_agent_has_any_more_are_forgotten():
