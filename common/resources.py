@@ -202,6 +202,18 @@ class Resources:
             )
         return out
 
+    def fill(self, field) -> None:
+        """Appends what to_proto() gives to a message's repeated Resource `field` (e.g.
+        TaskInfo.resources), made in place: a list of messages passed to a constructor is
+        copied into it, which cost a packed task as much again."""
+        add = field.add
+        for (name, role), value in sorted(self._scalars.items()):
+            add(name=name, type=common_pb2.Resource.SCALAR, scalar=value, role=role)
+        for (name, role), spans in sorted(self._ranges.items()):
+            ranges = add(name=name, type=common_pb2.Resource.RANGES, role=role).ranges
+            for begin, end in spans:
+                ranges.add(begin=begin, end=end)
+
     # reading ----------------------------------------------------------------------------
 
     @property

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agora.common import UNRESERVED, Resources
-from agora.frameworks.sdk.tasks import CommandLike, as_command, new_task_id
+from agora.frameworks.sdk.tasks import CommandLike, as_command, fill_command, new_task_id
 from agora.v1 import common_pb2
 
 Offer = common_pb2.Offer
@@ -89,17 +89,20 @@ class TaskSpec:
     def to_task_info(self, agent_id: str, resources: Resources) -> TaskInfo:
         """The TaskInfo to launch with exactly `resources` (as chosen by a packer)."""
         assert self.command is not None  # checked in __post_init__
+        # The nested parts written in place: messages given to the constructor are copied
+        # into it, which cost a planned task as much again (the planner makes one per task).
         info = TaskInfo(
             task_id=self.task_id or new_task_id(self.name),
             name=self.name,
             agent_id=agent_id,
-            resources=resources.to_proto(),
-            command=as_command(self.command, self.env),
             kill_grace_period_seconds=self.kill_grace_period_seconds,
-            labels=dict(self.labels),
             priority=self.priority,
             max_completion_seconds=self.max_completion_seconds,
         )
+        resources.fill(info.resources)
+        fill_command(info.command, self.command, self.env)
+        if self.labels:
+            info.labels.update(self.labels)
         if self.health_check is not None:
             info.health_check.CopyFrom(self.health_check)
         if self.image:
@@ -215,7 +218,9 @@ class OfferPacker:
                 need_ports -= count
         if need_ports > 0:
             return None
-        return Resources(scalars, ranges)
+        # Rounded and positive (_scalars_for), and spans of the offer's ordered, merged ranges
+        # in order: as Resources() would leave them, without checking each again.
+        return Resources._of_checked(scalars, {key: tuple(spans) for key, spans in ranges.items()})
 
 
 @dataclass

@@ -48,16 +48,30 @@ def as_command(
     command: CommandLike, env: Mapping[str, str] | None = None
 ) -> common_pb2.CommandInfo:
     """A string is a shell command, a list is argv, a CommandInfo is copied; `env` is added."""
+    out = common_pb2.CommandInfo()
+    fill_command(out, command, env)
+    return out
+
+
+def fill_command(
+    out: common_pb2.CommandInfo, command: CommandLike, env: Mapping[str, str] | None = None
+) -> None:
+    """as_command(), written into `out` (an empty CommandInfo, e.g. a new TaskInfo's): no
+    message made to be copied in."""
     if isinstance(command, common_pb2.CommandInfo):
-        out = common_pb2.CommandInfo()
         out.CopyFrom(command)
-        out.environment.update(dict(env or {}))
+        if env:
+            out.environment.update(env)
         if not out.argv and not out.shell:
             raise ValueError("the CommandInfo has neither argv nor shell")
-        return out
-    if isinstance(command, str):
-        return shell_command(command, env)
-    return argv_command(command, env)
+    elif isinstance(command, str):
+        if not command.strip():
+            raise ValueError("a shell command must not be empty")
+        out.shell = command
+        if env:
+            out.environment.update(env)
+    else:
+        out.CopyFrom(argv_command(command, env))
 
 
 def state_name(state: int) -> str:

@@ -66,6 +66,18 @@ def test_proto_round_trip():
     assert Resources.from_proto(r.to_proto()) == r
 
 
+def test_filling_a_repeated_field_gives_what_to_proto_gives():
+    """fill() writes into a message's own field (a TaskInfo's resources) what to_proto()
+    makes as separate messages: every scalar and range, reserved ones with their role."""
+    from agora.v1 import common_pb2
+
+    r = Resources.parse("cpus:2;mem:512;ports:[1-5,7-9]") + Resources.of(cpus=1, role="web")
+    task = common_pb2.TaskInfo(task_id="t")
+    r.fill(task.resources)
+    assert list(task.resources) == r.to_proto()
+    assert Resources.from_proto(task.resources) == r
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
