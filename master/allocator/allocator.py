@@ -179,8 +179,13 @@ class Allocator:
         # early stopped: the next starts after it (_from_resume).
         self._ring: list[_Agent] = []
         self._resume = 0
-        # The agents with a floor's cpus and mem free, while they are few (_sweep).
+        # The agents with a floor's cpus and mem free, while they are few (_sweep); and for
+        # floors (cpus, mem) that too many have, the count of changes to free amounts
+        # (_changes) before which they cannot have become few, one agent a change at most
+        # (the floor moves between frameworks' smallest tasks: a few are current at once).
         self._room: _Room | None = None
+        self._dense: dict[tuple[int, int], int] = {}
+        self._changes = 0
         self._frameworks: dict[str, _Framework] = {}
         self._roles: dict[str, _Role] = {}
         self._role_sorter = make_sorter(self.config.role_sorter, self.config.seed)
@@ -266,6 +271,7 @@ class Allocator:
         if agent is None:
             return
         del self._ring[bisect.bisect_left(self._ring, agent.seq, key=_seq)]
+        self._changes += 1
         if self._room is not None:
             self._room.discard(agent)
         for name, level in agent.levels.items():
@@ -1198,6 +1204,7 @@ class Allocator:
 
     def _relevel(self, agent: _Agent) -> None:
         """Files the agent under its free cpus and mem (_by_level, and _room)."""
+        self._changes += 1
         free, filed = agent.free_vec, agent.levels
         for name in _INDEXED:
             level = free.get(name, 0)
@@ -1256,27 +1263,40 @@ class Allocator:
             if len(room.agents) * _SPARSE <= count:
                 return room.agents[:]  # a copy: the list changes as the cycle grants
             self._room = None  # most have room now: no list to keep up
+            self._set_dense(cpus, mem, len(room.agents) - count // _SPARSE)
             return self._ring
-        # Fewer than a sixteenth may have room: those with the floor's cpus free, or its
-        # mem, whichever are fewer, bound them (a sum over the levels, no agent visited).
+        until = self._dense.get((cpus, mem))
+        if until is not None and self._changes < until:
+            return self._ring  # too few changes since to have made them few
+        # Those with the floor's cpus free, or its mem, whichever are fewer, bound them: a sum
+        # over the levels, no agent visited (but thousands of levels of mem at 100,000 agents:
+        # not done again until enough has changed, above).
         best: list[dict[str, _Agent]] | None = None
-        fewest = count // _SPARSE
+        fewest = count + 1
         for name in _INDEXED:
             if not floor.get(name):
                 continue
             levels, by_level = self._levels[name], self._by_level[name]
             buckets = [by_level[v] for v in levels[bisect.bisect_left(levels, floor[name]) :]]
             bound = sum(map(len, buckets))
-            if bound <= fewest:
+            if bound < fewest:
                 best, fewest = buckets, bound
-        if best is None:
-            self._room = None
+        if best is None or fewest * _SPARSE > count:
+            self._set_dense(cpus, mem, fewest - count // _SPARSE)
             return self._ring
+        self._dense.pop((cpus, mem), None)
         room = self._room = _Room(cpus, mem)
         found = room.agents
         found.extend(a for b in best for a in b.values() if room.fits(a))
         found.sort(key=_seq)
         return found[:]
+
+    def _set_dense(self, cpus: int, mem: int, margin: int) -> None:
+        """Too many agents have the floor (cpus, mem) free, by `margin`: as many changes must
+        pass before a sweep asks again."""
+        if len(self._dense) >= 64:
+            self._dense.clear()  # floors seen once: forgotten, not piled up
+        self._dense[(cpus, mem)] = self._changes + margin
 
     def _free_contribution(self, agent: _Agent, sign: int) -> None:
         """Adds (or removes) an agent's free scalars to the headroom and reservation pools."""
