@@ -404,6 +404,17 @@ static int exec_command(char **argv, char **envp) {
     return first ? first : ENOENT;
 }
 
+/* A failure before the exec, on the failure pipe: "KIND ERRNO [INDEX]" in one write. Not
+ * dprintf: glibc's (before 2.37) allocates a stream and links it into the library's list, in
+ * memory the wrapper shares with this process until the exec. */
+static void tell(int fd, const char *kind, int code, int index) {
+    char line[64];
+    int n = index < 0 ? snprintf(line, sizeof line, "%s %d", kind, code)
+                      : snprintf(line, sizeof line, "%s %d %d", kind, code, index);
+    ssize_t ignored = write(fd, line, (size_t)n);
+    (void)ignored;
+}
+
 /* The init holds nothing of the wrapper's (its report pipe, its log) for the task's life:
  * its standard streams go to /dev/null. */
 static void let_go_of_stdio(void) {
@@ -685,7 +696,7 @@ static int command_main(void *arg) {
     close(status_pipe[1]);
     int dropped = drop_capabilities(); /* while still root: it takes CAP_SETPCAP */
     if (dropped) {
-        dprintf(command->errfd, "ns %d", dropped);
+        tell(command->errfd, "ns", dropped, -1);
         _exit(127);
     }
     struct sigaction dfl = {.sa_handler = SIG_DFL};
@@ -709,7 +720,7 @@ static _Noreturn void be_init(struct command *command, const char *cwd) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     int err = set_up_mounts(cwd, tmp_bytes, hide);
     if (err) {
-        dprintf(command->errfd, "ns %d", err);
+        tell(command->errfd, "ns", err, -1);
         _exit(127);
     }
     sethostname("task", 4);
@@ -729,9 +740,12 @@ static _Noreturn void be_init(struct command *command, const char *cwd) {
     pid_t pid = clone(command_main, exec_stack + sizeof exec_stack,
                       CLONE_VM | CLONE_VFORK | SIGCHLD, command);
     err = pid < 0 ? errno : 0;
+    /* The command's change of user reset the memory's dumpable flag, which was this one's
+     * too until its exec: not traceable again. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     sigprocmask(SIG_SETMASK, &command->mask, NULL);
     if (pid < 0) {
-        dprintf(command->errfd, "ns %d", err);
+        tell(command->errfd, "ns", err, -1);
         _exit(127);
     }
     close(command->errfd);
@@ -779,8 +793,8 @@ static int set_rlimits(void) {
 }
 
 /* Parses USER ("-": stays who it is; else "UID:GID:G1,G2,...") into *who: 0, or an errno.
- * Apart from become(), which must allocate nothing: a namespaced task's command runs it in a
- * process that shares its init's memory until the exec. */
+ * Apart from become(), which must allocate nothing: the task's process runs it sharing its
+ * parent's memory (the wrapper's, or in namespaces the init's) until the exec. */
 static int parse_user(const char *user, struct identity *who) {
     *who = (struct identity){.keep = strcmp(user, "-") == 0};
     if (who->keep) return 0;
@@ -939,7 +953,7 @@ static _Noreturn void start_task(const struct task_start *start) {
     sigprocmask(SIG_SETMASK, &none, NULL);
     snprintf(msg, sizeof msg, "%d", getpid());
     for (int i = 0; i < ncg; i++) {
-        /* Cgroup v1: "0" into `tasks` moves the calling thread, which right after the fork is
+        /* Cgroup v1: "0" into `tasks` moves the calling thread, which right after the clone is
          * the whole process, and spares the kernel's write lock on every thread group that a
          * move by pid takes (an RCU grace period: 5-15 ms of an idle agent's launch, more
          * than all the rest of it). Cgroup v2 has no `tasks`: its cgroup.procs takes the pid. */
@@ -953,7 +967,7 @@ static _Noreturn void start_task(const struct task_start *start) {
             fd = open(path, O_WRONLY | O_CLOEXEC);
         }
         if (fd < 0 || write(fd, who, strlen(who)) < 0) {
-            dprintf(errfd, "cgroup %d %d", errno, i);
+            tell(errfd, "cgroup", errno, i);
             _exit(127);
         }
         close(fd);
@@ -965,11 +979,11 @@ static _Noreturn void start_task(const struct task_start *start) {
     int out_dir = open_parent(start->out_path, &out_name);
     int err_dir = open_parent(start->err_path, &err_name);
     if (chdir(cwd) < 0 || out_dir < 0 || err_dir < 0) {
-        dprintf(errfd, "exec %d", errno);
+        tell(errfd, "exec", errno, -1);
         _exit(127);
     }
     if (start->bad_user) {
-        dprintf(errfd, "exec %d", start->bad_user);
+        tell(errfd, "exec", start->bad_user, -1);
         _exit(127);
     }
     struct command command = {.errfd = errfd, .who = start->who, .out_dir = out_dir,
@@ -984,7 +998,7 @@ static _Noreturn void run_command(const struct command *command) {
     int errfd = command->errfd;
     int switched = become(&command->who);
     if (switched) {
-        dprintf(errfd, "exec %d", switched);
+        tell(errfd, "exec", switched, -1);
         _exit(127);
     }
     /* As the task's user, and never through a symlink: see the top of this file. */
@@ -992,18 +1006,18 @@ static _Noreturn void run_command(const struct command *command) {
     int err = out < 0 ? -1 : open_log(command->err_dir, command->err_name);
     int null = err < 0 ? -1 : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
-        dprintf(errfd, "exec %d", errno);
+        tell(errfd, "exec", errno, -1);
         _exit(127);
     }
     int limited = set_rlimits();
     if (limited) {
-        dprintf(errfd, "exec %d", limited);
+        tell(errfd, "exec", limited, -1);
         _exit(127);
     }
     if (ns_spec) {
         int refused = deny_syscalls(); /* last: the set-up above needed some of them */
         if (refused) {
-            dprintf(errfd, "ns %d", refused);
+            tell(errfd, "ns", refused, -1);
             _exit(127);
         }
     }
@@ -1011,7 +1025,7 @@ static _Noreturn void run_command(const struct command *command) {
      * what was opened here is close-on-exec, which dup2 does not pass to 0, 1 and 2). */
     if (errfd > 3) close_fds(3, (unsigned)errfd - 1);
     close_fds((unsigned)errfd + 1, ~0U);
-    dprintf(errfd, "exec %d", exec_command(command->argv, command->envp));
+    tell(errfd, "exec", exec_command(command->argv, command->envp), -1);
     _exit(127);
 }
 
@@ -1119,7 +1133,11 @@ int main(int argc, char **argv) {
                                .ncg = ncg, .cwd = cwd, .out_path = out_path,
                                .err_path = err_path, .argv = task_argv, .envp = envp};
     first.bad_user = parse_user(user, &first.who); /* here: the task's process allocates nothing */
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
     pid_t pid = clone_task(&first);
+    /* A plain task's process shared this memory to its exec: its change of user reset the
+     * memory's dumpable flag, this process's as it was. */
+    if (!ns_spec && dumpable >= 0) prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
     close(pipefd[1]);
     if (pid < 0) {
         if (ns_spec) /* the namespaces refused (a limit on their number, a policy) */
