@@ -169,9 +169,9 @@ class Allocator:
         self.config = config or AllocatorConfig()
         self._min: list[Vector] = [scalar_vector(m) for m in self.config.min_allocatable_set]
         self._agents: dict[str, _Agent] = {}
-        # The agents by free cpus and by free mem (thousandths), and those amounts ascending: a
-        # sweep with a floor (_offer_floor) visits only the agents with its cpus free, or its
-        # mem, whichever are fewer (_sweep).
+        # The agents by free cpus and by free mem (thousandths), and those amounts ascending:
+        # they tell how many agents have a floor's (_offer_floor) cpus free, or its mem, and
+        # which, without visiting any (_sweep).
         self._by_level: dict[str, dict[int, dict[str, _Agent]]] = {n: {} for n in _INDEXED}
         self._levels: dict[str, list[int]] = {n: [] for n in _INDEXED}
         self._added = 0
@@ -179,11 +179,11 @@ class Allocator:
         # early stopped: the next starts after it (_from_resume).
         self._ring: list[_Agent] = []
         self._resume = 0
-        # The agents with a floor's cpus and mem free, while they are few (_sweep); and for
-        # floors (cpus, mem) that too many have, the count of changes to free amounts
-        # (_changes) before which they cannot have become few, one agent a change at most
-        # (the floor moves between frameworks' smallest tasks: a few are current at once).
-        self._room: _Room | None = None
+        # For the last few floors (cpus, mem) few agents had free, those agents (_sweep); and
+        # for floors that too many have, the count of changes to free amounts (_changes)
+        # before which they cannot have become few, one agent a change at most. The floor
+        # moves between frameworks' smallest tasks: a few are current at once.
+        self._rooms: dict[tuple[int, int], _Room] = {}
         self._dense: dict[tuple[int, int], int] = {}
         self._changes = 0
         self._frameworks: dict[str, _Framework] = {}
@@ -272,8 +272,8 @@ class Allocator:
             return
         del self._ring[bisect.bisect_left(self._ring, agent.seq, key=_seq)]
         self._changes += 1
-        if self._room is not None:
-            self._room.discard(agent)
+        for room in self._rooms.values():
+            room.discard(agent)
         for name, level in agent.levels.items():
             self._unfile(name, level, agent_id)
         for fid, res in agent.allocated.items():
@@ -1203,7 +1203,7 @@ class Allocator:
         self._free_contribution(agent, 1)
 
     def _relevel(self, agent: _Agent) -> None:
-        """Files the agent under its free cpus and mem (_by_level, and _room)."""
+        """Files the agent under its free cpus and mem (_by_level, and _rooms)."""
         self._changes += 1
         free, filed = agent.free_vec, agent.levels
         for name in _INDEXED:
@@ -1220,8 +1220,8 @@ class Allocator:
                 bisect.insort(self._levels[name], level)
             bucket[agent.agent_id] = agent
             filed[name] = level
-        if self._room is not None:
-            self._room.update(agent)
+        for room in self._rooms.values():
+            room.update(agent)
 
     def _unfile(self, name: str, level: int, agent_id: str) -> None:
         """Takes the agent out of its level; a level left empty goes (free mem is filed in
@@ -1251,30 +1251,32 @@ class Allocator:
         )
 
     def _sweep(self, floor: Vector) -> list[_Agent]:
-        """The agents a sweep with this floor visits, in the order they joined: where few
-        have the floor's cpus and mem free (a sixteenth or less), a copy of those, kept from
-        one cycle to the next as amounts change (_Room); else every agent (the ring, which
-        changes only as agents come and go), of which a sixteenth or more pass. The cycle
-        checks the whole floor on each."""
+        """The agents a sweep with this floor visits, in the order they joined: where a
+        sixteenth of the agents or fewer have its cpus free, or its mem, a copy of those with
+        both, kept from one cycle to the next as amounts change (_Room; the lists of the last
+        few floors are kept, as long as they stay that short); else every agent
+        (the ring, which changes only as agents come and go). The cycle checks the whole
+        floor on each."""
         cpus, mem = floor.get("cpus", 0), floor.get("mem", 0)
         count = len(self._agents)
-        room = self._room
-        if room is not None and room.cpus == cpus and room.mem == mem:
-            if len(room.agents) * _SPARSE <= count:
-                return room.agents[:]  # a copy: the list changes as the cycle grants
-            self._room = None  # most have room now: no list to keep up
-            self._set_dense(cpus, mem, len(room.agents) - count // _SPARSE)
-            return self._ring
+        rooms = self._rooms
+        for key, kept in list(rooms.items()):
+            if len(kept.agents) * _SPARSE > count:  # most have room now: no list to keep up
+                del rooms[key]
+                self._set_dense(*key, len(kept.agents) - count // _SPARSE)
+        room = rooms.get((cpus, mem))
+        if room is not None:
+            return room.agents[:]  # a copy: the list changes as the cycle grants
         until = self._dense.get((cpus, mem))
         if until is not None and self._changes < until:
             return self._ring  # too few changes since to have made them few
         # Those with the floor's cpus free, or its mem, whichever are fewer, bound them: a sum
-        # over the levels, no agent visited (but thousands of levels of mem at 100,000 agents:
-        # not done again until enough has changed, above).
+        # over the levels, no agent visited. Cpus first: mem has thousands of levels at
+        # 100,000 agents (filed in thousandths), summed only when cpus leave it open.
         best: list[dict[str, _Agent]] | None = None
         fewest = count + 1
         for name in _INDEXED:
-            if not floor.get(name):
+            if not floor.get(name) or fewest * _SPARSE <= count:
                 continue
             levels, by_level = self._levels[name], self._by_level[name]
             buckets = [by_level[v] for v in levels[bisect.bisect_left(levels, floor[name]) :]]
@@ -1285,7 +1287,9 @@ class Allocator:
             self._set_dense(cpus, mem, fewest - count // _SPARSE)
             return self._ring
         self._dense.pop((cpus, mem), None)
-        room = self._room = _Room(cpus, mem)
+        if len(rooms) >= _ROOMS:
+            del rooms[next(iter(rooms))]  # the oldest floor's
+        room = rooms[(cpus, mem)] = _Room(cpus, mem)
         found = room.agents
         found.extend(a for b in best for a in b.values() if room.fits(a))
         found.sort(key=_seq)
@@ -1384,6 +1388,7 @@ class Allocator:
 
 _INDEXED = ("cpus", "mem")  # what _by_level files agents by
 _SPARSE = 16  # _sweep keeps a list of the agents with room while they are 1/16 or fewer
+_ROOMS = 4  # and such lists for this many floors at most
 
 
 class _Room:

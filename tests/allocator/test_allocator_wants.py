@@ -213,7 +213,7 @@ def test_the_agents_with_room_are_kept_as_tasks_start_and_end_and_agents_come_an
             for a in alloc._ring
             if a.free_vec.get("cpus", 0) >= 1000 and a.free_vec.get("mem", 0) >= 64000
         ]
-        if alloc._room is not None:  # few have room: the list is exactly those
+        if alloc._rooms.get((1000, 64000)) is not None:  # few have room: the list is exactly those
             assert swept == walked, step
             sparse += 1
         else:  # many have room: every agent, and those among them
