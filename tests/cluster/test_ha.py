@@ -199,10 +199,12 @@ async def test_a_leader_cut_off_from_zookeeper_steps_down_and_disturbs_no_one(tm
                 message="the cut-off leader stepped down",
             )
             assert (await asyncio.to_thread(ms.leader_index)) in (1, 2)
+            # It re-executes itself: until the standby listens, its address refuses (a second
+            # or more on a slow machine), so the call waits for it to be ready.
             with grpc.insecure_channel(ms.addresses[0]) as channel:
                 with pytest.raises(grpc.RpcError) as e:
                     operator_pb2_grpc.OperatorStub(channel).GetState(
-                        operator_pb2.GetStateRequest(), timeout=10
+                        operator_pb2.GetStateRequest(), timeout=30, wait_for_ready=True
                     )
             assert reason_of(e.value) == Reason.NOT_LEADER
             await eventually_async(
