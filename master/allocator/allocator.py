@@ -1409,20 +1409,23 @@ class _Room:
 
     def update(self, agent: _Agent) -> None:
         """In the list if it has the room now, out if not."""
-        agents = self.agents
-        i = bisect.bisect_left(agents, agent.seq, key=_seq)
-        there = i < len(agents) and agents[i] is agent
+        i, there = self._find(agent)
         if self.fits(agent):
             if not there:
-                agents.insert(i, agent)
+                self.agents.insert(i, agent)
         elif there:
-            del agents[i]
+            del self.agents[i]
 
     def discard(self, agent: _Agent) -> None:
+        i, there = self._find(agent)
+        if there:
+            del self.agents[i]
+
+    def _find(self, agent: _Agent) -> tuple[int, bool]:
+        """Where the agent is, or would go, in the list (by seq), and whether it is there."""
         agents = self.agents
         i = bisect.bisect_left(agents, agent.seq, key=_seq)
-        if i < len(agents) and agents[i] is agent:
-            del agents[i]
+        return i, i < len(agents) and agents[i] is agent
 
 
 def _eligible(fw: _Framework) -> bool:
